@@ -1,0 +1,40 @@
+#pragma once
+// Causal multi-head attention, tiled with an online softmax (flash-attention style): memory grows
+// linearly with sequence length, and no T×T matrix exists for all heads at once. The log-sum-exp
+// of each query row is kept for backward, which recomputes the scores tile by tile.
+//
+// Addressing (all row-major, strides in elements): for batch b, position t and head h,
+//   q row  = q + (b*Tq + t)*ldq + h*HS          (HS values)
+//   k row  = k + (b*Tk + t)*ldkv + h*HS, likewise v
+//   out    = out + (b*Tq + t)*ldo + h*HS
+//   lse    = lse[(b*NH + h)*Tq + t]
+// Causality: query t (at absolute position q_pos0 + t) sees keys 0 .. q_pos0 + t of the Tk given.
+// Scores are scaled by 1/√HS.
+#include <cstdint>
+
+namespace weft::kernels {
+
+struct AttentionShape {
+    int64_t B, Tq, Tk, NH, HS;
+    int64_t ldq, ldkv, ldo;
+    int64_t q_pos0 = 0;
+};
+
+void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                       const AttentionShape& s);
+
+// Accumulates gradients into dq, dk, dv (same addressing as q, k, v; the caller zeroes them).
+// out and lse are those attention_forward returned.
+void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                        const float* k, const float* v, const float* out, const float* lse,
+                        const AttentionShape& s);
+
+// The common case: qkv[B,T,3*NH*HS] from the fused projection (q, k, v blocks of NH*HS each),
+// out[B,T,NH*HS], lse[B,NH,T].
+void attention_forward_qkv(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
+                           int64_t NH, int64_t HS);
+// dqkv is overwritten.
+void attention_backward_qkv(float* dqkv, const float* dout, const float* qkv, const float* out,
+                            const float* lse, int64_t B, int64_t T, int64_t NH, int64_t HS);
+
+}  // namespace weft::kernels
