@@ -1,3 +1,5 @@
 #include "weft/cli/main.hpp"
 
-int main(int argc, char** argv) { return weft::cli::main(argc, argv); }
+int main(int argc, char** argv) {
+    return weft::cli::main(argc, argv);
+}

@@ -1,10 +1,62 @@
 #include "weft/cli/main.hpp"
 
-#include <cstdio>
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+
+#include "weft/cli/commands.hpp"
+#include "weft/cli/config_file.hpp"
+#include "weft/comm/mpi_env.hpp"
+#include "weft/core/error.hpp"
 
 namespace weft::cli {
-int main(int, char**) {
-    std::puts("weft: under construction");
+
+int main(int argc, char** argv) {
+    // MPI is up for the whole command, whether it runs as a plain process or under mpirun.
+    comm::MpiEnv mpi(&argc, &argv);
+    CLI::App app{
+        "weft: train GPT-2-style transformers with data, tensor, pipeline and context "
+        "parallelism",
+        "weft"};
+    app.require_subcommand(1);
+    app.fallthrough(false);
+    add_train_command(app);
+    add_eval_command(app);
+    add_sample_command(app);
+    add_prepare_command(app);
+    add_export_command(app);
+    add_bench_command(app);
+    // A flag given twice (once by --config, once on the command line) keeps the last.
+    std::function<void(CLI::App*)> last_wins = [&](CLI::App* a) {
+        for (CLI::Option* o : a->get_options())
+            if (o->get_type_size() != 0) o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+        for (CLI::App* s : a->get_subcommands({})) last_wins(s);
+    };
+    last_wins(&app);
+    try {
+        std::vector<std::string> args = expand_config(argc, argv, app);
+        std::reverse(args.begin(), args.end());  // CLI11 takes a vector last argument first
+        app.parse(args);
+    } catch (const CLI::ParseError& e) {
+        // Every rank parses the same arguments: one of them speaks.
+        return mpi.rank() == 0 ? app.exit(e) : (e.get_exit_code() ? 1 : 0);
+    } catch (const Error& e) {
+        // With several ranks, returning would leave this one in MPI_Finalize while the others
+        // wait for it: end the whole job instead. Bad input fails on every rank alike, so only
+        // rank 0 names it.
+        if (mpi.size() > 1) {
+            if (mpi.rank() == 0) comm::abort_job(fmt::format("error: {}", e.what()), 1);
+            comm::abort_job("", 1);
+        }
+        fmt::print(stderr, "weft: error: {}\n", e.what());
+        return 1;
+    } catch (const std::exception& e) {
+        if (mpi.size() > 1) comm::abort_job(fmt::format("internal error: {}", e.what()), 2);
+        fmt::print(stderr, "weft: internal error: {}\n", e.what());
+        return 2;
+    }
     return 0;
 }
+
 }  // namespace weft::cli

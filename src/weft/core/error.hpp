@@ -10,7 +10,7 @@
 namespace weft {
 
 class Error : public std::runtime_error {
-public:
+  public:
     explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
@@ -22,7 +22,7 @@ template <typename... Args>
 }  // namespace weft
 
 // Checks an input or invariant; on failure throws weft::Error with the formatted message.
-#define WEFT_CHECK(cond, ...)                 \
-    do {                                      \
+#define WEFT_CHECK(cond, ...)                   \
+    do {                                        \
         if (!(cond)) ::weft::fail(__VA_ARGS__); \
     } while (0)

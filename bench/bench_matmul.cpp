@@ -1,0 +1,338 @@
+// Every matrix product of a GPT-2 124M training step (B*T = 4096 rows, C = 768) through weft's
+// kernels, next to the alternatives they were chosen over: the two oneDNN entries (the matmul
+// primitive and dnnl_sgemm) and other weight layouts / explicit transposes. Each benchmark reports
+// its best iteration as GFLOP/s and as % of the peak measured at start-up, because the machine is
+// shared and a mean would measure the neighbours.
+//
+//   bench_matmul --benchmark_filter=<regex>        (OMP_NUM_THREADS=2 for the target setup)
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <vector>
+
+#include "weft/kernels/classifier.hpp"
+#include "weft/kernels/matmul.hpp"
+
+namespace {
+
+using namespace weft::kernels;
+
+constexpr int64_t kRows = 4096;  // B * T = 4 * 1024
+constexpr int64_t kC = 768;
+constexpr int64_t kVocab = 50257;
+
+struct Layer {
+    const char* name;
+    int64_t out, in;  // weight [out, in]
+};
+// The four linear layers of a GPT-2 block.
+constexpr Layer kLayers[] = {{"qkv", 3 * kC, kC}, {"attn_proj", kC, kC}, {"fc", 4 * kC, kC},
+                             {"fc_proj", kC, 4 * kC}};
+
+double peak_gflops() {
+    static double peak = [] {
+        double p = measure_gemm_peak_gflops(4096, 3.0);
+        std::printf("measured fp32 GEMM peak (n=4096, best of ~3 s): %.1f GFLOP/s, %d threads\n",
+                    p, omp_get_max_threads());
+        return p;
+    }();
+    return peak;
+}
+
+std::vector<float> filled(int64_t n, float base) {
+    std::vector<float> v(size_t(n));
+    for (int64_t i = 0; i < n; ++i) v[size_t(i)] = base + 0.001f * float(i % 1013) - 0.5f;
+    return v;
+}
+
+// Times each iteration and reports the best one.
+void run(benchmark::State& state, double flops, const std::function<void()>& body) {
+    body();  // warm-up: primitive creation, page faults
+    double best = 1e300;
+    for (auto _ : state) {
+        auto t0 = std::chrono::steady_clock::now();
+        body();
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+                                  .count());
+    }
+    double gflops = flops / best * 1e-9;
+    state.counters["best_ms"] = best * 1e3;
+    state.counters["GFLOPs"] = gflops;
+    state.counters["pct_peak"] = 100.0 * gflops / peak_gflops();
+}
+
+// The oneDNN matmul primitive with the given strides, without weft's cache or backend choice.
+struct RawPrimitive {
+    dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+    dnnl::stream stream{engine};
+    dnnl::matmul matmul;
+    dnnl::memory::desc a, b, c;
+    RawPrimitive(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb,
+                 int64_t ldc, bool accumulate) {
+        using dims = dnnl::memory::dims;
+        auto f32 = dnnl::memory::data_type::f32;
+        a = dnnl::memory::desc({M, K}, f32, ta ? dims{1, lda} : dims{lda, 1});
+        b = dnnl::memory::desc({K, N}, f32, tb ? dims{1, ldb} : dims{ldb, 1});
+        c = dnnl::memory::desc({M, N}, f32, dims{ldc, 1});
+        dnnl::primitive_attr attr;
+        if (accumulate) {
+            dnnl::post_ops ops;
+            ops.append_sum(1.0f);
+            attr.set_post_ops(ops);
+        }
+        matmul = dnnl::matmul({dnnl::matmul::desc(a, b, c), attr, engine});
+    }
+    void operator()(const float* A, const float* B, float* C) {
+        matmul.execute(stream, {{DNNL_ARG_SRC, dnnl::memory(a, engine, const_cast<float*>(A))},
+                                {DNNL_ARG_WEIGHTS, dnnl::memory(b, engine, const_cast<float*>(B))},
+                                {DNNL_ARG_DST, dnnl::memory(c, engine, C)}});
+        stream.wait();
+    }
+};
+
+// out[cols, rows] = in[rows, cols]ᵀ, in cache-sized tiles.
+void transpose(float* out, const float* in, int64_t rows, int64_t cols) {
+    constexpr int64_t tile = 32;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t r0 = 0; r0 < rows; r0 += tile)
+        for (int64_t c0 = 0; c0 < cols; c0 += tile)
+            for (int64_t c = c0; c < std::min(cols, c0 + tile); ++c)
+                for (int64_t r = r0; r < std::min(rows, r0 + tile); ++r)
+                    out[c * rows + r] = in[r * cols + c];
+}
+
+enum Backend { kWeft, kPrimitive, kSgemm };
+const char* backend_name(int b) { return b == kWeft ? "weft" : b == kPrimitive ? "primitive" : "sgemm"; }
+
+// C = op(A) op(B) (+C) through the chosen entry.
+std::function<void(const float*, const float*, float*)> product(int backend, bool ta, bool tb,
+                                                                 int64_t M, int64_t N, int64_t K,
+                                                                 bool accumulate) {
+    int64_t lda = ta ? M : K, ldb = tb ? K : N, ldc = N;
+    float beta = accumulate ? 1.0f : 0.0f;
+    if (backend == kPrimitive) {
+        auto p = std::make_shared<RawPrimitive>(ta, tb, M, N, K, lda, ldb, ldc, accumulate);
+        return [p](const float* A, const float* B, float* C) { (*p)(A, B, C); };
+    }
+    if (backend == kSgemm)
+        return [=](const float* A, const float* B, float* C) {
+            dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+        };
+    return [=](const float* A, const float* B, float* C) {
+        gemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+    };
+}
+
+// ---- forward: out[M,out] = inp[M,in] · Wᵀ ---------------------------------------------------
+
+// Weight as stored by weft, [out, in] (NT product), through each backend.
+void BM_forward(benchmark::State& state) {
+    const Layer& L = kLayers[state.range(0)];
+    int backend = int(state.range(1));
+    state.SetLabel(std::string(L.name) + " NT (W [out,in]) " + backend_name(backend));
+    auto inp = filled(kRows * L.in, 0.1f), w = filled(L.out * L.in, 0.2f);
+    std::vector<float> out(size_t(kRows * L.out));
+    auto f = product(backend, false, true, kRows, L.out, L.in, false);
+    run(state, 2.0 * kRows * L.out * L.in, [&] { f(inp.data(), w.data(), out.data()); });
+}
+
+// The same product with the weight stored [in, out] (NN), the layout Hugging Face's Conv1D has.
+void BM_forward_w_in_out(benchmark::State& state) {
+    const Layer& L = kLayers[state.range(0)];
+    int backend = int(state.range(1));
+    state.SetLabel(std::string(L.name) + " NN (W [in,out]) " + backend_name(backend));
+    auto inp = filled(kRows * L.in, 0.1f), w = filled(L.out * L.in, 0.2f);
+    std::vector<float> out(size_t(kRows * L.out));
+    auto f = product(backend, false, false, kRows, L.out, L.in, false);
+    run(state, 2.0 * kRows * L.out * L.in, [&] { f(inp.data(), w.data(), out.data()); });
+}
+
+// matmul_forward itself, with bias (fused in the primitive's epilogue).
+void BM_matmul_forward_bias(benchmark::State& state) {
+    const Layer& L = kLayers[state.range(0)];
+    state.SetLabel(std::string(L.name) + " matmul_forward + bias");
+    auto inp = filled(kRows * L.in, 0.1f), w = filled(L.out * L.in, 0.2f), b = filled(L.out, 0.3f);
+    std::vector<float> out(size_t(kRows * L.out));
+    run(state, 2.0 * kRows * L.out * L.in,
+        [&] { matmul_forward(out.data(), inp.data(), w.data(), b.data(), kRows, L.in, L.out); });
+}
+
+// ---- backward, input gradient: dinp[M,in] = dout[M,out] · W[out,in] -------------------------
+
+void BM_dinp(benchmark::State& state) {
+    const Layer& L = kLayers[state.range(0)];
+    int backend = int(state.range(1));
+    state.SetLabel(std::string(L.name) + " NN dout·W " + backend_name(backend));
+    auto dout = filled(kRows * L.out, 0.1f), w = filled(L.out * L.in, 0.2f);
+    std::vector<float> dinp(size_t(kRows * L.in));
+    auto f = product(backend, false, false, kRows, L.in, L.out, false);
+    run(state, 2.0 * kRows * L.out * L.in, [&] { f(dout.data(), w.data(), dinp.data()); });
+}
+
+// Explicit Wᵀ ([in,out]) first, then an NT product; the transpose is inside the timing.
+void BM_dinp_transpose_w(benchmark::State& state) {
+    const Layer& L = kLayers[state.range(0)];
+    int backend = int(state.range(1));
+    state.SetLabel(std::string(L.name) + " transpose(W) + NT " + backend_name(backend));
+    auto dout = filled(kRows * L.out, 0.1f), w = filled(L.out * L.in, 0.2f);
+    std::vector<float> wt(w.size()), dinp(size_t(kRows * L.in));
+    auto f = product(backend, false, true, kRows, L.in, L.out, false);
+    run(state, 2.0 * kRows * L.out * L.in, [&] {
+        transpose(wt.data(), w.data(), L.out, L.in);
+        f(dout.data(), wt.data(), dinp.data());
+    });
+}
+
+// ---- backward, weight gradient: dW[out,in] += dout[M,out]ᵀ · inp[M,in] ----------------------
+
+void BM_dweight(benchmark::State& state) {
+    const Layer& L = kLayers[state.range(0)];
+    int backend = int(state.range(1));
+    state.SetLabel(std::string(L.name) + " TN doutᵀ·inp " + backend_name(backend));
+    auto dout = filled(kRows * L.out, 0.1f), inp = filled(kRows * L.in, 0.2f);
+    std::vector<float> dw(size_t(L.out * L.in), 0.0f);
+    auto f = product(backend, true, false, L.out, L.in, kRows, true);
+    run(state, 2.0 * kRows * L.out * L.in, [&] { f(dout.data(), inp.data(), dw.data()); });
+}
+
+// Explicit doutᵀ ([out,M]) first, then NN.
+void BM_dweight_transpose_dout(benchmark::State& state) {
+    const Layer& L = kLayers[state.range(0)];
+    int backend = int(state.range(1));
+    state.SetLabel(std::string(L.name) + " transpose(dout) + NN " + backend_name(backend));
+    auto dout = filled(kRows * L.out, 0.1f), inp = filled(kRows * L.in, 0.2f);
+    std::vector<float> dout_t(dout.size()), dw(size_t(L.out * L.in), 0.0f);
+    auto f = product(backend, false, false, L.out, L.in, kRows, true);
+    run(state, 2.0 * kRows * L.out * L.in, [&] {
+        transpose(dout_t.data(), dout.data(), kRows, L.out);
+        f(dout_t.data(), inp.data(), dw.data());
+    });
+}
+
+// The gradient of a weight stored [in,out]: dWᵀ[in,out] += inpᵀ · dout (TN with the roles of
+// the two activations swapped).
+void BM_dweight_w_in_out(benchmark::State& state) {
+    const Layer& L = kLayers[state.range(0)];
+    int backend = int(state.range(1));
+    state.SetLabel(std::string(L.name) + " TN inpᵀ·dout (W [in,out]) " + backend_name(backend));
+    auto dout = filled(kRows * L.out, 0.1f), inp = filled(kRows * L.in, 0.2f);
+    std::vector<float> dwt(size_t(L.out * L.in), 0.0f);
+    auto f = product(backend, true, false, L.in, L.out, kRows, true);
+    run(state, 2.0 * kRows * L.out * L.in, [&] { f(inp.data(), dout.data(), dwt.data()); });
+}
+
+// matmul_backward as the model calls it: dinp, dweight and dbias together.
+void BM_matmul_backward(benchmark::State& state) {
+    const Layer& L = kLayers[state.range(0)];
+    state.SetLabel(std::string(L.name) + " matmul_backward (dinp, dW, db)");
+    auto dout = filled(kRows * L.out, 0.1f), inp = filled(kRows * L.in, 0.2f),
+         w = filled(L.out * L.in, 0.3f);
+    std::vector<float> dinp(size_t(kRows * L.in)), dw(size_t(L.out * L.in), 0.0f),
+        db(size_t(L.out), 0.0f);
+    run(state, 4.0 * kRows * L.out * L.in, [&] {
+        matmul_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), kRows,
+                        L.in, L.out, false);
+    });
+}
+
+// ---- the classifier ---------------------------------------------------------------------------
+
+// The three products of one chunk of R rows, as the fused kernel issues them.
+void BM_classifier_chunk_gemms(benchmark::State& state) {
+    int64_t R = state.range(0);
+    int backend = int(state.range(1));
+    state.SetLabel("R=" + std::to_string(R) + " logits+dx+dwte " + backend_name(backend));
+    auto x = filled(R * kC, 0.1f), wte = filled(kVocab * kC, 0.2f);
+    auto logits = filled(R * kVocab, 0.3f);
+    std::vector<float> dx(size_t(R * kC)), dwte(size_t(kVocab * kC), 0.0f);
+    auto fl = product(backend, false, true, R, kVocab, kC, false);
+    auto fdx = product(backend, false, false, R, kC, kVocab, false);
+    auto fdw = product(backend, true, false, kVocab, kC, R, true);
+    run(state, 6.0 * R * kVocab * kC, [&] {
+        fl(x.data(), wte.data(), logits.data());
+        fdx(logits.data(), wte.data(), dx.data());
+        fdw(logits.data(), x.data(), dwte.data());
+    });
+}
+
+// One product of the chunk: 0 logits (NT), 1 dx (NN, K = V), 2 dwte (TN, K = R, accumulate).
+void BM_classifier_gemm(benchmark::State& state) {
+    int64_t R = state.range(0);
+    int which = int(state.range(1)), backend = int(state.range(2));
+    const char* names[] = {"logits x·wteᵀ", "dx dlogits·wte", "dwte += dlogitsᵀ·x"};
+    state.SetLabel("R=" + std::to_string(R) + " " + names[which] + " " + backend_name(backend));
+    auto x = filled(R * kC, 0.1f), wte = filled(kVocab * kC, 0.2f);
+    auto logits = filled(R * kVocab, 0.3f);
+    std::vector<float> dx(size_t(R * kC)), dwte(size_t(kVocab * kC), 0.0f);
+    std::function<void()> body;
+    if (which == 0) {
+        auto f = product(backend, false, true, R, kVocab, kC, false);
+        body = [&, f] { f(x.data(), wte.data(), logits.data()); };
+    } else if (which == 1) {
+        auto f = product(backend, false, false, R, kC, kVocab, false);
+        body = [&, f] { f(logits.data(), wte.data(), dx.data()); };
+    } else {
+        auto f = product(backend, true, false, kVocab, kC, R, true);
+        body = [&, f] { f(logits.data(), x.data(), dwte.data()); };
+    }
+    run(state, 2.0 * R * kVocab * kC, body);
+}
+
+// The fused kernel on a whole GPT-2 batch; FLOPs counted are the three GEMMs (6·N·V·C).
+void BM_classifier_forward_backward(benchmark::State& state) {
+    const int64_t N = kRows;
+    state.SetLabel("N=4096 V=50257 C=768 fused, scratch " +
+                   std::to_string(classifier_scratch_floats(N, kVocab) * 4 >> 20) + " MiB");
+    auto x = filled(N * kC, 0.1f), wte = filled((kVocab + 47) * kC, 0.2f);
+    std::vector<int32_t> targets(size_t(N));
+    for (int64_t n = 0; n < N; ++n) targets[size_t(n)] = int32_t(n * 7919 % kVocab);
+    std::vector<float> loss(size_t(N)), dx(size_t(N * kC)), dwte(wte.size(), 0.0f);
+    run(state, 6.0 * N * kVocab * kC, [&] {
+        classifier_forward_backward(loss.data(), dx.data(), dwte.data(), x.data(), wte.data(),
+                                    targets.data(), N, kC, kVocab, 1.0f / float(N));
+    });
+}
+
+void BM_peak(benchmark::State& state) {
+    for (auto _ : state) benchmark::DoNotOptimize(peak_gflops());
+    state.counters["GFLOPs"] = peak_gflops();
+}
+
+void layers_by_backend(benchmark::internal::Benchmark* b) {
+    for (int64_t l = 0; l < 4; ++l)
+        for (int64_t backend : {kWeft, kPrimitive, kSgemm}) b->Args({l, backend});
+}
+void layers(benchmark::internal::Benchmark* b) {
+    for (int64_t l = 0; l < 4; ++l) b->Args({l});
+}
+
+}  // namespace
+
+BENCHMARK(BM_peak)->Iterations(1);
+BENCHMARK(BM_forward)->Apply(layers_by_backend)->MinTime(0.3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_forward_w_in_out)->Apply(layers_by_backend)->MinTime(0.3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_matmul_forward_bias)->Apply(layers)->MinTime(0.3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_dinp)->Apply(layers_by_backend)->MinTime(0.3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_dinp_transpose_w)->Apply(layers_by_backend)->MinTime(0.3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_dweight)->Apply(layers_by_backend)->MinTime(0.3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_dweight_transpose_dout)->Apply(layers_by_backend)->MinTime(0.3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_dweight_w_in_out)->Apply(layers_by_backend)->MinTime(0.3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_matmul_backward)->Apply(layers)->MinTime(0.3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_classifier_gemm)
+    ->ArgsProduct({{256, 512, 1024, 2048}, {0, 1, 2}, {kPrimitive, kSgemm}})
+    ->MinTime(0.3)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_classifier_chunk_gemms)
+    ->ArgsProduct({{256, 512, 1024, 2048}, {kWeft}})
+    ->MinTime(0.5)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_classifier_forward_backward)->MinTime(2.0)->Unit(benchmark::kMillisecond);
+
+BENCHMARK_MAIN();

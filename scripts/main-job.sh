@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The main job on a fresh Debian 12 machine: installs what is needed, builds, tokenises the
+# bundled corpus, trains the default small model for a few minutes (progress line with loss,
+# tokens/s and ETA), then samples text from it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$(nproc)"
+build/weft prepare --input data/tinyshakespeare.txt --out data
+rm -rf runs/main
+build/weft train --config configs/shakespeare.toml --out runs/main
+build/weft sample --ckpt runs/main --prompt "ROMEO:" --tokens 200 --top-k 40

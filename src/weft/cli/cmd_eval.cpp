@@ -1,0 +1,51 @@
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <memory>
+
+#include "weft/cli/commands.hpp"
+#include "weft/core/error.hpp"
+#include "weft/data/token_file.hpp"
+#include "weft/train/evaluate.hpp"
+#include "weft/train/model_source.hpp"
+
+namespace weft::cli {
+
+namespace {
+struct EvalArgs {
+    std::filesystem::path model_dir, ckpt, data;
+    int64_t batch_size = 8, seq_len = 1024, batches = 8;
+    bool json = false;
+};
+}  // namespace
+
+void add_eval_command(CLI::App& app) {
+    auto a = std::make_shared<EvalArgs>();
+    CLI::App* c = app.add_subcommand(
+        "eval", "Mean loss of a model over the first batches of a token file, in sequential order");
+    c->add_option("--model-dir", a->model_dir, "Hugging Face GPT-2 directory");
+    c->add_option("--ckpt", a->ckpt, "weft checkpoint, or a run directory (its latest)");
+    c->add_option("--data", a->data, "Token file")->required();
+    c->add_option("--batch-size", a->batch_size, "Sequences per batch")->capture_default_str();
+    c->add_option("--seq-len", a->seq_len, "Tokens per sequence")->capture_default_str();
+    c->add_option("--batches", a->batches, "Batches to evaluate (fewer if the file is shorter)")
+        ->capture_default_str();
+    c->add_flag("--json", a->json, "Print {\"loss\": ..., \"tokens\": ...}");
+    c->callback([a] {
+        WEFT_CHECK(a->batch_size >= 1, "--batch-size must be at least 1, got {}", a->batch_size);
+        WEFT_CHECK(a->batches >= 1, "--batches must be at least 1, got {}", a->batches);
+        data::TokenFile file = data::TokenFile::open(a->data);
+        train::LoadedModel m = train::load_model(a->model_dir, a->ckpt);
+        WEFT_CHECK(a->seq_len >= 1 && a->seq_len <= m.model->config().n_positions,
+                   "--seq-len must be in [1, {}] (the model's n_positions), got {}",
+                   m.model->config().n_positions, a->seq_len);
+        train::EvalResult r =
+            train::evaluate(*m.model, m.params.data(), file, a->batch_size, a->seq_len, a->batches);
+        if (a->json)
+            fmt::print("{{\"loss\": {:.6f}, \"tokens\": {}}}\n", r.loss, r.tokens);
+        else
+            fmt::print("loss {:.6f} over {} tokens\n", r.loss, r.tokens);
+    });
+}
+
+}  // namespace weft::cli

@@ -1,0 +1,50 @@
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <memory>
+
+#include "weft/cli/commands.hpp"
+#include "weft/core/error.hpp"
+#include "weft/model/state_io.hpp"
+#include "weft/train/model_source.hpp"
+
+namespace weft::cli {
+
+namespace {
+struct ExportArgs {
+    std::filesystem::path ckpt, out;
+};
+}  // namespace
+
+void add_export_command(CLI::App& app) {
+    auto a = std::make_shared<ExportArgs>();
+    CLI::App* c =
+        app.add_subcommand("export",
+                           "Write a checkpoint as a Hugging Face GPT-2 directory (config.json, "
+                           "model.safetensors) that transformers' GPT2LMHeadModel loads");
+    c->add_option("--ckpt", a->ckpt, "weft checkpoint, or a run directory (its latest)")
+        ->required();
+    c->add_option("--out", a->out,
+                  "Directory to write (created; an existing one must hold only "
+                  "a previous export)")
+        ->required();
+    c->callback([a] {
+        namespace fs = std::filesystem;
+        if (fs::exists(a->out)) {
+            WEFT_CHECK(fs::is_directory(a->out), "--out {} exists and is not a directory",
+                       a->out.string());
+            for (const auto& e : fs::directory_iterator(a->out)) {
+                std::string n = e.path().filename().string();
+                WEFT_CHECK(n == "config.json" || n == "model.safetensors",
+                           "--out {} holds {}, which an export would delete; choose an empty or "
+                           "new directory",
+                           a->out.string(), n);
+            }
+        }
+        train::LoadedModel m = train::load_model({}, a->ckpt);
+        model::write_hf_model(a->out, m.model->config(), m.model->layout(), m.params.data());
+        fmt::print("wrote {}\n", a->out.string());
+    });
+}
+
+}  // namespace weft::cli

@@ -1,0 +1,100 @@
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "weft/cli/commands.hpp"
+#include "weft/core/error.hpp"
+#include "weft/parallel/pipeline/schedule.hpp"
+#include "weft/parallel/pipeline/simulator.hpp"
+#include "weft/parallel/pipeline/svg.hpp"
+#include "weft/parallel/pipeline/trace.hpp"
+
+namespace weft::cli {
+
+namespace {
+struct PipelineArgs {
+    int pp = 4, vpp = 1, micro_batches = 8;
+    std::string schedule = "1f1b";
+    double forward = 1, backward = 2, send = 0, latency = 0;
+    std::filesystem::path svg, trace;
+    bool json = false;
+};
+
+void write_file(const std::filesystem::path& path, const std::string& text, const char* flag) {
+    std::ofstream f(path, std::ios::binary);
+    WEFT_CHECK(f.good(), "{} {}: cannot open the file for writing", flag, path.string());
+    f << text;
+    WEFT_CHECK(f.good(), "{} {}: writing failed", flag, path.string());
+}
+}  // namespace
+
+void add_pipeline_command(CLI::App& app) {
+    auto a = std::make_shared<PipelineArgs>();
+    CLI::App* c = app.add_subcommand(
+        "pipeline",
+        "Generate and simulate a pipeline schedule without a model: its bubble, makespan and "
+        "activation memory, and optionally a picture (SVG) and a Chrome trace");
+    c->add_option("--pp", a->pp, "Pipeline ranks (stages)")->capture_default_str();
+    c->add_option("--micro-batches", a->micro_batches, "Micro-batches per step")
+        ->capture_default_str();
+    c->add_option("--pp-schedule", a->schedule, "gpipe | 1f1b | interleaved")
+        ->capture_default_str();
+    c->add_option("--vpp", a->vpp, "Model chunks per rank (interleaved only)")
+        ->capture_default_str();
+    c->add_option("--forward-cost", a->forward,
+                  "Forward time of one whole stage; each of the vpp chunks takes 1/vpp of it")
+        ->capture_default_str();
+    c->add_option("--backward-cost", a->backward, "Backward time of one whole stage")
+        ->capture_default_str();
+    c->add_option("--send-cost", a->send, "Time a rank spends posting one send")
+        ->capture_default_str();
+    c->add_option("--latency", a->latency, "Time from a send to its arrival at the receiver")
+        ->capture_default_str();
+    c->add_option("--svg", a->svg, "Write a picture of the schedule to this SVG file");
+    c->add_option("--trace", a->trace,
+                  "Write a Chrome trace (Perfetto, chrome://tracing) to this JSON file; one cost "
+                  "unit is shown as one millisecond");
+    c->add_flag("--json", a->json, "Print one JSON object instead of text");
+    c->callback([a] {
+        const pipeline::ScheduleKind kind = pipeline::parse_schedule_kind(a->schedule);
+        const pipeline::Schedule s = pipeline::make_schedule(kind, a->pp, a->vpp, a->micro_batches);
+        pipeline::validate(s);
+        pipeline::Costs costs = pipeline::stage_costs(a->vpp, a->forward, a->backward);
+        costs.send = a->send;
+        costs.latency = a->latency;
+        const pipeline::SimResult r = pipeline::simulate(s, costs);
+        const double theory = pipeline::ideal_bubble(kind, a->pp, a->vpp, a->micro_batches);
+
+        if (!a->svg.empty()) write_file(a->svg, pipeline::schedule_svg(s, r), "--svg");
+        if (!a->trace.empty()) write_file(a->trace, pipeline::chrome_trace(r).dump(1), "--trace");
+
+        if (a->json) {
+            const nlohmann::json j = {
+                {"schedule", a->schedule}, {"pp", a->pp},
+                {"vpp", a->vpp},           {"micro_batches", a->micro_batches},
+                {"bubble", r.bubble},      {"bubble_theory", theory},
+                {"makespan", r.makespan},  {"busy", r.busy},
+                {"idle", r.idle},          {"peak_in_flight", r.peak_in_flight},
+            };
+            fmt::print("{}\n", j.dump());
+            return;
+        }
+        fmt::print("{} pp={} vpp={} micro-batches={}\n", a->schedule, a->pp, a->vpp,
+                   a->micro_batches);
+        fmt::print(
+            "bubble     {:.4f} simulated, {:.4f} theory {}\n", r.bubble, theory,
+            kind == pipeline::ScheduleKind::interleaved ? "(p-1)/(v*m+p-1)" : "(p-1)/(m+p-1)");
+        fmt::print("makespan   {:g} (stage forward {:g}, backward {:g})\n", r.makespan, a->forward,
+                   a->backward);
+        fmt::print("peak in-flight {} per rank: {}\n",
+                   a->vpp > 1 ? "chunk activations (1/vpp of a stage each)" : "micro-batches",
+                   fmt::join(r.peak_in_flight, " "));
+    });
+}
+
+}  // namespace weft::cli

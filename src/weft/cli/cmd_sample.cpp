@@ -1,0 +1,46 @@
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+
+#include "weft/cli/commands.hpp"
+#include "weft/cli/sample_text.hpp"
+#include "weft/train/model_source.hpp"
+
+namespace weft::cli {
+
+namespace {
+struct SampleArgs {
+    std::filesystem::path model_dir, ckpt, tokenizer_dir = "data";
+    std::string prompt = "\n";
+    model::SampleOptions o;
+};
+}  // namespace
+
+void add_sample_command(CLI::App& app) {
+    auto a = std::make_shared<SampleArgs>();
+    CLI::App* c = app.add_subcommand("sample", "Generate text from a model (KV-cached)");
+    c->add_option("--model-dir", a->model_dir, "Hugging Face GPT-2 directory");
+    c->add_option("--ckpt", a->ckpt, "weft checkpoint, or a run directory (its latest)");
+    c->add_option("--prompt", a->prompt, "Text to continue")->capture_default_str();
+    c->add_option("--tokens", a->o.tokens, "Tokens to generate")->capture_default_str();
+    c->add_option("--temperature", a->o.temperature, "Softmax temperature (0: greedy)")
+        ->capture_default_str();
+    c->add_option("--top-k", a->o.top_k, "Keep only the k most likely tokens (0: all)")
+        ->capture_default_str();
+    c->add_option("--top-p", a->o.top_p,
+                  "Keep the smallest set of tokens with this much "
+                  "probability (1: all)")
+        ->capture_default_str();
+    c->add_option("--seed", a->o.seed, "Seed of the sampling")->capture_default_str();
+    c->add_option("--tokenizer-dir", a->tokenizer_dir, "Directory with encoder.json and vocab.bpe")
+        ->capture_default_str();
+    c->callback([a] {
+        a->o.validate();
+        train::LoadedModel m = train::load_model(a->model_dir, a->ckpt);
+        sample_text(m, a->tokenizer_dir, a->prompt, a->o, stdout);
+    });
+}
+
+}  // namespace weft::cli

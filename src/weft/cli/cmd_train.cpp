@@ -1,0 +1,102 @@
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <memory>
+
+#include "weft/cli/commands.hpp"
+#include "weft/core/error.hpp"
+#include "weft/train/trainer.hpp"
+
+namespace weft::cli {
+
+void add_train_command(CLI::App& app) {
+    auto o = std::make_shared<train::TrainOptions>();
+    CLI::App* c = app.add_subcommand("train", "Train a model on a token file");
+    c->add_option("--config",
+                  "TOML file whose keys are these flags' names (underscores or "
+                  "dashes); flags given on the command line win");
+    c->add_option("--model", o->model, "Model preset: tiny, gpt2, gpt2-medium, gpt2-large, gpt2-xl")
+        ->capture_default_str();
+    c->add_option("--n-layer", o->n_layer, "Override the preset's number of blocks");
+    c->add_option("--n-head", o->n_head, "Override the preset's attention heads");
+    c->add_option("--n-embd", o->n_embd, "Override the preset's width");
+    c->add_option("--n-positions", o->n_positions, "Override the preset's maximum sequence length");
+    c->add_option("--model-dir", o->model_dir,
+                  "Start from a Hugging Face GPT-2 directory (config.json, model.safetensors) "
+                  "instead of a fresh initialisation");
+    c->add_option("--data", o->data, "Training token file (from `weft prepare`, llm.c or nanoGPT)")
+        ->capture_default_str();
+    c->add_option(
+        "--val-data", o->val_data,
+        "Validation token file (default: --data with _train replaced by _val, if present)");
+    c->add_option("--out", o->out, "Run directory: metrics.jsonl and checkpoints/")
+        ->capture_default_str();
+    c->add_option("--steps", o->steps, "Optimizer steps to train in all")->capture_default_str();
+    c->add_option("--batch-size", o->batch_size, "Global batch: sequences per optimizer step")
+        ->capture_default_str();
+    c->add_option("--micro-batch-size", o->micro_batch_size,
+                  "Sequences per forward pass (default: the whole batch); the rest is gradient "
+                  "accumulation");
+    c->add_option("--seq-len", o->seq_len, "Tokens per sequence")->capture_default_str();
+    c->add_option("--lr", o->optim.lr, "Peak learning rate")->capture_default_str();
+    c->add_option("--lr-schedule", o->optim.lr_schedule, "After warm-up: cosine or constant")
+        ->capture_default_str();
+    c->add_option("--min-lr-ratio", o->optim.min_lr_ratio,
+                  "Cosine decays to lr times this at the last step")
+        ->capture_default_str();
+    c->add_option("--warmup", o->optim.warmup, "Linear warm-up steps")->capture_default_str();
+    c->add_option("--weight-decay", o->optim.weight_decay,
+                  "AdamW decoupled weight decay (matrices and embeddings only)")
+        ->capture_default_str();
+    c->add_option("--beta1", o->optim.beta1, "AdamW beta1")->capture_default_str();
+    c->add_option("--beta2", o->optim.beta2, "AdamW beta2")->capture_default_str();
+    c->add_option("--eps", o->optim.eps, "AdamW epsilon")->capture_default_str();
+    c->add_option("--grad-clip", o->optim.grad_clip, "Clip the global gradient norm (0: off)")
+        ->capture_default_str();
+    c->add_option("--seed", o->seed, "Seed of the initialisation and the sample order")
+        ->capture_default_str();
+    c->add_flag("--sequential", o->sequential,
+                "Read the data in order (llm.c): row r of batch b is tokens [(b*B+r)*T, +T+1)");
+    c->add_option("--eval-every", o->eval_every, "Validation loss every N steps (0: at the end)")
+        ->capture_default_str();
+    c->add_option("--eval-batches", o->eval_batches, "Batches of the validation file to evaluate")
+        ->capture_default_str();
+    c->add_option("--save-every", o->save_every, "Checkpoint every N steps (0: at the end)")
+        ->capture_default_str();
+    c->add_option("--keep-checkpoints", o->keep_checkpoints, "Checkpoints kept in the run dir")
+        ->capture_default_str();
+    c->add_flag(
+        "--resume", o->resume,
+        "Continue from the run directory's latest checkpoint (start afresh if it has none)");
+    c->add_option("--exit-after", o->exit_after,
+                  "Stop after this many steps of this invocation, with a checkpoint, so that a "
+                  "later --resume continues (0: run to --steps)")
+        ->capture_default_str();
+    c->add_option("--log-every", o->log_every, "Progress line every N steps")
+        ->capture_default_str();
+    c->add_option("--sample-tokens", o->sample_tokens,
+                  "After training, print this many sampled tokens")
+        ->capture_default_str();
+    c->add_option("--threads", o->threads, "OpenMP threads (0: OMP_NUM_THREADS or all cores)")
+        ->capture_default_str();
+    c->add_option("--peak-gflops", o->peak_gflops,
+                  "Peak GFLOP/s for MFU (0: measure a GEMM at start)")
+        ->capture_default_str();
+    c->add_option("--dp", o->layout.dp, "Data-parallel degree (0: world size / other degrees)");
+    c->add_option("--zero", o->layout.zero, "ZeRO stage 0-3 over the data-parallel ranks");
+    c->add_option("--tp", o->layout.tp, "Tensor-parallel degree (not supported yet)");
+    c->add_option("--pp", o->layout.pp, "Pipeline-parallel degree (not supported yet)");
+    c->add_option("--cp", o->layout.cp, "Context-parallel degree (not supported yet)");
+    c->add_option("--ep", o->layout.ep, "Expert-parallel degree (not supported yet)");
+    c->callback([o] {
+        for (auto [flag, v] : {std::pair{"--tp", o->layout.tp},
+                               {"--pp", o->layout.pp},
+                               {"--cp", o->layout.cp},
+                               {"--ep", o->layout.ep}})
+            WEFT_CHECK(v == 1, "{} {}: this kind of parallelism is not supported yet (only 1)",
+                       flag, v);
+        train::run_training(*o);
+    });
+}
+
+}  // namespace weft::cli

@@ -1,0 +1,16 @@
+#pragma once
+// Each subcommand of `weft` adds itself to the application; its callback runs the command.
+namespace CLI {
+class App;
+}
+
+namespace weft::cli {
+
+void add_train_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
+void add_sample_command(CLI::App& app);
+void add_prepare_command(CLI::App& app);
+void add_export_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+
+}  // namespace weft::cli

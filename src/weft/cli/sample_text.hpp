@@ -1,0 +1,16 @@
+#pragma once
+// Prints the prompt and its continuation as the tokens arrive (used by `weft sample` and by
+// `weft train --sample-tokens`).
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "weft/model/generate.hpp"
+#include "weft/train/model_source.hpp"
+
+namespace weft::cli {
+
+void sample_text(const train::LoadedModel& m, const std::filesystem::path& tokenizer_dir,
+                 const std::string& prompt, const model::SampleOptions& o, std::FILE* out);
+
+}  // namespace weft::cli

@@ -1,0 +1,84 @@
+#include "weft/comm/mpi_env.hpp"
+
+#include <fmt/format.h>
+// The C API only: Open MPI's mpi.h would otherwise pull in its deprecated C++ bindings, whose
+// symbols live in libmpi_cxx, which MPI::MPI_C does not link.
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+
+#include "weft/core/error.hpp"
+
+namespace weft::comm {
+
+namespace {
+
+bool mpi_live() {
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    return initialized && !finalized;
+}
+
+}  // namespace
+
+MpiEnv::MpiEnv(int* argc, char*** argv) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized) {
+        MPI_Query_thread(&thread_level_);
+    } else {
+        MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &thread_level_);
+        owns_ = true;
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    WEFT_CHECK(thread_level_ >= MPI_THREAD_FUNNELED,
+               "MPI granted thread level {}, expected at least MPI_THREAD_FUNNELED ({})",
+               thread_level_, MPI_THREAD_FUNNELED);
+}
+
+MpiEnv::~MpiEnv() {
+    if (!owns_ || !mpi_live()) return;
+    if (std::uncaught_exceptions() > 0 && size_ > 1) {
+        abort_job("unwinding an exception past MpiEnv; aborting the job so no rank waits for us");
+    }
+    MPI_Finalize();
+}
+
+bool under_mpirun() {
+    for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"}) {
+        if (std::getenv(var) != nullptr) return true;
+    }
+    return false;
+}
+
+int world_rank() {
+    int rank = 0;
+    if (mpi_live()) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    return rank;
+}
+
+int world_size() {
+    int size = 1;
+    if (mpi_live()) MPI_Comm_size(MPI_COMM_WORLD, &size);
+    return size;
+}
+
+void abort_job(std::string_view message, int exit_code) {
+    // One write per message so that lines of different ranks do not interleave mid-line.
+    std::string line =
+        fmt::format("weft: rank {} of {}: {}\n", world_rank(), world_size(), message);
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
+    std::fflush(stdout);
+    if (mpi_live()) MPI_Abort(MPI_COMM_WORLD, exit_code);
+    std::exit(exit_code);
+}
+
+}  // namespace weft::comm

@@ -1,0 +1,52 @@
+#pragma once
+// A 64-byte-aligned, zero-filled float buffer that owns its memory. Pages are touched at
+// allocation so that resident memory matches what the memory estimate counts.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <utility>
+
+namespace weft {
+
+class Buffer {
+  public:
+    Buffer() = default;
+    explicit Buffer(int64_t n) : n_(n) {
+        if (n == 0) return;
+        size_t bytes = (size_t(n) * sizeof(float) + 63) / 64 * 64;
+        data_ = static_cast<float*>(std::aligned_alloc(64, bytes));
+        if (!data_) throw std::bad_alloc();
+        std::memset(data_, 0, bytes);
+    }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    Buffer(Buffer&& o) noexcept
+        : data_(std::exchange(o.data_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+    Buffer& operator=(Buffer&& o) noexcept {
+        if (this != &o) {
+            std::free(data_);
+            data_ = std::exchange(o.data_, nullptr);
+            n_ = std::exchange(o.n_, 0);
+        }
+        return *this;
+    }
+    ~Buffer() { std::free(data_); }
+
+    float* data() { return data_; }
+    const float* data() const { return data_; }
+    int64_t size() const { return n_; }
+    int64_t bytes() const { return n_ * int64_t(sizeof(float)); }
+    float& operator[](int64_t i) { return data_[i]; }
+    float operator[](int64_t i) const { return data_[i]; }
+    void zero() {
+        if (n_) std::memset(data_, 0, size_t(n_) * sizeof(float));
+    }
+
+  private:
+    float* data_ = nullptr;
+    int64_t n_ = 0;
+};
+
+}  // namespace weft

@@ -1,0 +1,28 @@
+#pragma once
+// Text -> train/val token files, as llm.c's dev/data/tinyshakespeare.py does it.
+//
+// The text is split into sections at every "\n\n". Each section is encoded (ordinary encoding:
+// a literal "<|endoftext|>" in the text stays text) with its "\n\n" still on the end, all but the
+// last section having one, and preceded by the end-of-text token. So the rule is: the tokens
+// without their end-of-text tokens decode to the text, byte for byte. The first `val_tokens`
+// tokens go to <stem>_val.bin, the rest to <stem>_train.bin, both in llm.c's format.
+#include <cstdint>
+#include <filesystem>
+
+#include "weft/data/tokenizer.hpp"
+
+namespace weft::data {
+
+struct PrepareResult {
+    std::filesystem::path train_path, val_path;
+    int64_t train_tokens = 0, val_tokens = 0;
+    int64_t sections = 0;  // end-of-text tokens written
+};
+
+// Errors before any file is written when the text is missing or empty, or gives no more than
+// `val_tokens` tokens (which would leave nothing to train on). Creates out_dir if needed.
+PrepareResult prepare_dataset(const std::filesystem::path& text_file,
+                              const std::filesystem::path& out_dir, const Gpt2Tokenizer& tokenizer,
+                              int64_t val_tokens = 32768);
+
+}  // namespace weft::data

@@ -1,0 +1,157 @@
+#include "weft/kernels/gelu.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "weft/core/error.hpp"
+#include "weft/kernels/isa.hpp"
+
+#if defined(__AVX512F__)
+// GCC 12's AVX-512 headers build their "undefined" pass-through operands from self-initialised
+// locals, which -Wmaybe-uninitialized reports wherever an intrinsic is inlined (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#endif
+
+namespace weft::kernels {
+
+namespace {
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;  // √(2/π)
+constexpr float kCubic = 0.044715f;
+// Elements a thread takes at a time: big enough to amortise scheduling, small enough that the
+// 4096×3072 activations of GPT-2 small split evenly over many threads.
+constexpr int64_t kBlock = 8192;
+
+template <typename F>
+void for_blocks(int64_t n, F&& f) {
+    const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (blocks > 1)
+    for (int64_t i = 0; i < blocks; ++i) f(i * kBlock, std::min(n, (i + 1) * kBlock));
+}
+
+// Both paths use ½(1 + tanh u) = σ(2u) = 1 / (1 + e^(-2u)), the same function as GPT-2's: one exp
+// instead of a tanh (glibc's tanhf is about five times slower than its expf), and no cancellation
+// in 1 + tanh u for very negative inputs. When e^(-2u) overflows, σ = 0 and so are both results.
+inline float sigmoid_2u(float x, float* du) {
+    const float x2 = x * x;
+    if (du) *du = kSqrt2OverPi * (1.0f + 3.0f * kCubic * x2);
+    return 1.0f / (1.0f + std::exp(-2.0f * kSqrt2OverPi * x * (1.0f + kCubic * x2)));
+}
+
+void forward_portable(float* out, const float* x, int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) out[i] = x[i] * sigmoid_2u(x[i], nullptr);
+}
+
+// gelu'(x) = s + x · 2s(1 - s) · du/dx with s = σ(2u), since ½(1 - tanh²u) = 2s(1 - s).
+void backward_portable(float* dx, const float* x, const float* dy, int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+        float du;
+        const float s = sigmoid_2u(x[i], &du);
+        dx[i] = (s + 2.0f * x[i] * s * (1.0f - s) * du) * dy[i];
+    }
+}
+
+#if defined(__AVX512F__)
+inline __mmask16 tail_mask(int64_t rest) {
+    return __mmask16((1u << rest) - 1);
+}
+
+// eˣ by Cody-Waite range reduction to r ∈ [-ln2/2, ln2/2] and Cephes' degree-6 polynomial
+// (about 1 ulp); scalef applies 2ⁿ without the bit tricks that break at the exponent's ends.
+inline __m512 exp_avx512(__m512 x) {
+    // Clamping keeps eˣ finite and NaN-free for ±inf inputs; outside it GELU is saturated anyway.
+    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.0f)), _mm512_set1_ps(-88.0f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    const __m512 y =
+        _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(y, n);
+}
+
+// σ(2u) and du/dx, as the portable sigmoid_2u.
+inline __m512 sigmoid_2u(__m512 x, __m512* du) {
+    const __m512 x2 = _mm512_mul_ps(x, x);
+    const __m512 one = _mm512_set1_ps(1.0f), k = _mm512_set1_ps(kSqrt2OverPi);
+    const __m512 u =
+        _mm512_mul_ps(_mm512_mul_ps(k, x), _mm512_fmadd_ps(_mm512_set1_ps(kCubic), x2, one));
+    if (du) *du = _mm512_mul_ps(k, _mm512_fmadd_ps(_mm512_set1_ps(3.0f * kCubic), x2, one));
+    const __m512 e = exp_avx512(_mm512_mul_ps(_mm512_set1_ps(-2.0f), u));
+    return _mm512_div_ps(one, _mm512_add_ps(one, e));
+}
+
+inline __m512 forward_vec(__m512 x) {
+    return _mm512_mul_ps(x, sigmoid_2u(x, nullptr));
+}
+
+inline __m512 backward_vec(__m512 x, __m512 dy) {
+    __m512 du;
+    const __m512 s = sigmoid_2u(x, &du);
+    const __m512 s1 = _mm512_mul_ps(s, _mm512_sub_ps(_mm512_set1_ps(1.0f), s));
+    const __m512 g = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_add_ps(x, x), s1), du, s);
+    return _mm512_mul_ps(g, dy);
+}
+
+void forward_avx512(float* out, const float* x, int64_t lo, int64_t hi) {
+    int64_t i = lo;
+    for (; i + 16 <= hi; i += 16) _mm512_storeu_ps(out + i, forward_vec(_mm512_loadu_ps(x + i)));
+    if (i < hi) {
+        const __mmask16 k = tail_mask(hi - i);
+        _mm512_mask_storeu_ps(out + i, k, forward_vec(_mm512_maskz_loadu_ps(k, x + i)));
+    }
+}
+
+// dx may alias dy: each lane reads dy before writing dx.
+void backward_avx512(float* dx, const float* x, const float* dy, int64_t lo, int64_t hi) {
+    int64_t i = lo;
+    for (; i + 16 <= hi; i += 16)
+        _mm512_storeu_ps(dx + i, backward_vec(_mm512_loadu_ps(x + i), _mm512_loadu_ps(dy + i)));
+    if (i < hi) {
+        const __mmask16 k = tail_mask(hi - i);
+        const __m512 g =
+            backward_vec(_mm512_maskz_loadu_ps(k, x + i), _mm512_maskz_loadu_ps(k, dy + i));
+        _mm512_mask_storeu_ps(dx + i, k, g);
+    }
+}
+#endif
+
+bool use_avx512() {
+#if defined(__AVX512F__)
+    return kernel_isa() == Isa::avx512;
+#else
+    return false;
+#endif
+}
+
+}  // namespace
+
+void gelu_forward(float* out, const float* inp, int64_t n) {
+    WEFT_CHECK(n >= 0, "gelu_forward: n={}, expected n >= 0", n);
+#if defined(__AVX512F__)
+    if (use_avx512())
+        return for_blocks(n, [=](int64_t lo, int64_t hi) { forward_avx512(out, inp, lo, hi); });
+#endif
+    for_blocks(n, [=](int64_t lo, int64_t hi) { forward_portable(out, inp, lo, hi); });
+}
+
+void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
+    WEFT_CHECK(n >= 0, "gelu_backward: n={}, expected n >= 0", n);
+#if defined(__AVX512F__)
+    if (use_avx512())
+        return for_blocks(
+            n, [=](int64_t lo, int64_t hi) { backward_avx512(dinp, inp, dout, lo, hi); });
+#endif
+    for_blocks(n, [=](int64_t lo, int64_t hi) { backward_portable(dinp, inp, dout, lo, hi); });
+}
+
+}  // namespace weft::kernels

@@ -1,0 +1,251 @@
+#include "weft/kernels/matmul.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
+#include <vector>
+
+#include "weft/core/error.hpp"
+
+namespace weft::kernels {
+
+namespace {
+
+// Everything that makes one oneDNN matmul primitive differ from another.
+struct GemmKey {
+    int64_t M, N, K, lda, ldb, ldc;
+    float alpha;
+    bool trans_a, trans_b, accumulate, bias;
+    bool operator==(const GemmKey&) const = default;
+};
+
+struct GemmKeyHash {
+    size_t operator()(const GemmKey& k) const {
+        uint64_t h = 1469598103934665603ull;
+        auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+        for (int64_t v : {k.M, k.N, k.K, k.lda, k.ldb, k.ldc}) mix(uint64_t(v));
+        uint32_t a;
+        std::memcpy(&a, &k.alpha, sizeof a);
+        mix(a);
+        mix(uint64_t(k.trans_a) | uint64_t(k.trans_b) << 1 | uint64_t(k.accumulate) << 2 |
+            uint64_t(k.bias) << 3);
+        return size_t(h);
+    }
+};
+
+struct Primitive {
+    dnnl::matmul matmul;
+    dnnl::memory::desc a, b, c, bias, scratchpad;
+};
+
+// One engine for the process and the primitive cache. Primitives use a user scratchpad: with
+// oneDNN's default library scratchpad a primitive may only run on the thread that created it,
+// and a shared cache cannot promise that.
+struct Dnnl {
+    dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+    std::mutex mutex;
+    std::unordered_map<GemmKey, std::shared_ptr<const Primitive>, GemmKeyHash> cache;
+};
+
+Dnnl& dnnl_state() {
+    static Dnnl state;
+    return state;
+}
+
+// A CPU stream is cheap; one per calling thread keeps concurrent callers (a communication
+// thread, tests) from sharing an object oneDNN does not promise to be thread-safe.
+dnnl::stream& thread_stream() {
+    thread_local dnnl::stream stream(dnnl_state().engine);
+    return stream;
+}
+
+std::vector<std::byte>& thread_scratchpad(size_t bytes) {
+    thread_local std::vector<std::byte> buffer;
+    if (buffer.size() < bytes) buffer.resize(bytes);
+    return buffer;
+}
+
+std::shared_ptr<const Primitive> make_primitive(const GemmKey& k) {
+    using dt = dnnl::memory::data_type;
+    using dims = dnnl::memory::dims;
+    // Transposes are strides: op(A)[m,k] sits at A[k*lda + m] when A is stored transposed.
+    dnnl::memory::desc a({k.M, k.K}, dt::f32, k.trans_a ? dims{1, k.lda} : dims{k.lda, 1});
+    dnnl::memory::desc b({k.K, k.N}, dt::f32, k.trans_b ? dims{1, k.ldb} : dims{k.ldb, 1});
+    dnnl::memory::desc c({k.M, k.N}, dt::f32, dims{k.ldc, 1});
+    dnnl::memory::desc bias({1, k.N}, dt::f32, dims{k.N, 1});
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    if (k.alpha != 1.0f) attr.set_output_scales(0, {k.alpha});
+    if (k.accumulate) {
+        // beta = 1: the sum post-op adds the old destination after the (scaled) product.
+        dnnl::post_ops ops;
+        ops.append_sum(1.0f);
+        attr.set_post_ops(ops);
+    }
+    auto desc = k.bias ? dnnl::matmul::desc(a, b, bias, c) : dnnl::matmul::desc(a, b, c);
+    dnnl::matmul::primitive_desc pd(desc, attr, dnnl_state().engine);
+    auto p = std::make_shared<Primitive>();
+    p->matmul = dnnl::matmul(pd);
+    p->a = a;
+    p->b = b;
+    p->c = c;
+    p->bias = bias;
+    p->scratchpad = pd.scratchpad_desc();
+    return p;
+}
+
+std::shared_ptr<const Primitive> cached_primitive(const GemmKey& k) {
+    Dnnl& state = dnnl_state();
+    {
+        std::lock_guard lock(state.mutex);
+        auto it = state.cache.find(k);
+        if (it != state.cache.end()) return it->second;
+    }
+    // Created outside the lock (it JITs code, milliseconds); a racing creator of the same key
+    // only wastes its copy.
+    auto p = make_primitive(k);
+    std::lock_guard lock(state.mutex);
+    return state.cache.try_emplace(k, std::move(p)).first->second;
+}
+
+void run_primitive(const GemmKey& k, const float* A, const float* B, const float* bias, float* C) {
+    auto p = cached_primitive(k);
+    const dnnl::engine& engine = dnnl_state().engine;
+    // oneDNN takes non-const handles; it never writes the inputs.
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, dnnl::memory(p->a, engine, const_cast<float*>(A))},
+        {DNNL_ARG_WEIGHTS, dnnl::memory(p->b, engine, const_cast<float*>(B))},
+        {DNNL_ARG_DST, dnnl::memory(p->c, engine, C)}};
+    if (k.bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(p->bias, engine, const_cast<float*>(bias)));
+    size_t scratch = p->scratchpad.get_size();
+    if (scratch > 0)
+        args.emplace(DNNL_ARG_SCRATCHPAD,
+                     dnnl::memory(p->scratchpad, engine, thread_scratchpad(scratch).data()));
+    dnnl::stream& stream = thread_stream();
+    p->matmul.execute(stream, args);
+    stream.wait();
+}
+
+// Adds bias[N] to every row of C[M,N] (ldc): the pass the oneDNN sgemm path needs after the
+// product, on rows still warm from the GEMM's last blocks only by chance, so it is kept lean.
+void add_bias_rows(float* C, const float* bias, int64_t M, int64_t N, int64_t ldc) {
+#pragma omp parallel for schedule(static)
+    for (int64_t m = 0; m < M; ++m) {
+        float* row = C + m * ldc;
+#pragma omp simd
+        for (int64_t n = 0; n < N; ++n) row[n] += bias[n];
+    }
+}
+
+// Which oneDNN entry computes a product. Both are oneDNN: `primitive` is the matmul primitive
+// (its brgemm kernel on AVX-512), `sgemm` is dnnl_sgemm (its JIT GEMM driver). bench_matmul
+// measures both on every product of a GPT-2 step; see the choice in choose_backend.
+enum class Backend { primitive, sgemm };
+
+Backend choose_backend(const GemmKey& k) {
+    // The bias is free in the primitive's epilogue but costs a full pass over C with sgemm.
+    if (k.bias) return Backend::primitive;
+    return Backend::sgemm;
+}
+
+void gemm_impl(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+               int64_t ldc, const float* bias) {
+    WEFT_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm: negative size M={} N={} K={}", M, N, K);
+    WEFT_CHECK(beta == 0.0f || beta == 1.0f, "gemm: beta={} but only 0 and 1 are supported",
+               beta);
+    if (M == 0 || N == 0) return;
+    WEFT_CHECK(lda >= std::max<int64_t>(1, trans_a ? M : K),
+               "gemm: lda={} too small for op(A) [{},{}] (trans_a={})", lda, M, K, trans_a);
+    WEFT_CHECK(ldb >= std::max<int64_t>(1, trans_b ? K : N),
+               "gemm: ldb={} too small for op(B) [{},{}] (trans_b={})", ldb, K, N, trans_b);
+    WEFT_CHECK(ldc >= N, "gemm: ldc={} smaller than N={}", ldc, N);
+    if (K == 0) {  // an empty sum: C = beta*C (+ bias); oneDNN rejects zero-sized products
+        for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < N; ++n)
+                C[m * ldc + n] = (beta == 0.0f ? 0.0f : C[m * ldc + n]) + (bias ? bias[n] : 0.0f);
+        return;
+    }
+    GemmKey key{M, N, K, lda, ldb, ldc, alpha, trans_a, trans_b, beta == 1.0f, bias != nullptr};
+    if (choose_backend(key) == Backend::primitive) {
+        run_primitive(key, A, B, bias, C);
+        return;
+    }
+    dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A,
+                                      lda, B, ldb, beta, C, ldc);
+    WEFT_CHECK(status == dnnl_success, "gemm: dnnl_sgemm failed with status {} (M={} N={} K={})",
+               int(status), M, N, K);
+    if (bias) add_bias_rows(C, bias, M, N, ldc);
+}
+
+// dbias[n] += Σ_m dout[m,n]: each thread owns a band of columns, so no reduction is needed and
+// every row is read in contiguous pieces.
+void bias_backward(float* dbias, const float* dout, int64_t M, int64_t N) {
+    constexpr int64_t band = 64;
+#pragma omp parallel for schedule(static)
+    for (int64_t n0 = 0; n0 < N; n0 += band) {
+        int64_t n1 = std::min(N, n0 + band);
+        float acc[band] = {};
+        for (int64_t m = 0; m < M; ++m) {
+            const float* row = dout + m * N;
+#pragma omp simd
+            for (int64_t n = n0; n < n1; ++n) acc[n - n0] += row[n];
+        }
+        for (int64_t n = n0; n < n1; ++n) dbias[n] += acc[n - n0];
+    }
+}
+
+}  // namespace
+
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+    gemm_impl(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr);
+}
+
+void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
+                    int64_t M, int64_t K, int64_t N) {
+    gemm_impl(false, true, M, N, K, 1.0f, inp, K, weight, K, 0.0f, out, N, bias);
+}
+
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                     const float* inp, const float* weight, int64_t M, int64_t K, int64_t N,
+                     bool accumulate_dinp) {
+    if (dinp) gemm(false, false, M, K, N, 1.0f, dout, N, weight, K, accumulate_dinp ? 1.0f : 0.0f,
+                   dinp, K);
+    if (dweight) gemm(true, false, N, K, M, 1.0f, dout, N, inp, K, 1.0f, dweight, K);
+    if (dbias) bias_backward(dbias, dout, M, N);
+}
+
+double measure_gemm_peak_gflops(int64_t n, double seconds) {
+    WEFT_CHECK(n > 0, "measure_gemm_peak_gflops: n={} must be positive", n);
+    size_t count = size_t(n) * size_t(n);
+    // Ordinary values (no zeros, no denormals) so that nothing runs faster than real data.
+    std::vector<float> a(count), b(count), c(count);
+    for (size_t i = 0; i < count; ++i) {
+        a[i] = 0.5f + 0.001f * float(i % 997);
+        b[i] = 0.25f - 0.001f * float(i % 991);
+    }
+    // Both weight layouts a linear layer uses (NT forward, NN backward); the peak is the best
+    // either reaches, so that MFU is measured against what this machine can really do.
+    auto run = [&](bool trans_b) {
+        auto t0 = std::chrono::steady_clock::now();
+        gemm(false, trans_b, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    run(false);
+    run(true);
+    double best = 1e300, spent = 0;
+    for (int i = 0; i < 4 || spent < seconds; ++i) {
+        double t = run(i % 2 == 1);
+        best = std::min(best, t);
+        spent += t;
+    }
+    return 2.0 * double(n) * double(n) * double(n) / best * 1e-9;
+}
+
+}  // namespace weft::kernels

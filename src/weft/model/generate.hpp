@@ -1,0 +1,51 @@
+#pragma once
+// Text generation with a KV cache: the prompt is run once, then each new token attends to the
+// cached keys and values of all before it. When the context window fills, the cache is rebuilt
+// from the last half of the window (a sliding window), so generation can go on.
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "weft/model/gpt2.hpp"
+
+namespace weft::model {
+
+struct SampleOptions {
+    int64_t tokens = 256;
+    float temperature = 1.0f;  // 0: greedy
+    int64_t top_k = 0;         // 0: off
+    float top_p = 1.0f;        // nucleus sampling; 1: off
+    uint64_t seed = 1337;
+
+    void validate() const;
+};
+
+// Picks a token from logits[V] under the options, with the uniform number u in [0, 1).
+int32_t pick_token(std::span<const float> logits, const SampleOptions& o, float u);
+
+class Generator {
+  public:
+    Generator(const ModelConfig& cfg, const ParamLayout& layout, const float* params);
+    // Feeds tokens at the current position (prompt or the last sampled token) and returns the
+    // logits of the last one (V floats, valid until the next call).
+    std::span<const float> feed(std::span<const int32_t> tokens);
+    int64_t position() const { return pos_; }
+    void reset() { pos_ = 0; }
+
+  private:
+    ModelConfig cfg_;
+    const ParamLayout& layout_;
+    float* params_;
+    int64_t pos_ = 0;
+    Buffer kcache_, vcache_;  // [L, n_positions, C]
+    Buffer x_, ln_, qkv_, att_, h_, hg_, stats_, logits_;
+};
+
+// Generates o.tokens tokens after the prompt; `on_token` sees each as it is chosen.
+std::vector<int32_t> generate(const ModelConfig& cfg, const ParamLayout& layout,
+                              const float* params, std::span<const int32_t> prompt,
+                              const SampleOptions& o,
+                              const std::function<void(int32_t)>& on_token = {});
+
+}  // namespace weft::model

@@ -1,0 +1,90 @@
+#pragma once
+// Pipeline schedules as data: for each pipeline rank, the ordered list of actions it performs in
+// one training step. Generators here know nothing of layers or MPI; one executor runs any list that
+// `validate` accepts and `simulate` (simulator.hpp) finds free of deadlock. See docs/pipeline.md.
+//
+// Model chunks: the model is cut into pp * vpp chunks of consecutive layers, numbered 0..pp*vpp-1
+// in the order the forward pass visits them. Chunk c lives on rank c % pp, so with interleaving
+// (vpp > 1) rank r holds chunks r, r + pp, r + 2pp, ...
+//
+// Placement of messages (the contract with the executor):
+// - recv_act (micro, c) comes immediately before forward (micro, c), recv_grad (micro, c)
+//   immediately before backward (micro, c). A recv action is the point by which the data must
+//   have arrived; the executor may post its MPI_Irecv as early as it likes (e.g. at step start).
+// - send_act (micro, c) comes immediately after forward (micro, c), send_grad (micro, c)
+//   immediately after backward (micro, c). A send never blocks: the executor posts MPI_Isend
+//   there and waits for its completion only when the buffer is reused or at step end.
+// - On send_* and recv_* the chunk is the local chunk (the producer for a send, the consumer for
+//   a recv) and peer is the rank at the other end. Messages exist only between different ranks:
+//   consecutive chunks on the same rank (pp == 1) hand over in memory.
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace weft::pipeline {
+
+enum class ScheduleKind { gpipe, one_f_one_b, interleaved };
+
+// "gpipe" | "1f1b" | "interleaved"; throws weft::Error naming the bad string otherwise.
+ScheduleKind parse_schedule_kind(std::string_view name);
+std::string_view format_schedule_kind(ScheduleKind kind);
+
+struct Action {
+    enum Kind { forward, backward, send_act, recv_act, send_grad, recv_grad } kind;
+    int micro;      // micro-batch index, 0..micro_batches-1
+    int chunk;      // model chunk index, 0..pp*vpp-1
+    int peer = -1;  // rank at the other end of a send/recv; -1 for compute
+
+    bool is_compute() const { return kind == forward || kind == backward; }
+    bool is_send() const { return kind == send_act || kind == send_grad; }
+    bool is_recv() const { return kind == recv_act || kind == recv_grad; }
+    bool operator==(const Action&) const = default;
+};
+
+std::string_view format_action_kind(Action::Kind kind);
+// "forward m3 c5", "recv_act m3 c5 from 1", "send_grad m3 c5 to 0".
+std::string format_action(const Action& a);
+
+struct Schedule {
+    int pp = 1, vpp = 1, micro_batches = 1;
+    ScheduleKind kind = ScheduleKind::one_f_one_b;
+    std::vector<std::vector<Action>> ranks;  // ranks[r] = actions of pipeline rank r, in order
+
+    int chunks() const { return pp * vpp; }
+    int owner(int chunk) const { return chunk % pp; }
+};
+
+// Identifies a point-to-point message independently of which side names it: the activation or
+// gradient of `micro` crossing the boundary between chunks `boundary` and `boundary + 1`, going
+// from rank `src` to rank `dst`. Both the simulator and the executor (for its MPI tags) key on it.
+struct MessageId {
+    bool grad;
+    int micro, boundary, src, dst;
+    auto operator<=>(const MessageId&) const = default;
+};
+// For a send or recv action executed by `rank`.
+MessageId message_id(const Action& a, int rank);
+
+// Builds the schedule; throws weft::Error for pp < 1, vpp < 1, micro_batches < 1, vpp != 1 with
+// gpipe or 1f1b, and for interleaved unless micro_batches % pp == 0 and micro_batches >= pp.
+// - gpipe: all forwards in micro-batch order, then all backwards in the same (FIFO) order.
+// - 1f1b: pp - rank - 1 warm-up forwards, then alternate one forward and one backward, then
+//   cool-down backwards (Megatron's forward_backward_pipelining_without_interleaving).
+// - interleaved: Megatron's forward_backward_pipelining_with_interleaving (Narayanan et al. 2021):
+//   virtual micro-batches walk groups of pp micro-batches through chunk 0, 1, ... of the rank;
+//   warm-up of min((pp - rank - 1) * 2 + (vpp - 1) * pp, vpp * m) forwards, then 1F1B, then
+//   cool-down backwards.
+Schedule make_schedule(ScheduleKind kind, int pp, int vpp, int micro_batches);
+
+// Checks the structure of a schedule; throws weft::Error naming the first violation:
+// - every (micro, chunk) has exactly one forward and one backward, on rank chunk % pp;
+// - on each rank, forward (m, c) precedes backward (m, c); where chunks c and c + 1 share a rank,
+//   forward (m, c) precedes forward (m, c + 1) and backward (m, c + 1) precedes backward (m, c);
+// - where they do not, the rank holding c has send_act (m, c) after forward (m, c) and the rank
+//   holding c + 1 has recv_act (m, c + 1) before forward (m, c + 1); likewise for gradients;
+// - there are no other sends or receives, and each message is sent once and received once.
+// Together these make forward of c happen before forward of c + 1 (and backward in reverse) in
+// any run; whether a run completes at all is what simulate() decides.
+void validate(const Schedule& s);
+
+}  // namespace weft::pipeline

@@ -1,0 +1,153 @@
+#include "weft/parallel/pipeline/simulator.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <queue>
+
+#include "weft/core/error.hpp"
+
+namespace weft::pipeline {
+
+double Costs::forward_cost(int chunk) const {
+    return chunk_forward.empty() ? forward : chunk_forward[chunk];
+}
+
+double Costs::backward_cost(int chunk) const {
+    return chunk_backward.empty() ? backward : chunk_backward[chunk];
+}
+
+Costs stage_costs(int vpp, double forward, double backward) {
+    WEFT_CHECK(vpp >= 1, "virtual pipeline size must be at least 1, got vpp={}", vpp);
+    Costs c;
+    c.forward = forward / vpp;
+    c.backward = backward / vpp;
+    return c;
+}
+
+double ideal_bubble(ScheduleKind kind, int pp, int vpp, int micro_batches) {
+    const double p = pp, m = micro_batches;
+    const double v = kind == ScheduleKind::interleaved ? vpp : 1;
+    return (p - 1) / (v * m + p - 1);
+}
+
+namespace {
+
+void check_costs(const Schedule& s, const Costs& c) {
+    auto check_vector = [&](const std::vector<double>& v, const char* name) {
+        WEFT_CHECK(v.empty() || static_cast<int>(v.size()) == s.chunks(),
+                   "Costs::{} has {} entries, expected none or one per chunk (pp*vpp={})", name,
+                   v.size(), s.chunks());
+        for (size_t i = 0; i < v.size(); ++i)
+            WEFT_CHECK(v[i] >= 0, "Costs::{}[{}] must be non-negative, got {}", name, i, v[i]);
+    };
+    check_vector(c.chunk_forward, "chunk_forward");
+    check_vector(c.chunk_backward, "chunk_backward");
+    WEFT_CHECK(c.forward >= 0 && c.backward >= 0 && c.send >= 0 && c.latency >= 0,
+               "costs must be non-negative, got forward={} backward={} send={} latency={}",
+               c.forward, c.backward, c.send, c.latency);
+}
+
+// Explains a deadlock: every rank that still has actions is blocked on a recv.
+std::string describe_deadlock(const Schedule& s, const std::vector<size_t>& pc) {
+    std::map<MessageId, std::pair<int, size_t>> senders;  // message -> (rank, action index)
+    for (int r = 0; r < s.pp; ++r)
+        for (size_t i = 0; i < s.ranks[r].size(); ++i)
+            if (s.ranks[r][i].is_send()) senders.emplace(message_id(s.ranks[r][i], r), std::pair{r, i});
+
+    std::string msg = "pipeline schedule deadlocks:";
+    for (int r = 0; r < s.pp; ++r) {
+        if (pc[r] == s.ranks[r].size()) continue;
+        const Action& a = s.ranks[r][pc[r]];
+        auto it = senders.find(message_id(a, r));
+        msg += fmt::format(" rank {} stuck at action {} ({}),", r, pc[r], format_action(a));
+        if (it == senders.end())
+            msg += " which no rank sends;";
+        else
+            msg += fmt::format(" sent only at rank {} action {};", it->second.first,
+                               it->second.second);
+    }
+    msg.back() = '.';
+    return msg;
+}
+
+}  // namespace
+
+SimResult simulate(const Schedule& s, const Costs& costs) {
+    WEFT_CHECK(static_cast<int>(s.ranks.size()) == s.pp,
+               "schedule has action lists for {} ranks, expected pp={}", s.ranks.size(), s.pp);
+    check_costs(s, costs);
+
+    SimResult res;
+    res.compute.assign(s.pp, 0);
+    res.busy.assign(s.pp, 0);
+    res.peak_in_flight.assign(s.pp, 0);
+    res.timeline.resize(s.pp);
+
+    std::vector<size_t> pc(s.pp, 0);     // next action of each rank
+    std::vector<double> now(s.pp, 0);    // time each rank reached its next action
+    std::vector<int> held(s.pp, 0);      // activations held now
+    std::map<MessageId, double> arrived;  // message -> arrival time, once sent
+    std::map<MessageId, int> waiting;     // message -> rank blocked on it
+
+    // Ranks ready to run their next action, earliest first (ties by rank, for a stable order).
+    using Event = std::pair<double, int>;
+    std::priority_queue<Event, std::vector<Event>, std::greater<>> ready;
+    for (int r = 0; r < s.pp; ++r)
+        if (!s.ranks[r].empty()) ready.push({0.0, r});
+
+    while (!ready.empty()) {
+        const int r = ready.top().second;
+        ready.pop();
+        const Action& a = s.ranks[r][pc[r]];
+        const double start = now[r];
+        double end = start;
+        if (a.is_compute()) {
+            const bool fwd = a.kind == Action::forward;
+            const double cost = fwd ? costs.forward_cost(a.chunk) : costs.backward_cost(a.chunk);
+            end = start + cost;
+            res.compute[r] += cost;
+            res.busy[r] += cost;
+            held[r] += fwd ? 1 : -1;
+            res.peak_in_flight[r] = std::max(res.peak_in_flight[r], held[r]);
+        } else if (a.is_send()) {
+            end = start + costs.send;
+            res.busy[r] += costs.send;
+            const MessageId id = message_id(a, r);
+            WEFT_CHECK(arrived.emplace(id, end + costs.latency).second,
+                       "rank {} action {} ({}): this message was already sent", r, pc[r],
+                       format_action(a));
+            if (auto w = waiting.find(id); w != waiting.end()) {
+                ready.push({std::max(now[w->second], end + costs.latency), w->second});
+                waiting.erase(w);
+            }
+        } else {
+            const MessageId id = message_id(a, r);
+            auto it = arrived.find(id);
+            if (it == arrived.end()) {
+                waiting[id] = r;  // resumed by the matching send
+                continue;
+            }
+            end = std::max(start, it->second);
+        }
+        res.timeline[r].push_back({start, end, a});
+        now[r] = end;
+        if (++pc[r] < s.ranks[r].size()) ready.push({end, r});
+    }
+
+    for (int r = 0; r < s.pp; ++r)
+        if (pc[r] < s.ranks[r].size()) fail("{}", describe_deadlock(s, pc));
+
+    res.makespan = s.pp > 0 ? *std::max_element(now.begin(), now.end()) : 0;
+    double total = 0;
+    for (int r = 0; r < s.pp; ++r) {
+        res.idle.push_back(res.makespan - res.busy[r]);
+        total += res.compute[r];
+    }
+    res.bubble = res.makespan > 0 ? 1 - total / (s.pp * res.makespan) : 0;
+    return res;
+}
+
+}  // namespace weft::pipeline

@@ -1,0 +1,59 @@
+#pragma once
+// Event-driven simulation of a pipeline schedule: the one place that turns action lists and costs
+// into times. The `weft pipeline` command, the tests and the planner (with measured costs) all use
+// it. Model of a run:
+// - each rank executes its actions in order, one at a time;
+// - forward / backward of chunk c take forward_cost(c) / backward_cost(c);
+// - a send occupies its rank for `send` and never blocks; its message arrives `latency` later;
+// - a recv blocks until its message has arrived, then completes at once.
+#include <string>
+#include <vector>
+
+#include "weft/parallel/pipeline/schedule.hpp"
+
+namespace weft::pipeline {
+
+// Time per chunk, in any unit (unit costs for theory, seconds when measured). The bubble formulas
+// hold exactly with forward = f, backward = 2f (any f > 0), send = latency = 0; see
+// docs/pipeline.md.
+struct Costs {
+    double forward = 1, backward = 2, send = 0, latency = 0;
+    // Optional per-chunk costs (size pp * vpp) that override forward / backward, e.g. measured
+    // times or an uneven layer split. Per-rank costs are the case chunk_x[c] = x[c % pp].
+    std::vector<double> chunk_forward, chunk_backward;
+
+    double forward_cost(int chunk) const;
+    double backward_cost(int chunk) const;
+};
+
+// Costs of one whole pipeline stage spread evenly over its vpp chunks, so that schedules with
+// different vpp compare at equal work per rank: forward / vpp and backward / vpp per chunk.
+Costs stage_costs(int vpp, double forward = 1, double backward = 2);
+
+struct TimedAction {
+    double start, end;  // for a recv, [time the rank reached it, time its message had arrived]
+    Action action;
+};
+
+struct SimResult {
+    double makespan = 0;  // time at which the last rank finishes
+    double bubble = 0;    // 1 - total compute / (pp * makespan)
+    // Per rank: time computing; time busy (computing or sending); idle = makespan - busy.
+    std::vector<double> compute, busy, idle;
+    // Per rank: most (micro, chunk) activations held at once (forward done, backward not yet).
+    // With vpp == 1 this counts micro-batches; with interleaving each unit is 1/vpp of a stage.
+    std::vector<int> peak_in_flight;
+    std::vector<std::vector<TimedAction>> timeline;  // per rank, in execution order
+};
+
+// Simulates `s` (which should have passed validate()). Throws weft::Error if the schedule
+// deadlocks, i.e. no rank can progress while some have actions left; the message names every
+// stuck rank, the action it is blocked on and why (its message is sent later in a blocked rank's
+// list, or never). Also throws for costs of the wrong size or negative.
+SimResult simulate(const Schedule& s, const Costs& costs);
+
+// The bubble fraction of the papers: (p-1)/(m+p-1) for gpipe and 1f1b (Huang et al. 2019,
+// Narayanan et al. 2021), (p-1)/(v*m+p-1) for interleaved.
+double ideal_bubble(ScheduleKind kind, int pp, int vpp, int micro_batches);
+
+}  // namespace weft::pipeline

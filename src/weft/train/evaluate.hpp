@@ -1,0 +1,21 @@
+#pragma once
+// Mean loss of a model over the first K batches of a token file, in llm.c's sequential order:
+// what `weft eval` prints and what a run logs as val_loss.
+#include <cstdint>
+
+#include "weft/data/token_file.hpp"
+#include "weft/model/gpt2.hpp"
+
+namespace weft::train {
+
+struct EvalResult {
+    double loss;     // mean over all target tokens
+    int64_t tokens;  // target tokens seen
+};
+
+// Batches of B sequences of T tokens; the file must hold at least one full batch. `params` is
+// the whole flat parameter buffer.
+EvalResult evaluate(model::Gpt2& model, const float* params, const data::TokenFile& file, int64_t B,
+                    int64_t T, int64_t batches);
+
+}  // namespace weft::train

@@ -1,0 +1,52 @@
+#include "weft/train/memory.hpp"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <string>
+
+#include "weft/kernels/classifier.hpp"
+#include "weft/model/gpt2.hpp"
+
+namespace weft::train {
+
+static std::string mib(int64_t b) {
+    return fmt::format("{:.1f} MiB", double(b) / (1 << 20));
+}
+
+std::string MemoryEstimate::describe() const {
+    return fmt::format(
+        "weights {} + grads {} + optimizer {} + activations {} + scratch {} + baseline {} = {}",
+        mib(weights), mib(grads), mib(optimizer), mib(activations), mib(scratch), mib(baseline),
+        mib(total()));
+}
+
+MemoryEstimate estimate_memory(const model::ModelConfig& cfg, int64_t param_floats, int64_t B,
+                               int64_t T, int64_t baseline_bytes) {
+    MemoryEstimate m;
+    m.weights = 4 * param_floats;
+    m.grads = 4 * param_floats;
+    m.optimizer = 8 * param_floats;
+    m.activations = 4 * model::Activations::floats(cfg, B, T);
+    m.scratch = 4 * (model::Gpt2::scratch_floats(cfg, B, T) +
+                     kernels::classifier_scratch_floats(B * T, cfg.vocab_size));
+    m.baseline = baseline_bytes;
+    return m;
+}
+
+static int64_t status_kib(const char* key) {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind(key, 0) == 0) return std::stoll(line.substr(std::string(key).size()));
+    return 0;
+}
+
+int64_t current_rss_bytes() {
+    return status_kib("VmRSS:") * 1024;
+}
+int64_t peak_rss_bytes() {
+    return status_kib("VmHWM:") * 1024;
+}
+
+}  // namespace weft::train

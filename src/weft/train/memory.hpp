@@ -1,0 +1,25 @@
+#pragma once
+// The analytic memory of a training process, by category, and what the OS says it used.
+#include <cstdint>
+#include <string>
+
+#include "weft/model/config.hpp"
+
+namespace weft::train {
+
+struct MemoryEstimate {
+    int64_t weights = 0, grads = 0, optimizer = 0, activations = 0, scratch = 0, baseline = 0;
+    int64_t total() const { return weights + grads + optimizer + activations + scratch + baseline; }
+    std::string describe() const;
+};
+
+// One process holding the whole model: fp32 weights, gradients, AdamW's two moments; the
+// activations of one micro-batch of B sequences of T tokens; the backward and head scratch;
+// `baseline` is the process's resident size before the model is allocated (code, libraries).
+MemoryEstimate estimate_memory(const model::ModelConfig& cfg, int64_t param_floats, int64_t B,
+                               int64_t T, int64_t baseline_bytes);
+
+int64_t current_rss_bytes();  // VmRSS
+int64_t peak_rss_bytes();     // VmHWM
+
+}  // namespace weft::train

@@ -1,0 +1,71 @@
+#include "weft/train/metrics.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "weft/core/error.hpp"
+
+namespace weft::train {
+
+MetricsLog::MetricsLog(const std::filesystem::path& file) {
+    f_ = std::fopen(file.c_str(), "a");
+    WEFT_CHECK(f_ != nullptr, "cannot open metrics file {} for appending", file.string());
+}
+
+MetricsLog::~MetricsLog() {
+    if (f_) std::fclose(f_);
+}
+
+void MetricsLog::write(const nlohmann::json& line) {
+    if (!f_) return;
+    std::string s = line.dump();
+    s.push_back('\n');
+    std::fwrite(s.data(), 1, s.size(), f_);
+    std::fflush(f_);  // a crashed run keeps every line it reported
+}
+
+Progress::Progress(int64_t first_step, int64_t total_steps)
+    : tty_(isatty(STDERR_FILENO)),
+      first_(first_step),
+      total_(total_steps),
+      start_(std::chrono::steady_clock::now()) {}
+
+static std::string format_duration(double s) {
+    if (s < 0 || s > 1e7) return "?";
+    int64_t t = int64_t(s + 0.5);
+    if (t >= 3600) return fmt::format("{}h{:02}m", t / 3600, t / 60 % 60);
+    if (t >= 60) return fmt::format("{}m{:02}s", t / 60, t % 60);
+    return fmt::format("{}s", t);
+}
+
+void Progress::step(int64_t step, double loss, double tokens_per_s, double mfu, double lr) {
+    double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    int64_t done = step - first_, left = total_ - step;
+    double eta = done > 0 ? elapsed / double(done) * double(left) : -1;
+    std::string line = fmt::format(
+        "step {:>{}}/{} | loss {:.4f} | lr {:.2e} | {:.0f} tok/s | mfu {:.1f}% | eta {}", step,
+        std::to_string(total_).size(), total_, loss, lr, tokens_per_s, mfu * 100,
+        format_duration(eta));
+    if (tty_) {
+        fmt::print(stderr, "\r\033[K{}", line);
+        open_line_ = true;
+    } else {
+        fmt::print(stderr, "{}\n", line);
+    }
+    std::fflush(stderr);
+}
+
+void Progress::note(const std::string& line) {
+    if (open_line_) fmt::print(stderr, "\n");
+    open_line_ = false;
+    fmt::print(stderr, "{}\n", line);
+    std::fflush(stderr);
+}
+
+void Progress::finish() {
+    if (open_line_) fmt::print(stderr, "\n");
+    open_line_ = false;
+}
+
+}  // namespace weft::train

@@ -1,0 +1,42 @@
+#pragma once
+// What a run tells its user: one JSON object per line in RUN_DIR/metrics.jsonl, and a progress
+// line (redrawn in place on a terminal, plain lines otherwise).
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace weft::train {
+
+class MetricsLog {
+  public:
+    MetricsLog() = default;
+    // Appends to the file (a resumed run continues its log).
+    explicit MetricsLog(const std::filesystem::path& file);
+    MetricsLog(const MetricsLog&) = delete;
+    MetricsLog& operator=(const MetricsLog&) = delete;
+    ~MetricsLog();
+    void write(const nlohmann::json& line);
+
+  private:
+    std::FILE* f_ = nullptr;
+};
+
+class Progress {
+  public:
+    Progress(int64_t first_step, int64_t total_steps);
+    // One line per call: step/total, loss, tokens/s, ETA (and MFU when known).
+    void step(int64_t step, double loss, double tokens_per_s, double mfu, double lr);
+    void note(const std::string& line);  // a line that must not be overwritten (eval, save)
+    void finish();
+
+  private:
+    bool tty_;
+    bool open_line_ = false;
+    int64_t first_, total_;
+    std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace weft::train

@@ -1,0 +1,29 @@
+#include "weft/train/model_source.hpp"
+
+#include "weft/core/error.hpp"
+#include "weft/model/state_io.hpp"
+#include "weft/train/checkpoint.hpp"
+
+namespace weft::train {
+
+LoadedModel load_model(const std::filesystem::path& model_dir, const std::filesystem::path& ckpt) {
+    WEFT_CHECK(model_dir.empty() != ckpt.empty(),
+               "give exactly one of --model-dir (a Hugging Face directory) and --ckpt (a weft "
+               "checkpoint or run directory)");
+    LoadedModel m;
+    if (!ckpt.empty()) {
+        CheckpointInfo ck = open_checkpoint(ckpt);
+        m.model = std::make_unique<model::Gpt2>(ck.cfg);
+        m.params = Buffer(m.model->layout().total);
+        load_checkpoint_params(ck, m.model->layout(), m.params.data());
+    } else {
+        model::ModelConfig cfg = model::read_hf_model_config(model_dir);
+        m.model = std::make_unique<model::Gpt2>(cfg);
+        m.params = Buffer(m.model->layout().total);
+        model::read_tensors(model_dir / "model.safetensors", m.model->layout(), m.params.data(),
+                            model::Naming::hf);
+    }
+    return m;
+}
+
+}  // namespace weft::train

@@ -1,0 +1,41 @@
+#include "weft/train/options.hpp"
+
+#include "weft/core/error.hpp"
+
+namespace weft::train {
+
+model::ModelConfig TrainOptions::model_config() const {
+    model::ModelConfig c = model::model_preset(model);
+    if (n_layer) c.n_layer = n_layer;
+    if (n_head) c.n_head = n_head;
+    if (n_embd) c.n_embd = n_embd;
+    if (n_positions) c.n_positions = n_positions;
+    return c;
+}
+
+std::filesystem::path TrainOptions::val_path() const {
+    if (!val_data.empty()) return val_data;
+    std::string s = data.string();
+    auto pos = s.rfind("_train");
+    if (pos == std::string::npos) return {};
+    std::filesystem::path guess = s.substr(0, pos) + "_val" + s.substr(pos + 6);
+    return std::filesystem::exists(guess) ? guess : std::filesystem::path{};
+}
+
+void TrainOptions::validate() const {
+    WEFT_CHECK(steps >= 1, "--steps must be at least 1, got {}", steps);
+    WEFT_CHECK(batch_size >= 1, "--batch-size must be at least 1, got {}", batch_size);
+    WEFT_CHECK(micro_batch_size >= 0, "--micro-batch-size must be positive, got {}",
+               micro_batch_size);
+    WEFT_CHECK(seq_len >= 1, "--seq-len must be at least 1, got {}", seq_len);
+    WEFT_CHECK(eval_every >= 0, "--eval-every must be non-negative, got {}", eval_every);
+    WEFT_CHECK(eval_batches >= 1, "--eval-batches must be at least 1, got {}", eval_batches);
+    WEFT_CHECK(save_every >= 0, "--save-every must be non-negative, got {}", save_every);
+    WEFT_CHECK(exit_after >= 0, "--exit-after must be non-negative, got {}", exit_after);
+    WEFT_CHECK(log_every >= 1, "--log-every must be at least 1, got {}", log_every);
+    WEFT_CHECK(threads >= 0, "--threads must be non-negative, got {}", threads);
+    WEFT_CHECK(!data.empty(), "--data is required");
+    optim.validate();
+}
+
+}  // namespace weft::train

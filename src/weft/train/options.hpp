@@ -1,0 +1,52 @@
+#pragma once
+// Everything a training run is told, from the config file and the command line.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "weft/core/layout.hpp"
+#include "weft/model/config.hpp"
+#include "weft/optim/optimizer.hpp"
+
+namespace weft::train {
+
+struct TrainOptions {
+    // Model: a preset, optionally reshaped; or a Hugging Face directory to start from.
+    std::string model = "tiny";
+    int64_t n_layer = 0, n_head = 0, n_embd = 0, n_positions = 0;  // 0: the preset's
+    std::filesystem::path model_dir;
+
+    std::filesystem::path data = "data/tinyshakespeare_train.bin";
+    std::filesystem::path val_data;  // default: data with _train replaced by _val, if it exists
+    std::filesystem::path out = "runs/default";
+
+    int64_t steps = 100;
+    int64_t batch_size = 8;        // global batch, sequences per optimizer step
+    int64_t micro_batch_size = 0;  // sequences per forward pass; 0: batch_size / dp
+    int64_t seq_len = 256;
+    uint64_t seed = 1337;
+    bool sequential = false;
+
+    optim::OptimConfig optim;
+
+    int64_t eval_every = 0;  // 0: only at the end
+    int64_t eval_batches = 8;
+    int64_t save_every = 0;  // 0: only at the end
+    int64_t keep_checkpoints = 3;
+    bool resume = false;
+    int64_t exit_after = 0;  // stop (with a checkpoint) after this many steps of this run; 0: off
+    int64_t log_every = 1;
+    int64_t sample_tokens = 0;  // after training, sample this many tokens from "\n"
+    int threads = 0;            // OpenMP threads per rank; 0: OMP_NUM_THREADS or all cores
+    double peak_gflops = 0;     // for MFU; 0: measured at start
+
+    Layout layout;
+
+    // The model shape after applying preset, overrides and (later) the Hugging Face config.
+    model::ModelConfig model_config() const;
+    std::filesystem::path val_path() const;
+    // Checks every value; errors name the flag and what was expected.
+    void validate() const;
+};
+
+}  // namespace weft::train

@@ -1,0 +1,37 @@
+# Every bad input: one clear error, a non-zero exit, and nothing written.
+source "$(dirname "$0")/lib.sh"
+prepare_data
+T="--tokenizer-dir $SRC/data"
+common=(--data data/tinyshakespeare_train.bin --steps 2 --batch-size 2 --seq-len 32 --peak-gflops 1)
+
+expect_error "--bogus" runs/a -- train --bogus 3 --out runs/a
+expect_error "no-such.bin" runs/a -- train --data no-such.bin --out runs/a
+head -c 1000 data/tinyshakespeare_val.bin > trunc.bin
+expect_error "trunc.bin" runs/a -- train --data trunc.bin --out runs/a
+expect_error "n_embd 66 is not divisible by n_head 4" runs/a -- train "${common[@]}" --n-embd 66 --out runs/a
+printf 'n_embd = 66\nn_head = 4\n' > odd.toml
+expect_error "n_embd 66 is not divisible by n_head 4" runs/a -- train --config odd.toml "${common[@]}" --out runs/a
+printf 'batch_sise = 4\n' > typo.toml
+expect_error "unknown key 'batch_sise'" runs/a -- train --config typo.toml "${common[@]}" --out runs/a
+expect_error "--batch-size 3 is not a multiple of --micro-batch-size 2" runs/a -- train "${common[@]}" --batch-size 3 --micro-batch-size 2 --out runs/a
+expect_error "--seq-len 300 exceeds the model's n_positions 256" runs/a -- train "${common[@]}" --seq-len 300 --out runs/a
+expect_error "world size 1" runs/a -- train "${common[@]}" --dp 2 --out runs/a
+expect_error "--tp 2" runs/a -- train "${common[@]}" --tp 2 --out runs/a
+
+# A Hugging Face directory: bad header, missing tensor, wrong shape.
+"$WEFT" train "${common[@]}" --out runs/ok >/dev/null 2>&1
+"$WEFT" export --ckpt runs/ok --out hf >/dev/null
+mkdir hf_bad && cp hf/config.json hf_bad/
+printf '\xff\xff\xff\xff\x00\x00\x00\x00{"a":1}' > hf_bad/model.safetensors
+expect_error "model.safetensors" runs/b -- train "${common[@]}" --model-dir hf_bad --out runs/b
+expect_error "model.safetensors" "" -- eval --model-dir hf_bad --data data/tinyshakespeare_val.bin --batch-size 1 --seq-len 8
+# Rewrite a tensor name / shape inside the header (same length, so offsets stay valid).
+mkdir hf_missing hf_shape && cp hf/config.json hf_missing/ && cp hf/config.json hf_shape/
+sed 's/transformer.h.1.mlp.c_fc.weight/transformer.h.1.mlp.c_fc.wXight/' hf/model.safetensors > hf_missing/model.safetensors
+expect_error "h.1.mlp.c_fc.weight' is missing" runs/b -- train "${common[@]}" --model-dir hf_missing --out runs/b
+sed 's/"shape":\[64,256\]/"shape":[256,64]/' hf/model.safetensors > hf_shape/model.safetensors
+expect_error "expected [64, 256]" runs/b -- train "${common[@]}" --model-dir hf_shape --out runs/b
+expect_error "already holds checkpoints" "" -- train "${common[@]}" --out runs/ok
+expect_error "exactly one of --model-dir" "" -- eval --data data/tinyshakespeare_val.bin
+expect_error "--ckpt" "" -- export --out x
+finish

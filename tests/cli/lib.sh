@@ -1,0 +1,49 @@
+# Shared by the CLI tests: bash tests/cli/<name>.sh <weft binary> <source dir>.
+set -euo pipefail
+WEFT=$1
+SRC=$2
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+cd "$WORK"
+failures=0
+passes=0
+
+ok() { echo "ok: $*"; passes=$((passes + 1)); }
+bad() { echo "FAILED: $*"; failures=$((failures + 1)); }
+
+# expect_error "<text the message must contain>" <path that must not appear> -- weft args...
+expect_error() {
+  local want=$1 untouched=$2
+  shift 3
+  local out rc=0
+  out=$("$WEFT" "$@" 2>&1) || rc=$?
+  if [ "$rc" -eq 0 ]; then
+    bad "weft $* exited 0; expected an error containing '$want'"
+  elif ! grep -qF -- "$want" <<<"$out"; then
+    bad "weft $*: message '$out' does not contain '$want'"
+  elif [ -n "$untouched" ] && [ -e "$untouched" ]; then
+    bad "weft $*: wrote $untouched although it failed"
+  elif [ "$(grep -c . <<<"$out")" -gt 3 ]; then
+    bad "weft $*: expected one clear error, got: $out"
+  else
+    ok "weft $* -> exit $rc: $out"
+  fi
+}
+
+# Prepared tinyshakespeare token files in $WORK/data.
+prepare_data() {
+  "$WEFT" prepare --input "$SRC/data/tinyshakespeare.txt" --out "$WORK/data" \
+    --tokenizer-dir "$SRC/data" >/dev/null
+}
+
+# The values of one key of metrics.jsonl lines that have it, one per line.
+metric() {
+  grep "\"$2\"" "$1" | sed -E "s/.*\"$2\":([^,}]*).*/\1/"
+}
+
+finish() {
+  echo "$passes passed, $failures failed"
+  [ "$failures" -eq 0 ]
+}

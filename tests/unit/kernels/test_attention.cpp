@@ -1,0 +1,267 @@
+// Tiled attention against a full-softmax reference in double precision, for both instruction-set
+// paths, on shapes that hit every tile edge: T not a multiple of the 64-wide tiles, T = 1, head
+// sizes that are not multiples of 16, KV-cache decoding (Tq < Tk, q_pos0 > 0), padded strides.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "support/check.hpp"
+#include "weft/kernels/attention.hpp"
+#include "weft/kernels/isa.hpp"
+
+namespace weft::kernels {
+namespace {
+
+struct Case {
+    int64_t B, Tq, Tk, NH, HS, q_pos0;
+    int64_t pad = 0;     // extra floats at the end of every row of q, k, v and out
+    float scale = 1.0f;  // of q and k: larger makes the softmax peakier
+};
+
+std::string describe(const Case& c) {
+    return "B=" + std::to_string(c.B) + " Tq=" + std::to_string(c.Tq) +
+           " Tk=" + std::to_string(c.Tk) + " NH=" + std::to_string(c.NH) +
+           " HS=" + std::to_string(c.HS) + " q_pos0=" + std::to_string(c.q_pos0) +
+           " pad=" + std::to_string(c.pad);
+}
+
+AttentionShape shape_of(const Case& c) {
+    const int64_t C = c.NH * c.HS;
+    // Different paddings per tensor so that mixing up ldq, ldkv and ldo shows.
+    return {c.B, c.Tq, c.Tk, c.NH, c.HS, C + c.pad, C + 2 * c.pad, C + 3 * c.pad, c.q_pos0};
+}
+
+struct Reference {
+    std::vector<double> out, lse, dq, dk, dv;
+};
+
+// Full softmax over every visible key, forward and backward, in double.
+Reference reference(const AttentionShape& s, const std::vector<float>& q,
+                    const std::vector<float>& k, const std::vector<float>& v,
+                    const std::vector<float>& dout) {
+    Reference r;
+    r.out.assign(s.B * s.Tq * s.ldo, 0.0);
+    r.lse.assign(s.B * s.NH * s.Tq, 0.0);
+    r.dq.assign(q.size(), 0.0);
+    r.dk.assign(k.size(), 0.0);
+    r.dv.assign(v.size(), 0.0);
+    const double scale = 1.0 / std::sqrt(double(s.HS));
+    for (int64_t b = 0; b < s.B; ++b)
+        for (int64_t h = 0; h < s.NH; ++h)
+            for (int64_t i = 0; i < s.Tq; ++i) {
+                const int64_t qi = (b * s.Tq + i) * s.ldq + h * s.HS;
+                const int64_t oi = (b * s.Tq + i) * s.ldo + h * s.HS;
+                const int64_t n = std::min(s.Tk, s.q_pos0 + i + 1);
+                std::vector<double> p(n), dp(n);
+                double mx = -INFINITY;
+                for (int64_t j = 0; j < n; ++j) {
+                    const int64_t kj = (b * s.Tk + j) * s.ldkv + h * s.HS;
+                    double dot = 0;
+                    for (int64_t d = 0; d < s.HS; ++d) dot += double(q[qi + d]) * k[kj + d];
+                    p[j] = dot * scale;
+                    mx = std::max(mx, p[j]);
+                }
+                double sum = 0;
+                for (int64_t j = 0; j < n; ++j) sum += (p[j] = std::exp(p[j] - mx));
+                r.lse[(b * s.NH + h) * s.Tq + i] = mx + std::log(sum);
+                double D = 0;
+                for (int64_t j = 0; j < n; ++j) {
+                    const int64_t vj = (b * s.Tk + j) * s.ldkv + h * s.HS;
+                    p[j] /= sum;
+                    dp[j] = 0;
+                    for (int64_t d = 0; d < s.HS; ++d) {
+                        r.out[oi + d] += p[j] * v[vj + d];
+                        dp[j] += double(dout[oi + d]) * v[vj + d];
+                    }
+                    D += p[j] * dp[j];
+                }
+                for (int64_t j = 0; j < n; ++j) {
+                    const int64_t kj = (b * s.Tk + j) * s.ldkv + h * s.HS;
+                    const double ds = p[j] * (dp[j] - D) * scale;
+                    for (int64_t d = 0; d < s.HS; ++d) {
+                        r.dq[qi + d] += ds * k[kj + d];
+                        r.dk[kj + d] += ds * q[qi + d];
+                        r.dv[kj + d] += p[j] * dout[oi + d];
+                    }
+                }
+            }
+    return r;
+}
+
+// max |a - b| over the elements a head touches (row padding excluded), relative to max |b| but
+// never to less than 0.1: per-element relative errors mean nothing where a gradient cancels to ~0.
+double head_error(const std::vector<float>& a, const std::vector<double>& b, int64_t rows,
+                  int64_t ld, int64_t C) {
+    double worst = 0, size = 0.1;
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < C; ++c) {
+            worst = std::max(worst, std::abs(a[r * ld + c] - b[r * ld + c]));
+            size = std::max(size, std::abs(b[r * ld + c]));
+        }
+    if (std::getenv("WEFT_TEST_VERBOSE")) std::printf("  error %.3g of %.3g\n", worst, size);
+    return worst / size;
+}
+
+class AttentionTest : public ::testing::TestWithParam<Isa> {
+  protected:
+    void SetUp() override {
+        if (GetParam() == Isa::avx512 && !avx512_compiled()) GTEST_SKIP() << "no AVX-512 build";
+        set_kernel_isa(GetParam());
+    }
+    void TearDown() override { set_kernel_isa(avx512_compiled() ? Isa::avx512 : Isa::portable); }
+};
+
+// Errors relative to the largest reference value of each tensor: out and lse within 2e-5,
+// gradients within 5e-5. Float sums over a few hundred terms give up to about 1e-5 (the peaky
+// softmax case); a wrong mask or a missed tile gives errors of order 1.
+void check_case(const Case& c) {
+    SCOPED_TRACE(describe(c));
+    const AttentionShape s = shape_of(c);
+    const int64_t C = s.NH * s.HS;
+    auto q = test::random_vector(s.B * s.Tq * s.ldq, 1, c.scale);
+    auto k = test::random_vector(s.B * s.Tk * s.ldkv, 2, c.scale);
+    auto v = test::random_vector(s.B * s.Tk * s.ldkv, 3);
+    auto dout = test::random_vector(s.B * s.Tq * s.ldo, 4);
+    const Reference r = reference(s, q, k, v, dout);
+
+    const float sentinel = 12345.0f;  // padding of out must stay untouched
+    std::vector<float> out(s.B * s.Tq * s.ldo, sentinel), lse(s.B * s.NH * s.Tq, sentinel);
+    attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s);
+    EXPECT_LT(head_error(out, r.out, s.B * s.Tq, s.ldo, C), 2e-5);
+    EXPECT_LT(head_error(lse, r.lse, 1, 0, lse.size()), 2e-5);
+    for (int64_t row = 0; row < s.B * s.Tq; ++row)
+        for (int64_t x = C; x < s.ldo; ++x) ASSERT_EQ(out[row * s.ldo + x], sentinel);
+
+    // Backward accumulates: start from non-zero gradients and subtract them again.
+    auto dq0 = test::random_vector(q.size(), 5), dk0 = test::random_vector(k.size(), 6),
+         dv0 = test::random_vector(v.size(), 7);
+    auto dq = dq0, dk = dk0, dv = dv0;
+    attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(),
+                       out.data(), lse.data(), s);
+    for (size_t i = 0; i < dq.size(); ++i) dq[i] -= dq0[i];
+    for (size_t i = 0; i < dk.size(); ++i) dk[i] -= dk0[i], dv[i] -= dv0[i];
+    EXPECT_LT(head_error(dq, r.dq, s.B * s.Tq, s.ldq, C), 5e-5) << "dq";
+    EXPECT_LT(head_error(dk, r.dk, s.B * s.Tk, s.ldkv, C), 5e-5) << "dk";
+    EXPECT_LT(head_error(dv, r.dv, s.B * s.Tk, s.ldkv, C), 5e-5) << "dv";
+    for (int64_t row = 0; row < s.B * s.Tq; ++row)
+        for (int64_t x = C; x < s.ldq; ++x) ASSERT_EQ(dq[row * s.ldq + x], 0.0f) << "dq padding";
+    for (int64_t row = 0; row < s.B * s.Tk; ++row)
+        for (int64_t x = C; x < s.ldkv; ++x) ASSERT_EQ(dk[row * s.ldkv + x], 0.0f) << "dk padding";
+}
+
+TEST_P(AttentionTest, SingleToken) {
+    check_case({1, 1, 1, 1, 16, 0});
+}
+
+TEST_P(AttentionTest, TilesWithRaggedEdges) {
+    check_case({2, 100, 100, 3, 64, 0});
+    check_case({1, 130, 130, 2, 64, 0, 3});
+    check_case({1, 64, 64, 1, 64, 0});
+}
+
+TEST_P(AttentionTest, HeadSizes) {
+    for (int64_t hs : {1, 7, 16, 32, 48, 80, 128}) check_case({1, 70, 70, 2, hs, 0, 1});
+}
+
+TEST_P(AttentionTest, PeakySoftmax) {
+    check_case({1, 90, 90, 2, 32, 0, 0, 4.0f});
+}
+
+TEST_P(AttentionTest, KvCacheDecoding) {
+    check_case({2, 1, 77, 3, 64, 76});     // one new token after 76 cached ones
+    check_case({1, 20, 150, 2, 48, 130});  // a chunk of new tokens
+    check_case({1, 3, 200, 1, 16, 197, 2});
+}
+
+TEST_P(AttentionTest, QueriesPastTheLastKey) {
+    // Queries at positions >= Tk see every key: ring attention's blocks below the diagonal.
+    check_case({1, 70, 90, 2, 32, 50});
+    check_case({1, 10, 30, 1, 16, 100});
+}
+
+TEST_P(AttentionTest, FusedQkvMatchesStridedCall) {
+    const int64_t B = 2, T = 67, NH = 3, HS = 32, C = NH * HS;
+    auto qkv = test::random_vector(B * T * 3 * C, 11);
+    auto dout = test::random_vector(B * T * C, 12);
+    std::vector<float> out(B * T * C), lse(B * NH * T), out2(B * T * C), lse2(B * NH * T);
+    attention_forward_qkv(out.data(), lse.data(), qkv.data(), B, T, NH, HS);
+    const AttentionShape s{B, T, T, NH, HS, 3 * C, 3 * C, C};
+    attention_forward(out2.data(), lse2.data(), qkv.data(), qkv.data() + C, qkv.data() + 2 * C, s);
+    EXPECT_EQ(out, out2);
+    EXPECT_EQ(lse, lse2);
+
+    std::vector<float> dqkv(qkv.size(), 7.0f), dqkv2(qkv.size(), 0.0f);  // qkv version overwrites
+    attention_backward_qkv(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, NH,
+                           HS);
+    attention_backward(dqkv2.data(), dqkv2.data() + C, dqkv2.data() + 2 * C, dout.data(),
+                       qkv.data(), qkv.data() + C, qkv.data() + 2 * C, out.data(), lse.data(), s);
+    EXPECT_EQ(dqkv, dqkv2);
+}
+
+TEST_P(AttentionTest, Deterministic) {
+    const Case c{2, 150, 150, 2, 64, 0};
+    const AttentionShape s = shape_of(c);
+    auto q = test::random_vector(s.B * s.Tq * s.ldq, 1),
+         k = test::random_vector(s.B * s.Tk * s.ldkv, 2),
+         v = test::random_vector(s.B * s.Tk * s.ldkv, 3),
+         dout = test::random_vector(s.B * s.Tq * s.ldo, 4);
+    std::vector<float> first;
+    for (int run = 0; run < 2; ++run) {
+        std::vector<float> out(dout.size()), lse(s.B * s.NH * s.Tq), dq(q.size()), dk(k.size()),
+            dv(v.size());
+        attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s);
+        attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
+                           v.data(), out.data(), lse.data(), s);
+        std::vector<float> all = out;
+        for (const auto* x : {&lse, &dq, &dk, &dv}) all.insert(all.end(), x->begin(), x->end());
+        if (run == 0)
+            first = all;
+        else
+            EXPECT_EQ(all, first);
+    }
+}
+
+// L = Σ w ⊙ out, differentiated by central differences (h = 1e-2 in float, loss summed in
+// double): agreement within 2e-3 + 1e-2·|g| absorbs the O(h²) truncation and float rounding.
+TEST_P(AttentionTest, FiniteDifferenceGradient) {
+    const Case c{1, 9, 12, 2, 8, 3};
+    const AttentionShape s = shape_of(c);
+    auto q = test::random_vector(s.B * s.Tq * s.ldq, 21),
+         k = test::random_vector(s.B * s.Tk * s.ldkv, 22),
+         v = test::random_vector(s.B * s.Tk * s.ldkv, 23),
+         w = test::random_vector(s.B * s.Tq * s.ldo, 24);
+    std::vector<float> out(w.size()), lse(s.B * s.NH * s.Tq);
+    auto loss = [&] {
+        attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s);
+        double L = 0;
+        for (size_t i = 0; i < out.size(); ++i) L += double(w[i]) * out[i];
+        return L;
+    };
+    loss();
+    std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
+    attention_backward(dq.data(), dk.data(), dv.data(), w.data(), q.data(), k.data(), v.data(),
+                       out.data(), lse.data(), s);
+    for (auto [x, g, name] : {std::tuple{&q, &dq, "q"}, {&k, &dk, "k"}, {&v, &dv, "v"}}) {
+        std::vector<size_t> ix;
+        for (size_t i = 0; i < x->size(); i += 5) ix.push_back(i);
+        const auto fd = test::finite_difference(*x, loss, ix);
+        for (size_t n = 0; n < ix.size(); ++n)
+            EXPECT_NEAR((*g)[ix[n]], fd[n], 2e-3 + 1e-2 * std::abs(fd[n])) << name << ix[n];
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, AttentionTest, ::testing::Values(Isa::portable, Isa::avx512),
+                         [](const auto& info) {
+                             return info.param == Isa::avx512 ? std::string("avx512")
+                                                              : std::string("portable");
+                         });
+
+}  // namespace
+}  // namespace weft::kernels

@@ -1,0 +1,197 @@
+// gemm and the linear-layer products against naive double-precision references.
+#include "weft/kernels/matmul.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <tuple>
+#include <vector>
+
+#include "support/check.hpp"
+#include "weft/core/error.hpp"
+
+namespace weft::kernels {
+namespace {
+
+using test::max_rel_diff;
+using test::random_vector;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+// Dot products of ≤ 200 unit normals are O(10) with fp32 rounding errors of ~1e-5 absolute
+// (seen up to 5e-6): require |got - want| <= 1e-4 * max(|want|, 1), i.e. an atol of 1 in
+// max_rel_diff, so that results which cancel to near zero are judged by the operands' scale.
+constexpr double kTol = 1e-4;
+constexpr double kAtol = 1.0;
+
+// C = alpha * op(A) op(B) + beta * C on the logical [M, N] block, all in double.
+std::vector<float> reference_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                                  const std::vector<float>& A, int64_t lda,
+                                  const std::vector<float>& B, int64_t ldb, float beta,
+                                  std::vector<float> C, int64_t ldc) {
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+            double acc = 0;
+            for (int64_t k = 0; k < K; ++k)
+                acc += double(ta ? A[k * lda + m] : A[m * lda + k]) *
+                       double(tb ? B[n * ldb + k] : B[k * ldb + n]);
+            float& c = C[m * ldc + n];
+            c = float(alpha * acc + (beta == 0.0f ? 0.0 : double(beta) * c));
+        }
+    return C;
+}
+
+struct GemmCase {
+    int64_t M, N, K, pad;  // pad: extra elements per row of every operand
+};
+
+TEST(Gemm, MatchesReferenceForAllTransposesStridesAndBetas) {
+    const GemmCase cases[] = {{1, 1, 1, 0}, {37, 29, 53, 3}, {64, 48, 17, 0}, {5, 130, 200, 7},
+                              {131, 67, 96, 16}};
+    uint64_t seed = 1;
+    for (const GemmCase& c : cases)
+        for (bool ta : {false, true})
+            for (bool tb : {false, true})
+                for (float beta : {0.0f, 1.0f})
+                    for (float alpha : {1.0f, -0.5f}) {
+                        // A stored as [M,K] or, transposed, [K,M]; likewise B.
+                        int64_t a_rows = ta ? c.K : c.M, a_cols = ta ? c.M : c.K;
+                        int64_t b_rows = tb ? c.N : c.K, b_cols = tb ? c.K : c.N;
+                        int64_t lda = a_cols + c.pad, ldb = b_cols + c.pad, ldc = c.N + c.pad;
+                        auto A = random_vector(size_t(a_rows * lda), seed++);
+                        auto B = random_vector(size_t(b_rows * ldb), seed++);
+                        auto C = random_vector(size_t(c.M * ldc), seed++);
+                        // Padding must stay as it is; with beta = 0, C must not be read.
+                        for (int64_t m = 0; m < c.M; ++m)
+                            for (int64_t n = c.N; n < ldc; ++n) C[m * ldc + n] = 12345.0f;
+                        if (beta == 0.0f)
+                            for (int64_t m = 0; m < c.M; ++m)
+                                for (int64_t n = 0; n < c.N; ++n) C[m * ldc + n] = kNaN;
+                        auto want = reference_gemm(ta, tb, c.M, c.N, c.K, alpha, A, lda, B, ldb,
+                                                   beta, C, ldc);
+                        gemm(ta, tb, c.M, c.N, c.K, alpha, A.data(), lda, B.data(), ldb, beta,
+                             C.data(), ldc);
+                        SCOPED_TRACE(::testing::Message()
+                                     << "M=" << c.M << " N=" << c.N << " K=" << c.K << " pad="
+                                     << c.pad << " ta=" << ta << " tb=" << tb << " beta=" << beta
+                                     << " alpha=" << alpha);
+                        EXPECT_LT(max_rel_diff(C.data(), want.data(), C.size(), kAtol), kTol);
+                        for (int64_t m = 0; m < c.M; ++m)
+                            for (int64_t n = c.N; n < ldc; ++n)
+                                ASSERT_EQ(C[m * ldc + n], 12345.0f) << "padding written";
+                    }
+}
+
+TEST(Gemm, EmptyProducts) {
+    std::vector<float> C = {1, 2, 3, 4};
+    gemm(false, false, 2, 2, 0, 1.0f, nullptr, 1, nullptr, 2, 1.0f, C.data(), 2);
+    EXPECT_EQ(C, (std::vector<float>{1, 2, 3, 4}));  // K = 0, beta = 1: unchanged
+    gemm(false, false, 2, 2, 0, 1.0f, nullptr, 1, nullptr, 2, 0.0f, C.data(), 2);
+    EXPECT_EQ(C, (std::vector<float>{0, 0, 0, 0}));  // K = 0, beta = 0: zeros
+    gemm(false, false, 0, 2, 3, 1.0f, nullptr, 3, nullptr, 2, 0.0f, nullptr, 2);  // M = 0: no-op
+}
+
+TEST(Gemm, RejectsBadArguments) {
+    std::vector<float> A(16), B(16), C(16);
+    EXPECT_THROW(gemm(false, false, 4, 4, 4, 1.0f, A.data(), 4, B.data(), 4, 0.5f, C.data(), 4),
+                 Error);
+    EXPECT_THROW(gemm(false, false, 4, 4, 4, 1.0f, A.data(), 3, B.data(), 4, 0.0f, C.data(), 4),
+                 Error);
+    EXPECT_THROW(gemm(true, false, 4, 4, 4, 1.0f, A.data(), 4, B.data(), 4, 0.0f, C.data(), 3),
+                 Error);
+}
+
+// Reference linear layer: out[M,N] = inp[M,K] · weight[N,K]ᵀ + bias.
+std::vector<float> reference_forward(const std::vector<float>& inp, const std::vector<float>& w,
+                                     const float* bias, int64_t M, int64_t K, int64_t N) {
+    std::vector<float> out(size_t(M * N));
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+            double acc = bias ? bias[n] : 0.0;
+            for (int64_t k = 0; k < K; ++k) acc += double(inp[m * K + k]) * w[n * K + k];
+            out[m * N + n] = float(acc);
+        }
+    return out;
+}
+
+TEST(Matmul, ForwardWithAndWithoutBias) {
+    for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{33, 40, 24}, {256, 192, 320},
+                           {7, 1, 3}}) {
+        auto inp = random_vector(size_t(M * K), 10);
+        auto w = random_vector(size_t(N * K), 11);
+        auto bias = random_vector(size_t(N), 12);
+        for (bool with_bias : {false, true}) {
+            const float* b = with_bias ? bias.data() : nullptr;
+            std::vector<float> out(size_t(M * N), kNaN);
+            matmul_forward(out.data(), inp.data(), w.data(), b, M, K, N);
+            auto want = reference_forward(inp, w, b, M, K, N);
+            EXPECT_LT(max_rel_diff(out.data(), want.data(), out.size(), kAtol), kTol)
+                << "M=" << M << " K=" << K << " N=" << N << " bias=" << with_bias;
+        }
+    }
+}
+
+TEST(Matmul, BackwardMatchesReferenceAndAccumulates) {
+    const int64_t M = 75, K = 48, N = 61;  // odd sizes: no kernel block divides them
+    auto inp = random_vector(size_t(M * K), 20);
+    auto w = random_vector(size_t(N * K), 21);
+    auto dout = random_vector(size_t(M * N), 22);
+    auto dinp0 = random_vector(size_t(M * K), 23);
+    auto dw0 = random_vector(size_t(N * K), 24);
+    auto db0 = random_vector(size_t(N), 25);
+
+    std::vector<double> dinp_ref(size_t(M * K), 0), dw_ref(size_t(N * K), 0), db_ref(size_t(N), 0);
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+            double g = dout[m * N + n];
+            db_ref[n] += g;
+            for (int64_t k = 0; k < K; ++k) {
+                dinp_ref[m * K + k] += g * w[n * K + k];
+                dw_ref[n * K + k] += g * inp[m * K + k];
+            }
+        }
+    auto plus = [](const std::vector<float>& a, const std::vector<double>& b) {
+        std::vector<float> s(a.size());
+        for (size_t i = 0; i < a.size(); ++i) s[i] = float(a[i] + b[i]);
+        return s;
+    };
+    std::vector<float> zeros_k(size_t(M * K), 0.0f);
+    auto want_dinp = plus(zeros_k, dinp_ref);
+    auto want_dinp_acc = plus(dinp0, dinp_ref);
+    auto want_dw = plus(dw0, dw_ref);
+    auto want_db = plus(db0, db_ref);
+
+    for (bool accumulate : {false, true}) {
+        // Overwrite mode must not read dinp: start from NaN.
+        std::vector<float> dinp = accumulate ? dinp0 : std::vector<float>(size_t(M * K), kNaN);
+        auto dw = dw0;
+        auto db = db0;
+        matmul_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), M, K,
+                        N, accumulate);
+        const auto& want = accumulate ? want_dinp_acc : want_dinp;
+        EXPECT_LT(max_rel_diff(dinp.data(), want.data(), dinp.size(), kAtol), kTol);
+        EXPECT_LT(max_rel_diff(dw.data(), want_dw.data(), dw.size(), kAtol), kTol);
+        EXPECT_LT(max_rel_diff(db.data(), want_db.data(), db.size(), kAtol), kTol);
+    }
+
+    // Each output on its own, the others null.
+    std::vector<float> dinp(size_t(M * K), kNaN);
+    matmul_backward(dinp.data(), nullptr, nullptr, dout.data(), inp.data(), w.data(), M, K, N,
+                    false);
+    EXPECT_LT(max_rel_diff(dinp.data(), want_dinp.data(), dinp.size(), kAtol), kTol);
+    auto dw = dw0;
+    matmul_backward(nullptr, dw.data(), nullptr, dout.data(), inp.data(), nullptr, M, K, N, false);
+    EXPECT_LT(max_rel_diff(dw.data(), want_dw.data(), dw.size(), kAtol), kTol);
+    auto db = db0;
+    matmul_backward(nullptr, nullptr, db.data(), dout.data(), nullptr, nullptr, M, K, N, false);
+    EXPECT_LT(max_rel_diff(db.data(), want_db.data(), db.size(), kAtol), kTol);
+}
+
+TEST(Matmul, PeakMeasurementIsPlausible) {
+    double gflops = measure_gemm_peak_gflops(128, 0.01);
+    EXPECT_TRUE(std::isfinite(gflops));
+    EXPECT_GT(gflops, 0.1);
+}
+
+}  // namespace
+}  // namespace weft::kernels

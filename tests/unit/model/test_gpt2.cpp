@@ -1,0 +1,219 @@
+// Whole-model checks: the backward pass against finite differences, the loss at initialisation,
+// that vocabulary padding and gradient accumulation change nothing, and that KV-cached
+// generation sees the same logits as a full forward pass.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "support/check.hpp"
+#include "weft/core/error.hpp"
+#include "weft/kernels/classifier.hpp"
+#include "weft/model/generate.hpp"
+#include "weft/model/gpt2.hpp"
+
+using namespace weft;
+using namespace weft::model;
+
+namespace {
+
+ModelConfig small_config() {
+    ModelConfig c;
+    c.vocab_size = 97;  // small, so finite differences see a loss that moves
+    c.n_positions = 16;
+    c.n_layer = 2;
+    c.n_head = 4;
+    c.n_embd = 32;
+    c.vocab_multiple = 128;
+    return c;
+}
+
+void fill_tokens(Activations& a, int64_t V, uint64_t seed) {
+    Philox rng = philox_for(seed, "tokens");
+    for (size_t i = 0; i < a.inputs.size(); ++i) {
+        a.inputs[i] = int32_t(rng.uniform(2 * i) * float(V));
+        a.targets[i] = int32_t(rng.uniform(2 * i + 1) * float(V));
+    }
+}
+
+struct ModelRun {
+    Gpt2 model;
+    Buffer params, grads;
+    explicit ModelRun(const ModelConfig& c, uint64_t seed = 5)
+        : model(c), params(model.layout().total), grads(model.layout().total) {
+        init_params(params.data(), model.layout(), seed);
+    }
+    // Mean loss over the micro-batch; gradients of that mean accumulated when `grad`.
+    double step(Activations& a, bool grad) {
+        FlatAccess w(model.layout(), params.data(), grads.data());
+        const float scale = 1.0f / float(a.B * a.T);
+        double sum = model.forward(a, w, grad, scale);
+        if (grad) model.backward(a, w);
+        return sum * scale;
+    }
+};
+
+}  // namespace
+
+TEST(Gpt2, GradientMatchesFiniteDifferences) {
+    ModelConfig c = small_config();
+    ModelRun run(c);
+    // Larger weights than GPT-2's 0.02 make every path of the gradient visible above rounding.
+    for (int64_t i = 0; i < run.params.size(); ++i) run.params[i] *= 5.0f;
+    Activations a(c, 2, 8);
+    fill_tokens(a, c.vocab_size, 3);
+    run.step(a, true);
+
+    std::vector<float> p(run.params.data(), run.params.data() + run.params.size());
+    auto loss = [&] {
+        std::copy(p.begin(), p.end(), run.params.data());
+        return run.step(a, false);
+    };
+    int checked = 0;
+    for (const ParamSpec& t : run.model.layout().tensors) {
+        // A few elements of every tensor (embedding rows of tokens that occur, all others spread).
+        std::vector<size_t> idx;
+        const int64_t n = t.numel_logical();
+        for (int k = 0; k < 3; ++k) {
+            int64_t e = (k * 7919 + 13) % n;
+            if (t.name == "wte.weight") e = int64_t(a.inputs[k]) * c.n_embd + k;
+            if (t.name == "wpe.weight") e = k * c.n_embd + k;  // positions that are used
+            idx.push_back(size_t(t.offset + e));
+        }
+        std::vector<double> fd = test::finite_difference(p, loss, idx, 1e-2f);
+        for (size_t j = 0; j < idx.size(); ++j) {
+            double g = run.grads[int64_t(idx[j])];
+            EXPECT_NEAR(g, fd[j], 2e-3 + 2e-2 * std::abs(fd[j]))
+                << t.name << " element " << idx[j] - size_t(t.offset);
+            ++checked;
+        }
+    }
+    EXPECT_EQ(checked, 3 * int(run.model.layout().tensors.size()));
+}
+
+TEST(Gpt2, InitialLossIsLogVocab) {
+    ModelConfig c = model_preset("tiny");
+    ModelRun run(c, 1337);
+    Activations a(c, 2, 64);
+    fill_tokens(a, c.vocab_size, 11);
+    double loss = run.step(a, false);
+    EXPECT_NEAR(loss, std::log(double(c.vocab_size)), 0.05);
+}
+
+TEST(Gpt2, VocabularyPaddingChangesNothing) {
+    ModelConfig padded = small_config(), plain = small_config();
+    plain.vocab_multiple = 1;
+    ASSERT_EQ(padded.padded_vocab(), 128);
+    ASSERT_EQ(plain.padded_vocab(), 97);
+    ModelRun a(padded), b(plain);
+    Activations xa(padded, 2, 8), xb(plain, 2, 8);
+    fill_tokens(xa, padded.vocab_size, 4);
+    fill_tokens(xb, plain.vocab_size, 4);
+    EXPECT_EQ(a.step(xa, true), b.step(xb, true));
+    for (const ParamSpec& t : a.model.layout().tensors) {
+        const ParamSpec& u = b.model.layout().find(t.name);
+        const int64_t n = t.numel_logical();
+        EXPECT_EQ(
+            0, test::max_abs_diff(a.grads.data() + t.offset, b.grads.data() + u.offset, size_t(n)))
+            << t.name;
+    }
+    // Padding rows of the embedding get no gradient.
+    const ParamSpec& wte = a.model.layout().find("wte.weight");
+    for (int64_t i = 97 * padded.n_embd; i < 128 * padded.n_embd; ++i)
+        ASSERT_EQ(a.grads[wte.offset + i], 0.0f);
+}
+
+TEST(Gpt2, GradientAccumulationMatchesOneBigMicroBatch) {
+    ModelConfig c = small_config();
+    ModelRun whole(c), parts(c);
+    Activations big(c, 4, 8);
+    fill_tokens(big, c.vocab_size, 9);
+    FlatAccess w(whole.model.layout(), whole.params.data(), whole.grads.data());
+    const float scale = 1.0f / 32.0f;
+    double loss_whole = whole.model.forward(big, w, true, scale) * scale;
+    whole.model.backward(big, w);
+
+    Activations one(c, 1, 8);
+    FlatAccess w2(parts.model.layout(), parts.params.data(), parts.grads.data());
+    double loss_parts = 0;
+    for (int r = 0; r < 4; ++r) {
+        std::copy_n(big.inputs.begin() + r * 8, 8, one.inputs.begin());
+        std::copy_n(big.targets.begin() + r * 8, 8, one.targets.begin());
+        loss_parts += parts.model.forward(one, w2, true, scale) * scale;
+        parts.model.backward(one, w2);
+    }
+    EXPECT_NEAR(loss_whole, loss_parts, 1e-6);
+    EXPECT_LT(
+        test::max_abs_diff(parts.grads.data(), whole.grads.data(), size_t(whole.grads.size())),
+        1e-6);
+}
+
+TEST(Gpt2, KvCachedGenerationMatchesFullForward) {
+    ModelConfig c = small_config();
+    ModelRun run(c);
+    Activations a(c, 1, 12);
+    fill_tokens(a, c.vocab_size, 21);
+    run.step(a, false);
+    // Logits of every position from the full forward pass.
+    std::vector<float> full(size_t(12 * c.vocab_size));
+    const float* wte = run.params.data() + run.model.layout().find("wte.weight").offset;
+    kernels::classifier_logits(full.data(), a.lnf.data(), wte, 12, c.n_embd, c.vocab_size);
+
+    Generator g(c, run.model.layout(), run.params.data());
+    std::span<const int32_t> tokens(a.inputs.data(), 12);
+    auto logits = g.feed(tokens.subspan(0, 5));  // a prompt, then one token at a time
+    EXPECT_LT(
+        test::max_abs_diff(logits.data(), full.data() + 4 * c.vocab_size, size_t(c.vocab_size)),
+        1e-4);
+    for (int t = 5; t < 12; ++t) {
+        logits = g.feed(tokens.subspan(size_t(t), 1));
+        ASSERT_LT(
+            test::max_abs_diff(logits.data(), full.data() + t * c.vocab_size, size_t(c.vocab_size)),
+            1e-4)
+            << "position " << t;
+    }
+}
+
+TEST(Gpt2, InitialisationDependsOnlyOnSeedAndName) {
+    ModelConfig c = small_config(), wide = small_config();
+    wide.vocab_multiple = 256;  // a different padding moves offsets, not values
+    ModelRun a(c, 42), b(wide, 42), other(c, 43);
+    for (const ParamSpec& t : a.model.layout().tensors) {
+        const ParamSpec& u = b.model.layout().find(t.name);
+        EXPECT_EQ(0, test::max_abs_diff(a.params.data() + t.offset, b.params.data() + u.offset,
+                                        size_t(t.numel_logical())))
+            << t.name;
+    }
+    const ParamSpec& w = a.model.layout().find("h.0.attn.c_attn.weight");
+    EXPECT_GT(test::max_abs_diff(a.params.data() + w.offset, other.params.data() + w.offset,
+                                 size_t(w.numel_logical())),
+              0.0);
+}
+
+TEST(Gpt2, ConfigErrorsNameTheValues) {
+    ModelConfig c = small_config();
+    c.n_head = 5;
+    try {
+        c.validate("test.toml");
+        FAIL() << "no error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("n_embd 32 is not divisible by n_head 5"),
+                  std::string::npos)
+            << e.what();
+    }
+}
+
+TEST(Gpt2, SamplingRespectsTopKAndTemperature) {
+    std::vector<float> logits = {0.0f, 5.0f, 1.0f, 4.9f};
+    SampleOptions o;
+    o.temperature = 0;
+    EXPECT_EQ(pick_token(logits, o, 0.5f), 1);
+    o.temperature = 1;
+    o.top_k = 2;
+    for (float u : {0.0f, 0.3f, 0.6f, 0.99f}) {
+        int32_t t = pick_token(logits, o, u);
+        EXPECT_TRUE(t == 1 || t == 3) << t;
+    }
+    o.top_k = 0;
+    o.top_p = 0.01f;  // only the most likely survives
+    EXPECT_EQ(pick_token(logits, o, 0.99f), 1);
+}

@@ -1,0 +1,101 @@
+// The SVG picture and the Chrome trace of a simulated schedule.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "weft/parallel/pipeline/schedule.hpp"
+#include "weft/parallel/pipeline/simulator.hpp"
+#include "weft/parallel/pipeline/svg.hpp"
+#include "weft/parallel/pipeline/trace.hpp"
+
+namespace weft::pipeline {
+namespace {
+
+size_t count(const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+}
+
+// Checks that every element is closed in order; returns the first problem, or "" if none.
+std::string tag_balance_error(const std::string& xml) {
+    std::vector<std::string> open;
+    for (size_t at = xml.find('<'); at != std::string::npos; at = xml.find('<', at + 1)) {
+        const size_t end = xml.find('>', at);
+        if (end == std::string::npos) return "unterminated tag";
+        const std::string tag = xml.substr(at + 1, end - at - 1);
+        if (tag.empty()) return "empty tag";
+        if (tag[0] == '?' || tag[0] == '!') continue;
+        if (tag[0] == '/') {
+            if (open.empty() || open.back() != tag.substr(1)) return "unexpected </" + tag;
+            open.pop_back();
+        } else if (tag.back() != '/') {
+            open.push_back(tag.substr(0, tag.find_first_of(" \n")));
+        }
+        at = end;
+    }
+    return open.empty() ? "" : "unclosed <" + open.back() + ">";
+}
+
+TEST(PipelineSvg, OneRowPerRankAndWellFormed) {
+    for (auto [kind, pp, vpp, m] : {std::tuple{ScheduleKind::gpipe, 3, 1, 5},
+                                    std::tuple{ScheduleKind::one_f_one_b, 4, 1, 8},
+                                    std::tuple{ScheduleKind::interleaved, 4, 2, 8}}) {
+        const Schedule s = make_schedule(kind, pp, vpp, m);
+        const SimResult r = simulate(s, stage_costs(vpp));
+        const std::string svg = schedule_svg(s, r);
+        SCOPED_TRACE(svg.substr(0, 400));
+        EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+        EXPECT_EQ(tag_balance_error(svg), "");
+        EXPECT_EQ(count(svg, "<g class=\"rank\""), static_cast<size_t>(pp));
+        EXPECT_EQ(count(svg, "data-rank=\"" + std::to_string(pp - 1) + "\""), 1u);
+        // One box per compute action, each with a tooltip naming it.
+        EXPECT_EQ(count(svg, "<title>forward m"), static_cast<size_t>(pp * vpp * m));
+        EXPECT_EQ(count(svg, "<title>backward m"), static_cast<size_t>(pp * vpp * m));
+        EXPECT_NE(svg.find(std::string(format_schedule_kind(kind)) + " p=" + std::to_string(pp)),
+                  std::string::npos);
+        EXPECT_NE(svg.find("bubble"), std::string::npos);
+        EXPECT_NE(svg.find("class=\"axis\""), std::string::npos);
+    }
+}
+
+TEST(PipelineTrace, EventCountAndFields) {
+    const Schedule s = make_schedule(ScheduleKind::one_f_one_b, 4, 1, 8);
+    const SimResult r = simulate(s, Costs{});
+    size_t actions = 0, tails = 0;
+    for (const auto& row : r.timeline) {
+        actions += row.size();
+        if (row.back().end < r.makespan) ++tails;
+    }
+    EXPECT_EQ(tails, 3u);  // in 1F1B every rank but rank 0 finishes before the makespan
+
+    const nlohmann::json j = chrome_trace(r);
+    ASSERT_TRUE(j.contains("traceEvents"));
+    size_t complete = 0, meta = 0, idle = 0;
+    for (const auto& e : j["traceEvents"]) {
+        if (e["ph"] == "M") {
+            ++meta;
+            continue;
+        }
+        ASSERT_EQ(e["ph"], "X");
+        ++complete;
+        EXPECT_EQ(e["pid"], e["tid"]);
+        EXPECT_GE(e["dur"].get<double>(), 0);
+        if (e["cat"] == "idle") ++idle;
+    }
+    EXPECT_EQ(complete, actions + tails);
+    EXPECT_EQ(idle, tails);
+    EXPECT_EQ(meta, 2u * s.pp);  // process_name and thread_name per rank
+
+    // The generic writer keeps records as given (the executor's measured times).
+    const nlohmann::json g = chrome_trace(std::vector<TraceRecord>{
+        {0, "forward m0 c0", "forward", 0, 1500}, {1, "recv_act m0 c1 from 0", "recv", 0, 1500}});
+    EXPECT_EQ(g["traceEvents"].size(), 2u + 4u);
+    EXPECT_EQ(g["traceEvents"][1]["pid"], 1);
+    EXPECT_EQ(g["traceEvents"][0]["dur"], 1500.0);
+    EXPECT_EQ(g["traceEvents"][0]["cat"], "forward");
+}
+
+}  // namespace
+}  // namespace weft::pipeline
