@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <functional>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -33,39 +35,54 @@ struct Layer {
     int64_t out, in;  // weight [out, in]
 };
 // The four linear layers of a GPT-2 block.
-constexpr Layer kLayers[] = {{"qkv", 3 * kC, kC}, {"attn_proj", kC, kC}, {"fc", 4 * kC, kC},
-                             {"fc_proj", kC, 4 * kC}};
+constexpr Layer kLayers[] = {
+    {"qkv", 3 * kC, kC}, {"attn_proj", kC, kC}, {"fc", 4 * kC, kC}, {"fc_proj", kC, 4 * kC}};
 
 double peak_gflops() {
     static double peak = [] {
+        // WEFT_PEAK_GFLOPS skips the 3 s measurement when a driver runs one benchmark at a time.
+        if (const char* given = std::getenv("WEFT_PEAK_GFLOPS")) return std::atof(given);
         double p = measure_gemm_peak_gflops(4096, 3.0);
-        std::printf("measured fp32 GEMM peak (n=4096, best of ~3 s): %.1f GFLOP/s, %d threads\n",
-                    p, omp_get_max_threads());
+        std::printf("measured fp32 GEMM peak (n=4096, best of ~3 s): %.1f GFLOP/s, %d threads\n", p,
+                    omp_get_max_threads());
         return p;
     }();
     return peak;
 }
 
 std::vector<float> filled(int64_t n, float base) {
-    std::vector<float> v(size_t(n));
+    std::vector<float> v(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) v[size_t(i)] = base + 0.001f * float(i % 1013) - 0.5f;
     return v;
 }
 
-// Times each iteration and reports the best one.
+double process_cpu_seconds() {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// Times each iteration and reports the best one. `util` is the process's CPU time over the wall
+// time of that iteration: with OMP_NUM_THREADS=2 it is 2 when no neighbour took a core from us,
+// so a result with util well below 2 was measured on a busy machine.
 void run(benchmark::State& state, double flops, const std::function<void()>& body) {
     body();  // warm-up: primitive creation, page faults
-    double best = 1e300;
+    double best = 1e300, best_cpu = 0;
     for (auto _ : state) {
+        double c0 = process_cpu_seconds();
         auto t0 = std::chrono::steady_clock::now();
         body();
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-                                  .count());
+        double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (t < best) {
+            best = t;
+            best_cpu = process_cpu_seconds() - c0;
+        }
     }
     double gflops = flops / best * 1e-9;
     state.counters["best_ms"] = best * 1e3;
     state.counters["GFLOPs"] = gflops;
     state.counters["pct_peak"] = 100.0 * gflops / peak_gflops();
+    state.counters["util"] = best_cpu / best;
 }
 
 // The oneDNN matmul primitive with the given strides, without weft's cache or backend choice.
@@ -109,12 +126,14 @@ void transpose(float* out, const float* in, int64_t rows, int64_t cols) {
 }
 
 enum Backend { kWeft, kPrimitive, kSgemm };
-const char* backend_name(int b) { return b == kWeft ? "weft" : b == kPrimitive ? "primitive" : "sgemm"; }
+const char* backend_name(int b) {
+    return b == kWeft ? "weft" : b == kPrimitive ? "primitive" : "sgemm";
+}
 
 // C = op(A) op(B) (+C) through the chosen entry.
 std::function<void(const float*, const float*, float*)> product(int backend, bool ta, bool tb,
-                                                                 int64_t M, int64_t N, int64_t K,
-                                                                 bool accumulate) {
+                                                                int64_t M, int64_t N, int64_t K,
+                                                                bool accumulate) {
     int64_t lda = ta ? M : K, ldb = tb ? K : N, ldc = N;
     float beta = accumulate ? 1.0f : 0.0f;
     if (backend == kPrimitive) {
@@ -138,7 +157,7 @@ void BM_forward(benchmark::State& state) {
     int backend = int(state.range(1));
     state.SetLabel(std::string(L.name) + " NT (W [out,in]) " + backend_name(backend));
     auto inp = filled(kRows * L.in, 0.1f), w = filled(L.out * L.in, 0.2f);
-    std::vector<float> out(size_t(kRows * L.out));
+    std::vector<float> out(static_cast<size_t>(kRows * L.out));
     auto f = product(backend, false, true, kRows, L.out, L.in, false);
     run(state, 2.0 * kRows * L.out * L.in, [&] { f(inp.data(), w.data(), out.data()); });
 }
@@ -149,19 +168,57 @@ void BM_forward_w_in_out(benchmark::State& state) {
     int backend = int(state.range(1));
     state.SetLabel(std::string(L.name) + " NN (W [in,out]) " + backend_name(backend));
     auto inp = filled(kRows * L.in, 0.1f), w = filled(L.out * L.in, 0.2f);
-    std::vector<float> out(size_t(kRows * L.out));
+    std::vector<float> out(static_cast<size_t>(kRows * L.out));
     auto f = product(backend, false, false, kRows, L.out, L.in, false);
     run(state, 2.0 * kRows * L.out * L.in, [&] { f(inp.data(), w.data(), out.data()); });
 }
 
-// matmul_forward itself, with bias (fused in the primitive's epilogue).
-void BM_matmul_forward_bias(benchmark::State& state) {
+// The forward with its bias, as every GPT-2 linear layer has one: 0 matmul_forward, 1 the
+// primitive with the bias in its epilogue, 2 sgemm then a pass adding the bias, 3 the bias
+// broadcast into out first, then sgemm with beta = 1.
+void BM_forward_bias(benchmark::State& state) {
     const Layer& L = kLayers[state.range(0)];
-    state.SetLabel(std::string(L.name) + " matmul_forward + bias");
+    int variant = int(state.range(1));
+    const char* names[] = {"matmul_forward", "primitive bias arg", "sgemm + bias pass",
+                           "bias fill + sgemm beta=1"};
+    state.SetLabel(std::string(L.name) + " + bias: " + names[variant]);
     auto inp = filled(kRows * L.in, 0.1f), w = filled(L.out * L.in, 0.2f), b = filled(L.out, 0.3f);
-    std::vector<float> out(size_t(kRows * L.out));
-    run(state, 2.0 * kRows * L.out * L.in,
-        [&] { matmul_forward(out.data(), inp.data(), w.data(), b.data(), kRows, L.in, L.out); });
+    std::vector<float> out(static_cast<size_t>(kRows * L.out));
+    const int64_t M = kRows, N = L.out, K = L.in;
+    std::function<void()> body;
+    if (variant == 0) {
+        body = [&] { matmul_forward(out.data(), inp.data(), w.data(), b.data(), M, K, N); };
+    } else if (variant == 1) {
+        using dims = dnnl::memory::dims;
+        auto f32 = dnnl::memory::data_type::f32;
+        auto engine = std::make_shared<dnnl::engine>(dnnl::engine::kind::cpu, 0);
+        auto stream = std::make_shared<dnnl::stream>(*engine);
+        dnnl::memory::desc ad({M, K}, f32, dims{K, 1}), bd({K, N}, f32, dims{1, K}),
+            cd({M, N}, f32, dims{N, 1}), biasd({1, N}, f32, dims{N, 1});
+        auto mm = std::make_shared<dnnl::matmul>(
+            dnnl::matmul::primitive_desc(dnnl::matmul::desc(ad, bd, biasd, cd), *engine));
+        body = [&, engine, stream, mm, ad, bd, cd, biasd] {
+            mm->execute(*stream, {{DNNL_ARG_SRC, dnnl::memory(ad, *engine, inp.data())},
+                                  {DNNL_ARG_WEIGHTS, dnnl::memory(bd, *engine, w.data())},
+                                  {DNNL_ARG_BIAS, dnnl::memory(biasd, *engine, b.data())},
+                                  {DNNL_ARG_DST, dnnl::memory(cd, *engine, out.data())}});
+            stream->wait();
+        };
+    } else if (variant == 2) {
+        body = [&] {
+            dnnl_sgemm('N', 'T', M, N, K, 1.0f, inp.data(), K, w.data(), K, 0.0f, out.data(), N);
+#pragma omp parallel for schedule(static)
+            for (int64_t m = 0; m < M; ++m)
+                for (int64_t n = 0; n < N; ++n) out[size_t(m * N + n)] += b[size_t(n)];
+        };
+    } else {
+        body = [&] {
+#pragma omp parallel for schedule(static)
+            for (int64_t m = 0; m < M; ++m) std::copy(b.begin(), b.end(), out.begin() + m * N);
+            dnnl_sgemm('N', 'T', M, N, K, 1.0f, inp.data(), K, w.data(), K, 1.0f, out.data(), N);
+        };
+    }
+    run(state, 2.0 * M * N * K, body);
 }
 
 // ---- backward, input gradient: dinp[M,in] = dout[M,out] · W[out,in] -------------------------
@@ -171,7 +228,7 @@ void BM_dinp(benchmark::State& state) {
     int backend = int(state.range(1));
     state.SetLabel(std::string(L.name) + " NN dout·W " + backend_name(backend));
     auto dout = filled(kRows * L.out, 0.1f), w = filled(L.out * L.in, 0.2f);
-    std::vector<float> dinp(size_t(kRows * L.in));
+    std::vector<float> dinp(static_cast<size_t>(kRows * L.in));
     auto f = product(backend, false, false, kRows, L.in, L.out, false);
     run(state, 2.0 * kRows * L.out * L.in, [&] { f(dout.data(), w.data(), dinp.data()); });
 }
@@ -182,7 +239,7 @@ void BM_dinp_transpose_w(benchmark::State& state) {
     int backend = int(state.range(1));
     state.SetLabel(std::string(L.name) + " transpose(W) + NT " + backend_name(backend));
     auto dout = filled(kRows * L.out, 0.1f), w = filled(L.out * L.in, 0.2f);
-    std::vector<float> wt(w.size()), dinp(size_t(kRows * L.in));
+    std::vector<float> wt(w.size()), dinp(static_cast<size_t>(kRows * L.in));
     auto f = product(backend, false, true, kRows, L.in, L.out, false);
     run(state, 2.0 * kRows * L.out * L.in, [&] {
         transpose(wt.data(), w.data(), L.out, L.in);
@@ -197,7 +254,7 @@ void BM_dweight(benchmark::State& state) {
     int backend = int(state.range(1));
     state.SetLabel(std::string(L.name) + " TN doutᵀ·inp " + backend_name(backend));
     auto dout = filled(kRows * L.out, 0.1f), inp = filled(kRows * L.in, 0.2f);
-    std::vector<float> dw(size_t(L.out * L.in), 0.0f);
+    std::vector<float> dw(static_cast<size_t>(L.out * L.in), 0.0f);
     auto f = product(backend, true, false, L.out, L.in, kRows, true);
     run(state, 2.0 * kRows * L.out * L.in, [&] { f(dout.data(), inp.data(), dw.data()); });
 }
@@ -208,7 +265,7 @@ void BM_dweight_transpose_dout(benchmark::State& state) {
     int backend = int(state.range(1));
     state.SetLabel(std::string(L.name) + " transpose(dout) + NN " + backend_name(backend));
     auto dout = filled(kRows * L.out, 0.1f), inp = filled(kRows * L.in, 0.2f);
-    std::vector<float> dout_t(dout.size()), dw(size_t(L.out * L.in), 0.0f);
+    std::vector<float> dout_t(dout.size()), dw(static_cast<size_t>(L.out * L.in), 0.0f);
     auto f = product(backend, false, false, L.out, L.in, kRows, true);
     run(state, 2.0 * kRows * L.out * L.in, [&] {
         transpose(dout_t.data(), dout.data(), kRows, L.out);
@@ -223,7 +280,7 @@ void BM_dweight_w_in_out(benchmark::State& state) {
     int backend = int(state.range(1));
     state.SetLabel(std::string(L.name) + " TN inpᵀ·dout (W [in,out]) " + backend_name(backend));
     auto dout = filled(kRows * L.out, 0.1f), inp = filled(kRows * L.in, 0.2f);
-    std::vector<float> dwt(size_t(L.out * L.in), 0.0f);
+    std::vector<float> dwt(static_cast<size_t>(L.out * L.in), 0.0f);
     auto f = product(backend, true, false, L.in, L.out, kRows, true);
     run(state, 2.0 * kRows * L.out * L.in, [&] { f(inp.data(), dout.data(), dwt.data()); });
 }
@@ -234,8 +291,8 @@ void BM_matmul_backward(benchmark::State& state) {
     state.SetLabel(std::string(L.name) + " matmul_backward (dinp, dW, db)");
     auto dout = filled(kRows * L.out, 0.1f), inp = filled(kRows * L.in, 0.2f),
          w = filled(L.out * L.in, 0.3f);
-    std::vector<float> dinp(size_t(kRows * L.in)), dw(size_t(L.out * L.in), 0.0f),
-        db(size_t(L.out), 0.0f);
+    std::vector<float> dinp(static_cast<size_t>(kRows * L.in)),
+        dw(static_cast<size_t>(L.out * L.in), 0.0f), db(static_cast<size_t>(L.out), 0.0f);
     run(state, 4.0 * kRows * L.out * L.in, [&] {
         matmul_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), kRows,
                         L.in, L.out, false);
@@ -251,7 +308,8 @@ void BM_classifier_chunk_gemms(benchmark::State& state) {
     state.SetLabel("R=" + std::to_string(R) + " logits+dx+dwte " + backend_name(backend));
     auto x = filled(R * kC, 0.1f), wte = filled(kVocab * kC, 0.2f);
     auto logits = filled(R * kVocab, 0.3f);
-    std::vector<float> dx(size_t(R * kC)), dwte(size_t(kVocab * kC), 0.0f);
+    std::vector<float> dx(static_cast<size_t>(R * kC)),
+        dwte(static_cast<size_t>(kVocab * kC), 0.0f);
     auto fl = product(backend, false, true, R, kVocab, kC, false);
     auto fdx = product(backend, false, false, R, kC, kVocab, false);
     auto fdw = product(backend, true, false, kVocab, kC, R, true);
@@ -270,7 +328,8 @@ void BM_classifier_gemm(benchmark::State& state) {
     state.SetLabel("R=" + std::to_string(R) + " " + names[which] + " " + backend_name(backend));
     auto x = filled(R * kC, 0.1f), wte = filled(kVocab * kC, 0.2f);
     auto logits = filled(R * kVocab, 0.3f);
-    std::vector<float> dx(size_t(R * kC)), dwte(size_t(kVocab * kC), 0.0f);
+    std::vector<float> dx(static_cast<size_t>(R * kC)),
+        dwte(static_cast<size_t>(kVocab * kC), 0.0f);
     std::function<void()> body;
     if (which == 0) {
         auto f = product(backend, false, true, R, kVocab, kC, false);
@@ -291,9 +350,10 @@ void BM_classifier_forward_backward(benchmark::State& state) {
     state.SetLabel("N=4096 V=50257 C=768 fused, scratch " +
                    std::to_string(classifier_scratch_floats(N, kVocab) * 4 >> 20) + " MiB");
     auto x = filled(N * kC, 0.1f), wte = filled((kVocab + 47) * kC, 0.2f);
-    std::vector<int32_t> targets(size_t(N));
+    std::vector<int32_t> targets(static_cast<size_t>(N));
     for (int64_t n = 0; n < N; ++n) targets[size_t(n)] = int32_t(n * 7919 % kVocab);
-    std::vector<float> loss(size_t(N)), dx(size_t(N * kC)), dwte(wte.size(), 0.0f);
+    std::vector<float> loss(static_cast<size_t>(N)), dx(static_cast<size_t>(N * kC)),
+        dwte(wte.size(), 0.0f);
     run(state, 6.0 * N * kVocab * kC, [&] {
         classifier_forward_backward(loss.data(), dx.data(), dwte.data(), x.data(), wte.data(),
                                     targets.data(), N, kC, kVocab, 1.0f / float(N));
@@ -317,13 +377,28 @@ void layers(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_peak)->Iterations(1);
 BENCHMARK(BM_forward)->Apply(layers_by_backend)->MinTime(0.3)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_forward_w_in_out)->Apply(layers_by_backend)->MinTime(0.3)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_matmul_forward_bias)->Apply(layers)->MinTime(0.3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_forward_w_in_out)
+    ->Apply(layers_by_backend)
+    ->MinTime(0.3)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_forward_bias)
+    ->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2, 3}})
+    ->MinTime(0.3)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_dinp)->Apply(layers_by_backend)->MinTime(0.3)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_dinp_transpose_w)->Apply(layers_by_backend)->MinTime(0.3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_dinp_transpose_w)
+    ->Apply(layers_by_backend)
+    ->MinTime(0.3)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_dweight)->Apply(layers_by_backend)->MinTime(0.3)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_dweight_transpose_dout)->Apply(layers_by_backend)->MinTime(0.3)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_dweight_w_in_out)->Apply(layers_by_backend)->MinTime(0.3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_dweight_transpose_dout)
+    ->Apply(layers_by_backend)
+    ->MinTime(0.3)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_dweight_w_in_out)
+    ->Apply(layers_by_backend)
+    ->MinTime(0.3)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_matmul_backward)->Apply(layers)->MinTime(0.3)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_classifier_gemm)
     ->ArgsProduct({{256, 512, 1024, 2048}, {0, 1, 2}, {kPrimitive, kSgemm}})

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "weft/cli/commands.hpp"
 #include "weft/core/error.hpp"
@@ -91,9 +92,19 @@ void add_pipeline_command(CLI::App& app) {
             kind == pipeline::ScheduleKind::interleaved ? "(p-1)/(v*m+p-1)" : "(p-1)/(m+p-1)");
         fmt::print("makespan   {:g} (stage forward {:g}, backward {:g})\n", r.makespan, a->forward,
                    a->backward);
-        fmt::print("peak in-flight {} per rank: {}\n",
-                   a->vpp > 1 ? "chunk activations (1/vpp of a stage each)" : "micro-batches",
-                   fmt::join(r.peak_in_flight, " "));
+        if (a->vpp == 1) {
+            fmt::print("peak in-flight micro-batches per rank: {}\n",
+                       fmt::join(r.peak_in_flight, " "));
+        } else {
+            // A chunk holds 1/vpp of a stage's layers, so vpp chunk activations weigh as much as
+            // one micro-batch of a non-interleaved stage.
+            std::vector<double> stages;
+            for (int n : r.peak_in_flight) stages.push_back(double(n) / a->vpp);
+            fmt::print(
+                "peak in-flight chunk activations per rank: {} (= {:g} micro-batches of a "
+                "whole stage)\n",
+                fmt::join(r.peak_in_flight, " "), fmt::join(stages, " "));
+        }
     });
 }
 

@@ -12,5 +12,6 @@ void add_sample_command(CLI::App& app);
 void add_prepare_command(CLI::App& app);
 void add_export_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_pipeline_command(CLI::App& app);
 
 }  // namespace weft::cli

@@ -129,7 +129,8 @@ float row_avx512(float* row, int64_t V, int32_t target, float scale, bool grad) 
     }
     if (tail) {
         // Masked-off lanes load -inf, and exp(-inf - max) is 0.
-        __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_mask_loadu_ps(neg_inf, tail, row + full), vmax));
+        __m512 e =
+            exp_nonpositive(_mm512_sub_ps(_mm512_mask_loadu_ps(neg_inf, tail, row + full), vmax));
         if (grad) _mm512_mask_storeu_ps(row + full, tail, e);
         s0 = _mm512_add_ps(s0, e);
     }
@@ -137,7 +138,8 @@ float row_avx512(float* row, int64_t V, int32_t target, float scale, bool grad) 
 
     if (grad) {
         const __m512 k = _mm512_set1_ps(scale / sum);
-        for (v = 0; v < full; v += 16) _mm512_storeu_ps(row + v, _mm512_mul_ps(_mm512_loadu_ps(row + v), k));
+        for (v = 0; v < full; v += 16)
+            _mm512_storeu_ps(row + v, _mm512_mul_ps(_mm512_loadu_ps(row + v), k));
         if (tail)
             _mm512_mask_storeu_ps(row + full, tail,
                                   _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, row + full), k));
@@ -168,13 +170,15 @@ int64_t chunk_rows(int64_t N) {
 
 }  // namespace
 
-int64_t classifier_scratch_floats(int64_t N, int64_t V) { return N > 0 ? chunk_rows(N) * V : 0; }
+int64_t classifier_scratch_floats(int64_t N, int64_t V) {
+    return N > 0 ? chunk_rows(N) * V : 0;
+}
 
 void classifier_forward_backward(float* loss, float* dx, float* dwte, const float* x,
                                  const float* wte, const int32_t* targets, int64_t N, int64_t C,
                                  int64_t V, float scale) {
-    WEFT_CHECK(N >= 0 && C > 0 && V > 0,
-               "classifier_forward_backward: bad sizes N={} C={} V={}", N, C, V);
+    WEFT_CHECK(N >= 0 && C > 0 && V > 0, "classifier_forward_backward: bad sizes N={} C={} V={}", N,
+               C, V);
     for (int64_t n = 0; n < N; ++n)
         WEFT_CHECK(targets[n] < V, "classifier_forward_backward: target {} of row {} is not < V={}",
                    targets[n], n, V);

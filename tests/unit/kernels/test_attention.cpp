@@ -229,7 +229,8 @@ TEST_P(AttentionTest, Deterministic) {
 }
 
 // L = Σ w ⊙ out, differentiated by central differences (h = 1e-2 in float, loss summed in
-// double): agreement within 2e-3 + 1e-2·|g| absorbs the O(h²) truncation and float rounding.
+// double) at every fifth element of q, k and v: agreement within 5e-4 + 1e-3·|g|, about ten
+// times the O(h²) truncation and float rounding seen (5e-5 for gradients up to 1.5).
 TEST_P(AttentionTest, FiniteDifferenceGradient) {
     const Case c{1, 9, 12, 2, 8, 3};
     const AttentionShape s = shape_of(c);
@@ -253,7 +254,7 @@ TEST_P(AttentionTest, FiniteDifferenceGradient) {
         for (size_t i = 0; i < x->size(); i += 5) ix.push_back(i);
         const auto fd = test::finite_difference(*x, loss, ix);
         for (size_t n = 0; n < ix.size(); ++n)
-            EXPECT_NEAR((*g)[ix[n]], fd[n], 2e-3 + 1e-2 * std::abs(fd[n])) << name << ix[n];
+            EXPECT_NEAR((*g)[ix[n]], fd[n], 5e-4 + 1e-3 * std::abs(fd[n])) << name << ix[n];
     }
 }
 

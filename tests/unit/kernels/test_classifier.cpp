@@ -1,7 +1,5 @@
 // The fused output head + cross-entropy against a naive full-softmax reference in double, and
 // against finite differences of its own loss.
-#include "weft/kernels/classifier.hpp"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +10,7 @@
 
 #include "support/check.hpp"
 #include "weft/core/error.hpp"
+#include "weft/kernels/classifier.hpp"
 #include "weft/kernels/isa.hpp"
 
 namespace weft::kernels {
@@ -89,8 +88,8 @@ Result run(const Problem& p, const std::vector<float>& initial_dwte) {
     Result r{std::vector<float>(size_t(p.N), kNaN), std::vector<float>(size_t(p.N * p.C), kNaN),
              std::vector<float>(size_t((p.V + kPadRows) * p.C), kSentinel)};
     std::copy(initial_dwte.begin(), initial_dwte.end(), r.dwte.begin());
-    classifier_forward_backward(r.loss.data(), r.dx.data(), r.dwte.data(), p.x.data(),
-                                p.wte.data(), p.targets.data(), p.N, p.C, p.V, p.scale);
+    classifier_forward_backward(r.loss.data(), r.dx.data(), r.dwte.data(), p.x.data(), p.wte.data(),
+                                p.targets.data(), p.N, p.C, p.V, p.scale);
     return r;
 }
 

@@ -1,6 +1,4 @@
 // gemm and the linear-layer products against naive double-precision references.
-#include "weft/kernels/matmul.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +8,7 @@
 
 #include "support/check.hpp"
 #include "weft/core/error.hpp"
+#include "weft/kernels/matmul.hpp"
 
 namespace weft::kernels {
 namespace {
@@ -46,8 +45,8 @@ struct GemmCase {
 };
 
 TEST(Gemm, MatchesReferenceForAllTransposesStridesAndBetas) {
-    const GemmCase cases[] = {{1, 1, 1, 0}, {37, 29, 53, 3}, {64, 48, 17, 0}, {5, 130, 200, 7},
-                              {131, 67, 96, 16}};
+    const GemmCase cases[] = {
+        {1, 1, 1, 0}, {37, 29, 53, 3}, {64, 48, 17, 0}, {5, 130, 200, 7}, {131, 67, 96, 16}};
     uint64_t seed = 1;
     for (const GemmCase& c : cases)
         for (bool ta : {false, true})
@@ -72,9 +71,9 @@ TEST(Gemm, MatchesReferenceForAllTransposesStridesAndBetas) {
                         gemm(ta, tb, c.M, c.N, c.K, alpha, A.data(), lda, B.data(), ldb, beta,
                              C.data(), ldc);
                         SCOPED_TRACE(::testing::Message()
-                                     << "M=" << c.M << " N=" << c.N << " K=" << c.K << " pad="
-                                     << c.pad << " ta=" << ta << " tb=" << tb << " beta=" << beta
-                                     << " alpha=" << alpha);
+                                     << "M=" << c.M << " N=" << c.N << " K=" << c.K
+                                     << " pad=" << c.pad << " ta=" << ta << " tb=" << tb
+                                     << " beta=" << beta << " alpha=" << alpha);
                         EXPECT_LT(max_rel_diff(C.data(), want.data(), C.size(), kAtol), kTol);
                         for (int64_t m = 0; m < c.M; ++m)
                             for (int64_t n = c.N; n < ldc; ++n)
@@ -115,8 +114,8 @@ std::vector<float> reference_forward(const std::vector<float>& inp, const std::v
 }
 
 TEST(Matmul, ForwardWithAndWithoutBias) {
-    for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{33, 40, 24}, {256, 192, 320},
-                           {7, 1, 3}}) {
+    for (auto [M, K, N] :
+         {std::tuple<int64_t, int64_t, int64_t>{33, 40, 24}, {256, 192, 320}, {7, 1, 3}}) {
         auto inp = random_vector(size_t(M * K), 10);
         auto w = random_vector(size_t(N * K), 11);
         auto bias = random_vector(size_t(N), 12);

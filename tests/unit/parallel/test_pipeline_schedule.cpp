@@ -60,12 +60,11 @@ TEST(PipelineSchedule, OneFOneBOrderAndMessagePlacement) {
     const Schedule s = make_schedule(ScheduleKind::one_f_one_b, 2, 1, 3);
     using A = Action;
     // Rank 0: one warm-up forward, then F B pairs, then the last backward.
-    const std::vector<A> r0 = {{A::forward, 0, 0, -1},  {A::send_act, 0, 0, 1},
-                               {A::forward, 1, 0, -1},  {A::send_act, 1, 0, 1},
-                               {A::recv_grad, 0, 0, 1}, {A::backward, 0, 0, -1},
-                               {A::forward, 2, 0, -1},  {A::send_act, 2, 0, 1},
-                               {A::recv_grad, 1, 0, 1}, {A::backward, 1, 0, -1},
-                               {A::recv_grad, 2, 0, 1}, {A::backward, 2, 0, -1}};
+    const std::vector<A> r0 = {
+        {A::forward, 0, 0, -1},  {A::send_act, 0, 0, 1},  {A::forward, 1, 0, -1},
+        {A::send_act, 1, 0, 1},  {A::recv_grad, 0, 0, 1}, {A::backward, 0, 0, -1},
+        {A::forward, 2, 0, -1},  {A::send_act, 2, 0, 1},  {A::recv_grad, 1, 0, 1},
+        {A::backward, 1, 0, -1}, {A::recv_grad, 2, 0, 1}, {A::backward, 2, 0, -1}};
     EXPECT_EQ(s.ranks[0], r0);
     // Rank 1 (last): no warm-up; receive right before forward, send right after backward.
     const std::vector<A> r1_head = {{A::recv_act, 0, 1, 0},
@@ -112,7 +111,8 @@ TEST(PipelineSchedule, EveryScheduleValidatesAndRunsWithoutDeadlock) {
                     }
                     const Action& a = row[i].action;
                     if (a.kind == Action::forward) fwd.emplace(std::pair{a.micro, a.chunk}, row[i]);
-                    if (a.kind == Action::backward) bwd.emplace(std::pair{a.micro, a.chunk}, row[i]);
+                    if (a.kind == Action::backward)
+                        bwd.emplace(std::pair{a.micro, a.chunk}, row[i]);
                 }
             }
             for (int m = 0; m < c.m; ++m) {
@@ -166,8 +166,12 @@ TEST(PipelineSchedule, PeakActivationsMatchTheBounds) {
         for (int rank = 0; rank < c.pp; ++rank) {
             int expected = 0;
             switch (c.kind) {
-                case ScheduleKind::gpipe: expected = c.m; break;
-                case ScheduleKind::one_f_one_b: expected = std::min(c.pp - rank, c.m); break;
+                case ScheduleKind::gpipe:
+                    expected = c.m;
+                    break;
+                case ScheduleKind::one_f_one_b:
+                    expected = std::min(c.pp - rank, c.m);
+                    break;
                 case ScheduleKind::interleaved:
                     // Megatron: warm-up forwards plus the first steady-state forward, in chunk
                     // activations of 1/v of a stage each.
@@ -185,10 +189,9 @@ TEST(PipelineSchedule, DetectsDeadlockAndNamesStuckRanks) {
     // activation that rank 0 sends only after that gradient. Structurally valid, never finishes.
     using A = Action;
     Schedule s{2, 1, 1, ScheduleKind::one_f_one_b, {}};
-    s.ranks = {{{A::recv_grad, 0, 0, 1}, {A::forward, 0, 0}, {A::send_act, 0, 0, 1},
-                {A::backward, 0, 0}},
-               {{A::recv_act, 0, 1, 0}, {A::forward, 0, 1}, {A::backward, 0, 1},
-                {A::send_grad, 0, 1, 0}}};
+    s.ranks = {
+        {{A::recv_grad, 0, 0, 1}, {A::forward, 0, 0}, {A::send_act, 0, 0, 1}, {A::backward, 0, 0}},
+        {{A::recv_act, 0, 1, 0}, {A::forward, 0, 1}, {A::backward, 0, 1}, {A::send_grad, 0, 1, 0}}};
     ASSERT_NO_THROW(validate(s));
     const std::string msg = error_of([&] { simulate(s, Costs{}); });
     EXPECT_NE(msg.find("deadlock"), std::string::npos) << msg;
@@ -198,7 +201,8 @@ TEST(PipelineSchedule, DetectsDeadlockAndNamesStuckRanks) {
         << msg;
 
     // A receive that nobody sends: the other rank finishes, this one is stuck.
-    Schedule lone{2, 1, 1, ScheduleKind::one_f_one_b, {{{A::forward, 0, 0}}, {{A::recv_act, 0, 1, 0}}}};
+    Schedule lone{
+        2, 1, 1, ScheduleKind::one_f_one_b, {{{A::forward, 0, 0}}, {{A::recv_act, 0, 1, 0}}}};
     const std::string msg2 = error_of([&] { simulate(lone, Costs{}); });
     EXPECT_NE(msg2.find("rank 1 stuck at action 0"), std::string::npos) << msg2;
     EXPECT_NE(msg2.find("no rank sends"), std::string::npos) << msg2;
@@ -212,25 +216,30 @@ TEST(PipelineSchedule, ValidateRejectsBrokenSchedules) {
         return error_of([&] { validate(s); });
     };
     using A = Action;
-    EXPECT_NE(broken([](Schedule& s) { s.ranks[1].pop_back(); })
-                  .find("rank 1: gradient of micro-batch 1 from chunk 1 to chunk 0 is never sent"),
+    EXPECT_NE(broken([](Schedule& s) {
+                  s.ranks[1].pop_back();
+              }).find("rank 1: gradient of micro-batch 1 from chunk 1 to chunk 0 is never sent"),
               std::string::npos);
     EXPECT_NE(broken([](Schedule& s) { s.ranks[0].erase(s.ranks[0].end() - 2); })
                   .find("rank 0: gradient of micro-batch 1 from chunk 1 to chunk 0 is never "
                         "received"),
               std::string::npos);
-    EXPECT_NE(broken([](Schedule& s) { s.ranks[0].erase(s.ranks[0].begin()); })
-                  .find("missing forward of micro-batch 0 chunk 0"),
+    EXPECT_NE(broken([](Schedule& s) {
+                  s.ranks[0].erase(s.ranks[0].begin());
+              }).find("missing forward of micro-batch 0 chunk 0"),
               std::string::npos);
-    EXPECT_NE(broken([](Schedule& s) { s.ranks[0].push_back({A::forward, 1, 1, -1}); })
-                  .find("chunk 1 belongs to rank 1, not 0"),
+    EXPECT_NE(broken([](Schedule& s) {
+                  s.ranks[0].push_back({A::forward, 1, 1, -1});
+              }).find("chunk 1 belongs to rank 1, not 0"),
               std::string::npos);
     // Send moved before the forward that computes it.
-    EXPECT_NE(broken([](Schedule& s) { std::swap(s.ranks[0][0], s.ranks[0][1]); })
-                  .find("sent (action 0) before computed (1)"),
+    EXPECT_NE(broken([](Schedule& s) {
+                  std::swap(s.ranks[0][0], s.ranks[0][1]);
+              }).find("sent (action 0) before computed (1)"),
               std::string::npos);
-    EXPECT_NE(broken([](Schedule& s) { s.ranks[0].push_back({A::send_act, 0, 0, 1}); })
-                  .find("sent twice"),
+    EXPECT_NE(broken([](Schedule& s) {
+                  s.ranks[0].push_back({A::send_act, 0, 0, 1});
+              }).find("sent twice"),
               std::string::npos);
     EXPECT_NE(broken([](Schedule& s) { s.ranks.pop_back(); }).find("expected pp=2"),
               std::string::npos);

@@ -39,9 +39,9 @@ std::string tag_balance_error(const std::string& xml) {
 }
 
 TEST(PipelineSvg, OneRowPerRankAndWellFormed) {
-    for (auto [kind, pp, vpp, m] : {std::tuple{ScheduleKind::gpipe, 3, 1, 5},
-                                    std::tuple{ScheduleKind::one_f_one_b, 4, 1, 8},
-                                    std::tuple{ScheduleKind::interleaved, 4, 2, 8}}) {
+    for (auto [kind, pp, vpp, m] :
+         {std::tuple{ScheduleKind::gpipe, 3, 1, 5}, std::tuple{ScheduleKind::one_f_one_b, 4, 1, 8},
+          std::tuple{ScheduleKind::interleaved, 4, 2, 8}}) {
         const Schedule s = make_schedule(kind, pp, vpp, m);
         const SimResult r = simulate(s, stage_costs(vpp));
         const std::string svg = schedule_svg(s, r);

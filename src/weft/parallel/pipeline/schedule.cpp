@@ -19,21 +19,30 @@ ScheduleKind parse_schedule_kind(std::string_view name) {
 
 std::string_view format_schedule_kind(ScheduleKind kind) {
     switch (kind) {
-        case ScheduleKind::gpipe: return "gpipe";
-        case ScheduleKind::one_f_one_b: return "1f1b";
-        case ScheduleKind::interleaved: return "interleaved";
+        case ScheduleKind::gpipe:
+            return "gpipe";
+        case ScheduleKind::one_f_one_b:
+            return "1f1b";
+        case ScheduleKind::interleaved:
+            return "interleaved";
     }
     return "?";
 }
 
 std::string_view format_action_kind(Action::Kind kind) {
     switch (kind) {
-        case Action::forward: return "forward";
-        case Action::backward: return "backward";
-        case Action::send_act: return "send_act";
-        case Action::recv_act: return "recv_act";
-        case Action::send_grad: return "send_grad";
-        case Action::recv_grad: return "recv_grad";
+        case Action::forward:
+            return "forward";
+        case Action::backward:
+            return "backward";
+        case Action::send_act:
+            return "send_act";
+        case Action::recv_act:
+            return "recv_act";
+        case Action::send_grad:
+            return "send_grad";
+        case Action::recv_grad:
+            return "recv_grad";
     }
     return "?";
 }
@@ -47,11 +56,16 @@ std::string format_action(const Action& a) {
 
 MessageId message_id(const Action& a, int rank) {
     switch (a.kind) {
-        case Action::send_act: return {false, a.micro, a.chunk, rank, a.peer};
-        case Action::recv_act: return {false, a.micro, a.chunk - 1, a.peer, rank};
-        case Action::send_grad: return {true, a.micro, a.chunk - 1, rank, a.peer};
-        case Action::recv_grad: return {true, a.micro, a.chunk, a.peer, rank};
-        default: fail("message_id of '{}': expected a send or recv action", format_action(a));
+        case Action::send_act:
+            return {false, a.micro, a.chunk, rank, a.peer};
+        case Action::recv_act:
+            return {false, a.micro, a.chunk - 1, a.peer, rank};
+        case Action::send_grad:
+            return {true, a.micro, a.chunk - 1, rank, a.peer};
+        case Action::recv_grad:
+            return {true, a.micro, a.chunk, a.peer, rank};
+        default:
+            fail("message_id of '{}': expected a send or recv action", format_action(a));
     }
 }
 
@@ -195,9 +209,8 @@ Positions index_actions(const Schedule& s) {
                            ? fmt::format("is on rank {}", s.owner(neighbour))
                            : std::string("does not exist"));
             auto& seen = a.is_send() ? p.sends : p.recvs;
-            WEFT_CHECK(seen.emplace(message_id(a, r), i).second,
-                       "{} ({}): message is {} twice", where(), format_action(a),
-                       a.is_send() ? "sent" : "received");
+            WEFT_CHECK(seen.emplace(message_id(a, r), i).second, "{} ({}): message is {} twice",
+                       where(), format_action(a), a.is_send() ? "sent" : "received");
         }
     }
     return p;
@@ -218,12 +231,13 @@ void validate(const Schedule& s) {
     std::set<MessageId> linked;
     auto link = [&](bool grad, int micro, int from_chunk, int to_chunk, int from_pos, int to_pos) {
         const int src = s.owner(from_chunk), dst = s.owner(to_chunk);
-        const std::string what = fmt::format("{} of micro-batch {} from chunk {} to chunk {}",
-                                             grad ? "gradient" : "activation", micro, from_chunk,
-                                             to_chunk);
+        const std::string what =
+            fmt::format("{} of micro-batch {} from chunk {} to chunk {}",
+                        grad ? "gradient" : "activation", micro, from_chunk, to_chunk);
         if (src == dst) {
-            WEFT_CHECK(from_pos < to_pos, "rank {}: {} is consumed (action {}) before produced ({})",
-                       src, what, to_pos, from_pos);
+            WEFT_CHECK(from_pos < to_pos,
+                       "rank {}: {} is consumed (action {}) before produced ({})", src, what,
+                       to_pos, from_pos);
             return;
         }
         const MessageId id{grad, micro, std::min(from_chunk, to_chunk), src, dst};

@@ -55,7 +55,8 @@ std::string describe_deadlock(const Schedule& s, const std::vector<size_t>& pc) 
     std::map<MessageId, std::pair<int, size_t>> senders;  // message -> (rank, action index)
     for (int r = 0; r < s.pp; ++r)
         for (size_t i = 0; i < s.ranks[r].size(); ++i)
-            if (s.ranks[r][i].is_send()) senders.emplace(message_id(s.ranks[r][i], r), std::pair{r, i});
+            if (s.ranks[r][i].is_send())
+                senders.emplace(message_id(s.ranks[r][i], r), std::pair{r, i});
 
     std::string msg = "pipeline schedule deadlocks:";
     for (int r = 0; r < s.pp; ++r) {
@@ -86,9 +87,9 @@ SimResult simulate(const Schedule& s, const Costs& costs) {
     res.peak_in_flight.assign(s.pp, 0);
     res.timeline.resize(s.pp);
 
-    std::vector<size_t> pc(s.pp, 0);     // next action of each rank
-    std::vector<double> now(s.pp, 0);    // time each rank reached its next action
-    std::vector<int> held(s.pp, 0);      // activations held now
+    std::vector<size_t> pc(s.pp, 0);      // next action of each rank
+    std::vector<double> now(s.pp, 0);     // time each rank reached its next action
+    std::vector<int> held(s.pp, 0);       // activations held now
     std::map<MessageId, double> arrived;  // message -> arrival time, once sent
     std::map<MessageId, int> waiting;     // message -> rank blocked on it
 

@@ -27,9 +27,11 @@ double pixels_per_unit(const SimResult& r) {
     double shortest = r.makespan;
     for (const auto& row : r.timeline)
         for (const TimedAction& t : row)
-            if (t.action.is_compute() && t.end > t.start) shortest = std::min(shortest, t.end - t.start);
+            if (t.action.is_compute() && t.end > t.start)
+                shortest = std::min(shortest, t.end - t.start);
     double ppu = kTargetWidth / r.makespan;
-    if (shortest * ppu < kMinBoxWidth) ppu = std::min(kMinBoxWidth / shortest, kMaxWidth / r.makespan);
+    if (shortest * ppu < kMinBoxWidth)
+        ppu = std::min(kMinBoxWidth / shortest, kMaxWidth / r.makespan);
     return ppu;
 }
 
@@ -59,8 +61,8 @@ std::string schedule_svg(const Schedule& s, const SimResult& r) {
                    "viewBox=\"0 0 {:.0f} {:.0f}\" font-family=\"sans-serif\" font-size=\"11\">\n",
                    width, height, width, height);
     fmt::format_to(w, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
-    std::string title = fmt::format("{} p={} m={}", format_schedule_kind(s.kind), s.pp,
-                                    s.micro_batches);
+    std::string title =
+        fmt::format("{} p={} m={}", format_schedule_kind(s.kind), s.pp, s.micro_batches);
     if (s.kind == ScheduleKind::interleaved) title += fmt::format(" v={}", s.vpp);
     title += fmt::format(": bubble {:.2f}% (theory {:.2f}%), makespan {:g}", 100 * r.bubble,
                          100 * ideal_bubble(s.kind, s.pp, s.vpp, s.micro_batches), r.makespan);

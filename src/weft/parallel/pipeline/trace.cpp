@@ -43,8 +43,8 @@ std::vector<TraceRecord> trace_records(const SimResult& r, double us_per_unit) {
             last = t.end;
         }
         if (r.makespan > last)
-            out.push_back({rank, "idle", "idle", last * us_per_unit,
-                           (r.makespan - last) * us_per_unit});
+            out.push_back(
+                {rank, "idle", "idle", last * us_per_unit, (r.makespan - last) * us_per_unit});
     }
     return out;
 }

@@ -3,7 +3,6 @@
 // pipeline timelines. The writer takes plain records so that the executor can emit the same
 // format from measured times as the simulator does from costs.
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <vector>
 
