@@ -5,15 +5,7 @@
 
 #include "weft/core/error.hpp"
 #include "weft/kernels/isa.hpp"
-
-#if defined(__AVX512F__)
-// GCC 12's AVX-512 headers build their "undefined" pass-through operands from self-initialised
-// locals, which -Wmaybe-uninitialized reports wherever an intrinsic is inlined (GCC bug 105593).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#endif
+#include "weft/kernels/simd.hpp"
 
 namespace weft::kernels {
 
