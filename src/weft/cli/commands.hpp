@@ -13,5 +13,7 @@ void add_prepare_command(CLI::App& app);
 void add_export_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_pipeline_command(CLI::App& app);
+void add_plan_command(CLI::App& app);
+void add_profile_command(CLI::App& app);
 
 }  // namespace weft::cli

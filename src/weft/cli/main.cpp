@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "weft/cli/commands.hpp"
 #include "weft/cli/config_file.hpp"
@@ -27,6 +29,9 @@ int main(int argc, char** argv) {
     add_prepare_command(app);
     add_export_command(app);
     add_bench_command(app);
+    add_pipeline_command(app);
+    add_plan_command(app);
+    add_profile_command(app);
     // A flag given twice (once by --config, once on the command line) keeps the last.
     std::function<void(CLI::App*)> last_wins = [&](CLI::App* a) {
         for (CLI::Option* o : a->get_options())
@@ -43,11 +48,12 @@ int main(int argc, char** argv) {
         return mpi.rank() == 0 ? app.exit(e) : (e.get_exit_code() ? 1 : 0);
     } catch (const Error& e) {
         // With several ranks, returning would leave this one in MPI_Finalize while the others
-        // wait for it: end the whole job instead. Bad input fails on every rank alike, so only
-        // rank 0 names it.
+        // wait for it: end the whole job instead. Bad input fails on every rank alike, so rank 0
+        // names it; the others give it time to, since their abort would kill it mid-message. A
+        // rank still alive after that failed alone, and names its own error.
         if (mpi.size() > 1) {
-            if (mpi.rank() == 0) comm::abort_job(fmt::format("error: {}", e.what()), 1);
-            comm::abort_job("", 1);
+            if (mpi.rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
+            comm::abort_job(fmt::format("error: {}", e.what()), 1);
         }
         fmt::print(stderr, "weft: error: {}\n", e.what());
         return 1;

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Regenerates the figures of docs/performance.md on this machine (run it on an otherwise idle
+# machine: the two cores are the whole machine). Usage: bash bench/performance.sh [build dir]
+set -euo pipefail
+W=${1:-build}/weft
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+echo "== machine"; lscpu | grep -E "Model name|^CPU\(s\)|Flags" | cut -c1-120
+echo "== fp32 GEMM peak, 2 threads"
+OMP_NUM_THREADS=2 "$W" bench peak --size 4096 --seconds 5 --json | tee /tmp/weft-peak.json
+peak=$(sed -E 's/.*"fp32_gflops": ([0-9.]+).*/\1/' /tmp/weft-peak.json)
+echo "== gpt2 124M training step, B=4, T=1024, one process, 2 threads"
+OMP_NUM_THREADS=2 "$W" bench train --preset gpt2 --batch-size 4 --seq-len 1024 --steps 3 --peak-gflops "$peak"

@@ -1,0 +1,120 @@
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <optional>
+
+#include "weft/core/error.hpp"
+#include "weft/plan/report.hpp"
+
+namespace weft::cli {
+
+namespace {
+struct PlanArgs {
+    std::string model, cluster, dtype = "bf16", profile, recompute, schedule;
+    int64_t global_batch = 0, seq_len = 0, micro_batch = 0, max_micro_batch = 64;
+    int top = 5, devices = 0, nodes = 0, dp = 0, tp = 0, pp = 0, cp = 0, vpp = 0, zero = -1;
+    bool sp = false, no_sp = false, json = false;
+    double bucket_mb = 25;
+};
+
+template <typename T>
+std::optional<T> given(T v, T unset) {
+    return v == unset ? std::nullopt : std::optional<T>(v);
+}
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+    auto a = std::make_shared<PlanArgs>();
+    CLI::App* c = app.add_subcommand(
+        "plan",
+        "Predict step time, throughput and memory per device of parallel layouts on a cluster, "
+        "and pick the best (docs/planner.md)");
+    c->add_option("--model", a->model, "Model preset or JSON file (configs/models/)")->required();
+    c->add_option("--cluster", a->cluster, "Cluster file, or a preset in configs/clusters/")
+        ->required();
+    c->add_option("--global-batch", a->global_batch, "Sequences per optimizer step")->required();
+    c->add_option("--seq-len", a->seq_len, "Tokens per sequence (default: the model's context)");
+    c->add_option("--dtype", a->dtype, "bf16 | fp16 (mixed precision) | fp32")
+        ->capture_default_str();
+    c->add_option("--memory-profile", a->profile,
+                  "engine (this engine, fp32 CPU) | korthikanti (GPU mixed precision); default: "
+                  "engine for fp32, else korthikanti");
+    c->add_option("--top", a->top, "How many layouts to show")->capture_default_str();
+    c->add_option("--nodes", a->nodes, "Override the cluster file's number of nodes");
+    c->add_option("--devices", a->devices,
+                  "Use this many devices (default: the whole cluster, or dp*tp*pp*cp when --dp "
+                  "is given)");
+    c->add_option("--dp", a->dp, "Fix the data-parallel degree");
+    c->add_option("--tp", a->tp, "Fix the tensor-parallel degree");
+    c->add_option("--pp", a->pp, "Fix the pipeline-parallel degree");
+    c->add_option("--cp", a->cp, "Fix the context-parallel degree");
+    c->add_option("--vpp", a->vpp, "Fix the virtual stages per pipeline rank (interleaved)");
+    c->add_option("--zero", a->zero, "Fix the ZeRO stage (0-3)");
+    c->add_option("--micro-batch", a->micro_batch, "Fix the micro-batch size (sequences)");
+    c->add_option("--max-micro-batch", a->max_micro_batch, "Largest micro-batch searched")
+        ->capture_default_str();
+    c->add_flag("--sp", a->sp, "Fix sequence parallelism on");
+    c->add_flag("--no-sp", a->no_sp, "Fix sequence parallelism off");
+    c->add_option("--recompute", a->recompute, "Fix recomputation: none | selective | full");
+    c->add_option("--pp-schedule", a->schedule, "Fix the schedule: gpipe | 1f1b | interleaved");
+    c->add_option("--bucket-mb", a->bucket_mb, "Gradient bucket, MiB")->capture_default_str();
+    c->add_flag("--json", a->json, "Print one JSON object");
+    c->callback([a] {
+        plan::Workload w;
+        w.model = plan::load_model(a->model);
+        w.global_batch = a->global_batch;
+        w.seq_len = a->seq_len ? a->seq_len : w.model.config.n_positions;
+        WEFT_CHECK(w.global_batch >= 1, "--global-batch must be at least 1, got {}",
+                   w.global_batch);
+        WEFT_CHECK(w.seq_len >= 1 && w.seq_len <= w.model.config.n_positions,
+                   "--seq-len must be in [1, {}] for {}, got {}", w.model.config.n_positions,
+                   w.model.name, w.seq_len);
+        w.prec = plan::precision(a->dtype);
+        w.profile = !a->profile.empty()     ? plan::parse_profile(a->profile)
+                    : w.prec.name == "fp32" ? plan::MemoryProfile::engine
+                                            : plan::MemoryProfile::korthikanti;
+        WEFT_CHECK(a->bucket_mb > 0, "--bucket-mb must be positive, got {}", a->bucket_mb);
+        w.bucket_mb = a->bucket_mb;
+        plan::Cluster cluster = plan::load_cluster(plan::find_cluster_file(a->cluster));
+        WEFT_CHECK(a->nodes >= 0, "--nodes must be at least 1, got {}", a->nodes);
+        if (a->nodes) cluster.nodes = a->nodes;
+
+        plan::SearchSpace s;
+        for (auto [v, name] : {std::pair{a->dp, "dp"},
+                               {a->tp, "tp"},
+                               {a->pp, "pp"},
+                               {a->cp, "cp"},
+                               {a->vpp, "vpp"},
+                               {a->devices, "devices"}})
+            WEFT_CHECK(v >= 0, "--{} must be at least 1, got {}", name, v);
+        s.dp = given(a->dp, 0), s.tp = given(a->tp, 0), s.pp = given(a->pp, 0);
+        s.cp = given(a->cp, 0), s.vpp = given(a->vpp, 0);
+        WEFT_CHECK(a->zero >= -1 && a->zero <= 3, "--zero must be 0, 1, 2 or 3, got {}", a->zero);
+        s.zero = given(a->zero, -1);
+        WEFT_CHECK(a->micro_batch >= 0, "--micro-batch must be at least 1, got {}", a->micro_batch);
+        s.micro_batch = given<int64_t>(a->micro_batch, 0);
+        WEFT_CHECK(!(a->sp && a->no_sp), "--sp and --no-sp contradict each other");
+        if (a->sp || a->no_sp) s.sp = a->sp;
+        if (!a->recompute.empty()) s.recompute = plan::parse_recompute(a->recompute);
+        if (!a->schedule.empty()) {
+            WEFT_CHECK(
+                a->schedule == "gpipe" || a->schedule == "1f1b" || a->schedule == "interleaved",
+                "--pp-schedule must be gpipe, 1f1b or interleaved, got '{}'", a->schedule);
+            s.schedule = a->schedule;
+        }
+        s.devices = a->devices;
+        WEFT_CHECK(a->max_micro_batch >= 1, "--max-micro-batch must be at least 1, got {}",
+                   a->max_micro_batch);
+        s.max_micro_batch = a->max_micro_batch;
+        WEFT_CHECK(a->top >= 1, "--top must be at least 1, got {}", a->top);
+
+        const plan::SearchResult r = plan::search(w, cluster, s, a->top);
+        if (a->json)
+            fmt::print("{}\n", plan::result_json(w, cluster, r).dump(2));
+        else
+            fmt::print("{}", plan::result_text(w, cluster, r));
+    });
+}
+
+}  // namespace weft::cli

@@ -1,0 +1,258 @@
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "weft/comm/collectives.hpp"
+#include "weft/comm/mesh.hpp"
+#include "weft/core/error.hpp"
+#include "weft/kernels/attention.hpp"
+#include "weft/kernels/matmul.hpp"
+#include "weft/train/memory.hpp"
+#include "weft/train/process.hpp"
+
+namespace weft::cli {
+
+namespace {
+struct ProfileArgs {
+    std::string out = "configs/clusters/local.json", name = "local", device_name;
+    int nodes = 1, threads = 0;
+    double seconds = 0.1;  // per measured shape
+    double inter_gbs = 12.5, inter_latency_us = 10;
+};
+
+using Clock = std::chrono::steady_clock;
+
+// Best time of `f` over repetitions lasting about `seconds` (at least 3 after one warm-up):
+// the machine is shared, and the best run is the one least disturbed.
+template <typename F>
+double best_time(double seconds, F&& f) {
+    f();
+    double best = 1e300, spent = 0;
+    for (int i = 0; i < 3 || spent < seconds; ++i) {
+        auto t0 = Clock::now();
+        f();
+        double t = std::chrono::duration<double>(Clock::now() - t0).count();
+        best = std::min(best, t), spent += t;
+    }
+    return best;
+}
+
+// Solves the normal equations of least squares for x in A x ~ y (A: rows of 4).
+std::array<double, 4> least_squares(const std::vector<std::array<double, 4>>& A,
+                                    const std::vector<double>& y) {
+    double N[4][5] = {};
+    for (size_t r = 0; r < A.size(); ++r)
+        for (int i = 0; i < 4; ++i) {
+            for (int j = 0; j < 4; ++j) N[i][j] += A[r][i] * A[r][j];
+            N[i][4] += A[r][i] * y[r];
+        }
+    for (int i = 0; i < 4; ++i) {  // Gauss-Jordan with partial pivoting
+        int p = i;
+        for (int r = i + 1; r < 4; ++r)
+            if (std::abs(N[r][i]) > std::abs(N[p][i])) p = r;
+        std::swap(N[i], N[p]);
+        for (int r = 0; r < 4; ++r) {
+            if (r == i || N[i][i] == 0) continue;
+            const double f = N[r][i] / N[i][i];
+            for (int c = i; c < 5; ++c) N[r][c] -= f * N[i][c];
+        }
+    }
+    std::array<double, 4> x{};
+    for (int i = 0; i < 4; ++i) x[i] = N[i][i] != 0 ? N[i][4] / N[i][i] : 0;
+    return x;
+}
+
+// GEMM efficiency over the shapes a GPT-2 layer runs (forward [tokens, C] x [C, kC] and the
+// two backward products) for several widths and token counts, fitted to the planner's model
+// (plan/cluster.hpp): time = overhead + 2MNK / (peak · efficiency(M, N, K)), i.e.
+//   time - overhead = (2MNK/peak) · (a + b/M + c/N + d/K),  max = 1/a, m_half = b/a, ...
+// linear in (a, b, c, d). Each row is divided by its measured time, so that the fit minimises
+// relative error: small shapes count as much as large ones.
+// `peak` is raised to the best rate a large shape reached: on a shared machine the separate
+// peak measurement may have run while a neighbour was busy, and efficiency must stay <= 1.
+nlohmann::json fit_gemm(double& peak, double seconds, double& overhead) {
+    std::vector<std::array<double, 4>> shapes;  // M, N, K, seconds
+    std::vector<float> a, b, c;
+    auto run = [&](int64_t M, int64_t N, int64_t K) {
+        a.assign(size_t(M * K), 0.5f), b.assign(size_t(K * N), 0.25f), c.assign(size_t(M * N), 0);
+        return best_time(seconds, [&] {
+            kernels::gemm(false, true, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, c.data(), N);
+        });
+    };
+    overhead = run(8, 8, 8);
+    for (int64_t C : {64, 256, 768})
+        for (int64_t tokens : {64, 256, 1024, 4096})
+            for (auto [n, k] : {std::pair{3 * C, C}, {C, C}, {4 * C, C}, {C, 4 * C}})
+                for (auto [M, N, K] : {std::tuple{tokens, n, k}, {tokens, k, n}, {n, k, tokens}}) {
+                    const double t = run(M, N, K), flops = 2.0 * double(M * N * K);
+                    shapes.push_back({double(M), double(N), double(K), t});
+                    if (flops >= 2e9) peak = std::max(peak, flops / t);
+                }
+    std::vector<std::array<double, 4>> A;
+    std::vector<double> y;
+    for (const auto& [M, N, K, t] : shapes) {
+        const double f = 2 * M * N * K / peak / t;
+        A.push_back({f, f / M, f / N, f / K});
+        y.push_back(std::max(t - overhead, 0.0) / t);
+    }
+    std::array<double, 4> x = least_squares(A, y);
+    const double max = std::min(1.0, 1 / std::max(x[0], 1e-3));
+    return {{"max", max},
+            {"m_half", std::max(0.0, x[1] / x[0])},
+            {"n_half", std::max(0.0, x[2] / x[0])},
+            {"k_half", std::max(0.0, x[3] / x[0])}};
+}
+
+// Forward and backward of causal attention at GPT-2 shapes, as a fraction of the GEMM peak
+// (FLOPs counted as model::ModelConfig does: 2·T·C per token forward, twice that backward).
+double attention_efficiency(double peak, double seconds) {
+    const int64_t B = 2, T = 512, NH = 12, HS = 64, C = NH * HS;
+    std::vector<float> qkv(size_t(B * T * 3 * C), 0.01f), out(size_t(B * T * C)),
+        lse(size_t(B * NH * T)), dqkv(qkv.size()), dout(out.size(), 0.001f);
+    const double t = best_time(seconds, [&] {
+        kernels::attention_forward_qkv(out.data(), lse.data(), qkv.data(), B, T, NH, HS);
+        kernels::attention_backward_qkv(dqkv.data(), dout.data(), qkv.data(), out.data(),
+                                        lse.data(), B, T, NH, HS);
+    });
+    return std::min(1.0, 3 * 2.0 * double(B * T * T * C) / (t * peak));
+}
+
+// Triad a = b + s·c over arrays far larger than the caches: 12 bytes per element.
+double memory_bandwidth(double seconds) {
+    const int64_t n = int64_t(64) << 20;
+    std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n), 1.0f),
+        c(static_cast<size_t>(n), 2.0f);
+    const double t = best_time(seconds, [&] {
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; ++i) a[size_t(i)] = b[size_t(i)] + 0.5f * c[size_t(i)];
+    });
+    return 12.0 * double(n) / t;
+}
+
+int64_t mem_total_bytes() {
+    std::ifstream f("/proc/meminfo");
+    std::string key;
+    int64_t kib = 0;
+    while (f >> key >> kib)
+        if (key == "MemTotal:") return kib * 1024;
+    return 0;
+}
+
+std::string cpu_name() {
+    std::ifstream f("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+    return "cpu";
+}
+}  // namespace
+
+void add_profile_command(CLI::App& app) {
+    auto a = std::make_shared<ProfileArgs>();
+    CLI::App* c = app.add_subcommand(
+        "profile",
+        "Measure this machine (GEMM efficiency over shapes, attention, memory bandwidth, MPI "
+        "all-reduce under mpirun) and write a cluster file for `weft plan`");
+    c->add_option("--out", a->out, "Cluster file to write")->capture_default_str();
+    c->add_option("--name", a->name, "Cluster name")->capture_default_str();
+    c->add_option("--nodes", a->nodes, "Nodes of this kind in the cluster")->capture_default_str();
+    c->add_option("--threads", a->threads, "OpenMP threads per rank (0: as `weft train`)")
+        ->capture_default_str();
+    c->add_option("--seconds", a->seconds, "Measuring time per shape")->capture_default_str();
+    c->add_option("--inter-node-gbs", a->inter_gbs,
+                  "Inter-node bandwidth per rank, GB/s (not measurable on one node)")
+        ->capture_default_str();
+    c->add_option("--inter-node-latency-us", a->inter_latency_us, "Inter-node latency, us")
+        ->capture_default_str();
+    c->callback([a] {
+        WEFT_CHECK(a->nodes >= 1, "--nodes must be at least 1, got {}", a->nodes);
+        WEFT_CHECK(a->seconds > 0, "--seconds must be positive, got {}", a->seconds);
+        WEFT_CHECK(a->inter_gbs > 0, "--inter-node-gbs must be positive, got {}", a->inter_gbs);
+        // The resident size before any model allocation: what `weft bench train` calls the
+        // baseline (code, libraries, MPI).
+        const int64_t baseline = train::current_rss_bytes();
+        Layout layout;
+        comm::Mesh mesh(layout);
+        comm::Group& world = mesh.group(comm::Axis::world);
+        const int ranks = world.size();
+        const int threads = train::set_threads_per_rank(a->threads);
+        const bool root = world.rank() == 0;
+        if (root) fmt::print(stderr, "weft profile: {} rank(s) x {} thread(s)\n", ranks, threads);
+        // Every rank measures at once, as ranks of a job would run: they share the node.
+        double peak = kernels::measure_gemm_peak_gflops(2048, 1.0) * 1e9;
+        double overhead = 0;
+        nlohmann::json gemm = fit_gemm(peak, a->seconds, overhead);
+        double attn = attention_efficiency(peak, a->seconds);
+        double bw = memory_bandwidth(a->seconds) / ranks;  // per rank, all ranks streaming
+        // The slowest rank sets the pace.
+        double mins[3] = {-peak, -attn, -bw};
+        comm::all_reduce(world, std::span<double>(mins), comm::ReduceOp::max);
+        peak = -mins[0], attn = -mins[1], bw = -mins[2];
+
+        nlohmann::json intra = {{"bandwidth_gbs", bw / 1e9 / 2}, {"latency_us", 2.0}};
+        std::string link_note = "intra_node not measured (one rank): half the memory bandwidth";
+        if (ranks > 1) {  // fit t = 2(n-1)·α + 2(n-1)/n·S/β over all-reduce sizes
+            std::vector<std::array<double, 4>> A;
+            std::vector<double> y;
+            const double n = ranks;
+            for (int64_t floats = 256; floats <= (int64_t(8) << 20); floats *= 8) {
+                std::vector<float> buf(size_t(floats), 1.0f);
+                // A fixed count, not best_time's: every rank must make the same calls.
+                double t = 1e300;
+                for (int rep = 0; rep < 6; ++rep) {
+                    auto t0 = Clock::now();
+                    comm::all_reduce(world, std::span<float>(buf));
+                    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+                    if (rep > 0) t = std::min(t, dt);
+                }
+                comm::all_reduce(world, std::span<double>(&t, 1), comm::ReduceOp::max);
+                A.push_back({2 * (n - 1), 2 * (n - 1) / n * 4.0 * double(floats), 0, 0});
+                y.push_back(t);
+            }
+            std::array<double, 4> x = least_squares(A, y);
+            intra = {{"bandwidth_gbs", x[1] > 0 ? 1e-9 / x[1] : bw / 1e9 / 2},
+                     {"latency_us", std::max(0.0, x[0] * 1e6)}};
+            link_note = fmt::format("intra_node fitted to MPI all-reduce over {} ranks", ranks);
+        }
+        if (!root) return;
+        nlohmann::json j = {
+            {"name", a->name},
+            {"description",
+             fmt::format("measured by `weft profile` with {} rank(s) x {} thread(s); a device "
+                         "is one rank",
+                         ranks, threads)},
+            {"notes",
+             {link_note, "inter_node not measured: from --inter-node-gbs/-latency-us",
+              "peak_tflops.fp32 is the best large-GEMM rate (as `weft bench` uses for MFU)"}},
+            {"device",
+             {{"name", cpu_name()},
+              {"peak_tflops", {{"fp32", peak / 1e12}}},
+              {"memory_gib", double(mem_total_bytes()) / ranks / double(1 << 30)},
+              {"memory_bandwidth_gbs", bw / 1e9},
+              {"gemm_efficiency", gemm},
+              {"attention_efficiency", attn},
+              {"kernel_overhead_us", overhead * 1e6},
+              {"runtime_gib", double(baseline) / double(1 << 30)}}},
+            {"devices_per_node", ranks},
+            {"nodes", a->nodes},
+            {"intra_node", intra},
+            {"inter_node", {{"bandwidth_gbs", a->inter_gbs}, {"latency_us", a->inter_latency_us}}}};
+        std::ofstream f(a->out);
+        WEFT_CHECK(f.good(), "--out {}: cannot write the file", a->out);
+        f << j.dump(2) << "\n";
+        fmt::print(
+            "wrote {}: fp32 peak {:.1f} GFLOP/s, GEMM efficiency {}, attention {:.2f}, "
+            "memory {:.1f} GB/s per rank\n",
+            a->out, peak / 1e9, gemm.dump(), attn, bw / 1e9);
+    });
+}
+
+}  // namespace weft::cli

@@ -1,0 +1,63 @@
+#pragma once
+// What the planner evaluates: a workload (model, batch, sequence, precision) and a candidate
+// layout (weft::Layout plus the micro-batch size and the recomputation level).
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "weft/core/layout.hpp"
+#include "weft/plan/models.hpp"
+
+namespace weft::plan {
+
+// Korthikanti et al. 2022: none; selective (the attention core: softmax, its dropout, QKᵀ);
+// full (only each layer's input is kept, the layer re-runs its forward before its backward).
+enum class Recompute { none, selective, full };
+std::string_view recompute_name(Recompute r);
+Recompute parse_recompute(std::string_view name);  // throws naming the value
+
+// Bytes per parameter of each model-state kind, and per activation element.
+//   bf16/fp16 (mixed precision, Rajbhandari et al. 2020 Sec. 3.1): 2 params + 2 grads + K=12
+//     optimizer (fp32 master copy 4, momentum 4, variance 4).
+//   fp32 (this engine on CPU): 4 params + 4 grads + 8 optimizer (AdamW's two fp32 moments; the
+//     parameters are already fp32, so there is no master copy).
+// `update` is the memory traffic of one optimizer step per parameter (read and write of every
+// state, the gradient norm, zeroing the gradients), for the memory-bound time of the step.
+struct Precision {
+    std::string name;
+    double param = 0, grad = 0, optimizer = 0, activation = 0, update = 0;
+};
+Precision precision(const std::string& dtype);  // bf16 | fp16 | fp32
+
+enum class MemoryProfile { engine, korthikanti };
+std::string_view profile_name(MemoryProfile p);
+MemoryProfile parse_profile(std::string_view name);
+
+struct Workload {
+    NamedModel model;
+    int64_t global_batch = 0, seq_len = 0;
+    Precision prec;
+    MemoryProfile profile = MemoryProfile::korthikanti;
+    double bucket_mb = 25;  // gradient bucket (the engine's --bucket-mb)
+};
+
+struct Candidate {
+    Layout layout;  // dp..vpp, zero, sequence_parallel, pp_schedule; recompute mirrors below
+    int64_t micro_batch = 1;
+    Recompute recompute = Recompute::none;
+
+    int64_t micro_batches(const Workload& w) const {
+        return w.global_batch / (int64_t(layout.dp) * micro_batch);
+    }
+    std::string describe() const;  // "dp=8 tp=8 pp=16 cp=1 zero=1 sp mb=1 1f1b recompute=none"
+};
+
+// Parameters one device holds whole (before ZeRO sharding) on pipeline rank `stage`: its layers
+// split by tensor parallelism (Megatron: QKV, attention projection and MLP matrices and the
+// column-parallel biases split, LayerNorms and row-parallel biases replicated), the embeddings
+// on the first stage, the final LayerNorm on the last, and a copy of the tied word embeddings
+// on the last stage when pp > 1 (Megatron keeps one there and all-reduces its gradient).
+double stage_parameters(const model::ModelConfig& cfg, const Layout& l, int stage);
+int64_t tp_padded_vocab(const model::ModelConfig& cfg, int tp);  // padded to 128 * tp
+
+}  // namespace weft::plan

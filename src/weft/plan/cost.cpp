@@ -1,0 +1,307 @@
+#include "weft/plan/cost.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <tuple>
+
+#include "weft/core/error.hpp"
+#include "weft/parallel/pipeline/simulator.hpp"
+
+namespace weft::plan {
+
+namespace {
+
+// A group whose members are `stride` ranks apart, `size` of them: it stays inside a node when
+// its extent fits in a node's block of ranks (and nodes hold whole blocks).
+Placement place(const Cluster& c, int stride, int size) {
+    Placement p;
+    p.size = size;
+    const int extent = stride * size;
+    p.inter_node = !(extent <= c.devices_per_node && c.devices_per_node % extent == 0);
+    p.link = p.inter_node ? c.inter : c.intra;
+    return p;
+}
+
+// Per-layer and per-chunk costs of one micro-batch on one device, seconds.
+struct LayerCost {
+    double fwd = 0, bwd = 0, tp = 0, cp = 0;  // tp / cp: collective time within fwd + bwd
+};
+
+struct Model {
+    const Workload& w;
+    const Cluster& c;
+    const Candidate& k;
+    double peak, C, t, tokens, act;
+    Placement tp, cp;
+
+    double overhead() const { return c.device.kernel_overhead; }
+    // 2MNK FLOPs at the shape's efficiency.
+    double gemm(double M, double N, double K) const {
+        return 2 * M * N * K / (peak * c.device.gemm(M, N, K)) + overhead();
+    }
+    // Forward GEMM [M,K]x[K,N] and its two backward products: dX [M,N]x[N,K], dW [N,M]x[M,K].
+    double gemm_fwd_bwd(double M, double N, double K, double& bwd) const {
+        bwd += gemm(M, K, N) + gemm(N, K, M);
+        return gemm(M, N, K);
+    }
+    double memory_bound(double elements, int calls) const {
+        return elements * act / c.device.memory_bandwidth + calls * overhead();
+    }
+
+    LayerCost layer() const {
+        LayerCost l;
+        const double m = tokens;
+        double bwd = 0, fwd = 0;
+        // QKV, attention projection, MLP up, MLP down, split the Megatron way (column, row).
+        fwd += gemm_fwd_bwd(m, 3 * C / t, C, bwd);
+        fwd += gemm_fwd_bwd(m, C, C / t, bwd);
+        fwd += gemm_fwd_bwd(m, 4 * C / t, C, bwd);
+        fwd += gemm_fwd_bwd(m, C, 4 * C / t, bwd);
+        // Causal attention core: 2·T·C FLOPs per token forward (QKᵀ and PV, halved by the mask,
+        // as model::ModelConfig::train_flops_per_token counts), backward twice that.
+        const double T = double(w.seq_len);
+        const double attn_f =
+            2 * m * T * C / t / (peak * c.device.attention_efficiency) + overhead();
+        const double attn_b = 2 * attn_f;
+        // Memory-bound kernels per token: two LayerNorms and two residual adds (about 10C
+        // elements read or written, replicated across tp unless sequence parallel) and the GELU
+        // (8C/t); backward moves about twice as much.
+        const double rep = k.layout.sequence_parallel ? t : 1;
+        const double elems = m * (10 * C / rep + 8 * C / t);
+        const double elem_f = memory_bound(elems, 5), elem_b = memory_bound(2 * elems, 6);
+        // Tensor parallel (Shoeybi et al. 2019): two all-reduces of the [tokens, C] activation
+        // in forward and two in backward; with sequence parallelism (Korthikanti et al. 2022)
+        // an all-gather and a reduce-scatter replace each, moving the same bytes.
+        const double tp_f = t > 1 ? 2 * all_reduce_time(tp, m * C * act) : 0;
+        // Ring attention (context parallel): each rank receives the other ranks' K and V blocks
+        // while it computes; backward also returns their gradients. Only the excess over the
+        // attention compute shows.
+        double cp_f = 0, cp_b = 0;
+        if (k.layout.cp > 1) {
+            const double kv = reduce_scatter_time(cp, 2 * m * k.layout.cp * C / t * act);
+            cp_f = std::max(0.0, kv - attn_f);
+            cp_b = std::max(0.0, 2 * kv - attn_b);
+        }
+        l.fwd = fwd + attn_f + elem_f + tp_f + cp_f;
+        l.bwd = bwd + attn_b + elem_b + tp_f + cp_b;
+        l.tp = 2 * tp_f;
+        l.cp = cp_f + cp_b;
+        if (k.recompute == Recompute::full) {  // the forward runs again inside backward
+            l.bwd += l.fwd;
+            l.tp += tp_f;
+            l.cp += cp_f;
+        } else if (k.recompute == Recompute::selective) {
+            l.bwd += attn_f;
+        }
+        return l;
+    }
+
+    // Embedding lookup and its gradient (first chunk); final norm, logits and cross entropy
+    // (last chunk). With tp the vocabulary is split and the embedding output all-reduced.
+    void ends(double& embed_f, double& embed_b, double& head_f, double& head_b,
+              double& comm) const {
+        const double m = tokens, V = double(tp_padded_vocab(w.model.config, k.layout.tp)) / t;
+        const double ar = t > 1 ? all_reduce_time(tp, m * C * act) : 0;
+        embed_f = memory_bound(3 * m * C, 1) + ar;
+        embed_b = memory_bound(3 * m * C, 1);
+        double bwd = 0;
+        head_f = gemm_fwd_bwd(m, V, C, bwd) + memory_bound(2 * m * C + 2 * m * V, 2) + ar;
+        head_b = bwd + memory_bound(2 * m * C + 2 * m * V, 2) + ar;
+        comm = 3 * ar;
+    }
+};
+
+}  // namespace
+
+Placement place_axis(const Cluster& c, const Layout& l, MeshAxis axis) {
+    const int degrees[] = {l.tp, l.cp, l.ep, l.dp, l.pp};
+    const int a = static_cast<int>(axis);
+    int stride = 1;
+    for (int i = 0; i < a; ++i) stride *= degrees[i];
+    return place(c, stride, degrees[a]);
+}
+
+double all_reduce_time(const Placement& p, double bytes) {
+    if (p.size <= 1) return 0;
+    const double n = p.size;
+    return 2 * (n - 1) * p.link.latency + 2 * (n - 1) / n * bytes / p.link.bandwidth;
+}
+
+double reduce_scatter_time(const Placement& p, double bytes) {
+    if (p.size <= 1) return 0;
+    const double n = p.size;
+    return (n - 1) * p.link.latency + (n - 1) / n * bytes / p.link.bandwidth;
+}
+
+double p2p_time(const Placement& p, double bytes) {
+    return p.link.latency + bytes / p.link.bandwidth;
+}
+
+std::pair<double, double> simulate_pipeline(const Layout& l, int micro_batches,
+                                            const pipeline::Costs& costs, EvalCache* cache) {
+    const pipeline::ScheduleKind kind = pipeline::parse_schedule_kind(l.pp_schedule);
+    std::vector<double> key = costs.chunk_forward;
+    key.insert(key.end(), costs.chunk_backward.begin(), costs.chunk_backward.end());
+    key.insert(key.end(), {double(kind), double(l.pp), double(l.vpp), double(micro_batches),
+                           costs.forward, costs.backward, costs.send, costs.latency});
+    if (cache)
+        if (auto it = cache->sims.find(key); it != cache->sims.end()) return it->second;
+    const pipeline::SimResult sim =
+        pipeline::simulate(pipeline::make_schedule(kind, l.pp, l.vpp, micro_batches), costs);
+    std::pair<double, double> r{sim.makespan, sim.bubble};
+    if (cache) cache->sims.emplace(std::move(key), r);
+    return r;
+}
+
+Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalCache* cache) {
+    const Layout& l = k.layout;
+    const model::ModelConfig& cfg = w.model.config;
+    Estimate e;
+    e.cand = k;
+    e.micro_batches = k.micro_batches(w);
+    WEFT_CHECK(e.micro_batches >= 1 && e.micro_batches * l.dp * k.micro_batch == w.global_batch,
+               "layout {}: global batch {} is not a multiple of dp x micro-batch", k.describe(),
+               w.global_batch);
+    const Placement tp = place_axis(c, l, MeshAxis::tp), cp = place_axis(c, l, MeshAxis::cp);
+    const Placement pp = place_axis(c, l, MeshAxis::pp);
+    Model m{w,
+            c,
+            k,
+            c.device.peak(w.prec.name),
+            double(cfg.n_embd),
+            double(l.tp),
+            double(k.micro_batch * w.seq_len / l.cp),
+            w.prec.activation,
+            tp,
+            cp};
+
+    // Pipeline: chunk costs per micro-batch, the shared schedule generator and simulator.
+    const LayerCost layer = m.layer();
+    double embed_f, embed_b, head_f, head_b, head_comm;
+    m.ends(embed_f, embed_b, head_f, head_b, head_comm);
+    const int chunks = l.pp * l.vpp;
+    const double lpc = double(cfg.n_layer) / chunks;
+    pipeline::Costs costs;
+    for (int ch = 0; ch < chunks; ++ch) {
+        costs.chunk_forward.push_back(lpc * layer.fwd + (ch == 0 ? embed_f : 0) +
+                                      (ch == chunks - 1 ? head_f : 0));
+        costs.chunk_backward.push_back(lpc * layer.bwd + (ch == 0 ? embed_b : 0) +
+                                       (ch == chunks - 1 ? head_b : 0));
+    }
+    double p2p = 0;
+    if (l.pp > 1) {
+        // Megatron's scatter-gather: with sequence parallelism each tp rank sends its 1/t.
+        p2p = p2p_time(pp, m.tokens * m.C * m.act / (l.sequence_parallel ? m.t : 1));
+        costs.send = c.device.kernel_overhead;
+        costs.latency = p2p;
+    }
+    const pipeline::ScheduleKind kind = pipeline::parse_schedule_kind(l.pp_schedule);
+    const int mbs = int(e.micro_batches);
+    EvalCache local;
+    EvalCache& cc = cache ? *cache : local;
+    const std::array<int64_t, 4> shape = {int64_t(kind), l.pp, l.vpp, mbs};
+    auto fl = cc.in_flight.find(shape);
+    if (fl == cc.in_flight.end()) {
+        pipeline::SimResult unit =
+            pipeline::simulate(pipeline::make_schedule(kind, l.pp, l.vpp, mbs), pipeline::Costs{});
+        fl = cc.in_flight.emplace(shape, unit.peak_in_flight).first;
+    }
+    const std::vector<int>& in_flight = fl->second;
+    const double M = double(e.micro_batches);
+    e.tp_comm_s = M * (cfg.n_layer / l.pp * layer.tp + head_comm);
+    e.cp_comm_s = M * cfg.n_layer / l.pp * layer.cp;
+    e.pp_comm_s = l.pp > 1 ? 2 * M * p2p : 0;
+
+    // Data parallel, on the stage with the most parameters; the gradient group is dp x cp.
+    double psi = 0, fwd_mb = 0, bwd_mb = 0;
+    for (int r = 0; r < l.pp; ++r) {
+        psi = std::max(psi, stage_parameters(cfg, l, r));
+        double f = 0, b = 0;
+        for (int ch = r; ch < chunks; ch += l.pp)
+            f += costs.chunk_forward[ch], b += costs.chunk_backward[ch];
+        fwd_mb = std::max(fwd_mb, f), bwd_mb = std::max(bwd_mb, b);
+    }
+    const Placement dpg = place(c, l.tp, l.cp * l.ep * l.dp);
+    Placement grad_group = dpg;
+    grad_group.size = l.dp * l.cp;
+    const double G = psi * w.prec.grad, P = psi * w.prec.param;
+    const double tail = all_reduce_time(grad_group, std::min(G, w.bucket_mb * (1 << 20)));
+    const double ar = all_reduce_time(grad_group, G), rs = reduce_scatter_time(grad_group, G);
+    const double ag = reduce_scatter_time(grad_group, P);
+    double comm = 0, exposed = 0;
+    if (grad_group.size > 1) {
+        // Gradients are reduced bucket by bucket as backward produces them, so only what
+        // outlasts the last micro-batch's backward shows, and at least the last bucket.
+        switch (l.zero) {
+            case 0:
+                comm = ar, exposed = std::max(tail, ar - bwd_mb);
+                break;
+            case 1: {  // the engine all-reduces, Megatron's distributed optimizer reduce-scatters
+                const double red = w.profile == MemoryProfile::engine ? ar : rs;
+                // Updated shards are all-gathered while the next step's first forward runs.
+                comm = red + ag,
+                exposed = std::max(tail, red - bwd_mb) + std::max(0.0, ag - fwd_mb);
+                break;
+            }
+            case 2:  // reduce-scatter every micro-batch (DeepSpeed, the engine)
+                comm = M * rs + ag;
+                exposed = M * std::max(tail / 2, rs - bwd_mb) + std::max(0.0, ag - fwd_mb);
+                break;
+            default:  // 3: gather before each forward and backward, prefetched one layer ahead
+                comm = M * (2 * ag + rs);
+                exposed = M * (std::max(0.0, ag - fwd_mb) + std::max(0.0, ag - bwd_mb) +
+                               std::max(tail / 2, rs - bwd_mb));
+        }
+    }
+    if (l.pp > 1) {  // tied word embeddings: first and last stage all-reduce their gradient
+        Placement pair = pp;
+        pair.size = 2;
+        const double tied =
+            all_reduce_time(pair, double(tp_padded_vocab(cfg, l.tp)) * m.C / m.t * w.prec.grad);
+        comm += tied, exposed += tied;
+    }
+    e.dp_comm_s = comm;
+    e.dp_exposed_s = exposed;
+    // AdamW is memory-bound: every state read and written once, plus the norm and zeroing.
+    const double updated = psi / (l.zero >= 1 ? double(l.dp) * l.cp : 1);
+    e.optimizer_s = updated * w.prec.update / c.device.memory_bandwidth + 4 * m.overhead();
+
+    for (int r = 0; r < l.pp; ++r) {
+        MemoryBreakdown mem = stage_memory(w, c, k, r, in_flight[r]);
+        if (r == 0 || mem.total() > e.memory.total()) e.memory = mem, e.memory_stage = r;
+    }
+    e.capacity = c.device.memory_bytes;
+
+    // Every rank computes all its chunks for every micro-batch: a lower bound of the pipeline.
+    double busiest = 0;
+    for (int r = 0; r < l.pp; ++r) {
+        double t = 0;
+        for (int ch = r; ch < chunks; ch += l.pp)
+            t += costs.chunk_forward[ch] + costs.chunk_backward[ch];
+        busiest = std::max(busiest, M * t);
+    }
+    if (busiest + e.dp_exposed_s + e.optimizer_s > cc.prune_above) {
+        e.pruned = true;
+        e.pipeline_s = busiest;
+    } else {
+        std::tie(e.pipeline_s, e.bubble) = simulate_pipeline(l, mbs, costs, &cc);
+    }
+    e.step_s = e.pipeline_s + e.dp_exposed_s + e.optimizer_s;
+    const double tokens = double(w.global_batch * w.seq_len);
+    e.tokens_per_s = tokens / e.step_s;
+    e.mfu =
+        cfg.train_flops_per_token(w.seq_len) * e.tokens_per_s / (double(l.world_size()) * m.peak);
+
+    const std::pair<const char*, MeshAxis> names[] = {
+        {"tp", MeshAxis::tp}, {"cp", MeshAxis::cp}, {"dp", MeshAxis::dp}, {"pp", MeshAxis::pp}};
+    for (auto [name, axis] : names) {
+        Placement p = place_axis(c, l, axis);
+        if (p.size > 1)
+            e.axes.push_back(
+                fmt::format("{} {} {}", name, p.size, p.inter_node ? "inter-node" : "intra-node"));
+    }
+    return e;
+}
+
+}  // namespace weft::plan

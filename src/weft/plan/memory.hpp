@@ -1,0 +1,43 @@
+#pragma once
+// Memory of one device, by kind. Two profiles (docs/planner.md):
+//   korthikanti  GPU mixed precision: model states of the ZeRO paper, activations of Korthikanti
+//                et al. 2022, buffers of Megatron/DeepSpeed.
+//   engine       this engine, fp32 on CPU: reproduces train::estimate_memory byte for byte for the
+//                layouts the engine runs (tp = pp = cp = 1, any dp and ZeRO stage), and scales it
+//                the Megatron way for the others.
+#include "weft/plan/candidate.hpp"
+#include "weft/plan/cluster.hpp"
+
+namespace weft::plan {
+
+struct MemoryBreakdown {
+    double weights = 0, grads = 0, optimizer = 0, activations = 0, buffers = 0, runtime = 0;
+    double total() const { return weights + grads + optimizer + activations + buffers + runtime; }
+};
+
+// Activation bytes of one transformer layer for one micro-batch of b sequences, in the exact forms
+// of Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models"),
+// Table 2, with s the sequence, h the width, a the heads, t the tensor-parallel degree:
+//   no recomputation, tensor parallel      sbh (10 + 24/t + 5as/(ht))
+//   ... with sequence parallel             sbh (34/t + 5as/(ht))
+//   selective recomputation                sbh (10 + 24/t), with sequence parallel sbh (34/t)
+//   full recomputation                     2sbh
+// (t = 1 gives the unparallelised sbh(34 + 5as/h) of Sec. 4.1.) The paper counts 16-bit
+// activations and 1-byte dropout masks; for other element sizes the whole is scaled by
+// bytes/2. With context parallelism each rank keeps s/cp of the tokens; its attention scores
+// span the whole sequence, so the 5as/h term becomes 5a(s/cp)s b/t.
+double korthikanti_layer_bytes(const model::ModelConfig& cfg, int64_t seq, int64_t b, int tp,
+                               int cp, bool sp, Recompute r, double activation_bytes);
+
+// Floats of one layer's activations as the engine allocates them (model::Activations::floats:
+// 16C per token, four LayerNorm statistics, the attention log-sum-exp per head), split the
+// Megatron way over tp (the 4C of residuals and norms replicated unless sequence parallel).
+double engine_layer_floats(const model::ModelConfig& cfg, int64_t seq, int64_t b, int tp, bool sp,
+                           Recompute r);
+
+// One device of pipeline rank `stage` whose schedule holds at most `in_flight` (micro-batch,
+// chunk) activations at once (from the pipeline simulator).
+MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidate& k, int stage,
+                             int in_flight);
+
+}  // namespace weft::plan

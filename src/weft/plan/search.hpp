@@ -1,0 +1,44 @@
+#pragma once
+// The layout search: every combination of degrees (dp, tp, pp, cp), micro-batch size, ZeRO
+// stage, sequence parallelism, recomputation and pipeline schedule (1F1B, interleaved with each
+// vpp that divides the layers) that the fixed choices allow, ranked by predicted step time.
+// Candidates that cannot run are counted by reason.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "weft/plan/cost.hpp"
+
+namespace weft::plan {
+
+// Values the user fixed; unset ones are searched.
+struct SearchSpace {
+    std::optional<int> dp, tp, pp, cp, vpp, zero;
+    std::optional<int64_t> micro_batch;
+    std::optional<bool> sp;
+    std::optional<Recompute> recompute;
+    std::optional<std::string> schedule;
+    int devices = 0;               // 0: every device of the cluster (or dp*tp*pp*cp when all fixed)
+    int64_t max_micro_batch = 64;  // largest micro-batch tried when not fixed
+};
+
+// Why `k` cannot run `w` (a short reason such as "indivisible: heads % tp"; the detail names the
+// numbers), or nullopt when it can. Memory is not checked here.
+struct Rejection {
+    std::string reason, detail;
+};
+std::optional<Rejection> check_candidate(const Workload& w, const Candidate& k);
+
+struct SearchResult {
+    int world = 0;
+    std::vector<Estimate> best;              // fitting, fastest first (at most `top`)
+    std::optional<Estimate> best_unfitting;  // the fastest that ran out of memory
+    int64_t considered = 0, fitting = 0;
+    std::map<std::string, std::pair<int64_t, std::string>> rejected;  // reason -> count, example
+    int64_t rejected_total() const;
+};
+
+SearchResult search(const Workload& w, const Cluster& c, const SearchSpace& space, int top);
+
+}  // namespace weft::plan

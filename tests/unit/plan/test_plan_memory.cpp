@@ -1,0 +1,159 @@
+// Memory formulas against hand-computed cases: the ZeRO paper's model states, Korthikanti et
+// al.'s activations, and the engine profile against the engine's own allocation formulas.
+#include <gtest/gtest.h>
+
+#include "weft/core/error.hpp"
+#include "weft/kernels/classifier.hpp"
+#include "weft/model/gpt2.hpp"
+#include "weft/model/params.hpp"
+#include "weft/parallel/zero_layout.hpp"
+#include "weft/plan/memory.hpp"
+
+using namespace weft;
+using namespace weft::plan;
+
+namespace {
+
+Cluster big_cluster() {
+    Cluster c;
+    c.name = "test";
+    c.device.name = "dev";
+    c.device.peak_flops = {{"bf16", 100e12}, {"fp32", 10e12}};
+    c.device.memory_bytes = 80.0 * (1 << 30);
+    c.device.memory_bandwidth = 2e12;
+    c.devices_per_node = 8, c.nodes = 4;
+    c.intra = {300e9, 2e-6}, c.inter = {25e9, 5e-6};
+    return c;
+}
+
+Workload workload(const std::string& model, int64_t batch, int64_t seq, const std::string& dtype,
+                  MemoryProfile profile) {
+    Workload w;
+    w.model = load_model(model);
+    w.global_batch = batch, w.seq_len = seq;
+    w.prec = precision(dtype);
+    w.profile = profile;
+    return w;
+}
+
+Candidate layout(int dp, int tp, int pp, int zero, int64_t mb) {
+    Candidate k;
+    k.layout.dp = dp, k.layout.tp = tp, k.layout.pp = pp, k.layout.zero = zero;
+    k.micro_batch = mb;
+    return k;
+}
+
+}  // namespace
+
+TEST(PlanMemory, Gpt2ParametersByHand) {
+    const model::ModelConfig cfg = model::model_preset("gpt2");
+    // 12 layers of 12C² + 13C, C = 768; wte padded to 50304 rows; wpe 1024 rows; final norm 2C.
+    const double per_layer = 12.0 * 768 * 768 + 13 * 768;  // 7,087,872
+    const double expected = 12 * per_layer + 50304.0 * 768 + 1024.0 * 768 + 2 * 768;
+    EXPECT_DOUBLE_EQ(expected, 124475904.0);
+    EXPECT_DOUBLE_EQ(stage_parameters(cfg, layout(8, 1, 1, 0, 1).layout, 0), expected);
+}
+
+// Rajbhandari et al. 2020, Fig. 1 / Sec. 5.1, mixed precision Adam (K = 12), Nd = 8:
+// stage 0 (2+2+K)Ψ, stage 1 2Ψ+2Ψ+KΨ/Nd, stage 2 2Ψ+(2+K)Ψ/Nd, stage 3 (2+2+K)Ψ/Nd.
+TEST(PlanMemory, ZeroStagesGpt2AtDp8) {
+    const double psi = 124475904.0, nd = 8;
+    const double expected[4][3] = {{2 * psi, 2 * psi, 12 * psi},
+                                   {2 * psi, 2 * psi, 12 * psi / nd},
+                                   {2 * psi, 2 * psi / nd, 12 * psi / nd},
+                                   {2 * psi / nd, 2 * psi / nd, 12 * psi / nd}};
+    const Workload w = workload("gpt2", 64, 1024, "bf16", MemoryProfile::korthikanti);
+    for (int z = 0; z <= 3; ++z) {
+        const MemoryBreakdown m = stage_memory(w, big_cluster(), layout(8, 1, 1, z, 1), 0, 1);
+        EXPECT_DOUBLE_EQ(m.weights, expected[z][0]) << "stage " << z;
+        EXPECT_DOUBLE_EQ(m.grads, expected[z][1]) << "stage " << z;
+        EXPECT_DOUBLE_EQ(m.optimizer, expected[z][2]) << "stage " << z;
+    }
+    // Stage 0 is 16Ψ: 1.99 GB for GPT-2 small.
+    const MemoryBreakdown m0 = stage_memory(w, big_cluster(), layout(8, 1, 1, 0, 1), 0, 1);
+    EXPECT_DOUBLE_EQ(m0.weights + m0.grads + m0.optimizer, 16 * psi);
+}
+
+TEST(PlanMemory, Fp32ByteFactors) {
+    // This engine: 4 bytes of parameters, 4 of gradients, 8 of AdamW moments; no master copy.
+    const Precision p = precision("fp32");
+    EXPECT_EQ(p.param, 4);
+    EXPECT_EQ(p.grad, 4);
+    EXPECT_EQ(p.optimizer, 8);
+    EXPECT_EQ(p.activation, 4);
+    const Precision b = precision("bf16");
+    EXPECT_EQ(b.param + b.grad + b.optimizer, 16);  // 2 + 2 + K, K = 12
+    EXPECT_THROW(precision("int8"), weft::Error);
+}
+
+// Korthikanti et al. 2022, Sec. 4 / Table 2, at GPT-3 175B's shape: s = 2048, h = 12288, a = 96,
+// b = 1, t = 8. 5as/(ht) = 5·96·2048/(12288·8) = 10.
+TEST(PlanMemory, KorthikantiTable2) {
+    const model::ModelConfig cfg = load_model("gpt3-175b").config;
+    const double sbh = 2048.0 * 1 * 12288;
+    auto bytes = [&](int t, bool sp, Recompute r) {
+        return korthikanti_layer_bytes(cfg, 2048, 1, t, 1, sp, r, 2);
+    };
+    // No parallelism: sbh(34 + 5as/h) = sbh(34 + 80).
+    EXPECT_DOUBLE_EQ(bytes(1, false, Recompute::none), sbh * (34 + 80));
+    // Tensor parallel: sbh(10 + 24/t + 5as/(ht)) = sbh(10 + 3 + 10).
+    EXPECT_DOUBLE_EQ(bytes(8, false, Recompute::none), sbh * 23);
+    // Tensor + sequence parallel: sbh(34/t + 5as/(ht)) = sbh(4.25 + 10).
+    EXPECT_DOUBLE_EQ(bytes(8, true, Recompute::none), sbh * 14.25);
+    // Selective recomputation: sbh(10 + 24/t); with sequence parallel sbh·34/t.
+    EXPECT_DOUBLE_EQ(bytes(8, false, Recompute::selective), sbh * 13);
+    EXPECT_DOUBLE_EQ(bytes(8, true, Recompute::selective), sbh * 4.25);
+    // Full recomputation: 2sbh.
+    EXPECT_DOUBLE_EQ(bytes(8, true, Recompute::full), 2 * sbh);
+    // fp32 activations double everything.
+    EXPECT_DOUBLE_EQ(korthikanti_layer_bytes(cfg, 2048, 1, 8, 1, true, Recompute::full, 4),
+                     4 * sbh);
+}
+
+// The engine profile reproduces train::estimate_memory: model::Activations::floats,
+// Gpt2::scratch_floats, the classifier's scratch, the ZeRO layout's shards and buckets.
+TEST(PlanMemory, EngineProfileMatchesEngineFormulas) {
+    for (const char* name : {"tiny", "gpt2"})
+        for (int dp : {1, 2, 4})
+            for (int z = 0; z <= 3; ++z) {
+                const int64_t B = 4, T = 64;
+                const Workload w = workload(name, B * dp, T, "fp32", MemoryProfile::engine);
+                const model::ModelConfig& cfg = w.model.config;
+                Cluster c = big_cluster();
+                c.device.runtime_bytes = 12345;
+                const MemoryBreakdown m = stage_memory(w, c, layout(dp, 1, 1, z, B), 0, 1);
+                const parallel::ZeroLayout zl(model::build_param_layout(cfg), dp, 0);
+                const double total = double(zl.padded().total), shard = double(zl.shard_floats());
+                SCOPED_TRACE(testing::Message() << name << " dp " << dp << " zero " << z);
+                EXPECT_DOUBLE_EQ(m.weights, 4 * (z == 3 ? shard : total));
+                EXPECT_DOUBLE_EQ(m.grads, 4 * (z >= 2 ? shard : total));
+                EXPECT_DOUBLE_EQ(m.optimizer, 8 * (z == 0 ? total : shard));
+                EXPECT_DOUBLE_EQ(m.activations,
+                                 4.0 * double(model::Activations::floats(cfg, B, T)));
+                int64_t bucket = 0, unit = 0;
+                for (const auto& b : parallel::make_buckets(zl, 25 << 20))
+                    bucket = std::max(bucket, b.end - b.begin);
+                for (const auto& u : zl.padded().units) unit = std::max(unit, u.size);
+                const double working =
+                    4.0 * double((z >= 2 ? 3 * bucket : 0) + (z == 3 ? 3 * unit : 0));
+                EXPECT_DOUBLE_EQ(m.buffers, 4.0 * double(model::Gpt2::scratch_floats(cfg, B, T) +
+                                                         kernels::classifier_scratch_floats(
+                                                             B * T, cfg.vocab_size)) +
+                                                working);
+                EXPECT_DOUBLE_EQ(m.runtime, 12345);
+            }
+}
+
+TEST(PlanMemory, PipelineInFlightScalesActivations) {
+    // 1F1B: the first stage holds pp micro-batches of L/pp layers, i.e. L layers' worth
+    // (Korthikanti et al. Sec. 4.2.3), the same as one micro-batch without a pipeline.
+    const Workload w = workload("gpt3-175b", 64, 2048, "bf16", MemoryProfile::korthikanti);
+    Candidate k = layout(1, 8, 8, 0, 1);
+    k.layout.sequence_parallel = true;
+    const MemoryBreakdown one = stage_memory(w, big_cluster(), k, 3, 1);
+    const MemoryBreakdown eight = stage_memory(w, big_cluster(), k, 3, 8);
+    const double layer =
+        korthikanti_layer_bytes(w.model.config, 2048, 1, 8, 1, true, Recompute::none, 2);
+    EXPECT_DOUBLE_EQ(one.activations, 12 * layer);
+    EXPECT_DOUBLE_EQ(eight.activations, 96 * layer);
+}

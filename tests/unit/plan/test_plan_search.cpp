@@ -1,0 +1,119 @@
+// The search returns only layouts that fit and divide; evaluation is deterministic.
+#include <gtest/gtest.h>
+
+#include "weft/plan/report.hpp"
+
+using namespace weft;
+using namespace weft::plan;
+
+namespace {
+
+Cluster cluster(int nodes, double gib) {
+    Cluster c;
+    c.name = "test";
+    c.device.name = "dev";
+    c.device.peak_flops = {{"bf16", 300e12}, {"fp32", 20e12}};
+    c.device.memory_bytes = gib * (1 << 30);
+    c.device.memory_bandwidth = 2e12;
+    c.device.gemm = {0.8, 64, 64, 64};
+    c.device.kernel_overhead = 5e-6;
+    c.device.runtime_bytes = 2.0 * (1 << 30);
+    c.devices_per_node = 8, c.nodes = nodes;
+    c.intra = {300e9, 2e-6}, c.inter = {25e9, 5e-6};
+    return c;
+}
+
+Workload workload(const std::string& model, int64_t batch, int64_t seq) {
+    Workload w;
+    w.model = load_model(model);
+    w.global_batch = batch, w.seq_len = seq;
+    w.prec = precision("bf16");
+    return w;
+}
+
+void check_all_valid(const Workload& w, const Cluster& c, const SearchResult& r) {
+    for (const Estimate& e : r.best) {
+        const Layout& l = e.cand.layout;
+        SCOPED_TRACE(e.cand.describe());
+        EXPECT_EQ(l.world_size(), r.world);
+        EXPECT_FALSE(check_candidate(w, e.cand).has_value());
+        EXPECT_EQ(w.model.config.n_head % l.tp, 0);
+        EXPECT_EQ(w.model.config.n_layer % (l.pp * l.vpp), 0);
+        EXPECT_EQ(w.global_batch % (int64_t(l.dp) * e.cand.micro_batch), 0);
+        EXPECT_LE(e.memory.total(), c.device.memory_bytes);
+        EXPECT_GT(e.step_s, 0);
+        EXPECT_FALSE(e.pruned);
+    }
+}
+
+}  // namespace
+
+TEST(PlanSearch, Gpt2On16DevicesReturnsOnlyValidLayouts) {
+    const Workload w = workload("gpt2", 64, 1024);
+    const Cluster c = cluster(2, 80);
+    const SearchResult r = search(w, c, {}, 20);
+    ASSERT_EQ(r.best.size(), 20u);
+    EXPECT_EQ(r.considered, r.fitting + r.rejected_total());
+    check_all_valid(w, c, r);
+    for (size_t i = 1; i < r.best.size(); ++i) EXPECT_LE(r.best[i - 1].step_s, r.best[i].step_s);
+}
+
+TEST(PlanSearch, TightMemoryRejectsOutOfMemory) {
+    const Workload w = workload("megatron-18b", 256, 2048);
+    const Cluster c = cluster(4, 40);
+    const SearchResult r = search(w, c, {}, 10);
+    check_all_valid(w, c, r);
+    EXPECT_GT(r.rejected.at("out of memory").first, 0);
+    EXPECT_GT(r.rejected.at("indivisible: heads % tp").first, 0);
+}
+
+TEST(PlanSearch, NothingFitsReportsTheFastestThatDoesNot) {
+    const Workload w = workload("gpt3-175b", 8, 2048);
+    const SearchResult r = search(w, cluster(1, 8), {}, 5);
+    EXPECT_TRUE(r.best.empty());
+    ASSERT_TRUE(r.best_unfitting.has_value());
+    EXPECT_GT(r.best_unfitting->memory.total(), 8.0 * (1 << 30));
+}
+
+TEST(PlanSearch, FixedLayoutIsEvaluatedAlone) {
+    const Workload w = workload("gpt2", 64, 1024);
+    SearchSpace s;
+    s.dp = 4, s.tp = 2, s.pp = 2, s.zero = 1, s.micro_batch = 2, s.sp = true;
+    s.recompute = Recompute::none, s.schedule = "1f1b";
+    const SearchResult r = search(w, cluster(2, 80), s, 5);
+    ASSERT_EQ(r.considered, 1);
+    ASSERT_EQ(r.best.size(), 1u);
+    EXPECT_EQ(r.world, 16);
+    EXPECT_EQ(r.best[0].micro_batches, 8);
+}
+
+TEST(PlanSearch, EvaluationIsDeterministic) {
+    const Workload w = workload("gpt3-175b", 1536, 2048);
+    const Cluster c = cluster(128, 80);
+    Candidate k;
+    k.layout.dp = 8, k.layout.tp = 8, k.layout.pp = 16, k.layout.zero = 1;
+    k.layout.sequence_parallel = true, k.layout.pp_schedule = "interleaved", k.layout.vpp = 2;
+    k.micro_batch = 1, k.recompute = Recompute::selective;
+    ASSERT_FALSE(check_candidate(w, k).has_value());
+    const std::string a = estimate_json(evaluate(w, c, k)).dump();
+    EvalCache cache;
+    const std::string b = estimate_json(evaluate(w, c, k, &cache)).dump();
+    const std::string d = estimate_json(evaluate(w, c, k, &cache)).dump();
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(a, d);
+    const SearchResult r1 = search(workload("gpt2", 32, 512), cluster(1, 80), {}, 5);
+    const SearchResult r2 = search(workload("gpt2", 32, 512), cluster(1, 80), {}, 5);
+    EXPECT_EQ(result_json(workload("gpt2", 32, 512), cluster(1, 80), r1).dump(),
+              result_json(workload("gpt2", 32, 512), cluster(1, 80), r2).dump());
+}
+
+TEST(PlanSearch, AxisPlacementFollowsRankOrder) {
+    const Cluster c = cluster(16, 80);
+    Layout l;
+    l.tp = 8, l.dp = 4, l.pp = 4;
+    EXPECT_FALSE(place_axis(c, l, MeshAxis::tp).inter_node);  // ranks 0..7: one node
+    EXPECT_TRUE(place_axis(c, l, MeshAxis::dp).inter_node);   // stride 8
+    l.tp = 2, l.dp = 4;
+    EXPECT_FALSE(place_axis(c, l, MeshAxis::dp).inter_node);  // stride 2, extent 8
+    EXPECT_TRUE(place_axis(c, l, MeshAxis::pp).inter_node);
+}
