@@ -9,5 +9,5 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$(nproc)"
 build/weft prepare --input data/tinyshakespeare.txt --out data
 rm -rf runs/main
-build/weft train --config configs/shakespeare.toml --out runs/main
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --oversubscribe --bind-to none build/weft train --config configs/shakespeare.toml --out runs/main
 build/weft sample --ckpt runs/main --prompt "ROMEO:" --tokens 200 --top-k 40

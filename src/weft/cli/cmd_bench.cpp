@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "weft/cli/commands.hpp"
 #include "weft/kernels/matmul.hpp"
@@ -47,26 +48,51 @@ void add_bench_command(CLI::App& app) {
     auto t = std::make_shared<TrainArgs>();
     CLI::App* tr = c->add_subcommand("train", "Time full training steps on synthetic tokens");
     tr->add_option("--preset", t->o.preset, "Model preset")->capture_default_str();
-    tr->add_option("--batch-size", t->o.batch_size, "Sequences per step")->capture_default_str();
+    tr->add_option("--batch-size", t->o.batch_size,
+                   "Sequences per step, over all ranks under mpirun (data parallel)")
+        ->capture_default_str();
     tr->add_option("--seq-len", t->o.seq_len, "Tokens per sequence")->capture_default_str();
     tr->add_option("--steps", t->o.steps, "Timed steps (after one warm-up)")->capture_default_str();
-    tr->add_option("--peak-gflops", t->o.peak_gflops, "Peak for MFU (0: measure)")
+    tr->add_option("--peak-gflops", t->o.peak_gflops, "Peak of one rank for MFU (0: measure)")
+        ->capture_default_str();
+    tr->add_option("--zero", t->o.zero, "ZeRO stage 0-3 over the data-parallel ranks")
+        ->capture_default_str();
+    tr->add_option("--bucket-mb", t->o.bucket_mb, "Gradient bucket size, MiB")
+        ->capture_default_str();
+    tr->add_option("--threads", t->o.threads,
+                   "OpenMP threads per rank (0: OMP_NUM_THREADS, else cores / ranks on the node)")
         ->capture_default_str();
     tr->add_flag("--json", t->json, "Print one JSON object");
     tr->callback([t] {
         train::BenchTrainResult r = train::bench_train(t->o);
+        if (!r.root) return;
         if (t->json) {
-            fmt::print(
-                "{{\"preset\": \"{}\", \"batch_size\": {}, \"seq_len\": {}, \"threads\": {}, "
-                "\"step_s\": {:.4f}, \"tokens_per_s\": {:.1f}, \"achieved_gflops\": {:.1f}, "
-                "\"peak_gflops\": {:.1f}, \"mfu\": {:.4f}, \"peak_rss_bytes\": {}, "
-                "\"estimate_bytes\": {}}}\n",
-                t->o.preset, t->o.batch_size, t->o.seq_len, r.threads, r.step_s, r.tokens_per_s,
-                r.achieved_gflops, r.peak_gflops, r.mfu, r.peak_rss, r.estimate.total());
+            nlohmann::json j = {{"preset", t->o.preset},
+                                {"batch_size", t->o.batch_size},
+                                {"seq_len", t->o.seq_len},
+                                {"ranks", r.ranks},
+                                {"zero", t->o.zero},
+                                {"threads", r.threads},
+                                {"step_s", r.step_s},
+                                {"tokens_per_s", r.tokens_per_s},
+                                {"achieved_gflops", r.achieved_gflops},
+                                {"peak_gflops", r.peak_gflops},
+                                {"mfu", r.mfu},
+                                {"comm_hidden", r.comm_hidden},
+                                {"comm_blocked_s", r.comm_blocked_s},
+                                {"comm_outstanding_s", r.comm_outstanding_s},
+                                {"comm", r.comm},
+                                {"model_state_bytes", r.model_state_bytes},
+                                {"peak_rss_bytes", r.peak_rss},
+                                {"estimate_bytes", r.estimate.total()}};
+            fmt::print("{}\n", j.dump());
             return;
         }
-        fmt::print("model        {} ({} parameters), batch {} x {} tokens, {} threads\n",
-                   t->o.preset, r.parameters, t->o.batch_size, t->o.seq_len, r.threads);
+        fmt::print(
+            "model        {} ({} parameters), batch {} x {} tokens, {} rank(s) x {} "
+            "thread(s), zero {}\n",
+            t->o.preset, r.parameters, t->o.batch_size, t->o.seq_len, r.ranks, r.threads,
+            t->o.zero);
         fmt::print("step         {:.3f} s (median of {})\n", r.step_s, t->o.steps);
         fmt::print("throughput   {:.0f} tokens/s\n", r.tokens_per_s);
         fmt::print(
@@ -78,7 +104,13 @@ void add_bench_command(CLI::App& app) {
         fmt::print("memory       peak resident {:.1f} MiB; estimate {:.1f} MiB ({:+.1f}%)\n",
                    mib(r.peak_rss), mib(r.estimate.total()),
                    100.0 * (double(r.peak_rss) / double(r.estimate.total()) - 1));
-        fmt::print("             {}\n", r.estimate.describe());
+        fmt::print("             {} per rank; model state {:.1f} MiB per rank\n",
+                   r.estimate.describe(), mib(r.model_state_bytes));
+        if (r.ranks > 1)
+            fmt::print(
+                "comm         {:.0f}% hidden behind compute ({:.3f} s blocked of {:.3f} s "
+                "outstanding per step)\n",
+                100 * r.comm_hidden, r.comm_blocked_s, r.comm_outstanding_s);
     });
 }
 

@@ -35,8 +35,8 @@ void add_train_command(CLI::App& app) {
     c->add_option("--batch-size", o->batch_size, "Global batch: sequences per optimizer step")
         ->capture_default_str();
     c->add_option("--micro-batch-size", o->micro_batch_size,
-                  "Sequences per forward pass (default: the whole batch); the rest is gradient "
-                  "accumulation");
+                  "Sequences per forward pass on each rank (default: --batch-size / dp); the "
+                  "rest is gradient accumulation");
     c->add_option("--seq-len", o->seq_len, "Tokens per sequence")->capture_default_str();
     c->add_option("--lr", o->optim.lr, "Peak learning rate")->capture_default_str();
     c->add_option("--lr-schedule", o->optim.lr_schedule, "After warm-up: cosine or constant")
@@ -77,13 +77,23 @@ void add_train_command(CLI::App& app) {
     c->add_option("--sample-tokens", o->sample_tokens,
                   "After training, print this many sampled tokens")
         ->capture_default_str();
-    c->add_option("--threads", o->threads, "OpenMP threads (0: OMP_NUM_THREADS or all cores)")
+    c->add_option("--threads", o->threads,
+                  "OpenMP threads per rank (0: OMP_NUM_THREADS, else cores / ranks on the node)")
         ->capture_default_str();
     c->add_option("--peak-gflops", o->peak_gflops,
                   "Peak GFLOP/s for MFU (0: measure a GEMM at start)")
         ->capture_default_str();
     c->add_option("--dp", o->layout.dp, "Data-parallel degree (0: world size / other degrees)");
-    c->add_option("--zero", o->layout.zero, "ZeRO stage 0-3 over the data-parallel ranks");
+    c->add_option("--zero", o->layout.zero,
+                  "ZeRO stage over the data-parallel ranks: 0 (replicated), 1 (optimizer states "
+                  "sharded), 2 (and gradients), 3 (and parameters)");
+    c->add_option("--bucket-mb", o->bucket_mb,
+                  "Gradients are reduced in buckets of at least this many MiB, during backward")
+        ->capture_default_str();
+    c->add_option("--comm-timeout", o->comm_timeout,
+                  "Seconds a rank may wait in one communication call before the job ends naming "
+                  "the missing rank (0: $WEFT_COMM_TIMEOUT, else 300)")
+        ->capture_default_str();
     c->add_option("--tp", o->layout.tp, "Tensor-parallel degree (not supported yet)");
     c->add_option("--pp", o->layout.pp, "Pipeline-parallel degree (not supported yet)");
     c->add_option("--cp", o->layout.cp, "Context-parallel degree (not supported yet)");

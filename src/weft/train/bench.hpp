@@ -1,8 +1,10 @@
 #pragma once
 // `weft bench train`: full training steps (forward, backward, clipping, AdamW) of a model on
 // synthetic tokens, timed, with model FLOP/s against the measured GEMM peak and peak memory
-// against the analytic estimate.
+// against the analytic estimate. Under mpirun it runs data-parallel (any ZeRO stage), the
+// batch being the global one, so one process and N ranks time the same work.
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "weft/train/memory.hpp"
@@ -11,23 +13,32 @@ namespace weft::train {
 
 struct BenchTrainOptions {
     std::string preset = "gpt2";
-    int64_t batch_size = 4;
+    int64_t batch_size = 4;  // global: sequences per step over all ranks
     int64_t seq_len = 1024;
     int64_t steps = 5;       // timed steps, after one warm-up step
-    double peak_gflops = 0;  // 0: measure
+    double peak_gflops = 0;  // per rank; 0: measure
+    int zero = 0;
+    double bucket_mb = 25;
+    int threads = 0;  // per rank; 0: as `weft train` chooses
 };
 
 struct BenchTrainResult {
+    bool root = true;  // dp rank 0, which prints
+    int ranks = 1;
     int64_t parameters = 0;
     double step_s = 0;  // median of the timed steps
     double tokens_per_s = 0;
     double flops_per_token = 0;
     double achieved_gflops = 0;
-    double peak_gflops = 0;
+    double peak_gflops = 0;  // of the whole job
     double mfu = 0;
-    int64_t peak_rss = 0;
+    double comm_hidden = 1;  // share of communication time hidden behind compute
+    double comm_blocked_s = 0, comm_outstanding_s = 0;  // per timed step
+    nlohmann::json comm;  // rank 0's communication over the timed steps, groups of > 1 rank
+    int64_t model_state_bytes = 0;  // per rank
+    int64_t peak_rss = 0;           // of rank 0
     MemoryEstimate estimate;
-    int threads = 0;
+    int threads = 0;  // per rank
 };
 
 BenchTrainResult bench_train(const BenchTrainOptions& o);

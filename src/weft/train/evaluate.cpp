@@ -1,30 +1,43 @@
 #include "weft/train/evaluate.hpp"
 
+#include <algorithm>
+
 #include "weft/core/error.hpp"
 #include "weft/data/loader.hpp"
 
 namespace weft::train {
 
-EvalResult evaluate(model::Gpt2& model, const float* params, const data::TokenFile& file, int64_t B,
-                    int64_t T, int64_t batches) {
+EvalResult evaluate_rows(const data::TokenFile& file, int64_t B, int64_t batches, int64_t row0,
+                         int64_t rows, model::Activations& a,
+                         const std::function<double()>& forward) {
+    const int64_t T = a.T;
     data::DataLoader loader(file, T, 0, /*sequential=*/true);
     WEFT_CHECK(loader.windows() >= B,
                "evaluation needs one batch of {} sequences of {} tokens, but the file holds {} "
                "tokens ({} sequences)",
                B, T, file.size(), loader.windows());
+    WEFT_CHECK(rows % a.B == 0, "internal: {} evaluation rows in passes of {}", rows, a.B);
     // Never wrap around: a batch that would revisit the start is not taken.
     batches = std::min(batches, loader.windows() / B);
+    double sum = 0;
+    for (int64_t b = 0; b < batches; ++b) {
+        for (int64_t first = row0; first < row0 + rows; first += a.B) {
+            for (int64_t r = 0; r < a.B; ++r)
+                loader.sample(b, first + r, B, a.inputs.data() + r * T, a.targets.data() + r * T);
+            sum += forward();
+        }
+    }
+    return {sum, batches * rows * T};
+}
+
+EvalResult evaluate(model::Gpt2& model, const float* params, const data::TokenFile& file, int64_t B,
+                    int64_t T, int64_t batches) {
     model::Activations a(model.config(), B, T);
     // Forward only reads parameters; nothing is accumulated into gradients.
     model::FlatAccess access(model.layout(), const_cast<float*>(params), nullptr);
-    double sum = 0;
-    for (int64_t b = 0; b < batches; ++b) {
-        for (int64_t r = 0; r < B; ++r)
-            loader.sample(b, r, B, a.inputs.data() + r * T, a.targets.data() + r * T);
-        sum += model.forward(a, access, /*train=*/false, 1.0f);
-    }
-    const int64_t tokens = batches * B * T;
-    return {sum / double(tokens), tokens};
+    EvalResult r = evaluate_rows(file, B, batches, 0, B, a,
+                                 [&] { return model.forward(a, access, /*train=*/false, 1.0f); });
+    return {r.loss / double(r.tokens), r.tokens};
 }
 
 }  // namespace weft::train

@@ -21,15 +21,17 @@ std::string MemoryEstimate::describe() const {
         mib(total()));
 }
 
-MemoryEstimate estimate_memory(const model::ModelConfig& cfg, int64_t param_floats, int64_t B,
-                               int64_t T, int64_t baseline_bytes) {
+MemoryEstimate estimate_memory(const model::ModelConfig& cfg, int64_t weights, int64_t grads,
+                               int64_t optimizer, int64_t working_bytes, int64_t B, int64_t T,
+                               int64_t baseline_bytes) {
     MemoryEstimate m;
-    m.weights = 4 * param_floats;
-    m.grads = 4 * param_floats;
-    m.optimizer = 8 * param_floats;
+    m.weights = weights;
+    m.grads = grads;
+    m.optimizer = optimizer;
     m.activations = 4 * model::Activations::floats(cfg, B, T);
     m.scratch = 4 * (model::Gpt2::scratch_floats(cfg, B, T) +
-                     kernels::classifier_scratch_floats(B * T, cfg.vocab_size));
+                     kernels::classifier_scratch_floats(B * T, cfg.vocab_size)) +
+                working_bytes;
     m.baseline = baseline_bytes;
     return m;
 }

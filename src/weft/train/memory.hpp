@@ -13,11 +13,14 @@ struct MemoryEstimate {
     std::string describe() const;
 };
 
-// One process holding the whole model: fp32 weights, gradients, AdamW's two moments; the
-// activations of one micro-batch of B sequences of T tokens; the backward and head scratch;
-// `baseline` is the process's resident size before the model is allocated (code, libraries).
-MemoryEstimate estimate_memory(const model::ModelConfig& cfg, int64_t param_floats, int64_t B,
-                               int64_t T, int64_t baseline_bytes);
+// One process or data-parallel rank: model state (fp32 weights, gradients, AdamW's two moments,
+// as much of each as its ZeRO stage keeps); the activations of one micro-batch of B sequences of
+// T tokens; the backward and head scratch plus `working_bytes` (ZeRO's gathered units and
+// gradient buckets); `baseline` is the resident size before the model is allocated (code,
+// libraries).
+MemoryEstimate estimate_memory(const model::ModelConfig& cfg, int64_t weights, int64_t grads,
+                               int64_t optimizer, int64_t working_bytes, int64_t B, int64_t T,
+                               int64_t baseline_bytes);
 
 int64_t current_rss_bytes();  // VmRSS
 int64_t peak_rss_bytes();     // VmHWM

@@ -37,10 +37,12 @@ struct TrainOptions {
     int64_t exit_after = 0;  // stop (with a checkpoint) after this many steps of this run; 0: off
     int64_t log_every = 1;
     int64_t sample_tokens = 0;  // after training, sample this many tokens from "\n"
-    int threads = 0;            // OpenMP threads per rank; 0: OMP_NUM_THREADS or all cores
-    double peak_gflops = 0;     // for MFU; 0: measured at start
+    int threads = 0;  // OpenMP threads per rank; 0: OMP_NUM_THREADS or cores / ranks on the node
+    double peak_gflops = 0;  // for MFU; 0: measured at start
 
     Layout layout;
+    double bucket_mb = 25;    // data-parallel gradient bucket, MiB of fp32
+    double comm_timeout = 0;  // seconds a rank may block in communication; 0: the default
 
     // The model shape after applying preset, overrides and (later) the Hugging Face config.
     model::ModelConfig model_config() const;

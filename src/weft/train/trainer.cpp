@@ -7,18 +7,18 @@
 #include <memory>
 
 #include "weft/ckpt/checkpoint_dir.hpp"
+#include "weft/comm/collectives.hpp"
 #include "weft/core/error.hpp"
 #include "weft/data/loader.hpp"
 #include "weft/data/token_file.hpp"
-#include "weft/kernels/elementwise.hpp"
 #include "weft/kernels/matmul.hpp"
-#include "weft/model/gpt2.hpp"
 #include "weft/model/state_io.hpp"
-#include "weft/optim/optimizer.hpp"
 #include "weft/train/checkpoint.hpp"
-#include "weft/train/evaluate.hpp"
+#include "weft/train/comm_report.hpp"
 #include "weft/train/memory.hpp"
 #include "weft/train/metrics.hpp"
+#include "weft/train/process.hpp"
+#include "weft/train/train_state.hpp"
 
 namespace weft::train {
 
@@ -37,22 +37,39 @@ double seconds_since(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// The micro-batch size, checked against the global batch and the data-parallel degree.
+int64_t micro_batch_size(const TrainOptions& o, int dp) {
+    if (!o.micro_batch_size)
+        WEFT_CHECK(o.batch_size % dp == 0,
+                   "--batch-size {} is not divisible by the data-parallel degree {}: each rank "
+                   "takes an equal share of the global batch",
+                   o.batch_size, dp);
+    const int64_t micro = o.micro_batch_size ? o.micro_batch_size : o.batch_size / dp;
+    WEFT_CHECK(o.batch_size % (micro * dp) == 0,
+               "--batch-size {} is not a multiple of --micro-batch-size {} x dp {} = {}",
+               o.batch_size, micro, dp, micro * dp);
+    return micro;
+}
+
 }  // namespace
 
 TrainSummary run_training(const TrainOptions& o_in) {
     TrainOptions o = o_in;
     o.validate();
-    o.layout.resolve(1);
-    WEFT_CHECK(o.layout.world_size() == 1,
-               "this build trains in one process; layout {} needs {} ranks", o.layout.describe(),
-               o.layout.world_size());
-    const int64_t micro = o.micro_batch_size ? o.micro_batch_size : o.batch_size;
-    WEFT_CHECK(o.batch_size % micro == 0,
-               "--batch-size {} is not a multiple of --micro-batch-size {}", o.batch_size, micro);
-    const int64_t accum = o.batch_size / micro, T = o.seq_len;
+    const TestFault fault = TestFault::from_env();
+    comm::MeshOptions mesh_options;
+    if (o.comm_timeout > 0) mesh_options.timeout_s = o.comm_timeout;
+    // Collective; a world size that does not match the layout fails here on every rank.
+    comm::Mesh mesh(o.layout, mesh_options);
+    o.layout = mesh.layout();
+    const int dp = o.layout.dp;
+    const bool root = mesh.world_rank() == 0;
+    const int64_t micro = micro_batch_size(o, dp);
+    const int64_t accum = o.batch_size / (micro * dp), T = o.seq_len;
+    const int threads = set_threads_per_rank(o.threads);
     const int64_t baseline_rss = current_rss_bytes();
 
-    // Everything that can be wrong is found before the run directory is touched.
+    // Everything that can be wrong is found, on every rank, before the run directory is touched.
     std::optional<CheckpointInfo> resume_from;
     if (o.resume) {
         if (auto latest = ckpt::find_latest(o.out)) resume_from = open_checkpoint(*latest);
@@ -76,82 +93,105 @@ TrainSummary run_training(const TrainOptions& o_in) {
     std::optional<data::TokenFile> val_file;
     if (fs::path vp = o.val_path(); !vp.empty()) val_file = data::TokenFile::open(vp);
 
-    if (o.threads > 0) omp_set_num_threads(o.threads);
-    model::Gpt2 model(cfg);
-    const model::ParamLayout& layout = model.layout();
-    Buffer params(layout.total), grads(layout.total);
-    optim::AdamW adam(layout, 0, layout.total);
+    TrainState st(cfg, mesh.group(comm::Axis::dp), {o.layout.zero, o.bucket_mb}, micro, T);
     int64_t start_step = 0;
     if (resume_from) {
-        load_checkpoint_params(*resume_from, layout, params.data());
-        load_checkpoint_optimizer(*resume_from, layout, adam.exp_avg().data(),
-                                  adam.exp_avg_sq().data());
+        st.load_checkpoint(*resume_from);
         start_step = resume_from->state.at("step").get<int64_t>();
     } else if (!o.model_dir.empty()) {
-        model::read_tensors(o.model_dir / "model.safetensors", layout, params.data(),
-                            model::Naming::hf);
+        st.load_hf(o.model_dir);
     } else {
-        model::init_params(params.data(), layout, o.seed);
+        st.init(o.seed);
     }
-    model::Activations act(cfg, micro, T);
-    model::FlatAccess access(layout, params.data(), grads.data());
 
-    fs::create_directories(o.out);
-    ckpt::remove_stale_temporaries(o.out);
-    MetricsLog metrics(o.out / "metrics.jsonl");
+    // Only rank 0 writes: the run directory, metrics, progress lines and checkpoints.
+    if (root) {
+        fs::create_directories(o.out);
+        ckpt::remove_stale_temporaries(o.out);
+    }
+    auto metrics = root ? std::make_unique<MetricsLog>(o.out / "metrics.jsonl")
+                        : std::make_unique<MetricsLog>();
     Progress progress(start_step, o.steps);
-    const MemoryEstimate mem = estimate_memory(cfg, layout.total, micro, T, baseline_rss);
+    auto note = [&](const std::string& line) {
+        if (root) progress.note(line);
+    };
+    const MemoryEstimate mem = st.memory_estimate(baseline_rss);
+    const parallel::ModelStateBytes state_bytes = st.model_state_bytes();
     const double flops_per_token = cfg.train_flops_per_token(T);
-    const double peak_gflops =
-        o.peak_gflops > 0 ? o.peak_gflops : kernels::measure_gemm_peak_gflops(1024, 0.3);
-    progress.note(
-        fmt::format("weft train: {} parameters, {} layers x {} heads x {} width, "
-                    "batch {} = {} x {} micro-batches of {} tokens, {} thread(s)",
-                    cfg.num_parameters(), cfg.n_layer, cfg.n_head, cfg.n_embd, o.batch_size, accum,
-                    micro, T, omp_get_max_threads()));
-    progress.note("memory estimate: " + mem.describe());
+    // The job's peak is the sum of what each rank measures with its own threads.
+    double peak_gflops = o.peak_gflops;
+    if (peak_gflops <= 0) {
+        peak_gflops = kernels::measure_gemm_peak_gflops(1024, 0.3);
+        comm::all_reduce(mesh.group(comm::Axis::world), std::span<double>(&peak_gflops, 1));
+    } else {
+        peak_gflops *= mesh.world_size();
+    }
+    note(fmt::format(
+        "weft train: {} parameters, {} layers x {} heads x {} width, batch {} = {} x {} x {} "
+        "micro-batches of {} tokens (accumulation x dp x micro), {} thread(s) per rank",
+        cfg.num_parameters(), cfg.n_layer, cfg.n_head, cfg.n_embd, o.batch_size, accum, dp, micro,
+        T, threads));
+    note(
+        fmt::format("layout {} over {} rank(s); model state per rank: params {} + grads {} + "
+                    "optimizer {} = {} bytes",
+                    o.layout.describe(), mesh.world_size(), state_bytes.params, state_bytes.grads,
+                    state_bytes.optimizer, state_bytes.total()));
+    note("memory estimate per rank: " + mem.describe());
     if (resume_from)
-        progress.note(
-            fmt::format("resumed from {} at step {}", resume_from->dir.string(), start_step));
+        note(fmt::format("resumed from {} at step {}", resume_from->dir.string(), start_step));
+    metrics->write({{"event", "start"},
+                    {"step", start_step},
+                    {"layout", o.layout.describe()},
+                    {"world_size", mesh.world_size()},
+                    {"micro_batch_size", micro},
+                    {"threads_per_rank", threads},
+                    {"model_state_bytes",
+                     {{"params", state_bytes.params},
+                      {"grads", state_bytes.grads},
+                      {"optimizer", state_bytes.optimizer},
+                      {"total", state_bytes.total()}}}});
 
     const float loss_scale = 1.0f / float(o.batch_size * T);
     TrainSummary summary;
     summary.first_step = start_step;
     double tokens_per_s_sum = 0;
     int64_t timed_steps = 0;
+    CommReport comm_report(mesh);
+    parallel::OverlapTimes overlap_total;
     auto save = [&](int64_t step) {
-        fs::path p = save_checkpoint(o.out, step, cfg, layout, params.data(), adam.exp_avg().data(),
-                                     adam.exp_avg_sq().data(), run_state(o, micro));
+        fs::path p = st.save(o.out, step, run_state(o, micro));
+        if (!root) return;
         ckpt::keep_last(o.out, int(o.keep_checkpoints));
-        progress.note("saved " + p.string());
+        note("saved " + p.string());
     };
     auto eval = [&](int64_t step) {
         if (!val_file) return;
-        EvalResult r = evaluate(model, params.data(), *val_file, micro, T, o.eval_batches);
+        EvalResult r = st.evaluate(*val_file, o.batch_size, o.eval_batches);
         summary.val_loss = r.loss;
-        metrics.write({{"step", step}, {"val_loss", r.loss}, {"val_tokens", r.tokens}});
-        progress.note(fmt::format("step {} | val loss {:.4f} ({} tokens)", step, r.loss, r.tokens));
+        metrics->write({{"step", step}, {"val_loss", r.loss}, {"val_tokens", r.tokens}});
+        note(fmt::format("step {} | val loss {:.4f} ({} tokens)", step, r.loss, r.tokens));
     };
 
     // As nanoGPT does, a run that evaluates periodically also evaluates its starting point.
     if (o.eval_every && start_step == 0) eval(0);
     const int64_t end_step = o.exit_after ? std::min(o.steps, start_step + o.exit_after) : o.steps;
+    const int64_t rank_rows = o.batch_size / dp, first_row = mesh.rank(comm::Axis::dp) * rank_rows;
     for (int64_t step = start_step; step < end_step; ++step) {
+        // Setup, evaluation and checkpoints count in the run's total, not in a step's.
+        comm_report.take();
+        overlap_total += st.dp().take_overlap_times();
+        fault.at_step(mesh.world_rank(), step + 1);
         auto t0 = Clock::now();
-        grads.zero();
-        double loss_sum = 0;
-        for (int64_t m = 0; m < accum; ++m) {
+        model::Activations& act = st.activations();
+        // This rank's rows of the global batch, in the single-process sample order.
+        auto fill = [&](int64_t m) {
             for (int64_t r = 0; r < micro; ++r)
-                loader.sample(step, m * micro + r, o.batch_size, act.inputs.data() + r * T,
-                              act.targets.data() + r * T);
-            loss_sum += model.forward(act, access, /*train=*/true, loss_scale);
-            model.backward(act, access);
-        }
-        const double loss = loss_sum / double(o.batch_size * T);
-        const double grad_norm = std::sqrt(kernels::sum_squares(grads.data(), grads.size()));
+                loader.sample(step, first_row + m * micro + r, o.batch_size,
+                              act.inputs.data() + r * T, act.targets.data() + r * T);
+        };
         const float lr = optim::learning_rate(o.optim, step, o.steps);
-        adam.step(params.data(), grads.data(), o.optim, lr, optim::clip_scale(o.optim, grad_norm),
-                  step + 1);
+        const StepOutcome out = st.step(accum, fill, loss_scale, o.optim, lr, step + 1);
+        const double loss = out.loss_sum / double(o.batch_size * T);
         const double dt = seconds_since(t0);
         const double tps = double(o.batch_size * T) / dt;
         const double mfu = tps * flops_per_token / (peak_gflops * 1e9);
@@ -160,33 +200,52 @@ TrainSummary run_training(const TrainOptions& o_in) {
         if (step == start_step) summary.first_loss = loss;
         summary.last_loss = loss;
         summary.last_step = step + 1;
-        metrics.write({{"step", step + 1},
-                       {"loss", loss},
-                       {"lr", lr},
-                       {"grad_norm", grad_norm},
-                       {"tokens_per_s", tps},
-                       {"mfu", mfu},
-                       {"step_time_s", dt},
-                       {"peak_rss_bytes", peak_rss_bytes()}});
-        if ((step + 1) % o.log_every == 0 || step + 1 == o.steps)
+        nlohmann::json line = {{"step", step + 1},
+                               {"loss", loss},
+                               {"lr", lr},
+                               {"grad_norm", out.grad_norm},
+                               {"tokens_per_s", tps},
+                               {"mfu", mfu},
+                               {"step_time_s", dt},
+                               {"peak_rss_bytes", peak_rss_bytes()}};
+        const comm::CommStats step_comm = comm_report.take();
+        const parallel::OverlapTimes overlap = st.dp().take_overlap_times();
+        overlap_total += overlap;
+        if (dp > 1) line.update(CommReport::fields(step_comm, overlap));
+        metrics->write(line);
+        if (root && ((step + 1) % o.log_every == 0 || step + 1 == o.steps))
             progress.step(step + 1, loss, tps, mfu, lr);
         if (o.eval_every && (step + 1) % o.eval_every == 0 && step + 1 < o.steps) eval(step + 1);
         if (o.save_every && (step + 1) % o.save_every == 0 && step + 1 < end_step) save(step + 1);
     }
-    progress.finish();
+    if (root) progress.finish();
+    auto report_comm = [&] {
+        comm_report.take();
+        overlap_total += st.dp().take_overlap_times();
+        if (dp == 1) return;
+        const comm::CommStats total = CommReport::talking(comm_report.total());
+        nlohmann::json line = {{"event", "summary"}, {"steps", summary.last_step - start_step}};
+        line.update(CommReport::fields(comm_report.total(), overlap_total));
+        metrics->write(line);
+        note(
+            fmt::format("communication of rank 0 over this run (hidden behind compute: {:.0f}%, "
+                        "{:.3f} s blocked of {:.3f} s outstanding):\n{}",
+                        100 * overlap_total.hidden(), overlap_total.blocked_s,
+                        overlap_total.outstanding_s, total.table()));
+    };
     if (end_step < o.steps) {
         save(end_step);
-        progress.note(
-            fmt::format("stopped after step {} of {} (--exit-after); continue with --resume",
-                        end_step, o.steps));
+        report_comm();
+        note(fmt::format("stopped after step {} of {} (--exit-after); continue with --resume",
+                         end_step, o.steps));
         return summary;
     }
     eval(o.steps);
     if (start_step < o.steps || !resume_from) save(o.steps);
+    report_comm();
     summary.tokens_per_s = timed_steps ? tokens_per_s_sum / double(timed_steps) : 0;
-    progress.note(fmt::format("peak resident memory {:.1f} MiB (estimate {:.1f} MiB)",
-                              double(peak_rss_bytes()) / (1 << 20),
-                              double(mem.total()) / (1 << 20)));
+    note(fmt::format("peak resident memory of rank 0 {:.1f} MiB (estimate {:.1f} MiB)",
+                     double(peak_rss_bytes()) / (1 << 20), double(mem.total()) / (1 << 20)));
     return summary;
 }
 

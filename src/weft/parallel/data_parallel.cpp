@@ -1,0 +1,159 @@
+#include "weft/parallel/data_parallel.hpp"
+
+#include <algorithm>
+
+#include "weft/comm/collectives.hpp"
+#include "weft/core/error.hpp"
+#include "weft/kernels/elementwise.hpp"
+#include "weft/parallel/zero_grads.hpp"
+#include "weft/parallel/zero_params.hpp"
+
+namespace weft::parallel {
+
+DataParallel::DataParallel(const model::ParamLayout& layout, comm::Group& dp,
+                           DataParallelOptions options)
+    : dp_(dp), stage_(options.zero), z_(layout, dp.size(), dp.rank()) {
+    WEFT_CHECK(stage_ >= 0 && stage_ <= 3, "--zero must be 0, 1, 2 or 3, got {}", stage_);
+    WEFT_CHECK(options.bucket_mb > 0, "--bucket-mb must be positive, got {}", options.bucket_mb);
+    buckets_ = make_buckets(z_, int64_t(options.bucket_mb * (1 << 20)));
+    if (stage_ == 0) {
+        update_ = {{-1, 0, z_.padded().total, 0}};
+    } else {
+        update_ = z_.slices();
+    }
+    params_ = Buffer(stage_ < 3 ? z_.padded().total : z_.shard_floats());
+    grads_ = Buffer(stage_ < 2 ? z_.padded().total : z_.shard_floats());
+    param_ticket_.resize(size_t(z_.units()));
+    reducer_ =
+        std::make_unique<GradReducer>(z_, buckets_, dp_, inflight_, grads_.data(), stage_ >= 2);
+    if (stage_ == 3)
+        gatherer_ = std::make_unique<ParamGatherer>(z_, dp_, inflight_, params_.data());
+}
+
+DataParallel::~DataParallel() {
+    inflight_.wait_all();
+}
+
+void DataParallel::load_params(const UnitFill& fill) {
+    settle();
+    fill_units(z_, fill, params_.data(), /*whole=*/stage_ < 3);
+}
+
+const float* DataParallel::gather_params(float* out) {
+    settle();
+    if (stage_ < 3) return params_.data();
+    gather_shard(params_.data(), out);
+    return out;
+}
+
+void DataParallel::gather_shard(const float* shard, float* out) {
+    // Slice by slice, so that no message exceeds a unit and rank 0 receives in place.
+    // Tag of these messages: nothing else in weft sends point to point on dp.
+    constexpr int kTag = 7;
+    const auto& slices = z_.slices();
+    if (dp_.rank() != 0) {
+        for (const ShardSlice& s : slices)
+            comm::send(dp_, std::span<const float>(shard + s.shard_offset, size_t(s.size)), 0,
+                       kTag);
+        return;
+    }
+    for (const ShardSlice& s : slices) std::copy_n(shard + s.shard_offset, s.size, out + s.begin);
+    for (int r = 1; r < dp_.size(); ++r)
+        for (const ShardSlice& s : slices)
+            comm::recv(dp_, std::span<float>(out + z_.slice_begin(s.unit, r), size_t(s.size)), r,
+                       kTag);
+}
+
+void DataParallel::begin_step() {
+    grads_.zero();
+}
+
+void DataParallel::begin_forward(bool last_micro_batch) {
+    last_micro_ = last_micro_batch;
+    if (gatherer_) gatherer_->begin_phase(true);
+}
+
+void DataParallel::begin_backward() {
+    if (gatherer_) gatherer_->begin_phase(false);
+}
+
+void DataParallel::end_backward() {
+    inflight_.wait_all();
+}
+
+float* DataParallel::update_params(const ShardSlice& s) {
+    return params_.data() + (stage_ < 3 ? s.begin : s.shard_offset);
+}
+
+const float* DataParallel::update_grads(const ShardSlice& s) {
+    return grads_.data() + (stage_ < 2 ? s.begin : s.shard_offset);
+}
+
+double DataParallel::grad_sum_squares() {
+    if (stage_ >= 2) return kernels::sum_squares(grads_.data(), grads_.size());
+    if (stage_ == 1) {
+        double sum = 0;
+        for (const ShardSlice& s : update_) sum += kernels::sum_squares(update_grads(s), s.size);
+        return sum;
+    }
+    // Stage 0: every rank holds the whole reduced gradient; each sums its 1/dp of the buffer
+    // (the padded total is a multiple of dp). With dp = 1 this is the single-process sum.
+    const int64_t part = grads_.size() / dp_.size();
+    return kernels::sum_squares(grads_.data() + dp_.rank() * part, part);
+}
+
+void DataParallel::after_update() {
+    if (stage_ != 1 && stage_ != 2) return;
+    const auto& units = z_.padded().units;
+    for (const ShardSlice& s : z_.slices()) {
+        float* unit = params_.data() + units[s.unit].offset;
+        param_ticket_[s.unit] = inflight_.add(comm::all_gather_async(
+            dp_, std::span<const float>(params_.data() + s.begin, size_t(s.size)),
+            std::span<float>(unit, size_t(units[s.unit].size))));
+    }
+}
+
+void DataParallel::settle() {
+    inflight_.wait_all();
+    for (auto& t : param_ticket_) t.reset();
+}
+
+ModelStateBytes DataParallel::model_state_bytes() const {
+    const int64_t f = sizeof(float);
+    const int64_t moments = stage_ == 0 ? z_.padded().total : z_.shard_floats();
+    return {params_.size() * f, grads_.size() * f, 2 * moments * f};
+}
+
+int64_t DataParallel::working_bytes() const {
+    int64_t bucket = 0, unit = 0;
+    for (const Bucket& b : buckets_) bucket = std::max(bucket, b.end - b.begin);
+    for (const model::Unit& u : z_.padded().units) unit = std::max(unit, u.size);
+    const int64_t floats = (stage_ >= 2 ? 3 * bucket : 0) + (stage_ == 3 ? 3 * unit : 0);
+    return floats * int64_t(sizeof(float));
+}
+
+float* DataParallel::params(int unit) {
+    inflight_.poll();
+    if (gatherer_) return gatherer_->acquire(unit);
+    if (auto& t = param_ticket_[unit]) {
+        inflight_.wait(*t);
+        t.reset();
+    }
+    return params_.data() + z_.padded().units[unit].offset;
+}
+
+float* DataParallel::grads(int unit) {
+    return reducer_->unit_grads(unit);
+}
+
+void DataParallel::release(int unit) {
+    if (gatherer_) gatherer_->release(unit);
+    inflight_.poll();
+}
+
+void DataParallel::grads_ready(int unit) {
+    reducer_->ready(unit, last_micro_);
+    inflight_.poll();
+}
+
+}  // namespace weft::parallel

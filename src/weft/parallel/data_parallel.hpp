@@ -1,0 +1,113 @@
+#pragma once
+// Data parallelism with ZeRO stages 0-3 over the dp axis of a mesh, as the model's UnitAccess.
+//
+//   stage 0  every rank holds parameters, gradients and optimizer states whole; gradients are
+//            all-reduced in buckets while backward runs.
+//   stage 1  as 0, but each rank updates only its slices (optimizer states sharded); the updated
+//            slices are all-gathered, unit by unit, while the next forward starts.
+//   stage 2  as 1, but gradients are reduce-scattered: a unit's gradient lives in a bucket
+//            temporary from its first write until its reduction is posted; each rank keeps only
+//            its gradient shard. (With several micro-batches this reduces every micro-batch, as
+//            DeepSpeed's stage 2 does: the unreduced gradient is not kept across them.)
+//   stage 3  as 2, and parameters are sharded too: a unit is all-gathered just before its
+//            forward and again before its backward, freed after each, and the next unit is
+//            prefetched (zero_params.hpp).
+//
+// The trainer calls begin_step, then per micro-batch begin_forward / forward / begin_backward /
+// backward, then end_backward (every reduction done), updates update_slices() with its
+// optimizer, and calls after_update. Everything here is collective over the dp group: every
+// rank makes the same calls in the same order. See docs/data_parallel.md.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "weft/comm/mesh.hpp"
+#include "weft/core/buffer.hpp"
+#include "weft/model/gpt2.hpp"
+#include "weft/parallel/inflight.hpp"
+#include "weft/parallel/zero_layout.hpp"
+
+namespace weft::parallel {
+
+class GradReducer;
+class ParamGatherer;
+
+struct DataParallelOptions {
+    int zero = 0;             // ZeRO stage 0..3
+    double bucket_mb = 25.0;  // gradient bucket size, MiB of fp32
+};
+
+// Model-state memory of one rank: parameters, gradients, AdamW's two moments (persistent
+// buffers; per-unit temporaries are not model state).
+struct ModelStateBytes {
+    int64_t params = 0, grads = 0, optimizer = 0;
+    int64_t total() const { return params + grads + optimizer; }
+};
+
+class DataParallel : public model::UnitAccess {
+  public:
+    DataParallel(const model::ParamLayout& layout, comm::Group& dp, DataParallelOptions options);
+    ~DataParallel() override;
+
+    const ZeroLayout& zero_layout() const { return z_; }
+    const model::ParamLayout& padded() const { return z_.padded(); }
+    int stage() const { return stage_; }
+    comm::Group& group() { return dp_; }
+
+    // Sets every parameter this rank holds from a whole logical tensor set, unit by unit.
+    void load_params(const UnitFill& fill);
+    // Collective: the whole parameter buffer (padded layout) in `out` on dp rank 0; other ranks
+    // pass nullptr. At stages 0-2 rank 0 already holds it: returns a pointer to it, else `out`.
+    const float* gather_params(float* out);
+    // Collective: a buffer shaped as this rank's shard (per slice) from every rank, whole, into
+    // `out` (padded layout) on dp rank 0.
+    void gather_shard(const float* shard, float* out);
+
+    void begin_step();
+    void begin_forward(bool last_micro_batch);
+    void begin_backward();
+    // Waits for every gradient reduction: the gradients of update_slices() are final.
+    void end_backward();
+
+    // The ranges this rank's optimizer updates: stage 0 the whole buffer, else its slices. The
+    // pointers address element `begin` of the slice in the parameter and gradient storage.
+    const std::vector<ShardSlice>& update_slices() const { return update_; }
+    float* update_params(const ShardSlice& s);
+    const float* update_grads(const ShardSlice& s);
+    // Sum of squares of this rank's part of the reduced gradient: every element counted on
+    // exactly one rank (stage 0: the rank's 1/dp of the buffer; else its slices).
+    double grad_sum_squares();
+    // After the optimizer: stages 1-2 post the all-gathers of the updated slices.
+    void after_update();
+    // Waits for every pending operation (before reading parameters outside a step).
+    void settle();
+
+    ModelStateBytes model_state_bytes() const;
+    // A rough bound of the temporaries: stages 2-3 hold the bucket of unit 0 from the head's
+    // forward on, one bucket being filled and one packed for its reduce-scatter; stage 3 also up
+    // to three gathered units (unit 0 through forward, the current one, the prefetched one).
+    int64_t working_bytes() const;
+    OverlapTimes take_overlap_times() { return inflight_.take_times(); }
+
+    float* params(int unit) override;
+    float* grads(int unit) override;
+    void release(int unit) override;
+    void grads_ready(int unit) override;
+
+  private:
+    comm::Group& dp_;
+    int stage_;
+    ZeroLayout z_;
+    std::vector<Bucket> buckets_;
+    std::vector<ShardSlice> update_;
+    InFlight inflight_;
+    Buffer params_;  // stages 0-2: whole (padded layout); stage 3: this rank's shard
+    Buffer grads_;   // stages 0-1: whole; stages 2-3: this rank's shard
+    std::vector<std::optional<uint64_t>> param_ticket_;  // stages 1-2: pending gather per unit
+    std::unique_ptr<GradReducer> reducer_;
+    std::unique_ptr<ParamGatherer> gatherer_;  // stage 3
+    bool last_micro_ = true;
+};
+
+}  // namespace weft::parallel

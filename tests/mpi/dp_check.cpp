@@ -1,0 +1,204 @@
+// Checks of data-parallel training runs, for dp_train.sh (no Python or jq on a fresh machine):
+//
+//   dp_check losses REF RUN TOL       every step's loss of RUN within TOL (relative) of REF's
+//   dp_check weights A B TOL          max |a - b| over the tensors of two safetensors files
+//   dp_check comm RUN                 per-step bytes on dp equal the analytic counts
+//   dp_check memory RUN1 RUN2 RUN4    stage-3 model-state bytes per rank fall as 1/N
+//
+// RUN is a run directory (metrics.jsonl, checkpoints/). The analytic counts are computed here
+// from the model's units, independently of weft's own ZeRO layout code. Exit 0 when the check
+// holds; prints what it compared either way.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "weft/ckpt/checkpoint_dir.hpp"
+#include "weft/ckpt/safetensors.hpp"
+#include "weft/model/params.hpp"
+#include "weft/train/checkpoint.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::vector<json> read_lines(const fs::path& run) {
+    std::ifstream f(run / "metrics.jsonl");
+    if (!f) throw std::runtime_error("cannot read " + (run / "metrics.jsonl").string());
+    std::vector<json> lines;
+    for (std::string s; std::getline(f, s);)
+        if (!s.empty()) lines.push_back(json::parse(s));
+    return lines;
+}
+
+// Training-step lines (not the start/summary events or evaluations).
+std::vector<json> step_lines(const fs::path& run) {
+    std::vector<json> out;
+    for (json& j : read_lines(run))
+        if (j.contains("loss")) out.push_back(std::move(j));
+    return out;
+}
+
+json start_line(const fs::path& run) {
+    for (json& j : read_lines(run))
+        if (j.value("event", "") == "start") return j;
+    throw std::runtime_error("no start line in " + run.string());
+}
+
+void parse_layout(const std::string& s, int& dp, int& zero) {
+    int tp, pp, cp, ep;
+    if (std::sscanf(s.c_str(), "dp=%d tp=%d pp=%d cp=%d ep=%d zero=%d", &dp, &tp, &pp, &cp, &ep,
+                    &zero) != 6)
+        throw std::runtime_error("cannot parse layout '" + s + "'");
+}
+
+// Floats of the padded flat buffer at dp ranks: every unit rounded up to a multiple of 16 * dp.
+struct Padded {
+    int64_t total = 0, unit0 = 0;
+};
+Padded padded_count(const weft::model::ParamLayout& layout, int dp) {
+    Padded p;
+    const int64_t m = 16 * int64_t(dp);
+    for (size_t u = 0; u < layout.units.size(); ++u) {
+        const int64_t size = (layout.units[u].size + m - 1) / m * m;
+        p.total += size;
+        if (u == 0) p.unit0 = size;
+    }
+    return p;
+}
+
+weft::model::ParamLayout run_layout(const fs::path& run, nlohmann::json* state = nullptr) {
+    weft::train::CheckpointInfo ck = weft::train::open_checkpoint(run);
+    if (state) *state = ck.state;
+    return weft::model::build_param_layout(ck.cfg);
+}
+
+int losses(const fs::path& ref, const fs::path& run, double tol) {
+    auto a = step_lines(ref), b = step_lines(run);
+    if (a.size() != b.size()) {
+        fmt::print("FAIL: {} has {} steps, {} has {}\n", ref.string(), a.size(), run.string(),
+                   b.size());
+        return 1;
+    }
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        const double x = a[i]["loss"], y = b[i]["loss"];
+        worst = std::max(worst, std::abs(x - y) / std::abs(x));
+    }
+    fmt::print("{} vs {}: {} steps, max relative loss difference {:.3g} (tolerance {:g})\n",
+               run.string(), ref.string(), a.size(), worst, tol);
+    return worst <= tol ? 0 : 1;
+}
+
+int weights(const fs::path& fa, const fs::path& fb, double tol) {
+    auto a = weft::ckpt::SafetensorsFile::open(fa), b = weft::ckpt::SafetensorsFile::open(fb);
+    double worst = 0;
+    std::string where;
+    for (const auto& t : a.tensors()) {
+        const auto& u = b.at(t.name);
+        int64_t n = 1;
+        for (int64_t d : t.shape) n *= d;
+        std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
+        a.read_f32(t.name, t.shape, x.data());
+        b.read_f32(u.name, t.shape, y.data());
+        for (int64_t i = 0; i < n; ++i)
+            if (double d = std::abs(double(x[i]) - double(y[i])); d > worst)
+                worst = d, where = t.name;
+    }
+    fmt::print("{} vs {}: max |difference| {:.3g} (in {}; tolerance {:g})\n", fb.string(),
+               fa.string(), worst, where.empty() ? "-" : where, tol);
+    return worst <= tol ? 0 : 1;
+}
+
+uint64_t op_bytes(const json& comm, const char* op) {
+    if (!comm.contains("dp") || !comm["dp"].contains(op)) return 0;
+    return comm["dp"][op]["bytes"].get<uint64_t>();
+}
+
+int comm_counts(const fs::path& run) {
+    json state;
+    const auto layout = run_layout(run, &state);
+    const json start = start_line(run);
+    int dp, zero;
+    parse_layout(start["layout"], dp, zero);
+    const int64_t micro = start["micro_batch_size"], batch = state["batch_size"];
+    const int64_t accum = batch / (dp * micro);
+    const Padded p = padded_count(layout, dp);
+    const uint64_t P = 4 * uint64_t(p.total), scalars = 16;  // fp32 buffer; loss and norm
+    // Per optimizer step, as docs/data_parallel.md states them.
+    uint64_t all_reduce = scalars, reduce_scatter = 0, all_gather = 0;
+    if (zero <= 1) all_reduce += P;
+    if (zero >= 1 && zero <= 2) all_gather = P;
+    if (zero >= 2) reduce_scatter = accum * P;
+    if (zero == 3) all_gather = accum * (2 * P - 4 * uint64_t(p.unit0));
+    if (dp == 1) all_reduce = reduce_scatter = all_gather = 0;  // nothing leaves the rank
+    int bad = 0, steps = 0;
+    for (const json& line : step_lines(run)) {
+        const json comm = line.value("comm", json::object());
+        const uint64_t got[3] = {op_bytes(comm, "all_reduce"), op_bytes(comm, "reduce_scatter"),
+                                 op_bytes(comm, "all_gather")};
+        const uint64_t want[3] = {all_reduce, reduce_scatter, all_gather};
+        const char* names[3] = {"all_reduce", "reduce_scatter", "all_gather"};
+        for (int i = 0; i < 3; ++i)
+            if (got[i] != want[i]) {
+                fmt::print("FAIL: step {}: {} bytes {}, expected {}\n", line["step"].get<int>(),
+                           names[i], got[i], want[i]);
+                ++bad;
+            }
+        ++steps;
+    }
+    fmt::print(
+        "{}: dp {} zero {}, {} micro-batch(es) per step, padded parameters {} ({} in unit 0): "
+        "per step all_reduce {} B, reduce_scatter {} B, all_gather {} B on dp; {} steps, {}\n",
+        run.string(), dp, zero, accum, p.total, p.unit0, all_reduce, reduce_scatter, all_gather,
+        steps, bad ? "MISMATCH" : "all equal");
+    return bad || steps == 0 ? 1 : 0;
+}
+
+int memory(const std::vector<fs::path>& runs) {
+    const auto layout = run_layout(runs[0]);
+    int64_t one = 0;
+    int bad = 0;
+    for (const fs::path& run : runs) {
+        const json start = start_line(run);
+        int dp, zero;
+        parse_layout(start["layout"], dp, zero);
+        const int64_t bytes = start["model_state_bytes"]["total"];
+        // Stage 3: parameters, gradients and both moments, each one shard of the padded buffer.
+        const int64_t want = 16 * padded_count(layout, dp).total / dp;
+        if (dp == 1) one = bytes;
+        const double ratio = one ? double(bytes) * dp / double(one) : 0;
+        fmt::print(
+            "N = {}: model state {} bytes per rank (expected {}), N x bytes / bytes(N=1) = "
+            "{:.5f}\n",
+            dp, bytes, want, ratio);
+        // Padding to 16 * N floats per unit is the only excess over an exact 1/N.
+        const double slack = 16.0 * 16 * dp * double(layout.units.size()) / double(one);
+        if (zero != 3 || bytes != want || (one && (ratio < 1 || ratio > 1 + slack))) ++bad;
+    }
+    return bad ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        const std::string cmd = argc > 1 ? argv[1] : "";
+        if (cmd == "losses" && argc == 5) return losses(argv[2], argv[3], std::atof(argv[4]));
+        if (cmd == "weights" && argc == 5) return weights(argv[2], argv[3], std::atof(argv[4]));
+        if (cmd == "comm" && argc == 3) return comm_counts(argv[2]);
+        if (cmd == "memory" && argc >= 3) return memory({argv + 2, argv + argc});
+        fmt::print(stderr, "usage: dp_check losses|weights|comm|memory ...\n");
+        return 2;
+    } catch (const std::exception& e) {
+        fmt::print("FAIL: {}\n", e.what());
+        return 1;
+    }
+}

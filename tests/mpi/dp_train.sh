@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Data-parallel training end to end: dp_train.sh <weft> <dp_check> <source dir> <mode> [N]
+#   parity N   tiny, 5 steps, dp N x zero 0..3 against the plain single-process run: every
+#              step's loss within 1e-5 (relative), final weights within 1e-4, and the per-step
+#              bytes on dp equal the analytic counts. With N = 1 and zero 0, bit-identical.
+#   memory     stage-3 model-state bytes per rank at N = 1, 2, 4 fall as 1/N
+#   resume     a checkpoint written at dp 2 resumes at dp 1 and dp 4, and the reverse
+#   mismatch | hang | exit   failure paths (the bound and the message naming the rank)
+set -uo pipefail
+WEFT=$1 CHECK=$2 SRC=$3 MODE=$4 N=${5:-}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+unset OMP_NUM_THREADS
+failures=0
+check() { "$@" || { echo "FAILED: $*"; failures=$((failures + 1)); }; }
+
+"$WEFT" prepare --input "$SRC/data/tinyshakespeare.txt" --out data --tokenizer-dir "$SRC/data" >/dev/null
+args=(--model tiny --data data/tinyshakespeare_train.bin --batch-size 8 --seq-len 32 --lr 1e-3
+      --warmup 2 --peak-gflops 100 --threads 1)
+train() {  # train <np> <out> args...: rank 0's output in <out>.log
+  local np=$1 out=$2
+  shift 2
+  mpirun -np "$np" "$WEFT" train "${args[@]}" --out "$out" "$@" >"$out.log" 2>&1 \
+    || { echo "FAILED: mpirun -np $np weft train $* (see below)"; cat "$out.log"; failures=$((failures + 1)); }
+}
+ckpt() { echo "$1/checkpoints/step_$(printf %06d "$2")/model.safetensors"; }
+
+case $MODE in
+parity)
+  "$WEFT" train "${args[@]}" --steps 5 --out ref >ref.log 2>&1 || { cat ref.log; exit 1; }
+  for zero in 0 1 2 3; do
+    extra=()
+    # Small buckets (several per step) at stages 0 and 2; gradient accumulation at 1 and 3.
+    [ $((zero % 2)) -eq 0 ] && extra+=(--bucket-mb 0.05)
+    [ $((zero % 2)) -eq 1 ] && [ "$N" -lt 8 ] && extra+=(--micro-batch-size $((8 / N / 2 > 0 ? 8 / N / 2 : 1)))
+    run=dp${N}_zero$zero
+    train "$N" $run --steps 5 --zero $zero "${extra[@]}"
+    check "$CHECK" losses ref $run 1e-5
+    check "$CHECK" weights "$(ckpt ref 5)" "$(ckpt $run 5)" 1e-4
+    check "$CHECK" comm $run
+  done
+  if [ "$N" -eq 1 ]; then
+    a=$(grep -o '"loss":[^,]*' ref/metrics.jsonl) b=$(grep -o '"loss":[^,]*' dp1_zero0/metrics.jsonl)
+    check [ "$a" = "$b" ]
+    check cmp "$(ckpt ref 5)" "$(ckpt dp1_zero0 5)"
+    echo "dp 1 zero 0 under mpirun: losses and weights bit-identical to the plain run"
+  fi
+  ;;
+memory)
+  for n in 1 2 4; do train $n mem$n --steps 1 --zero 3; done
+  check "$CHECK" memory mem1 mem2 mem4
+  ;;
+resume)
+  # Uninterrupted references, then 3 steps at one layout and 3 more at another.
+  train 2 straight2 --steps 6 --zero 1
+  for pair in "2 1 1 0" "2 1 4 3" "1 0 2 2" "4 3 2 1"; do
+    read -r n1 z1 n2 z2 <<<"$pair"
+    run=from${n1}z${z1}_to${n2}z${z2}
+    train "$n1" $run --steps 6 --zero "$z1" --exit-after 3
+    train "$n2" $run --steps 6 --zero "$z2" --resume
+    check "$CHECK" losses straight2 $run 1e-5
+    check "$CHECK" weights "$(ckpt straight2 6)" "$(ckpt $run 6)" 1e-4
+  done
+  # The same layout resumes bit-identically.
+  train 2 same --steps 6 --zero 3 --exit-after 3
+  train 2 same --steps 6 --zero 3 --resume
+  train 2 straight23 --steps 6 --zero 3
+  check cmp "$(ckpt straight23 6)" "$(ckpt same 6)"
+  ;;
+mismatch)
+  out=$(mpirun -np 2 "$WEFT" train "${args[@]}" --steps 2 --dp 3 --out runs/x 2>&1)
+  rc=$?
+  echo "$out"
+  check [ $rc -ne 0 ]
+  check grep -qF "cannot lay out 2 MPI ranks (mpirun -np 2): layout dp*tp*pp*cp*ep = 3*1*1*1*1 = 3 does not match the world size 2" <<<"$out"
+  check [ ! -e runs/x ]
+  ;;
+hang | exit)
+  # Rank 1 stops at step 3; the others must end the job naming it within the bound.
+  if [ "$MODE" = hang ]; then
+    pattern="comm watchdog: .* on dp .*missing: rank 1"
+  else
+    pattern="Process name: \[\[[0-9]+,1\],1\].*Exit code: +1"
+  fi
+  WEFT_TEST_FAULT=$MODE:1:3 check bash "$SRC/tests/mpi/expect_failure.sh" 15 "$pattern" \
+    mpirun -np 2 "$WEFT" train "${args[@]}" --steps 6 --comm-timeout 3 --out fault
+  ;;
+*)
+  echo "unknown mode $MODE"
+  exit 2
+  ;;
+esac
+echo "$failures failed"
+[ "$failures" -eq 0 ]
