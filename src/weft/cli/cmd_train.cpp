@@ -74,9 +74,6 @@ void add_train_command(CLI::App& app) {
         ->capture_default_str();
     c->add_option("--log-every", o->log_every, "Progress line every N steps")
         ->capture_default_str();
-    c->add_option("--sample-tokens", o->sample_tokens,
-                  "After training, print this many sampled tokens")
-        ->capture_default_str();
     c->add_option("--threads", o->threads,
                   "OpenMP threads per rank (0: OMP_NUM_THREADS, else cores / ranks on the node)")
         ->capture_default_str();

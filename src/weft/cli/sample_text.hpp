@@ -1,6 +1,5 @@
 #pragma once
-// Prints the prompt and its continuation as the tokens arrive (used by `weft sample` and by
-// `weft train --sample-tokens`).
+// Prints the prompt and its continuation as the tokens arrive (`weft sample`).
 #include <cstdio>
 #include <filesystem>
 #include <string>

@@ -36,7 +36,6 @@ struct TrainOptions {
     bool resume = false;
     int64_t exit_after = 0;  // stop (with a checkpoint) after this many steps of this run; 0: off
     int64_t log_every = 1;
-    int64_t sample_tokens = 0;  // after training, sample this many tokens from "\n"
     int threads = 0;  // OpenMP threads per rank; 0: OMP_NUM_THREADS or cores / ranks on the node
     double peak_gflops = 0;  // for MFU; 0: measured at start
 
