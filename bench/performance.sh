@@ -10,3 +10,5 @@ OMP_NUM_THREADS=2 "$W" bench peak --size 4096 --seconds 5 --json | tee /tmp/weft
 peak=$(sed -E 's/.*"fp32_gflops": ([0-9.]+).*/\1/' /tmp/weft-peak.json)
 echo "== gpt2 124M training step, B=4, T=1024, one process, 2 threads"
 OMP_NUM_THREADS=2 "$W" bench train --preset gpt2 --batch-size 4 --seq-len 1024 --steps 3 --peak-gflops "$peak"
+echo "== the same, two data-parallel ranks with one thread each"
+mpirun -np 2 --bind-to none "$W" bench train --preset gpt2 --batch-size 4 --seq-len 1024 --steps 3
