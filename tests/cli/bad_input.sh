@@ -17,6 +17,8 @@ expect_error "--batch-size 3 is not a multiple of --micro-batch-size 2" runs/a -
 expect_error "--seq-len 300 exceeds the model's n_positions 256" runs/a -- train "${common[@]}" --seq-len 300 --out runs/a
 expect_error "world size 1" runs/a -- train "${common[@]}" --dp 2 --out runs/a
 expect_error "--tp 2" runs/a -- train "${common[@]}" --tp 2 --out runs/a
+expect_error "fewer than one evaluation batch of 2000 sequences" runs/a -- train "${common[@]}" --batch-size 2000 --out runs/a
+expect_error "--keep-checkpoints must be at least 1, got 0" runs/a -- train "${common[@]}" --keep-checkpoints 0 --out runs/a
 
 # A Hugging Face directory: bad header, missing tensor, wrong shape.
 "$WEFT" train "${common[@]}" --out runs/ok >/dev/null 2>&1
@@ -32,6 +34,12 @@ expect_error "h.1.mlp.c_fc.weight' is missing" runs/b -- train "${common[@]}" --
 sed 's/"shape":\[64,256\]/"shape":[256,64]/' hf/model.safetensors > hf_shape/model.safetensors
 expect_error "expected [64, 256]" runs/b -- train "${common[@]}" --model-dir hf_shape --out runs/b
 expect_error "already holds checkpoints" "" -- train "${common[@]}" --out runs/ok
+expect_error "resuming with --seed 99 but the checkpoint was trained with 1337" "" -- train "${common[@]}" --out runs/ok --resume --steps 4 --seed 99
+[ "$(grep -c '"loss"' runs/ok/metrics.jsonl)" -eq 2 ] && ok "the refused resume trained nothing" || bad "refused resume wrote steps"
+# The command line wins over the config file.
+printf 'steps = 3\nbatch_size = 2\nseq_len = 16\n' > c.toml
+"$WEFT" train --config c.toml --data data/tinyshakespeare_train.bin --peak-gflops 1 --steps 1 --out runs/c >/dev/null 2>&1
+[ "$(grep -c '"loss"' runs/c/metrics.jsonl)" -eq 1 ] && ok "--steps on the command line beat the config file" || bad "config file won over the command line"
 expect_error "exactly one of --model-dir" "" -- eval --data data/tinyshakespeare_val.bin
 expect_error "--ckpt" "" -- export --out x
 finish

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <string>
+
 #include "weft/core/error.hpp"
 
 namespace weft::model {
@@ -22,6 +24,10 @@ void ModelConfig::validate(const std::string& where) const {
                "width)",
                where, n_embd, n_head);
     WEFT_CHECK(ln_eps > 0, "{}: layer_norm_epsilon must be positive, got {}", where, ln_eps);
+}
+
+double ModelConfig::ln_eps_decimal() const {
+    return std::stod(fmt::format("{}", ln_eps));
 }
 
 int64_t ModelConfig::num_parameters() const {

@@ -22,6 +22,9 @@ struct ModelConfig {
         return (vocab_size + vocab_multiple - 1) / vocab_multiple * vocab_multiple;
     }
     int64_t head_dim() const { return n_embd / n_head; }
+    // The epsilon as the decimal it was written as (1e-05, not the float's 9.99999974e-06), for
+    // config files.
+    double ln_eps_decimal() const;
 
     // Throws weft::Error naming the value when a shape is impossible (width not divisible by
     // heads, non-positive sizes, ...). `where` names the source (preset, file, flag).

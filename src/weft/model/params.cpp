@@ -27,7 +27,7 @@ ParamLayout build_param_layout(const ModelConfig& cfg) {
     int64_t cursor = 0;
     int unit = 0;
     auto add = [&](std::string name, std::vector<int64_t> shape, Init init, float std,
-                   int64_t rows_stored = -1) {
+                   int64_t rows_stored = -1, int tp_dim = -1) {
         ParamSpec p;
         p.name = std::move(name);
         p.rows_stored = rows_stored < 0 ? shape[0] : rows_stored;
@@ -39,6 +39,7 @@ ParamLayout build_param_layout(const ModelConfig& cfg) {
         p.decay = p.shape.size() == 2;
         p.init = init;
         p.init_std = std;
+        p.tp_dim = tp_dim;
         cursor += (p.numel_stored + 15) / 16 * 16;
         layout.tensors.push_back(std::move(p));
     };
@@ -48,7 +49,7 @@ ParamLayout build_param_layout(const ModelConfig& cfg) {
     };
 
     int64_t start = cursor;
-    add("wte.weight", {cfg.vocab_size, C}, Init::normal, std_base, cfg.padded_vocab());
+    add("wte.weight", {cfg.vocab_size, C}, Init::normal, std_base, cfg.padded_vocab(), 0);
     add("wpe.weight", {cfg.n_positions, C}, Init::normal, std_base);
     close_unit(start);
     for (int64_t l = 0; l < L; ++l) {
@@ -56,15 +57,15 @@ ParamLayout build_param_layout(const ModelConfig& cfg) {
         std::string h = "h." + std::to_string(l) + ".";
         add(h + "ln_1.weight", {C}, Init::ones, 0);
         add(h + "ln_1.bias", {C}, Init::zeros, 0);
-        add(h + "attn.c_attn.weight", {3 * C, C}, Init::normal, std_base);
-        add(h + "attn.c_attn.bias", {3 * C}, Init::zeros, 0);
-        add(h + "attn.c_proj.weight", {C, C}, Init::normal, std_resid);
+        add(h + "attn.c_attn.weight", {3 * C, C}, Init::normal, std_base, -1, 0);
+        add(h + "attn.c_attn.bias", {3 * C}, Init::zeros, 0, -1, 0);
+        add(h + "attn.c_proj.weight", {C, C}, Init::normal, std_resid, -1, 1);
         add(h + "attn.c_proj.bias", {C}, Init::zeros, 0);
         add(h + "ln_2.weight", {C}, Init::ones, 0);
         add(h + "ln_2.bias", {C}, Init::zeros, 0);
-        add(h + "mlp.c_fc.weight", {4 * C, C}, Init::normal, std_base);
-        add(h + "mlp.c_fc.bias", {4 * C}, Init::zeros, 0);
-        add(h + "mlp.c_proj.weight", {C, 4 * C}, Init::normal, std_resid);
+        add(h + "mlp.c_fc.weight", {4 * C, C}, Init::normal, std_base, -1, 0);
+        add(h + "mlp.c_fc.bias", {4 * C}, Init::zeros, 0, -1, 0);
+        add(h + "mlp.c_proj.weight", {C, 4 * C}, Init::normal, std_resid, -1, 1);
         add(h + "mlp.c_proj.bias", {C}, Init::zeros, 0);
         close_unit(start);
     }

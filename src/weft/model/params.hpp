@@ -28,6 +28,11 @@ struct ParamSpec {
     bool decay;  // AdamW weight decay applies to matrices, not to biases and LayerNorm gains
     Init init;
     float init_std;
+    // The dimension tensor parallelism splits across its ranks, as Megatron-LM does: 0 for the
+    // column-parallel qkv and MLP-up projections (and their biases) and the vocabulary-parallel
+    // embedding, 1 for the row-parallel projections back into the residual stream; -1 for the
+    // tensors every rank keeps whole. ZeRO does not use it: it slices the flat buffer.
+    int tp_dim = -1;
     int64_t numel_logical() const;
 };
 

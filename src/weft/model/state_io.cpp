@@ -101,7 +101,7 @@ void write_hf_model(const std::filesystem::path& dir, const ModelConfig& cfg,
                     const ParamLayout& layout, const float* flat) {
     ckpt::write_dir_atomic(dir, [&](const std::filesystem::path& tmp) {
         ckpt::HfGpt2Config h{cfg.n_embd,      cfg.n_layer,    cfg.n_head,
-                             cfg.n_positions, cfg.vocab_size, cfg.ln_eps};
+                             cfg.n_positions, cfg.vocab_size, cfg.ln_eps_decimal()};
         ckpt::write_hf_config(tmp, h);
         write_tensors(tmp / "model.safetensors", layout, flat, Naming::hf, "", {{"format", "pt"}});
     });

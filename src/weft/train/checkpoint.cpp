@@ -14,7 +14,7 @@ namespace fs = std::filesystem;
 nlohmann::json model_config_json(const model::ModelConfig& c) {
     return {{"vocab_size", c.vocab_size}, {"n_positions", c.n_positions},
             {"n_layer", c.n_layer},       {"n_head", c.n_head},
-            {"n_embd", c.n_embd},         {"layer_norm_epsilon", c.ln_eps}};
+            {"n_embd", c.n_embd},         {"layer_norm_epsilon", c.ln_eps_decimal()}};
 }
 
 model::ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& where) {

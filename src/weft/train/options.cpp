@@ -31,6 +31,8 @@ void TrainOptions::validate() const {
     WEFT_CHECK(eval_every >= 0, "--eval-every must be non-negative, got {}", eval_every);
     WEFT_CHECK(eval_batches >= 1, "--eval-batches must be at least 1, got {}", eval_batches);
     WEFT_CHECK(save_every >= 0, "--save-every must be non-negative, got {}", save_every);
+    WEFT_CHECK(keep_checkpoints >= 1, "--keep-checkpoints must be at least 1, got {}",
+               keep_checkpoints);
     WEFT_CHECK(exit_after >= 0, "--exit-after must be non-negative, got {}", exit_after);
     WEFT_CHECK(log_every >= 1, "--log-every must be at least 1, got {}", log_every);
     WEFT_CHECK(threads >= 0, "--threads must be non-negative, got {}", threads);

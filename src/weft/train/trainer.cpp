@@ -51,6 +51,25 @@ int64_t micro_batch_size(const TrainOptions& o, int dp) {
     return micro;
 }
 
+// The sample order is a function of (seed, step, row of the global batch): resuming with another
+// seed, batch, sequence length or order would silently train on other samples than the
+// interrupted run would have.
+void check_resume_settings(const nlohmann::json& state, const TrainOptions& o) {
+    auto same = [&](const char* key, const auto& now, const char* flag) {
+        if (!state.contains(key)) return;
+        const auto then = state[key].get<std::decay_t<decltype(now)>>();
+        WEFT_CHECK(then == now,
+                   "resuming with {} {} but the checkpoint was trained with {}; the sample order "
+                   "would change (use the same value, or start a new run from the checkpoint's "
+                   "weights)",
+                   flag, now, then);
+    };
+    same("seed", o.seed, "--seed");
+    same("batch_size", o.batch_size, "--batch-size");
+    same("seq_len", o.seq_len, "--seq-len");
+    same("sequential", o.sequential, "--sequential");
+}
+
 }  // namespace
 
 TrainSummary run_training(const TrainOptions& o_in) {
@@ -91,7 +110,16 @@ TrainSummary run_training(const TrainOptions& o_in) {
     data::TokenFile train_file = data::TokenFile::open(o.data);
     data::DataLoader loader(train_file, T, o.seed, o.sequential);
     std::optional<data::TokenFile> val_file;
-    if (fs::path vp = o.val_path(); !vp.empty()) val_file = data::TokenFile::open(vp);
+    if (fs::path vp = o.val_path(); !vp.empty()) {
+        val_file = data::TokenFile::open(vp);
+        // Found now rather than at the first evaluation, after hours of training.
+        const int64_t windows = data::DataLoader(*val_file, T, 0, true).windows();
+        WEFT_CHECK(windows >= o.batch_size,
+                   "validation file {} holds {} tokens, fewer than one evaluation batch of {} "
+                   "sequences of {} tokens; pass a longer --val-data or a smaller --batch-size",
+                   vp.string(), val_file->size(), o.batch_size, T);
+    }
+    if (resume_from) check_resume_settings(resume_from->state, o);
 
     TrainState st(cfg, mesh.group(comm::Axis::dp), {o.layout.zero, o.bucket_mb}, micro, T);
     int64_t start_step = 0;

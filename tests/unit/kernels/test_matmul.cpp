@@ -186,6 +186,46 @@ TEST(Matmul, BackwardMatchesReferenceAndAccumulates) {
     EXPECT_LT(max_rel_diff(db.data(), want_db.data(), db.size(), kAtol), kTol);
 }
 
+// Central differences of L = Σ_{m,n} w[m,n] · out[m,n] with out = matmul_forward(inp, weight,
+// bias) against matmul_backward with dout = w. L is linear in every input, so the central
+// difference has no truncation error: what remains is the fp32 rounding of out (~1e-7 per output,
+// a handful of outputs per perturbed input) divided by 2h = 0.02, ~1e-5. Required:
+// |fd - analytic| <= 1e-3 * (1 + |analytic|) with h = 1e-2.
+TEST(Matmul, BackwardMatchesFiniteDifferences) {
+    const int64_t M = 5, K = 7, N = 6;
+    auto inp = random_vector(size_t(M * K), 30);
+    auto weight = random_vector(size_t(N * K), 31);
+    auto bias = random_vector(size_t(N), 32);
+    const auto w = random_vector(size_t(M * N), 33);
+
+    std::vector<float> out(size_t(M * N));
+    auto loss = [&] {
+        matmul_forward(out.data(), inp.data(), weight.data(), bias.data(), M, K, N);
+        double acc = 0;
+        for (size_t i = 0; i < out.size(); ++i) acc += double(w[i]) * out[i];
+        return acc;
+    };
+
+    std::vector<float> dinp(size_t(M * K), kNaN);  // overwritten: must not be read
+    std::vector<float> dweight(size_t(N * K), 0.0f), dbias(size_t(N), 0.0f);
+    matmul_backward(dinp.data(), dweight.data(), dbias.data(), w.data(), inp.data(), weight.data(),
+                    M, K, N, /*accumulate_dinp=*/false);
+
+    const float h = 1e-2f;
+    auto check = [&](const char* name, std::vector<float>& x, const std::vector<float>& analytic) {
+        std::vector<size_t> all(x.size());
+        for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+        const auto fd = test::finite_difference(x, loss, all, h);
+        for (size_t i = 0; i < x.size(); ++i)
+            EXPECT_LE(std::abs(fd[i] - analytic[i]), 1e-3 * (1.0 + std::abs(analytic[i])))
+                << name << "[" << i << "]: finite difference " << fd[i] << ", analytic "
+                << analytic[i];
+    };
+    check("dinp", inp, dinp);
+    check("dweight", weight, dweight);
+    check("dbias", bias, dbias);
+}
+
 TEST(Matmul, PeakMeasurementIsPlausible) {
     double gflops = measure_gemm_peak_gflops(128, 0.01);
     EXPECT_TRUE(std::isfinite(gflops));
