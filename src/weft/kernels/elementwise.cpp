@@ -19,14 +19,6 @@ constexpr int64_t kMinParallel = 1 << 15;
 // aligned, so no two threads write the same line.
 constexpr int64_t kChannelBlock = 64;
 
-bool use_avx512() {
-#if defined(__AVX512F__)
-    return kernel_isa() == Isa::avx512;
-#else
-    return false;
-#endif
-}
-
 // out[i] = a[i] + b[i] over [0, n); out may alias a or b since every lane is read before written.
 void add_range(float* out, const float* a, const float* b, int64_t n, bool vec) {
     int64_t i = 0;

@@ -117,14 +117,6 @@ void backward_avx512(float* dx, const float* x, const float* dy, int64_t lo, int
 }
 #endif
 
-bool use_avx512() {
-#if defined(__AVX512F__)
-    return kernel_isa() == Isa::avx512;
-#else
-    return false;
-#endif
-}
-
 }  // namespace
 
 void gelu_forward(float* out, const float* inp, int64_t n) {

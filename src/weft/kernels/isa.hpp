@@ -12,4 +12,13 @@ Isa kernel_isa();
 void set_kernel_isa(Isa isa);
 bool avx512_compiled();
 
+// Whether a kernel takes its AVX-512 path now (compiled in and not forced off).
+inline bool use_avx512() {
+#if defined(__AVX512F__)
+    return kernel_isa() == Isa::avx512;
+#else
+    return false;
+#endif
+}
+
 }  // namespace weft::kernels

@@ -160,14 +160,6 @@ void backward_row_avx512(float* dx, float* dw, float* db, const float* dy, const
 }
 #endif
 
-bool use_avx512() {
-#if defined(__AVX512F__)
-    return kernel_isa() == Isa::avx512;
-#else
-    return false;
-#endif
-}
-
 }  // namespace
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,

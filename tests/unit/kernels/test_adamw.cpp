@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "support/check.hpp"
+#include "support/isa_test.hpp"
 #include "weft/core/error.hpp"
 #include "weft/kernels/adamw.hpp"
 #include "weft/kernels/isa.hpp"
@@ -14,16 +15,7 @@ using weft::test::random_vector;
 
 namespace {
 
-class AdamW : public ::testing::TestWithParam<wk::Isa> {
-  protected:
-    void SetUp() override {
-        if (GetParam() == wk::Isa::avx512 && !wk::avx512_compiled()) GTEST_SKIP() << "no AVX-512";
-        wk::set_kernel_isa(GetParam());
-    }
-    void TearDown() override {
-        wk::set_kernel_isa(wk::avx512_compiled() ? wk::Isa::avx512 : wk::Isa::portable);
-    }
-};
+class AdamW : public weft::test::IsaTest {};
 
 // The update written out by hand in double, one element at a time.
 void reference_step(std::vector<double>& w, const std::vector<float>& grad, std::vector<double>& m,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "support/check.hpp"
+#include "support/isa_test.hpp"
 #include "weft/core/error.hpp"
 #include "weft/kernels/elementwise.hpp"
 #include "weft/kernels/isa.hpp"
@@ -16,16 +17,7 @@ using weft::test::random_vector;
 
 namespace {
 
-class Elementwise : public ::testing::TestWithParam<wk::Isa> {
-  protected:
-    void SetUp() override {
-        if (GetParam() == wk::Isa::avx512 && !wk::avx512_compiled()) GTEST_SKIP() << "no AVX-512";
-        wk::set_kernel_isa(GetParam());
-    }
-    void TearDown() override {
-        wk::set_kernel_isa(wk::avx512_compiled() ? wk::Isa::avx512 : wk::Isa::portable);
-    }
-};
+class Elementwise : public weft::test::IsaTest {};
 
 // One fp32 addition is exact against the double sum rounded once, so these compare bit for bit.
 TEST_P(Elementwise, AddMatchesReferenceAndAllowsAliasing) {

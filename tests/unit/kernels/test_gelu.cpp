@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "support/check.hpp"
+#include "support/isa_test.hpp"
 #include "weft/kernels/gelu.hpp"
 #include "weft/kernels/isa.hpp"
 
@@ -40,16 +41,7 @@ void expect_close(const std::vector<float>& a, const std::vector<double>& ref, c
     }
 }
 
-class Gelu : public ::testing::TestWithParam<wk::Isa> {
-  protected:
-    void SetUp() override {
-        if (GetParam() == wk::Isa::avx512 && !wk::avx512_compiled()) GTEST_SKIP() << "no AVX-512";
-        wk::set_kernel_isa(GetParam());
-    }
-    void TearDown() override {
-        wk::set_kernel_isa(wk::avx512_compiled() ? wk::Isa::avx512 : wk::Isa::portable);
-    }
-};
+class Gelu : public weft::test::IsaTest {};
 
 // Sizes with 1, 15 and 7 tail lanes, and one spanning several threaded blocks.
 TEST_P(Gelu, MatchesDoubleReference) {

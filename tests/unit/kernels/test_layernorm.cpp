@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "support/check.hpp"
+#include "support/isa_test.hpp"
 #include "weft/core/error.hpp"
 #include "weft/kernels/isa.hpp"
 #include "weft/kernels/layernorm.hpp"
@@ -54,16 +55,7 @@ Reference reference(const std::vector<float>& x, const std::vector<float>& w,
     return r;
 }
 
-class LayerNorm : public ::testing::TestWithParam<wk::Isa> {
-  protected:
-    void SetUp() override {
-        if (GetParam() == wk::Isa::avx512 && !wk::avx512_compiled()) GTEST_SKIP() << "no AVX-512";
-        wk::set_kernel_isa(GetParam());
-    }
-    void TearDown() override {
-        wk::set_kernel_isa(wk::avx512_compiled() ? wk::Isa::avx512 : wk::Isa::portable);
-    }
-};
+class LayerNorm : public weft::test::IsaTest {};
 
 // Sizes: tails of 1 and 15 lanes, a single short row, and one large enough to run threaded.
 TEST_P(LayerNorm, MatchesDoubleReference) {
