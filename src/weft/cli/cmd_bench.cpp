@@ -15,6 +15,7 @@ namespace {
 struct PeakArgs {
     int64_t size = 2048;
     double seconds = 3;
+    std::string dtype = "both";
     bool json = false;
 };
 struct TrainArgs {
@@ -31,18 +32,34 @@ void add_bench_command(CLI::App& app) {
     c->require_subcommand(1);
 
     auto p = std::make_shared<PeakArgs>();
-    CLI::App* peak = c->add_subcommand("peak", "Large-GEMM GFLOP/s of this machine (fp32, oneDNN)");
+    CLI::App* peak = c->add_subcommand(
+        "peak",
+        "Large-GEMM GFLOP/s of this machine (oneDNN): fp32, and bf16 inputs with fp32 "
+        "accumulation");
     peak->add_option("--size", p->size, "n of the n x n x n product")->capture_default_str();
-    peak->add_option("--seconds", p->seconds, "How long to measure")->capture_default_str();
+    peak->add_option("--seconds", p->seconds, "How long to measure each dtype")
+        ->capture_default_str();
+    peak->add_option("--dtype", p->dtype, "fp32, bf16 or both")
+        ->check(CLI::IsMember({"fp32", "bf16", "both"}))
+        ->capture_default_str();
     peak->add_flag("--json", p->json, "Print one JSON object");
     peak->callback([p] {
-        double g = kernels::measure_gemm_peak_gflops(p->size, p->seconds);
-        if (p->json)
-            fmt::print("{{\"fp32_gflops\": {:.1f}, \"size\": {}, \"threads\": {}}}\n", g, p->size,
-                       omp_get_max_threads());
-        else
-            fmt::print("fp32 GEMM peak: {:.1f} GFLOP/s ({}^3, {} threads)\n", g, p->size,
-                       omp_get_max_threads());
+        const bool fp32 = p->dtype != "bf16", bf16 = p->dtype != "fp32";
+        const double f = fp32 ? kernels::measure_gemm_peak_gflops(p->size, p->seconds) : 0;
+        const double h = bf16 ? kernels::measure_gemm_peak_bf16_gflops(p->size, p->seconds) : 0;
+        const int threads = omp_get_max_threads();
+        if (p->json) {
+            std::string fields;
+            if (fp32) fields += fmt::format("\"fp32_gflops\": {:.1f}, ", f);
+            if (bf16) fields += fmt::format("\"bf16_gflops\": {:.1f}, ", h);
+            fmt::print("{{{}\"size\": {}, \"threads\": {}}}\n", fields, p->size, threads);
+            return;
+        }
+        if (fp32)
+            fmt::print("fp32 GEMM peak: {:.1f} GFLOP/s ({}^3, {} threads)\n", f, p->size, threads);
+        if (bf16)
+            fmt::print("bf16 GEMM peak: {:.1f} GFLOP/s ({}^3, {} threads, fp32 accumulation)\n", h,
+                       p->size, threads);
     });
 
     auto t = std::make_shared<TrainArgs>();
