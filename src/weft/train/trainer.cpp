@@ -7,11 +7,9 @@
 #include <memory>
 
 #include "weft/ckpt/checkpoint_dir.hpp"
-#include "weft/comm/collectives.hpp"
 #include "weft/core/error.hpp"
 #include "weft/data/loader.hpp"
 #include "weft/data/token_file.hpp"
-#include "weft/kernels/matmul.hpp"
 #include "weft/model/state_io.hpp"
 #include "weft/train/checkpoint.hpp"
 #include "weft/train/comm_report.hpp"
@@ -72,7 +70,7 @@ void check_resume_settings(const nlohmann::json& state, const TrainOptions& o) {
 
 }  // namespace
 
-TrainSummary run_training(const TrainOptions& o_in) {
+void run_training(const TrainOptions& o_in) {
     TrainOptions o = o_in;
     o.validate();
     const TestFault fault = TestFault::from_env();
@@ -146,14 +144,8 @@ TrainSummary run_training(const TrainOptions& o_in) {
     const MemoryEstimate mem = st.memory_estimate(baseline_rss);
     const parallel::ModelStateBytes state_bytes = st.model_state_bytes();
     const double flops_per_token = cfg.train_flops_per_token(T);
-    // The job's peak is the sum of what each rank measures with its own threads.
-    double peak_gflops = o.peak_gflops;
-    if (peak_gflops <= 0) {
-        peak_gflops = kernels::measure_gemm_peak_gflops(1024, 0.3);
-        comm::all_reduce(mesh.group(comm::Axis::world), std::span<double>(&peak_gflops, 1));
-    } else {
-        peak_gflops *= mesh.world_size();
-    }
+    // A short measurement: a run should not spend seconds on its own MFU denominator.
+    const double peak_gflops = job_peak_gflops(mesh, o.peak_gflops, 1024, 0.3);
     note(fmt::format(
         "weft train: {} parameters, {} layers x {} heads x {} width, batch {} = {} x {} x {} "
         "micro-batches of {} tokens (accumulation x dp x micro), {} thread(s) per rank",
@@ -180,10 +172,6 @@ TrainSummary run_training(const TrainOptions& o_in) {
                       {"total", state_bytes.total()}}}});
 
     const float loss_scale = 1.0f / float(o.batch_size * T);
-    TrainSummary summary;
-    summary.first_step = start_step;
-    double tokens_per_s_sum = 0;
-    int64_t timed_steps = 0;
     CommReport comm_report(mesh);
     parallel::OverlapTimes overlap_total;
     auto save = [&](int64_t step) {
@@ -195,7 +183,6 @@ TrainSummary run_training(const TrainOptions& o_in) {
     auto eval = [&](int64_t step) {
         if (!val_file) return;
         EvalResult r = st.evaluate(*val_file, o.batch_size, o.eval_batches);
-        summary.val_loss = r.loss;
         metrics->write({{"step", step}, {"val_loss", r.loss}, {"val_tokens", r.tokens}});
         note(fmt::format("step {} | val loss {:.4f} ({} tokens)", step, r.loss, r.tokens));
     };
@@ -224,10 +211,6 @@ TrainSummary run_training(const TrainOptions& o_in) {
         const double tps = double(o.batch_size * T) / dt;
         const double mfu = tps * flops_per_token / (peak_gflops * 1e9);
         WEFT_CHECK(std::isfinite(loss), "loss is {} at step {}: training diverged", loss, step + 1);
-        if (step > start_step) tokens_per_s_sum += tps, ++timed_steps;  // the first warms up
-        if (step == start_step) summary.first_loss = loss;
-        summary.last_loss = loss;
-        summary.last_step = step + 1;
         nlohmann::json line = {{"step", step + 1},
                                {"loss", loss},
                                {"lr", lr},
@@ -252,7 +235,7 @@ TrainSummary run_training(const TrainOptions& o_in) {
         overlap_total += st.dp().take_overlap_times();
         if (dp == 1) return;
         const comm::CommStats total = CommReport::talking(comm_report.total());
-        nlohmann::json line = {{"event", "summary"}, {"steps", summary.last_step - start_step}};
+        nlohmann::json line = {{"event", "summary"}, {"steps", end_step - start_step}};
         line.update(CommReport::fields(comm_report.total(), overlap_total));
         metrics->write(line);
         note(
@@ -266,15 +249,13 @@ TrainSummary run_training(const TrainOptions& o_in) {
         report_comm();
         note(fmt::format("stopped after step {} of {} (--exit-after); continue with --resume",
                          end_step, o.steps));
-        return summary;
+        return;
     }
     eval(o.steps);
     if (start_step < o.steps || !resume_from) save(o.steps);
     report_comm();
-    summary.tokens_per_s = timed_steps ? tokens_per_s_sum / double(timed_steps) : 0;
     note(fmt::format("peak resident memory of rank 0 {:.1f} MiB (estimate {:.1f} MiB)",
                      double(peak_rss_bytes()) / (1 << 20), double(mem.total()) / (1 << 20)));
-    return summary;
 }
 
 }  // namespace weft::train
