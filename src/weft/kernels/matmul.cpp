@@ -211,6 +211,22 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
     if (dbias) bias_backward(dbias, dout, M, N);
 }
 
+namespace {
+// GFLOP/s of the fastest of repeated n x n x n products (at least 4, for about `seconds`);
+// `run` performs one and returns its seconds. The best, not the mean: the peak is what the
+// machine can do, not what it did while something else ran.
+template <typename Run>
+double best_gflops(int64_t n, double seconds, Run&& run) {
+    double best = 1e300, spent = 0;
+    for (int i = 0; i < 4 || spent < seconds; ++i) {
+        double t = run();
+        best = std::min(best, t);
+        spent += t;
+    }
+    return 2.0 * double(n) * double(n) * double(n) / best * 1e-9;
+}
+}  // namespace
+
 double measure_gemm_peak_gflops(int64_t n, double seconds) {
     WEFT_CHECK(n > 0, "measure_gemm_peak_gflops: n={} must be positive", n);
     size_t count = size_t(n) * size_t(n);
@@ -229,13 +245,8 @@ double measure_gemm_peak_gflops(int64_t n, double seconds) {
     };
     run(false);
     run(true);
-    double best = 1e300, spent = 0;
-    for (int i = 0; i < 4 || spent < seconds; ++i) {
-        double t = run(i % 2 == 1);
-        best = std::min(best, t);
-        spent += t;
-    }
-    return 2.0 * double(n) * double(n) * double(n) / best * 1e-9;
+    int i = 0;
+    return best_gflops(n, seconds, [&] { return run(i++ % 2 == 1); });
 }
 
 double measure_gemm_peak_bf16_gflops(int64_t n, double seconds) {
@@ -274,13 +285,7 @@ double measure_gemm_peak_bf16_gflops(int64_t n, double seconds) {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     };
     run();
-    double best = 1e300, spent = 0;
-    for (int i = 0; i < 4 || spent < seconds; ++i) {
-        double t = run();
-        best = std::min(best, t);
-        spent += t;
-    }
-    return 2.0 * double(n) * double(n) * double(n) / best * 1e-9;
+    return best_gflops(n, seconds, run);
 }
 
 }  // namespace weft::kernels

@@ -4,10 +4,8 @@
 #include <chrono>
 #include <vector>
 
-#include "weft/comm/collectives.hpp"
 #include "weft/core/error.hpp"
 #include "weft/core/philox.hpp"
-#include "weft/kernels/matmul.hpp"
 #include "weft/train/comm_report.hpp"
 #include "weft/train/process.hpp"
 #include "weft/train/train_state.hpp"
@@ -30,9 +28,7 @@ BenchTrainResult bench_train(const BenchTrainOptions& o) {
     r.root = mesh.world_rank() == 0;
     r.ranks = dp;
     r.threads = set_threads_per_rank(o.threads);
-    double peak = o.peak_gflops > 0 ? o.peak_gflops : kernels::measure_gemm_peak_gflops(2048, 2.0);
-    comm::all_reduce(mesh.group(comm::Axis::world), std::span<double>(&peak, 1));
-    r.peak_gflops = peak;
+    r.peak_gflops = job_peak_gflops(mesh, o.peak_gflops, 2048, 2.0);
     const int64_t baseline = current_rss_bytes();
     const int64_t B = o.batch_size / dp, T = o.seq_len;
 

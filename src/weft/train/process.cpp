@@ -11,9 +11,18 @@
 #include <cstdlib>
 #include <thread>
 
+#include "weft/comm/collectives.hpp"
 #include "weft/core/error.hpp"
+#include "weft/kernels/matmul.hpp"
 
 namespace weft::train {
+
+double job_peak_gflops(comm::Mesh& mesh, double per_rank, int64_t n, double seconds) {
+    if (per_rank > 0) return per_rank * mesh.world_size();
+    double peak = kernels::measure_gemm_peak_gflops(n, seconds);
+    comm::all_reduce(mesh.group(comm::Axis::world), std::span<double>(&peak, 1));
+    return peak;
+}
 
 int set_threads_per_rank(int requested) {
     int threads = requested;

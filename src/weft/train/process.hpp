@@ -1,10 +1,19 @@
 #pragma once
-// What a training process takes from its launcher: OpenMP threads per rank, and a fault to
-// inject for tests of the failure paths.
+// What a training process takes from its launcher and its machine: OpenMP threads per rank, the
+// job's peak for MFU, and a fault to inject for tests of the failure paths.
 #include <cstdint>
 #include <string>
 
+namespace weft::comm {
+class Mesh;
+}
+
 namespace weft::train {
+
+// The job's fp32 GEMM peak in GFLOP/s, for MFU: `per_rank` times the ranks when it is positive,
+// else the sum of what every rank measures with its own threads (an n x n x n product for about
+// `seconds`). Collective over the world.
+double job_peak_gflops(comm::Mesh& mesh, double per_rank, int64_t n, double seconds);
 
 // OpenMP threads for this rank: `requested` if positive, else $OMP_NUM_THREADS if set, else
 // max(1, cores of the node / ranks on the node) (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE; 1 rank
