@@ -91,15 +91,37 @@ void add_train_command(CLI::App& app) {
                   "Seconds a rank may wait in one communication call before the job ends naming "
                   "the missing rank (0: $WEFT_COMM_TIMEOUT, else 300)")
         ->capture_default_str();
-    c->add_option("--tp", o->layout.tp, "Tensor-parallel degree (not supported yet)");
-    c->add_option("--pp", o->layout.pp, "Pipeline-parallel degree (not supported yet)");
+    c->add_option("--tp", o->layout.tp,
+                  "Tensor-parallel degree: every block split across this many ranks (Megatron)")
+        ->capture_default_str();
+    c->add_flag("--sequence-parallel", o->layout.sequence_parallel,
+                "With --tp: LayerNorm and residual regions split along the sequence "
+                "(Korthikanti et al.)");
+    c->add_option("--pp", o->layout.pp, "Pipeline-parallel degree: stages of consecutive layers")
+        ->capture_default_str();
+    c->add_option("--pp-schedule", o->layout.pp_schedule,
+                  "Pipeline schedule: gpipe, 1f1b or interleaved")
+        ->capture_default_str();
+    c->add_option("--vpp", o->layout.vpp,
+                  "Virtual stages (model chunks) per pipeline rank, for --pp-schedule interleaved")
+        ->capture_default_str();
+    c->add_option("--pp-layers", o->pp_layers,
+                  "Layers per pipeline chunk, comma-separated in model order (pp x vpp numbers "
+                  "adding up to the layer count); default: as even as possible")
+        ->capture_default_str();
+    c->add_flag("--recompute", o->layout.recompute,
+                "Keep only each layer's input from forward and re-run its forward in backward");
+    c->add_option("--trace", o->trace,
+                  "Write the measured timeline of the last step as Chrome-trace JSON (one track "
+                  "per rank; open in Perfetto)");
+    c->add_option("--dtype", o->dtype,
+                  "Matrix products in fp32, or bf16 with fp32 accumulation (master weights, "
+                  "optimizer states, LayerNorm, softmax and loss stay fp32)")
+        ->capture_default_str();
     c->add_option("--cp", o->layout.cp, "Context-parallel degree (not supported yet)");
     c->add_option("--ep", o->layout.ep, "Expert-parallel degree (not supported yet)");
     c->callback([o] {
-        for (auto [flag, v] : {std::pair{"--tp", o->layout.tp},
-                               {"--pp", o->layout.pp},
-                               {"--cp", o->layout.cp},
-                               {"--ep", o->layout.ep}})
+        for (auto [flag, v] : {std::pair{"--cp", o->layout.cp}, {"--ep", o->layout.ep}})
             WEFT_CHECK(v == 1, "{} {}: this kind of parallelism is not supported yet (only 1)",
                        flag, v);
         train::run_training(*o);

@@ -41,24 +41,46 @@ class FlatAccess : public UnitAccess {
     float* grads_;
 };
 
+// Which layers of the model one Activations value serves: a pipeline chunk holds a range of
+// consecutive layers, the embedding only on the first chunk, the head only on the last.
+struct LayerSpan {
+    int first = 0;
+    int count = -1;  // -1: every layer from `first` on
+    bool head = true;
+    // Keep only each layer's input; backward re-runs the layer's forward into one layer's worth
+    // of buffers (activation recomputation, Korthikanti et al.'s "full" recompute).
+    bool recompute = false;
+};
+
 // Everything one micro-batch keeps from forward for backward.
 struct Activations {
-    Activations(const ModelConfig& cfg, int64_t B, int64_t T);
+    Activations(const ModelConfig& cfg, int64_t B, int64_t T, LayerSpan span = {});
     // Floats these buffers hold for (cfg, B, T): the analytic count the memory estimate uses.
-    static int64_t floats(const ModelConfig& cfg, int64_t B, int64_t T);
+    static int64_t floats(const ModelConfig& cfg, int64_t B, int64_t T, LayerSpan span = {});
 
     int64_t B, T;
+    int first_layer, n_layers;
+    bool head, recompute;
     std::vector<int32_t> inputs, targets;  // [B*T]
-    Buffer resid;                          // [(L+1), B*T, C]: input of each block, then output
+    // [n_layers + 1, B*T, C]: the input of each layer of the span, then the output of its last.
+    Buffer resid;
+    // Per layer of the span (one layer when recomputing), indexed by slot(layer).
     Buffer ln1, ln1_mean, ln1_rstd, qkv, atty, lse, resid2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu;
-    Buffer lnf, lnf_mean, lnf_rstd;
-    Buffer dlnf;    // gradient of the final norm's output, from the fused head
-    Buffer losses;  // [B*T] per-token loss
+    Buffer lnf, lnf_mean, lnf_rstd;  // head only
+    Buffer dlnf;                     // gradient of the final norm's output, from the fused head
+    Buffer losses;                   // [B*T] per-token loss (head only)
+
+    // Row of resid holding the input of `layer` (layer == first + n_layers: the span's output).
+    float* resid_in(int layer) { return resid.data() + (layer - first_layer) * B * T * n_embd_; }
+    int slot(int layer) const { return recompute ? 0 : layer - first_layer; }
+
+  private:
+    int64_t n_embd_;
 };
 
 class Gpt2 {
   public:
-    explicit Gpt2(const ModelConfig& cfg);
+    explicit Gpt2(const ModelConfig& cfg, const ModelShard& shard = {});
     const ModelConfig& config() const { return cfg_; }
     const ParamLayout& layout() const { return layout_; }
 
@@ -76,11 +98,19 @@ class Gpt2 {
     void block_backward(Activations& a, UnitAccess& w, int layer);
     void embed_backward(Activations& a, UnitAccess& w);
 
+    // The gradient of the residual stream during backward: a pipeline stage writes the gradient
+    // of its chunk's output here before the chunk's backward (then calls block_backward from
+    // the chunk's last layer down) and reads the gradient of the chunk's input from it after.
+    // [B*T, C] of the micro-batch being run.
+    float* dresid(int64_t B, int64_t T);
+
     // Floats of backward scratch the model holds (shared by all micro-batches).
     static int64_t scratch_floats(const ModelConfig& cfg, int64_t B, int64_t T);
 
   private:
     void ensure_scratch(int64_t BT);
+    // The layer's forward from its parameters, into the micro-batch's buffers.
+    void block_forward_from(Activations& a, const BlockView& p, int layer);
 
     ModelConfig cfg_;
     ParamLayout layout_;

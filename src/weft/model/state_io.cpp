@@ -2,6 +2,7 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "weft/ckpt/atomic.hpp"
@@ -35,6 +36,10 @@ void transpose(const float* src, float* dst, int64_t rows, int64_t cols) {
 void write_tensors(const std::filesystem::path& file, const ParamLayout& layout, const float* flat,
                    Naming naming, const std::string& prefix,
                    const std::map<std::string, std::string>& metadata) {
+    WEFT_CHECK(layout.tp == 1,
+               "internal: {} would be written from one tensor-parallel shard; assemble the logical "
+               "tensors first",
+               file.string());
     std::vector<ckpt::TensorToWrite> out;
     std::vector<std::vector<float>> transposed;  // keeps transposed copies alive
     transposed.reserve(layout.tensors.size());
@@ -74,12 +79,24 @@ void read_tensors(const std::filesystem::path& file, const ParamLayout& layout, 
         const auto& info = st.at(name);
         WEFT_CHECK(info.shape == shape, "{}: tensor '{}' has shape [{}], expected [{}]",
                    file.string(), name, fmt::join(info.shape, ", "), fmt::join(shape, ", "));
-        if (transpose_in) {
+        // A tensor-parallel shard takes its slice of the logical tensor.
+        const bool shard = layout.tp > 1;
+        float* dst = flat + p.offset;
+        if (transpose_in || shard) {
             tmp.resize(size_t(p.numel_logical()));
             st.read_f32(name, shape, tmp.data());
-            transpose(tmp.data(), flat + p.offset, shape[0], shape[1]);
+        }
+        if (transpose_in) {
+            std::vector<float> t(tmp.size());
+            transpose(tmp.data(), t.data(), shape[0], shape[1]);
+            tmp.swap(t);
+        }
+        if (shard) {
+            take_shard(p, layout.tp_rank, layout.tp, tmp.data(), dst);
+        } else if (transpose_in) {
+            std::copy(tmp.begin(), tmp.end(), dst);
         } else {
-            st.read_f32(name, shape, flat + p.offset);
+            st.read_f32(name, shape, dst);
         }
     }
 }

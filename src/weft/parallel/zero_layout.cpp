@@ -18,7 +18,8 @@ ZeroLayout::ZeroLayout(const model::ParamLayout& logical, int dp, int rank)
         const int64_t size = (old.size + multiple - 1) / multiple * multiple;
         for (auto& t : padded_.tensors)
             if (t.unit == int(u)) t.offset = t.offset - old.offset + cursor;
-        padded_.units[u] = {cursor, size};
+        padded_.units[u].offset = cursor;
+        padded_.units[u].size = size;
         slices_.push_back({int(u), cursor + rank * (size / dp), size / dp, shard});
         shard += size / dp;
         cursor += size;
@@ -38,7 +39,7 @@ model::ParamLayout unit_layout(const model::ParamLayout& layout, int unit) {
         one.tensors.push_back(t);
         one.tensors.back().offset -= u.offset;
     }
-    one.units = {{0, u.size}};
+    one.units = {{0, u.size, 0, u.tensors, u.held}};
     one.total = u.size;
     return one;
 }

@@ -42,6 +42,10 @@ struct TrainOptions {
     Layout layout;
     double bucket_mb = 25;    // data-parallel gradient bucket, MiB of fp32
     double comm_timeout = 0;  // seconds a rank may block in communication; 0: the default
+    std::string pp_layers;    // "3,3,2,2": layers per pipeline chunk; empty: as even as possible
+    std::filesystem::path trace;  // Chrome-trace JSON of the pipeline's measured timeline
+
+    std::string dtype = "fp32";  // matrix products: fp32, or bf16 with fp32 accumulation
 
     // The model shape after applying preset, overrides and (later) the Hugging Face config.
     model::ModelConfig model_config() const;

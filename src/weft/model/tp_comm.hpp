@@ -1,0 +1,24 @@
+#pragma once
+// The collectives tensor parallelism needs, as the model sees them: named operations over the
+// ranks of one tensor-parallel group, with no MPI in sight (parallel/ implements them over a
+// comm::Group). Sequence-parallel shards are contiguous row ranges of the [B*T, C] activations:
+// rank r holds rows [r*BT/tp, (r+1)*BT/tp), so all_gather concatenates in rank order.
+#include <cstdint>
+
+namespace weft::model {
+
+class TpComm {
+  public:
+    virtual ~TpComm() = default;
+    virtual int rank() const = 0;
+    virtual int size() const = 0;
+    // In place, every rank ends with the elementwise sum (max) over the group.
+    virtual void all_reduce_sum(float* x, int64_t n) = 0;
+    virtual void all_reduce_max(float* x, int64_t n) = 0;
+    // out[size * n] = the `n` floats of every rank, in rank order.
+    virtual void all_gather(const float* in, float* out, int64_t n) = 0;
+    // out[n] = sum over ranks of block `rank` of in[size * n].
+    virtual void reduce_scatter_sum(const float* in, float* out, int64_t n) = 0;
+};
+
+}  // namespace weft::model
