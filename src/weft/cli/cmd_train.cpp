@@ -107,7 +107,7 @@ void add_train_command(CLI::App& app) {
         ->capture_default_str();
     c->add_option("--pp-layers", o->pp_layers,
                   "Layers per pipeline chunk, comma-separated in model order (pp x vpp numbers "
-                  "adding up to the layer count); default: as even as possible")
+                  "adding up to the layer count); default: an even split")
         ->capture_default_str();
     c->add_flag("--recompute", o->layout.recompute,
                 "Keep only each layer's input from forward and re-run its forward in backward");

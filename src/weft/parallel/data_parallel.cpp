@@ -89,17 +89,41 @@ const float* DataParallel::update_grads(const ShardSlice& s) {
     return grads_.data() + (stage_ < 2 ? s.begin : s.shard_offset);
 }
 
-double DataParallel::grad_sum_squares() {
-    if (stage_ >= 2) return kernels::sum_squares(grads_.data(), grads_.size());
-    if (stage_ == 1) {
-        double sum = 0;
-        for (const ShardSlice& s : update_) sum += kernels::sum_squares(update_grads(s), s.size);
-        return sum;
+void DataParallel::set_last_micro_batch(bool last) {
+    WEFT_CHECK(stage_ < 2, "internal: ZeRO stage {} reduces every micro-batch", stage_);
+    last_micro_ = last;
+}
+
+double DataParallel::grad_sum_squares(
+    const std::function<bool(const model::ParamSpec&)>& counted) {
+    // The ranges of the padded buffer this rank counts, and where their gradients are.
+    struct Range {
+        int64_t begin, size;
+        const float* grads;
+    };
+    std::vector<Range> mine;
+    if (stage_ == 0) {
+        // Every rank holds the whole reduced gradient; each sums its 1/dp of the buffer (the
+        // padded total is a multiple of dp). With dp = 1 this is the single-process sum.
+        const int64_t part = grads_.size() / dp_.size();
+        mine.push_back({dp_.rank() * part, part, grads_.data() + dp_.rank() * part});
+    } else {
+        for (const ShardSlice& s : update_) mine.push_back({s.begin, s.size, update_grads(s)});
     }
-    // Stage 0: every rank holds the whole reduced gradient; each sums its 1/dp of the buffer
-    // (the padded total is a multiple of dp). With dp = 1 this is the single-process sum.
-    const int64_t part = grads_.size() / dp_.size();
-    return kernels::sum_squares(grads_.data() + dp_.rank() * part, part);
+    double sum = 0;
+    for (const Range& r : mine) {
+        if (!counted) {
+            sum += kernels::sum_squares(r.grads, r.size);
+            continue;
+        }
+        for (const model::ParamSpec& t : z_.padded().tensors) {
+            if (!counted(t)) continue;
+            const int64_t b = std::max(r.begin, t.offset);
+            const int64_t e = std::min(r.begin + r.size, t.offset + t.numel_stored);
+            if (b < e) sum += kernels::sum_squares(r.grads + (b - r.begin), e - b);
+        }
+    }
+    return sum;
 }
 
 void DataParallel::after_update() {

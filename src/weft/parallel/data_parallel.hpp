@@ -18,6 +18,7 @@
 // optimizer, and calls after_update. Everything here is collective over the dp group: every
 // rank makes the same calls in the same order. See docs/data_parallel.md.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -66,6 +67,9 @@ class DataParallel : public model::UnitAccess {
 
     void begin_step();
     void begin_forward(bool last_micro_batch);
+    // For schedules that interleave micro-batches (a pipeline): whether the backward about to
+    // run is the step's last for its units, so that stages 0-1 reduce after it. Stages 0-1 only.
+    void set_last_micro_batch(bool last);
     void begin_backward();
     // Waits for every gradient reduction: the gradients of update_slices() are final.
     void end_backward();
@@ -76,8 +80,10 @@ class DataParallel : public model::UnitAccess {
     float* update_params(const ShardSlice& s);
     const float* update_grads(const ShardSlice& s);
     // Sum of squares of this rank's part of the reduced gradient: every element counted on
-    // exactly one rank (stage 0: the rank's 1/dp of the buffer; else its slices).
-    double grad_sum_squares();
+    // exactly one rank of the dp group (stage 0: the rank's 1/dp of the buffer; else its
+    // slices), and only in tensors `counted` accepts (all if empty): copies of a tensor that
+    // other model-parallel ranks also hold are counted once in the whole job.
+    double grad_sum_squares(const std::function<bool(const model::ParamSpec&)>& counted = {});
     // After the optimizer: stages 1-2 post the all-gathers of the updated slices.
     void after_update();
     // Waits for every pending operation (before reading parameters outside a step).

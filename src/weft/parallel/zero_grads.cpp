@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "weft/comm/collectives.hpp"
+#include "weft/core/error.hpp"
 #include "weft/kernels/elementwise.hpp"
 
 namespace weft::parallel {
@@ -16,7 +17,7 @@ GradReducer::GradReducer(const ZeroLayout& z, const std::vector<Bucket>& buckets
       inflight_(inflight),
       grads_(grads),
       sharded_(sharded),
-      bucket_of_(size_t(z.units())),
+      bucket_of_(size_t(z.units()), -1),
       temp_(buckets.size()) {
     for (size_t b = 0; b < buckets.size(); ++b)
         for (int u = buckets[b].first_unit; u <= buckets[b].last_unit; ++u) bucket_of_[u] = int(b);
@@ -33,6 +34,7 @@ float* GradReducer::unit_grads(int unit) {
 
 void GradReducer::ready(int unit, bool last_micro_batch) {
     const int b = bucket_of_[unit];
+    WEFT_CHECK(b >= 0, "internal: gradients of unit {}, which this rank does not hold", unit);
     const Bucket& k = buckets_[b];
     if (unit != k.first_unit) return;  // backward completes a bucket with its first unit
     if (!sharded_) {

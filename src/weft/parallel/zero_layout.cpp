@@ -40,6 +40,8 @@ model::ParamLayout unit_layout(const model::ParamLayout& layout, int unit) {
         one.tensors.back().offset -= u.offset;
     }
     one.units = {{0, u.size, 0, u.tensors, u.held}};
+    one.tp_rank = layout.tp_rank;
+    one.tp = layout.tp;
     one.total = u.size;
     return one;
 }
@@ -66,14 +68,21 @@ std::vector<Bucket> make_buckets(const ZeroLayout& z, int64_t min_bytes) {
     std::vector<Bucket> buckets;
     const auto& units = z.padded().units;
     const auto& slices = z.slices();
-    int last = z.units() - 1;
+    // Units a pipeline stage does not hold have no gradient: a bucket never starts or ends on
+    // one, since its first unit is what completes it in backward.
+    int lowest = z.units();
+    for (int u = z.units() - 1; u >= 0; --u)
+        if (units[u].held) lowest = u;
+    int last = -1;
     int64_t bytes = 0;
-    for (int u = z.units() - 1; u >= 0; --u) {
+    for (int u = z.units() - 1; u >= lowest; --u) {
+        if (!units[u].held) continue;
+        if (last < 0) last = u;
         bytes += units[u].size * int64_t(sizeof(float));
-        if (bytes < min_bytes && u > 0) continue;
+        if (bytes < min_bytes && u > lowest) continue;
         buckets.push_back({u, last, units[u].offset, units[last].offset + units[last].size,
                            slices[u].shard_offset, slices[last].shard_offset + slices[last].size});
-        last = u - 1;
+        last = -1;
         bytes = 0;
     }
     return buckets;

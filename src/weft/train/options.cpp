@@ -43,8 +43,6 @@ void TrainOptions::validate() const {
     WEFT_CHECK(dtype == "fp32" || dtype == "bf16", "--dtype must be fp32 or bf16, got '{}'", dtype);
     WEFT_CHECK(layout.tp == 1, "--tp {}: tensor parallelism is not in this build yet (only 1)",
                layout.tp);
-    WEFT_CHECK(layout.pp == 1, "--pp {}: pipeline parallelism is not in this build yet (only 1)",
-               layout.pp);
     optim.validate();
 }
 

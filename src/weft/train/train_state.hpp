@@ -1,10 +1,13 @@
 #pragma once
-// A data-parallel rank's model, its share of the training state (parameters, gradients and
-// AdamW moments as its ZeRO stage keeps them) and one optimizer step: what `weft train` and
-// `weft bench train` run. Every call is collective over the dp group.
+// One rank's part of the model, its share of the training state (parameters, gradients and
+// AdamW moments as its pipeline stage, tensor-parallel shard and ZeRO stage keep them) and one
+// optimizer step: what `weft train` and `weft bench train` run. The layout is the mesh's (the dp
+// group's mesh). Every call is collective over the whole mesh.
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
+#include <string>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -15,8 +18,14 @@
 #include "weft/train/checkpoint.hpp"
 #include "weft/train/evaluate.hpp"
 #include "weft/train/memory.hpp"
+#include "weft/train/pipeline_stage.hpp"
 
 namespace weft::train {
+
+// What the layout does not say: how the layers are cut into pipeline chunks.
+struct ModelParallelOptions {
+    std::string pp_layers;  // "3,3,2,2" or empty (even)
+};
 
 struct StepOutcome {
     double loss_sum = 0;   // over the global batch (every rank's tokens)
@@ -27,10 +36,20 @@ class TrainState {
   public:
     // `micro` sequences of T tokens per forward pass.
     TrainState(const model::ModelConfig& cfg, comm::Group& dp,
-               parallel::DataParallelOptions options, int64_t micro, int64_t T);
+               parallel::DataParallelOptions options, int64_t micro, int64_t T,
+               const ModelParallelOptions& mp = {});
+    ~TrainState();
 
     parallel::DataParallel& dp() { return dp_; }
+    // Where fill(m) puts micro-batch m's tokens (inputs and targets).
     model::Activations& activations() { return act_; }
+    // The measured pipeline timeline of the last step, when recording (set_trace(true)).
+    void set_trace(bool on) { trace_on_ = on; }
+    const std::vector<pipeline::TraceRecord>& trace() const { return trace_; }
+    int pipeline_rank() const { return pp_rank_; }
+    // Bytes of activation buffers this rank holds: one micro-batch's, or what the pipeline
+    // schedule made it keep at once.
+    int64_t activation_bytes() const;
 
     void init(uint64_t seed);
     void load_hf(const std::filesystem::path& model_dir);
@@ -51,16 +70,31 @@ class TrainState {
 
     parallel::ModelStateBytes model_state_bytes() const { return dp_.model_state_bytes(); }
     // `baseline_rss`: resident bytes before the model was allocated.
-    MemoryEstimate memory_estimate(int64_t baseline_rss) const;
+    // `micro_batches` per step (a pipeline's schedule holds several at once).
+    MemoryEstimate memory_estimate(int64_t baseline_rss, int64_t micro_batches = 1) const;
 
   private:
     // AdamW moments <-> a buffer shaped as this rank's shard (stage 0: the whole buffer).
     void copy_moments(float* shard, bool second, bool to_shard);
+    // Collective over the mesh: the whole padded buffer of dp rank 0 of every (tp, pp) position
+    // into the logical model on world rank 0 (`full`, laid out as full_layout_).
+    void assemble(const float* local, float* full);
+    // Sums the tied embedding's gradient between the first and last pipeline stages.
+    void sum_tied_embedding();
+    bool model_parallel() const { return pp_ > 1 || tp_ > 1; }
 
+    comm::Mesh& mesh_;
+    int pp_, pp_rank_, tp_, tp_rank_;
+    pipeline::Partition part_;
     model::Gpt2 model_;
     parallel::DataParallel dp_;
     std::vector<optim::AdamW> adam_;  // one per update slice
     model::Activations act_;
+    std::unique_ptr<PipelineStage> stage_;  // pp > 1
+    pipeline::Schedule schedule_;
+    int64_t schedule_micro_ = 0;
+    bool trace_on_ = false;
+    std::vector<pipeline::TraceRecord> trace_;
 };
 
 }  // namespace weft::train

@@ -15,6 +15,8 @@
 #include "weft/train/comm_report.hpp"
 #include "weft/train/memory.hpp"
 #include "weft/train/metrics.hpp"
+#include "weft/parallel/pipeline/schedule.hpp"
+#include "weft/train/pipeline_trace.hpp"
 #include "weft/train/process.hpp"
 #include "weft/train/train_state.hpp"
 
@@ -119,7 +121,23 @@ void run_training(const TrainOptions& o_in) {
     }
     if (resume_from) check_resume_settings(resume_from->state, o);
 
-    TrainState st(cfg, mesh.group(comm::Axis::dp), {o.layout.zero, o.bucket_mb}, micro, T);
+    if (o.layout.pp > 1) {
+        // A schedule that cannot be built (too few micro-batches for interleaving) is an error
+        // now, not at the first step.
+        try {
+            pipeline::make_schedule(pipeline::parse_schedule_kind(o.layout.pp_schedule),
+                                    o.layout.pp, o.layout.vpp, int(accum));
+        } catch (const Error& e) {
+            fail("{} (micro-batches per step = --batch-size {} / (--micro-batch-size {} x dp {}) "
+                 "= {})",
+                 e.what(), o.batch_size, micro, dp, accum);
+        }
+    }
+    WEFT_CHECK(o.trace.empty() || o.layout.pp > 1,
+               "--trace {}: the timeline is of a pipeline schedule; it needs --pp greater than 1",
+               o.trace.string());
+    TrainState st(cfg, mesh.group(comm::Axis::dp), {o.layout.zero, o.bucket_mb}, micro, T,
+                  {o.pp_layers});
     int64_t start_step = 0;
     if (resume_from) {
         st.load_checkpoint(*resume_from);
@@ -141,7 +159,7 @@ void run_training(const TrainOptions& o_in) {
     auto note = [&](const std::string& line) {
         if (root) progress.note(line);
     };
-    const MemoryEstimate mem = st.memory_estimate(baseline_rss);
+    const MemoryEstimate mem = st.memory_estimate(baseline_rss, accum);
     const parallel::ModelStateBytes state_bytes = st.model_state_bytes();
     const double flops_per_token = cfg.train_flops_per_token(T);
     // A short measurement: a run should not spend seconds on its own MFU denominator.
@@ -198,6 +216,8 @@ void run_training(const TrainOptions& o_in) {
         fault.at_step(mesh.world_rank(), step + 1);
         auto t0 = Clock::now();
         model::Activations& act = st.activations();
+        // The timeline of the run's last step.
+        st.set_trace(!o.trace.empty() && step + 1 == end_step);
         // This rank's rows of the global batch, in the single-process sample order.
         auto fill = [&](int64_t m) {
             for (int64_t r = 0; r < micro; ++r)
@@ -218,7 +238,8 @@ void run_training(const TrainOptions& o_in) {
                                {"tokens_per_s", tps},
                                {"mfu", mfu},
                                {"step_time_s", dt},
-                               {"peak_rss_bytes", peak_rss_bytes()}};
+                               {"peak_rss_bytes", peak_rss_bytes()},
+                               {"activation_bytes", st.activation_bytes()}};
         const comm::CommStats step_comm = comm_report.take();
         const parallel::OverlapTimes overlap = st.dp().take_overlap_times();
         overlap_total += overlap;
@@ -230,6 +251,10 @@ void run_training(const TrainOptions& o_in) {
         if (o.save_every && (step + 1) % o.save_every == 0 && step + 1 < end_step) save(step + 1);
     }
     if (root) progress.finish();
+    if (!o.trace.empty()) {
+        write_pipeline_trace(mesh, st.trace(), o.trace);
+        note("wrote the last step's pipeline timeline to " + o.trace.string());
+    }
     auto report_comm = [&] {
         comm_report.take();
         overlap_total += st.dp().take_overlap_times();

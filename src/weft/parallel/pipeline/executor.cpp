@@ -1,0 +1,78 @@
+#include "weft/parallel/pipeline/executor.hpp"
+
+#include <chrono>
+#include <map>
+#include <utility>
+
+#include "weft/comm/collectives.hpp"
+#include "weft/core/error.hpp"
+
+namespace weft::pipeline {
+
+int message_tag(const MessageId& id, const Schedule& s) {
+    // Each (direction, micro, boundary) is one message; tags number them densely.
+    const int boundaries = s.chunks() - 1;
+    const int tag = ((id.grad ? 1 : 0) * s.micro_batches + id.micro) * boundaries + id.boundary;
+    WEFT_CHECK(tag <= 32767,
+               "a pipeline step of {} micro-batches over {} chunks has more messages than MPI "
+               "tags allow; use fewer micro-batches",
+               s.micro_batches, s.chunks());
+    return tag;
+}
+
+std::vector<TraceRecord> run_schedule(const Schedule& s, int rank, comm::Group& pp, StageWork& work,
+                                      ExecutorOptions options) {
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point t0 = Clock::now();
+    auto now_us = [&] { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); };
+    std::vector<TraceRecord> records;
+    auto record = [&](const Action& a, double start, const char* category) {
+        if (options.record)
+            records.push_back({rank, format_action(a), category, start, now_us() - start});
+    };
+    // Sends in flight, by (grad, micro, chunk): an activation's send is awaited before the
+    // chunk's backward (which may rewrite the buffer when recomputing), the rest at step end.
+    std::map<std::tuple<bool, int, int>, comm::Request> sends;
+    for (const Action& a : s.ranks[size_t(rank)]) {
+        const double start = now_us();
+        switch (a.kind) {
+            case Action::forward:
+                work.forward(a.micro, a.chunk);
+                record(a, start, "forward");
+                break;
+            case Action::backward: {
+                auto it = sends.find({false, a.micro, a.chunk});
+                if (it != sends.end()) {
+                    it->second.wait();
+                    sends.erase(it);
+                }
+                work.backward(a.micro, a.chunk);
+                record(a, start, "backward");
+                break;
+            }
+            case Action::send_act:
+            case Action::send_grad: {
+                const bool grad = a.kind == Action::send_grad;
+                std::span<const float> data =
+                    grad ? work.grad_out(a.micro, a.chunk) : work.act_out(a.micro, a.chunk);
+                const int tag = message_tag(message_id(a, rank), s);
+                sends[{grad, a.micro, a.chunk}] = comm::send_async(pp, data, a.peer, tag);
+                record(a, start, "send");
+                break;
+            }
+            case Action::recv_act:
+            case Action::recv_grad: {
+                const bool grad = a.kind == Action::recv_grad;
+                std::span<float> data =
+                    grad ? work.grad_in(a.micro, a.chunk) : work.act_in(a.micro, a.chunk);
+                comm::recv(pp, data, a.peer, message_tag(message_id(a, rank), s));
+                record(a, start, "recv");
+                break;
+            }
+        }
+    }
+    for (auto& [key, request] : sends) request.wait();
+    return records;
+}
+
+}  // namespace weft::pipeline

@@ -1,0 +1,65 @@
+#include "weft/parallel/pipeline/partition.hpp"
+
+#include <fmt/ranges.h>
+
+#include <charconv>
+
+#include "weft/core/error.hpp"
+
+namespace weft::pipeline {
+
+std::vector<int> Partition::chunks_of(int rank) const {
+    std::vector<int> out;
+    for (int c = rank; c < chunks(); c += pp) out.push_back(c);
+    return out;
+}
+
+std::vector<bool> Partition::units_of(int rank) const {
+    std::vector<bool> held(size_t(n_layer + 2), false);
+    for (int c : chunks_of(rank))
+        for (int l = first[c]; l < first[c] + count[c]; ++l) held[size_t(l + 1)] = true;
+    if (rank == owner(0) || rank == owner(chunks() - 1)) held[0] = true;
+    if (rank == owner(chunks() - 1)) held[size_t(n_layer + 1)] = true;
+    return held;
+}
+
+Partition partition_layers(int n_layer, int pp, int vpp, const std::string& layers) {
+    Partition p{pp, vpp, n_layer, {}, {}};
+    const int chunks = pp * vpp;
+    if (layers.empty()) {
+        WEFT_CHECK(n_layer % chunks == 0,
+                   "{} layers do not split evenly into pp {} x vpp {} = {} pipeline chunks; pass "
+                   "--pp-layers with {} counts adding up to {} (e.g. uneven stages), or change "
+                   "--pp / --vpp",
+                   n_layer, pp, vpp, chunks, chunks, n_layer);
+        p.count.assign(size_t(chunks), n_layer / chunks);
+    } else {
+        size_t pos = 0;
+        while (pos <= layers.size()) {
+            const size_t end = std::min(layers.find(',', pos), layers.size());
+            int v = 0;
+            const char* b = layers.data() + pos;
+            const char* e = layers.data() + end;
+            auto r = std::from_chars(b, e, v);
+            WEFT_CHECK(r.ec == std::errc() && r.ptr == e && v >= 1,
+                       "--pp-layers '{}': '{}' is not a positive layer count", layers,
+                       std::string(b, e));
+            p.count.push_back(v);
+            pos = end + 1;
+        }
+        int sum = 0;
+        for (int c : p.count) sum += c;
+        WEFT_CHECK(int(p.count.size()) == chunks && sum == n_layer,
+                   "--pp-layers '{}' gives {} chunks of {} layers in all; expected pp {} x vpp {} "
+                   "= {} chunks adding up to the model's {} layers",
+                   layers, p.count.size(), sum, pp, vpp, chunks, n_layer);
+    }
+    int next = 0;
+    for (int c : p.count) {
+        p.first.push_back(next);
+        next += c;
+    }
+    return p;
+}
+
+}  // namespace weft::pipeline

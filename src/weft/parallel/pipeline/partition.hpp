@@ -1,0 +1,28 @@
+#pragma once
+// How the layers of a model are cut into the pp * vpp chunks of a pipeline, and which parameter
+// units each pipeline rank then holds. Chunk c (consecutive layers, in forward order) lives on
+// rank c % pp, as in schedule.hpp.
+#include <string>
+#include <vector>
+
+namespace weft::pipeline {
+
+struct Partition {
+    int pp = 1, vpp = 1, n_layer = 0;
+    std::vector<int> first, count;  // per chunk: its first layer and how many
+
+    int chunks() const { return pp * vpp; }
+    int owner(int chunk) const { return chunk % pp; }
+    // The chunks rank r runs, in forward order: r, r + pp, ...
+    std::vector<int> chunks_of(int rank) const;
+    // Units (0 embeddings, 1..L blocks, L+1 final norm) rank r holds: its layers; the embeddings
+    // on the rank of the first chunk and, for the tied head, on that of the last; the final norm
+    // on the rank of the last chunk.
+    std::vector<bool> units_of(int rank) const;
+};
+
+// `layers` is empty (split evenly; the layer count must then divide into the chunks) or
+// "3,3,2,2": pp * vpp positive counts adding up to n_layer. Errors name the values.
+Partition partition_layers(int n_layer, int pp, int vpp, const std::string& layers);
+
+}  // namespace weft::pipeline

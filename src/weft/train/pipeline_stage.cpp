@@ -1,0 +1,179 @@
+#include "weft/train/pipeline_stage.hpp"
+
+#include <algorithm>
+
+#include "weft/comm/collectives.hpp"
+#include "weft/core/error.hpp"
+
+namespace weft::train {
+
+PipelineStage::PipelineStage(model::Gpt2& model, model::UnitAccess& w,
+                             const pipeline::Partition& part, int rank, int64_t micro, int64_t T,
+                             bool recompute, std::function<void(bool)> last_micro)
+    : model_(model),
+      w_(w),
+      part_(part),
+      rank_(rank),
+      B_(micro),
+      T_(T),
+      recompute_(recompute),
+      last_micro_(std::move(last_micro)),
+      holds_embedding_copy_(rank == part.owner(part.chunks() - 1) && rank != part.owner(0)) {}
+
+model::LayerSpan PipelineStage::span(int chunk) const {
+    return {part_.first[size_t(chunk)], part_.count[size_t(chunk)], chunk == part_.chunks() - 1,
+            recompute_};
+}
+
+int64_t PipelineStage::activation_floats(int in_flight) const {
+    int64_t sum = 0;
+    for (int c : part_.chunks_of(rank_))
+        sum += model::Activations::floats(model_.config(), B_, T_, span(c));
+    return sum * in_flight / std::max<int64_t>(1, part_.vpp);
+}
+
+model::Activations& PipelineStage::acquire(int micro, int chunk) {
+    auto& slot = acts_[{micro, chunk}];
+    if (slot) return *slot;
+    auto& pool = pool_[chunk];
+    if (!pool.empty()) {
+        slot = std::move(pool.back());
+        pool.pop_back();
+    } else {
+        slot = std::make_unique<model::Activations>(model_.config(), B_, T_, span(chunk));
+        allocated_floats_ += model::Activations::floats(model_.config(), B_, T_, span(chunk));
+    }
+    peak_live_ = std::max(peak_live_, ++live_);
+    return *slot;
+}
+
+void PipelineStage::release(int micro, int chunk) {
+    auto it = acts_.find({micro, chunk});
+    pool_[chunk].push_back(std::move(it->second));
+    acts_.erase(it);
+    --live_;
+}
+
+int64_t PipelineStage::boundary_floats(const model::Activations& a) const {
+    // The residual stream between two layers: resid holds n_layers + 1 of them.
+    return a.resid.size() / (a.n_layers + 1);
+}
+
+double PipelineStage::step(const pipeline::Schedule& s, comm::Group& pp, const Fill& fill,
+                           float loss_scale, std::vector<pipeline::TraceRecord>* trace) {
+    fill_ = &fill;
+    loss_scale_ = loss_scale;
+    micro_batches_ = s.micro_batches;
+    loss_ = 0;
+    peak_live_ = live_ = 0;
+    std::vector<pipeline::TraceRecord> records =
+        pipeline::run_schedule(s, rank_, pp, *this, {trace != nullptr});
+    if (trace) *trace = std::move(records);
+    // The head wrote the tied embedding's gradient in forward. On a rank with no embedding
+    // backward, unit 0 is complete only when every chunk's backward is: it completes the bucket
+    // it starts, so it is signalled after the rank's last backward.
+    if (holds_embedding_copy_) {
+        last_micro_(true);
+        w_.grads_ready(0);
+    }
+    WEFT_CHECK(acts_.empty() && grad_in_.empty(),
+               "internal: the schedule left {} activations and {} gradients behind", acts_.size(),
+               grad_in_.size());
+    grad_out_.clear();
+    fill_ = nullptr;
+    return loss_;
+}
+
+void PipelineStage::forward(int micro, int chunk) {
+    model::Activations& a = acquire(micro, chunk);
+    const bool first = chunk == 0, last = chunk == part_.chunks() - 1;
+    if (first || last) (*fill_)(micro, a);
+    if (first) model_.embed_forward(a, w_);
+    for (int l = a.first_layer; l < a.first_layer + a.n_layers; ++l) model_.block_forward(a, w_, l);
+    if (last) loss_ += model_.head_forward(a, w_, /*train=*/true, loss_scale_);
+}
+
+void PipelineStage::backward(int micro, int chunk) {
+    model::Activations& a = acquire(micro, chunk);
+    const int64_t n = boundary_floats(a);
+    last_micro_(micro == micro_batches_ - 1);
+    if (chunk == part_.chunks() - 1) {
+        model_.head_backward(a, w_);
+    } else {
+        auto it = grad_in_.find({micro, chunk});
+        WEFT_CHECK(it != grad_in_.end(), "internal: no gradient received for micro-batch {} chunk {}",
+                   micro, chunk);
+        std::copy_n(it->second.data(), n, model_.dresid(B_, T_));
+        grad_in_.erase(it);
+    }
+    for (int l = a.first_layer + a.n_layers - 1; l >= a.first_layer; --l)
+        model_.block_backward(a, w_, l);
+    if (chunk == 0) {
+        model_.embed_backward(a, w_);
+    } else {
+        Buffer& out = grad_out_[{micro, chunk}];
+        if (out.size() != n) out = Buffer(n);
+        std::copy_n(model_.dresid(B_, T_), n, out.data());
+    }
+    release(micro, chunk);
+}
+
+std::span<float> PipelineStage::act_in(int micro, int chunk) {
+    model::Activations& a = acquire(micro, chunk);
+    return {a.resid_in(a.first_layer), size_t(boundary_floats(a))};
+}
+
+std::span<const float> PipelineStage::act_out(int micro, int chunk) {
+    model::Activations& a = acquire(micro, chunk);
+    return {a.resid_in(a.first_layer + a.n_layers), size_t(boundary_floats(a))};
+}
+
+std::span<float> PipelineStage::grad_in(int micro, int chunk) {
+    const int64_t n = boundary_floats(acquire(micro, chunk));
+    Buffer& b = grad_in_[{micro, chunk}];
+    if (b.size() != n) b = Buffer(n);
+    return {b.data(), size_t(n)};
+}
+
+std::span<const float> PipelineStage::grad_out(int micro, int chunk) {
+    const Buffer& b = grad_out_.at({micro, chunk});
+    return {b.data(), size_t(b.size())};
+}
+
+double PipelineStage::forward_only(comm::Group& pp, const model::Activations& io) {
+    // Chunks in forward order; each rank runs its own and hands the residual stream on. Every
+    // rank walks the chunks in the same order, so the blocking messages cannot deadlock.
+    constexpr int kTag = 32000;  // apart from the step's tags (a step never overlaps this)
+    double loss = 0;
+    const int chunks = part_.chunks();
+    for (int c = 0; c < chunks; ++c) {
+        if (part_.owner(c) != rank_) continue;
+        auto& slot = eval_[c];
+        if (!slot || slot->B != io.B) {
+            model::LayerSpan sp = span(c);
+            sp.recompute = false;
+            slot = std::make_unique<model::Activations>(model_.config(), io.B, T_, sp);
+        }
+        model::Activations& a = *slot;
+        const int64_t n = boundary_floats(a);
+        a.inputs = io.inputs;
+        a.targets = io.targets;
+        if (c == 0) {
+            model_.embed_forward(a, w_);
+        } else {
+            comm::recv(pp, std::span<float>(a.resid_in(a.first_layer), size_t(n)),
+                       part_.owner(c - 1), kTag);
+        }
+        for (int l = a.first_layer; l < a.first_layer + a.n_layers; ++l)
+            model_.block_forward(a, w_, l);
+        if (c + 1 < chunks) {
+            comm::send(pp, std::span<const float>(a.resid_in(a.first_layer + a.n_layers), size_t(n)),
+                       part_.owner(c + 1), kTag);
+        } else {
+            loss = model_.head_forward(a, w_, /*train=*/false, 1.0f);
+        }
+    }
+    return loss;
+}
+
+}  // namespace weft::train

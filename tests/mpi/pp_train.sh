@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Pipeline parallelism end to end: pp_train.sh <weft> <dp_check> <source dir> <mode> [N]
+#   parity N   tiny with 8 layers, 5 steps, pp N x every schedule x m in {N, 2N}, and 1f1b with
+#              --recompute, against the single-process run: every step's loss within 1e-5
+#              (relative), final weights within 1e-4 (the checkpoint is assembled from the stages)
+#   dp         pp 2 x dp 2 at ZeRO 0 and 1 (1f1b and interleaved), and dp 2 with --recompute,
+#              the same parity
+#   memory     at the same m, 1F1B holds fewer activations than GPipe on the first stage
+#              (allocated bytes as the schedule predicts, and peak resident memory), and
+#              --recompute fewer still
+#   resume     a checkpoint written at pp 2 resumes at pp 1 and pp 4 and back
+#   errors     layers that do not split, a --pp-layers that does not add up, too few
+#              micro-batches for interleaving, ZeRO 2 with a pipeline: one clear error each,
+#              before the run directory exists
+#   trace      --trace writes Chrome-trace JSON with one track per rank and every action
+set -uo pipefail
+WEFT=$1 CHECK=$2 SRC=$3 MODE=$4 N=${5:-}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+unset OMP_NUM_THREADS
+failures=0
+check() { "$@" || { echo "FAILED: $*"; failures=$((failures + 1)); }; }
+
+"$WEFT" prepare --input "$SRC/data/tinyshakespeare.txt" --out data --tokenizer-dir "$SRC/data" >/dev/null
+args=(--model tiny --n-layer 8 --data data/tinyshakespeare_train.bin --batch-size 8 --seq-len 32
+      --lr 1e-3 --warmup 2 --peak-gflops 100 --threads 1)
+train() {  # train <np> <out> args...: rank 0's output in <out>.log
+  local np=$1 out=$2
+  shift 2
+  mpirun -np "$np" "$WEFT" train "${args[@]}" --out "$out" "$@" >"$out.log" 2>&1 \
+    || { echo "FAILED: mpirun -np $np weft train $* (see below)"; cat "$out.log"; failures=$((failures + 1)); }
+}
+ckpt() { echo "$1/checkpoints/step_$(printf %06d "$2")/model.safetensors"; }
+same_as_ref() {  # same_as_ref <run> <ref>
+  check "$CHECK" losses "$2" "$1" 1e-5
+  check "$CHECK" weights "$(ckpt "$2" 5)" "$(ckpt "$1" 5)" 1e-4
+}
+expect_error() {  # expect_error <np> <message> args...
+  local np=$1 msg=$2
+  shift 2
+  out=$(mpirun -np "$np" "$WEFT" train "${args[@]}" --steps 2 --out runs/x "$@" 2>&1)
+  rc=$?
+  echo "$out" | grep -F "error" | head -2
+  check [ $rc -ne 0 ]
+  check grep -qF -- "$msg" <<<"$out"
+  check [ ! -e runs/x ]
+}
+
+case $MODE in
+parity)
+  "$WEFT" train "${args[@]}" --steps 5 --out ref >ref.log 2>&1 || { cat ref.log; exit 1; }
+  for m in "$N" $((2 * N)); do
+    for sched in gpipe 1f1b interleaved; do
+      extra=()
+      [ $sched = interleaved ] && extra+=(--vpp 2)
+      run=pp${N}_${sched}_m$m
+      train "$N" $run --steps 5 --pp "$N" --pp-schedule $sched --micro-batch-size $((8 / m)) "${extra[@]}"
+      same_as_ref $run ref
+    done
+  done
+  train "$N" pp${N}_recompute --steps 5 --pp "$N" --micro-batch-size 2 --recompute
+  same_as_ref pp${N}_recompute ref
+  ;;
+dp)
+  "$WEFT" train "${args[@]}" --steps 5 --out ref >ref.log 2>&1 || { cat ref.log; exit 1; }
+  for zero in 0 1; do
+    train 4 pp2_dp2_zero$zero --steps 5 --pp 2 --zero $zero --micro-batch-size 2
+    same_as_ref pp2_dp2_zero$zero ref
+  done
+  train 4 pp2_dp2_interleaved --steps 5 --pp 2 --pp-schedule interleaved --vpp 2 --micro-batch-size 1
+  same_as_ref pp2_dp2_interleaved ref
+  # Recomputation without a pipeline, and with data parallelism.
+  train 2 dp2_recompute --steps 5 --recompute --micro-batch-size 2
+  same_as_ref dp2_recompute ref
+  ;;
+memory)
+  # Long sequences so that activations dominate what a rank holds; 8 micro-batches of 1.
+  margs=(--steps 2 --pp 2 --micro-batch-size 1 --seq-len 256)
+  train 2 gpipe "${margs[@]}" --pp-schedule gpipe
+  train 2 onef "${margs[@]}" --pp-schedule 1f1b
+  train 2 onef_re "${margs[@]}" --pp-schedule 1f1b --recompute
+  last() { grep '"step":2' "$1/metrics.jsonl" | grep -o "\"$2\":[0-9]*" | cut -d: -f2; }
+  ga=$(last gpipe activation_bytes) oa=$(last onef activation_bytes)
+  gr=$(last gpipe peak_rss_bytes) or=$(last onef peak_rss_bytes)
+  echo "first stage, m = 8: activations gpipe $ga B, 1f1b $oa B; peak RSS gpipe $gr B, 1f1b $or B"
+  # GPipe keeps all 8 micro-batches, 1F1B at most pp = 2 on the first stage.
+  check [ "$ga" -eq $((oa * 4)) ]
+  check [ "$or" -lt "$gr" ]
+  check [ $((gr - or)) -gt $(((ga - oa) / 2)) ]
+  # Recomputation keeps each layer's input plus one layer's buffers per micro-batch in flight.
+  ra=$(last onef_re activation_bytes)
+  echo "1f1b with --recompute: activations $ra B"
+  check [ "$ra" -lt $((oa / 2)) ]
+  ;;
+resume)
+  train 2 straight --steps 6 --pp 2 --micro-batch-size 2
+  for pair in "2 1" "2 4" "1 2" "4 2"; do
+    read -r p1 p2 <<<"$pair"
+    run=from${p1}_to${p2}
+    np1=$p1 np2=$p2
+    train "$np1" $run --steps 6 --pp "$p1" --micro-batch-size 2 --exit-after 3
+    train "$np2" $run --steps 6 --pp "$p2" --micro-batch-size 2 --resume
+    check "$CHECK" losses straight $run 1e-5
+    check "$CHECK" weights "$(ckpt straight 6)" "$(ckpt $run 6)" 1e-4
+  done
+  ;;
+errors)
+  expect_error 2 "6 layers do not split evenly into pp 2 x vpp 2 = 4 pipeline chunks" \
+    --n-layer 6 --pp 2 --pp-schedule interleaved --vpp 2 --micro-batch-size 2
+  expect_error 2 "--pp-layers '3,3,3' gives 3 chunks of 9 layers in all; expected pp 2 x vpp 1 = 2 chunks adding up to the model's 8 layers" \
+    --pp 2 --pp-layers 3,3,3
+  expect_error 2 "--pp-layers '4,x': 'x' is not a positive layer count" --pp 2 --pp-layers 4,x
+  expect_error 2 "interleaved schedule needs at least pp=2 micro-batches, got 1 (micro-batches per step = --batch-size 8 / (--micro-batch-size 8 x dp 1) = 1)" \
+    --pp 2 --pp-schedule interleaved --vpp 2 --micro-batch-size 8
+  expect_error 2 "--zero 2 with --pp 2" --pp 2 --zero 2
+  expect_error 2 "schedule 1f1b has one chunk per rank, expected vpp=1, got vpp=2" --pp 2 --pp-schedule 1f1b --vpp 2
+  # An uneven split given explicitly trains.
+  "$WEFT" train "${args[@]}" --steps 5 --out ref >ref.log 2>&1 || { cat ref.log; exit 1; }
+  train 2 uneven --steps 5 --pp 2 --pp-layers 5,3 --micro-batch-size 2
+  same_as_ref uneven ref
+  ;;
+trace)
+  train 2 traced --steps 2 --pp 2 --micro-batch-size 2 --trace t.json
+  # grep, not a JSON tool: neither python nor jq is on a fresh Debian.
+  count() { grep -o "\"cat\": *\"$1\"" t.json | wc -l; }
+  echo "slices: forward $(count forward), backward $(count backward), send $(count send), recv $(count recv)"
+  check [ "$(count forward)" -eq 8 ]  # 4 micro-batches x 2 stages
+  check [ "$(count backward)" -eq 8 ]
+  check [ "$(count send)" -eq 8 ]  # each stage sends 4 activations or 4 gradients
+  check [ "$(count recv)" -eq 8 ]
+  check grep -q '"traceEvents"' t.json
+  check grep -q '"name": *"rank 1"' t.json
+  ;;
+*)
+  echo "unknown mode $MODE"
+  exit 2
+  ;;
+esac
+echo "$failures failed"
+[ "$failures" -eq 0 ]
