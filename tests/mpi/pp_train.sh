@@ -132,6 +132,7 @@ trace)
   check [ "$(count recv)" -eq 8 ]
   check grep -q '"traceEvents"' t.json
   check grep -q '"name": *"rank 1"' t.json
+  check grep -q "\"bubble_measured\"" traced/metrics.jsonl
   ;;
 *)
   echo "unknown mode $MODE"

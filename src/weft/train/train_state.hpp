@@ -46,6 +46,7 @@ class TrainState {
     // The measured pipeline timeline of the last step, when recording (set_trace(true)).
     void set_trace(bool on) { trace_on_ = on; }
     const std::vector<pipeline::TraceRecord>& trace() const { return trace_; }
+    const pipeline::Schedule& schedule() const { return schedule_; }
     int pipeline_rank() const { return pp_rank_; }
     // Bytes of activation buffers this rank holds: one micro-batch's, or what the pipeline
     // schedule made it keep at once.

@@ -252,8 +252,14 @@ void run_training(const TrainOptions& o_in) {
     }
     if (root) progress.finish();
     if (!o.trace.empty()) {
-        write_pipeline_trace(mesh, st.trace(), o.trace);
-        note("wrote the last step's pipeline timeline to " + o.trace.string());
+        const BubbleReport bubble = write_pipeline_trace(mesh, st.schedule(), st.trace(), o.trace);
+        metrics->write({{"event", "pipeline_trace"},
+                        {"step", end_step},
+                        {"bubble_measured", bubble.measured},
+                        {"bubble_simulated", bubble.simulated},
+                        {"bubble_ideal", bubble.ideal}});
+        note("wrote the last step's pipeline timeline to " + o.trace.string() + "; " +
+             bubble.describe());
     }
     auto report_comm = [&] {
         comm_report.take();
