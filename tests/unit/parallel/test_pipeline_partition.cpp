@@ -1,0 +1,58 @@
+#include <gtest/gtest.h>
+
+#include "weft/core/error.hpp"
+#include "weft/parallel/pipeline/partition.hpp"
+
+using weft::pipeline::Partition;
+using weft::pipeline::partition_layers;
+
+TEST(PipelinePartition, EvenSplitAndUnitsPerRank) {
+    // 8 layers, pp 2, vpp 2: chunks of 2 layers; rank 0 holds chunks 0 and 2, rank 1 chunks 1
+    // and 3 (the last: final norm and the tied embedding's copy).
+    const Partition p = partition_layers(8, 2, 2, "");
+    EXPECT_EQ(p.first, (std::vector<int>{0, 2, 4, 6}));
+    EXPECT_EQ(p.count, (std::vector<int>{2, 2, 2, 2}));
+    EXPECT_EQ(p.chunks_of(0), (std::vector<int>{0, 2}));
+    EXPECT_EQ(p.chunks_of(1), (std::vector<int>{1, 3}));
+    // Units: 0 embeddings, 1..8 layers, 9 final norm.
+    EXPECT_EQ(p.units_of(0),
+              (std::vector<bool>{true, true, true, false, false, true, true, false, false, false}));
+    EXPECT_EQ(p.units_of(1),
+              (std::vector<bool>{true, false, false, true, true, false, false, true, true, true}));
+}
+
+TEST(PipelinePartition, MiddleStagesHoldOnlyTheirLayers) {
+    const Partition p = partition_layers(4, 4, 1, "");
+    EXPECT_EQ(p.units_of(1), (std::vector<bool>{false, false, true, false, false, false}));
+    EXPECT_EQ(p.units_of(3), (std::vector<bool>{true, false, false, false, true, true}));
+}
+
+TEST(PipelinePartition, ExplicitSplit) {
+    const Partition p = partition_layers(10, 4, 1, "3,3,2,2");
+    EXPECT_EQ(p.first, (std::vector<int>{0, 3, 6, 8}));
+    EXPECT_EQ(p.count, (std::vector<int>{3, 3, 2, 2}));
+}
+
+TEST(PipelinePartition, ClearErrors) {
+    auto message = [](auto&& f) {
+        try {
+            f();
+        } catch (const weft::Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    EXPECT_NE(message([] { partition_layers(6, 4, 1, ""); })
+                  .find("6 layers do not split evenly into pp 4 x vpp 1 = 4 pipeline chunks"),
+              std::string::npos);
+    EXPECT_NE(message([] { partition_layers(6, 2, 1, "3,2"); })
+                  .find("gives 2 chunks of 5 layers in all; expected pp 2 x vpp 1 = 2 chunks "
+                        "adding up to the model's 6 layers"),
+              std::string::npos);
+    EXPECT_NE(message([] { partition_layers(6, 2, 1, "3,0,3"); }).find("'0' is not a positive"),
+              std::string::npos);
+    EXPECT_NE(message([] { partition_layers(6, 2, 1, "3,"); }).find("'' is not a positive"),
+              std::string::npos);
+    EXPECT_NE(message([] { partition_layers(6, 2, 1, "3 ,3"); }).find("'3 ' is not a positive"),
+              std::string::npos);
+}
