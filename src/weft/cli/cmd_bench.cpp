@@ -79,6 +79,13 @@ void add_bench_command(CLI::App& app) {
     tr->add_option("--threads", t->o.threads,
                    "OpenMP threads per rank (0: OMP_NUM_THREADS, else cores / ranks on the node)")
         ->capture_default_str();
+    tr->add_option("--dtype", t->o.dtype,
+                   "Precision of the matrix products: fp32, or bf16 (inputs rounded to bf16, fp32 "
+                   "accumulation, fp32 weights and optimizer); MFU is against that dtype's peak")
+        ->check(CLI::IsMember({"fp32", "bf16"}))
+        ->capture_default_str();
+    tr->add_flag("--profile", t->o.profile,
+                 "Time every kernel of the timed steps and print a per-kernel breakdown");
     tr->add_flag("--json", t->json, "Print one JSON object");
     tr->callback([t] {
         train::BenchTrainResult r = train::bench_train(t->o);
@@ -87,6 +94,8 @@ void add_bench_command(CLI::App& app) {
             nlohmann::json j = {{"preset", t->o.preset},
                                 {"batch_size", t->o.batch_size},
                                 {"seq_len", t->o.seq_len},
+                                {"dtype", t->o.dtype},
+                                {"n_positions", r.n_positions},
                                 {"ranks", r.ranks},
                                 {"zero", t->o.zero},
                                 {"threads", r.threads},
@@ -101,33 +110,41 @@ void add_bench_command(CLI::App& app) {
                                 {"comm", r.comm},
                                 {"model_state_bytes", r.model_state_bytes},
                                 {"peak_rss_bytes", r.peak_rss},
-                                {"estimate_bytes", r.estimate.total()}};
+                                {"estimate_bytes", r.estimate.total()},
+                                {"bf16_scratch_bytes", r.bf16_scratch_bytes}};
+            if (t->o.profile) j["profile"] = train::profile_json(r, t->o.steps);
             fmt::print("{}\n", j.dump());
             return;
         }
         fmt::print(
             "model        {} ({} parameters), batch {} x {} tokens, {} rank(s) x {} "
-            "thread(s), zero {}\n",
-            t->o.preset, r.parameters, t->o.batch_size, t->o.seq_len, r.ranks, r.threads,
-            t->o.zero);
+            "thread(s), zero {}, {} matrix products\n",
+            t->o.preset, r.parameters, t->o.batch_size, t->o.seq_len, r.ranks, r.threads, t->o.zero,
+            t->o.dtype);
         fmt::print("step         {:.3f} s (median of {})\n", r.step_s, t->o.steps);
         fmt::print("throughput   {:.0f} tokens/s\n", r.tokens_per_s);
         fmt::print(
             "model FLOPs  {:.1f} GFLOP/s = {:.3g} FLOP/token x tokens/s "
             "(6 x parameters + 6 x layers x T x width)\n",
             r.achieved_gflops, r.flops_per_token);
-        fmt::print("MFU          {:.1f}% of the measured fp32 GEMM peak {:.1f} GFLOP/s\n",
-                   100 * r.mfu, r.peak_gflops);
+        fmt::print("MFU          {:.1f}% of the measured {} GEMM peak {:.1f} GFLOP/s\n",
+                   100 * r.mfu, t->o.dtype, r.peak_gflops);
         fmt::print("memory       peak resident {:.1f} MiB; estimate {:.1f} MiB ({:+.1f}%)\n",
                    mib(r.peak_rss), mib(r.estimate.total()),
                    100.0 * (double(r.peak_rss) / double(r.estimate.total()) - 1));
         fmt::print("             {} per rank; model state {:.1f} MiB per rank\n",
                    r.estimate.describe(), mib(r.model_state_bytes));
+        if (r.bf16_scratch_bytes > 0)
+            fmt::print("             bf16 operand copies {:.1f} MiB (not in the estimate)\n",
+                       mib(r.bf16_scratch_bytes));
         if (r.ranks > 1)
             fmt::print(
                 "comm         {:.0f}% hidden behind compute ({:.3f} s blocked of {:.3f} s "
                 "outstanding per step)\n",
                 100 * r.comm_hidden, r.comm_blocked_s, r.comm_outstanding_s);
+        if (t->o.profile)
+            fmt::print("profile      per timed step, main thread of rank 0\n{}",
+                       train::profile_table(r, t->o.steps));
     });
 }
 

@@ -5,6 +5,7 @@
 
 #include "weft/core/error.hpp"
 #include "weft/kernels/isa.hpp"
+#include "weft/kernels/profile.hpp"
 #include "weft/kernels/simd.hpp"
 
 namespace weft::kernels {
@@ -70,6 +71,7 @@ void update_avx512(float* w, const float* grad, float* m, float* v, int64_t lo, 
 
 void adamw_update(float* param, const float* grad, float* m, float* v, int64_t n,
                   const AdamWParams& p) {
+    WEFT_PROFILE("adamw");
     WEFT_CHECK(n >= 0, "adamw_update: n={}, expected n >= 0", n);
     WEFT_CHECK(p.step >= 1, "adamw_update: step={}, expected a 1-based step >= 1", p.step);
     WEFT_CHECK(p.beta1 >= 0 && p.beta1 < 1 && p.beta2 >= 0 && p.beta2 < 1,

@@ -12,6 +12,7 @@
 #include "weft/core/error.hpp"
 #include "weft/kernels/attention_paths.hpp"
 #include "weft/kernels/isa.hpp"
+#include "weft/kernels/profile.hpp"
 
 namespace weft::kernels {
 
@@ -154,6 +155,7 @@ void check_shape(const AttentionShape& s, const char* where) {
 
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                        const AttentionShape& s) {
+    WEFT_PROFILE("attention_fwd");
     check_shape(s, "attention_forward");
     if (s.B == 0 || s.NH == 0 || s.Tq == 0) return;
 #if defined(__AVX512F__)
@@ -165,6 +167,7 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                         const float* k, const float* v, const float* out, const float* lse,
                         const AttentionShape& s) {
+    WEFT_PROFILE("attention_bwd");
     check_shape(s, "attention_backward");
     if (s.B == 0 || s.NH == 0 || s.Tq == 0) return;
 #if defined(__AVX512F__)
@@ -176,12 +179,14 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
 
 void attention_forward_qkv(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
                            int64_t NH, int64_t HS) {
+    WEFT_PROFILE("attention_fwd");
     const int64_t C = NH * HS;
     attention_forward(out, lse, qkv, qkv + C, qkv + 2 * C, {B, T, T, NH, HS, 3 * C, 3 * C, C});
 }
 
 void attention_backward_qkv(float* dqkv, const float* dout, const float* qkv, const float* out,
                             const float* lse, int64_t B, int64_t T, int64_t NH, int64_t HS) {
+    WEFT_PROFILE("attention_bwd");
     const int64_t C = NH * HS, n = B * T * 3 * C;
     WEFT_CHECK(n >= 0, "attention_backward_qkv: B={}, T={}, NH={}, HS={} must not be negative", B,
                T, NH, HS);

@@ -11,44 +11,21 @@
 #include <mutex>
 
 #include "weft/core/error.hpp"
+#include "weft/kernels/exp_nonpositive.hpp"
 #include "weft/kernels/isa.hpp"
 #include "weft/kernels/matmul.hpp"
+#include "weft/kernels/profile.hpp"
 
 namespace weft::kernels {
 
 namespace {
 
+using detail::exp_nonpositive;
+
 // Rows per chunk. The dwte update is a GEMM with inner dimension = chunk rows, and it only runs
 // near peak once that is several hundred (bench_matmul measures it); 1024 rows of GPT-2 logits
 // are 206 MB, which a 124M-parameter run can afford.
 constexpr int64_t kMaxChunkRows = 1024;
-
-// exp(x) below e^-60 is flushed to 0: such a term changes no float sum of at least 1 (the row
-// maximum contributes 1), and keeping it would make scale*p denormal, which slows the GEMMs
-// that read dlogits.
-constexpr float kExpCutoff = -60.0f;
-
-// Cephes-style expf: exp(x) = 2^n · p(r), n = round(x / ln 2), r = x - n ln 2 (ln 2 split in two
-// so r is exact), p a degree-6 polynomial; relative error about 2 ulp. Valid for x <= 0, the
-// only inputs here (logit minus row maximum).
-constexpr float kLog2e = 1.44269504088896341f;
-constexpr float kLn2Hi = 0.693359375f;
-constexpr float kLn2Lo = -2.12194440e-4f;
-constexpr float kP0 = 1.9875691500e-4f, kP1 = 1.3981999507e-3f, kP2 = 8.3334519073e-3f,
-                kP3 = 4.1665795894e-2f, kP4 = 1.6666665459e-1f, kP5 = 5.0000001201e-1f;
-
-inline float exp_nonpositive(float x) {
-    if (!(x >= kExpCutoff)) return 0.0f;
-    float n = std::nearbyint(x * kLog2e);
-    float r = x - n * kLn2Hi - n * kLn2Lo;
-    float p = ((((kP0 * r + kP1) * r + kP2) * r + kP3) * r + kP4) * r + kP5;
-    p = p * r * r + r + 1.0f;
-    // 2^n by its exponent bits; n is in [-87, 0], well inside the normal range.
-    int32_t bits = (int32_t(n) + 127) << 23;
-    float two_n;
-    std::memcpy(&two_n, &bits, sizeof two_n);
-    return p * two_n;
-}
 
 // One row of logits -> its loss; when `grad`, the row becomes scale * (softmax - onehot).
 float row_portable(float* row, int64_t V, int32_t target, float scale, bool grad) {
@@ -70,22 +47,6 @@ float row_portable(float* row, int64_t V, int32_t target, float scale, bool grad
 }
 
 #if defined(__AVX512F__)
-inline __m512 exp_nonpositive(__m512 x) {
-    __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpCutoff), _CMP_GE_OQ);
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
-    __m512 p = _mm512_set1_ps(kP0);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP5));
-    p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_maskz_mov_ps(keep, _mm512_scalef_ps(p, n));
-}
-
 float row_avx512(float* row, int64_t V, int32_t target, float scale, bool grad) {
     const int64_t full = V / 16 * 16;
     const __mmask16 tail = __mmask16((1u << (V - full)) - 1);
@@ -154,21 +115,23 @@ Scratch& scratch() {
     return s;
 }
 
-int64_t chunk_rows(int64_t N) {
+}  // namespace
+
+int64_t classifier_chunk_rows(int64_t N) {
+    if (N <= 0) return 0;
     // Equal chunks: a short last chunk would make a poor dwte GEMM.
     int64_t chunks = (N + kMaxChunkRows - 1) / kMaxChunkRows;
     return (N + chunks - 1) / chunks;
 }
 
-}  // namespace
-
 int64_t classifier_scratch_floats(int64_t N, int64_t V) {
-    return N > 0 ? chunk_rows(N) * V : 0;
+    return classifier_chunk_rows(N) * V;
 }
 
 void classifier_forward_backward(float* loss, float* dx, float* dwte, const float* x,
                                  const float* wte, const int32_t* targets, int64_t N, int64_t C,
                                  int64_t V, float scale) {
+    WEFT_PROFILE("classifier");
     WEFT_CHECK(N >= 0 && C > 0 && V > 0, "classifier_forward_backward: bad sizes N={} C={} V={}", N,
                C, V);
     for (int64_t n = 0; n < N; ++n)
@@ -176,7 +139,7 @@ void classifier_forward_backward(float* loss, float* dx, float* dwte, const floa
                    targets[n], n, V);
     if (N == 0) return;
     const bool grad = dx != nullptr || dwte != nullptr;
-    const int64_t R = chunk_rows(N);
+    const int64_t R = classifier_chunk_rows(N);
     Scratch& s = scratch();
     std::lock_guard lock(s.mutex);
     if (s.size < R * V) {

@@ -20,6 +20,9 @@ void classifier_forward_backward(float* loss, float* dx, float* dwte, const floa
 void classifier_logits(float* logits, const float* x, const float* wte, int64_t N, int64_t C,
                        int64_t V);
 
+// Rows of x the kernel takes at a time (the vocabulary-parallel phases use the same chunks).
+int64_t classifier_chunk_rows(int64_t N);
+
 // Floats of scratch the fused kernel holds at once (for the memory estimate).
 int64_t classifier_scratch_floats(int64_t N, int64_t V);
 

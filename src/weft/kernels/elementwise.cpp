@@ -5,6 +5,7 @@
 
 #include "weft/core/error.hpp"
 #include "weft/kernels/isa.hpp"
+#include "weft/kernels/profile.hpp"
 #include "weft/kernels/simd.hpp"
 
 namespace weft::kernels {
@@ -96,6 +97,7 @@ double sum_squares_avx512(const float* x, int64_t lo, int64_t hi) {
 }  // namespace
 
 void add_forward(float* out, const float* a, const float* b, int64_t n) {
+    WEFT_PROFILE("residual_add");
     WEFT_CHECK(n >= 0, "add_forward: n={}, expected n >= 0", n);
     const bool vec = use_avx512();
     for_blocks(n,
@@ -108,6 +110,7 @@ void add_inplace(float* out, const float* a, int64_t n) {
 
 void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
                        int64_t B, int64_t T, int64_t C, int64_t pos0) {
+    WEFT_PROFILE("embedding_fwd");
     WEFT_CHECK(B >= 0 && T >= 0 && C >= 0 && pos0 >= 0,
                "embedding_forward: B={} T={} C={} pos0={}, expected all >= 0", B, T, C, pos0);
     check_tokens(tokens, B * T, "embedding_forward");
@@ -121,6 +124,7 @@ void embedding_forward(float* out, const int32_t* tokens, const float* wte, cons
 
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
                         int64_t B, int64_t T, int64_t C, int64_t pos0) {
+    WEFT_PROFILE("embedding_bwd");
     WEFT_CHECK(B >= 0 && T >= 0 && C >= 0 && pos0 >= 0,
                "embedding_backward: B={} T={} C={} pos0={}, expected all >= 0", B, T, C, pos0);
     const bool vec = use_avx512();
@@ -150,7 +154,68 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32
     }
 }
 
+void embedding_forward_shard(float* out, const int32_t* tokens, const float* wte_shard,
+                             const float* wpe, int64_t B, int64_t T, int64_t C, int64_t v0,
+                             int64_t Vs, int64_t pos0) {
+    WEFT_PROFILE("embedding_fwd");
+    WEFT_CHECK(B >= 0 && T >= 0 && C >= 0 && pos0 >= 0 && v0 >= 0 && Vs >= 0,
+               "embedding_forward_shard: B={} T={} C={} v0={} Vs={} pos0={}, expected all >= 0", B,
+               T, C, v0, Vs, pos0);
+    check_tokens(tokens, B * T, "embedding_forward_shard");
+    const bool vec = use_avx512();
+#pragma omp parallel for schedule(static) if (B * T * C >= kMinParallel)
+    for (int64_t bt = 0; bt < B * T; ++bt) {
+        const int64_t t = bt % T, v = int64_t(tokens[bt]) - v0;
+        float* row = out + bt * C;
+        const bool held = v >= 0 && v < Vs;
+        if (held && wpe) {
+            add_range(row, wte_shard + v * C, wpe + (pos0 + t) * C, C, vec);
+        } else if (held) {
+            std::copy_n(wte_shard + v * C, C, row);
+        } else if (wpe) {
+            std::copy_n(wpe + (pos0 + t) * C, C, row);
+        } else {
+            std::fill_n(row, C, 0.0f);
+        }
+    }
+}
+
+void embedding_backward_shard(float* dwte_shard, const float* dout, const int32_t* tokens,
+                              int64_t B, int64_t T, int64_t C, int64_t v0, int64_t Vs) {
+    WEFT_PROFILE("embedding_bwd");
+    WEFT_CHECK(B >= 0 && T >= 0 && C >= 0 && v0 >= 0 && Vs >= 0,
+               "embedding_backward_shard: B={} T={} C={} v0={} Vs={}, expected all >= 0", B, T, C,
+               v0, Vs);
+    const bool vec = use_avx512();
+    // Threads own channel slices, as in embedding_backward: race-free, and the same sums for any
+    // thread count.
+    const int64_t slices = (C + kChannelBlock - 1) / kChannelBlock;
+#pragma omp parallel for schedule(static) if (B * T * C >= kMinParallel && slices > 1)
+    for (int64_t s = 0; s < slices; ++s) {
+        const int64_t c0 = s * kChannelBlock, width = std::min(C, c0 + kChannelBlock) - c0;
+        for (int64_t bt = 0; bt < B * T; ++bt) {
+            const int64_t v = int64_t(tokens[bt]) - v0;
+            if (v < 0 || v >= Vs) continue;
+            float* row = dwte_shard + v * C + c0;
+            add_range(row, row, dout + bt * C + c0, width, vec);
+        }
+    }
+}
+
+void add_bias_residual(float* out, const float* bias, const float* resid, int64_t N, int64_t C) {
+    WEFT_PROFILE("residual_add");
+    WEFT_CHECK(N >= 0 && C >= 0, "add_bias_residual: N={} C={}, expected both >= 0", N, C);
+    const bool vec = use_avx512();
+#pragma omp parallel for schedule(static) if (N * C >= kMinParallel)
+    for (int64_t n = 0; n < N; ++n) {
+        float* row = out + n * C;
+        add_range(row, row, bias, C, vec);
+        add_range(row, row, resid + n * C, C, vec);
+    }
+}
+
 double sum_squares(const float* x, int64_t n) {
+    WEFT_PROFILE("grad_norm");
     WEFT_CHECK(n >= 0, "sum_squares: n={}, expected n >= 0", n);
     const bool vec = use_avx512();
     // Fixed-size chunks summed in chunk order: the result does not depend on the thread count.

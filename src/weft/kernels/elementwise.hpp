@@ -17,6 +17,21 @@ void embedding_forward(float* out, const int32_t* tokens, const float* wte, cons
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
                         int64_t B, int64_t T, int64_t C, int64_t pos0 = 0);
 
+// Vocabulary-parallel embedding: this rank holds the rows [v0, v0 + Vs) of wte (wte_shard[0] is
+// row v0). out[b,t,:] = wte_shard[tokens[b,t] - v0,:] for the tokens in that range and 0 for the
+// others, so that the ranks' outputs sum to the whole lookup; plus wpe[pos0 + t,:] when wpe is
+// given (one rank passes it, so that the sum adds it once).
+void embedding_forward_shard(float* out, const int32_t* tokens, const float* wte_shard,
+                             const float* wpe, int64_t B, int64_t T, int64_t C, int64_t v0,
+                             int64_t Vs, int64_t pos0 = 0);
+// dwte_shard[tokens[b,t] - v0,:] += dout[b,t,:] for the tokens in [v0, v0 + Vs).
+void embedding_backward_shard(float* dwte_shard, const float* dout, const int32_t* tokens,
+                              int64_t B, int64_t T, int64_t C, int64_t v0, int64_t Vs);
+
+// out[n,:] = (out[n,:] + bias) + resid[n,:] for n < N: a row-parallel projection's bias, added
+// once after its partial products were summed over the ranks, and the residual connection.
+void add_bias_residual(float* out, const float* bias, const float* resid, int64_t N, int64_t C);
+
 // Σ x², accumulated in double (gradient norms must not depend on the thread count's rounding
 // more than necessary).
 double sum_squares(const float* x, int64_t n);

@@ -5,6 +5,7 @@
 
 #include "weft/core/error.hpp"
 #include "weft/kernels/isa.hpp"
+#include "weft/kernels/profile.hpp"
 #include "weft/kernels/simd.hpp"
 
 namespace weft::kernels {
@@ -120,6 +121,7 @@ void backward_avx512(float* dx, const float* x, const float* dy, int64_t lo, int
 }  // namespace
 
 void gelu_forward(float* out, const float* inp, int64_t n) {
+    WEFT_PROFILE("gelu_fwd");
     WEFT_CHECK(n >= 0, "gelu_forward: n={}, expected n >= 0", n);
 #if defined(__AVX512F__)
     if (use_avx512())
@@ -129,6 +131,7 @@ void gelu_forward(float* out, const float* inp, int64_t n) {
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
+    WEFT_PROFILE("gelu_bwd");
     WEFT_CHECK(n >= 0, "gelu_backward: n={}, expected n >= 0", n);
 #if defined(__AVX512F__)
     if (use_avx512())

@@ -7,6 +7,7 @@
 
 #include "weft/core/error.hpp"
 #include "weft/kernels/isa.hpp"
+#include "weft/kernels/profile.hpp"
 #include "weft/kernels/simd.hpp"
 
 namespace weft::kernels {
@@ -164,6 +165,7 @@ void backward_row_avx512(float* dx, float* dw, float* db, const float* dy, const
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int64_t N, int64_t C, float eps) {
+    WEFT_PROFILE("layernorm_fwd");
     WEFT_CHECK(N >= 0 && C > 0, "layernorm_forward: shape N={} C={}, expected N >= 0 and C > 0", N,
                C);
     const bool vec = use_avx512();
@@ -185,6 +187,7 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                         const float* inp, const float* weight, const float* mean, const float* rstd,
                         int64_t N, int64_t C) {
+    WEFT_PROFILE("layernorm_bwd");
     WEFT_CHECK(N >= 0 && C > 0, "layernorm_backward: shape N={} C={}, expected N >= 0 and C > 0", N,
                C);
     const bool vec = use_avx512();

@@ -1,6 +1,7 @@
 #include "weft/kernels/matmul.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstring>
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include "weft/core/error.hpp"
+#include "weft/kernels/precision.hpp"
+#include "weft/kernels/profile.hpp"
 
 namespace weft::kernels {
 
@@ -20,7 +23,7 @@ namespace {
 struct GemmKey {
     int64_t M, N, K, lda, ldb, ldc;
     float alpha;
-    bool trans_a, trans_b, accumulate, bias;
+    bool trans_a, trans_b, accumulate, bias, bf16;  // bf16: A and B are bf16, C stays fp32
     bool operator==(const GemmKey&) const = default;
 };
 
@@ -33,7 +36,7 @@ struct GemmKeyHash {
         std::memcpy(&a, &k.alpha, sizeof a);
         mix(a);
         mix(uint64_t(k.trans_a) | uint64_t(k.trans_b) << 1 | uint64_t(k.accumulate) << 2 |
-            uint64_t(k.bias) << 3);
+            uint64_t(k.bias) << 3 | uint64_t(k.bf16) << 4);
         return size_t(h);
     }
 };
@@ -74,8 +77,9 @@ std::shared_ptr<const Primitive> make_primitive(const GemmKey& k) {
     using dt = dnnl::memory::data_type;
     using dims = dnnl::memory::dims;
     // Transposes are strides: op(A)[m,k] sits at A[k*lda + m] when A is stored transposed.
-    dnnl::memory::desc a({k.M, k.K}, dt::f32, k.trans_a ? dims{1, k.lda} : dims{k.lda, 1});
-    dnnl::memory::desc b({k.K, k.N}, dt::f32, k.trans_b ? dims{1, k.ldb} : dims{k.ldb, 1});
+    const dt in = k.bf16 ? dt::bf16 : dt::f32;
+    dnnl::memory::desc a({k.M, k.K}, in, k.trans_a ? dims{1, k.lda} : dims{k.lda, 1});
+    dnnl::memory::desc b({k.K, k.N}, in, k.trans_b ? dims{1, k.ldb} : dims{k.ldb, 1});
     dnnl::memory::desc c({k.M, k.N}, dt::f32, dims{k.ldc, 1});
     dnnl::memory::desc bias({1, k.N}, dt::f32, dims{k.N, 1});
     dnnl::primitive_attr attr;
@@ -113,13 +117,14 @@ std::shared_ptr<const Primitive> cached_primitive(const GemmKey& k) {
     return state.cache.try_emplace(k, std::move(p)).first->second;
 }
 
-void run_primitive(const GemmKey& k, const float* A, const float* B, const float* bias, float* C) {
+// A and B are float or (key.bf16) uint16_t bf16 bit patterns.
+void run_primitive(const GemmKey& k, const void* A, const void* B, const float* bias, float* C) {
     auto p = cached_primitive(k);
     const dnnl::engine& engine = dnnl_state().engine;
     // oneDNN takes non-const handles; it never writes the inputs.
     std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC, dnnl::memory(p->a, engine, const_cast<float*>(A))},
-        {DNNL_ARG_WEIGHTS, dnnl::memory(p->b, engine, const_cast<float*>(B))},
+        {DNNL_ARG_SRC, dnnl::memory(p->a, engine, const_cast<void*>(A))},
+        {DNNL_ARG_WEIGHTS, dnnl::memory(p->b, engine, const_cast<void*>(B))},
         {DNNL_ARG_DST, dnnl::memory(p->c, engine, C)}};
     if (k.bias)
         args.emplace(DNNL_ARG_BIAS, dnnl::memory(p->bias, engine, const_cast<float*>(bias)));
@@ -142,15 +147,66 @@ void run_primitive(const GemmKey& k, const float* A, const float* B, const float
 enum class Backend { primitive, sgemm };
 
 Backend choose_backend(const GemmKey& k) {
-    return k.bias ? Backend::primitive : Backend::sgemm;
+    return k.bias || k.bf16 ? Backend::primitive : Backend::sgemm;
 }
 
-void gemm_impl(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-               int64_t ldc, const float* bias) {
+std::atomic<MatmulPrecision> g_precision{MatmulPrecision::fp32};
+
+// bf16 copies of the operands, one growable buffer per role, per thread. Kept between calls:
+// a GPT-2 step converts a few GB, and allocating that anew each call would page-fault it in
+// again each time (and the logits' copy in the classifier is 100 MB).
+// kPin0.. hold the copies of Bf16OperandScope, innermost last.
+enum Bf16Role { kRoleA, kRoleB, kRoleC, kPin0, kRoles = kPin0 + 4 };
+
+struct Bf16Buffer {
+    std::unique_ptr<uint16_t[]> data;
+    int64_t size = 0;
+};
+
+thread_local Bf16Buffer t_bf16[kRoles];
+
+uint16_t* bf16_buffer(Bf16Role role, int64_t n) {
+    Bf16Buffer& b = t_bf16[role];
+    if (b.size < n) {
+        b.data.reset();  // release the old block before taking the larger one
+        b.data.reset(new uint16_t[size_t(n)]);
+        b.size = n;
+    }
+    return b.data.get();
+}
+
+// The operands Bf16OperandScope has converted on this thread, innermost last.
+struct Pin {
+    const float* x;
+    int64_t rows, cols, ld;
+    const uint16_t* copy;
+};
+thread_local std::vector<Pin> t_pins;
+
+// A stored operand (rows x cols at leading dimension ld) as a compact bf16 copy in `role`'s
+// buffer, scaled by `scale` before rounding; a pinned copy when there is one.
+const uint16_t* to_bf16(Bf16Role role, const float* x, int64_t rows, int64_t cols, int64_t ld,
+                        float scale = 1.0f) {
+    if (scale == 1.0f)
+        for (const Pin& p : t_pins)
+            if (p.x == x && p.rows == rows && p.cols == cols && p.ld == ld) return p.copy;
+    WEFT_PROFILE("bf16_convert");
+    uint16_t* dst = bf16_buffer(role, rows * cols);
+    convert_fp32_to_bf16(dst, x, rows, cols, ld, scale);
+    return dst;
+}
+
+bool use_bf16() {
+    return g_precision.load(std::memory_order_relaxed) == MatmulPrecision::bf16;
+}
+
+// The checks every product shares. Returns false when there is nothing for oneDNN to do (an
+// empty result, or K = 0 which is handled here: C = beta*C (+ bias)).
+bool gemm_checks(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda,
+                 int64_t ldb, float beta, float* C, int64_t ldc, const float* bias) {
     WEFT_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm: negative size M={} N={} K={}", M, N, K);
     WEFT_CHECK(beta == 0.0f || beta == 1.0f, "gemm: beta={} but only 0 and 1 are supported", beta);
-    if (M == 0 || N == 0) return;
+    if (M == 0 || N == 0) return false;
     WEFT_CHECK(lda >= std::max<int64_t>(1, trans_a ? M : K),
                "gemm: lda={} too small for op(A) [{},{}] (trans_a={})", lda, M, K, trans_a);
     WEFT_CHECK(ldb >= std::max<int64_t>(1, trans_b ? K : N),
@@ -160,9 +216,35 @@ void gemm_impl(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
         for (int64_t m = 0; m < M; ++m)
             for (int64_t n = 0; n < N; ++n)
                 C[m * ldc + n] = (beta == 0.0f ? 0.0f : C[m * ldc + n]) + (bias ? bias[n] : 0.0f);
+        return false;
+    }
+    return true;
+}
+
+// The product on operands already in bf16, compact as stored: op(A) is A [M,K] or, transposed,
+// A stored [K,M] (likewise B), each with its leading dimension equal to its stored width.
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const uint16_t* A,
+               const uint16_t* B, float beta, float* C, int64_t ldc, const float* bias) {
+    const int64_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
+    const bool accumulate = beta == 1.0f, has_bias = bias != nullptr;
+    GemmKey key{M, N, K, lda, ldb, ldc, 1.0f, trans_a, trans_b, accumulate, has_bias, true};
+    run_primitive(key, A, B, bias, C);
+}
+
+void gemm_impl(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+               int64_t ldc, const float* bias) {
+    if (!gemm_checks(trans_a, trans_b, M, N, K, lda, ldb, beta, C, ldc, bias)) return;
+    if (use_bf16()) {
+        // alpha is folded into A's rounding: the bf16 primitive then needs no output scale.
+        const uint16_t* a =
+            trans_a ? to_bf16(kRoleA, A, K, M, lda, alpha) : to_bf16(kRoleA, A, M, K, lda, alpha);
+        const uint16_t* b = trans_b ? to_bf16(kRoleB, B, N, K, ldb) : to_bf16(kRoleB, B, K, N, ldb);
+        gemm_bf16(trans_a, trans_b, M, N, K, a, b, beta, C, ldc, bias);
         return;
     }
-    GemmKey key{M, N, K, lda, ldb, ldc, alpha, trans_a, trans_b, beta == 1.0f, bias != nullptr};
+    const bool accumulate = beta == 1.0f, has_bias = bias != nullptr;
+    GemmKey key{M, N, K, lda, ldb, ldc, alpha, trans_a, trans_b, accumulate, has_bias, false};
     if (choose_backend(key) == Backend::primitive) {  // every product with a bias
         run_primitive(key, A, B, bias, C);
         return;
@@ -192,22 +274,82 @@ void bias_backward(float* dbias, const float* dout, int64_t M, int64_t N) {
 
 }  // namespace
 
+void set_matmul_precision(MatmulPrecision p) {
+    g_precision.store(p, std::memory_order_relaxed);
+}
+
+MatmulPrecision matmul_precision() {
+    return g_precision.load(std::memory_order_relaxed);
+}
+
+MatmulPrecision parse_matmul_precision(std::string_view name) {
+    if (name == "fp32") return MatmulPrecision::fp32;
+    if (name == "bf16") return MatmulPrecision::bf16;
+    fail("unknown matmul precision (--dtype) '{}'; expected fp32 or bf16", name);
+}
+
+const char* matmul_precision_name(MatmulPrecision p) {
+    return p == MatmulPrecision::bf16 ? "bf16" : "fp32";
+}
+
+Bf16OperandScope::Bf16OperandScope(const float* x, int64_t rows, int64_t cols, int64_t ld) {
+    if (!use_bf16()) return;
+    const size_t depth = t_pins.size();
+    WEFT_CHECK(depth < size_t(kRoles - kPin0),
+               "Bf16OperandScope: {} scopes already open on this thread, at most {}", depth,
+               kRoles - kPin0);
+    WEFT_CHECK(rows >= 0 && cols >= 0 && ld >= cols,
+               "Bf16OperandScope: rows={} cols={} ld={}, expected ld >= cols >= 0", rows, cols, ld);
+    const uint16_t* copy = to_bf16(Bf16Role(kPin0 + depth), x, rows, cols, ld);
+    t_pins.push_back({x, rows, cols, ld, copy});
+    active_ = true;
+}
+
+Bf16OperandScope::~Bf16OperandScope() {
+    if (active_) t_pins.pop_back();
+}
+
+int64_t matmul_bf16_scratch_bytes() {
+    int64_t total = 0;
+    for (const Bf16Buffer& b : t_bf16) total += b.size * int64_t(sizeof(uint16_t));
+    return total;
+}
+
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+    WEFT_PROFILE("gemm");
     gemm_impl(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr);
 }
 
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t M,
                     int64_t K, int64_t N) {
+    WEFT_PROFILE("matmul_fwd");
     gemm_impl(false, true, M, N, K, 1.0f, inp, K, weight, K, 0.0f, out, N, bias);
 }
 
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int64_t M, int64_t K, int64_t N, bool accumulate_dinp) {
+    WEFT_PROFILE("matmul_bwd");
+    if (use_bf16() && (dinp || dweight) && M > 0 && N > 0 && K > 0) {
+        // dout is rounded once for both products.
+        const uint16_t* d = to_bf16(kRoleA, dout, M, N, N);
+        if (dinp) {
+            WEFT_CHECK(weight, "matmul_backward: dinp asked for without the weight");
+            gemm_bf16(false, false, M, K, N, d, to_bf16(kRoleB, weight, N, K, K),
+                      accumulate_dinp ? 1.0f : 0.0f, dinp, K, nullptr);
+        }
+        if (dweight) {
+            WEFT_CHECK(inp, "matmul_backward: dweight asked for without the input");
+            gemm_bf16(true, false, N, K, M, d, to_bf16(kRoleC, inp, M, K, K), 1.0f, dweight, K,
+                      nullptr);
+        }
+        if (dbias) bias_backward(dbias, dout, M, N);
+        return;
+    }
     if (dinp)
-        gemm(false, false, M, K, N, 1.0f, dout, N, weight, K, accumulate_dinp ? 1.0f : 0.0f, dinp,
-             K);
-    if (dweight) gemm(true, false, N, K, M, 1.0f, dout, N, inp, K, 1.0f, dweight, K);
+        gemm_impl(false, false, M, K, N, 1.0f, dout, N, weight, K, accumulate_dinp ? 1.0f : 0.0f,
+                  dinp, K, nullptr);
+    if (dweight) gemm_impl(true, false, N, K, M, 1.0f, dout, N, inp, K, 1.0f, dweight, K, nullptr);
     if (dbias) bias_backward(dbias, dout, M, N);
 }
 

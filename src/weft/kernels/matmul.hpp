@@ -1,12 +1,64 @@
 #pragma once
 // Matrix products through oneDNN, primitives cached by shape. Row-major throughout; a weight is
 // [out, in] as in torch.nn.Linear (Hugging Face's Conv1D [in, out] is transposed at the boundary).
+//
+// Every product here (gemm, matmul_forward, matmul_backward) follows one process-wide precision,
+// as torch.set_float32_matmul_precision does. fp32, the default, multiplies in fp32. bf16 rounds
+// both operands to bf16 (to nearest even; AVX512-BF16 instructions where the CPU has them) and
+// runs oneDNN's bf16 matmul primitive, which accumulates in fp32 and writes fp32: the caller's
+// buffers stay fp32, a beta = 1 product (gradient accumulation) adds into the fp32 destination,
+// and the bias is added in fp32. This is autocast-style mixed precision: master weights,
+// gradients, optimizer moments, LayerNorm, softmax, attention (a hand-written fp32 kernel) and
+// the loss all stay fp32; only the matrix products' inputs are rounded.
 #include <cstdint>
+#include <string_view>
 
 namespace weft::kernels {
 
+enum class MatmulPrecision { fp32, bf16 };
+
+// The precision of every product that starts after the call (all threads). Not meant to change
+// while products run on other threads.
+void set_matmul_precision(MatmulPrecision p);
+MatmulPrecision matmul_precision();
+// "fp32" or "bf16" (the --dtype values); anything else is an error naming it.
+MatmulPrecision parse_matmul_precision(std::string_view name);
+const char* matmul_precision_name(MatmulPrecision p);
+
+// Sets the precision for a scope and restores the previous one after it (tests, benchmarks).
+class MatmulPrecisionScope {
+  public:
+    explicit MatmulPrecisionScope(MatmulPrecision p) : saved_(matmul_precision()) {
+        set_matmul_precision(p);
+    }
+    ~MatmulPrecisionScope() { set_matmul_precision(saved_); }
+    MatmulPrecisionScope(const MatmulPrecisionScope&) = delete;
+    MatmulPrecisionScope& operator=(const MatmulPrecisionScope&) = delete;
+
+  private:
+    MatmulPrecision saved_;
+};
+
+// A matrix several bf16 products of one caller read (the classifier's embedding table feeds three
+// products per chunk of rows, its logits two): while the scope lives, bf16 products on this
+// thread that read exactly this stored block (same pointer, rows, cols and leading dimension;
+// alpha = 1) use one bf16 copy made when the scope opened, instead of rounding it again on every
+// call. The caller must not write the block while the scope lives. Does nothing with fp32
+// precision. Scopes nest (up to 4), innermost last.
+class Bf16OperandScope {
+  public:
+    Bf16OperandScope(const float* x, int64_t rows, int64_t cols, int64_t ld);
+    ~Bf16OperandScope();
+    Bf16OperandScope(const Bf16OperandScope&) = delete;
+    Bf16OperandScope& operator=(const Bf16OperandScope&) = delete;
+
+  private:
+    bool active_ = false;
+};
+
 // C[M,N] = alpha * op(A)[M,K] · op(B)[K,N] + beta * C, with op(X) = X or Xᵀ, leading dimensions
 // lda/ldb/ldc in elements, beta in {0, 1}. The general entry every other product here uses.
+// With bf16 precision, alpha scales A before it is rounded.
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
@@ -27,5 +79,9 @@ double measure_gemm_peak_gflops(int64_t n, double seconds);
 // The same for bf16 inputs with fp32 accumulation and output (oneDNN's matmul primitive; AMX or
 // AVX512-BF16 where the CPU has them).
 double measure_gemm_peak_bf16_gflops(int64_t n, double seconds);
+
+// Bytes of bf16 operand copies this thread holds for bf16 products (kept between calls so that
+// a step does not allocate and page them in again).
+int64_t matmul_bf16_scratch_bytes();
 
 }  // namespace weft::kernels

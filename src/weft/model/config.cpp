@@ -41,6 +41,13 @@ double ModelConfig::train_flops_per_token(int64_t T) const {
     return 6.0 * double(num_parameters()) + 6.0 * double(n_layer) * double(T) * double(n_embd);
 }
 
+ModelConfig config_for_tp(const ModelConfig& cfg, int tp) {
+    WEFT_CHECK(tp >= 1, "tensor-parallel degree {} must be at least 1", tp);
+    ModelConfig c = cfg;
+    c.vocab_multiple = 128 * int64_t(tp);
+    return c;
+}
+
 ModelConfig model_preset(const std::string& name) {
     ModelConfig c;
     auto set = [&](int64_t layers, int64_t heads, int64_t width) {

@@ -38,6 +38,11 @@ struct ModelConfig {
     double train_flops_per_token(int64_t T) const;
 };
 
+// The config a tensor-parallel degree `tp` runs: the vocabulary padded to a multiple of 128 * tp,
+// so that every rank's slice of the embedding is a whole number of 128-row blocks. Padding rows
+// are never read, so the model (and its loss) is the same; checkpoints hold the unpadded tensors.
+ModelConfig config_for_tp(const ModelConfig& cfg, int tp);
+
 // Names: tiny, gpt2, gpt2-medium, gpt2-large, gpt2-xl. Unknown names are an error listing them.
 ModelConfig model_preset(const std::string& name);
 std::vector<std::string> model_preset_names();

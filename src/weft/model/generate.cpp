@@ -2,17 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <numeric>
 
 #include "weft/core/error.hpp"
 #include "weft/core/philox.hpp"
-#include "weft/kernels/attention.hpp"
 #include "weft/kernels/classifier.hpp"
-#include "weft/kernels/elementwise.hpp"
-#include "weft/kernels/gelu.hpp"
 #include "weft/kernels/layernorm.hpp"
-#include "weft/kernels/matmul.hpp"
 
 namespace weft::model {
 
@@ -59,56 +54,37 @@ int32_t pick_token(std::span<const float> logits, const SampleOptions& o, float 
 }
 
 Generator::Generator(const ModelConfig& cfg, const ParamLayout& layout, const float* params)
-    : cfg_(cfg), layout_(layout), params_(const_cast<float*>(params)) {
-    const int64_t L = cfg.n_layer, P = cfg.n_positions, C = cfg.n_embd;
-    kcache_ = Buffer(L * P * C);
-    vcache_ = Buffer(L * P * C);
-    logits_ = Buffer(cfg.vocab_size);
-}
+    : model_(cfg),
+      layout_(layout),
+      params_(const_cast<float*>(params)),  // read only: no backward runs
+      access_(layout_, params_, nullptr),
+      cache_(cfg),
+      ln_(cfg.n_embd),
+      stats_(2),
+      logits_(cfg.vocab_size) {}
 
 std::span<const float> Generator::feed(std::span<const int32_t> tokens) {
-    const int64_t n = int64_t(tokens.size()), C = cfg_.n_embd, NH = cfg_.n_head;
-    const int64_t P = cfg_.n_positions;
-    WEFT_CHECK(n >= 1 && pos_ + n <= P, "internal: feeding {} tokens at position {} of {}", n, pos_,
-               P);
-    if (x_.size() < n * C) {
-        x_ = Buffer(n * C), ln_ = Buffer(n * C), qkv_ = Buffer(n * 3 * C);
-        att_ = Buffer(n * C), h_ = Buffer(n * 4 * C), hg_ = Buffer(n * 4 * C);
-        stats_ = Buffer(2 * n);
+    const ModelConfig& cfg = model_.config();
+    const int64_t n = int64_t(tokens.size()), C = cfg.n_embd, L = cfg.n_layer;
+    WEFT_CHECK(n >= 1 && pos_ + n <= cfg.n_positions,
+               "internal: feeding {} tokens at position {} of {}", n, pos_, cfg.n_positions);
+    if (!act_ || act_->T != n) {
+        // Each layer's input, one layer's buffers (as recomputation keeps them); no loss head.
+        act_ = std::make_unique<Activations>(cfg, 1, n, LayerSpan{0, -1, false, true});
     }
+    Activations& a = *act_;
+    std::copy(tokens.begin(), tokens.end(), a.inputs.begin());
+    model_.embed_forward(a, access_, pos_);
+    for (int l = 0; l < L; ++l) model_.block_forward_cached(a, access_, l, cache_, pos_);
+    // Only the last token's logits are wanted.
     EmbedView e = embed_view(params_ + layout_.units[0].offset, layout_);
-    k::embedding_forward(x_.data(), tokens.data(), e.wte, e.wpe, 1, n, C, pos_);
-    for (int l = 0; l < cfg_.n_layer; ++l) {
-        BlockView p = block_view(params_ + layout_.units[l + 1].offset, layout_, l);
-        float* kc = kcache_.data() + l * P * C;
-        float* vc = vcache_.data() + l * P * C;
-        k::layernorm_forward(ln_.data(), stats_.data(), stats_.data() + n, x_.data(), p.ln1_w,
-                             p.ln1_b, n, C, cfg_.ln_eps);
-        k::matmul_forward(qkv_.data(), ln_.data(), p.qkv_w, p.qkv_b, n, C, 3 * C);
-        for (int64_t t = 0; t < n; ++t) {
-            std::memcpy(kc + (pos_ + t) * C, qkv_.data() + t * 3 * C + C, size_t(C) * 4);
-            std::memcpy(vc + (pos_ + t) * C, qkv_.data() + t * 3 * C + 2 * C, size_t(C) * 4);
-        }
-        k::AttentionShape s{1, n, pos_ + n, NH, C / NH, 3 * C, C, C, pos_};
-        Buffer lse(NH * n);
-        k::attention_forward(att_.data(), lse.data(), qkv_.data(), kc, vc, s);
-        k::matmul_forward(ln_.data(), att_.data(), p.proj_w, p.proj_b, n, C, C);
-        k::add_inplace(x_.data(), ln_.data(), n * C);
-        k::layernorm_forward(ln_.data(), stats_.data(), stats_.data() + n, x_.data(), p.ln2_w,
-                             p.ln2_b, n, C, cfg_.ln_eps);
-        k::matmul_forward(h_.data(), ln_.data(), p.fc_w, p.fc_b, n, C, 4 * C);
-        k::gelu_forward(hg_.data(), h_.data(), n * 4 * C);
-        k::matmul_forward(ln_.data(), hg_.data(), p.fcproj_w, p.fcproj_b, n, 4 * C, C);
-        k::add_inplace(x_.data(), ln_.data(), n * C);
-    }
-    FinalView f =
-        final_view(params_ + layout_.units[cfg_.n_layer + 1].offset, layout_, int(cfg_.n_layer));
-    const float* last = x_.data() + (n - 1) * C;
-    k::layernorm_forward(ln_.data(), stats_.data(), stats_.data() + n, last, f.lnf_w, f.lnf_b, 1, C,
-                         cfg_.ln_eps);
-    k::classifier_logits(logits_.data(), ln_.data(), e.wte, 1, C, cfg_.vocab_size);
+    FinalView f = final_view(params_ + layout_.units[L + 1].offset, layout_, int(L));
+    const float* last = a.resid_in(int(L)) + (n - 1) * C;
+    k::layernorm_forward(ln_.data(), stats_.data(), stats_.data() + 1, last, f.lnf_w, f.lnf_b, 1, C,
+                         cfg.ln_eps);
+    k::classifier_logits(logits_.data(), ln_.data(), e.wte, 1, C, cfg.vocab_size);
     pos_ += n;
-    return {logits_.data(), size_t(cfg_.vocab_size)};
+    return {logits_.data(), size_t(cfg.vocab_size)};
 }
 
 std::vector<int32_t> generate(const ModelConfig& cfg, const ParamLayout& layout,

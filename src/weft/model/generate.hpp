@@ -4,6 +4,7 @@
 // from the last half of the window (a sliding window), so generation can go on.
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -34,12 +35,14 @@ class Generator {
     void reset() { pos_ = 0; }
 
   private:
-    ModelConfig cfg_;
+    Gpt2 model_;  // whose block forward the generator runs, with the KV cache
     const ParamLayout& layout_;
     float* params_;
+    FlatAccess access_;
     int64_t pos_ = 0;
-    Buffer kcache_, vcache_;  // [L, n_positions, C]
-    Buffer x_, ln_, qkv_, att_, h_, hg_, stats_, logits_;
+    KvCache cache_;
+    std::unique_ptr<Activations> act_;  // for the token count of the last call
+    Buffer ln_, stats_, logits_;
 };
 
 // Generates o.tokens tokens after the prompt; `on_token` sees each as it is chosen.

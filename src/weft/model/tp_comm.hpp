@@ -12,10 +12,12 @@ class TpComm {
     virtual ~TpComm() = default;
     virtual int rank() const = 0;
     virtual int size() const = 0;
-    // In place, every rank ends with the elementwise sum (max) over the group.
+    // In place, every rank ends with the elementwise sum (max) over the group, the same bits on
+    // every rank: the computations tensor parallelism replicates must not drift apart.
     virtual void all_reduce_sum(float* x, int64_t n) = 0;
     virtual void all_reduce_max(float* x, int64_t n) = 0;
-    // out[size * n] = the `n` floats of every rank, in rank order.
+    // out[size * n] = the `n` floats of every rank, in rank order. `in` may be this rank's own
+    // block of out (in place), else must not overlap it.
     virtual void all_gather(const float* in, float* out, int64_t n) = 0;
     // out[n] = sum over ranks of block `rank` of in[size * n].
     virtual void reduce_scatter_sum(const float* in, float* out, int64_t n) = 0;

@@ -28,10 +28,14 @@ double engine_layer_floats(const model::ModelConfig& cfg, int64_t seq, int64_t b
                            Recompute r) {
     const double BT = double(b * seq), C = double(cfg.n_embd), t = tp;
     if (r == Recompute::full) return BT * C;  // the block's input residual
-    // resid, ln1, resid2, ln2 (4C) are replicated across tp ranks without sequence parallelism;
-    // qkv, atty, fch, fch_gelu (12C) are split; statistics follow their tensors.
-    const double width = sp ? 16 * C / t : 4 * C + 12 * C / t;
-    return BT * width + 4 * BT / (sp ? t : 1) + double(b * cfg.n_head * seq) / t;
+    // As model::Activations allocates them: qkv, atty, fch, fch_gelu (12C) are split over tp;
+    // resid and resid2 (2C) and the LayerNorm statistics are replicated, or 1/tp of the rows
+    // with sequence parallelism; ln1 and ln2 (2C), the inputs of the column-parallel
+    // projections, are kept whole either way (all-gathered under sequence parallelism, not
+    // gathered again in backward: docs/tensor_parallel.md).
+    const double rows = sp ? 1 / t : 1;
+    const double width = 2 * C + 2 * C * rows + 12 * C / t;
+    return BT * width + 4 * BT * rows + double(b * cfg.n_head * seq) / t;
 }
 
 namespace {

@@ -30,8 +30,9 @@ double korthikanti_layer_bytes(const model::ModelConfig& cfg, int64_t seq, int64
                                int cp, bool sp, Recompute r, double activation_bytes);
 
 // Floats of one layer's activations as the engine allocates them (model::Activations::floats:
-// 16C per token, four LayerNorm statistics, the attention log-sum-exp per head), split the
-// Megatron way over tp (the 4C of residuals and norms replicated unless sequence parallel).
+// 16C per token, four LayerNorm statistics, the attention log-sum-exp per head), split over tp
+// as the engine splits them (12C split; resid and resid2 split only with sequence parallelism;
+// the gathered LayerNorm outputs whole).
 double engine_layer_floats(const model::ModelConfig& cfg, int64_t seq, int64_t b, int tp, bool sp,
                            Recompute r);
 

@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
+#include "weft/kernels/profile.hpp"
 #include "weft/train/memory.hpp"
 
 namespace weft::train {
@@ -20,6 +22,10 @@ struct BenchTrainOptions {
     int zero = 0;
     double bucket_mb = 25;
     int threads = 0;  // per rank; 0: as `weft train` chooses
+    // Precision of the matrix products (kernels/matmul.hpp): fp32 or bf16. MFU is taken against
+    // the GEMM peak of the same precision.
+    std::string dtype = "fp32";
+    bool profile = false;  // time every kernel of the timed steps (rank 0's main thread)
 };
 
 struct BenchTrainResult {
@@ -38,8 +44,18 @@ struct BenchTrainResult {
     int64_t model_state_bytes = 0;  // per rank
     int64_t peak_rss = 0;           // of rank 0
     MemoryEstimate estimate;
-    int threads = 0;  // per rank
+    int threads = 0;                 // per rank
+    int64_t n_positions = 0;         // of the model benched (raised to --seq-len if shorter)
+    int64_t bf16_scratch_bytes = 0;  // bf16 operand copies held after the run (not estimated)
+    double mean_step_s = 0;          // the profile's denominator
+    std::vector<kernels::ProfileEntry> profile;  // summed over the timed steps
 };
+
+// The profile as {"step_ms", "kernels": [{"name", "ms", "share", "calls"} per step ...],
+// "other_ms", "other_share", "nested": [...]}, per timed step.
+nlohmann::json profile_json(const BenchTrainResult& r, int64_t steps);
+// The same as an aligned text table.
+std::string profile_table(const BenchTrainResult& r, int64_t steps);
 
 BenchTrainResult bench_train(const BenchTrainOptions& o);
 

@@ -41,8 +41,9 @@ void TrainOptions::validate() const {
                comm_timeout);
     WEFT_CHECK(!data.empty(), "--data is required");
     WEFT_CHECK(dtype == "fp32" || dtype == "bf16", "--dtype must be fp32 or bf16, got '{}'", dtype);
-    WEFT_CHECK(layout.tp == 1, "--tp {}: tensor parallelism is not in this build yet (only 1)",
-               layout.tp);
+    WEFT_CHECK(!layout.sequence_parallel || layout.tp > 1,
+               "--sequence-parallel needs --tp greater than 1: it splits the LayerNorm and "
+               "residual regions over the tensor-parallel ranks");
     optim.validate();
 }
 

@@ -21,8 +21,8 @@ PipelineStage::PipelineStage(model::Gpt2& model, model::UnitAccess& w,
       holds_embedding_copy_(rank == part.owner(part.chunks() - 1) && rank != part.owner(0)) {}
 
 model::LayerSpan PipelineStage::span(int chunk) const {
-    return {part_.first[size_t(chunk)], part_.count[size_t(chunk)], chunk == part_.chunks() - 1,
-            recompute_};
+    return model_.activation_span({part_.first[size_t(chunk)], part_.count[size_t(chunk)],
+                                   chunk == part_.chunks() - 1, recompute_});
 }
 
 int64_t PipelineStage::activation_floats(int in_flight) const {

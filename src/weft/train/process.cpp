@@ -19,7 +19,10 @@ namespace weft::train {
 
 double job_peak_gflops(comm::Mesh& mesh, double per_rank, int64_t n, double seconds) {
     if (per_rank > 0) return per_rank * mesh.world_size();
-    double peak = kernels::measure_gemm_peak_gflops(n, seconds);
+    // MFU is against the peak of the precision the matrix products run in.
+    double peak = kernels::matmul_precision() == kernels::MatmulPrecision::bf16
+                      ? kernels::measure_gemm_peak_bf16_gflops(n, seconds)
+                      : kernels::measure_gemm_peak_gflops(n, seconds);
     comm::all_reduce(mesh.group(comm::Axis::world), std::span<double>(&peak, 1));
     return peak;
 }

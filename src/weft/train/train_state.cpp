@@ -5,9 +5,11 @@
 
 #include "weft/comm/collectives.hpp"
 #include "weft/core/error.hpp"
+#include "weft/kernels/classifier_parallel.hpp"
 #include "weft/kernels/elementwise.hpp"
 #include "weft/model/state_io.hpp"
 #include "weft/parallel/pipeline/simulator.hpp"
+#include "weft/parallel/tensor_parallel.hpp"
 
 namespace weft::train {
 
@@ -23,6 +25,11 @@ pipeline::Partition partition_for(const model::ModelConfig& cfg, const Layout& l
         return pipeline::partition_layers(int(cfg.n_layer), 1, 1, "");
     }
     return pipeline::partition_layers(int(cfg.n_layer), l.pp, l.vpp, mp.pp_layers);
+}
+
+std::unique_ptr<model::TpComm> tp_comm_for(comm::Mesh& mesh) {
+    if (mesh.size(comm::Axis::tp) == 1) return nullptr;
+    return std::make_unique<parallel::GroupTpComm>(mesh.group(comm::Axis::tp));
 }
 
 model::ModelShard shard_for(const comm::Mesh& mesh, const pipeline::Partition& part) {
@@ -44,11 +51,14 @@ TrainState::TrainState(const model::ModelConfig& cfg, comm::Group& dp,
       tp_(mesh_.size(comm::Axis::tp)),
       tp_rank_(mesh_.rank(comm::Axis::tp)),
       part_(partition_for(cfg, mesh_.layout(), mp)),
-      model_(cfg, shard_for(mesh_, part_)),
+      tp_comm_(tp_comm_for(mesh_)),
+      // The vocabulary is padded to a multiple of 128 x tp so that it splits evenly.
+      model_(model::config_for_tp(cfg, tp_), shard_for(mesh_, part_), tp_comm_.get(),
+             mesh_.layout().sequence_parallel),
       dp_(model_.layout(), dp, options),
-      act_(cfg, micro, T,
+      act_(model_.config(), micro, T,
            pp_ > 1 ? model::LayerSpan{0, 0, false, false}
-                   : model::LayerSpan{0, -1, true, mesh_.layout().recompute}) {
+                   : model_.activation_span({0, -1, true, mesh_.layout().recompute})) {
     const Layout& l = mesh_.layout();
     WEFT_CHECK(pp_ == 1 || options.zero <= 1,
                "--zero {} with --pp {}: ZeRO stages 2 and 3 reduce (and gather) per micro-batch, "
@@ -258,7 +268,8 @@ StepOutcome TrainState::step(int64_t micro_batches, const std::function<void(int
     const bool loss_here = pp_rank_ == part_.owner(part_.chunks() - 1) && tp_rank_ == 0;
     // One all-reduce for both: the global loss and the squared norm, each element counted once.
     double sums[2] = {loss_here ? loss_sum : 0.0, dp_.grad_sum_squares(counted)};
-    comm::all_reduce(mesh_.group(comm::Axis::world), std::span<double>(sums));
+    comm::all_reduce(model_parallel() ? mesh_.group(comm::Axis::world) : dp_.group(),
+                     std::span<double>(sums));
     StepOutcome out{sums[0], std::sqrt(sums[1])};
     const float scale = optim::clip_scale(oc, out.grad_norm);
     const auto& slices = dp_.update_slices();
@@ -271,7 +282,7 @@ StepOutcome TrainState::step(int64_t micro_batches, const std::function<void(int
 int64_t TrainState::activation_bytes() const {
     if (stage_) return stage_->activation_bytes();
     return 4 * model::Activations::floats(model_.config(), act_.B, act_.T,
-                                          {0, -1, true, act_.recompute});
+                                          model_.activation_span({0, -1, true, act_.recompute}));
 }
 
 MemoryEstimate TrainState::memory_estimate(int64_t baseline_rss, int64_t micro_batches) const {
@@ -285,9 +296,17 @@ MemoryEstimate TrainState::memory_estimate(int64_t baseline_rss, int64_t micro_b
             pipeline::parse_schedule_kind(l.pp_schedule), pp_, l.vpp, int(micro_batches));
         const int in_flight = pipeline::simulate(s, {}).peak_in_flight[size_t(pp_rank_)];
         m.activations = 4 * stage_->activation_floats(in_flight);
-    } else if (act_.recompute) {
-        m.activations = 4 * model::Activations::floats(model_.config(), act_.B, act_.T,
-                                                       {0, -1, true, true});
+    } else {
+        m.activations = activation_bytes();
+    }
+    if (tp_ > 1) {
+        // The sharded model's scratch, and the head's logits for 1/tp of the vocabulary.
+        const model::ModelConfig& cfg = model_.config();
+        m.scratch = 4 * (model::Gpt2::scratch_floats(cfg, act_.B, act_.T, tp_,
+                                                     model_.sequence_parallel()) +
+                         kernels::classifier_shard_scratch_floats(act_.B * act_.T,
+                                                                  cfg.padded_vocab() / tp_)) +
+                    dp_.working_bytes();
     }
     return m;
 }
@@ -305,7 +324,8 @@ EvalResult TrainState::evaluate(const data::TokenFile& file, int64_t B, int64_t 
     });
     const bool loss_here = pp_rank_ == part_.owner(part_.chunks() - 1) && tp_rank_ == 0;
     double sums[2] = {loss_here ? part.loss : 0.0, loss_here ? double(part.tokens) : 0.0};
-    comm::all_reduce(mesh_.group(comm::Axis::world), std::span<double>(sums));
+    comm::all_reduce(model_parallel() ? mesh_.group(comm::Axis::world) : dp_.group(),
+                     std::span<double>(sums));
     return {sums[0] / sums[1], int64_t(sums[1])};
 }
 

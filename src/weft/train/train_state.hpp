@@ -13,6 +13,7 @@
 
 #include "weft/data/token_file.hpp"
 #include "weft/model/gpt2.hpp"
+#include "weft/model/tp_comm.hpp"
 #include "weft/optim/optimizer.hpp"
 #include "weft/parallel/data_parallel.hpp"
 #include "weft/train/checkpoint.hpp"
@@ -87,6 +88,7 @@ class TrainState {
     comm::Mesh& mesh_;
     int pp_, pp_rank_, tp_, tp_rank_;
     pipeline::Partition part_;
+    std::unique_ptr<model::TpComm> tp_comm_;  // tp > 1
     model::Gpt2 model_;
     parallel::DataParallel dp_;
     std::vector<optim::AdamW> adam_;  // one per update slice

@@ -10,6 +10,7 @@
 #include "weft/core/error.hpp"
 #include "weft/data/loader.hpp"
 #include "weft/data/token_file.hpp"
+#include "weft/kernels/matmul.hpp"
 #include "weft/model/state_io.hpp"
 #include "weft/train/checkpoint.hpp"
 #include "weft/train/comm_report.hpp"
@@ -86,6 +87,7 @@ void run_training(const TrainOptions& o_in) {
     const int64_t micro = micro_batch_size(o, dp);
     const int64_t accum = o.batch_size / (micro * dp), T = o.seq_len;
     const int threads = set_threads_per_rank(o.threads);
+    kernels::set_matmul_precision(kernels::parse_matmul_precision(o.dtype));
     const int64_t baseline_rss = current_rss_bytes();
 
     // Everything that can be wrong is found, on every rank, before the run directory is touched.
@@ -166,9 +168,10 @@ void run_training(const TrainOptions& o_in) {
     const double peak_gflops = job_peak_gflops(mesh, o.peak_gflops, 1024, 0.3);
     note(fmt::format(
         "weft train: {} parameters, {} layers x {} heads x {} width, batch {} = {} x {} x {} "
-        "micro-batches of {} tokens (accumulation x dp x micro), {} thread(s) per rank",
+        "micro-batches of {} tokens (accumulation x dp x micro), {} thread(s) per rank, {} "
+        "matrix products",
         cfg.num_parameters(), cfg.n_layer, cfg.n_head, cfg.n_embd, o.batch_size, accum, dp, micro,
-        T, threads));
+        T, threads, o.dtype));
     note(
         fmt::format("layout {} over {} rank(s); model state per rank: params {} + grads {} + "
                     "optimizer {} = {} bytes",
@@ -183,6 +186,7 @@ void run_training(const TrainOptions& o_in) {
                     {"world_size", mesh.world_size()},
                     {"micro_batch_size", micro},
                     {"threads_per_rank", threads},
+                    {"dtype", o.dtype},
                     {"model_state_bytes",
                      {{"params", state_bytes.params},
                       {"grads", state_bytes.grads},
@@ -243,7 +247,7 @@ void run_training(const TrainOptions& o_in) {
         const comm::CommStats step_comm = comm_report.take();
         const parallel::OverlapTimes overlap = st.dp().take_overlap_times();
         overlap_total += overlap;
-        if (dp > 1) line.update(CommReport::fields(step_comm, overlap));
+        if (mesh.world_size() > 1) line.update(CommReport::fields(step_comm, overlap));
         metrics->write(line);
         if (root && ((step + 1) % o.log_every == 0 || step + 1 == o.steps))
             progress.step(step + 1, loss, tps, mfu, lr);
@@ -264,7 +268,7 @@ void run_training(const TrainOptions& o_in) {
     auto report_comm = [&] {
         comm_report.take();
         overlap_total += st.dp().take_overlap_times();
-        if (dp == 1) return;
+        if (mesh.world_size() == 1) return;
         const comm::CommStats total = CommReport::talking(comm_report.total());
         nlohmann::json line = {{"event", "summary"}, {"steps", end_step - start_step}};
         line.update(CommReport::fields(comm_report.total(), overlap_total));

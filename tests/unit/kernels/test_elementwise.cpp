@@ -141,6 +141,44 @@ TEST_P(Elementwise, EmbeddingRejectsNegativeToken) {
         weft::Error);
 }
 
+// Vocabulary-parallel: the shards' lookups (wpe from one shard only) add up to the whole lookup
+// bit for bit (each element is one wte value plus zeros), and the shards' backwards fill the
+// rows of the whole dwte (the padding rows of the last shard stay zero).
+TEST_P(Elementwise, EmbeddingShardsAddUpToTheWholeTable) {
+    const int64_t B = 3, T = 5, C = 67, pos0 = 2, shards = 3;
+    const Embedding e = make_embedding(B, T, C, pos0);
+    const int64_t Vs = (e.V + shards - 1) / shards;
+    std::vector<float> whole(B * T * C), sum(B * T * C, 0.0f), part(B * T * C);
+    wk::embedding_forward(whole.data(), e.tokens.data(), e.wte.data(), e.wpe.data(), B, T, C, pos0);
+    const auto dout = random_vector(B * T * C, 3);
+    std::vector<float> dwte(e.V * C, 0.0f), dwte_shards(shards * Vs * C, 0.0f);
+    wk::embedding_backward(dwte.data(), nullptr, dout.data(), e.tokens.data(), B, T, C, pos0);
+    std::vector<float> wte(shards * Vs * C, 0.0f);  // padded to whole shards
+    std::copy(e.wte.begin(), e.wte.end(), wte.begin());
+    for (int64_t s = 0; s < shards; ++s) {
+        wk::embedding_forward_shard(part.data(), e.tokens.data(), wte.data() + s * Vs * C,
+                                    s == 0 ? e.wpe.data() : nullptr, B, T, C, s * Vs, Vs, pos0);
+        for (size_t i = 0; i < sum.size(); ++i) sum[i] += part[i];
+        wk::embedding_backward_shard(dwte_shards.data() + s * Vs * C, dout.data(), e.tokens.data(),
+                                     B, T, C, s * Vs, Vs);
+    }
+    EXPECT_EQ(sum, whole);
+    EXPECT_EQ(std::vector<float>(dwte_shards.begin(), dwte_shards.begin() + e.V * C), dwte);
+    for (size_t i = size_t(e.V * C); i < dwte_shards.size(); ++i) ASSERT_EQ(dwte_shards[i], 0.0f);
+}
+
+// The row-parallel bias and the residual, added to summed partial products: (out + b) + r.
+TEST_P(Elementwise, AddBiasResidualAddsTheBiasToEveryRow) {
+    const int64_t N = 37, C = 45;
+    const auto out0 = random_vector(N * C, 1), bias = random_vector(C, 2),
+               resid = random_vector(N * C, 3);
+    std::vector<float> out = out0;
+    wk::add_bias_residual(out.data(), bias.data(), resid.data(), N, C);
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t c = 0; c < C; ++c)
+            ASSERT_EQ(out[n * C + c], (out0[n * C + c] + bias[c]) + resid[n * C + c]);
+}
+
 TEST_P(Elementwise, SumSquaresMatchesReference) {
     for (int64_t n : {0, 1, 15, 17, 1000 + 5, 5 * 16384 + 13}) {
         const auto x = random_vector(n, 7, 3.0f);

@@ -157,3 +157,21 @@ TEST(PlanMemory, PipelineInFlightScalesActivations) {
     EXPECT_DOUBLE_EQ(one.activations, 12 * layer);
     EXPECT_DOUBLE_EQ(eight.activations, 96 * layer);
 }
+
+// Per layer, the engine profile counts what model::Activations allocates under tensor and
+// sequence parallelism (a span of n layers without the head minus a span of none).
+TEST(PlanMemory, EngineLayerFloatsFollowTheModelUnderTensorParallelism) {
+    const model::ModelConfig cfg = model::model_preset("gpt2");
+    const int64_t B = 2, T = 128;
+    for (int tp : {1, 2, 4})
+        for (bool sp : {false, true}) {
+            const model::LayerSpan layers{0, 3, false, false, tp, sp},
+                none{0, 0, false, false, tp, sp};
+            const int64_t per_layer = (model::Activations::floats(cfg, B, T, layers) -
+                                       model::Activations::floats(cfg, B, T, none)) /
+                                      3;
+            EXPECT_DOUBLE_EQ(engine_layer_floats(cfg, T, B, tp, sp, Recompute::none),
+                             double(per_layer))
+                << "tp " << tp << (sp ? " sp" : "");
+        }
+}

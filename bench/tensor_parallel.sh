@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Tensor parallelism on this machine: gpt2 (124M), batch 4 x 1024 tokens, one process with two
+# threads against tp 2 (one thread per rank), with and without sequence parallelism.
+#   bench/tensor_parallel.sh [build dir] [steps]
+# Prints the last step's tokens/s and the share of its time rank 0 spent in tensor-parallel
+# collectives (which block: the next layer needs their result).
+set -euo pipefail
+BUILD=${1:-build} STEPS=${2:-3}
+WEFT=$(realpath "$BUILD/weft")
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+"$WEFT" prepare --input "$SRC/data/tinyshakespeare.txt" --out data --tokenizer-dir "$SRC/data" >/dev/null
+args=(--model gpt2 --data data/tinyshakespeare_train.bin --batch-size 4 --seq-len 1024
+      --steps "$STEPS" --peak-gflops 1)
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+field() { grep "\"step\":$STEPS," "$1/metrics.jsonl" | grep -o "\"$2\":[0-9.e+-]*" | head -1 | cut -d: -f2; }
+report() {  # report <name> <run dir>
+  local tps dt tp_s share="-"
+  tps=$(field "$2" tokens_per_s) dt=$(field "$2" step_time_s)
+  tp_s=$(grep "\"step\":$STEPS," "$2/metrics.jsonl" | grep -o '"tp":{.*' | grep -o '"total":{[^}]*}' \
+           | head -1 | grep -o '"seconds":[0-9.e+-]*' | cut -d: -f2 || true)
+  [ -n "$tp_s" ] && share=$(awk "BEGIN { printf \"%.1f%%\", 100 * $tp_s / $dt }")
+  printf "%-28s %8.0f tokens/s  step %6.2f s  tp communication %s\n" "$1" "$tps" "$dt" "$share"
+}
+OMP_NUM_THREADS=2 "$WEFT" train "${args[@]}" --threads 2 --out one >/dev/null
+report "1 process, 2 threads" one
+mpirun -np 2 --bind-to none "$WEFT" train "${args[@]}" --threads 1 --tp 2 --out tp2 >/dev/null
+report "tp 2, 1 thread per rank" tp2
+mpirun -np 2 --bind-to none "$WEFT" train "${args[@]}" --threads 1 --tp 2 --sequence-parallel --out tp2sp >/dev/null
+report "tp 2 + sequence parallel" tp2sp
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
