@@ -1,7 +1,5 @@
 #include "weft/kernels/classifier.hpp"
 
-#include "weft/kernels/simd.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,16 +9,13 @@
 #include <mutex>
 
 #include "weft/core/error.hpp"
-#include "weft/kernels/exp_nonpositive.hpp"
-#include "weft/kernels/isa.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/kernels/profile.hpp"
+#include "weft/kernels/softmax_rows.hpp"
 
 namespace weft::kernels {
 
 namespace {
-
-using detail::exp_nonpositive;
 
 // Rows per chunk. The dwte update is a GEMM with inner dimension = chunk rows, and it only runs
 // near peak once that is several hundred (bench_matmul measures it); 1024 rows of GPT-2 logits
@@ -28,79 +23,17 @@ using detail::exp_nonpositive;
 constexpr int64_t kMaxChunkRows = 1024;
 
 // One row of logits -> its loss; when `grad`, the row becomes scale * (softmax - onehot).
-float row_portable(float* row, int64_t V, int32_t target, float scale, bool grad) {
-    float max = -std::numeric_limits<float>::infinity();
-    for (int64_t v = 0; v < V; ++v) max = std::max(max, row[v]);
-    float target_logit = row[target];
-    float sum = 0.0f;
-    for (int64_t v = 0; v < V; ++v) {
-        float e = exp_nonpositive(row[v] - max);
-        if (grad) row[v] = e;
-        sum += e;
-    }
+float row_loss(const detail::SoftmaxRowOps& ops, float* row, int64_t V, int32_t target,
+               float scale, bool grad) {
+    const float max = ops.max(row, V);
+    const float target_logit = row[target];  // read before the exponentials overwrite it
+    const float sum = ops.exp_sum(row, V, max, grad);
     if (grad) {
-        float k = scale / sum;
-        for (int64_t v = 0; v < V; ++v) row[v] *= k;
+        ops.scale(row, V, scale / sum);
         row[target] -= scale;
     }
     return std::log(sum) + max - target_logit;
 }
-
-#if defined(__AVX512F__)
-float row_avx512(float* row, int64_t V, int32_t target, float scale, bool grad) {
-    const int64_t full = V / 16 * 16;
-    const __mmask16 tail = __mmask16((1u << (V - full)) - 1);
-    const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-    // Two accumulators each: the loops are latency-bound on one.
-    __m512 m0 = neg_inf, m1 = neg_inf;
-    int64_t v = 0;
-    for (; v + 32 <= full; v += 32) {
-        m0 = _mm512_max_ps(m0, _mm512_loadu_ps(row + v));
-        m1 = _mm512_max_ps(m1, _mm512_loadu_ps(row + v + 16));
-    }
-    for (; v < full; v += 16) m0 = _mm512_max_ps(m0, _mm512_loadu_ps(row + v));
-    m0 = _mm512_max_ps(m0, _mm512_mask_loadu_ps(neg_inf, tail, row + full));
-    const float max = _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
-    const float target_logit = row[target];
-
-    const __m512 vmax = _mm512_set1_ps(max);
-    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
-    for (v = 0; v + 32 <= full; v += 32) {
-        __m512 e0 = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(row + v), vmax));
-        __m512 e1 = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(row + v + 16), vmax));
-        if (grad) {
-            _mm512_storeu_ps(row + v, e0);
-            _mm512_storeu_ps(row + v + 16, e1);
-        }
-        s0 = _mm512_add_ps(s0, e0);
-        s1 = _mm512_add_ps(s1, e1);
-    }
-    for (; v < full; v += 16) {
-        __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(row + v), vmax));
-        if (grad) _mm512_storeu_ps(row + v, e);
-        s0 = _mm512_add_ps(s0, e);
-    }
-    if (tail) {
-        // Masked-off lanes load -inf, and exp(-inf - max) is 0.
-        __m512 e =
-            exp_nonpositive(_mm512_sub_ps(_mm512_mask_loadu_ps(neg_inf, tail, row + full), vmax));
-        if (grad) _mm512_mask_storeu_ps(row + full, tail, e);
-        s0 = _mm512_add_ps(s0, e);
-    }
-    const float sum = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
-
-    if (grad) {
-        const __m512 k = _mm512_set1_ps(scale / sum);
-        for (v = 0; v < full; v += 16)
-            _mm512_storeu_ps(row + v, _mm512_mul_ps(_mm512_loadu_ps(row + v), k));
-        if (tail)
-            _mm512_mask_storeu_ps(row + full, tail,
-                                  _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, row + full), k));
-        row[target] -= scale;
-    }
-    return std::log(sum) + max - target_logit;
-}
-#endif
 
 // The logits block is kept between calls: allocating 200 MB per call would page-fault it in
 // again each step. Calls are serialised on it (the kernel uses every core anyway).
@@ -148,10 +81,7 @@ void classifier_forward_backward(float* loss, float* dx, float* dwte, const floa
         s.size = R * V;
     }
     float* logits = s.data.get();
-    auto row_kernel = row_portable;
-#if defined(__AVX512F__)
-    if (kernel_isa() == Isa::avx512) row_kernel = row_avx512;
-#endif
+    const detail::SoftmaxRowOps ops = detail::softmax_row_ops();
 
     for (int64_t n0 = 0; n0 < N; n0 += R) {
         const int64_t r = std::min(R, N - n0);
@@ -163,7 +93,7 @@ void classifier_forward_backward(float* loss, float* dx, float* dwte, const floa
             const int32_t t = targets[n0 + i];
             float l = 0.0f;
             if (t >= 0)
-                l = row_kernel(row, V, t, scale, grad);
+                l = row_loss(ops, row, V, t, scale, grad);
             else if (grad)
                 std::memset(row, 0, size_t(V) * sizeof(float));  // no gradient from this row
             if (loss) loss[n0 + i] = l;

@@ -1,6 +1,6 @@
 #pragma once
-// The softmax's exponential, shared by the fused classifier and its vocabulary-parallel phases
-// (which must round exactly as the fused kernel does for their losses to agree).
+// The softmax's exponential, for the softmax row loops (softmax_rows.cpp) that the fused
+// classifier and its vocabulary-parallel phases share.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
