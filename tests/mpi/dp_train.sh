@@ -8,24 +8,7 @@
 #   mismatch | hang | exit   failure paths (the bound and the message naming the rank)
 set -uo pipefail
 WEFT=$1 CHECK=$2 SRC=$3 MODE=$4 N=${5:-}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cd "$WORK"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-unset OMP_NUM_THREADS
-failures=0
-check() { "$@" || { echo "FAILED: $*"; failures=$((failures + 1)); }; }
-
-"$WEFT" prepare --input "$SRC/data/tinyshakespeare.txt" --out data --tokenizer-dir "$SRC/data" >/dev/null
-args=(--model tiny --data data/tinyshakespeare_train.bin --batch-size 8 --seq-len 32 --lr 1e-3
-      --warmup 2 --peak-gflops 100 --threads 1)
-train() {  # train <np> <out> args...: rank 0's output in <out>.log
-  local np=$1 out=$2
-  shift 2
-  mpirun -np "$np" "$WEFT" train "${args[@]}" --out "$out" "$@" >"$out.log" 2>&1 \
-    || { echo "FAILED: mpirun -np $np weft train $* (see below)"; cat "$out.log"; failures=$((failures + 1)); }
-}
-ckpt() { echo "$1/checkpoints/step_$(printf %06d "$2")/model.safetensors"; }
+source "$SRC/tests/mpi/train_lib.sh"
 
 case $MODE in
 parity)
@@ -92,5 +75,4 @@ hang | exit)
   exit 2
   ;;
 esac
-echo "$failures failed"
-[ "$failures" -eq 0 ]
+finish

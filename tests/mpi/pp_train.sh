@@ -15,38 +15,8 @@
 #   trace      --trace writes Chrome-trace JSON with one track per rank and every action
 set -uo pipefail
 WEFT=$1 CHECK=$2 SRC=$3 MODE=$4 N=${5:-}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cd "$WORK"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-unset OMP_NUM_THREADS
-failures=0
-check() { "$@" || { echo "FAILED: $*"; failures=$((failures + 1)); }; }
-
-"$WEFT" prepare --input "$SRC/data/tinyshakespeare.txt" --out data --tokenizer-dir "$SRC/data" >/dev/null
-args=(--model tiny --n-layer 8 --data data/tinyshakespeare_train.bin --batch-size 8 --seq-len 32
-      --lr 1e-3 --warmup 2 --peak-gflops 100 --threads 1)
-train() {  # train <np> <out> args...: rank 0's output in <out>.log
-  local np=$1 out=$2
-  shift 2
-  mpirun -np "$np" "$WEFT" train "${args[@]}" --out "$out" "$@" >"$out.log" 2>&1 \
-    || { echo "FAILED: mpirun -np $np weft train $* (see below)"; cat "$out.log"; failures=$((failures + 1)); }
-}
-ckpt() { echo "$1/checkpoints/step_$(printf %06d "$2")/model.safetensors"; }
-same_as_ref() {  # same_as_ref <run> <ref>
-  check "$CHECK" losses "$2" "$1" 1e-5
-  check "$CHECK" weights "$(ckpt "$2" 5)" "$(ckpt "$1" 5)" 1e-4
-}
-expect_error() {  # expect_error <np> <message> args...
-  local np=$1 msg=$2
-  shift 2
-  out=$(mpirun -np "$np" "$WEFT" train "${args[@]}" --steps 2 --out runs/x "$@" 2>&1)
-  rc=$?
-  echo "$out" | grep -F "error" | head -2
-  check [ $rc -ne 0 ]
-  check grep -qF -- "$msg" <<<"$out"
-  check [ ! -e runs/x ]
-}
+source "$SRC/tests/mpi/train_lib.sh"
+args+=(--n-layer 8)
 
 case $MODE in
 parity)
@@ -139,5 +109,4 @@ trace)
   exit 2
   ;;
 esac
-echo "$failures failed"
-[ "$failures" -eq 0 ]
+finish
