@@ -139,18 +139,22 @@ void TrainState::assemble(const float* local, float* full) {
     };
     comm::Group& world = mesh_.group(comm::Axis::world);
     const bool sender = mesh_.rank(comm::Axis::dp) == 0;
+    // Every sender's padded layout (the same ZeRO padding as its dp group's), by (stage, tp rank).
+    std::vector<parallel::ZeroLayout> senders;
+    for (int stage = 0; stage < pp_; ++stage)
+        for (int t = 0; t < tp_; ++t) {
+            model::ModelShard shard;
+            if (pp_ > 1) shard.units = part_.units_of(stage);
+            shard.tp_rank = t;
+            shard.tp = tp_;
+            senders.emplace_back(model::build_param_layout(cfg, shard), dp_.group().size(), 0);
+        }
     Buffer tmp;
     for (int u = 0; u < L + 2; ++u) {
         const int stage = stage_of(u);
         for (int t = 0; t < tp_; ++t) {
             const int src = mesh_.world_rank_of({t, 0, 0, 0, stage});
-            // The sender's layout of this unit (the same ZeRO padding as its dp group's).
-            model::ModelShard shard;
-            if (pp_ > 1) shard.units = part_.units_of(stage);
-            shard.tp_rank = t;
-            shard.tp = tp_;
-            const parallel::ZeroLayout z(model::build_param_layout(cfg, shard), dp_.group().size(),
-                                         0);
+            const parallel::ZeroLayout& z = senders[size_t(stage * tp_ + t)];
             const model::Unit& unit = z.padded().units[size_t(u)];
             if (sender && src == mesh_.world_rank() && !root) {
                 comm::send(world, std::span<const float>(local + unit.offset, size_t(unit.size)),
