@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates the figures of docs/performance.md on this machine (run it on an otherwise idle
 # machine: the two cores are the whole machine). Usage: bash bench/performance.sh [build dir]
-# The mixed-precision and scaling tables are bench/scaling.sh's.
+# The mixed-precision and scaling tables are bench/scaling.sh's; the tensor- and pipeline-parallel
+# ones come from bench/tensor_parallel.sh and bench/pipeline_bubble.sh, which it runs at the end.
 set -euo pipefail
 W=${1:-build}/weft
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -21,3 +22,7 @@ for dtype in fp32 bf16; do
 done
 echo "== the same, two data-parallel ranks with one thread each"
 mpirun -np 2 --bind-to none "$W" bench train --preset gpt2 --batch-size 4 --seq-len 1024 --steps 3
+echo "== tensor parallel: tp 2 (one thread per rank), with and without sequence parallelism"
+bash "$(dirname "$0")/tensor_parallel.sh" "${1:-build}"
+echo "== pipeline parallel: measured against simulated bubble, pp 2, 8 micro-batches"
+bash "$(dirname "$0")/pipeline_bubble.sh" "${1:-build}" 2 8

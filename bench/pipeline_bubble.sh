@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Measured pipeline bubble against the simulator's prediction, for each schedule, on this
 # machine: bench/pipeline_bubble.sh [build dir] [pp] [micro-batches]
-# Trains a small GPT (8 layers, width 512, T 256) for 4 steps per schedule with --trace and
-# prints the last step's bubble: measured (1 - compute / (pp x step time)), simulated from the
-# step's own mean forward/backward times per chunk, and the paper's formula.
+# Trains a GPT of width 512 (GPT-2 vocabulary, T 256, micro-batches of one sequence) for 4 steps
+# per schedule with --trace and prints the last step's bubble: measured (1 - compute / (pp x step
+# time)), simulated from the step's own mean forward/backward time per chunk, and the paper's
+# formula, with each rank's mean forward and backward time per chunk from the trace.
+# Two cases: 8 layers split evenly (the head on the last stage makes it the slow one), and, at
+# pp 2, 16 layers split so that both stages do the same work per micro-batch.
 set -euo pipefail
 BUILD=${1:-build} PP=${2:-2} M=${3:-8}
 WEFT=$(realpath "$BUILD/weft")
@@ -14,11 +17,43 @@ cd "$WORK"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 "$WEFT" prepare --input "$SRC/data/tinyshakespeare.txt" --out data --tokenizer-dir "$SRC/data" >/dev/null
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg); pp $PP, $M micro-batches of 1 x 256 tokens, 1 thread per rank"
-for sched in gpipe 1f1b interleaved; do
-  extra=()
-  [ $sched = interleaved ] && extra=(--vpp 2)
-  mpirun -np "$PP" --bind-to none "$WEFT" train --model gpt2 --n-layer 8 --n-embd 512 --n-head 8 \
-    --data data/tinyshakespeare_train.bin --batch-size "$M" --micro-batch-size 1 --seq-len 256 \
-    --steps 4 --threads 1 --peak-gflops 100 --pp "$PP" --pp-schedule $sched "${extra[@]}" \
-    --trace $sched.json --out run_$sched 2>&1 | grep -o "pipeline bubble.*" | sed "s/^/$sched: /"
-done
+printf "%-7s %-8s %-12s %-9s %-9s %-7s %-7s %s\n" layers split schedule measured simulated \
+  ideal step "per rank: mean forward / backward per chunk (ms)"
+
+# Mean forward and backward duration per rank from a Chrome trace (one key per line, as weft
+# writes it).
+rank_means() {
+  awk '/"cat":/ { c = $2; gsub(/[",]/, "", c) }
+       /"dur":/ { d = $2; gsub(/,/, "", d) }
+       /"pid":/ { p = $2; gsub(/,/, "", p) }
+       /^[[:space:]]*}/ { if (c == "forward" || c == "backward") { s[p, c] += d; n[p, c]++ } c = "" }
+       END { for (r = 0; (r, "forward") in n; ++r)
+               printf "%s%d: %.0f / %.0f", (r ? ", " : ""), r,
+                      s[r, "forward"] / n[r, "forward"] / 1000, s[r, "backward"] / n[r, "backward"] / 1000 }' "$1"
+}
+field() { grep '"event":"pipeline_trace"' "$1" | grep -o "\"$2\":[0-9.e+-]*" | cut -d: -f2; }
+
+run() {  # run <layers> <schedule> [--pp-layers split]
+  local layers=$1 sched=$2 split=even extra=()
+  shift 2
+  [ $# -gt 0 ] && split=$2 && extra+=("$@")
+  [ "$sched" = interleaved ] && extra+=(--vpp 2)
+  local out="run_${layers}_$sched"
+  mpirun -np "$PP" --bind-to none "$WEFT" train --model gpt2 --n-layer "$layers" --n-embd 512 \
+    --n-head 8 --data data/tinyshakespeare_train.bin --batch-size "$M" --micro-batch-size 1 \
+    --seq-len 256 --steps 4 --threads 1 --peak-gflops 100 --pp "$PP" --pp-schedule "$sched" \
+    "${extra[@]}" --trace "$out.json" --out "$out" >/dev/null 2>&1
+  local step
+  step=$(grep '"step":4,' "$out/metrics.jsonl" | grep -o '"step_time_s":[0-9.e+-]*' | cut -d: -f2)
+  printf "%-7s %-8s %-12s %-9.3f %-9.3f %-7.3f %-7.2f %s\n" "$layers" "$split" "$sched" \
+    "$(field "$out/metrics.jsonl" bubble_measured)" "$(field "$out/metrics.jsonl" bubble_simulated)" \
+    "$(field "$out/metrics.jsonl" bubble_ideal)" "$step" "$(rank_means "$out.json")"
+}
+
+for sched in gpipe 1f1b interleaved; do run 8 $sched; done
+if [ "$PP" = 2 ]; then
+  run 16 gpipe --pp-layers 12,4
+  run 16 1f1b --pp-layers 12,4
+  run 16 interleaved --pp-layers 6,2,6,2
+fi
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -35,18 +35,17 @@ model::ModelConfig model_config_from_json(const nlohmann::json& j, const std::st
 }
 
 fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const model::ModelConfig& cfg,
-                         const model::ParamLayout& layout, const float* params, const float* m,
-                         const float* v, const nlohmann::json& state) {
+                         const model::ParamLayout& layout, const StateSource& source,
+                         const nlohmann::json& state) {
     fs::path target = ckpt::checkpoint_path(run_dir, step);
     fs::create_directories(target.parent_path());
     ckpt::write_dir_atomic(target, [&](const fs::path& tmp) {
-        model::write_tensors(tmp / "model.safetensors", layout, params, model::Naming::weft);
-        if (m && v) {
-            model::write_tensors(tmp / "optimizer_m.safetensors", layout, m, model::Naming::weft,
-                                 "exp_avg.");
-            model::write_tensors(tmp / "optimizer_v.safetensors", layout, v, model::Naming::weft,
-                                 "exp_avg_sq.");
-        }
+        model::write_tensors(tmp / "model.safetensors", layout, source(StateTensors::params),
+                             model::Naming::weft);
+        model::write_tensors(tmp / "optimizer_m.safetensors", layout,
+                             source(StateTensors::exp_avg), model::Naming::weft, "exp_avg.");
+        model::write_tensors(tmp / "optimizer_v.safetensors", layout,
+                             source(StateTensors::exp_avg_sq), model::Naming::weft, "exp_avg_sq.");
         nlohmann::json s = state;
         s["format"] = "weft-checkpoint";
         s["version"] = 1;

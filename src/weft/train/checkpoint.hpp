@@ -1,10 +1,11 @@
 #pragma once
 // A training checkpoint: RUN_DIR/checkpoints/step_NNNNNN/ with model.safetensors (logical
-// tensors), optimizer.safetensors (AdamW moments by the same names) and state.json (step, model
+// tensors), optimizer_m/optimizer_v.safetensors (AdamW moments by the same names) and state.json (step, model
 // shape, seed and the data settings that fix the sample order). Written atomically: a reader
 // sees either the whole checkpoint or none of it.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "weft/model/config.hpp"
@@ -15,12 +16,21 @@ namespace weft::train {
 nlohmann::json model_config_json(const model::ModelConfig& c);
 model::ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& where);
 
-// `state` is merged into state.json (step, seed, batch settings...). m and v may be null (no
-// optimizer state is written then).
+// The tensor files of a checkpoint, in the order save_checkpoint asks for them.
+enum class StateTensors { params, exp_avg, exp_avg_sq };
+// Gives one file's whole tensors (laid out as `layout`); the pointer may be invalidated by the
+// next call, so a writer holds one file's tensors at a time, not three.
+using StateSource = std::function<const float*(StateTensors)>;
+inline constexpr StateTensors kStateTensorOrder[] = {StateTensors::params, StateTensors::exp_avg,
+                                                     StateTensors::exp_avg_sq};
+
+// Writes model.safetensors, optimizer_m.safetensors and optimizer_v.safetensors (asking `source`
+// for each in kStateTensorOrder) and state.json; `state` is merged into state.json (step, seed,
+// batch settings...).
 std::filesystem::path save_checkpoint(const std::filesystem::path& run_dir, int64_t step,
                                       const model::ModelConfig& cfg,
-                                      const model::ParamLayout& layout, const float* params,
-                                      const float* m, const float* v, const nlohmann::json& state);
+                                      const model::ParamLayout& layout, const StateSource& source,
+                                      const nlohmann::json& state);
 
 struct CheckpointInfo {
     std::filesystem::path dir;

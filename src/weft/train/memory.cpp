@@ -15,10 +15,12 @@ static std::string mib(int64_t b) {
 }
 
 std::string MemoryEstimate::describe() const {
+    const std::string ckpt =
+        checkpoint ? fmt::format(" + checkpoint writing {}", mib(checkpoint)) : "";
     return fmt::format(
-        "weights {} + grads {} + optimizer {} + activations {} + scratch {} + baseline {} = {}",
+        "weights {} + grads {} + optimizer {} + activations {} + scratch {} + baseline {}{} = {}",
         mib(weights), mib(grads), mib(optimizer), mib(activations), mib(scratch), mib(baseline),
-        mib(total()));
+        ckpt, mib(total()));
 }
 
 MemoryEstimate estimate_memory(const model::ModelConfig& cfg, int64_t weights, int64_t grads,

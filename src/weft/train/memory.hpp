@@ -9,7 +9,11 @@ namespace weft::train {
 
 struct MemoryEstimate {
     int64_t weights = 0, grads = 0, optimizer = 0, activations = 0, scratch = 0, baseline = 0;
-    int64_t total() const { return weights + grads + optimizer + activations + scratch + baseline; }
+    // The rank that writes checkpoints holds one file's whole tensors while it writes them.
+    int64_t checkpoint = 0;
+    int64_t total() const {
+        return weights + grads + optimizer + activations + scratch + baseline + checkpoint;
+    }
     std::string describe() const;
 };
 

@@ -177,40 +177,41 @@ void TrainState::assemble(const float* local, float* full) {
 }
 
 fs::path TrainState::save(const fs::path& run_dir, int64_t step, const nlohmann::json& state) {
-    const bool root = dp_.group().rank() == 0;
-    const int64_t total = dp_.padded().total;
-    // Whole tensors exist on rank 0 only while it writes them.
-    Buffer params_tmp(root && dp_.stage() == 3 ? total : 0);
-    const float* params = dp_.gather_params(params_tmp.data());
-    Buffer m_tmp, v_tmp;
-    const float *m = nullptr, *v = nullptr;
-    if (dp_.stage() == 0) {
-        m = adam_[0].exp_avg().data();
-        v = adam_[0].exp_avg_sq().data();
-    } else {
-        Buffer shard(dp_.zero_layout().shard_floats());
-        if (root) m_tmp = Buffer(total), v_tmp = Buffer(total);
-        copy_moments(shard.data(), false, true);
-        dp_.gather_shard(shard.data(), m_tmp.data());
-        copy_moments(shard.data(), true, true);
-        dp_.gather_shard(shard.data(), v_tmp.data());
-        m = m_tmp.data(), v = v_tmp.data();
+    const bool dp_root = dp_.group().rank() == 0;
+    const bool mp = model_parallel();
+    // With model parallelism every stage and shard sends its part to world rank 0, which writes
+    // the logical model; otherwise dp rank 0 writes its (ZeRO-padded) buffers.
+    const bool writer = mp ? mesh_.world_rank() == 0 : dp_root;
+    const model::ParamLayout layout = mp ? model::build_param_layout(model_.config())
+                                         : dp_.padded();
+    // One file's whole tensors exist on the writer at a time, only while it writes them.
+    Buffer gathered(dp_root && dp_.stage() > 0 ? dp_.padded().total : 0);
+    Buffer shard(dp_.stage() > 0 ? dp_.zero_layout().shard_floats() : 0);
+    Buffer full(mp && writer ? layout.total : 0);
+    // Collective: every rank calls it for each file, in kStateTensorOrder.
+    auto source = [&](StateTensors which) -> const float* {
+        const float* local = nullptr;
+        if (which == StateTensors::params) {
+            local = dp_.gather_params(gathered.data());
+        } else {
+            const bool second = which == StateTensors::exp_avg_sq;
+            if (dp_.stage() == 0) {
+                local = second ? adam_[0].exp_avg_sq().data() : adam_[0].exp_avg().data();
+            } else {
+                copy_moments(shard.data(), second, true);
+                dp_.gather_shard(shard.data(), gathered.data());
+                local = gathered.data();
+            }
+        }
+        if (!mp) return local;
+        assemble(local, full.data());
+        return full.data();
+    };
+    if (!writer) {
+        for (StateTensors which : kStateTensorOrder) source(which);
+        return {};
     }
-    if (model_parallel()) {
-        // Every stage and shard sends its part to world rank 0, which writes the logical model.
-        const bool world_root = mesh_.world_rank() == 0;
-        const model::ParamLayout full = model::build_param_layout(model_.config());
-        Buffer fp(world_root ? full.total : 0), fm(world_root ? full.total : 0),
-            fv(world_root ? full.total : 0);
-        assemble(params, fp.data());
-        assemble(m, fm.data());
-        assemble(v, fv.data());
-        if (!world_root) return {};
-        return save_checkpoint(run_dir, step, model_.config(), full, fp.data(), fm.data(),
-                               fv.data(), state);
-    }
-    if (!root) return {};
-    return save_checkpoint(run_dir, step, model_.config(), dp_.padded(), params, m, v, state);
+    return save_checkpoint(run_dir, step, model_.config(), layout, source, state);
 }
 
 void TrainState::sum_tied_embedding() {
@@ -311,6 +312,12 @@ MemoryEstimate TrainState::memory_estimate(int64_t baseline_rss, int64_t micro_b
                          kernels::classifier_shard_scratch_floats(act_.B * act_.T,
                                                                   cfg.padded_vocab() / tp_)) +
                     dp_.working_bytes();
+    }
+    // What save() allocates on the writer: ZeRO's gathered buffer and the logical model.
+    const bool dp_root = mesh_.rank(comm::Axis::dp) == 0;
+    if (model_parallel() ? mesh_.world_rank() == 0 : dp_root) {
+        if (dp_.stage() > 0) m.checkpoint += 4 * dp_.padded().total;
+        if (model_parallel()) m.checkpoint += 4 * model::build_param_layout(model_.config()).total;
     }
     return m;
 }

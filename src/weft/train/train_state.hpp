@@ -56,8 +56,9 @@ class TrainState {
     void init(uint64_t seed);
     void load_hf(const std::filesystem::path& model_dir);
     void load_checkpoint(const CheckpointInfo& ck);
-    // Gathers the logical tensors to dp rank 0, which writes them with save_checkpoint and
-    // returns the directory (others return an empty path).
+    // Gathers the logical tensors, one file at a time, to the writer (world rank 0 with model
+    // parallelism, else dp rank 0), which writes them with save_checkpoint and returns the
+    // directory (others return an empty path). Collective over the mesh.
     std::filesystem::path save(const std::filesystem::path& run_dir, int64_t step,
                                const nlohmann::json& state);
 
