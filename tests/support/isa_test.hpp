@@ -8,7 +8,7 @@
 namespace weft::test {
 
 class IsaTest : public ::testing::TestWithParam<kernels::Isa> {
-protected:
+  protected:
     void SetUp() override {
         if (GetParam() == kernels::Isa::avx512 && !kernels::avx512_compiled())
             GTEST_SKIP() << "no AVX-512";

@@ -3,9 +3,9 @@
 //   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 // and std::regex has no \p{L}, so the alternatives are matched here in the same order over
 // UTF-8 decoded code points. Letters, numbers and white space come from a table generated from
-// the Python `regex` module itself (unicode_table.cpp, by scripts/gen_unicode_table.py), so the classes
-// agree with the reference for every code point that module knows (Unicode 16). A code point
-// assigned in a later Unicode version is treated as "other" until the table is regenerated.
+// the Python `regex` module itself (unicode_table.cpp, by scripts/gen_unicode_table.py), so the
+// classes agree with the reference for every code point that module knows (Unicode 16). A code
+// point assigned in a later Unicode version is treated as "other" until the table is regenerated.
 // Bytes that are not valid UTF-8 (which encoder.py could not even read) each count as one
 // "other" character, so any byte string is split and round-trips exactly.
 #include <cstddef>

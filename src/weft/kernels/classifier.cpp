@@ -23,8 +23,8 @@ namespace {
 constexpr int64_t kMaxChunkRows = 1024;
 
 // One row of logits -> its loss; when `grad`, the row becomes scale * (softmax - onehot).
-float row_loss(const detail::SoftmaxRowOps& ops, float* row, int64_t V, int32_t target,
-               float scale, bool grad) {
+float row_loss(const detail::SoftmaxRowOps& ops, float* row, int64_t V, int32_t target, float scale,
+               bool grad) {
     const float max = ops.max(row, V);
     const float target_logit = row[target];  // read before the exponentials overwrite it
     const float sum = ops.exp_sum(row, V, max, grad);

@@ -14,8 +14,12 @@ bool avx512_compiled() {
 #endif
 }
 
-Isa kernel_isa() { return g_isa; }
+Isa kernel_isa() {
+    return g_isa;
+}
 
-void set_kernel_isa(Isa isa) { g_isa = (isa == Isa::avx512 && !avx512_compiled()) ? Isa::portable : isa; }
+void set_kernel_isa(Isa isa) {
+    g_isa = (isa == Isa::avx512 && !avx512_compiled()) ? Isa::portable : isa;
+}
 
 }  // namespace weft::kernels

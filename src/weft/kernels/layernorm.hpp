@@ -11,7 +11,7 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 // Accumulates: dinp += ∂L/∂inp (the residual stream's gradient is summed into), dweight +=,
 // dbias +=.
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                        const float* inp, const float* weight, const float* mean,
-                        const float* rstd, int64_t N, int64_t C);
+                        const float* inp, const float* weight, const float* mean, const float* rstd,
+                        int64_t N, int64_t C);
 
 }  // namespace weft::kernels

@@ -144,9 +144,15 @@ void init_params(float* flat, const ParamLayout& layout, uint64_t seed) {
                 continue;
             }
             switch (p.init) {
-                case Init::zeros: dst[i] = 0.0f; break;
-                case Init::ones: dst[i] = 1.0f; break;
-                case Init::normal: dst[i] = p.init_std * rng.normal(uint64_t(j)); break;
+                case Init::zeros:
+                    dst[i] = 0.0f;
+                    break;
+                case Init::ones:
+                    dst[i] = 1.0f;
+                    break;
+                case Init::normal:
+                    dst[i] = p.init_std * rng.normal(uint64_t(j));
+                    break;
             }
         }
     }

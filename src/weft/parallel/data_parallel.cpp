@@ -94,8 +94,7 @@ void DataParallel::set_last_micro_batch(bool last) {
     last_micro_ = last;
 }
 
-double DataParallel::grad_sum_squares(
-    const std::function<bool(const model::ParamSpec&)>& counted) {
+double DataParallel::grad_sum_squares(const std::function<bool(const model::ParamSpec&)>& counted) {
     // The ranges of the padded buffer this rank counts, and where their gradients are.
     struct Range {
         int64_t begin, size;

@@ -42,8 +42,8 @@ fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const model::Mod
     ckpt::write_dir_atomic(target, [&](const fs::path& tmp) {
         model::write_tensors(tmp / "model.safetensors", layout, source(StateTensors::params),
                              model::Naming::weft);
-        model::write_tensors(tmp / "optimizer_m.safetensors", layout,
-                             source(StateTensors::exp_avg), model::Naming::weft, "exp_avg.");
+        model::write_tensors(tmp / "optimizer_m.safetensors", layout, source(StateTensors::exp_avg),
+                             model::Naming::weft, "exp_avg.");
         model::write_tensors(tmp / "optimizer_v.safetensors", layout,
                              source(StateTensors::exp_avg_sq), model::Naming::weft, "exp_avg_sq.");
         nlohmann::json s = state;

@@ -1,8 +1,8 @@
 #pragma once
 // A training checkpoint: RUN_DIR/checkpoints/step_NNNNNN/ with model.safetensors (logical
-// tensors), optimizer_m/optimizer_v.safetensors (AdamW moments by the same names) and state.json (step, model
-// shape, seed and the data settings that fix the sample order). Written atomically: a reader
-// sees either the whole checkpoint or none of it.
+// tensors), optimizer_m/optimizer_v.safetensors (AdamW moments by the same names) and state.json
+// (step, model shape, seed and the data settings that fix the sample order). Written atomically: a
+// reader sees either the whole checkpoint or none of it.
 #include <cstdint>
 #include <filesystem>
 #include <functional>

@@ -101,8 +101,8 @@ void PipelineStage::backward(int micro, int chunk) {
         model_.head_backward(a, w_);
     } else {
         auto it = grad_in_.find({micro, chunk});
-        WEFT_CHECK(it != grad_in_.end(), "internal: no gradient received for micro-batch {} chunk {}",
-                   micro, chunk);
+        WEFT_CHECK(it != grad_in_.end(),
+                   "internal: no gradient received for micro-batch {} chunk {}", micro, chunk);
         std::copy_n(it->second.data(), n, model_.dresid(B_, T_));
         grad_in_.erase(it);
     }
@@ -167,7 +167,8 @@ double PipelineStage::forward_only(comm::Group& pp, const model::Activations& io
         for (int l = a.first_layer; l < a.first_layer + a.n_layers; ++l)
             model_.block_forward(a, w_, l);
         if (c + 1 < chunks) {
-            comm::send(pp, std::span<const float>(a.resid_in(a.first_layer + a.n_layers), size_t(n)),
+            comm::send(pp,
+                       std::span<const float>(a.resid_in(a.first_layer + a.n_layers), size_t(n)),
                        part_.owner(c + 1), kTag);
         } else {
             loss = model_.head_forward(a, w_, /*train=*/false, 1.0f);

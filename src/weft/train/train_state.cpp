@@ -69,9 +69,9 @@ TrainState::TrainState(const model::ModelConfig& cfg, comm::Group& dp,
     for (const parallel::ShardSlice& s : dp_.update_slices())
         adam_.emplace_back(dp_.padded(), s.begin, s.begin + s.size);
     if (pp_ > 1)
-        stage_ = std::make_unique<PipelineStage>(
-            model_, dp_, part_, pp_rank_, micro, T, l.recompute,
-            [this](bool last) { dp_.set_last_micro_batch(last); });
+        stage_ =
+            std::make_unique<PipelineStage>(model_, dp_, part_, pp_rank_, micro, T, l.recompute,
+                                            [this](bool last) { dp_.set_last_micro_batch(last); });
 }
 
 TrainState::~TrainState() = default;
@@ -157,8 +157,8 @@ void TrainState::assemble(const float* local, float* full) {
             const parallel::ZeroLayout& z = senders[size_t(stage * tp_ + t)];
             const model::Unit& unit = z.padded().units[size_t(u)];
             if (sender && src == mesh_.world_rank() && !root) {
-                comm::send(world, std::span<const float>(local + unit.offset, size_t(unit.size)),
-                           0, u);
+                comm::send(world, std::span<const float>(local + unit.offset, size_t(unit.size)), 0,
+                           u);
             }
             if (!root) continue;
             const float* data = local + unit.offset;
@@ -182,8 +182,8 @@ fs::path TrainState::save(const fs::path& run_dir, int64_t step, const nlohmann:
     // With model parallelism every stage and shard sends its part to world rank 0, which writes
     // the logical model; otherwise dp rank 0 writes its (ZeRO-padded) buffers.
     const bool writer = mp ? mesh_.world_rank() == 0 : dp_root;
-    const model::ParamLayout layout = mp ? model::build_param_layout(model_.config())
-                                         : dp_.padded();
+    const model::ParamLayout layout =
+        mp ? model::build_param_layout(model_.config()) : dp_.padded();
     // One file's whole tensors exist on the writer at a time, only while it writes them.
     Buffer gathered(dp_root && dp_.stage() > 0 ? dp_.padded().total : 0);
     Buffer shard(dp_.stage() > 0 ? dp_.zero_layout().shard_floats() : 0);
@@ -307,11 +307,11 @@ MemoryEstimate TrainState::memory_estimate(int64_t baseline_rss, int64_t micro_b
     if (tp_ > 1) {
         // The sharded model's scratch, and the head's logits for 1/tp of the vocabulary.
         const model::ModelConfig& cfg = model_.config();
-        m.scratch = 4 * (model::Gpt2::scratch_floats(cfg, act_.B, act_.T, tp_,
-                                                     model_.sequence_parallel()) +
-                         kernels::classifier_shard_scratch_floats(act_.B * act_.T,
-                                                                  cfg.padded_vocab() / tp_)) +
-                    dp_.working_bytes();
+        m.scratch =
+            4 * (model::Gpt2::scratch_floats(cfg, act_.B, act_.T, tp_, model_.sequence_parallel()) +
+                 kernels::classifier_shard_scratch_floats(act_.B * act_.T,
+                                                          cfg.padded_vocab() / tp_)) +
+            dp_.working_bytes();
     }
     // What save() allocates on the writer: ZeRO's gathered buffer and the logical model.
     const bool dp_root = mesh_.rank(comm::Axis::dp) == 0;

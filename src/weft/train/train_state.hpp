@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
-#include <string>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "weft/data/token_file.hpp"

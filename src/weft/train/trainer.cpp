@@ -12,11 +12,11 @@
 #include "weft/data/token_file.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/model/state_io.hpp"
+#include "weft/parallel/pipeline/schedule.hpp"
 #include "weft/train/checkpoint.hpp"
 #include "weft/train/comm_report.hpp"
 #include "weft/train/memory.hpp"
 #include "weft/train/metrics.hpp"
-#include "weft/parallel/pipeline/schedule.hpp"
 #include "weft/train/pipeline_trace.hpp"
 #include "weft/train/process.hpp"
 #include "weft/train/train_state.hpp"
@@ -130,9 +130,10 @@ void run_training(const TrainOptions& o_in) {
             pipeline::make_schedule(pipeline::parse_schedule_kind(o.layout.pp_schedule),
                                     o.layout.pp, o.layout.vpp, int(accum));
         } catch (const Error& e) {
-            fail("{} (micro-batches per step = --batch-size {} / (--micro-batch-size {} x dp {}) "
-                 "= {})",
-                 e.what(), o.batch_size, micro, dp, accum);
+            fail(
+                "{} (micro-batches per step = --batch-size {} / (--micro-batch-size {} x dp {}) "
+                "= {})",
+                e.what(), o.batch_size, micro, dp, accum);
         }
     }
     WEFT_CHECK(o.trace.empty() || o.layout.pp > 1,

@@ -42,8 +42,9 @@ TEST(PipelinePartition, ClearErrors) {
         }
         return std::string("no error");
     };
-    EXPECT_NE(message([] { partition_layers(6, 4, 1, ""); })
-                  .find("6 layers do not split evenly into pp 4 x vpp 1 = 4 pipeline chunks"),
+    EXPECT_NE(message([] {
+                  partition_layers(6, 4, 1, "");
+              }).find("6 layers do not split evenly into pp 4 x vpp 1 = 4 pipeline chunks"),
               std::string::npos);
     EXPECT_NE(message([] { partition_layers(6, 2, 1, "3,2"); })
                   .find("gives 2 chunks of 5 layers in all; expected pp 2 x vpp 1 = 2 chunks "

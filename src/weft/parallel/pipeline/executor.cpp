@@ -24,7 +24,9 @@ std::vector<TraceRecord> run_schedule(const Schedule& s, int rank, comm::Group& 
                                       ExecutorOptions options) {
     using Clock = std::chrono::steady_clock;
     const Clock::time_point t0 = Clock::now();
-    auto now_us = [&] { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); };
+    auto now_us = [&] {
+        return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    };
     std::vector<TraceRecord> records;
     auto record = [&](const Action& a, double start, const char* category) {
         if (options.record)
