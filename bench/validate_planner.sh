@@ -6,10 +6,12 @@
 # 1. profiles the machine into $OUT/local.json (`weft profile`; skipped with --no-profile, which
 #    uses configs/clusters/local.json), and with --mpi also into $OUT/local-2rank.json under
 #    `mpirun -np 2`;
-# 2. runs each layout with `weft bench train --json` (one process; with --mpi also data parallel
-#    over 2 ranks, ZeRO 0-3);
+# 2. runs each layout with `weft bench train --json` (one process; with --mpi also two ranks:
+#    data parallel with ZeRO 0-3, tensor parallel with and without sequence parallelism, and a
+#    pipeline under each schedule);
 # 3. asks `weft plan --json` for the same layout and prints predicted against measured step
-#    time and peak memory, and the planner's memory against the engine's own estimate.
+#    time and peak memory (the most of any rank, as the planner gives the fullest stage), and the
+#    planner's memory against the engine's own estimate.
 # Environment: WEFT (default build/weft), OUT (default bench/out/planner), STEPS (default 3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +35,7 @@ if [ $PROFILE = 1 ]; then
 fi
 PEAK=$(python3 -c "import json;print(json.load(open('$CLUSTER'))['device']['peak_tflops']['fp32']*1000)")
 
-# preset global-batch seq-len ranks zero
+# preset global-batch seq-len ranks zero [engine flags of a model-parallel layout]
 LAYOUTS=(
   "tiny 4 64 1 0" "tiny 8 128 1 0" "tiny 16 256 1 0" "tiny 32 256 1 0" "tiny 64 128 1 0"
   "gpt2 1 128 1 0" "gpt2 1 256 1 0" "gpt2 2 256 1 0" "gpt2 4 128 1 0" "gpt2 1 512 1 0"
@@ -43,26 +45,66 @@ LAYOUTS=(
 if [ $MPI = 1 ]; then
   mpirun --allow-run-as-root --oversubscribe -np 2 "$WEFT" profile --out "$OUT/local-2rank.json" --name local-2rank >&2
   LAYOUTS+=("tiny 16 256 2 0" "tiny 16 256 2 1" "tiny 16 256 2 2" "tiny 16 256 2 3"
-            "gpt2 2 256 2 0" "gpt2 2 256 2 3")
+            "gpt2 2 256 2 0" "gpt2 2 256 2 3"
+            # tensor parallel, with and without sequence parallelism
+            "gpt2 4 1024 2 0 --tp 2" "gpt2 4 1024 2 0 --tp 2 --sequence-parallel"
+            "gpt2 4 256 2 0 --tp 2 --sequence-parallel"
+            # pipeline parallel: 8 micro-batches of one sequence, a GPT of width 512
+            "gpt2 8 256 2 0 --pp 2 --pp-schedule gpipe --micro-batch-size 1 --n-layer 8 --n-embd 512 --n-head 8"
+            "gpt2 8 256 2 0 --pp 2 --pp-schedule 1f1b --micro-batch-size 1 --n-layer 8 --n-embd 512 --n-head 8"
+            "gpt2 8 256 2 0 --pp 2 --pp-schedule interleaved --vpp 2 --micro-batch-size 1 --n-layer 8 --n-embd 512 --n-head 8")
 fi
+
+# The planner's flags for the engine's: a fixed layout, and a model file for a reshaped preset.
+plan_args() {  # plan_args <preset> <seq> <ranks> <engine flags...>
+  local preset=$1 seq=$2 ranks=$3 tp=1 pp=1 micro=0 layers="" width="" heads="" sp=--no-sp
+  shift 3
+  local extra=()
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --tp) tp=$2; shift ;;
+      --pp) pp=$2; shift ;;
+      --sequence-parallel) sp=--sp ;;
+      --pp-schedule|--vpp) extra+=("$1" "$2"); shift ;;
+      --micro-batch-size) micro=$2; shift ;;
+      --n-layer) layers=$2; shift ;;
+      --n-embd) width=$2; shift ;;
+      --n-head) heads=$2; shift ;;
+      *) echo "plan_args: unknown engine flag $1" >&2; exit 2 ;;
+    esac
+    shift
+  done
+  local model=$preset
+  if [ -n "$layers$width$heads" ]; then
+    model=$OUT/model-$preset-$layers-$width-$heads.json
+    printf '{"name": "%s", "description": "%s reshaped", "vocab_size": 50257, "n_positions": %s, "n_layer": %s, "n_head": %s, "n_embd": %s}\n' \
+      "$preset-$layers-$width" "$preset" "$seq" "$layers" "$heads" "$width" > "$model"
+  fi
+  echo --model "$model" --dp $((ranks / tp / pp)) --tp "$tp" --pp "$pp" "$sp" "${extra[@]}" MICRO="$micro"
+}
 
 RESULTS=$OUT/results.jsonl
 : > "$RESULTS"
 for l in "${LAYOUTS[@]}"; do
-  read -r preset batch seq ranks zero <<< "$l"
+  read -r preset batch seq ranks zero flags <<< "$l"
+  read -ra flags <<< "${flags:-}"
   cluster=$CLUSTER peak=$PEAK launch=()
   if [ "$ranks" -gt 1 ]; then
     cluster=$OUT/local-2rank.json
     peak=$(python3 -c "import json;print(json.load(open('$cluster'))['device']['peak_tflops']['fp32']*1000)")
-    launch=(mpirun --allow-run-as-root --oversubscribe -np "$ranks")
+    launch=(mpirun --allow-run-as-root --oversubscribe -np "$ranks" --bind-to none)
   fi
-  echo "== $preset batch $batch seq $seq ranks $ranks zero $zero" >&2
+  read -ra pargs <<< "$(plan_args "$preset" "$seq" "$ranks" "${flags[@]}")"
+  micro=${pargs[-1]#MICRO=}
+  unset 'pargs[-1]'
+  dp=${pargs[3]}
+  [ "$micro" = 0 ] && micro=$((batch / dp))
+  echo "== $preset batch $batch seq $seq ranks $ranks zero $zero ${flags[*]}" >&2
   load=$(cut -d' ' -f1 /proc/loadavg)  # other jobs on the cores inflate measured times
   measured=$("${launch[@]}" "$WEFT" bench train --preset "$preset" --batch-size "$batch" \
-    --seq-len "$seq" --steps "$STEPS" --zero "$zero" --peak-gflops "$peak" --json | tail -1)
-  predicted=$("$WEFT" plan --model "$preset" --cluster "$cluster" --global-batch "$batch" \
-    --seq-len "$seq" --dtype fp32 --dp "$ranks" --micro-batch $((batch / ranks)) --zero "$zero" \
-    --recompute none --json)
+    --seq-len "$seq" --steps "$STEPS" --zero "$zero" --peak-gflops "$peak" "${flags[@]}" --json | tail -1)
+  predicted=$("$WEFT" plan "${pargs[@]}" --cluster "$cluster" --global-batch "$batch" \
+    --seq-len "$seq" --dtype fp32 --micro-batch "$micro" --zero "$zero" --recompute none --json)
   python3 -c 'import json,sys; print(json.dumps({"measured": json.loads(sys.argv[1]), "predicted": json.loads(sys.argv[2]), "load": float(sys.argv[3])}))' \
     "$measured" "$predicted" "$load" >> "$RESULTS"
 done
@@ -70,20 +112,22 @@ done
 python3 - "$RESULTS" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print("| model | batch x seq | ranks | zero | step measured | step predicted | error | peak RSS | predicted memory | error | engine estimate - planner | load |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| model | batch x seq | layout | step measured | step predicted | error | peak RSS | predicted memory | error | engine estimate - planner | load |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 terr, merr = [], []
 for r in rows:
     m, p = r["measured"], r["predicted"]
     b = (p["best"] or [p.get("best_unfitting")])[0]
     ps, pm = b["step_s"], b["memory_bytes"]["total"]
     et = ps / m["step_s"] - 1
-    em = pm / m["peak_rss_bytes"] - 1
+    em = pm / m['peak_rss_max_bytes'] - 1
     terr.append(abs(et)); merr.append(abs(em))
-    print(f"| {m['preset']} | {m['batch_size']} x {m['seq_len']} | {m['ranks']} | {m['zero']} "
+    layout = " ".join(f for f in m["layout"].split() if f not in ("dp=1", "tp=1", "pp=1", "cp=1", "ep=1", "zero=0"))
+    if m["micro_batches"] > 1: layout += f" m={m['micro_batches']}x{m['micro_batch_size']}"
+    print(f"| {m['preset']}{'' if m['parameters'] == 124439808 or m['preset'] != 'gpt2' else ' ' + str(m['parameters'] // 10**6) + 'M'} | {m['batch_size']} x {m['seq_len']} | {layout or 'one process'} "
           f"| {m['step_s']:.3f} s | {ps:.3f} s | {100*et:+.1f}% "
-          f"| {m['peak_rss_bytes']/2**20:.1f} MiB | {pm/2**20:.1f} MiB | {100*em:+.1f}% "
-          f"| {(m['estimate_bytes']-pm)/2**20:+.2f} MiB | {r['load']:.1f} |")
+          f"| {m['peak_rss_max_bytes']/2**20:.1f} MiB | {pm/2**20:.1f} MiB | {100*em:+.1f}% "
+          f"| {(m['estimate_max_bytes']-pm)/2**20:+.2f} MiB | {r['load']:.1f} |")
 print(f"\nmean |error|: step time {100*sum(terr)/len(terr):.1f}% (target 25%), "
       f"peak memory {100*sum(merr)/len(merr):.1f}% (target 15%) over {len(rows)} layouts")
 PY

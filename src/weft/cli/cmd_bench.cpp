@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "weft/cli/commands.hpp"
+#include "weft/cli/layout_options.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/train/bench.hpp"
 
@@ -65,15 +66,15 @@ void add_bench_command(CLI::App& app) {
     auto t = std::make_shared<TrainArgs>();
     CLI::App* tr = c->add_subcommand("train", "Time full training steps on synthetic tokens");
     tr->add_option("--preset", t->o.preset, "Model preset")->capture_default_str();
+    add_shape_options(tr, {&t->o.n_layer, &t->o.n_head, &t->o.n_embd});
     tr->add_option("--batch-size", t->o.batch_size,
-                   "Sequences per step, over all ranks under mpirun (data parallel)")
+                   "Sequences per step, over all ranks under mpirun (the global batch)")
         ->capture_default_str();
     tr->add_option("--seq-len", t->o.seq_len, "Tokens per sequence")->capture_default_str();
     tr->add_option("--steps", t->o.steps, "Timed steps (after one warm-up)")->capture_default_str();
     tr->add_option("--peak-gflops", t->o.peak_gflops, "Peak of one rank for MFU (0: measure)")
         ->capture_default_str();
-    tr->add_option("--zero", t->o.zero, "ZeRO stage 0-3 over the data-parallel ranks")
-        ->capture_default_str();
+    add_layout_options(tr, t->o.layout, t->o.pp_layers, t->o.micro_batch_size);
     tr->add_option("--bucket-mb", t->o.bucket_mb, "Gradient bucket size, MiB")
         ->capture_default_str();
     tr->add_option("--threads", t->o.threads,
@@ -88,16 +89,21 @@ void add_bench_command(CLI::App& app) {
                  "Time every kernel of the timed steps and print a per-kernel breakdown");
     tr->add_flag("--json", t->json, "Print one JSON object");
     tr->callback([t] {
+        check_layout_supported(t->o.layout);
         train::BenchTrainResult r = train::bench_train(t->o);
         if (!r.root) return;
         if (t->json) {
             nlohmann::json j = {{"preset", t->o.preset},
+                                {"parameters", r.parameters},
                                 {"batch_size", t->o.batch_size},
                                 {"seq_len", t->o.seq_len},
                                 {"dtype", t->o.dtype},
                                 {"n_positions", r.n_positions},
                                 {"ranks", r.ranks},
-                                {"zero", t->o.zero},
+                                {"zero", r.layout.zero},
+                                {"layout", r.layout.describe()},
+                                {"micro_batch_size", r.micro_batch_size},
+                                {"micro_batches", r.micro_batches},
                                 {"threads", r.threads},
                                 {"step_s", r.step_s},
                                 {"tokens_per_s", r.tokens_per_s},
@@ -111,6 +117,8 @@ void add_bench_command(CLI::App& app) {
                                 {"model_state_bytes", r.model_state_bytes},
                                 {"peak_rss_bytes", r.peak_rss},
                                 {"estimate_bytes", r.estimate.total()},
+                                {"peak_rss_max_bytes", r.peak_rss_max},
+                                {"estimate_max_bytes", r.estimate_max},
                                 {"bf16_scratch_bytes", r.bf16_scratch_bytes}};
             if (t->o.profile) j["profile"] = train::profile_json(r, t->o.steps);
             fmt::print("{}\n", j.dump());
@@ -118,9 +126,11 @@ void add_bench_command(CLI::App& app) {
         }
         fmt::print(
             "model        {} ({} parameters), batch {} x {} tokens, {} rank(s) x {} "
-            "thread(s), zero {}, {} matrix products\n",
-            t->o.preset, r.parameters, t->o.batch_size, t->o.seq_len, r.ranks, r.threads, t->o.zero,
+            "thread(s), {} matrix products\n",
+            t->o.preset, r.parameters, t->o.batch_size, t->o.seq_len, r.ranks, r.threads,
             t->o.dtype);
+        fmt::print("layout       {}, {} micro-batch(es) of {} per rank and step\n",
+                   r.layout.describe(), r.micro_batches, r.micro_batch_size);
         fmt::print("step         {:.3f} s (median of {})\n", r.step_s, t->o.steps);
         fmt::print("throughput   {:.0f} tokens/s\n", r.tokens_per_s);
         fmt::print(
@@ -134,6 +144,11 @@ void add_bench_command(CLI::App& app) {
                    100.0 * (double(r.peak_rss) / double(r.estimate.total()) - 1));
         fmt::print("             {} per rank; model state {:.1f} MiB per rank\n",
                    r.estimate.describe(), mib(r.model_state_bytes));
+        if (r.ranks > 1)
+            fmt::print(
+                "             the most of any rank: peak resident {:.1f} MiB; estimate "
+                "{:.1f} MiB\n",
+                mib(r.peak_rss_max), mib(r.estimate_max));
         if (r.bf16_scratch_bytes > 0)
             fmt::print("             bf16 operand copies {:.1f} MiB (not in the estimate)\n",
                        mib(r.bf16_scratch_bytes));

@@ -199,11 +199,20 @@ void add_profile_command(CLI::App& app) {
 
         nlohmann::json intra = {{"bandwidth_gbs", bw / 1e9 / 2}, {"latency_us", 2.0}};
         std::string link_note = "intra_node not measured (one rank): half the memory bandwidth";
-        if (ranks > 1) {  // fit t = 2(n-1)·α + 2(n-1)/n·S/β over all-reduce sizes
+        if (ranks > 1) {
+            // Fit t = 2(n-1)·α + 2(n-1)/n·S/β, each row divided by its time so that the fit
+            // minimises relative error, over 1 KB, 16 KB, 256 KB (for α) and 1-32 MB in steps of
+            // 2x: the sizes the planner prices with β (activations that tensor parallelism
+            // reduces, gradient buckets). On this machine β falls from about 9 GB/s at 4 MB to
+            // 2.4 at 32 MB as buffers leave the caches; a fit of absolute times let the 32 MB
+            // point alone set β and overestimated GPT-2's tensor-parallel all-reduces (12.6 MB)
+            // 2.8x.
             std::vector<std::array<double, 4>> A;
             std::vector<double> y;
             const double n = ranks;
-            for (int64_t floats = 256; floats <= (int64_t(8) << 20); floats *= 8) {
+            for (int64_t floats : {int64_t(256), int64_t(4) << 10, int64_t(64) << 10,
+                                   int64_t(256) << 10, int64_t(512) << 10, int64_t(1) << 20,
+                                   int64_t(2) << 20, int64_t(4) << 20, int64_t(8) << 20}) {
                 std::vector<float> buf(size_t(floats), 1.0f);
                 // A fixed count, not best_time's: every rank must make the same calls.
                 double t = 1e300;
@@ -214,8 +223,8 @@ void add_profile_command(CLI::App& app) {
                     if (rep > 0) t = std::min(t, dt);
                 }
                 comm::all_reduce(world, std::span<double>(&t, 1), comm::ReduceOp::max);
-                A.push_back({2 * (n - 1), 2 * (n - 1) / n * 4.0 * double(floats), 0, 0});
-                y.push_back(t);
+                A.push_back({2 * (n - 1) / t, 2 * (n - 1) / n * 4.0 * double(floats) / t, 0, 0});
+                y.push_back(1.0);
             }
             std::array<double, 4> x = least_squares(A, y);
             intra = {{"bandwidth_gbs", x[1] > 0 ? 1e-9 / x[1] : bw / 1e9 / 2},

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "weft/cli/commands.hpp"
+#include "weft/cli/layout_options.hpp"
 #include "weft/core/error.hpp"
 #include "weft/train/trainer.hpp"
 
@@ -17,9 +18,7 @@ void add_train_command(CLI::App& app) {
                   "dashes); flags given on the command line win");
     c->add_option("--model", o->model, "Model preset: tiny, gpt2, gpt2-medium, gpt2-large, gpt2-xl")
         ->capture_default_str();
-    c->add_option("--n-layer", o->n_layer, "Override the preset's number of blocks");
-    c->add_option("--n-head", o->n_head, "Override the preset's attention heads");
-    c->add_option("--n-embd", o->n_embd, "Override the preset's width");
+    add_shape_options(c, {&o->n_layer, &o->n_head, &o->n_embd});
     c->add_option("--n-positions", o->n_positions, "Override the preset's maximum sequence length");
     c->add_option("--model-dir", o->model_dir,
                   "Start from a Hugging Face GPT-2 directory (config.json, model.safetensors) "
@@ -34,9 +33,6 @@ void add_train_command(CLI::App& app) {
     c->add_option("--steps", o->steps, "Optimizer steps to train in all")->capture_default_str();
     c->add_option("--batch-size", o->batch_size, "Global batch: sequences per optimizer step")
         ->capture_default_str();
-    c->add_option("--micro-batch-size", o->micro_batch_size,
-                  "Sequences per forward pass on each rank (default: --batch-size / dp); the "
-                  "rest is gradient accumulation");
     c->add_option("--seq-len", o->seq_len, "Tokens per sequence")->capture_default_str();
     c->add_option("--lr", o->optim.lr, "Peak learning rate")->capture_default_str();
     c->add_option("--lr-schedule", o->optim.lr_schedule, "After warm-up: cosine or constant")
@@ -80,10 +76,6 @@ void add_train_command(CLI::App& app) {
     c->add_option("--peak-gflops", o->peak_gflops,
                   "Peak GFLOP/s for MFU (0: measure a GEMM at start)")
         ->capture_default_str();
-    c->add_option("--dp", o->layout.dp, "Data-parallel degree (0: world size / other degrees)");
-    c->add_option("--zero", o->layout.zero,
-                  "ZeRO stage over the data-parallel ranks: 0 (replicated), 1 (optimizer states "
-                  "sharded), 2 (and gradients), 3 (and parameters)");
     c->add_option("--bucket-mb", o->bucket_mb,
                   "Gradients are reduced in buckets of at least this many MiB, during backward")
         ->capture_default_str();
@@ -91,26 +83,7 @@ void add_train_command(CLI::App& app) {
                   "Seconds a rank may wait in one communication call before the job ends naming "
                   "the missing rank (0: $WEFT_COMM_TIMEOUT, else 300)")
         ->capture_default_str();
-    c->add_option("--tp", o->layout.tp,
-                  "Tensor-parallel degree: every block split across this many ranks (Megatron)")
-        ->capture_default_str();
-    c->add_flag("--sequence-parallel", o->layout.sequence_parallel,
-                "With --tp: LayerNorm and residual regions split along the sequence "
-                "(Korthikanti et al.)");
-    c->add_option("--pp", o->layout.pp, "Pipeline-parallel degree: stages of consecutive layers")
-        ->capture_default_str();
-    c->add_option("--pp-schedule", o->layout.pp_schedule,
-                  "Pipeline schedule: gpipe, 1f1b or interleaved")
-        ->capture_default_str();
-    c->add_option("--vpp", o->layout.vpp,
-                  "Virtual stages (model chunks) per pipeline rank, for --pp-schedule interleaved")
-        ->capture_default_str();
-    c->add_option("--pp-layers", o->pp_layers,
-                  "Layers per pipeline chunk, comma-separated in model order (pp x vpp numbers "
-                  "adding up to the layer count); default: an even split")
-        ->capture_default_str();
-    c->add_flag("--recompute", o->layout.recompute,
-                "Keep only each layer's input from forward and re-run its forward in backward");
+    add_layout_options(c, o->layout, o->pp_layers, o->micro_batch_size);
     c->add_option("--trace", o->trace,
                   "Write the measured timeline of the last step as Chrome-trace JSON (one track "
                   "per rank; open in Perfetto)");
@@ -118,12 +91,8 @@ void add_train_command(CLI::App& app) {
                   "Matrix products in fp32, or bf16 with fp32 accumulation (master weights, "
                   "optimizer states, LayerNorm, softmax and loss stay fp32)")
         ->capture_default_str();
-    c->add_option("--cp", o->layout.cp, "Context-parallel degree (not supported yet)");
-    c->add_option("--ep", o->layout.ep, "Expert-parallel degree (not supported yet)");
     c->callback([o] {
-        for (auto [flag, v] : {std::pair{"--cp", o->layout.cp}, {"--ep", o->layout.ep}})
-            WEFT_CHECK(v == 1, "{} {}: this kind of parallelism is not supported yet (only 1)",
-                       flag, v);
+        check_layout_supported(o->layout);
         train::run_training(*o);
     });
 }

@@ -15,6 +15,9 @@ void Layout::resolve(int world_size) {
     WEFT_CHECK(zero >= 0 && zero <= 3, "--zero must be 0, 1, 2 or 3, got {}", zero);
     WEFT_CHECK(pp_schedule == "gpipe" || pp_schedule == "1f1b" || pp_schedule == "interleaved",
                "--pp-schedule must be gpipe, 1f1b or interleaved, got '{}'", pp_schedule);
+    WEFT_CHECK(!sequence_parallel || tp > 1,
+               "--sequence-parallel needs --tp greater than 1: it splits the LayerNorm and "
+               "residual regions over the tensor-parallel ranks");
     int others = tp * pp * cp * ep;
     if (dp == 0) {
         WEFT_CHECK(world_size % others == 0,
@@ -29,8 +32,10 @@ void Layout::resolve(int world_size) {
 }
 
 std::string Layout::describe() const {
-    return fmt::format("dp={} tp={} pp={} cp={} ep={} zero={}{}", dp, tp, pp, cp, ep, zero,
-                       sequence_parallel ? " sp" : "");
+    std::string pipeline;
+    if (pp > 1) pipeline = " " + pp_schedule + (vpp > 1 ? fmt::format(" vpp={}", vpp) : "");
+    return fmt::format("dp={} tp={} pp={} cp={} ep={} zero={}{}{}{}", dp, tp, pp, cp, ep, zero,
+                       sequence_parallel ? " sp" : "", pipeline, recompute ? " recompute" : "");
 }
 
 }  // namespace weft

@@ -99,6 +99,11 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
         if (k.recompute == Recompute::full)  // one block's activations while it is recomputed
             scratch += engine_layer_floats(cfg, s, b, l.tp, l.sequence_parallel, Recompute::none);
         m.buffers += p.activation * scratch;
+        // With a pipeline, the first and last stages each receive the other's gradient of the
+        // tied embeddings (wte's rows of this tp rank, and wpe) to sum them.
+        if (l.pp > 1 && (first || last))
+            m.buffers += p.grad * double(tp_padded_vocab(cfg, l.tp) / l.tp + cfg.n_positions) *
+                         double(cfg.n_embd);
         return m;
     }
 

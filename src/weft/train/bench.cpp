@@ -11,7 +11,9 @@
 #include "weft/core/error.hpp"
 #include "weft/core/philox.hpp"
 #include "weft/kernels/matmul.hpp"
+#include "weft/train/batch_split.hpp"
 #include "weft/train/comm_report.hpp"
+#include "weft/train/options.hpp"
 #include "weft/train/process.hpp"
 #include "weft/train/train_state.hpp"
 
@@ -20,44 +22,45 @@ namespace weft::train {
 BenchTrainResult bench_train(const BenchTrainOptions& o) {
     WEFT_CHECK(o.steps >= 1, "--steps must be at least 1, got {}", o.steps);
     WEFT_CHECK(o.batch_size >= 1, "--batch-size must be at least 1, got {}", o.batch_size);
-    model::ModelConfig cfg = model::model_preset(o.preset);
     WEFT_CHECK(o.seq_len >= 1, "--seq-len must be at least 1, got {}", o.seq_len);
+    model::ModelConfig cfg = reshaped_preset(o.preset, o.n_layer, o.n_head, o.n_embd, 0);
     // Longer sequences than the preset's positions (T = 4096 for the scaling table) get a longer
     // position table: the tokens are synthetic, and only the step's cost is measured.
     cfg.n_positions = std::max(cfg.n_positions, o.seq_len);
+    cfg.validate("model '" + o.preset + "'");
     const kernels::MatmulPrecisionScope precision(kernels::parse_matmul_precision(o.dtype));
-    Layout layout;
-    layout.zero = o.zero;
-    comm::Mesh mesh(layout);
-    const int dp = mesh.size(comm::Axis::dp);
-    WEFT_CHECK(o.batch_size % dp == 0,
-               "--batch-size {} is not divisible by the {} data-parallel ranks", o.batch_size, dp);
+    // Collective; a world size that does not match the layout fails here on every rank.
+    comm::Mesh mesh(o.layout);
     BenchTrainResult r;
+    r.layout = mesh.layout();
+    const BatchSplit split = split_batch(r.layout, o.batch_size, o.micro_batch_size);
+    const int dp = r.layout.dp;
     r.root = mesh.world_rank() == 0;
-    r.ranks = dp;
+    r.ranks = mesh.world_size();
+    r.micro_batch_size = split.micro;
+    r.micro_batches = split.micro_batches;
     r.threads = set_threads_per_rank(o.threads);
-    if (o.dtype == "bf16" && o.peak_gflops <= 0) {
-        // As job_peak_gflops, for the bf16 product.
-        r.peak_gflops = kernels::measure_gemm_peak_bf16_gflops(2048, 2.0);
-        comm::all_reduce(mesh.group(comm::Axis::world), std::span<double>(&r.peak_gflops, 1));
-    } else {
-        r.peak_gflops = job_peak_gflops(mesh, o.peak_gflops, 2048, 2.0);
-    }
+    r.peak_gflops = job_peak_gflops(mesh, o.peak_gflops, 2048, 2.0);
     const int64_t baseline = current_rss_bytes();
-    const int64_t B = o.batch_size / dp, T = o.seq_len;
+    const int64_t B = o.batch_size / dp, T = o.seq_len, micro = split.micro;
 
-    TrainState st(cfg, mesh.group(comm::Axis::dp), {o.zero, o.bucket_mb}, B, T);
+    TrainState st(cfg, mesh.group(comm::Axis::dp), {r.layout.zero, o.bucket_mb}, micro, T,
+                  {o.pp_layers});
     st.init(1);
     optim::OptimConfig oc;
     model::Activations& act = st.activations();
-    // Synthetic tokens by global row, so that every layout sees the same batch.
-    Philox rng = philox_for(7, "bench-tokens");
+    // Synthetic tokens by global row, so that every layout sees the same batch (and every rank of
+    // a tensor- or pipeline-parallel group the same micro-batch).
     const int64_t row0 = mesh.rank(comm::Axis::dp) * B;
-    for (int64_t i = 0; i < B * T; ++i) {
-        const uint64_t g = uint64_t(row0 * T + i);
-        act.inputs[i] = int32_t(rng.uniform(2 * g) * float(cfg.vocab_size));
-        act.targets[i] = int32_t(rng.uniform(2 * g + 1) * float(cfg.vocab_size));
-    }
+    auto fill = [&](int64_t m) {
+        const Philox rng = philox_for(7, "bench-tokens");
+        const int64_t first = (row0 + m * micro) * T;
+        for (int64_t i = 0; i < micro * T; ++i) {
+            const uint64_t g = uint64_t(first + i);
+            act.inputs[i] = int32_t(rng.uniform(2 * g) * float(cfg.vocab_size));
+            act.targets[i] = int32_t(rng.uniform(2 * g + 1) * float(cfg.vocab_size));
+        }
+    };
 
     CommReport comm_report(mesh);
     std::vector<double> times;
@@ -68,8 +71,7 @@ BenchTrainResult bench_train(const BenchTrainOptions& o) {
             if (o.profile) kernels::profile_start();
         }
         auto t0 = std::chrono::steady_clock::now();
-        st.step(
-            1, [](int64_t) {}, 1.0f / float(o.batch_size * T), oc, 1e-4f, s + 1);
+        st.step(split.micro_batches, fill, 1.0f / float(o.batch_size * T), oc, 1e-4f, s + 1);
         double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (s > 0) times.push_back(dt);
     }
@@ -92,7 +94,11 @@ BenchTrainResult bench_train(const BenchTrainOptions& o) {
     r.comm = CommReport::to_json(comm);
     r.model_state_bytes = st.model_state_bytes().total();
     r.peak_rss = peak_rss_bytes();
-    r.estimate = st.memory_estimate(baseline);
+    r.estimate = st.memory_estimate(baseline, split.micro_batches);
+    r.estimate.checkpoint = 0;  // a benchmark writes none
+    int64_t most[2] = {r.peak_rss, r.estimate.total()};
+    comm::all_reduce(mesh.group(comm::Axis::world), std::span<int64_t>(most), comm::ReduceOp::max);
+    r.peak_rss_max = most[0], r.estimate_max = most[1];
     r.n_positions = cfg.n_positions;
     r.bf16_scratch_bytes = kernels::matmul_bf16_scratch_bytes();
     return r;

@@ -1,13 +1,15 @@
 #pragma once
 // `weft bench train`: full training steps (forward, backward, clipping, AdamW) of a model on
 // synthetic tokens, timed, with model FLOP/s against the measured GEMM peak and peak memory
-// against the analytic estimate. Under mpirun it runs data-parallel (any ZeRO stage), the
-// batch being the global one, so one process and N ranks time the same work.
+// against the analytic estimate. Under mpirun it runs any layout `weft train` runs (data
+// parallel with any ZeRO stage, tensor, sequence and pipeline parallel), the batch being the
+// global one, so one process and N ranks time the same work.
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "weft/core/layout.hpp"
 #include "weft/kernels/profile.hpp"
 #include "weft/train/memory.hpp"
 
@@ -15,11 +17,14 @@ namespace weft::train {
 
 struct BenchTrainOptions {
     std::string preset = "gpt2";
-    int64_t batch_size = 4;  // global: sequences per step over all ranks
+    int64_t n_layer = 0, n_head = 0, n_embd = 0;  // 0: the preset's
+    int64_t batch_size = 4;                       // global: sequences per step over all ranks
+    int64_t micro_batch_size = 0;                 // 0: batch_size / dp
     int64_t seq_len = 1024;
     int64_t steps = 5;       // timed steps, after one warm-up step
     double peak_gflops = 0;  // per rank; 0: measure
-    int zero = 0;
+    Layout layout;           // dp 0: the world size over the other degrees
+    std::string pp_layers;   // as `weft train --pp-layers`
     double bucket_mb = 25;
     int threads = 0;  // per rank; 0: as `weft train` chooses
     // Precision of the matrix products (kernels/matmul.hpp): fp32 or bf16. MFU is taken against
@@ -29,8 +34,10 @@ struct BenchTrainOptions {
 };
 
 struct BenchTrainResult {
-    bool root = true;  // dp rank 0, which prints
-    int ranks = 1;
+    bool root = true;                                 // world rank 0, which prints
+    int ranks = 1;                                    // world size
+    Layout layout;                                    // resolved
+    int64_t micro_batch_size = 0, micro_batches = 0;  // per rank and step
     int64_t parameters = 0;
     double step_s = 0;  // median of the timed steps
     double tokens_per_s = 0;
@@ -43,7 +50,9 @@ struct BenchTrainResult {
     nlohmann::json comm;  // rank 0's communication over the timed steps, groups of > 1 rank
     int64_t model_state_bytes = 0;  // per rank
     int64_t peak_rss = 0;           // of rank 0
-    MemoryEstimate estimate;
+    MemoryEstimate estimate;        // of rank 0 (no checkpoint is written)
+    // The largest over the ranks: pipeline stages and tensor-parallel ranks differ.
+    int64_t peak_rss_max = 0, estimate_max = 0;
     int threads = 0;                 // per rank
     int64_t n_positions = 0;         // of the model benched (raised to --seq-len if shorter)
     int64_t bf16_scratch_bytes = 0;  // bf16 operand copies held after the run (not estimated)

@@ -4,13 +4,18 @@
 
 namespace weft::train {
 
-model::ModelConfig TrainOptions::model_config() const {
-    model::ModelConfig c = model::model_preset(model);
+model::ModelConfig reshaped_preset(const std::string& preset, int64_t n_layer, int64_t n_head,
+                                   int64_t n_embd, int64_t n_positions) {
+    model::ModelConfig c = model::model_preset(preset);
     if (n_layer) c.n_layer = n_layer;
     if (n_head) c.n_head = n_head;
     if (n_embd) c.n_embd = n_embd;
     if (n_positions) c.n_positions = n_positions;
     return c;
+}
+
+model::ModelConfig TrainOptions::model_config() const {
+    return reshaped_preset(model, n_layer, n_head, n_embd, n_positions);
 }
 
 std::filesystem::path TrainOptions::val_path() const {
@@ -25,8 +30,6 @@ std::filesystem::path TrainOptions::val_path() const {
 void TrainOptions::validate() const {
     WEFT_CHECK(steps >= 1, "--steps must be at least 1, got {}", steps);
     WEFT_CHECK(batch_size >= 1, "--batch-size must be at least 1, got {}", batch_size);
-    WEFT_CHECK(micro_batch_size >= 0, "--micro-batch-size must be positive, got {}",
-               micro_batch_size);
     WEFT_CHECK(seq_len >= 1, "--seq-len must be at least 1, got {}", seq_len);
     WEFT_CHECK(eval_every >= 0, "--eval-every must be non-negative, got {}", eval_every);
     WEFT_CHECK(eval_batches >= 1, "--eval-batches must be at least 1, got {}", eval_batches);
@@ -41,9 +44,6 @@ void TrainOptions::validate() const {
                comm_timeout);
     WEFT_CHECK(!data.empty(), "--data is required");
     WEFT_CHECK(dtype == "fp32" || dtype == "bf16", "--dtype must be fp32 or bf16, got '{}'", dtype);
-    WEFT_CHECK(!layout.sequence_parallel || layout.tp > 1,
-               "--sequence-parallel needs --tp greater than 1: it splits the LayerNorm and "
-               "residual regions over the tensor-parallel ranks");
     optim.validate();
 }
 

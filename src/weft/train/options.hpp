@@ -10,6 +10,10 @@
 
 namespace weft::train {
 
+// A preset with its shape overridden where a value is non-zero.
+model::ModelConfig reshaped_preset(const std::string& preset, int64_t n_layer, int64_t n_head,
+                                   int64_t n_embd, int64_t n_positions);
+
 struct TrainOptions {
     // Model: a preset, optionally reshaped; or a Hugging Face directory to start from.
     std::string model = "tiny";

@@ -313,6 +313,10 @@ MemoryEstimate TrainState::memory_estimate(int64_t baseline_rss, int64_t micro_b
                                                           cfg.padded_vocab() / tp_)) +
             dp_.working_bytes();
     }
+    // sum_tied_embedding's receive buffer: the other end's embedding gradient (wte and wpe).
+    const int chunks = part_.chunks();
+    if (stage_ && (pp_rank_ == part_.owner(0) || pp_rank_ == part_.owner(chunks - 1)))
+        m.scratch += 4 * dp_.padded().units[0].size;
     // What save() allocates on the writer: ZeRO's gathered buffer and the logical model.
     const bool dp_root = mesh_.rank(comm::Axis::dp) == 0;
     if (model_parallel() ? mesh_.world_rank() == 0 : dp_root) {

@@ -12,7 +12,7 @@
 #include "weft/data/token_file.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/model/state_io.hpp"
-#include "weft/parallel/pipeline/schedule.hpp"
+#include "weft/train/batch_split.hpp"
 #include "weft/train/checkpoint.hpp"
 #include "weft/train/comm_report.hpp"
 #include "weft/train/memory.hpp"
@@ -36,20 +36,6 @@ nlohmann::json run_state(const TrainOptions& o, int64_t micro) {
 
 double seconds_since(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// The micro-batch size, checked against the global batch and the data-parallel degree.
-int64_t micro_batch_size(const TrainOptions& o, int dp) {
-    if (!o.micro_batch_size)
-        WEFT_CHECK(o.batch_size % dp == 0,
-                   "--batch-size {} is not divisible by the data-parallel degree {}: each rank "
-                   "takes an equal share of the global batch",
-                   o.batch_size, dp);
-    const int64_t micro = o.micro_batch_size ? o.micro_batch_size : o.batch_size / dp;
-    WEFT_CHECK(o.batch_size % (micro * dp) == 0,
-               "--batch-size {} is not a multiple of --micro-batch-size {} x dp {} = {}",
-               o.batch_size, micro, dp, micro * dp);
-    return micro;
 }
 
 // The sample order is a function of (seed, step, row of the global batch): resuming with another
@@ -84,8 +70,8 @@ void run_training(const TrainOptions& o_in) {
     o.layout = mesh.layout();
     const int dp = o.layout.dp;
     const bool root = mesh.world_rank() == 0;
-    const int64_t micro = micro_batch_size(o, dp);
-    const int64_t accum = o.batch_size / (micro * dp), T = o.seq_len;
+    const BatchSplit split = split_batch(o.layout, o.batch_size, o.micro_batch_size);
+    const int64_t micro = split.micro, accum = split.micro_batches, T = o.seq_len;
     const int threads = set_threads_per_rank(o.threads);
     kernels::set_matmul_precision(kernels::parse_matmul_precision(o.dtype));
     const int64_t baseline_rss = current_rss_bytes();
@@ -123,19 +109,6 @@ void run_training(const TrainOptions& o_in) {
     }
     if (resume_from) check_resume_settings(resume_from->state, o);
 
-    if (o.layout.pp > 1) {
-        // A schedule that cannot be built (too few micro-batches for interleaving) is an error
-        // now, not at the first step.
-        try {
-            pipeline::make_schedule(pipeline::parse_schedule_kind(o.layout.pp_schedule),
-                                    o.layout.pp, o.layout.vpp, int(accum));
-        } catch (const Error& e) {
-            fail(
-                "{} (micro-batches per step = --batch-size {} / (--micro-batch-size {} x dp {}) "
-                "= {})",
-                e.what(), o.batch_size, micro, dp, accum);
-        }
-    }
     WEFT_CHECK(o.trace.empty() || o.layout.pp > 1,
                "--trace {}: the timeline is of a pipeline schedule; it needs --pp greater than 1",
                o.trace.string());

@@ -175,3 +175,26 @@ TEST(PlanMemory, EngineLayerFloatsFollowTheModelUnderTensorParallelism) {
                 << "tp " << tp << (sp ? " sp" : "");
         }
 }
+
+// With a pipeline the engine's first and last stages each hold a receive buffer for the other
+// end's gradient of the tied embeddings (TrainState::sum_tied_embedding: this tp rank's rows of
+// the padded wte, and wpe); a middle stage does not.
+TEST(PlanMemory, EngineEndStagesHoldTheTiedEmbeddingExchange) {
+    const Workload w = workload("gpt2", 8, 256, "fp32", MemoryProfile::engine);
+    const model::ModelConfig& cfg = w.model.config;
+    for (int tp : {1, 2}) {
+        Candidate k = layout(1, tp, 4, 0, 1);
+        const double exchange =
+            4.0 * double(tp_padded_vocab(cfg, tp) / tp + cfg.n_positions) * double(cfg.n_embd);
+        const MemoryBreakdown first = stage_memory(w, big_cluster(), k, 0, 1);
+        const MemoryBreakdown middle = stage_memory(w, big_cluster(), k, 1, 1);
+        const MemoryBreakdown last = stage_memory(w, big_cluster(), k, 3, 1);
+        SCOPED_TRACE(testing::Message() << "tp " << tp);
+        // First and middle stages run the same scratch; only the exchange buffer differs.
+        EXPECT_DOUBLE_EQ(first.buffers - middle.buffers, exchange);
+        // The last stage also has the classifier's logits; take them out.
+        const double logits =
+            4.0 * double(kernels::classifier_scratch_floats(256, cfg.vocab_size)) / tp;
+        EXPECT_DOUBLE_EQ(last.buffers - middle.buffers - logits, exchange);
+    }
+}

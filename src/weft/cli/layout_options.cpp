@@ -1,0 +1,56 @@
+#include "weft/cli/layout_options.hpp"
+
+#include <CLI/CLI.hpp>
+#include <utility>
+
+#include "weft/core/error.hpp"
+
+namespace weft::cli {
+
+void add_shape_options(CLI::App* c, const ShapeOverrides& shape) {
+    c->add_option("--n-layer", *shape.n_layer, "Override the preset's number of blocks");
+    c->add_option("--n-head", *shape.n_head, "Override the preset's attention heads");
+    c->add_option("--n-embd", *shape.n_embd, "Override the preset's width");
+}
+
+void add_layout_options(CLI::App* c, Layout& layout, std::string& pp_layers,
+                        int64_t& micro_batch_size) {
+    c->add_option("--micro-batch-size", micro_batch_size,
+                  "Sequences per forward pass on each rank (default: --batch-size / dp); the "
+                  "rest is gradient accumulation, or the pipeline's micro-batches");
+    c->add_option("--dp", layout.dp, "Data-parallel degree (0: world size / other degrees)");
+    c->add_option("--zero", layout.zero,
+                  "ZeRO stage over the data-parallel ranks: 0 (replicated), 1 (optimizer states "
+                  "sharded), 2 (and gradients), 3 (and parameters)")
+        ->capture_default_str();
+    c->add_option("--tp", layout.tp,
+                  "Tensor-parallel degree: every block split across this many ranks (Megatron)")
+        ->capture_default_str();
+    c->add_flag("--sequence-parallel", layout.sequence_parallel,
+                "With --tp: LayerNorm and residual regions split along the sequence "
+                "(Korthikanti et al.)");
+    c->add_option("--pp", layout.pp, "Pipeline-parallel degree: stages of consecutive layers")
+        ->capture_default_str();
+    c->add_option("--pp-schedule", layout.pp_schedule,
+                  "Pipeline schedule: gpipe, 1f1b or interleaved")
+        ->capture_default_str();
+    c->add_option("--vpp", layout.vpp,
+                  "Virtual stages (model chunks) per pipeline rank, for --pp-schedule interleaved")
+        ->capture_default_str();
+    c->add_option("--pp-layers", pp_layers,
+                  "Layers per pipeline chunk, comma-separated in model order (pp x vpp numbers "
+                  "adding up to the layer count); default: an even split")
+        ->capture_default_str();
+    c->add_flag("--recompute", layout.recompute,
+                "Keep only each layer's input from forward and re-run its forward in backward");
+    c->add_option("--cp", layout.cp, "Context-parallel degree (not supported yet)");
+    c->add_option("--ep", layout.ep, "Expert-parallel degree (not supported yet)");
+}
+
+void check_layout_supported(const Layout& layout) {
+    for (auto [flag, v] : {std::pair{"--cp", layout.cp}, {"--ep", layout.ep}})
+        WEFT_CHECK(v == 1, "{} {}: this kind of parallelism is not supported yet (only 1)", flag,
+                   v);
+}
+
+}  // namespace weft::cli

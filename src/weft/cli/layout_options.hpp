@@ -1,0 +1,29 @@
+#pragma once
+// The flags that `weft train` and `weft bench train` share, each described once: the model's
+// shape overrides, and how the model and the batch are split over the ranks.
+#include <cstdint>
+#include <string>
+
+#include "weft/core/layout.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace weft::cli {
+
+struct ShapeOverrides {
+    int64_t* n_layer;
+    int64_t* n_head;
+    int64_t* n_embd;
+};
+void add_shape_options(CLI::App* c, const ShapeOverrides& shape);
+
+// --dp, --zero, --micro-batch-size, --tp, --sequence-parallel, --pp, --pp-schedule, --vpp,
+// --pp-layers, --recompute, --cp and --ep.
+void add_layout_options(CLI::App* c, Layout& layout, std::string& pp_layers,
+                        int64_t& micro_batch_size);
+// The degrees the engine cannot run yet (cp, ep) are an error naming the flag.
+void check_layout_supported(const Layout& layout);
+
+}  // namespace weft::cli
