@@ -251,7 +251,7 @@ void Gpt2::embed_forward(Activations& a, UnitAccess& w, int64_t pos0) {
 
 void Gpt2::block_forward(Activations& a, UnitAccess& w, int l) {
     check_activations(a);
-    block_forward_from(a, block_view(w.params(l + 1), layout_, l), l);
+    block_forward_from(a, block_view(w.params(l + 1), layout_, l), l, w);
     w.release(l + 1);
 }
 
@@ -266,11 +266,12 @@ void Gpt2::block_forward_cached(Activations& a, UnitAccess& w, int l, KvCache& c
                "internal: cached generation of positions {}..{} of {} sequences at "
                "tensor-parallel degree {} (expected one sequence within {} positions, tp 1)",
                pos0, pos0 + a.T, a.B, tp_size_, cfg_.n_positions);
-    block_forward_from(a, block_view(w.params(l + 1), layout_, l), l, &cache, pos0);
+    block_forward_from(a, block_view(w.params(l + 1), layout_, l), l, w, &cache, pos0);
     w.release(l + 1);
 }
 
-void Gpt2::block_forward_from(Activations& a, const BlockView& p, int l, KvCache* cache,
+void Gpt2::block_forward_from(Activations& a, const BlockView& p, int l, UnitAccess& w,
+                              KvCache* cache,
                               int64_t pos0) {
     const int64_t B = a.B, T = a.T, BT = B * T, C = cfg_.n_embd, R = a.rows();
     // This rank's heads and MLP columns.
@@ -293,6 +294,7 @@ void Gpt2::block_forward_from(Activations& a, const BlockView& p, int l, KvCache
                          p.ln1_w, p.ln1_b, R, C, cfg_.ln_eps);
     gather_rows(ln1, R);
     k::matmul_forward(qkv, ln1, p.qkv_w, p.qkv_b, BT, C, 3 * Cl);
+    w.progress();
     if (!cache) {
         k::attention_forward_qkv(atty, a.lse.data() + s * B * NH * T, qkv, B, T, NH, HS);
     } else {
@@ -308,12 +310,15 @@ void Gpt2::block_forward_from(Activations& a, const BlockView& p, int l, KvCache
         const k::AttentionShape shape{1, T, pos0 + T, NH, HS, 3 * C, C, C, pos0};
         k::attention_forward(atty, a.lse.data() + s * B * NH * T, qkv, kc, vc, shape);
     }
+    w.progress();
     row_parallel_forward(a, res2, atty, p.proj_w, p.proj_b, x, Cl);
+    w.progress();
     // MLP, the same way.
     k::layernorm_forward(own_rows(ln2, R), a.ln2_mean.data() + s * R, a.ln2_rstd.data() + s * R,
                          res2, p.ln2_w, p.ln2_b, R, C, cfg_.ln_eps);
     gather_rows(ln2, R);
     k::matmul_forward(fch, ln2, p.fc_w, p.fc_b, BT, C, 4 * Cl);
+    w.progress();
     k::gelu_forward(fcg, fch, BT * 4 * Cl);
     row_parallel_forward(a, out, fcg, p.fcproj_w, p.fcproj_b, res2, 4 * Cl);
 }
@@ -409,7 +414,7 @@ void Gpt2::block_backward(Activations& a, UnitAccess& w, int l) {
     ensure_scratch(BT);
     BlockView p = block_view(w.params(l + 1), layout_, l);
     BlockView g = block_view(w.grads(l + 1), layout_, l);
-    if (a.recompute) block_forward_from(a, p, l);
+    if (a.recompute) block_forward_from(a, p, l, w);
     const int64_t s = a.slot(l);
     const float* x = a.resid_in(l);
     const float* ln1 = a.ln1.data() + s * BT * C;
@@ -434,14 +439,18 @@ void Gpt2::block_backward(Activations& a, UnitAccess& w, int l) {
     // their share into it. Row-parallel biases see every row's gradient, so they need no sum.
     const float* dout = gather_grad(dres, R);
     k::matmul_backward(d4C, g.fcproj_w, g.fcproj_b, dout, fcg, p.fcproj_w, BT, 4 * Cl, C, false);
+    w.progress();
     k::gelu_backward(d4C, fch, d4C, BT * 4 * Cl);
     k::matmul_backward(dC_.data(), g.fc_w, g.fc_b, d4C, ln2, p.fc_w, BT, C, 4 * Cl, false);
+    w.progress();
     k::layernorm_backward(dres, gn.ln2_w, gn.ln2_b, sum_input_grad(BT, R), res2, p.ln2_w,
                           a.ln2_mean.data() + s * R, a.ln2_rstd.data() + s * R, R, C);
     dout = gather_grad(dres, R);
     float* datty = d4C;  // free again: [B*T, C/tp] fits in [B*T, 4C/tp]
     k::matmul_backward(datty, g.proj_w, g.proj_b, dout, atty, p.proj_w, BT, Cl, C, false);
+    w.progress();
     k::attention_backward_qkv(d3C, datty, qkv, atty, a.lse.data() + s * B * NH * T, B, T, NH, HS);
+    w.progress();
     k::matmul_backward(dC_.data(), g.qkv_w, g.qkv_b, d3C, ln1, p.qkv_w, BT, C, 3 * Cl, false);
     k::layernorm_backward(dres, gn.ln1_w, gn.ln1_b, sum_input_grad(BT, R), x, p.ln1_w,
                           a.ln1_mean.data() + s * R, a.ln1_rstd.data() + s * R, R, C);

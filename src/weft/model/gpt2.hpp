@@ -33,6 +33,10 @@ class UnitAccess {
     virtual void release(int /*unit*/) {}
     // Called after each micro-batch's backward of the unit has finished accumulating.
     virtual void grads_ready(int /*unit*/) {}
+    // Called between the large kernels inside a block, forward and backward: a chance to move
+    // along whatever the access object has in flight (a parameter gather, a gradient
+    // reduction) that would otherwise only advance at the next unit.
+    virtual void progress() {}
 };
 
 // Whole parameter and gradient buffers in this process (single process, DP without ZeRO-3).
@@ -167,7 +171,8 @@ class Gpt2 {
     void check_activations(const Activations& a) const;
     // The layer's forward from its parameters, into the micro-batch's buffers; with a cache,
     // attending to its keys and values too (block_forward_cached).
-    void block_forward_from(Activations& a, const BlockView& p, int layer, KvCache* cache = nullptr,
+    void block_forward_from(Activations& a, const BlockView& p, int layer, UnitAccess& w,
+                            KvCache* cache = nullptr,
                             int64_t pos0 = 0);
 
     // Tensor-parallel steps; at tp = 1 each is what the single-process model does.

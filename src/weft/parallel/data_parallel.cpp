@@ -179,4 +179,8 @@ void DataParallel::grads_ready(int unit) {
     inflight_.poll();
 }
 
+void DataParallel::progress() {
+    inflight_.poll();
+}
+
 }  // namespace weft::parallel

@@ -100,6 +100,8 @@ class DataParallel : public model::UnitAccess {
     float* grads(int unit) override;
     void release(int unit) override;
     void grads_ready(int unit) override;
+    // Tests the operations in flight (Open MPI advances them only inside MPI calls).
+    void progress() override;
 
   private:
     comm::Group& dp_;
