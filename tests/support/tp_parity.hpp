@@ -11,10 +11,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "weft/core/philox.hpp"
-#include "weft/model/gpt2.hpp"
+#include "weft/model/model.hpp"
 
 namespace weft::test {
 
@@ -46,7 +47,7 @@ struct TrainRun {
 
 // Forward and backward of every micro-batch, gradients accumulated, from the same initial
 // parameters (by logical index) for any shard.
-inline TrainRun train_micro_batches(model::Gpt2& m, const std::vector<TokenBatch>& batches,
+inline TrainRun train_micro_batches(model::Model& m, const std::vector<TokenBatch>& batches,
                                     int64_t B, int64_t T, bool recompute) {
     const model::ParamLayout& layout = m.layout();
     Buffer params(layout.total), grads(layout.total);
@@ -68,7 +69,8 @@ inline TrainRun train_micro_batches(model::Gpt2& m, const std::vector<TokenBatch
     model::LayerSpan span;
     span.recompute = recompute;
     for (const TokenBatch& b : batches) {
-        model::Activations a(m.config(), B, T, m.activation_span(span));
+        std::unique_ptr<model::Activations> act = m.new_activations(B, T, span);
+        model::Activations& a = *act;
         a.inputs = b.inputs;
         a.targets = b.targets;
         run.loss += m.forward(a, w, true, scale) * scale;

@@ -6,10 +6,13 @@
 #include <string>
 
 #include "weft/core/error.hpp"
+#include "weft/model/family.hpp"
+#include "weft/model/params.hpp"
 
 namespace weft::model {
 
 void ModelConfig::validate(const std::string& where) const {
+    const Family& f = model::family(family);  // an unknown family is an error naming it
     auto positive = [&](const char* name, int64_t v) {
         WEFT_CHECK(v > 0, "{}: {} must be positive, got {}", where, name, v);
     };
@@ -19,11 +22,11 @@ void ModelConfig::validate(const std::string& where) const {
     positive("n_head", n_head);
     positive("n_embd", n_embd);
     positive("vocab_multiple", vocab_multiple);
-    WEFT_CHECK(n_embd % n_head == 0,
-               "{}: n_embd {} is not divisible by n_head {} (each head needs an equal share of the "
-               "width)",
-               where, n_embd, n_head);
-    WEFT_CHECK(ln_eps > 0, "{}: layer_norm_epsilon must be positive, got {}", where, ln_eps);
+    WEFT_CHECK(n_kv_head >= 0 && n_inner >= 0 && n_head_dim >= 0,
+               "{}: n_kv_head {}, n_inner {} and head_dim {} must not be negative", where,
+               n_kv_head, n_inner, n_head_dim);
+    WEFT_CHECK(ln_eps > 0, "{}: the norm epsilon must be positive, got {}", where, ln_eps);
+    f.validate(*this, where);
 }
 
 double ModelConfig::ln_eps_decimal() const {
@@ -31,14 +34,77 @@ double ModelConfig::ln_eps_decimal() const {
 }
 
 int64_t ModelConfig::num_parameters() const {
-    const int64_t C = n_embd;
-    const int64_t per_layer =
-        2 * C + (3 * C * C + 3 * C) + (C * C + C) + 2 * C + (4 * C * C + 4 * C) + (4 * C * C + C);
-    return vocab_size * C + n_positions * C + n_layer * per_layer + 2 * C;
+    int64_t n = 0;
+    for (const ParamSpec& p : build_param_layout(*this).tensors) n += p.numel_logical();
+    return n;
 }
 
 double ModelConfig::train_flops_per_token(int64_t T) const {
-    return 6.0 * double(num_parameters()) + 6.0 * double(n_layer) * double(T) * double(n_embd);
+    return 6.0 * double(num_parameters()) +
+           6.0 * double(n_layer) * double(T) * double(n_head * head_dim());
+}
+
+nlohmann::json ModelConfig::to_json() const {
+    nlohmann::json j = {{"family", family},
+                        {"vocab_size", vocab_size},
+                        {"n_positions", n_positions},
+                        {"n_layer", n_layer},
+                        {"n_head", n_head},
+                        {"n_embd", n_embd},
+                        {"layer_norm_epsilon", ln_eps_decimal()}};
+    if (family != "gpt2") {
+        j["n_kv_head"] = kv_heads();
+        j["n_inner"] = ffn();
+        j["head_dim"] = head_dim();
+        j["rope_theta"] = rope_theta;
+        j["tie_embeddings"] = tie_embeddings;
+        if (!rope_scaling.type.empty())
+            j["rope_scaling"] = {{"type", rope_scaling.type},
+                                 {"factor", rope_scaling.factor},
+                                 {"low_freq_factor", rope_scaling.low_freq_factor},
+                                 {"high_freq_factor", rope_scaling.high_freq_factor},
+                                 {"original_max_position", rope_scaling.original_max_position}};
+    }
+    return j;
+}
+
+ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& where) {
+    ModelConfig c;
+    auto get = [&](const char* key, auto& out) {
+        WEFT_CHECK(j.contains(key) && (j[key].is_number() || j[key].is_boolean()),
+                   "{}: model key '{}' missing or not a number", where, key);
+        out = j[key].get<std::decay_t<decltype(out)>>();
+    };
+    auto get_opt = [&](const char* key, auto& out) {
+        if (j.contains(key)) get(key, out);
+    };
+    if (j.contains("family")) {
+        WEFT_CHECK(j["family"].is_string(), "{}: model key 'family' is not a string", where);
+        c.family = j["family"].get<std::string>();
+    }
+    get("vocab_size", c.vocab_size);
+    get("n_positions", c.n_positions);
+    get("n_layer", c.n_layer);
+    get("n_head", c.n_head);
+    get("n_embd", c.n_embd);
+    get("layer_norm_epsilon", c.ln_eps);
+    get_opt("n_kv_head", c.n_kv_head);
+    get_opt("n_inner", c.n_inner);
+    get_opt("head_dim", c.n_head_dim);
+    get_opt("rope_theta", c.rope_theta);
+    get_opt("tie_embeddings", c.tie_embeddings);
+    if (j.contains("rope_scaling")) {
+        const nlohmann::json& r = j["rope_scaling"];
+        WEFT_CHECK(r.is_object() && r.contains("type") && r["type"].is_string(),
+                   "{}: model key 'rope_scaling' is not an object with a type", where);
+        c.rope_scaling.type = r["type"].get<std::string>();
+        c.rope_scaling.factor = r.value("factor", 1.0);
+        c.rope_scaling.low_freq_factor = r.value("low_freq_factor", 1.0);
+        c.rope_scaling.high_freq_factor = r.value("high_freq_factor", 4.0);
+        c.rope_scaling.original_max_position = r.value("original_max_position", int64_t(8192));
+    }
+    c.validate(where);
+    return c;
 }
 
 ModelConfig config_for_tp(const ModelConfig& cfg, int tp) {
@@ -49,30 +115,18 @@ ModelConfig config_for_tp(const ModelConfig& cfg, int tp) {
 }
 
 ModelConfig model_preset(const std::string& name) {
-    ModelConfig c;
-    auto set = [&](int64_t layers, int64_t heads, int64_t width) {
-        c.n_layer = layers, c.n_head = heads, c.n_embd = width;
-    };
-    if (name == "tiny") {
-        set(2, 4, 64);
-        c.n_positions = 256;
-    } else if (name == "gpt2") {
-        set(12, 12, 768);
-    } else if (name == "gpt2-medium") {
-        set(24, 16, 1024);
-    } else if (name == "gpt2-large") {
-        set(36, 20, 1280);
-    } else if (name == "gpt2-xl") {
-        set(48, 25, 1600);
-    } else {
-        fail("unknown model preset '{}'; expected one of: {}", name,
-             fmt::join(model_preset_names(), ", "));
-    }
-    return c;
+    for (const Family* f : families())
+        for (const auto& [preset, cfg] : f->presets)
+            if (preset == name) return cfg;
+    fail("unknown model preset '{}'; expected one of: {}", name,
+         fmt::join(model_preset_names(), ", "));
 }
 
 std::vector<std::string> model_preset_names() {
-    return {"tiny", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"};
+    std::vector<std::string> names;
+    for (const Family* f : families())
+        for (const auto& p : f->presets) names.push_back(p.first);
+    return names;
 }
 
 }  // namespace weft::model

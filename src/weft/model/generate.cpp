@@ -6,12 +6,9 @@
 
 #include "weft/core/error.hpp"
 #include "weft/core/philox.hpp"
-#include "weft/kernels/classifier.hpp"
-#include "weft/kernels/layernorm.hpp"
+#include "weft/model/family.hpp"
 
 namespace weft::model {
-
-namespace k = weft::kernels;
 
 void SampleOptions::validate() const {
     WEFT_CHECK(tokens >= 0, "--tokens must be non-negative, got {}", tokens);
@@ -54,35 +51,28 @@ int32_t pick_token(std::span<const float> logits, const SampleOptions& o, float 
 }
 
 Generator::Generator(const ModelConfig& cfg, const ParamLayout& layout, const float* params)
-    : model_(cfg),
+    : model_(make_model(cfg)),
       layout_(layout),
       params_(const_cast<float*>(params)),  // read only: no backward runs
       access_(layout_, params_, nullptr),
-      cache_(cfg),
-      ln_(cfg.n_embd),
-      stats_(2),
+      cache_(cfg.n_layer, cfg.n_positions, model_->kv_width()),
       logits_(cfg.vocab_size) {}
 
 std::span<const float> Generator::feed(std::span<const int32_t> tokens) {
-    const ModelConfig& cfg = model_.config();
-    const int64_t n = int64_t(tokens.size()), C = cfg.n_embd, L = cfg.n_layer;
+    const ModelConfig& cfg = model_->config();
+    const int64_t n = int64_t(tokens.size()), L = cfg.n_layer;
     WEFT_CHECK(n >= 1 && pos_ + n <= cfg.n_positions,
                "internal: feeding {} tokens at position {} of {}", n, pos_, cfg.n_positions);
     if (!act_ || act_->T != n) {
         // Each layer's input, one layer's buffers (as recomputation keeps them); no loss head.
-        act_ = std::make_unique<Activations>(cfg, 1, n, LayerSpan{0, -1, false, true});
+        act_ = model_->new_activations(1, n, LayerSpan{0, -1, false, true});
     }
     Activations& a = *act_;
     std::copy(tokens.begin(), tokens.end(), a.inputs.begin());
-    model_.embed_forward(a, access_, pos_);
-    for (int l = 0; l < L; ++l) model_.block_forward_cached(a, access_, l, cache_, pos_);
+    model_->embed_forward(a, access_, pos_);
+    for (int l = 0; l < L; ++l) model_->block_forward_cached(a, access_, l, cache_, pos_);
     // Only the last token's logits are wanted.
-    EmbedView e = embed_view(params_ + layout_.units[0].offset, layout_);
-    FinalView f = final_view(params_ + layout_.units[L + 1].offset, layout_, int(L));
-    const float* last = a.resid_in(int(L)) + (n - 1) * C;
-    k::layernorm_forward(ln_.data(), stats_.data(), stats_.data() + 1, last, f.lnf_w, f.lnf_b, 1, C,
-                         cfg.ln_eps);
-    k::classifier_logits(logits_.data(), ln_.data(), e.wte, 1, C, cfg.vocab_size);
+    model_->logits(a, access_, n - 1, logits_.data());
     pos_ += n;
     return {logits_.data(), size_t(cfg.vocab_size)};
 }

@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-#include "weft/model/gpt2.hpp"
+#include "weft/model/model.hpp"
 
 namespace weft::model {
 
@@ -35,14 +35,14 @@ class Generator {
     void reset() { pos_ = 0; }
 
   private:
-    Gpt2 model_;  // whose block forward the generator runs, with the KV cache
+    std::unique_ptr<Model> model_;  // whose block forward the generator runs, with the KV cache
     const ParamLayout& layout_;
     float* params_;
     FlatAccess access_;
     int64_t pos_ = 0;
     KvCache cache_;
     std::unique_ptr<Activations> act_;  // for the token count of the last call
-    Buffer ln_, stats_, logits_;
+    Buffer logits_;
 };
 
 // Generates o.tokens tokens after the prompt; `on_token` sees each as it is chosen.

@@ -5,7 +5,6 @@
 #include "weft/core/error.hpp"
 #include "weft/kernels/attention.hpp"
 #include "weft/kernels/classifier.hpp"
-#include "weft/kernels/classifier_parallel.hpp"
 #include "weft/kernels/elementwise.hpp"
 #include "weft/kernels/gelu.hpp"
 #include "weft/kernels/layernorm.hpp"
@@ -17,73 +16,43 @@ namespace k = weft::kernels;
 
 namespace {
 
-// The sizes of one Activations value, in floats: the constructor allocates them and floats()
-// adds them up, so the memory estimate cannot drift from what is allocated.
-struct ActivationSizes {
-    int64_t n_layers, kept;  // layers of the span; layers with buffers (1 when recomputing)
-    int64_t rows;            // rows of the residual stream this rank holds
-    int64_t resid;           // one layer's input
+// The sizes of one Gpt2Activations' own buffers, in floats: the constructor allocates them and
+// floats() adds them up, so the memory estimate cannot drift from what is allocated.
+struct Sizes {
+    int64_t kept;                                    // layers with buffers (1 when recomputing)
     int64_t ln, stats, qkv, atty, lse, resid2, fch;  // per kept layer, each tensor
-    int64_t lnf, lnf_stats, dlnf, losses;            // head
-    int64_t tokens;
+    int64_t lnf, lnf_stats, dlnf;                    // head
 };
 
-ActivationSizes activation_sizes(const ModelConfig& cfg, int64_t B, int64_t T,
-                                 const LayerSpan& span) {
+Sizes sizes(const ModelConfig& cfg, int64_t B, int64_t T, const LayerSpan& span) {
     const int64_t BT = B * T, C = cfg.n_embd, NH = cfg.n_head, tp = span.tp;
-    WEFT_CHECK(T <= cfg.n_positions, "sequence length {} exceeds the model's n_positions {}", T,
-               cfg.n_positions);
-    const int64_t n = span.count < 0 ? cfg.n_layer - span.first : span.count;
-    WEFT_CHECK(span.first >= 0 && n >= 0 && span.first + n <= cfg.n_layer,
-               "internal: layers {}..{} of a model of {}", span.first, span.first + n, cfg.n_layer);
     WEFT_CHECK(tp >= 1 && NH % tp == 0,
                "{} attention heads do not split over tensor-parallel degree {}: the head count "
                "must be a multiple of --tp",
                NH, tp);
-    const bool sp = span.sequence_parallel && tp > 1;
-    WEFT_CHECK(!sp || BT % tp == 0,
-               "sequence parallelism splits the {} x {} = {} tokens of a micro-batch over {} "
-               "tensor-parallel ranks: micro-batch size times sequence length must be a multiple "
-               "of --tp",
-               B, T, BT, tp);
-    ActivationSizes s;
-    s.n_layers = n;
+    const int64_t n = span.layers(cfg.n_layer);
+    const int64_t rows = span.sequence_parallel && tp > 1 ? BT / tp : BT;
+    Sizes s;
     s.kept = span.recompute ? std::min<int64_t>(1, n) : n;
-    s.rows = sp ? BT / tp : BT;
-    s.resid = s.rows * C;
     s.ln = BT * C;
-    s.stats = s.rows;
+    s.stats = rows;
     s.qkv = BT * 3 * C / tp;
     s.atty = BT * C / tp;
     s.lse = B * (NH / tp) * T;
-    s.resid2 = s.rows * C;
+    s.resid2 = rows * C;
     s.fch = BT * 4 * C / tp;
     s.lnf = span.head ? BT * C : 0;
-    s.lnf_stats = span.head ? s.rows : 0;
-    s.dlnf = span.head ? s.rows * C : 0;
-    s.losses = span.head ? BT : 0;
-    s.tokens = BT;
+    s.lnf_stats = span.head ? rows : 0;
+    s.dlnf = span.head ? rows * C : 0;
     return s;
 }
 
 }  // namespace
 
-Activations::Activations(const ModelConfig& cfg, int64_t B_, int64_t T_, LayerSpan span)
-    : B(B_),
-      T(T_),
-      first_layer(span.first),
-      n_layers(span.count < 0 ? int(cfg.n_layer) - span.first : span.count),
-      head(span.head),
-      recompute(span.recompute),
-      tp(span.tp),
-      sequence_parallel(span.sequence_parallel && span.tp > 1),
-      n_embd_(cfg.n_embd) {
-    const ActivationSizes s = activation_sizes(cfg, B, T, span);
+Gpt2Activations::Gpt2Activations(const ModelConfig& cfg, int64_t B_, int64_t T_, LayerSpan span)
+    : Activations(cfg, B_, T_, span) {
+    const Sizes s = sizes(cfg, B, T, span);
     const int64_t L = s.kept;
-    rows_ = s.rows;
-    inputs.assign(size_t(s.tokens), 0);
-    targets.assign(size_t(s.tokens), -1);
-    resid = Buffer((s.n_layers + 1) * s.resid);
     ln1 = Buffer(L * s.ln);
     ln1_mean = Buffer(L * s.stats);
     ln1_rstd = Buffer(L * s.stats);
@@ -101,41 +70,34 @@ Activations::Activations(const ModelConfig& cfg, int64_t B_, int64_t T_, LayerSp
         lnf_mean = Buffer(s.lnf_stats);
         lnf_rstd = Buffer(s.lnf_stats);
         dlnf = Buffer(s.dlnf);
-        losses = Buffer(s.losses);
     }
 }
 
-int64_t Activations::floats(const ModelConfig& cfg, int64_t B, int64_t T, LayerSpan span) {
-    const ActivationSizes s = activation_sizes(cfg, B, T, span);
+int64_t Gpt2Activations::floats(const ModelConfig& cfg, int64_t B, int64_t T,
+                                const LayerSpan& span) {
+    const int64_t shared = Activations::shared_floats(cfg, B, T, span);
+    const Sizes s = sizes(cfg, B, T, span);
     // Per kept layer: ln1, ln2, qkv, atty, resid2, fch, fch_gelu, four LayerNorm statistics and
-    // the attention log-sum-exp (at tp = 1: 15 C per token, 4 per token, NH per token); plus
-    // each layer's input and the span's output; the head's final norm, its gradient, statistics
-    // and losses; the int32 inputs and targets count as one float each.
+    // the attention log-sum-exp (at tp = 1: 15 C per token, 4 per token, NH per token); the
+    // head's final norm, its gradient and statistics.
     const int64_t per_layer =
         2 * s.ln + s.qkv + s.atty + s.resid2 + 2 * s.fch + 4 * s.stats + s.lse;
-    const int64_t head = s.lnf + 2 * s.lnf_stats + s.dlnf + s.losses;
-    return s.kept * per_layer + (s.n_layers + 1) * s.resid + head + 2 * s.tokens;
+    return shared + s.kept * per_layer + s.lnf + 2 * s.lnf_stats + s.dlnf;
 }
 
 Gpt2::Gpt2(const ModelConfig& cfg, const ModelShard& shard, TpComm* tp, bool sequence_parallel)
-    : cfg_(cfg), layout_(build_param_layout(cfg, shard)), tp_(tp) {
-    cfg_.validate("model config");
-    tp_size_ = tp ? tp->size() : 1;
-    WEFT_CHECK(shard.tp == tp_size_ && (!tp || shard.tp_rank == tp->rank()),
-               "internal: a model shard of tensor-parallel rank {} of {} on a group where this is "
-               "rank {} of {}",
-               shard.tp_rank, shard.tp, tp ? tp->rank() : 0, tp_size_);
-    tp_rank_ = shard.tp_rank;
-    sp_ = sequence_parallel && tp_size_ > 1;
-    vs_ = cfg_.padded_vocab() / tp_size_;
-    v0_ = int64_t(tp_rank_) * vs_;
-    vr_ = std::clamp<int64_t>(cfg_.vocab_size - v0_, 0, vs_);
+    : Model(cfg, shard, tp ? tp->size() : 1, shard.tp_rank, sequence_parallel),
+      tp_(tp, shard.tp_rank, sequence_parallel, cfg.n_embd, cfg.vocab_size, cfg.padded_vocab()) {}
+
+std::unique_ptr<Activations> Gpt2::new_activations(int64_t B, int64_t T, LayerSpan span) const {
+    return std::make_unique<Gpt2Activations>(cfg_, B, T, activation_span(span));
 }
 
-LayerSpan Gpt2::activation_span(LayerSpan span) const {
-    span.tp = tp_size_;
-    span.sequence_parallel = sp_;
-    return span;
+Gpt2Activations& Gpt2::acts(Activations& a) const {
+    check_activations(a);
+    auto* g = dynamic_cast<Gpt2Activations*>(&a);
+    WEFT_CHECK(g, "internal: a GPT-2 model given another family's activations");
+    return *g;
 }
 
 int64_t Gpt2::scratch_floats(const ModelConfig& cfg, int64_t B, int64_t T, int tp,
@@ -157,73 +119,24 @@ void Gpt2::ensure_scratch(int64_t BT) {
     scratch_bt_ = BT;
 }
 
-void Gpt2::check_activations(const Activations& a) const {
-    WEFT_CHECK(a.tp == tp_size_ && a.sequence_parallel == sp_,
-               "internal: activations built for tensor-parallel degree {}{} run on a model of "
-               "degree {}{} (build them with Gpt2::activation_span)",
-               a.tp, a.sequence_parallel ? " with sequence parallelism" : "", tp_size_,
-               sp_ ? " with sequence parallelism" : "");
-}
-
 float* Gpt2::dresid(int64_t B, int64_t T) {
     ensure_scratch(B * T);
     return dres_.data();
 }
 
-float* Gpt2::own_rows(float* full, int64_t rows) const {
-    return sp_ ? full + int64_t(tp_rank_) * rows * cfg_.n_embd : full;
+Gpt2Block Gpt2::block(float* base, int layer) const {
+    float* p[12];
+    for (int i = 0; i < 12; ++i) p[i] = unit_tensor(base, layout_, layer + 1, i);
+    return {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11]};
 }
 
-void Gpt2::gather_rows(float* full, int64_t rows) {
-    if (!sp_) return;
-    const int64_t n = rows * cfg_.n_embd;
-    tp_->all_gather(full + int64_t(tp_rank_) * n, full, n);
+Gpt2Embed Gpt2::embed(float* base) const {
+    return {unit_tensor(base, layout_, 0, 0), unit_tensor(base, layout_, 0, 1)};
 }
 
-void Gpt2::row_parallel_forward(const Activations& a, float* out, const float* in, const float* w,
-                                const float* b, const float* resid, int64_t K) {
-    const int64_t BT = a.B * a.T, C = cfg_.n_embd, rows = a.rows();
-    if (tp_size_ == 1) {
-        k::matmul_forward(out, in, w, b, BT, K, C);
-        k::add_inplace(out, resid, BT * C);
-        return;
-    }
-    // Each rank's product covers its slice of K, a partial sum; the bias belongs to the sum.
-    if (sp_) {
-        k::matmul_forward(dC_.data(), in, w, nullptr, BT, K, C);
-        tp_->reduce_scatter_sum(dC_.data(), out, rows * C);
-    } else {
-        k::matmul_forward(out, in, w, nullptr, BT, K, C);
-        tp_->all_reduce_sum(out, BT * C);
-    }
-    k::add_bias_residual(out, b, resid, rows, C);
-}
-
-const float* Gpt2::gather_grad(const float* dres, int64_t rows) {
-    if (!sp_) return dres;
-    tp_->all_gather(dres, dC_.data(), rows * cfg_.n_embd);
-    return dC_.data();
-}
-
-const float* Gpt2::sum_input_grad(int64_t BT, int64_t rows) {
-    const int64_t C = cfg_.n_embd;
-    if (tp_size_ == 1) return dC_.data();
-    if (!sp_) {
-        tp_->all_reduce_sum(dC_.data(), BT * C);
-        return dC_.data();
-    }
-    // d4C_ is free here (its last reader, the column-parallel weight gradient, has run) and
-    // holds B*T*4C/tp >= rows*C floats.
-    tp_->reduce_scatter_sum(dC_.data(), d4C_.data(), rows * C);
-    return d4C_.data();
-}
-
-void Gpt2::add_replicated_grads(float* const* dst, int count) {
-    const int64_t C = cfg_.n_embd;
-    // Only this micro-batch's share is summed: the gradient buffers accumulate over
-    // micro-batches, and summing them would count the earlier ones tp times.
-    tp_->all_reduce_sum(ln_grads_.data(), count * C);
-    for (int i = 0; i < count; ++i) k::add_inplace(dst[i], ln_grads_.data() + i * C, C);
+Gpt2Final Gpt2::final_norm(float* base) const {
+    const int u = int(cfg_.n_layer) + 1;
+    return {unit_tensor(base, layout_, u, 0), unit_tensor(base, layout_, u, 1)};
 }
 
 void Gpt2::embed_forward(Activations& a, UnitAccess& w, int64_t pos0) {
@@ -231,48 +144,28 @@ void Gpt2::embed_forward(Activations& a, UnitAccess& w, int64_t pos0) {
     check_activations(a);
     WEFT_CHECK(pos0 >= 0 && pos0 + a.T <= cfg_.n_positions,
                "internal: positions {}..{} of a model of {}", pos0, pos0 + a.T, cfg_.n_positions);
-    EmbedView e = embed_view(w.params(0), layout_);
-    const int64_t BT = a.B * a.T, C = cfg_.n_embd;
-    if (tp_size_ == 1) {
-        k::embedding_forward(a.resid_in(0), a.inputs.data(), e.wte, e.wpe, a.B, a.T, C, pos0);
-        return;
-    }
-    // Each rank looks up the tokens of its slice of the vocabulary (zero rows for the others),
-    // so the sum over the ranks is the whole lookup; wpe, given on rank 0 only, is in it once.
-    ensure_scratch(BT);
-    float* partial = sp_ ? dC_.data() : a.resid_in(0);
-    k::embedding_forward_shard(partial, a.inputs.data(), e.wte, tp_rank_ == 0 ? e.wpe : nullptr,
-                               a.B, a.T, C, v0_, vs_, pos0);
-    if (sp_)
-        tp_->reduce_scatter_sum(partial, a.resid_in(0), a.rows() * C);
-    else
-        tp_->all_reduce_sum(partial, BT * C);
+    Gpt2Embed e = embed(w.params(0));
+    if (tp_size_ > 1) ensure_scratch(a.B * a.T);  // the partial sums (one process needs none)
+    tp_.embedding_forward(a.resid_in(0), a.inputs.data(), e.wte, e.wpe, a.B, a.T, pos0, dC_.data());
 }
 
 void Gpt2::block_forward(Activations& a, UnitAccess& w, int l) {
-    check_activations(a);
-    block_forward_from(a, block_view(w.params(l + 1), layout_, l), l, w);
+    block_forward_from(acts(a), block(w.params(l + 1), l), l, w);
     w.release(l + 1);
 }
 
-KvCache::KvCache(const ModelConfig& cfg)
-    : k(cfg.n_layer * cfg.n_positions * cfg.n_embd),
-      v(cfg.n_layer * cfg.n_positions * cfg.n_embd) {}
-
 void Gpt2::block_forward_cached(Activations& a, UnitAccess& w, int l, KvCache& cache,
                                 int64_t pos0) {
-    check_activations(a);
     WEFT_CHECK(tp_size_ == 1 && a.B == 1 && pos0 >= 0 && pos0 + a.T <= cfg_.n_positions,
                "internal: cached generation of positions {}..{} of {} sequences at "
                "tensor-parallel degree {} (expected one sequence within {} positions, tp 1)",
                pos0, pos0 + a.T, a.B, tp_size_, cfg_.n_positions);
-    block_forward_from(a, block_view(w.params(l + 1), layout_, l), l, w, &cache, pos0);
+    block_forward_from(acts(a), block(w.params(l + 1), l), l, w, &cache, pos0);
     w.release(l + 1);
 }
 
-void Gpt2::block_forward_from(Activations& a, const BlockView& p, int l, UnitAccess& w,
-                              KvCache* cache,
-                              int64_t pos0) {
+void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, UnitAccess& w,
+                              KvCache* cache, int64_t pos0) {
     const int64_t B = a.B, T = a.T, BT = B * T, C = cfg_.n_embd, R = a.rows();
     // This rank's heads and MLP columns.
     const int64_t NH = cfg_.n_head / tp_size_, Cl = C / tp_size_, HS = cfg_.head_dim();
@@ -290,9 +183,9 @@ void Gpt2::block_forward_from(Activations& a, const BlockView& p, int l, UnitAcc
 
     // Attention: the LayerNorm of this rank's rows, then (sequence parallel) every rank's rows,
     // the input of the column-parallel qkv projection.
-    k::layernorm_forward(own_rows(ln1, R), a.ln1_mean.data() + s * R, a.ln1_rstd.data() + s * R, x,
-                         p.ln1_w, p.ln1_b, R, C, cfg_.ln_eps);
-    gather_rows(ln1, R);
+    k::layernorm_forward(tp_.own_rows(ln1, R), a.ln1_mean.data() + s * R, a.ln1_rstd.data() + s * R,
+                         x, p.ln1_w, p.ln1_b, R, C, cfg_.ln_eps);
+    tp_.gather_rows(ln1, R);
     k::matmul_forward(qkv, ln1, p.qkv_w, p.qkv_b, BT, C, 3 * Cl);
     w.progress();
     if (!cache) {
@@ -300,9 +193,8 @@ void Gpt2::block_forward_from(Activations& a, const BlockView& p, int l, UnitAcc
     } else {
         // Generation (tp = 1, one sequence): these positions' keys and values join the cache,
         // and the queries attend to every cached position up to their own.
-        const int64_t P = cfg_.n_positions;
-        float* kc = cache->k.data() + l * P * C;
-        float* vc = cache->v.data() + l * P * C;
+        float* kc = cache->k_at(l);
+        float* vc = cache->v_at(l);
         for (int64_t t = 0; t < T; ++t) {
             std::copy_n(qkv + t * 3 * C + C, C, kc + (pos0 + t) * C);
             std::copy_n(qkv + t * 3 * C + 2 * C, C, vc + (pos0 + t) * C);
@@ -311,87 +203,59 @@ void Gpt2::block_forward_from(Activations& a, const BlockView& p, int l, UnitAcc
         k::attention_forward(atty, a.lse.data() + s * B * NH * T, qkv, kc, vc, shape);
     }
     w.progress();
-    row_parallel_forward(a, res2, atty, p.proj_w, p.proj_b, x, Cl);
+    tp_.row_parallel_forward(res2, atty, p.proj_w, p.proj_b, x, BT, Cl, R, dC_.data());
     w.progress();
     // MLP, the same way.
-    k::layernorm_forward(own_rows(ln2, R), a.ln2_mean.data() + s * R, a.ln2_rstd.data() + s * R,
+    k::layernorm_forward(tp_.own_rows(ln2, R), a.ln2_mean.data() + s * R, a.ln2_rstd.data() + s * R,
                          res2, p.ln2_w, p.ln2_b, R, C, cfg_.ln_eps);
-    gather_rows(ln2, R);
+    tp_.gather_rows(ln2, R);
     k::matmul_forward(fch, ln2, p.fc_w, p.fc_b, BT, C, 4 * Cl);
     w.progress();
     k::gelu_forward(fcg, fch, BT * 4 * Cl);
-    row_parallel_forward(a, out, fcg, p.fcproj_w, p.fcproj_b, res2, 4 * Cl);
+    tp_.row_parallel_forward(out, fcg, p.fcproj_w, p.fcproj_b, res2, BT, 4 * Cl, R, dC_.data());
 }
 
-double Gpt2::head_forward(Activations& a, UnitAccess& w, bool train, float loss_scale) {
+double Gpt2::head_forward(Activations& base, UnitAccess& w, bool train, float loss_scale) {
+    Gpt2Activations& a = acts(base);
     WEFT_CHECK(a.head && a.first_layer + a.n_layers == cfg_.n_layer,
                "internal: the head needs the output of the last layer");
-    check_activations(a);
     const int64_t BT = a.B * a.T, C = cfg_.n_embd, L = cfg_.n_layer, R = a.rows();
-    FinalView f = final_view(w.params(L + 1), layout_, int(L));
+    if (tp_size_ > 1) ensure_scratch(BT);  // the partial sums (one process needs none)
+    Gpt2Final f = final_norm(w.params(int(L) + 1));
     const float* x = a.resid_in(int(L));
-    k::layernorm_forward(own_rows(a.lnf.data(), R), a.lnf_mean.data(), a.lnf_rstd.data(), x,
+    k::layernorm_forward(tp_.own_rows(a.lnf.data(), R), a.lnf_mean.data(), a.lnf_rstd.data(), x,
                          f.lnf_w, f.lnf_b, R, C, cfg_.ln_eps);
-    gather_rows(a.lnf.data(), R);
-    EmbedView e = embed_view(w.params(0), layout_);
-    float* dwte = train ? embed_view(w.grads(0), layout_).wte : nullptr;
-    if (tp_size_ == 1) {
-        k::classifier_forward_backward(a.losses.data(), train ? a.dlnf.data() : nullptr, dwte,
-                                       a.lnf.data(), e.wte, a.targets.data(), BT, C,
-                                       cfg_.vocab_size, loss_scale);
-    } else {
-        vocab_parallel_head(a, e.wte, dwte, train, loss_scale);
-    }
-    w.release(L + 1);
+    tp_.gather_rows(a.lnf.data(), R);
+    // The head is tied to the token embedding; its gradient goes into wte's.
+    Gpt2Embed e = embed(w.params(0));
+    float* dwte = train ? embed(w.grads(0)).wte : nullptr;
+    tp_.head(a.losses.data(), a.dlnf.data(), dwte, a.lnf.data(), e.wte, a.targets.data(), BT, R,
+             train, loss_scale, dC_.data());
+    w.release(int(L) + 1);
     w.release(0);
     double sum = 0;
     for (int64_t i = 0; i < BT; ++i) sum += a.losses[i];
     return sum;
 }
 
-void Gpt2::vocab_parallel_head(Activations& a, const float* wte, float* dwte, bool train,
-                               float scale) {
-    const int64_t BT = a.B * a.T, C = cfg_.n_embd, R = a.rows();
-    for (int64_t n = 0; n < BT; ++n)
-        WEFT_CHECK(a.targets[n] < cfg_.vocab_size, "target {} of row {} is not < vocab size {}",
-                   a.targets[n], n, cfg_.vocab_size);
-    ensure_scratch(BT);
-    const int64_t chunk = k::classifier_chunk_rows(BT);
-    // At least one float: a shard of padding rows only (vr_ = 0) still gets a pointer.
-    const int64_t logits_floats = std::max<int64_t>(1, chunk * vr_);
-    if (head_logits_.size() < logits_floats) head_logits_ = Buffer(logits_floats);
-    if (head_stats_.size() < 3 * chunk) head_stats_ = Buffer(3 * chunk);
-    // The partial gradient of every row of lnf: in place under plain tensor parallelism,
-    // reduce-scattered to this rank's rows from dC_ under sequence parallelism.
-    float* dx = !train ? nullptr : sp_ ? dC_.data() : a.dlnf.data();
-    float* logits = head_logits_.data();
-    for (int64_t n0 = 0; n0 < BT; n0 += chunk) {
-        const int64_t r = std::min(chunk, BT - n0);
-        float* max = head_stats_.data();
-        float* sums = max + r;  // [2r]: softmax denominators, then target logits
-        const float* x = a.lnf.data() + n0 * C;
-        const int32_t* t = a.targets.data() + n0;
-        k::classifier_shard_logits(logits, max, x, wte, r, C, vr_);
-        tp_->all_reduce_max(max, r);
-        k::classifier_shard_sums(sums, logits, max, t, r, vr_, v0_, train);
-        tp_->all_reduce_sum(sums, 2 * r);
-        k::classifier_shard_finish(a.losses.data() + n0, dx ? dx + n0 * C : nullptr, dwte, logits,
-                                   max, sums, x, wte, t, r, C, vr_, v0_, scale);
-    }
-    if (!train) return;
-    // f's backward (sequence parallel: g's): every rank fed the same lnf to its vocabulary slice.
-    if (sp_)
-        tp_->reduce_scatter_sum(dC_.data(), a.dlnf.data(), R * C);
-    else
-        tp_->all_reduce_sum(a.dlnf.data(), BT * C);
+void Gpt2::logits(Activations& a, UnitAccess& w, int64_t row, float* out) {
+    WEFT_CHECK(tp_size_ == 1, "internal: logits at tensor-parallel degree {}", tp_size_);
+    const int64_t C = cfg_.n_embd, L = cfg_.n_layer;
+    ensure_scratch(1);
+    float* ln = dC_.data();
+    float stats[2];
+    Gpt2Final f = final_norm(w.params(int(L) + 1));
+    k::layernorm_forward(ln, stats, stats + 1, a.resid_in(int(L)) + row * C, f.lnf_w, f.lnf_b, 1, C,
+                         cfg_.ln_eps);
+    k::classifier_logits(out, ln, embed(w.params(0)).wte, 1, C, cfg_.vocab_size);
 }
 
-void Gpt2::head_backward(Activations& a, UnitAccess& w) {
-    check_activations(a);
+void Gpt2::head_backward(Activations& base, UnitAccess& w) {
+    Gpt2Activations& a = acts(base);
     const int64_t BT = a.B * a.T, C = cfg_.n_embd, L = cfg_.n_layer, R = a.rows();
     ensure_scratch(BT);
-    FinalView f = final_view(w.params(L + 1), layout_, int(L));
-    FinalView g = final_view(w.grads(L + 1), layout_, int(L));
+    Gpt2Final f = final_norm(w.params(int(L) + 1));
+    Gpt2Final g = final_norm(w.grads(int(L) + 1));
     dres_.zero();
     // Sequence parallel: the norm's parameters see only this rank's rows here.
     if (sp_) ln_grads_.zero();
@@ -401,19 +265,19 @@ void Gpt2::head_backward(Activations& a, UnitAccess& w) {
                           a.lnf_mean.data(), a.lnf_rstd.data(), R, C);
     if (sp_) {
         float* dst[] = {g.lnf_w, g.lnf_b};
-        add_replicated_grads(dst, 2);
+        tp_.add_replicated_grads(ln_grads_.data(), dst, 2);
     }
-    w.release(L + 1);
-    w.grads_ready(L + 1);
+    w.release(int(L) + 1);
+    w.grads_ready(int(L) + 1);
 }
 
-void Gpt2::block_backward(Activations& a, UnitAccess& w, int l) {
-    check_activations(a);
+void Gpt2::block_backward(Activations& base, UnitAccess& w, int l) {
+    Gpt2Activations& a = acts(base);
     const int64_t B = a.B, T = a.T, BT = B * T, C = cfg_.n_embd, R = a.rows();
     const int64_t NH = cfg_.n_head / tp_size_, Cl = C / tp_size_, HS = cfg_.head_dim();
     ensure_scratch(BT);
-    BlockView p = block_view(w.params(l + 1), layout_, l);
-    BlockView g = block_view(w.grads(l + 1), layout_, l);
+    Gpt2Block p = block(w.params(l + 1), l);
+    Gpt2Block g = block(w.grads(l + 1), l);
     if (a.recompute) block_forward_from(a, p, l, w);
     const int64_t s = a.slot(l);
     const float* x = a.resid_in(l);
@@ -427,7 +291,7 @@ void Gpt2::block_backward(Activations& a, UnitAccess& w, int l) {
     float *dres = dres_.data(), *d3C = d3C_.data(), *d4C = d4C_.data();
     // Sequence parallel: the LayerNorms' parameters see only this rank's rows; their gradients
     // are collected apart and summed over the ranks at the end.
-    BlockView gn = g;
+    Gpt2Block gn = g;
     if (sp_) {
         ln_grads_.zero();
         float* lg = ln_grads_.data();
@@ -437,26 +301,30 @@ void Gpt2::block_backward(Activations& a, UnitAccess& w, int l) {
     // dres holds the gradient of this block's output (this rank's rows); the residual
     // connections mean it flows unchanged to resid2 and to x, and the LayerNorm backwards add
     // their share into it. Row-parallel biases see every row's gradient, so they need no sum.
-    const float* dout = gather_grad(dres, R);
+    // Under sequence parallelism d4C_ is free whenever an input gradient is reduce-scattered
+    // (its last reader, the column-parallel weight gradient, has run) and holds B*T*4C/tp >=
+    // rows*C floats.
+    const float* dout = tp_.gather_grad(dres, R, dC_.data());
     k::matmul_backward(d4C, g.fcproj_w, g.fcproj_b, dout, fcg, p.fcproj_w, BT, 4 * Cl, C, false);
     w.progress();
     k::gelu_backward(d4C, fch, d4C, BT * 4 * Cl);
     k::matmul_backward(dC_.data(), g.fc_w, g.fc_b, d4C, ln2, p.fc_w, BT, C, 4 * Cl, false);
     w.progress();
-    k::layernorm_backward(dres, gn.ln2_w, gn.ln2_b, sum_input_grad(BT, R), res2, p.ln2_w,
-                          a.ln2_mean.data() + s * R, a.ln2_rstd.data() + s * R, R, C);
-    dout = gather_grad(dres, R);
+    k::layernorm_backward(dres, gn.ln2_w, gn.ln2_b, tp_.sum_input_grad(dC_.data(), BT, R, d4C),
+                          res2, p.ln2_w, a.ln2_mean.data() + s * R, a.ln2_rstd.data() + s * R, R,
+                          C);
+    dout = tp_.gather_grad(dres, R, dC_.data());
     float* datty = d4C;  // free again: [B*T, C/tp] fits in [B*T, 4C/tp]
     k::matmul_backward(datty, g.proj_w, g.proj_b, dout, atty, p.proj_w, BT, Cl, C, false);
     w.progress();
     k::attention_backward_qkv(d3C, datty, qkv, atty, a.lse.data() + s * B * NH * T, B, T, NH, HS);
     w.progress();
     k::matmul_backward(dC_.data(), g.qkv_w, g.qkv_b, d3C, ln1, p.qkv_w, BT, C, 3 * Cl, false);
-    k::layernorm_backward(dres, gn.ln1_w, gn.ln1_b, sum_input_grad(BT, R), x, p.ln1_w,
-                          a.ln1_mean.data() + s * R, a.ln1_rstd.data() + s * R, R, C);
+    k::layernorm_backward(dres, gn.ln1_w, gn.ln1_b, tp_.sum_input_grad(dC_.data(), BT, R, d4C), x,
+                          p.ln1_w, a.ln1_mean.data() + s * R, a.ln1_rstd.data() + s * R, R, C);
     if (sp_) {
         float* dst[] = {g.ln1_w, g.ln1_b, g.ln2_w, g.ln2_b};
-        add_replicated_grads(dst, 4);
+        tp_.add_replicated_grads(ln_grads_.data(), dst, 4);
     }
     w.release(l + 1);
     w.grads_ready(l + 1);
@@ -464,31 +332,11 @@ void Gpt2::block_backward(Activations& a, UnitAccess& w, int l) {
 
 void Gpt2::embed_backward(Activations& a, UnitAccess& w) {
     check_activations(a);
-    EmbedView g = embed_view(w.grads(0), layout_);
-    const int64_t C = cfg_.n_embd;
-    if (tp_size_ == 1) {
-        k::embedding_backward(g.wte, g.wpe, dres_.data(), a.inputs.data(), a.B, a.T, C);
-    } else {
-        // Every row's gradient: a rank's slice of the vocabulary may appear in any of them, and
-        // with it each rank has the whole gradient of the replicated wpe.
-        const float* dout = gather_grad(dres_.data(), a.rows());
-        k::embedding_backward_shard(g.wte, dout, a.inputs.data(), a.B, a.T, C, v0_, vs_);
-        k::embedding_backward(nullptr, g.wpe, dout, a.inputs.data(), a.B, a.T, C);
-    }
+    ensure_scratch(a.B * a.T);
+    Gpt2Embed g = embed(w.grads(0));
+    tp_.embedding_backward(g.wte, g.wpe, dres_.data(), a.inputs.data(), a.B, a.T, dC_.data());
     w.release(0);
     w.grads_ready(0);
-}
-
-double Gpt2::forward(Activations& a, UnitAccess& w, bool train, float loss_scale) {
-    embed_forward(a, w);
-    for (int l = 0; l < cfg_.n_layer; ++l) block_forward(a, w, l);
-    return head_forward(a, w, train, loss_scale);
-}
-
-void Gpt2::backward(Activations& a, UnitAccess& w) {
-    head_backward(a, w);
-    for (int l = int(cfg_.n_layer) - 1; l >= 0; --l) block_backward(a, w, l);
-    embed_backward(a, w);
 }
 
 }  // namespace weft::model

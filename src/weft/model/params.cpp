@@ -4,6 +4,7 @@
 
 #include "weft/core/error.hpp"
 #include "weft/core/philox.hpp"
+#include "weft/model/family.hpp"
 
 namespace weft::model {
 
@@ -19,83 +20,62 @@ const ParamSpec& ParamLayout::find(const std::string& name) const {
     fail("no parameter named '{}' in the model", name);
 }
 
-ParamLayout build_param_layout(const ModelConfig& cfg, const ModelShard& shard) {
-    const int64_t C = cfg.n_embd, L = cfg.n_layer;
-    // GPT-2's scaled initialisation of the projections into the residual stream.
-    const float std_base = 0.02f, std_resid = 0.02f / std::sqrt(2.0f * float(L));
-    ParamLayout layout;
-    int64_t cursor = 0;
-    int unit = 0;
-    WEFT_CHECK(shard.units.empty() || int64_t(shard.units.size()) == L + 2,
+ParamDeclarer::ParamDeclarer(ParamLayout& layout, const ModelShard& shard, int64_t units)
+    : layout_(layout), shard_(shard) {
+    WEFT_CHECK(shard.units.empty() || int64_t(shard.units.size()) == units,
                "internal: a model shard names {} units, the model has {}", shard.units.size(),
-               L + 2);
-    const int tp = shard.tp;
-    WEFT_CHECK(tp >= 1 && shard.tp_rank >= 0 && shard.tp_rank < tp,
-               "internal: tensor-parallel rank {} of {}", shard.tp_rank, tp);
-    WEFT_CHECK(cfg.n_head % tp == 0,
-               "{} attention heads do not split over tensor-parallel degree {}: the head count "
-               "must be a multiple of --tp",
-               cfg.n_head, tp);
-    WEFT_CHECK(cfg.padded_vocab() % tp == 0,
-               "internal: padded vocabulary {} is not a multiple of tensor-parallel degree {}",
-               cfg.padded_vocab(), tp);
+               units);
+    WEFT_CHECK(shard.tp >= 1 && shard.tp_rank >= 0 && shard.tp_rank < shard.tp,
+               "internal: tensor-parallel rank {} of {}", shard.tp_rank, shard.tp);
     layout.tp_rank = shard.tp_rank;
-    layout.tp = tp;
-    auto add = [&](std::string name, std::vector<int64_t> shape, Init init, float std,
-                   int64_t rows_padded = -1, int tp_dim = -1, int tp_blocks = 1) {
-        if (!shard.holds(unit)) return;
-        ParamSpec p;
-        p.name = std::move(name);
-        p.rows_stored = rows_padded < 0 ? shape[0] : rows_padded;
-        p.cols_stored = shape.size() > 1 ? shape[1] : 1;
-        if (tp_dim == 0) p.rows_stored /= tp;
-        if (tp_dim == 1) p.cols_stored /= tp;
-        p.shape = std::move(shape);
-        p.numel_stored = p.rows_stored * p.cols_stored;
-        p.offset = cursor;
-        p.unit = unit;
-        p.decay = p.shape.size() == 2;
-        p.init = init;
-        p.init_std = std;
-        p.tp_dim = tp_dim;
-        p.tp_blocks = tp_blocks;
-        cursor += (p.numel_stored + 15) / 16 * 16;
-        layout.tensors.push_back(std::move(p));
-    };
-    int first_tensor = 0;
-    auto close_unit = [&](int64_t start) {
-        const int n = int(layout.tensors.size()) - first_tensor;
-        layout.units.push_back({start, cursor - start, first_tensor, n, shard.holds(unit)});
-        first_tensor += n;
-        ++unit;
-    };
+    layout.tp = shard.tp;
+}
 
-    int64_t start = cursor;
-    add("wte.weight", {cfg.vocab_size, C}, Init::normal, std_base, cfg.padded_vocab(), 0);
-    add("wpe.weight", {cfg.n_positions, C}, Init::normal, std_base);
-    close_unit(start);
-    for (int64_t l = 0; l < L; ++l) {
-        start = cursor;
-        std::string h = "h." + std::to_string(l) + ".";
-        add(h + "ln_1.weight", {C}, Init::ones, 0);
-        add(h + "ln_1.bias", {C}, Init::zeros, 0);
-        add(h + "attn.c_attn.weight", {3 * C, C}, Init::normal, std_base, -1, 0, 3);
-        add(h + "attn.c_attn.bias", {3 * C}, Init::zeros, 0, -1, 0, 3);
-        add(h + "attn.c_proj.weight", {C, C}, Init::normal, std_resid, -1, 1);
-        add(h + "attn.c_proj.bias", {C}, Init::zeros, 0);
-        add(h + "ln_2.weight", {C}, Init::ones, 0);
-        add(h + "ln_2.bias", {C}, Init::zeros, 0);
-        add(h + "mlp.c_fc.weight", {4 * C, C}, Init::normal, std_base, -1, 0);
-        add(h + "mlp.c_fc.bias", {4 * C}, Init::zeros, 0, -1, 0);
-        add(h + "mlp.c_proj.weight", {C, 4 * C}, Init::normal, std_resid, -1, 1);
-        add(h + "mlp.c_proj.bias", {C}, Init::zeros, 0);
-        close_unit(start);
-    }
-    start = cursor;
-    add("ln_f.weight", {C}, Init::ones, 0);
-    add("ln_f.bias", {C}, Init::zeros, 0);
-    close_unit(start);
-    layout.total = cursor;
+void ParamDeclarer::tensor(std::string name, std::vector<int64_t> shape, Init init, float init_std,
+                           TpSplit split, int64_t rows_stored) {
+    if (!shard_.holds(unit_)) return;
+    const int tp = shard_.tp;
+    ParamSpec p;
+    p.name = std::move(name);
+    p.rows_stored = rows_stored < 0 ? shape[0] : rows_stored;
+    p.cols_stored = shape.size() > 1 ? shape[1] : 1;
+    const int64_t split_size = split.dim == 0 ? p.rows_stored : split.dim == 1 ? p.cols_stored : 0;
+    WEFT_CHECK(split.dim < 0 || split_size % (int64_t(tp) * split.blocks) == 0,
+               "{}: dimension {} of size {} does not split into {} blocks over tensor-parallel "
+               "degree {}",
+               p.name, split.dim, split_size, split.blocks, tp);
+    if (split.dim == 0) p.rows_stored /= tp;
+    if (split.dim == 1) p.cols_stored /= tp;
+    p.shape = std::move(shape);
+    p.numel_stored = p.rows_stored * p.cols_stored;
+    p.offset = cursor_;
+    p.unit = unit_;
+    p.decay = p.shape.size() == 2;
+    p.init = init;
+    p.init_std = init_std;
+    p.tp_dim = split.dim;
+    p.tp_blocks = split.blocks;
+    cursor_ += (p.numel_stored + 15) / 16 * 16;
+    layout_.tensors.push_back(std::move(p));
+}
+
+void ParamDeclarer::end_unit() {
+    const int n = int(layout_.tensors.size()) - first_tensor_;
+    layout_.units.push_back(
+        {unit_start_, cursor_ - unit_start_, first_tensor_, n, shard_.holds(unit_)});
+    first_tensor_ += n;
+    unit_start_ = cursor_;
+    layout_.total = cursor_;
+    ++unit_;
+}
+
+ParamLayout build_param_layout(const ModelConfig& cfg, const ModelShard& shard) {
+    ParamLayout layout;
+    ParamDeclarer d(layout, shard, cfg.n_layer + 2);
+    family_of(cfg).declare(cfg, d);
+    WEFT_CHECK(int64_t(layout.units.size()) == cfg.n_layer + 2,
+               "internal: family {} declared {} units for {} layers (expected {})", cfg.family,
+               layout.units.size(), cfg.n_layer, cfg.n_layer + 2);
     return layout;
 }
 
@@ -158,28 +138,11 @@ void init_params(float* flat, const ParamLayout& layout, uint64_t seed) {
     }
 }
 
-namespace {
-// Tensor `index` of a unit (its position among the unit's tensors).
-float* at(float* base, const ParamLayout& layout, int unit, int index) {
+float* unit_tensor(float* base, const ParamLayout& layout, int unit, int index) {
     const Unit& u = layout.units[size_t(unit)];
     WEFT_CHECK(index < u.tensors, "internal: unit {} is not held by this rank", unit);
     const ParamSpec& p = layout.tensors[size_t(u.first_tensor + index)];
     return base + (p.offset - u.offset);
-}
-}  // namespace
-
-EmbedView embed_view(float* base, const ParamLayout& layout) {
-    return {at(base, layout, 0, 0), at(base, layout, 0, 1)};
-}
-
-BlockView block_view(float* base, const ParamLayout& layout, int layer) {
-    float* p[12];
-    for (int i = 0; i < 12; ++i) p[i] = at(base, layout, layer + 1, i);
-    return {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11]};
-}
-
-FinalView final_view(float* base, const ParamLayout& layout, int n_layer) {
-    return {at(base, layout, n_layer + 1, 0), at(base, layout, n_layer + 1, 1)};
 }
 
 }  // namespace weft::model

@@ -1,13 +1,14 @@
 #pragma once
-// The parameters of a GPT-2 model as logical tensors laid out in one flat buffer.
+// The parameters of a model as logical tensors laid out in one flat buffer.
 //
-// Order: unit 0 holds the embeddings (wte, wpe), units 1..L one transformer block each, unit L+1
-// the final LayerNorm. A unit's tensors are contiguous, so a pipeline stage owns a range of
-// units, a ZeRO-3 gather fetches one unit, and a gradient bucket is a range of the buffer. Each
-// tensor starts on a 64-byte boundary; the few padding floats stay zero.
+// Order, for every family: unit 0 holds the embeddings, units 1..L one transformer block each,
+// unit L+1 the final norm (and an untied output head). A unit's tensors are contiguous, so a
+// pipeline stage owns a range of units, a ZeRO-3 gather fetches one unit, and a gradient bucket
+// is a range of the buffer. Each tensor starts on a 64-byte boundary; the few padding floats
+// stay zero. The family declares the tensors (family.hpp); this file lays them out.
 //
-// Names are Hugging Face's GPT-2 names without the "transformer." prefix. Matrices are stored
-// [out, in] (torch.nn.Linear); Hugging Face's Conv1D [in, out] is transposed at import/export.
+// Names are the family's (GPT-2: Hugging Face's names without "transformer."; Llama: without
+// "model."). Matrices are stored [out, in] (torch.nn.Linear).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -68,6 +69,36 @@ struct ParamLayout {
     const ParamSpec& find(const std::string& name) const;  // error naming the tensor if absent
 };
 
+// How a tensor is split over tensor parallelism (ParamSpec::tp_dim and tp_blocks).
+struct TpSplit {
+    int dim = -1;
+    int blocks = 1;
+};
+constexpr TpSplit kReplicated{};
+constexpr TpSplit kColumn{0, 1};  // rows split: column-parallel weights and their biases
+constexpr TpSplit kRow{1, 1};     // columns split: row-parallel weights
+
+// What a family's `declare` writes into: tensors in order, unit by unit.
+class ParamDeclarer {
+  public:
+    ParamDeclarer(ParamLayout& layout, const ModelShard& shard, int64_t units);
+    // A tensor of the current unit. `rows_stored` (when not -1) pads the first dimension in the
+    // buffer (the vocabulary); it is then split like the rest. Held only if the shard holds the
+    // unit. Errors name the tensor when a split dimension does not divide by tp.
+    void tensor(std::string name, std::vector<int64_t> shape, Init init, float init_std,
+                TpSplit split = kReplicated, int64_t rows_stored = -1);
+    void end_unit();
+    int unit() const { return unit_; }
+    int tp() const { return shard_.tp; }
+
+  private:
+    ParamLayout& layout_;
+    const ModelShard& shard_;
+    int64_t cursor_ = 0, unit_start_ = 0;
+    int unit_ = 0, first_tensor_ = 0;
+};
+
+// The family's tensors for `shard`; errors when the shard names another count of units.
 ParamLayout build_param_layout(const ModelConfig& cfg, const ModelShard& shard = {});
 
 // Fills every tensor from Philox keyed by (seed, name), element by logical index, so any shard of
@@ -83,22 +114,9 @@ int64_t logical_index(const ParamSpec& p, int tp_rank, int tp, int64_t i);
 void take_shard(const ParamSpec& p, int tp_rank, int tp, const float* logical, float* shard);
 void place_shard(const ParamSpec& p, int tp_rank, int tp, const float* shard, float* logical);
 
-// Pointers into one block's tensors, given the flat buffer (params or grads) base.
-struct BlockView {
-    float *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
-    float *ln2_w, *ln2_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b;
-};
-struct EmbedView {
-    float *wte, *wpe;
-};
-struct FinalView {
-    float *lnf_w, *lnf_b;
-};
-
-// `unit_base` points at the start of the unit (flat + units[u].offset, or a gathered copy); the
-// unit must be held.
-BlockView block_view(float* unit_base, const ParamLayout& layout, int layer);
-EmbedView embed_view(float* unit_base, const ParamLayout& layout);
-FinalView final_view(float* unit_base, const ParamLayout& layout, int n_layer);
+// Tensor `index` (its position among the unit's tensors, in declaration order) of a unit held
+// by this rank, given a pointer to the start of the unit (flat + units[u].offset, or a gathered
+// copy): how a family builds its views of a unit's tensors.
+float* unit_tensor(float* unit_base, const ParamLayout& layout, int unit, int index);
 
 }  // namespace weft::model

@@ -3,27 +3,19 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "weft/ckpt/atomic.hpp"
 #include "weft/ckpt/hf_config.hpp"
 #include "weft/ckpt/safetensors.hpp"
 #include "weft/core/error.hpp"
+#include "weft/model/family.hpp"
 
 namespace weft::model {
 
 namespace {
-
-// Hugging Face's GPT-2 uses Conv1D for these, storing the weight as [in, out].
-bool is_conv1d(const std::string& name) {
-    auto ends = [&](const char* s) {
-        std::string suffix(s);
-        return name.size() >= suffix.size() &&
-               name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-    };
-    return ends("attn.c_attn.weight") || ends("attn.c_proj.weight") || ends("mlp.c_fc.weight") ||
-           ends("mlp.c_proj.weight");
-}
 
 void transpose(const float* src, float* dst, int64_t rows, int64_t cols) {
 #pragma omp parallel for schedule(static)
@@ -33,9 +25,9 @@ void transpose(const float* src, float* dst, int64_t rows, int64_t cols) {
 
 }  // namespace
 
-void write_tensors(const std::filesystem::path& file, const ParamLayout& layout, const float* flat,
-                   Naming naming, const std::string& prefix,
-                   const std::map<std::string, std::string>& metadata) {
+void write_tensors(const std::filesystem::path& file, const ModelConfig& cfg,
+                   const ParamLayout& layout, const float* flat, Naming naming,
+                   const std::string& prefix, const std::map<std::string, std::string>& metadata) {
     WEFT_CHECK(layout.tp == 1,
                "internal: {} would be written from one tensor-parallel shard; assemble the logical "
                "tensors first",
@@ -46,8 +38,9 @@ void write_tensors(const std::filesystem::path& file, const ParamLayout& layout,
     for (const ParamSpec& p : layout.tensors) {
         ckpt::TensorToWrite t{prefix + p.name, p.shape, flat + p.offset};
         if (naming == Naming::hf) {
-            t.name = "transformer." + p.name;
-            if (is_conv1d(p.name)) {
+            const HfTensorName hf = family_of(cfg).hf_tensor(cfg, p);
+            t.name = hf.name;
+            if (hf.transposed) {
                 transposed.emplace_back(size_t(p.numel_logical()));
                 transpose(flat + p.offset, transposed.back().data(), p.shape[0], p.shape[1]);
                 t.shape = {p.shape[1], p.shape[0]};
@@ -59,8 +52,9 @@ void write_tensors(const std::filesystem::path& file, const ParamLayout& layout,
     ckpt::write_safetensors(file, out, metadata);
 }
 
-void read_tensors(const std::filesystem::path& file, const ParamLayout& layout, float* flat,
-                  Naming naming, const std::string& prefix) {
+void read_tensors(const std::filesystem::path& file, const ModelConfig& cfg,
+                  const ParamLayout& layout, float* flat, Naming naming,
+                  const std::string& prefix) {
     ckpt::SafetensorsFile st = ckpt::SafetensorsFile::open(file);
     std::vector<float> tmp;
     for (const ParamSpec& p : layout.tensors) {
@@ -68,8 +62,10 @@ void read_tensors(const std::filesystem::path& file, const ParamLayout& layout, 
         std::vector<int64_t> shape = p.shape;
         bool transpose_in = false;
         if (naming == Naming::hf) {
-            name = st.find("transformer." + p.name) ? "transformer." + p.name : p.name;
-            if (is_conv1d(p.name)) {
+            // Files name tensors with the model's prefix ("transformer.", "model.") or without.
+            const HfTensorName hf = family_of(cfg).hf_tensor(cfg, p);
+            name = st.find(hf.name) ? hf.name : p.name;
+            if (hf.transposed) {
                 shape = {p.shape[1], p.shape[0]};
                 transpose_in = true;
             }
@@ -101,26 +97,31 @@ void read_tensors(const std::filesystem::path& file, const ParamLayout& layout, 
     }
 }
 
+// TEMPORARY until ckpt::read_hf_model_type lands.
+static std::string hf_model_type(const std::filesystem::path& dir) {
+    std::ifstream in(dir / "config.json");
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(in);
+    } catch (...) {
+        return "gpt2";
+    }
+    return j.is_object() && j.contains("model_type") && j["model_type"].is_string()
+               ? j["model_type"].get<std::string>()
+               : "gpt2";
+}
+
 ModelConfig read_hf_model_config(const std::filesystem::path& dir) {
-    ckpt::HfGpt2Config h = ckpt::read_hf_config(dir);
-    ModelConfig c;
-    c.n_embd = h.n_embd;
-    c.n_layer = h.n_layer;
-    c.n_head = h.n_head;
-    c.n_positions = h.n_positions;
-    c.vocab_size = h.vocab_size;
-    c.ln_eps = float(h.layer_norm_epsilon);
-    c.validate((dir / "config.json").string());
-    return c;
+    const std::string model_type = hf_model_type(dir);
+    return family_for_hf_type(model_type, (dir / "config.json").string()).read_hf_config(dir);
 }
 
 void write_hf_model(const std::filesystem::path& dir, const ModelConfig& cfg,
                     const ParamLayout& layout, const float* flat) {
     ckpt::write_dir_atomic(dir, [&](const std::filesystem::path& tmp) {
-        ckpt::HfGpt2Config h{cfg.n_embd,      cfg.n_layer,    cfg.n_head,
-                             cfg.n_positions, cfg.vocab_size, cfg.ln_eps_decimal()};
-        ckpt::write_hf_config(tmp, h);
-        write_tensors(tmp / "model.safetensors", layout, flat, Naming::hf, "", {{"format", "pt"}});
+        family_of(cfg).write_hf_config(tmp, cfg);
+        write_tensors(tmp / "model.safetensors", cfg, layout, flat, Naming::hf, "",
+                      {{"format", "pt"}});
     });
 }
 

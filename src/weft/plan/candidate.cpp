@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "weft/core/error.hpp"
+#include "weft/model/params.hpp"
+#include "weft/parallel/pipeline/partition.hpp"
 
 namespace weft::plan {
 
@@ -56,12 +58,28 @@ int64_t tp_padded_vocab(const model::ModelConfig& cfg, int tp) {
 }
 
 double stage_parameters(const model::ModelConfig& cfg, const Layout& l, int stage) {
-    const double C = double(cfg.n_embd), t = l.tp;
-    const double per_layer = (12 * C * C + 7 * C) / t + 6 * C;
-    double p = per_layer * double(cfg.n_layer) / l.pp;
-    const double wte = double(tp_padded_vocab(cfg, l.tp)) * C / t;
-    if (stage == 0) p += wte + double(cfg.n_positions) * C;
-    if (stage == l.pp - 1) p += 2 * C + (l.pp > 1 ? wte : 0);
+    // The tensors the model family declares, as one tp rank of this stage stores them (the
+    // engine's own layout, model::build_param_layout: one source for every count).
+    model::ModelShard shard;
+    if (l.pp > 1)
+        shard.units =
+            pipeline::partition_layers(int(cfg.n_layer), l.pp, l.vpp, "").units_of(stage, cfg);
+    shard.tp = l.tp;
+    double p = 0;
+    for (const model::ParamSpec& t :
+         model::build_param_layout(model::config_for_tp(cfg, l.tp), shard).tensors)
+        p += double(t.numel_stored);
+    return p;
+}
+
+double layer_parameters(const model::ModelConfig& cfg, int tp) {
+    model::ModelShard shard;
+    shard.tp = tp;
+    const model::ParamLayout layout =
+        model::build_param_layout(model::config_for_tp(cfg, tp), shard);
+    double p = 0;
+    for (const model::ParamSpec& t : layout.tensors)
+        if (t.unit == 1) p += double(t.numel_stored);
     return p;
 }
 

@@ -58,6 +58,8 @@ struct Candidate {
 // on the first stage, the final LayerNorm on the last, and a copy of the tied word embeddings
 // on the last stage when pp > 1 (Megatron keeps one there and all-reduces its gradient).
 double stage_parameters(const model::ModelConfig& cfg, const Layout& l, int stage);
+// Parameters of one block as one tp rank stores it.
+double layer_parameters(const model::ModelConfig& cfg, int tp);
 int64_t tp_padded_vocab(const model::ModelConfig& cfg, int tp);  // padded to 128 * tp
 
 }  // namespace weft::plan

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "weft/core/error.hpp"
+#include "weft/model/family.hpp"
 #include "weft/parallel/pipeline/simulator.hpp"
 
 namespace weft::plan {
@@ -53,22 +54,28 @@ struct Model {
         LayerCost l;
         const double m = tokens;
         double bwd = 0, fwd = 0;
-        // QKV, attention projection, MLP up, MLP down, split the Megatron way (column, row).
-        fwd += gemm_fwd_bwd(m, 3 * C / t, C, bwd);
-        fwd += gemm_fwd_bwd(m, C, C / t, bwd);
-        fwd += gemm_fwd_bwd(m, 4 * C / t, C, bwd);
-        fwd += gemm_fwd_bwd(m, C, 4 * C / t, bwd);
-        // Causal attention core: 2·T·C FLOPs per token forward (QKᵀ and PV, halved by the mask,
-        // as model::ModelConfig::train_flops_per_token counts), backward twice that.
-        const double T = double(w.seq_len);
+        // The block's matrix products as the model family declares them (GPT-2: QKV, attention
+        // projection, MLP up and down; Llama: QKV with its kv heads, output, gate-up, down),
+        // split the Megatron way (column-parallel: out / t; row-parallel: in / t).
+        const model::ModelConfig& cfg = w.model.config;
+        for (const model::LinearShape& s : model::family_of(cfg).layer_linears(cfg)) {
+            const double out = double(s.out), in = double(s.in);
+            fwd += s.column_parallel ? gemm_fwd_bwd(m, out / t, in, bwd)
+                                     : gemm_fwd_bwd(m, out, in / t, bwd);
+        }
+        // Causal attention core: 2·T·(heads·head width) FLOPs per token forward (QKᵀ and PV,
+        // halved by the mask, as model::ModelConfig::train_flops_per_token counts), backward
+        // twice that.
+        const double T = double(w.seq_len), A = double(cfg.n_head * cfg.head_dim());
         const double attn_f =
-            2 * m * T * C / t / (peak * c.device.attention_efficiency) + overhead();
+            2 * m * T * A / t / (peak * c.device.attention_efficiency) + overhead();
         const double attn_b = 2 * attn_f;
         // Memory-bound kernels per token: two LayerNorms and two residual adds (about 10C
-        // elements read or written, replicated across tp unless sequence parallel) and the GELU
-        // (8C/t); backward moves about twice as much.
+        // elements read or written, replicated across tp unless sequence parallel) and the MLP's
+        // activation (twice the feed-forward width over t: GELU's 4C in and out); backward
+        // moves about twice as much.
         const double rep = k.layout.sequence_parallel ? t : 1;
-        const double elems = m * (10 * C / rep + 8 * C / t);
+        const double elems = m * (10 * C / rep + 2 * double(cfg.ffn()) / t);
         const double elem_f = memory_bound(elems, 5), elem_b = memory_bound(2 * elems, 6);
         // Tensor parallel (Shoeybi et al. 2019): two all-reduces of the [tokens, C] activation
         // in forward and two in backward; with sequence parallelism (Korthikanti et al. 2022)

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "weft/kernels/classifier.hpp"
-#include "weft/model/gpt2.hpp"
+#include "weft/model/family.hpp"
 #include "weft/model/params.hpp"
 #include "weft/parallel/zero_layout.hpp"
 
@@ -26,16 +26,20 @@ double korthikanti_layer_bytes(const model::ModelConfig& cfg, int64_t seq, int64
 
 double engine_layer_floats(const model::ModelConfig& cfg, int64_t seq, int64_t b, int tp, bool sp,
                            Recompute r) {
-    const double BT = double(b * seq), C = double(cfg.n_embd), t = tp;
-    if (r == Recompute::full) return BT * C;  // the block's input residual
-    // As model::Activations allocates them: qkv, atty, fch, fch_gelu (12C) are split over tp;
-    // resid and resid2 (2C) and the LayerNorm statistics are replicated, or 1/tp of the rows
-    // with sequence parallelism; ln1 and ln2 (2C), the inputs of the column-parallel
-    // projections, are kept whole either way (all-gathered under sequence parallelism, not
-    // gathered again in backward: docs/tensor_parallel.md).
-    const double rows = sp ? 1 / t : 1;
-    const double width = 2 * C + 2 * C * rows + 12 * C / t;
-    return BT * width + 4 * BT * rows + double(b * cfg.n_head * seq) / t;
+    // What one more layer adds to the Activations the model allocates (the family's count):
+    // with full recomputation only its input residual, the one recomputed layer's buffers being
+    // there once.
+    const model::Family& f = model::family_of(cfg);
+    const bool full = r == Recompute::full;
+    const int n = full ? 2 : 1;
+    const model::LayerSpan more{0, n, false, full, tp, sp}, fewer{0, n - 1, false, full, tp, sp};
+    return double(f.activation_floats(cfg, b, seq, more) - f.activation_floats(cfg, b, seq, fewer));
+}
+
+double engine_head_floats(const model::ModelConfig& cfg, int64_t seq, int64_t b, int tp, bool sp) {
+    const model::Family& f = model::family_of(cfg);
+    const model::LayerSpan head{0, 0, true, false, tp, sp}, none{0, 0, false, false, tp, sp};
+    return double(f.activation_floats(cfg, b, seq, head) - f.activation_floats(cfg, b, seq, none));
 }
 
 namespace {
@@ -69,7 +73,7 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
     const bool first = stage == 0, last = stage == l.pp - 1;
     const double shards = double(l.dp) * l.cp;  // ZeRO shards over the gradient group, dp x cp
     const double psi = stage_parameters(cfg, l, stage);
-    const double per_layer_params = (12.0 * cfg.n_embd * cfg.n_embd + 7.0 * cfg.n_embd) / l.tp;
+    const double per_layer_params = layer_parameters(cfg, l.tp);
     MemoryBreakdown m;
     m.runtime = c.device.runtime_bytes;
 
@@ -85,19 +89,23 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
             m.buffers +=
                 (l.zero >= 2 ? 3 * bucket : 0) + (l.zero == 3 ? 3 * per_layer_params * p.param : 0);
         }
-        // model::Activations::floats = L * per_block + the head's 3C + 5 per token.
-        const double per_layer =
-            engine_layer_floats(cfg, s, b, l.tp, l.sequence_parallel, k.recompute);
-        const double BT = double(b * s);
-        double floats = in_flight * layers_per_chunk * per_layer;
-        if (last) floats += BT * double(cfg.n_embd) * 3 + BT * 3 + 2 * BT;
-        m.activations = p.activation * floats;
-        // Backward scratch (Gpt2::scratch_floats) and the classifier's logits chunk.
-        double scratch = double(model::Gpt2::scratch_floats(cfg, b, s)) / l.tp;
+        // The Activations of each of this stage's chunks, as the model allocates them (the
+        // family's count), times the micro-batches the schedule holds at once per chunk, as
+        // train::PipelineStage keeps them. Full recomputation keeps each layer's input and one
+        // layer's buffers per micro-batch; selective recomputation is not the engine's.
+        const model::Family& f = model::family_of(cfg);
+        const int chunks = l.pp * l.vpp, lpc = int(cfg.n_layer) / chunks;
+        double floats = 0;
+        for (int c = stage; c < chunks; c += l.pp)
+            floats += double(
+                f.activation_floats(cfg, b, s,
+                                    {c * lpc, lpc, c == chunks - 1, k.recompute == Recompute::full,
+                                     l.tp, l.sequence_parallel}));
+        m.activations = p.activation * floats * in_flight / l.vpp;
+        // Backward scratch (the family's) and the classifier's logits chunk.
+        double scratch = double(f.scratch_floats(cfg, b, s, 1, false)) / l.tp;
         if (last)
             scratch += double(kernels::classifier_scratch_floats(b * s, cfg.vocab_size)) / l.tp;
-        if (k.recompute == Recompute::full)  // one block's activations while it is recomputed
-            scratch += engine_layer_floats(cfg, s, b, l.tp, l.sequence_parallel, Recompute::none);
         m.buffers += p.activation * scratch;
         // With a pipeline, the first and last stages each receive the other's gradient of the
         // tied embeddings (wte's rows of this tp rank, and wpe) to sum them.

@@ -29,12 +29,13 @@ struct MemoryBreakdown {
 double korthikanti_layer_bytes(const model::ModelConfig& cfg, int64_t seq, int64_t b, int tp,
                                int cp, bool sp, Recompute r, double activation_bytes);
 
-// Floats of one layer's activations as the engine allocates them (model::Activations::floats:
-// 16C per token, four LayerNorm statistics, the attention log-sum-exp per head), split over tp
-// as the engine splits them (12C split; resid and resid2 split only with sequence parallelism;
-// the gathered LayerNorm outputs whole).
+// Floats one more layer adds to the activations the engine allocates (the model family's
+// activation_floats, the one source), under tp and sequence parallelism; with full
+// recomputation, only the layer's input.
 double engine_layer_floats(const model::ModelConfig& cfg, int64_t seq, int64_t b, int tp, bool sp,
                            Recompute r);
+// Floats the head adds (final norm, its gradient and statistics, per-token losses).
+double engine_head_floats(const model::ModelConfig& cfg, int64_t seq, int64_t b, int tp, bool sp);
 
 // One device of pipeline rank `stage` whose schedule holds at most `in_flight` (micro-batch,
 // chunk) activations at once (from the pipeline simulator).

@@ -11,46 +11,23 @@ namespace weft::train {
 
 namespace fs = std::filesystem;
 
-nlohmann::json model_config_json(const model::ModelConfig& c) {
-    return {{"vocab_size", c.vocab_size}, {"n_positions", c.n_positions},
-            {"n_layer", c.n_layer},       {"n_head", c.n_head},
-            {"n_embd", c.n_embd},         {"layer_norm_epsilon", c.ln_eps_decimal()}};
-}
-
-model::ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& where) {
-    model::ModelConfig c;
-    auto get = [&](const char* key, auto& out) {
-        WEFT_CHECK(j.contains(key) && j[key].is_number(),
-                   "{}: model key '{}' missing or not a number", where, key);
-        out = j[key].get<std::decay_t<decltype(out)>>();
-    };
-    get("vocab_size", c.vocab_size);
-    get("n_positions", c.n_positions);
-    get("n_layer", c.n_layer);
-    get("n_head", c.n_head);
-    get("n_embd", c.n_embd);
-    get("layer_norm_epsilon", c.ln_eps);
-    c.validate(where);
-    return c;
-}
-
 fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const model::ModelConfig& cfg,
                          const model::ParamLayout& layout, const StateSource& source,
                          const nlohmann::json& state) {
     fs::path target = ckpt::checkpoint_path(run_dir, step);
     fs::create_directories(target.parent_path());
     ckpt::write_dir_atomic(target, [&](const fs::path& tmp) {
-        model::write_tensors(tmp / "model.safetensors", layout, source(StateTensors::params),
+        model::write_tensors(tmp / "model.safetensors", cfg, layout, source(StateTensors::params),
                              model::Naming::weft);
-        model::write_tensors(tmp / "optimizer_m.safetensors", layout, source(StateTensors::exp_avg),
-                             model::Naming::weft, "exp_avg.");
-        model::write_tensors(tmp / "optimizer_v.safetensors", layout,
+        model::write_tensors(tmp / "optimizer_m.safetensors", cfg, layout,
+                             source(StateTensors::exp_avg), model::Naming::weft, "exp_avg.");
+        model::write_tensors(tmp / "optimizer_v.safetensors", cfg, layout,
                              source(StateTensors::exp_avg_sq), model::Naming::weft, "exp_avg_sq.");
         nlohmann::json s = state;
         s["format"] = "weft-checkpoint";
         s["version"] = 1;
         s["step"] = step;
-        s["model"] = model_config_json(cfg);
+        s["model"] = cfg.to_json();
         ckpt::write_file_atomic(tmp / "state.json", s.dump(2) + "\n");
     });
     ckpt::commit_latest(run_dir, step);
@@ -71,20 +48,20 @@ CheckpointInfo open_checkpoint(const fs::path& dir_or_run) {
     WEFT_CHECK(ck.state.value("format", "") == "weft-checkpoint",
                "{}: not a weft checkpoint (format is not 'weft-checkpoint')", state.string());
     WEFT_CHECK(ck.state.contains("model"), "{}: no 'model' section", state.string());
-    ck.cfg = model_config_from_json(ck.state["model"], state.string());
+    ck.cfg = model::ModelConfig::from_json(ck.state["model"], state.string());
     return ck;
 }
 
 void load_checkpoint_params(const CheckpointInfo& ck, const model::ParamLayout& layout,
                             float* params) {
-    model::read_tensors(ck.dir / "model.safetensors", layout, params, model::Naming::weft);
+    model::read_tensors(ck.dir / "model.safetensors", ck.cfg, layout, params, model::Naming::weft);
 }
 
 void load_checkpoint_optimizer(const CheckpointInfo& ck, const model::ParamLayout& layout, float* m,
                                float* v) {
-    model::read_tensors(ck.dir / "optimizer_m.safetensors", layout, m, model::Naming::weft,
+    model::read_tensors(ck.dir / "optimizer_m.safetensors", ck.cfg, layout, m, model::Naming::weft,
                         "exp_avg.");
-    model::read_tensors(ck.dir / "optimizer_v.safetensors", layout, v, model::Naming::weft,
+    model::read_tensors(ck.dir / "optimizer_v.safetensors", ck.cfg, layout, v, model::Naming::weft,
                         "exp_avg_sq.");
 }
 

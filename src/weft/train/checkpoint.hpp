@@ -13,9 +13,6 @@
 
 namespace weft::train {
 
-nlohmann::json model_config_json(const model::ModelConfig& c);
-model::ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& where);
-
 // The tensor files of a checkpoint, in the order save_checkpoint asks for them.
 enum class StateTensors { params, exp_avg, exp_avg_sq };
 // Gives one file's whole tensors (laid out as `layout`); the pointer may be invalidated by the

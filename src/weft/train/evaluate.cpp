@@ -30,9 +30,10 @@ EvalResult evaluate_rows(const data::TokenFile& file, int64_t B, int64_t batches
     return {sum, batches * rows * T};
 }
 
-EvalResult evaluate(model::Gpt2& model, const float* params, const data::TokenFile& file, int64_t B,
-                    int64_t T, int64_t batches) {
-    model::Activations a(model.config(), B, T);
+EvalResult evaluate(model::Model& model, const float* params, const data::TokenFile& file,
+                    int64_t B, int64_t T, int64_t batches) {
+    std::unique_ptr<model::Activations> act = model.new_activations(B, T, {});
+    model::Activations& a = *act;
     // Forward only reads parameters; nothing is accumulated into gradients.
     model::FlatAccess access(model.layout(), const_cast<float*>(params), nullptr);
     EvalResult r = evaluate_rows(file, B, batches, 0, B, a,

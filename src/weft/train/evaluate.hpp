@@ -5,7 +5,7 @@
 #include <functional>
 
 #include "weft/data/token_file.hpp"
-#include "weft/model/gpt2.hpp"
+#include "weft/model/model.hpp"
 
 namespace weft::train {
 
@@ -16,8 +16,8 @@ struct EvalResult {
 
 // Batches of B sequences of T tokens; the file must hold at least one full batch. `params` is
 // the whole flat parameter buffer.
-EvalResult evaluate(model::Gpt2& model, const float* params, const data::TokenFile& file, int64_t B,
-                    int64_t T, int64_t batches);
+EvalResult evaluate(model::Model& model, const float* params, const data::TokenFile& file,
+                    int64_t B, int64_t T, int64_t batches);
 
 // The part of that evaluation one data-parallel rank does: rows [row0, row0 + rows) of each
 // batch of B sequences, in forward passes of a.B rows (which must divide rows). `forward` runs

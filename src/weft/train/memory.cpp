@@ -6,7 +6,7 @@
 #include <string>
 
 #include "weft/kernels/classifier.hpp"
-#include "weft/model/gpt2.hpp"
+#include "weft/model/family.hpp"
 
 namespace weft::train {
 
@@ -30,8 +30,9 @@ MemoryEstimate estimate_memory(const model::ModelConfig& cfg, int64_t weights, i
     m.weights = weights;
     m.grads = grads;
     m.optimizer = optimizer;
-    m.activations = 4 * model::Activations::floats(cfg, B, T);
-    m.scratch = 4 * (model::Gpt2::scratch_floats(cfg, B, T) +
+    const model::Family& f = model::family_of(cfg);
+    m.activations = 4 * f.activation_floats(cfg, B, T, {});
+    m.scratch = 4 * (f.scratch_floats(cfg, B, T, 1, false) +
                      kernels::classifier_scratch_floats(B * T, cfg.vocab_size)) +
                 working_bytes;
     m.baseline = baseline_bytes;

@@ -1,6 +1,7 @@
 #include "weft/train/model_source.hpp"
 
 #include "weft/core/error.hpp"
+#include "weft/model/family.hpp"
 #include "weft/model/state_io.hpp"
 #include "weft/train/checkpoint.hpp"
 
@@ -13,15 +14,15 @@ LoadedModel load_model(const std::filesystem::path& model_dir, const std::filesy
     LoadedModel m;
     if (!ckpt.empty()) {
         CheckpointInfo ck = open_checkpoint(ckpt);
-        m.model = std::make_unique<model::Gpt2>(ck.cfg);
+        m.model = model::make_model(ck.cfg);
         m.params = Buffer(m.model->layout().total);
         load_checkpoint_params(ck, m.model->layout(), m.params.data());
     } else {
         model::ModelConfig cfg = model::read_hf_model_config(model_dir);
-        m.model = std::make_unique<model::Gpt2>(cfg);
+        m.model = model::make_model(cfg);
         m.params = Buffer(m.model->layout().total);
-        model::read_tensors(model_dir / "model.safetensors", m.model->layout(), m.params.data(),
-                            model::Naming::hf);
+        model::read_tensors(model_dir / "model.safetensors", cfg, m.model->layout(),
+                            m.params.data(), model::Naming::hf);
     }
     return m;
 }

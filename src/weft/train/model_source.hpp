@@ -5,12 +5,12 @@
 #include <memory>
 
 #include "weft/core/buffer.hpp"
-#include "weft/model/gpt2.hpp"
+#include "weft/model/model.hpp"
 
 namespace weft::train {
 
 struct LoadedModel {
-    std::unique_ptr<model::Gpt2> model;
+    std::unique_ptr<model::Model> model;
     Buffer params;
 };
 

@@ -4,10 +4,11 @@
 
 #include "weft/comm/collectives.hpp"
 #include "weft/core/error.hpp"
+#include "weft/model/family.hpp"
 
 namespace weft::train {
 
-PipelineStage::PipelineStage(model::Gpt2& model, model::UnitAccess& w,
+PipelineStage::PipelineStage(model::Model& model, model::UnitAccess& w,
                              const pipeline::Partition& part, int rank, int64_t micro, int64_t T,
                              bool recompute, std::function<void(bool)> last_micro)
     : model_(model),
@@ -28,7 +29,8 @@ model::LayerSpan PipelineStage::span(int chunk) const {
 int64_t PipelineStage::activation_floats(int in_flight) const {
     int64_t sum = 0;
     for (int c : part_.chunks_of(rank_))
-        sum += model::Activations::floats(model_.config(), B_, T_, span(c));
+        sum +=
+            model::family_of(model_.config()).activation_floats(model_.config(), B_, T_, span(c));
     return sum * in_flight / std::max<int64_t>(1, part_.vpp);
 }
 
@@ -40,8 +42,9 @@ model::Activations& PipelineStage::acquire(int micro, int chunk) {
         slot = std::move(pool.back());
         pool.pop_back();
     } else {
-        slot = std::make_unique<model::Activations>(model_.config(), B_, T_, span(chunk));
-        allocated_floats_ += model::Activations::floats(model_.config(), B_, T_, span(chunk));
+        slot = model_.new_activations(B_, T_, span(chunk));
+        allocated_floats_ += model::family_of(model_.config())
+                                 .activation_floats(model_.config(), B_, T_, span(chunk));
     }
     peak_live_ = std::max(peak_live_, ++live_);
     return *slot;
@@ -52,11 +55,6 @@ void PipelineStage::release(int micro, int chunk) {
     pool_[chunk].push_back(std::move(it->second));
     acts_.erase(it);
     --live_;
-}
-
-int64_t PipelineStage::boundary_floats(const model::Activations& a) const {
-    // The residual stream between two layers: resid holds n_layers + 1 of them.
-    return a.resid.size() / (a.n_layers + 1);
 }
 
 double PipelineStage::step(const pipeline::Schedule& s, comm::Group& pp, const Fill& fill,
@@ -95,7 +93,7 @@ void PipelineStage::forward(int micro, int chunk) {
 
 void PipelineStage::backward(int micro, int chunk) {
     model::Activations& a = acquire(micro, chunk);
-    const int64_t n = boundary_floats(a);
+    const int64_t n = a.boundary_floats();
     last_micro_(micro == micro_batches_ - 1);
     if (chunk == part_.chunks() - 1) {
         model_.head_backward(a, w_);
@@ -120,16 +118,16 @@ void PipelineStage::backward(int micro, int chunk) {
 
 std::span<float> PipelineStage::act_in(int micro, int chunk) {
     model::Activations& a = acquire(micro, chunk);
-    return {a.resid_in(a.first_layer), size_t(boundary_floats(a))};
+    return {a.resid_in(a.first_layer), size_t(a.boundary_floats())};
 }
 
 std::span<const float> PipelineStage::act_out(int micro, int chunk) {
     model::Activations& a = acquire(micro, chunk);
-    return {a.resid_in(a.first_layer + a.n_layers), size_t(boundary_floats(a))};
+    return {a.resid_in(a.first_layer + a.n_layers), size_t(a.boundary_floats())};
 }
 
 std::span<float> PipelineStage::grad_in(int micro, int chunk) {
-    const int64_t n = boundary_floats(acquire(micro, chunk));
+    const int64_t n = acquire(micro, chunk).boundary_floats();
     Buffer& b = grad_in_[{micro, chunk}];
     if (b.size() != n) b = Buffer(n);
     return {b.data(), size_t(n)};
@@ -152,10 +150,10 @@ double PipelineStage::forward_only(comm::Group& pp, const model::Activations& io
         if (!slot || slot->B != io.B) {
             model::LayerSpan sp = span(c);
             sp.recompute = false;
-            slot = std::make_unique<model::Activations>(model_.config(), io.B, T_, sp);
+            slot = model_.new_activations(io.B, T_, sp);
         }
         model::Activations& a = *slot;
-        const int64_t n = boundary_floats(a);
+        const int64_t n = a.boundary_floats();
         a.inputs = io.inputs;
         a.targets = io.targets;
         if (c == 0) {

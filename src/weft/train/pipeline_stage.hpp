@@ -11,7 +11,7 @@
 
 #include "weft/comm/mesh.hpp"
 #include "weft/core/buffer.hpp"
-#include "weft/model/gpt2.hpp"
+#include "weft/model/model.hpp"
 #include "weft/parallel/pipeline/executor.hpp"
 #include "weft/parallel/pipeline/partition.hpp"
 
@@ -23,7 +23,7 @@ class PipelineStage : public pipeline::StageWork {
     using Fill = std::function<void(int64_t micro, model::Activations& a)>;
     // `last_micro(bool)` is told before each backward whether it is its chunk's last of the step
     // (data parallelism reduces the gradients after it).
-    PipelineStage(model::Gpt2& model, model::UnitAccess& w, const pipeline::Partition& part,
+    PipelineStage(model::Model& model, model::UnitAccess& w, const pipeline::Partition& part,
                   int rank, int64_t micro, int64_t T, bool recompute,
                   std::function<void(bool)> last_micro);
 
@@ -54,9 +54,8 @@ class PipelineStage : public pipeline::StageWork {
     model::LayerSpan span(int chunk) const;
     model::Activations& acquire(int micro, int chunk);
     void release(int micro, int chunk);
-    int64_t boundary_floats(const model::Activations& a) const;
 
-    model::Gpt2& model_;
+    model::Model& model_;
     model::UnitAccess& w_;
     pipeline::Partition part_;
     int rank_;

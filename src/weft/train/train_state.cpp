@@ -7,6 +7,7 @@
 #include "weft/core/error.hpp"
 #include "weft/kernels/classifier_parallel.hpp"
 #include "weft/kernels/elementwise.hpp"
+#include "weft/model/family.hpp"
 #include "weft/model/state_io.hpp"
 #include "weft/parallel/pipeline/simulator.hpp"
 #include "weft/parallel/tensor_parallel.hpp"
@@ -32,9 +33,10 @@ std::unique_ptr<model::TpComm> tp_comm_for(comm::Mesh& mesh) {
     return std::make_unique<parallel::GroupTpComm>(mesh.group(comm::Axis::tp));
 }
 
-model::ModelShard shard_for(const comm::Mesh& mesh, const pipeline::Partition& part) {
+model::ModelShard shard_for(const comm::Mesh& mesh, const pipeline::Partition& part,
+                            const model::ModelConfig& cfg) {
     model::ModelShard shard;
-    if (part.pp > 1) shard.units = part.units_of(mesh.rank(comm::Axis::pp));
+    if (part.pp > 1) shard.units = part.units_of(mesh.rank(comm::Axis::pp), cfg);
     shard.tp_rank = mesh.rank(comm::Axis::tp);
     shard.tp = mesh.size(comm::Axis::tp);
     return shard;
@@ -53,12 +55,13 @@ TrainState::TrainState(const model::ModelConfig& cfg, comm::Group& dp,
       part_(partition_for(cfg, mesh_.layout(), mp)),
       tp_comm_(tp_comm_for(mesh_)),
       // The vocabulary is padded to a multiple of 128 x tp so that it splits evenly.
-      model_(model::config_for_tp(cfg, tp_), shard_for(mesh_, part_), tp_comm_.get(),
-             mesh_.layout().sequence_parallel),
-      dp_(model_.layout(), dp, options),
-      act_(model_.config(), micro, T,
-           pp_ > 1 ? model::LayerSpan{0, 0, false, false}
-                   : model_.activation_span({0, -1, true, mesh_.layout().recompute})) {
+      model_(model::make_model(model::config_for_tp(cfg, tp_), shard_for(mesh_, part_, cfg),
+                               tp_comm_.get(), mesh_.layout().sequence_parallel)),
+      dp_(model_->layout(), dp, options),
+      act_(model_->new_activations(micro, T,
+                                   pp_ > 1
+                                       ? model::LayerSpan{0, 0, false, false}
+                                       : model::LayerSpan{0, -1, true, mesh_.layout().recompute})) {
     const Layout& l = mesh_.layout();
     WEFT_CHECK(pp_ == 1 || options.zero <= 1,
                "--zero {} with --pp {}: ZeRO stages 2 and 3 reduce (and gather) per micro-batch, "
@@ -70,7 +73,7 @@ TrainState::TrainState(const model::ModelConfig& cfg, comm::Group& dp,
         adam_.emplace_back(dp_.padded(), s.begin, s.begin + s.size);
     if (pp_ > 1)
         stage_ =
-            std::make_unique<PipelineStage>(model_, dp_, part_, pp_rank_, micro, T, l.recompute,
+            std::make_unique<PipelineStage>(*model_, dp_, part_, pp_rank_, micro, T, l.recompute,
                                             [this](bool last) { dp_.set_last_micro_batch(last); });
 }
 
@@ -84,7 +87,7 @@ void TrainState::init(uint64_t seed) {
 
 void TrainState::load_hf(const fs::path& model_dir) {
     dp_.load_params([&](int unit, float* buf) {
-        model::read_tensors(model_dir / "model.safetensors",
+        model::read_tensors(model_dir / "model.safetensors", model_->config(),
                             parallel::unit_layout(dp_.padded(), unit), buf, model::Naming::hf);
     });
 }
@@ -104,8 +107,9 @@ void TrainState::copy_moments(float* shard, bool second, bool to_shard) {
 void TrainState::load_checkpoint(const CheckpointInfo& ck) {
     auto reader = [&](const char* file, const char* prefix) {
         return [&, file, prefix](int unit, float* buf) {
-            model::read_tensors(ck.dir / file, parallel::unit_layout(dp_.padded(), unit), buf,
-                                model::Naming::weft, prefix);
+            model::read_tensors(ck.dir / file, model_->config(),
+                                parallel::unit_layout(dp_.padded(), unit), buf, model::Naming::weft,
+                                prefix);
         };
     };
     dp_.load_params(reader("model.safetensors", ""));
@@ -126,7 +130,7 @@ void TrainState::load_checkpoint(const CheckpointInfo& ck) {
 }
 
 void TrainState::assemble(const float* local, float* full) {
-    const model::ModelConfig& cfg = model_.config();
+    const model::ModelConfig& cfg = model_->config();
     const bool root = mesh_.world_rank() == 0;
     const int L = int(cfg.n_layer);
     const model::ParamLayout full_layout = model::build_param_layout(cfg);
@@ -144,7 +148,7 @@ void TrainState::assemble(const float* local, float* full) {
     for (int stage = 0; stage < pp_; ++stage)
         for (int t = 0; t < tp_; ++t) {
             model::ModelShard shard;
-            if (pp_ > 1) shard.units = part_.units_of(stage);
+            if (pp_ > 1) shard.units = part_.units_of(stage, cfg);
             shard.tp_rank = t;
             shard.tp = tp_;
             senders.emplace_back(model::build_param_layout(cfg, shard), dp_.group().size(), 0);
@@ -183,7 +187,7 @@ fs::path TrainState::save(const fs::path& run_dir, int64_t step, const nlohmann:
     // the logical model; otherwise dp rank 0 writes its (ZeRO-padded) buffers.
     const bool writer = mp ? mesh_.world_rank() == 0 : dp_root;
     const model::ParamLayout layout =
-        mp ? model::build_param_layout(model_.config()) : dp_.padded();
+        mp ? model::build_param_layout(model_->config()) : dp_.padded();
     // One file's whole tensors exist on the writer at a time, only while it writes them.
     Buffer gathered(dp_root && dp_.stage() > 0 ? dp_.padded().total : 0);
     Buffer shard(dp_.stage() > 0 ? dp_.zero_layout().shard_floats() : 0);
@@ -211,12 +215,13 @@ fs::path TrainState::save(const fs::path& run_dir, int64_t step, const nlohmann:
         for (StateTensors which : kStateTensorOrder) source(which);
         return {};
     }
-    return save_checkpoint(run_dir, step, model_.config(), layout, source, state);
+    return save_checkpoint(run_dir, step, model_->config(), layout, source, state);
 }
 
 void TrainState::sum_tied_embedding() {
     const int first = part_.owner(0), last = part_.owner(part_.chunks() - 1);
-    if (pp_ == 1 || (pp_rank_ != first && pp_rank_ != last)) return;
+    if (!model_->config().tie_embeddings || pp_ == 1 || (pp_rank_ != first && pp_rank_ != last))
+        return;
     // Both stages add the other's gradient to their own: the same sum, so the two copies of the
     // embedding take the same update and stay equal.
     constexpr int kTag = 32100;
@@ -244,8 +249,8 @@ StepOutcome TrainState::step(int64_t micro_batches, const std::function<void(int
         }
         PipelineStage::Fill put = [&](int64_t m, model::Activations& a) {
             fill(m);
-            a.inputs = act_.inputs;
-            a.targets = act_.targets;
+            a.inputs = act_->inputs;
+            a.targets = act_->targets;
         };
         loss_sum = stage_->step(schedule_, mesh_.group(comm::Axis::pp), put, loss_scale,
                                 trace_on_ ? &trace_ : nullptr);
@@ -253,9 +258,9 @@ StepOutcome TrainState::step(int64_t micro_batches, const std::function<void(int
         for (int64_t m = 0; m < micro_batches; ++m) {
             fill(m);
             dp_.begin_forward(m + 1 == micro_batches);
-            loss_sum += model_.forward(act_, dp_, /*train=*/true, loss_scale);
+            loss_sum += model_->forward(*act_, dp_, /*train=*/true, loss_scale);
             dp_.begin_backward();
-            model_.backward(act_, dp_);
+            model_->backward(*act_, dp_);
         }
     }
     dp_.end_backward();
@@ -286,14 +291,15 @@ StepOutcome TrainState::step(int64_t micro_batches, const std::function<void(int
 
 int64_t TrainState::activation_bytes() const {
     if (stage_) return stage_->activation_bytes();
-    return 4 * model::Activations::floats(model_.config(), act_.B, act_.T,
-                                          model_.activation_span({0, -1, true, act_.recompute}));
+    const model::ModelConfig& cfg = model_->config();
+    return 4 * model::family_of(cfg).activation_floats(
+                   cfg, act_->B, act_->T, model_->activation_span({0, -1, true, act_->recompute}));
 }
 
 MemoryEstimate TrainState::memory_estimate(int64_t baseline_rss, int64_t micro_batches) const {
     const parallel::ModelStateBytes b = dp_.model_state_bytes();
-    MemoryEstimate m = estimate_memory(model_.config(), b.params, b.grads, b.optimizer,
-                                       dp_.working_bytes(), act_.B, act_.T, baseline_rss);
+    MemoryEstimate m = estimate_memory(model_->config(), b.params, b.grads, b.optimizer,
+                                       dp_.working_bytes(), act_->B, act_->T, baseline_rss);
     if (stage_) {
         // The schedule says how many micro-batches this rank holds at once.
         const Layout& l = mesh_.layout();
@@ -306,36 +312,37 @@ MemoryEstimate TrainState::memory_estimate(int64_t baseline_rss, int64_t micro_b
     }
     if (tp_ > 1) {
         // The sharded model's scratch, and the head's logits for 1/tp of the vocabulary.
-        const model::ModelConfig& cfg = model_.config();
-        m.scratch =
-            4 * (model::Gpt2::scratch_floats(cfg, act_.B, act_.T, tp_, model_.sequence_parallel()) +
-                 kernels::classifier_shard_scratch_floats(act_.B * act_.T,
-                                                          cfg.padded_vocab() / tp_)) +
-            dp_.working_bytes();
+        const model::ModelConfig& cfg = model_->config();
+        const int64_t BT = act_->B * act_->T;
+        m.scratch = 4 * (model::family_of(cfg).scratch_floats(cfg, act_->B, act_->T, tp_,
+                                                              model_->sequence_parallel()) +
+                         kernels::classifier_shard_scratch_floats(BT, cfg.padded_vocab() / tp_)) +
+                    dp_.working_bytes();
     }
     // sum_tied_embedding's receive buffer: the other end's embedding gradient (wte and wpe).
     const int chunks = part_.chunks();
-    if (stage_ && (pp_rank_ == part_.owner(0) || pp_rank_ == part_.owner(chunks - 1)))
+    if (stage_ && model_->config().tie_embeddings &&
+        (pp_rank_ == part_.owner(0) || pp_rank_ == part_.owner(chunks - 1)))
         m.scratch += 4 * dp_.padded().units[0].size;
     // What save() allocates on the writer: ZeRO's gathered buffer and the logical model.
     const bool dp_root = mesh_.rank(comm::Axis::dp) == 0;
     if (model_parallel() ? mesh_.world_rank() == 0 : dp_root) {
         if (dp_.stage() > 0) m.checkpoint += 4 * dp_.padded().total;
-        if (model_parallel()) m.checkpoint += 4 * model::build_param_layout(model_.config()).total;
+        if (model_parallel()) m.checkpoint += 4 * model::build_param_layout(model_->config()).total;
     }
     return m;
 }
 
 EvalResult TrainState::evaluate(const data::TokenFile& file, int64_t B, int64_t batches) {
     const int n = dp_.group().size();
-    WEFT_CHECK(B % (n * act_.B) == 0,
+    WEFT_CHECK(B % (n * act_->B) == 0,
                "internal: evaluation batch {} is not a multiple of dp {} x micro-batch {}", B, n,
-               act_.B);
+               act_->B);
     const int64_t rows = B / n;
-    EvalResult part = evaluate_rows(file, B, batches, dp_.group().rank() * rows, rows, act_, [&] {
-        if (stage_) return stage_->forward_only(mesh_.group(comm::Axis::pp), act_);
+    EvalResult part = evaluate_rows(file, B, batches, dp_.group().rank() * rows, rows, *act_, [&] {
+        if (stage_) return stage_->forward_only(mesh_.group(comm::Axis::pp), *act_);
         dp_.begin_forward(true);
-        return model_.forward(act_, dp_, /*train=*/false, 1.0f);
+        return model_->forward(*act_, dp_, /*train=*/false, 1.0f);
     });
     const bool loss_here = pp_rank_ == part_.owner(part_.chunks() - 1) && tp_rank_ == 0;
     double sums[2] = {loss_here ? part.loss : 0.0, loss_here ? double(part.tokens) : 0.0};

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "weft/data/token_file.hpp"
-#include "weft/model/gpt2.hpp"
+#include "weft/model/model.hpp"
 #include "weft/model/tp_comm.hpp"
 #include "weft/optim/optimizer.hpp"
 #include "weft/parallel/data_parallel.hpp"
@@ -43,7 +43,7 @@ class TrainState {
 
     parallel::DataParallel& dp() { return dp_; }
     // Where fill(m) puts micro-batch m's tokens (inputs and targets).
-    model::Activations& activations() { return act_; }
+    model::Activations& activations() { return *act_; }
     // The measured pipeline timeline of the last step, when recording (set_trace(true)).
     void set_trace(bool on) { trace_on_ = on; }
     const std::vector<pipeline::TraceRecord>& trace() const { return trace_; }
@@ -90,10 +90,10 @@ class TrainState {
     int pp_, pp_rank_, tp_, tp_rank_;
     pipeline::Partition part_;
     std::unique_ptr<model::TpComm> tp_comm_;  // tp > 1
-    model::Gpt2 model_;
+    std::unique_ptr<model::Model> model_;
     parallel::DataParallel dp_;
     std::vector<optim::AdamW> adam_;  // one per update slice
-    model::Activations act_;
+    std::unique_ptr<model::Activations> act_;
     std::unique_ptr<PipelineStage> stage_;  // pp > 1
     pipeline::Schedule schedule_;
     int64_t schedule_micro_ = 0;

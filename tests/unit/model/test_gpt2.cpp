@@ -59,7 +59,7 @@ TEST(Gpt2, GradientMatchesFiniteDifferences) {
     ModelRun run(c);
     // Larger weights than GPT-2's 0.02 make every path of the gradient visible above rounding.
     for (int64_t i = 0; i < run.params.size(); ++i) run.params[i] *= 5.0f;
-    Activations a(c, 2, 8);
+    Gpt2Activations a(c, 2, 8);
     fill_tokens(a, c.vocab_size, 3);
     run.step(a, true);
 
@@ -93,7 +93,7 @@ TEST(Gpt2, GradientMatchesFiniteDifferences) {
 TEST(Gpt2, InitialLossIsLogVocab) {
     ModelConfig c = model_preset("tiny");
     ModelRun run(c, 1337);
-    Activations a(c, 2, 64);
+    Gpt2Activations a(c, 2, 64);
     fill_tokens(a, c.vocab_size, 11);
     double loss = run.step(a, false);
     EXPECT_NEAR(loss, std::log(double(c.vocab_size)), 0.05);
@@ -105,7 +105,7 @@ TEST(Gpt2, VocabularyPaddingChangesNothing) {
     ASSERT_EQ(padded.padded_vocab(), 128);
     ASSERT_EQ(plain.padded_vocab(), 97);
     ModelRun a(padded), b(plain);
-    Activations xa(padded, 2, 8), xb(plain, 2, 8);
+    Gpt2Activations xa(padded, 2, 8), xb(plain, 2, 8);
     fill_tokens(xa, padded.vocab_size, 4);
     fill_tokens(xb, plain.vocab_size, 4);
     EXPECT_EQ(a.step(xa, true), b.step(xb, true));
@@ -125,14 +125,14 @@ TEST(Gpt2, VocabularyPaddingChangesNothing) {
 TEST(Gpt2, GradientAccumulationMatchesOneBigMicroBatch) {
     ModelConfig c = small_config();
     ModelRun whole(c), parts(c);
-    Activations big(c, 4, 8);
+    Gpt2Activations big(c, 4, 8);
     fill_tokens(big, c.vocab_size, 9);
     FlatAccess w(whole.model.layout(), whole.params.data(), whole.grads.data());
     const float scale = 1.0f / 32.0f;
     double loss_whole = whole.model.forward(big, w, true, scale) * scale;
     whole.model.backward(big, w);
 
-    Activations one(c, 1, 8);
+    Gpt2Activations one(c, 1, 8);
     FlatAccess w2(parts.model.layout(), parts.params.data(), parts.grads.data());
     double loss_parts = 0;
     for (int r = 0; r < 4; ++r) {
@@ -150,7 +150,7 @@ TEST(Gpt2, GradientAccumulationMatchesOneBigMicroBatch) {
 TEST(Gpt2, KvCachedGenerationMatchesFullForward) {
     ModelConfig c = small_config();
     ModelRun run(c);
-    Activations a(c, 1, 12);
+    Gpt2Activations a(c, 1, 12);
     fill_tokens(a, c.vocab_size, 21);
     run.step(a, false);
     // Logits of every position from the full forward pass.

@@ -167,7 +167,7 @@ TEST(Gpt2TpEval, ForwardOnlyLossMatches) {
         Buffer params(model.layout().total), grads(model.layout().total);
         init_params(params.data(), model.layout(), 3);
         FlatAccess w(model.layout(), params.data(), grads.data());
-        Activations a(model.config(), kB, kT, model.activation_span());
+        Gpt2Activations a(model.config(), kB, kT, model.activation_span());
         a.inputs = batches[0].inputs;
         a.targets = batches[0].targets;
         return model.forward(a, w, false, 1.0f);
@@ -204,7 +204,7 @@ TEST(Gpt2TpErrors, HeadsMustDivideByTp) {
         << e;
     LayerSpan span;
     span.tp = 4;
-    const std::string a = error_of([&] { Activations x(c, kB, kT, span); });
+    const std::string a = error_of([&] { Gpt2Activations x(c, kB, kT, span); });
     EXPECT_NE(a.find("6 attention heads do not split over tensor-parallel degree 4"),
               std::string::npos)
         << a;
@@ -214,12 +214,12 @@ TEST(Gpt2TpErrors, SequenceParallelNeedsTokensDivisibleByTp) {
     LayerSpan span;
     span.tp = 4;
     span.sequence_parallel = true;
-    const std::string e = error_of([&] { Activations x(configs()[1].cfg, 1, 6, span); });
+    const std::string e = error_of([&] { Gpt2Activations x(configs()[1].cfg, 1, 6, span); });
     EXPECT_NE(e.find("the 1 x 6 = 6 tokens of a micro-batch over 4 tensor-parallel ranks"),
               std::string::npos)
         << e;
     span.sequence_parallel = false;  // plain tensor parallelism does not split the tokens
-    EXPECT_EQ(error_of([&] { Activations x(configs()[1].cfg, 1, 6, span); }), "no error");
+    EXPECT_EQ(error_of([&] { Gpt2Activations x(configs()[1].cfg, 1, 6, span); }), "no error");
 }
 
 TEST(Gpt2TpErrors, ActivationsMustMatchTheModel) {
@@ -230,7 +230,7 @@ TEST(Gpt2TpErrors, ActivationsMustMatchTheModel) {
         Gpt2 model(c, ModelShard{{}, comm.rank(), 2}, &comm, true);
         Buffer params(model.layout().total), grads(model.layout().total);
         FlatAccess w(model.layout(), params.data(), grads.data());
-        Activations a(c, kB, kT);  // not model.activation_span(): built for tp = 1
+        Gpt2Activations a(c, kB, kT);  // not model.activation_span(): built for tp = 1
         const std::string mine = error_of([&] { model.embed_forward(a, w); });
         if (comm.rank() == 0) e = mine;
     });
@@ -257,7 +257,7 @@ TEST(ThreadTpGroup, AFailingRankEndsTheOthersCollectives) {
 }
 
 // Floats of every buffer an Activations value holds.
-int64_t allocated(const Activations& a) {
+int64_t allocated(const Gpt2Activations& a) {
     int64_t n = int64_t(a.inputs.size() + a.targets.size());
     for (const Buffer* b : {&a.resid, &a.ln1, &a.ln1_mean, &a.ln1_rstd, &a.qkv, &a.atty, &a.lse,
                             &a.resid2, &a.ln2, &a.ln2_mean, &a.ln2_rstd, &a.fch, &a.fch_gelu,
@@ -275,8 +275,8 @@ TEST(Gpt2TpMemory, SequenceParallelismShrinksActivationsByTheExpectedAmount) {
                 LayerSpan tp_span{0, -1, head, recompute, tp, false};
                 LayerSpan sp_span = tp_span;
                 sp_span.sequence_parallel = true;
-                const int64_t plain = Activations::floats(c, kB, kT, tp_span);
-                const int64_t seq = Activations::floats(c, kB, kT, sp_span);
+                const int64_t plain = Gpt2Activations::floats(c, kB, kT, tp_span);
+                const int64_t seq = Gpt2Activations::floats(c, kB, kT, sp_span);
                 // Sequence parallelism keeps 1/tp of the rows of each layer's input and the
                 // span's output, of resid2 and the four LayerNorm statistics of each layer with
                 // buffers, and of the head's norm gradient and statistics.
@@ -287,14 +287,14 @@ TEST(Gpt2TpMemory, SequenceParallelismShrinksActivationsByTheExpectedAmount) {
                 EXPECT_EQ(plain - seq, saved) << "tp " << tp << " recompute " << recompute;
                 EXPECT_GT(saved, 0);
                 // The analytic count is what is allocated.
-                EXPECT_EQ(allocated(Activations(c, kB, kT, tp_span)), plain);
-                EXPECT_EQ(allocated(Activations(c, kB, kT, sp_span)), seq);
+                EXPECT_EQ(allocated(Gpt2Activations(c, kB, kT, tp_span)), plain);
+                EXPECT_EQ(allocated(Gpt2Activations(c, kB, kT, sp_span)), seq);
             }
     // Tensor parallelism alone splits qkv, atty, fch, fch_gelu and the log-sum-exp.
-    const int64_t one = Activations::floats(c, kB, kT);
-    const int64_t two = Activations::floats(c, kB, kT, {0, -1, true, false, 2, false});
+    const int64_t one = Gpt2Activations::floats(c, kB, kT);
+    const int64_t two = Gpt2Activations::floats(c, kB, kT, {0, -1, true, false, 2, false});
     EXPECT_EQ(one - two, c.n_layer * (BT * 12 * C / 2 + kB * (c.n_head / 2) * kT));
-    EXPECT_EQ(allocated(Activations(c, kB, kT)), one);
+    EXPECT_EQ(allocated(Gpt2Activations(c, kB, kT)), one);
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ TEST(StateIo, HuggingFaceRoundTripIsExact) {
     ModelConfig back = read_hf_model_config(tmp.path / "hf");
     EXPECT_EQ(back.n_embd, 8);
     EXPECT_EQ(back.vocab_size, 100);
-    read_tensors(tmp.path / "hf" / "model.safetensors", layout, q.data(), Naming::hf);
+    read_tensors(tmp.path / "hf" / "model.safetensors", c, layout, q.data(), Naming::hf);
     EXPECT_EQ(0, std::memcmp(p.data(), q.data(), p.size() * sizeof(float)));
 
     // Conv1D orientation: c_attn.weight is [in, out] = [8, 24], element [i, o] = ours [o, i].
@@ -72,7 +72,7 @@ TEST(StateIo, AcceptsNamesWithoutTransformerPrefix) {
             {t.name.substr(std::string("transformer.").size()), t.shape, data.back().data()});
     }
     ckpt::write_safetensors(tmp.path / "plain.safetensors", out);
-    read_tensors(tmp.path / "plain.safetensors", layout, q.data(), Naming::hf);
+    read_tensors(tmp.path / "plain.safetensors", c, layout, q.data(), Naming::hf);
     EXPECT_EQ(0, std::memcmp(p.data(), q.data(), p.size() * sizeof(float)));
 }
 
@@ -82,9 +82,9 @@ TEST(StateIo, MissingTensorAndWrongShapeAreNamed) {
     bigger.n_embd = 16;
     ParamLayout layout = build_param_layout(c), big = build_param_layout(bigger);
     std::vector<float> p(size_t(big.total)), q(size_t(layout.total));
-    write_tensors(tmp.path / "big.safetensors", big, p.data(), Naming::weft);
+    write_tensors(tmp.path / "big.safetensors", bigger, big, p.data(), Naming::weft);
     try {
-        read_tensors(tmp.path / "big.safetensors", layout, q.data(), Naming::weft);
+        read_tensors(tmp.path / "big.safetensors", c, layout, q.data(), Naming::weft);
         FAIL() << "no error";
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find(
@@ -93,7 +93,7 @@ TEST(StateIo, MissingTensorAndWrongShapeAreNamed) {
             << e.what();
     }
     try {
-        read_tensors(tmp.path / "big.safetensors", layout, q.data(), Naming::weft, "exp_avg.");
+        read_tensors(tmp.path / "big.safetensors", c, layout, q.data(), Naming::weft, "exp_avg.");
         FAIL() << "no error";
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("'exp_avg.wte.weight' is missing"), std::string::npos)

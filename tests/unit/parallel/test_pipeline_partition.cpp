@@ -6,6 +6,15 @@
 using weft::pipeline::Partition;
 using weft::pipeline::partition_layers;
 
+namespace {
+weft::model::ModelConfig layers(int n, bool tied = true) {
+    weft::model::ModelConfig c = weft::model::model_preset("tiny");
+    c.n_layer = n;
+    c.tie_embeddings = tied;  // an untied head (Llama's option) needs no embedding at the end
+    return c;
+}
+}  // namespace
+
 TEST(PipelinePartition, EvenSplitAndUnitsPerRank) {
     // 8 layers, pp 2, vpp 2: chunks of 2 layers; rank 0 holds chunks 0 and 2, rank 1 chunks 1
     // and 3 (the last: final norm and the tied embedding's copy).
@@ -15,16 +24,19 @@ TEST(PipelinePartition, EvenSplitAndUnitsPerRank) {
     EXPECT_EQ(p.chunks_of(0), (std::vector<int>{0, 2}));
     EXPECT_EQ(p.chunks_of(1), (std::vector<int>{1, 3}));
     // Units: 0 embeddings, 1..8 layers, 9 final norm.
-    EXPECT_EQ(p.units_of(0),
+    EXPECT_EQ(p.units_of(0, layers(8)),
               (std::vector<bool>{true, true, true, false, false, true, true, false, false, false}));
-    EXPECT_EQ(p.units_of(1),
+    EXPECT_EQ(p.units_of(1, layers(8)),
               (std::vector<bool>{true, false, false, true, true, false, false, true, true, true}));
 }
 
 TEST(PipelinePartition, MiddleStagesHoldOnlyTheirLayers) {
     const Partition p = partition_layers(4, 4, 1, "");
-    EXPECT_EQ(p.units_of(1), (std::vector<bool>{false, false, true, false, false, false}));
-    EXPECT_EQ(p.units_of(3), (std::vector<bool>{true, false, false, false, true, true}));
+    EXPECT_EQ(p.units_of(1, layers(4)),
+              (std::vector<bool>{false, false, true, false, false, false}));
+    EXPECT_EQ(p.units_of(3, layers(4)), (std::vector<bool>{true, false, false, false, true, true}));
+    EXPECT_EQ(p.units_of(3, layers(4, false)),
+              (std::vector<bool>{false, false, false, false, true, true}));
 }
 
 TEST(PipelinePartition, ExplicitSplit) {

@@ -110,7 +110,7 @@ TEST(PlanMemory, KorthikantiTable2) {
                      4 * sbh);
 }
 
-// The engine profile reproduces train::estimate_memory: model::Activations::floats,
+// The engine profile reproduces train::estimate_memory: model::Gpt2Activations::floats,
 // Gpt2::scratch_floats, the classifier's scratch, the ZeRO layout's shards and buckets.
 TEST(PlanMemory, EngineProfileMatchesEngineFormulas) {
     for (const char* name : {"tiny", "gpt2"})
@@ -129,7 +129,7 @@ TEST(PlanMemory, EngineProfileMatchesEngineFormulas) {
                 EXPECT_DOUBLE_EQ(m.grads, 4 * (z >= 2 ? shard : total));
                 EXPECT_DOUBLE_EQ(m.optimizer, 8 * (z == 0 ? total : shard));
                 EXPECT_DOUBLE_EQ(m.activations,
-                                 4.0 * double(model::Activations::floats(cfg, B, T)));
+                                 4.0 * double(model::Gpt2Activations::floats(cfg, B, T)));
                 int64_t bucket = 0, unit = 0;
                 for (const auto& b : parallel::make_buckets(zl, 25 << 20))
                     bucket = std::max(bucket, b.end - b.begin);
@@ -167,8 +167,8 @@ TEST(PlanMemory, EngineLayerFloatsFollowTheModelUnderTensorParallelism) {
         for (bool sp : {false, true}) {
             const model::LayerSpan layers{0, 3, false, false, tp, sp},
                 none{0, 0, false, false, tp, sp};
-            const int64_t per_layer = (model::Activations::floats(cfg, B, T, layers) -
-                                       model::Activations::floats(cfg, B, T, none)) /
+            const int64_t per_layer = (model::Gpt2Activations::floats(cfg, B, T, layers) -
+                                       model::Gpt2Activations::floats(cfg, B, T, none)) /
                                       3;
             EXPECT_DOUBLE_EQ(engine_layer_floats(cfg, T, B, tp, sp, Recompute::none),
                              double(per_layer))

@@ -62,7 +62,7 @@ std::vector<double> train_losses(const model::ModelConfig& cfg,
     // over the last 50 steps, and bf16 by 0.04-0.07 (docs/performance.md).
     oc.lr = 1e-3f;
     oc.warmup = 10;
-    model::Activations act(cfg, kBatch, kSeq);
+    model::Gpt2Activations act(cfg, kBatch, kSeq);
     model::FlatAccess access(gpt.layout(), params.data(), grads.data());
     const float scale = 1.0f / float(kBatch * kSeq);
     std::vector<double> losses;

@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "weft/core/error.hpp"
+#include "weft/model/family.hpp"
 
 namespace weft::pipeline {
 
@@ -14,12 +15,12 @@ std::vector<int> Partition::chunks_of(int rank) const {
     return out;
 }
 
-std::vector<bool> Partition::units_of(int rank) const {
+std::vector<bool> Partition::units_of(int rank, const model::ModelConfig& cfg) const {
     std::vector<bool> held(size_t(n_layer + 2), false);
-    for (int c : chunks_of(rank))
-        for (int l = first[c]; l < first[c] + count[c]; ++l) held[size_t(l + 1)] = true;
-    if (rank == owner(0) || rank == owner(chunks() - 1)) held[0] = true;
-    if (rank == owner(chunks() - 1)) held[size_t(n_layer + 1)] = true;
+    for (int c : chunks_of(rank)) {
+        const model::LayerSpan span{first[c], count[c], c == chunks() - 1};
+        for (int u : model::units_of_span(cfg, span)) held[size_t(u)] = true;
+    }
     return held;
 }
 

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "weft/model/config.hpp"
+
 namespace weft::pipeline {
 
 struct Partition {
@@ -15,10 +17,10 @@ struct Partition {
     int owner(int chunk) const { return chunk % pp; }
     // The chunks rank r runs, in forward order: r, r + pp, ...
     std::vector<int> chunks_of(int rank) const;
-    // Units (0 embeddings, 1..L blocks, L+1 final norm) rank r holds: its layers; the embeddings
-    // on the rank of the first chunk and, for the tied head, on that of the last; the final norm
-    // on the rank of the last chunk.
-    std::vector<bool> units_of(int rank) const;
+    // Units (0 embeddings, 1..L blocks, L+1 final norm and head) rank r holds: what its chunks
+    // read (model::units_of_span): its layers; the embeddings on the rank of the first chunk
+    // and, for a tied head, on that of the last; the final unit on the rank of the last chunk.
+    std::vector<bool> units_of(int rank, const model::ModelConfig& cfg) const;
 };
 
 // `layers` is empty (split evenly; the layer count must then divide into the chunks) or

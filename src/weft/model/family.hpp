@@ -1,0 +1,86 @@
+#pragma once
+// A model family (GPT-2, Llama, ...) as the engine and the planner see it: one value of plain
+// functions, registered once in family.cpp. Everything a layout needs to know about a model
+// comes from here or from the Model it makes, so adding a family means adding its files and one
+// line in the registry, not editing the trainer, ZeRO, checkpoints or the planner.
+//
+// The counts have one source each: parameters come from `declare` (build_param_layout sums
+// them), activation and scratch floats from the functions the model's own allocations use, and
+// the per-layer matrix products (for the planner's time model) from `layer_linears`.
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "weft/model/config.hpp"
+#include "weft/model/model.hpp"
+#include "weft/model/params.hpp"
+#include "weft/model/tp_comm.hpp"
+
+namespace weft::model {
+
+// One matrix product of a block, per token: [in] -> [out]. Column-parallel products split `out`
+// over tensor parallelism, row-parallel ones split `in` (Megatron-LM).
+struct LinearShape {
+    const char* name;
+    int64_t out, in;
+    bool column_parallel;
+};
+
+// A tensor's name and orientation in Hugging Face's files.
+struct HfTensorName {
+    std::string name;
+    bool transposed = false;  // stored [in, out] there (GPT-2's Conv1D)
+};
+
+struct Family {
+    std::string name;
+    // Hugging Face config.json model_type values this family reads.
+    std::vector<std::string> hf_model_types;
+    // Preset names and their configs.
+    std::vector<std::pair<std::string, ModelConfig>> presets;
+
+    // Family-specific checks (ModelConfig::validate does the shared ones first).
+    void (*validate)(const ModelConfig& cfg, const std::string& where);
+    // The parameter tensors, unit by unit (params.hpp: unit 0 the embedding, 1..L the blocks,
+    // L+1 the final norm and, when untied, the output head).
+    void (*declare)(const ModelConfig& cfg, ParamDeclarer& d);
+    // The model over a shard; `tp` is the tensor-parallel group (null at tp = 1).
+    std::unique_ptr<Model> (*make)(const ModelConfig& cfg, const ModelShard& shard, TpComm* tp,
+                                   bool sequence_parallel);
+    // Floats of the Activations the model builds for (B, T, span), exactly what it allocates.
+    int64_t (*activation_floats)(const ModelConfig& cfg, int64_t B, int64_t T,
+                                 const LayerSpan& span);
+    // Floats of scratch the model holds (shared by all micro-batches) at tensor-parallel degree
+    // tp, not counting the head's logits (kernels::classifier_*scratch_floats).
+    int64_t (*scratch_floats)(const ModelConfig& cfg, int64_t B, int64_t T, int tp,
+                              bool sequence_parallel);
+    // The matrix products of one block (planner).
+    std::vector<LinearShape> (*layer_linears)(const ModelConfig& cfg);
+
+    // Hugging Face directories: config.json in and out, and each tensor's name there.
+    ModelConfig (*read_hf_config)(const std::filesystem::path& dir);
+    void (*write_hf_config)(const std::filesystem::path& dir, const ModelConfig& cfg);
+    HfTensorName (*hf_tensor)(const ModelConfig& cfg, const ParamSpec& p);
+};
+
+// Every registered family, and lookups that fail naming the value and the known ones.
+const std::vector<const Family*>& families();
+const Family& family(const std::string& name);
+inline const Family& family_of(const ModelConfig& cfg) {
+    return family(cfg.family);
+}
+// The family whose hf_model_types holds `model_type` (config.json's).
+const Family& family_for_hf_type(const std::string& model_type, const std::string& where);
+
+// The model for `cfg` (its family's make).
+std::unique_ptr<Model> make_model(const ModelConfig& cfg, const ModelShard& shard = {},
+                                  TpComm* tp = nullptr, bool sequence_parallel = false);
+
+// Units a pipeline chunk over `span` reads: its layers' blocks, the embedding (unit 0) when it
+// starts at layer 0, and with the head the final unit plus, for a tied head, the embedding.
+std::vector<int> units_of_span(const ModelConfig& cfg, const LayerSpan& span);
+
+}  // namespace weft::model

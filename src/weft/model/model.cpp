@@ -1,0 +1,100 @@
+#include "weft/model/model.hpp"
+
+#include "weft/core/error.hpp"
+
+namespace weft::model {
+
+namespace {
+
+int64_t span_rows(int64_t B, int64_t T, const LayerSpan& span) {
+    const int64_t BT = B * T, tp = span.tp;
+    const bool sp = span.sequence_parallel && tp > 1;
+    WEFT_CHECK(!sp || BT % tp == 0,
+               "sequence parallelism splits the {} x {} = {} tokens of a micro-batch over {} "
+               "tensor-parallel ranks: micro-batch size times sequence length must be a multiple "
+               "of --tp",
+               B, T, BT, tp);
+    return sp ? BT / tp : BT;
+}
+
+void check_span(const ModelConfig& cfg, int64_t T, const LayerSpan& span) {
+    WEFT_CHECK(T <= cfg.n_positions, "sequence length {} exceeds the model's n_positions {}", T,
+               cfg.n_positions);
+    const int n = span.layers(cfg.n_layer);
+    WEFT_CHECK(span.first >= 0 && n >= 0 && span.first + n <= cfg.n_layer,
+               "internal: layers {}..{} of a model of {}", span.first, span.first + n, cfg.n_layer);
+    WEFT_CHECK(span.tp >= 1, "internal: tensor-parallel degree {}", span.tp);
+}
+
+}  // namespace
+
+Activations::Activations(const ModelConfig& cfg, int64_t B_, int64_t T_, LayerSpan span)
+    : B(B_),
+      T(T_),
+      first_layer(span.first),
+      n_layers(span.layers(cfg.n_layer)),
+      head(span.head),
+      recompute(span.recompute),
+      tp(span.tp),
+      sequence_parallel(span.sequence_parallel && span.tp > 1),
+      n_embd_(cfg.n_embd) {
+    check_span(cfg, T, span);
+    rows_ = span_rows(B, T, span);
+    inputs.assign(size_t(B * T), 0);
+    targets.assign(size_t(B * T), -1);
+    resid = Buffer((n_layers + 1) * rows_ * n_embd_);
+    if (head) losses = Buffer(B * T);
+}
+
+int64_t Activations::shared_floats(const ModelConfig& cfg, int64_t B, int64_t T,
+                                   const LayerSpan& span) {
+    check_span(cfg, T, span);
+    const int64_t rows = span_rows(B, T, span), tokens = B * T;
+    return (span.layers(cfg.n_layer) + 1) * rows * cfg.n_embd + (span.head ? tokens : 0) +
+           2 * tokens;
+}
+
+KvCache::KvCache(int64_t n_layer, int64_t positions_, int64_t width_)
+    : positions(positions_),
+      width(width_),
+      k(n_layer * positions_ * width_),
+      v(n_layer * positions_ * width_) {}
+
+Model::Model(const ModelConfig& cfg, const ModelShard& shard, int tp_size, int tp_rank,
+             bool sequence_parallel)
+    : cfg_(cfg), tp_size_(tp_size), tp_rank_(tp_rank), sp_(sequence_parallel && tp_size > 1) {
+    cfg_.validate("model config");
+    layout_ = build_param_layout(cfg_, shard);
+    WEFT_CHECK(shard.tp == tp_size_ && shard.tp_rank == tp_rank_,
+               "internal: a model shard of tensor-parallel rank {} of {} on a group where this is "
+               "rank {} of {}",
+               shard.tp_rank, shard.tp, tp_rank_, tp_size_);
+}
+
+LayerSpan Model::activation_span(LayerSpan span) const {
+    span.tp = tp_size_;
+    span.sequence_parallel = sp_;
+    return span;
+}
+
+void Model::check_activations(const Activations& a) const {
+    WEFT_CHECK(a.tp == tp_size_ && a.sequence_parallel == sp_,
+               "internal: activations built for tensor-parallel degree {}{} run on a model of "
+               "degree {}{} (build them with Model::new_activations)",
+               a.tp, a.sequence_parallel ? " with sequence parallelism" : "", tp_size_,
+               sp_ ? " with sequence parallelism" : "");
+}
+
+double Model::forward(Activations& a, UnitAccess& w, bool train, float loss_scale) {
+    embed_forward(a, w);
+    for (int l = 0; l < cfg_.n_layer; ++l) block_forward(a, w, l);
+    return head_forward(a, w, train, loss_scale);
+}
+
+void Model::backward(Activations& a, UnitAccess& w) {
+    head_backward(a, w);
+    for (int l = int(cfg_.n_layer) - 1; l >= 0; --l) block_backward(a, w, l);
+    embed_backward(a, w);
+}
+
+}  // namespace weft::model

@@ -1,0 +1,176 @@
+#pragma once
+// The model seam: what the engine (trainer, pipeline stage, ZeRO, checkpoints, generation) sees
+// of a model, whatever its family. A model runs explicitly and layer by layer: embedding, each
+// block, the fused head and loss, forward and backward per micro-batch. What backward needs is
+// kept in an Activations value per micro-batch (each family extends it with its own buffers), so
+// a pipeline can hold several micro-batches in flight. Parameters and gradients are reached
+// through UnitAccess, one unit (the embedding, a block, the final norm and head) at a time, so
+// that data parallelism can reduce a unit's gradients as soon as they are complete and ZeRO-3 can
+// gather a unit's parameters just before they are used. The model knows no MPI: tensor
+// parallelism reaches it as a TpComm (tp_comm.hpp) through the shared regions of tp_regions.hpp.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "weft/core/buffer.hpp"
+#include "weft/model/config.hpp"
+#include "weft/model/params.hpp"
+
+namespace weft::model {
+
+class UnitAccess {
+  public:
+    virtual ~UnitAccess() = default;
+    // The unit's parameters, laid out as ParamLayout::units[unit] (valid until released).
+    virtual float* params(int unit) = 0;
+    // Where the unit's gradients are accumulated (same layout).
+    virtual float* grads(int unit) = 0;
+    // Called once per micro-batch when the unit's forward (backward) no longer needs params.
+    virtual void release(int /*unit*/) {}
+    // Called after each micro-batch's backward of the unit has finished accumulating.
+    virtual void grads_ready(int /*unit*/) {}
+    // Called between the large kernels inside a block, forward and backward: a chance to move
+    // along whatever the access object has in flight (a parameter gather, a gradient
+    // reduction) that would otherwise only advance at the next unit.
+    virtual void progress() {}
+};
+
+// Whole parameter and gradient buffers in this process (single process, DP without ZeRO-3).
+class FlatAccess : public UnitAccess {
+  public:
+    FlatAccess(const ParamLayout& layout, float* params, float* grads)
+        : layout_(layout), params_(params), grads_(grads) {}
+    float* params(int unit) override { return params_ + layout_.units[unit].offset; }
+    float* grads(int unit) override { return grads_ + layout_.units[unit].offset; }
+
+  private:
+    const ParamLayout& layout_;
+    float* params_;
+    float* grads_;
+};
+
+// Which layers of the model one Activations value serves: a pipeline chunk holds a range of
+// consecutive layers, the embedding only on the first chunk, the head only on the last.
+struct LayerSpan {
+    int first = 0;
+    int count = -1;  // -1: every layer from `first` on
+    bool head = true;
+    // Keep only each layer's input; backward re-runs the layer's forward into one layer's worth
+    // of buffers (activation recomputation, Korthikanti et al.'s "full" recompute).
+    bool recompute = false;
+    // The shard of the model that runs it: buffers are sized for tensor-parallel degree `tp`
+    // and, with sequence parallelism, for B*T/tp rows of the residual stream (which B*T must
+    // divide). Model::activation_span fills these in from the model.
+    int tp = 1;
+    bool sequence_parallel = false;
+
+    // Layers of the span in a model of n_layer (resolving count = -1).
+    int layers(int64_t n_layer) const { return count < 0 ? int(n_layer) - first : count; }
+};
+
+// What one micro-batch keeps from forward for backward, the part every family shares: the
+// tokens, the residual stream between layers and the per-token losses. Shapes for
+// tensor-parallel degree tp and rows() rows of the residual stream (B*T, or B*T/tp with sequence
+// parallelism: this rank's contiguous block of the flattened [B*T, C] tokens). A family derives
+// from it to add the buffers its layers keep (Model::new_activations builds the right one).
+struct Activations {
+    Activations(const ModelConfig& cfg, int64_t B, int64_t T, LayerSpan span);
+    virtual ~Activations() = default;
+
+    int64_t B, T;
+    int first_layer, n_layers;
+    bool head, recompute;
+    int tp;
+    bool sequence_parallel;                // only with tp > 1
+    std::vector<int32_t> inputs, targets;  // [B*T], every row on every rank
+    // [n_layers + 1, rows, C]: the input of each layer of the span, then the output of its last.
+    Buffer resid;
+    Buffer losses;  // head only: [B*T] per-token loss, every row on every rank
+
+    int64_t rows() const { return rows_; }
+    // Row of resid holding the input of `layer` (layer == first + n_layers: the span's output).
+    float* resid_in(int layer) { return resid.data() + (layer - first_layer) * rows_ * n_embd_; }
+    // Floats of the residual stream at one layer boundary (what a pipeline stage sends).
+    int64_t boundary_floats() const { return rows_ * n_embd_; }
+    int slot(int layer) const { return recompute ? 0 : layer - first_layer; }
+    // Floats the shared part holds (resid, losses, and the int32 inputs and targets counted as
+    // one float each): the families' activation counts add their buffers to it.
+    static int64_t shared_floats(const ModelConfig& cfg, int64_t B, int64_t T,
+                                 const LayerSpan& span);
+
+  private:
+    int64_t n_embd_, rows_;
+};
+
+// The keys and values of the positions a generated sequence has seen: [n_layer, n_positions,
+// width] each, width being the model's key/value width (Model::kv_width).
+struct KvCache {
+    KvCache(int64_t n_layer, int64_t positions, int64_t width);
+    int64_t positions, width;
+    Buffer k, v;
+    float* k_at(int layer) { return k.data() + layer * positions * width; }
+    float* v_at(int layer) { return v.data() + layer * positions * width; }
+};
+
+class Model {
+  public:
+    virtual ~Model() = default;
+
+    const ModelConfig& config() const { return cfg_; }
+    const ParamLayout& layout() const { return layout_; }
+    int tp_size() const { return tp_size_; }
+    bool sequence_parallel() const { return sp_; }
+    // `span` with this model's tensor-parallel degree and sequence parallelism filled in: what
+    // the Activations it runs must be built with.
+    LayerSpan activation_span(LayerSpan span = {}) const;
+    // The family's Activations for a micro-batch of B sequences of T tokens over `span` (whose
+    // tp and sequence parallelism activation_span fills in).
+    virtual std::unique_ptr<Activations> new_activations(int64_t B, int64_t T,
+                                                         LayerSpan span) const = 0;
+
+    // Full forward of one micro-batch. With `train`, the head's backward runs fused with the loss
+    // (its gradient scaled by `loss_scale`, e.g. 1 / tokens of the global batch) and what
+    // backward needs is kept. Returns the sum of the per-token losses (of the whole micro-batch
+    // on every rank of a tensor-parallel group).
+    double forward(Activations& a, UnitAccess& w, bool train, float loss_scale);
+    void backward(Activations& a, UnitAccess& w);
+
+    // The steps that forward and backward are made of, for schedules that interleave them.
+    // `pos0` shifts the positions (generation).
+    virtual void embed_forward(Activations& a, UnitAccess& w, int64_t pos0 = 0) = 0;
+    virtual void block_forward(Activations& a, UnitAccess& w, int layer) = 0;
+    virtual double head_forward(Activations& a, UnitAccess& w, bool train, float loss_scale) = 0;
+    virtual void head_backward(Activations& a, UnitAccess& w) = 0;
+    virtual void block_backward(Activations& a, UnitAccess& w, int layer) = 0;
+    virtual void embed_backward(Activations& a, UnitAccess& w) = 0;
+
+    // Generation with a KV cache (tp = 1, B = 1): the layer's forward of a's T tokens at
+    // positions pos0 .. pos0 + T - 1 (embedded with embed_forward(a, w, pos0)); their keys and
+    // values join those `cache` holds for the positions before, and their queries attend to all.
+    virtual void block_forward_cached(Activations& a, UnitAccess& w, int layer, KvCache& cache,
+                                      int64_t pos0) = 0;
+    // Generation: the logits (vocab_size floats) of row `row` of the last layer's output.
+    virtual void logits(Activations& a, UnitAccess& w, int64_t row, float* out) = 0;
+    // Floats per position of one layer's cached keys (and of its values).
+    virtual int64_t kv_width() const = 0;
+
+    // The gradient of the residual stream during backward: a pipeline stage writes the gradient
+    // of its chunk's output here before the chunk's backward (then calls block_backward from
+    // the chunk's last layer down) and reads the gradient of the chunk's input from it after.
+    // [B*T, C] of the micro-batch being run; with sequence parallelism, this rank's rows:
+    // [B*T/tp, C], as Activations::resid.
+    virtual float* dresid(int64_t B, int64_t T) = 0;
+
+  protected:
+    // `tp_size`: the tensor-parallel group's size (1 without one); shard.tp must equal it.
+    Model(const ModelConfig& cfg, const ModelShard& shard, int tp_size, int tp_rank,
+          bool sequence_parallel);
+    void check_activations(const Activations& a) const;
+
+    ModelConfig cfg_;
+    ParamLayout layout_;
+    int tp_size_ = 1, tp_rank_ = 0;
+    bool sp_ = false;
+};
+
+}  // namespace weft::model

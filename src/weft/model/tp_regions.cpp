@@ -1,0 +1,162 @@
+#include "weft/model/tp_regions.hpp"
+
+#include <algorithm>
+
+#include "weft/core/error.hpp"
+#include "weft/kernels/classifier.hpp"
+#include "weft/kernels/classifier_parallel.hpp"
+#include "weft/kernels/elementwise.hpp"
+#include "weft/kernels/matmul.hpp"
+
+namespace weft::model {
+
+namespace k = weft::kernels;
+
+TpRegions::TpRegions(TpComm* tp, int rank, bool sequence_parallel, int64_t width, int64_t vocab,
+                     int64_t padded_vocab)
+    : tp_(tp), size_(tp ? tp->size() : 1), rank_(rank), C_(width), vocab_(vocab) {
+    WEFT_CHECK(!tp || tp->rank() == rank,
+               "internal: tensor-parallel rank {} on a group where this is rank {}", rank,
+               tp ? tp->rank() : 0);
+    sp_ = sequence_parallel && size_ > 1;
+    vs_ = padded_vocab / size_;
+    v0_ = int64_t(rank_) * vs_;
+    vr_ = std::clamp<int64_t>(vocab - v0_, 0, vs_);
+}
+
+float* TpRegions::own_rows(float* full, int64_t rows) const {
+    return sp_ ? full + int64_t(rank_) * rows * C_ : full;
+}
+
+void TpRegions::gather_rows(float* full, int64_t rows) {
+    if (!sp_) return;
+    const int64_t n = rows * C_;
+    tp_->all_gather(full + int64_t(rank_) * n, full, n);
+}
+
+void TpRegions::row_parallel_forward(float* out, const float* in, const float* w, const float* b,
+                                     const float* resid, int64_t BT, int64_t K, int64_t rows,
+                                     float* partial) {
+    if (size_ == 1) {
+        k::matmul_forward(out, in, w, b, BT, K, C_);
+        k::add_inplace(out, resid, BT * C_);
+        return;
+    }
+    // Each rank's product covers its slice of K, a partial sum; the bias belongs to the sum.
+    if (sp_) {
+        k::matmul_forward(partial, in, w, nullptr, BT, K, C_);
+        tp_->reduce_scatter_sum(partial, out, rows * C_);
+    } else {
+        k::matmul_forward(out, in, w, nullptr, BT, K, C_);
+        tp_->all_reduce_sum(out, BT * C_);
+    }
+    if (b)
+        k::add_bias_residual(out, b, resid, rows, C_);
+    else
+        k::add_inplace(out, resid, rows * C_);
+}
+
+const float* TpRegions::gather_grad(const float* dres, int64_t rows, float* full) {
+    if (!sp_) return dres;
+    tp_->all_gather(dres, full, rows * C_);
+    return full;
+}
+
+const float* TpRegions::sum_input_grad(float* partial, int64_t BT, int64_t rows, float* out_rows) {
+    if (size_ == 1) return partial;
+    if (!sp_) {
+        tp_->all_reduce_sum(partial, BT * C_);
+        return partial;
+    }
+    tp_->reduce_scatter_sum(partial, out_rows, rows * C_);
+    return out_rows;
+}
+
+void TpRegions::add_replicated_grads(float* partial, float* const* dst, int count) {
+    tp_->all_reduce_sum(partial, count * C_);
+    for (int i = 0; i < count; ++i) k::add_inplace(dst[i], partial + i * C_, C_);
+}
+
+void TpRegions::embedding_forward(float* out, const int32_t* tokens, const float* wte,
+                                  const float* wpe, int64_t B, int64_t T, int64_t pos0,
+                                  float* partial) {
+    if (size_ == 1) {
+        if (wpe)
+            k::embedding_forward(out, tokens, wte, wpe, B, T, C_, pos0);
+        else
+            k::embedding_forward_shard(out, tokens, wte, nullptr, B, T, C_, 0, vs_, pos0);
+        return;
+    }
+    // Each rank looks up the tokens of its slice of the vocabulary (zero rows for the others),
+    // so the sum over the ranks is the whole lookup; wpe, given on rank 0 only, is in it once.
+    float* sum = sp_ ? partial : out;
+    k::embedding_forward_shard(sum, tokens, wte, rank_ == 0 ? wpe : nullptr, B, T, C_, v0_, vs_,
+                               pos0);
+    if (sp_)
+        tp_->reduce_scatter_sum(sum, out, B * T / size_ * C_);
+    else
+        tp_->all_reduce_sum(sum, B * T * C_);
+}
+
+void TpRegions::embedding_backward(float* dwte, float* dwpe, const float* dres,
+                                   const int32_t* tokens, int64_t B, int64_t T, float* full) {
+    if (size_ == 1) {
+        if (dwpe)
+            k::embedding_backward(dwte, dwpe, dres, tokens, B, T, C_);
+        else
+            k::embedding_backward_shard(dwte, dres, tokens, B, T, C_, 0, vs_);
+        return;
+    }
+    // Every row's gradient: a rank's slice of the vocabulary may appear in any of them, and with
+    // it each rank has the whole gradient of the replicated wpe.
+    const float* dout = gather_grad(dres, sp_ ? B * T / size_ : B * T, full);
+    k::embedding_backward_shard(dwte, dout, tokens, B, T, C_, v0_, vs_);
+    if (dwpe) k::embedding_backward(nullptr, dwpe, dout, tokens, B, T, C_);
+}
+
+void TpRegions::head(float* losses, float* dx, float* dw, const float* x, const float* w,
+                     const int32_t* targets, int64_t BT, int64_t rows, bool train, float scale,
+                     float* partial) {
+    if (size_ == 1) {
+        k::classifier_forward_backward(losses, train ? dx : nullptr, train ? dw : nullptr, x, w,
+                                       targets, BT, C_, vocab_, scale);
+        return;
+    }
+    for (int64_t n = 0; n < BT; ++n)
+        WEFT_CHECK(targets[n] < vocab_, "target {} of row {} is not < vocab size {}", targets[n], n,
+                   vocab_);
+    const int64_t chunk = k::classifier_chunk_rows(BT);
+    // At least one float: a shard of padding rows only (vr_ = 0) still gets a pointer.
+    const int64_t logits_floats = std::max<int64_t>(1, chunk * vr_);
+    if (head_logits_.size() < logits_floats) head_logits_ = Buffer(logits_floats);
+    if (head_stats_.size() < 3 * chunk) head_stats_ = Buffer(3 * chunk);
+    // The partial gradient of every row of x: in place under plain tensor parallelism,
+    // reduce-scattered to this rank's rows from `partial` under sequence parallelism.
+    float* dxp = !train ? nullptr : sp_ ? partial : dx;
+    float* logits = head_logits_.data();
+    for (int64_t n0 = 0; n0 < BT; n0 += chunk) {
+        const int64_t r = std::min(chunk, BT - n0);
+        float* max = head_stats_.data();
+        float* sums = max + r;  // [2r]: softmax denominators, then target logits
+        const float* xs = x + n0 * C_;
+        const int32_t* t = targets + n0;
+        k::classifier_shard_logits(logits, max, xs, w, r, C_, vr_);
+        tp_->all_reduce_max(max, r);
+        k::classifier_shard_sums(sums, logits, max, t, r, vr_, v0_, train);
+        tp_->all_reduce_sum(sums, 2 * r);
+        k::classifier_shard_finish(losses + n0, dxp ? dxp + n0 * C_ : nullptr, train ? dw : nullptr,
+                                   logits, max, sums, xs, w, t, r, C_, vr_, v0_, scale);
+    }
+    if (!train) return;
+    // f's backward (sequence parallel: g's): every rank fed the same x to its vocabulary slice.
+    if (sp_)
+        tp_->reduce_scatter_sum(partial, dx, rows * C_);
+    else
+        tp_->all_reduce_sum(dx, BT * C_);
+}
+
+int64_t TpRegions::head_scratch_floats(int64_t BT, int64_t vocab_shard) {
+    return k::classifier_shard_scratch_floats(BT, vocab_shard);
+}
+
+}  // namespace weft::model
