@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "weft/comm/collectives.hpp"
+#include "weft/comm/tags.hpp"
 #include "weft/core/error.hpp"
 #include "weft/kernels/elementwise.hpp"
 #include "weft/parallel/zero_grads.hpp"
@@ -48,8 +49,7 @@ const float* DataParallel::gather_params(float* out) {
 
 void DataParallel::gather_shard(const float* shard, float* out) {
     // Slice by slice, so that no message exceeds a unit and rank 0 receives in place.
-    // Tag of these messages: nothing else in weft sends point to point on dp.
-    constexpr int kTag = 7;
+    constexpr int kTag = comm::tags::kZeroShardGather;
     const auto& slices = z_.slices();
     if (dp_.rank() != 0) {
         for (const ShardSlice& s : slices)

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "weft/comm/collectives.hpp"
+#include "weft/comm/tags.hpp"
 #include "weft/core/error.hpp"
 #include "weft/model/family.hpp"
 
@@ -141,7 +142,7 @@ std::span<const float> PipelineStage::grad_out(int micro, int chunk) {
 double PipelineStage::forward_only(comm::Group& pp, const model::Activations& io) {
     // Chunks in forward order; each rank runs its own and hands the residual stream on. Every
     // rank walks the chunks in the same order, so the blocking messages cannot deadlock.
-    constexpr int kTag = 32000;  // apart from the step's tags (a step never overlaps this)
+    constexpr int kTag = comm::tags::kPipelineEval;
     double loss = 0;
     const int chunks = part_.chunks();
     for (int c = 0; c < chunks; ++c) {

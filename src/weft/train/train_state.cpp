@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "weft/comm/collectives.hpp"
+#include "weft/comm/tags.hpp"
 #include "weft/core/error.hpp"
 #include "weft/kernels/classifier_parallel.hpp"
 #include "weft/kernels/elementwise.hpp"
@@ -153,6 +154,9 @@ void TrainState::assemble(const float* local, float* full) {
             shard.tp = tp_;
             senders.emplace_back(model::build_param_layout(cfg, shard), dp_.group().size(), 0);
         }
+    WEFT_CHECK(L + 2 <= comm::tags::kCheckpointUnits.count,
+               "a checkpoint of {} units needs more message tags than weft reserves ({})", L + 2,
+               comm::tags::kCheckpointUnits.count);
     Buffer tmp;
     for (int u = 0; u < L + 2; ++u) {
         const int stage = stage_of(u);
@@ -162,13 +166,14 @@ void TrainState::assemble(const float* local, float* full) {
             const model::Unit& unit = z.padded().units[size_t(u)];
             if (sender && src == mesh_.world_rank() && !root) {
                 comm::send(world, std::span<const float>(local + unit.offset, size_t(unit.size)), 0,
-                           u);
+                           comm::tags::kCheckpointUnits.at(u));
             }
             if (!root) continue;
             const float* data = local + unit.offset;
             if (src != 0) {
                 if (tmp.size() < unit.size) tmp = Buffer(unit.size);
-                comm::recv(world, std::span<float>(tmp.data(), size_t(unit.size)), src, u);
+                comm::recv(world, std::span<float>(tmp.data(), size_t(unit.size)), src,
+                           comm::tags::kCheckpointUnits.at(u));
                 data = tmp.data();
             }
             for (int i = 0; i < unit.tensors; ++i) {
@@ -224,7 +229,7 @@ void TrainState::sum_tied_embedding() {
         return;
     // Both stages add the other's gradient to their own: the same sum, so the two copies of the
     // embedding take the same update and stay equal.
-    constexpr int kTag = 32100;
+    constexpr int kTag = comm::tags::kTiedEmbedding;
     const model::Unit& u = dp_.padded().units[0];
     float* g = dp_.grads(0);
     Buffer other(u.size);

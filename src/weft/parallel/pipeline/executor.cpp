@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "weft/comm/collectives.hpp"
+#include "weft/comm/tags.hpp"
 #include "weft/core/error.hpp"
 
 namespace weft::pipeline {
@@ -13,11 +14,11 @@ int message_tag(const MessageId& id, const Schedule& s) {
     // Each (direction, micro, boundary) is one message; tags number them densely.
     const int boundaries = s.chunks() - 1;
     const int tag = ((id.grad ? 1 : 0) * s.micro_batches + id.micro) * boundaries + id.boundary;
-    WEFT_CHECK(tag <= 32767,
+    WEFT_CHECK(tag < comm::tags::kPipelineStep.end(),
                "a pipeline step of {} micro-batches over {} chunks has more messages than MPI "
                "tags allow; use fewer micro-batches",
                s.micro_batches, s.chunks());
-    return tag;
+    return comm::tags::kPipelineStep.at(tag);
 }
 
 std::vector<TraceRecord> run_schedule(const Schedule& s, int rank, comm::Group& pp, StageWork& work,
