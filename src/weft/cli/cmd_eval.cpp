@@ -36,6 +36,7 @@ void add_eval_command(CLI::App& app) {
         WEFT_CHECK(a->batches >= 1, "--batches must be at least 1, got {}", a->batches);
         data::TokenFile file = data::TokenFile::open(a->data);
         train::LoadedModel m = train::load_model(a->model_dir, a->ckpt);
+        data::check_token_ids(file, m.model->config().vocab_size);
         WEFT_CHECK(a->seq_len >= 1 && a->seq_len <= m.model->config().n_positions,
                    "--seq-len must be in [1, {}] (the model's n_positions), got {}",
                    m.model->config().n_positions, a->seq_len);

@@ -1,6 +1,7 @@
 #include "weft/data/loader.hpp"
 
 #include <bit>
+#include <limits>
 
 #include "weft/core/error.hpp"
 
@@ -47,13 +48,14 @@ int64_t shuffled_window(int64_t position, int64_t windows, uint64_t seed, int64_
 }
 
 DataLoader::DataLoader(const TokenFile& file, int64_t seq_len, uint64_t seed, bool sequential)
-    : tokens_(file.data()), seq_len_(seq_len), seed_(seed), sequential_(sequential) {
+    : file_(&file), seq_len_(seq_len), seed_(seed), sequential_(sequential) {
     WEFT_CHECK(seq_len >= 1, "sequence length must be at least 1, got {} (token file '{}')",
                seq_len, file.path().string());
-    WEFT_CHECK(file.size() >= seq_len + 1,
+    // Compared as size - 1 >= T, not size >= T + 1, so that no T overflows.
+    WEFT_CHECK(file.size() - 1 >= seq_len,
                "token file '{}' has {} tokens, too few for one sample of sequence length {} "
-               "(needs {} = T + 1)",
-               file.path().string(), file.size(), seq_len, seq_len + 1);
+               "(a sample needs T + 1 tokens)",
+               file.path().string(), file.size(), seq_len);
     windows_ = (file.size() - 1) / seq_len;
 }
 
@@ -61,7 +63,8 @@ int64_t DataLoader::window(int64_t step, int64_t row, int64_t global_batch) cons
     WEFT_CHECK(global_batch >= 1, "global batch must be at least 1, got {}", global_batch);
     WEFT_CHECK(row >= 0 && row < global_batch, "row {} outside the global batch [0, {})", row,
                global_batch);
-    WEFT_CHECK(step >= 0, "step must be non-negative, got {}", step);
+    WEFT_CHECK(step >= 0 && step <= (std::numeric_limits<int64_t>::max() - row) / global_batch,
+               "step {} is negative or too large for a global batch of {}", step, global_batch);
     const int64_t g = step * global_batch + row;
     const int64_t epoch = g / windows_, position = g % windows_;
     return sequential_ ? position : shuffled_window(position, windows_, seed_, epoch);
@@ -69,11 +72,10 @@ int64_t DataLoader::window(int64_t step, int64_t row, int64_t global_batch) cons
 
 void DataLoader::sample(int64_t step, int64_t row, int64_t global_batch, int32_t* inputs,
                         int32_t* targets) const {
-    const uint16_t* w = tokens_ + window(step, row, global_batch) * seq_len_;
-    for (int64_t t = 0; t < seq_len_; ++t) {
-        inputs[t] = w[t];
-        targets[t] = w[t + 1];
-    }
+    // Window w is tokens [w*T, w*T + T + 1), inside the file for every w < windows_.
+    const int64_t start = window(step, row, global_batch) * seq_len_;
+    file_->read(start, seq_len_, inputs);
+    file_->read(start + 1, seq_len_, targets);
 }
 
 }  // namespace weft::data

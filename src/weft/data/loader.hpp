@@ -19,7 +19,8 @@ namespace weft::data {
 
 class DataLoader {
   public:
-    // `file` must outlive the loader, which reads its tokens in place.
+    // `file` must outlive the loader, which reads its tokens in place. A file too short for one
+    // window of T + 1 tokens is a weft::Error naming it, its size and T.
     DataLoader(const TokenFile& file, int64_t seq_len, uint64_t seed, bool sequential);
 
     // Fills inputs[T] and targets[T] for row `row` (0..global_batch-1) of the global batch of
@@ -33,7 +34,7 @@ class DataLoader {
     int64_t seq_len() const { return seq_len_; }
 
   private:
-    const uint16_t* tokens_;
+    const TokenFile* file_;
     int64_t seq_len_;
     uint64_t seed_;
     bool sequential_;

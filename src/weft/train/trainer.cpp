@@ -96,10 +96,12 @@ void run_training(const TrainOptions& o_in) {
     WEFT_CHECK(T <= cfg.n_positions, "--seq-len {} exceeds the model's n_positions {}", T,
                cfg.n_positions);
     data::TokenFile train_file = data::TokenFile::open(o.data);
+    data::check_token_ids(train_file, cfg.vocab_size);
     data::DataLoader loader(train_file, T, o.seed, o.sequential);
     std::optional<data::TokenFile> val_file;
     if (fs::path vp = o.val_path(); !vp.empty()) {
         val_file = data::TokenFile::open(vp);
+        data::check_token_ids(*val_file, cfg.vocab_size);
         // Found now rather than at the first evaluation, after hours of training.
         const int64_t windows = data::DataLoader(*val_file, T, 0, true).windows();
         WEFT_CHECK(windows >= o.batch_size,

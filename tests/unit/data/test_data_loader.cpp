@@ -1,9 +1,13 @@
 // The global sample order: llm.c's sequential order, a shuffled order that is a permutation per
-// epoch, and targets one token after inputs.
+// epoch, and targets one token after inputs; uint32 files; files too short for a window, and
+// windows that fit exactly.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -125,6 +129,131 @@ TEST_F(LoaderTest, TooShortFileNamesTAndCount) {
     EXPECT_EQ(fits.windows(), 1);
     std::vector<int32_t> in(15), tg(15);
     EXPECT_THROW(fits.sample(0, 2, 2, in.data(), tg.data()), weft::Error);  // row past the batch
+}
+
+// Every sample of the first two epochs is its window's tokens: inputs [w*T, w*T + T), targets one
+// later, with the last target the last token of the window.
+void expect_windows_read_exactly(const DataLoader& loader, const std::vector<int64_t>& tokens) {
+    const int64_t T = loader.seq_len();
+    std::vector<int32_t> in(T), tg(T);
+    for (int64_t g = 0; g < 2 * loader.windows(); ++g) {
+        loader.sample(g, 0, 1, in.data(), tg.data());
+        const int64_t start = loader.window(g, 0, 1) * T;
+        ASSERT_LE(start + T + 1, int64_t(tokens.size()));
+        for (int64_t t = 0; t < T; ++t) {
+            ASSERT_EQ(in[t], tokens[start + t]) << "g=" << g << " t=" << t;
+            ASSERT_EQ(tg[t], tokens[start + t + 1]) << "g=" << g << " t=" << t;
+        }
+    }
+}
+
+// Files whose token data ends exactly at the end of a 4096-byte page, so that a read one token
+// past the end leaves the mapping (and faults when the next page is unmapped).
+class ExactFitTest : public ::testing::Test {
+  protected:
+    fs::path path(const std::string& name) {
+        return fs::temp_directory_path() / ("weft_exact_" + std::to_string(::getpid()) + name);
+    }
+    void TearDown() override {
+        for (const auto& p : written_) fs::remove(p);
+    }
+    std::vector<fs::path> written_;
+};
+
+TEST_F(ExactFitTest, OneWindowThatExactlyFitsTheFile) {
+    // uint16 with header: (4096 - 1024) / 2 = 1536 tokens; uint32: 768; bare uint16: 2048.
+    struct Case {
+        const char* name;
+        int64_t tokens;
+        int width;
+        bool bare;
+    };
+    for (const Case& c :
+         {Case{"u16", 1536, 2, false}, Case{"u32", 768, 4, false}, Case{"bare", 2048, 2, true}}) {
+        SCOPED_TRACE(c.name);
+        const fs::path p = path(c.name);
+        written_.push_back(p);
+        std::vector<int64_t> tokens(c.tokens);
+        for (int64_t i = 0; i < c.tokens; ++i) tokens[i] = c.width == 4 ? 100000 + i : 3 * i + 1;
+        if (c.bare) {
+            std::vector<uint16_t> t(tokens.begin(), tokens.end());
+            std::ofstream(p, std::ios::binary)
+                .write(reinterpret_cast<const char*>(t.data()), std::streamsize(2 * t.size()));
+        } else {
+            std::vector<uint32_t> t(tokens.begin(), tokens.end());
+            weft::data::write_token_file(p, t);
+        }
+        ASSERT_EQ(fs::file_size(p), 4096u);
+        TokenFile f = TokenFile::open(p);
+        ASSERT_EQ(f.token_bytes(), c.width);
+        const int64_t T = c.tokens - 1;
+        for (bool sequential : {true, false}) {
+            DataLoader loader(f, T, 9, sequential);
+            EXPECT_EQ(loader.windows(), 1);
+            expect_windows_read_exactly(loader, tokens);
+        }
+        // One token longer does not fit.
+        EXPECT_THROW(DataLoader(f, T + 1, 0, true), weft::Error);
+        // Several windows that end exactly at the last token: (n - 1) divisible by T.
+        for (int64_t t2 : {int64_t(1), int64_t(5), T / 3}) {
+            if (T % t2 != 0) continue;
+            DataLoader loader(f, t2, 4, false);
+            EXPECT_EQ(loader.windows(), T / t2);
+            expect_windows_read_exactly(loader, tokens);
+        }
+    }
+}
+
+TEST_F(LoaderTest, SequenceLongerThanTheFileNamesFileCountAndT) {
+    make(10);
+    for (int64_t T :
+         {int64_t(10), int64_t(11), int64_t(1000), std::numeric_limits<int64_t>::max()}) {
+        try {
+            DataLoader loader(*file_, T, 0, false);
+            ADD_FAILURE() << "accepted 10 tokens for T = " << T;
+        } catch (const weft::Error& e) {
+            const std::string msg = e.what();
+            EXPECT_NE(msg.find(path_.string()), std::string::npos) << msg;
+            EXPECT_NE(msg.find("has 10 tokens"), std::string::npos) << msg;
+            EXPECT_NE(msg.find("sequence length " + std::to_string(T)), std::string::npos) << msg;
+        }
+    }
+    for (int64_t T : {int64_t(0), int64_t(-1), std::numeric_limits<int64_t>::min()})
+        EXPECT_THROW(DataLoader(*file_, T, 0, false), weft::Error) << T;
+    DataLoader fits(*file_, 9, 0, false);
+    EXPECT_EQ(fits.windows(), 1);
+}
+
+TEST_F(LoaderTest, StepsPastInt64AreRefusedNotWrapped) {
+    make(100);
+    DataLoader loader(*file_, 4, 0, false);
+    const int64_t big = std::numeric_limits<int64_t>::max();
+    EXPECT_THROW(loader.window(big / 2, 0, 4), weft::Error);
+    EXPECT_THROW(loader.window(-1, 0, 4), weft::Error);
+    EXPECT_NO_THROW(loader.window(big / 4 - 1, 3, 4));
+}
+
+TEST(LoaderUint32Test, LlamaSizedIdsPassThrough) {
+    const fs::path p =
+        fs::temp_directory_path() / ("weft_loader_u32_" + std::to_string(::getpid()) + ".bin");
+    std::vector<uint32_t> t(999);
+    for (size_t i = 0; i < t.size(); ++i) t[i] = uint32_t(128255 - i);
+    weft::data::write_token_file(p, t);
+    {
+        TokenFile f = TokenFile::open(p);
+        ASSERT_EQ(f.token_bytes(), 4);
+        weft::data::check_token_ids(f, 128256);
+        const int64_t T = 16;
+        DataLoader loader(f, T, 0, true);
+        std::vector<int32_t> in(T), tg(T);
+        loader.sample(3, 1, 2, in.data(), tg.data());  // window 7
+        for (int64_t k = 0; k < T; ++k) {
+            EXPECT_EQ(in[k], 128255 - (7 * T + k));
+            EXPECT_EQ(tg[k], 128255 - (7 * T + k + 1));
+        }
+        expect_windows_read_exactly(loader, std::vector<int64_t>(t.begin(), t.end()));
+    }
+    fs::remove(p);
 }
 
 }  // namespace
