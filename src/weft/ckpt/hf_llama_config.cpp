@@ -1,0 +1,358 @@
+#include "weft/ckpt/hf_llama_config.hpp"
+
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string_view>
+
+#include "weft/ckpt/atomic.hpp"
+#include "weft/core/error.hpp"
+
+namespace weft::ckpt {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr std::string_view kSupported = "\"gpt2\" and \"llama\"";
+
+json read_config(const fs::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    WEFT_CHECK(in && !fs::is_directory(file),
+               "cannot read {} (expected a Hugging Face model directory with config.json)",
+               file.string());
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    json config;
+    try {
+        config = json::parse(text);
+    } catch (const json::exception& e) {
+        fail("{} is not valid JSON: {}", file.string(), e.what());
+    }
+    WEFT_CHECK(config.is_object(), "{} must hold a JSON object, got {}", file.string(),
+               config.type_name());
+    return config;
+}
+
+// nullptr when the key is absent or null: transformers treats both as "use the default".
+const json* value_of(const json& obj, std::string_view key) {
+    auto it = obj.find(key);
+    return it == obj.end() || it->is_null() ? nullptr : &*it;
+}
+
+// `where` prefixes the key in messages ("rope_scaling.factor").
+std::string key_name(std::string_view where, std::string_view key) {
+    return where.empty() ? std::string(key) : fmt::format("{}.{}", where, key);
+}
+
+int64_t positive_int(const json& obj, std::string_view key, const fs::path& file,
+                     std::string_view where = "") {
+    const json* v = value_of(obj, key);
+    WEFT_CHECK(v, "{} has no \"{}\" (expected a positive integer)", file.string(),
+               key_name(where, key));
+    // 576.0 would parse as a float; a size that is not written as an integer is not trusted.
+    WEFT_CHECK(v->is_number_unsigned() && v->get<uint64_t>() > 0 &&
+                   v->get<uint64_t>() <= uint64_t(INT64_MAX),
+               "{}: \"{}\" is {}, expected a positive integer", file.string(), key_name(where, key),
+               v->dump());
+    return v->get<int64_t>();
+}
+
+// Hub files write some floats as integers ("rope_theta": 500000, "factor": 8), so any number is
+// accepted.
+double positive_number(const json& v, std::string_view key, const fs::path& file,
+                       std::string_view where = "") {
+    WEFT_CHECK(v.is_number() && v.get<double>() > 0, "{}: \"{}\" is {}, expected a positive number",
+               file.string(), key_name(where, key), v.dump());
+    return v.get<double>();
+}
+
+double number_or(const json& obj, std::string_view key, double fallback, const fs::path& file) {
+    const json* v = value_of(obj, key);
+    return v ? positive_number(*v, key, file) : fallback;
+}
+
+int64_t token_id(const json& v, std::string_view key, const fs::path& file) {
+    WEFT_CHECK(v.is_number_unsigned() && v.get<uint64_t>() <= uint64_t(INT64_MAX),
+               "{}: \"{}\" holds {}, expected a non-negative integer token id", file.string(), key,
+               v.dump());
+    return v.get<int64_t>();
+}
+
+// The architectures entry of each family weft reads.
+const std::map<std::string, std::string, std::less<>> kFamilyOfArchitecture = {
+    {"GPT2LMHeadModel", "gpt2"}, {"LlamaForCausalLM", "llama"}};
+
+std::string family_of(const json& config, const fs::path& file) {
+    std::string from_arch;  // empty when architectures does not name one class weft knows
+    if (const json* arch = value_of(config, "architectures");
+        arch && arch->is_array() && arch->size() == 1 && (*arch)[0].is_string()) {
+        auto it = kFamilyOfArchitecture.find((*arch)[0].get<std::string>());
+        if (it != kFamilyOfArchitecture.end()) from_arch = it->second;
+    }
+    const json* type = value_of(config, "model_type");
+    if (!type) {
+        WEFT_CHECK(!from_arch.empty(),
+                   "{} has no \"model_type\" and no architectures weft knows (expected model_type "
+                   "{})",
+                   file.string(), kSupported);
+        return from_arch;
+    }
+    WEFT_CHECK(type->is_string(), "{}: model_type is {}, expected a string ({})", file.string(),
+               type->dump(), kSupported);
+    const std::string t = type->get<std::string>();
+    // Both are Llama-shaped except for one thing weft's Llama does not compute, which would
+    // change the outputs; a clear refusal beats a model that loads and answers differently.
+    WEFT_CHECK(t != "mistral",
+               "{}: model_type \"mistral\" is not supported: Mistral uses sliding-window "
+               "attention, which weft does not implement (weft supports {})",
+               file.string(), kSupported);
+    WEFT_CHECK(t != "qwen2",
+               "{}: model_type \"qwen2\" is not supported: Qwen2 has biases on its q/k/v "
+               "projections, which weft's Llama does not (weft supports {})",
+               file.string(), kSupported);
+    WEFT_CHECK(t == "gpt2" || t == "llama",
+               "{}: model_type \"{}\" is not supported (weft supports {})", file.string(), t,
+               kSupported);
+    WEFT_CHECK(from_arch.empty() || from_arch == t,
+               "{}: model_type is \"{}\" but architectures is {}, a \"{}\" class", file.string(), t,
+               config["architectures"].dump(), from_arch);
+    return t;
+}
+
+// rope_scaling (transformers 4.x) or rope_parameters (5.x, which also holds rope_theta). Which
+// one wins, and where rope_theta comes from, follows transformers 5's conversion of old files.
+void read_rope(const json& config, const fs::path& file, HfLlamaConfig& c) {
+    const json* scaling = value_of(config, "rope_scaling");
+    const char* where = scaling ? "rope_scaling" : "rope_parameters";
+    const json* rope = scaling ? scaling : value_of(config, "rope_parameters");
+    c.rope_theta = number_or(config, "rope_theta", c.rope_theta, file);
+    if (!rope) return;
+    WEFT_CHECK(rope->is_object(), "{}: \"{}\" is {}, expected an object or null", file.string(),
+               where, rope->dump());
+    if (const json* theta = value_of(*rope, "rope_theta"))
+        c.rope_theta = positive_number(*theta, "rope_theta", file, where);
+
+    const json* type = value_of(*rope, "rope_type");
+    if (!type) type = value_of(*rope, "type");  // the key of files older than transformers 4.43
+    if (!type) {
+        // Only a rope_parameters holding nothing but rope_theta means "no scaling" by omission;
+        // a factor without a type cannot be interpreted.
+        WEFT_CHECK(rope->size() == (rope->contains("rope_theta") ? 1u : 0u),
+                   "{}: \"{}\" has no \"rope_type\" (expected \"linear\" or \"llama3\", or "
+                   "\"default\" for none)",
+                   file.string(), where);
+        return;
+    }
+    WEFT_CHECK(type->is_string(), "{}: {}.rope_type is {}, expected a string", file.string(), where,
+               type->dump());
+    const std::string t = type->get<std::string>();
+    if (t == "default") return;
+    WEFT_CHECK(t == "linear" || t == "llama3",
+               "{}: {} type \"{}\" is not supported (weft implements \"linear\" and \"llama3\"; "
+               "\"default\" means none)",
+               file.string(), where, t);
+
+    c.rope_scaling.type = t;
+    auto required = [&](std::string_view key) -> const json& {
+        const json* v = value_of(*rope, key);
+        WEFT_CHECK(v, "{}: {} of type \"{}\" has no \"{}\" ({} needs {})", file.string(), where, t,
+                   key, t,
+                   t == "linear" ? "factor"
+                                 : "factor, low_freq_factor, high_freq_factor and "
+                                   "original_max_position_embeddings");
+        return *v;
+    };
+    c.rope_scaling.factor = positive_number(required("factor"), "factor", file, where);
+    if (t == "linear") return;
+    c.rope_scaling.low_freq_factor =
+        positive_number(required("low_freq_factor"), "low_freq_factor", file, where);
+    c.rope_scaling.high_freq_factor =
+        positive_number(required("high_freq_factor"), "high_freq_factor", file, where);
+    required("original_max_position_embeddings");
+    c.rope_scaling.original_max_position_embeddings =
+        positive_int(*rope, "original_max_position_embeddings", file, where);
+    // llama3 interpolates over wavelengths between the two factors; it divides by their gap.
+    WEFT_CHECK(c.rope_scaling.high_freq_factor > c.rope_scaling.low_freq_factor,
+               "{}: {}.high_freq_factor {} must be greater than low_freq_factor {}", file.string(),
+               where, c.rope_scaling.high_freq_factor, c.rope_scaling.low_freq_factor);
+}
+
+void check_no_bias(const json& config, std::string_view key, std::string_view what,
+                   const fs::path& file) {
+    const json* v = value_of(config, key);
+    if (!v) return;
+    WEFT_CHECK(v->is_boolean(), "{}: \"{}\" is {}, expected true or false", file.string(), key,
+               v->dump());
+    WEFT_CHECK(!v->get<bool>(), "{}: \"{}\" is true, but weft's Llama has no biases in its {}",
+               file.string(), key, what);
+}
+
+}  // namespace
+
+std::string read_hf_model_type(const fs::path& model_dir) {
+    const fs::path file = model_dir / "config.json";
+    return family_of(read_config(file), file);
+}
+
+HfLlamaConfig read_hf_llama_config(const fs::path& model_dir) {
+    const fs::path file = model_dir / "config.json";
+    const json config = read_config(file);
+
+    if (value_of(config, "model_type")) {
+        const std::string family = family_of(config, file);
+        WEFT_CHECK(family == "llama", "{}: model_type is \"{}\", expected \"llama\"", file.string(),
+                   family);
+    }
+    // Other heads on the same body (LlamaForSequenceClassification, ...) have other tensors.
+    if (const json* arch = value_of(config, "architectures"))
+        WEFT_CHECK(*arch == json::array({"LlamaForCausalLM"}),
+                   "{}: architectures is {}, expected [\"LlamaForCausalLM\"]", file.string(),
+                   arch->dump());
+    if (const json* act = value_of(config, "hidden_act"))
+        WEFT_CHECK(*act == "silu",
+                   "{}: hidden_act is {}, expected \"silu\" (the SwiGLU MLP weft implements)",
+                   file.string(), act->dump());
+    check_no_bias(config, "attention_bias", "attention projections", file);
+    check_no_bias(config, "mlp_bias", "MLP projections", file);
+
+    HfLlamaConfig c;
+    c.hidden_size = positive_int(config, "hidden_size", file);
+    c.intermediate_size = positive_int(config, "intermediate_size", file);
+    c.num_hidden_layers = positive_int(config, "num_hidden_layers", file);
+    c.num_attention_heads = positive_int(config, "num_attention_heads", file);
+    c.vocab_size = positive_int(config, "vocab_size", file);
+    c.max_position_embeddings = positive_int(config, "max_position_embeddings", file);
+
+    c.num_key_value_heads = value_of(config, "num_key_value_heads")
+                                ? positive_int(config, "num_key_value_heads", file)
+                                : c.num_attention_heads;
+    WEFT_CHECK(c.num_attention_heads % c.num_key_value_heads == 0,
+               "{}: num_attention_heads {} is not divisible by num_key_value_heads {} (each "
+               "key-value head serves a whole group of query heads)",
+               file.string(), c.num_attention_heads, c.num_key_value_heads);
+    if (value_of(config, "head_dim")) {
+        c.head_dim = positive_int(config, "head_dim", file);
+    } else {
+        WEFT_CHECK(c.hidden_size % c.num_attention_heads == 0,
+                   "{}: hidden_size {} is not divisible by num_attention_heads {}: head_dim x "
+                   "heads != hidden without an explicit head_dim",
+                   file.string(), c.hidden_size, c.num_attention_heads);
+        c.head_dim = c.hidden_size / c.num_attention_heads;
+    }
+
+    c.rms_norm_eps = number_or(config, "rms_norm_eps", c.rms_norm_eps, file);
+    read_rope(config, file, c);
+
+    if (const json* tie = value_of(config, "tie_word_embeddings")) {
+        WEFT_CHECK(tie->is_boolean(), "{}: \"tie_word_embeddings\" is {}, expected true or false",
+                   file.string(), tie->dump());
+        c.tie_word_embeddings = tie->get<bool>();
+    }
+    if (const json* bos = value_of(config, "bos_token_id"))
+        c.bos_token_id = token_id(*bos, "bos_token_id", file);
+    if (const json* eos = value_of(config, "eos_token_id")) {
+        if (eos->is_array()) {
+            WEFT_CHECK(!eos->empty(),
+                       "{}: \"eos_token_id\" is [], expected a token id or a list "
+                       "of them",
+                       file.string());
+            for (const json& id : *eos)
+                c.eos_token_ids.push_back(token_id(id, "eos_token_id", file));
+            c.eos_token_id = c.eos_token_ids[0];
+        } else {
+            c.eos_token_id = token_id(*eos, "eos_token_id", file);
+        }
+    }
+    return c;
+}
+
+void write_hf_llama_config(const fs::path& model_dir, const HfLlamaConfig& c) {
+    const fs::path file = model_dir / "config.json";
+    WEFT_CHECK(c.hidden_size > 0 && c.intermediate_size > 0 && c.num_hidden_layers > 0 &&
+                   c.num_attention_heads > 0 && c.num_key_value_heads > 0 && c.head_dim > 0 &&
+                   c.vocab_size > 0 && c.max_position_embeddings > 0,
+               "cannot write {}: sizes must be positive, got hidden_size {} intermediate_size {} "
+               "num_hidden_layers {} num_attention_heads {} num_key_value_heads {} head_dim {} "
+               "vocab_size {} max_position_embeddings {}",
+               file.string(), c.hidden_size, c.intermediate_size, c.num_hidden_layers,
+               c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.vocab_size,
+               c.max_position_embeddings);
+    WEFT_CHECK(c.num_attention_heads % c.num_key_value_heads == 0,
+               "cannot write {}: num_attention_heads {} is not divisible by num_key_value_heads {}",
+               file.string(), c.num_attention_heads, c.num_key_value_heads);
+    WEFT_CHECK(c.rms_norm_eps > 0 && c.rope_theta > 0,
+               "cannot write {}: rms_norm_eps {} and rope_theta {} must be positive", file.string(),
+               c.rms_norm_eps, c.rope_theta);
+    const HfRopeScaling& r = c.rope_scaling;
+    WEFT_CHECK(r.type.empty() || r.type == "linear" || r.type == "llama3",
+               "cannot write {}: rope_scaling type \"{}\", expected \"\" (none), \"linear\" or "
+               "\"llama3\"",
+               file.string(), r.type);
+    WEFT_CHECK(r.type.empty() || r.factor > 0,
+               "cannot write {}: rope_scaling.factor {} must be "
+               "positive",
+               file.string(), r.factor);
+    WEFT_CHECK(
+        r.type != "llama3" || (r.high_freq_factor > r.low_freq_factor && r.low_freq_factor > 0 &&
+                               r.original_max_position_embeddings > 0),
+        "cannot write {}: llama3 rope_scaling needs 0 < low_freq_factor ({}) < "
+        "high_freq_factor ({}) and a positive original_max_position_embeddings ({})",
+        file.string(), r.low_freq_factor, r.high_freq_factor, r.original_max_position_embeddings);
+    WEFT_CHECK(c.bos_token_id >= -1 && c.eos_token_id >= -1,
+               "cannot write {}: bos_token_id {} and eos_token_id {} must be token ids or -1 "
+               "(none)",
+               file.string(), c.bos_token_id, c.eos_token_id);
+    WEFT_CHECK(c.eos_token_ids.empty() || c.eos_token_ids[0] == c.eos_token_id,
+               "cannot write {}: eos_token_ids starts with {} but eos_token_id is {} (expected the "
+               "list to start with it)",
+               file.string(), c.eos_token_ids.empty() ? -1 : c.eos_token_ids[0], c.eos_token_id);
+    for (int64_t id : c.eos_token_ids)
+        WEFT_CHECK(id >= 0, "cannot write {}: eos_token_ids holds {}, expected token ids >= 0",
+                   file.string(), id);
+
+    json rope_scaling = nullptr;
+    if (r.type == "linear") {
+        rope_scaling = {{"factor", r.factor}, {"rope_type", "linear"}};
+    } else if (r.type == "llama3") {
+        rope_scaling = {{"factor", r.factor},
+                        {"high_freq_factor", r.high_freq_factor},
+                        {"low_freq_factor", r.low_freq_factor},
+                        {"original_max_position_embeddings", r.original_max_position_embeddings},
+                        {"rope_type", "llama3"}};
+    }
+    // An unset id is written as null rather than left out: left out, transformers would use
+    // LlamaConfig's defaults (1 and 2), which are arbitrary tokens of another vocabulary.
+    auto id_or_null = [](int64_t id) { return id >= 0 ? json(id) : json(nullptr); };
+    const json eos = c.eos_token_ids.empty() ? id_or_null(c.eos_token_id) : json(c.eos_token_ids);
+    // Keys as LlamaConfig.to_json_string writes them (sorted); weft trains without dropout.
+    json config = {
+        {"architectures", {"LlamaForCausalLM"}},
+        {"attention_bias", false},
+        {"attention_dropout", 0.0},
+        {"bos_token_id", id_or_null(c.bos_token_id)},
+        {"eos_token_id", eos},
+        {"head_dim", c.head_dim},
+        {"hidden_act", "silu"},
+        {"hidden_size", c.hidden_size},
+        {"initializer_range", 0.02},
+        {"intermediate_size", c.intermediate_size},
+        {"max_position_embeddings", c.max_position_embeddings},
+        {"mlp_bias", false},
+        {"model_type", "llama"},
+        {"num_attention_heads", c.num_attention_heads},
+        {"num_hidden_layers", c.num_hidden_layers},
+        {"num_key_value_heads", c.num_key_value_heads},
+        {"pretraining_tp", 1},
+        {"rms_norm_eps", c.rms_norm_eps},
+        {"rope_scaling", rope_scaling},
+        {"rope_theta", c.rope_theta},
+        {"tie_word_embeddings", c.tie_word_embeddings},
+        {"torch_dtype", "float32"},
+        {"use_cache", true},
+        {"vocab_size", c.vocab_size},
+    };
+    write_file_atomic(file, config.dump(2) + "\n");
+}
+
+}  // namespace weft::ckpt

@@ -1,0 +1,57 @@
+#pragma once
+// The Hugging Face Llama config.json (LlamaConfig), read to load a pretrained Llama directory and
+// written next to exported weights so that transformers' LlamaForCausalLM.from_pretrained loads
+// them as is; and the model family a directory holds, to pick the reader.
+//
+// Reading refuses what weft's Llama does not compute (biases, another activation, RoPE scalings
+// other than linear and llama3) instead of loading a model that would give other outputs.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace weft::ckpt {
+
+struct HfRopeScaling {
+    std::string type;  // "" (none), "linear", "llama3"
+    // linear reads only factor; llama3 all four.
+    double factor = 1, low_freq_factor = 1, high_freq_factor = 4;
+    int64_t original_max_position_embeddings = 8192;
+
+    bool operator==(const HfRopeScaling&) const = default;
+};
+
+struct HfLlamaConfig {
+    int64_t hidden_size = 0, intermediate_size = 0, num_hidden_layers = 0, num_attention_heads = 0,
+            num_key_value_heads = 0, head_dim = 0, vocab_size = 0, max_position_embeddings = 0;
+    double rms_norm_eps = 1e-6, rope_theta = 10000;
+    HfRopeScaling rope_scaling;
+    bool tie_word_embeddings = false;
+    // -1: not set (written as null). Kept only to be written back on export.
+    int64_t bos_token_id = -1, eos_token_id = -1;
+    // When the file lists several end-of-sequence ids (Llama 3.1: [128001, 128008, 128009]):
+    // all of them, eos_token_id being the first; empty when it holds a single id.
+    std::vector<int64_t> eos_token_ids;
+
+    bool operator==(const HfLlamaConfig&) const = default;
+};
+
+// Reads MODEL_DIR/config.json. Defaults as transformers' LlamaConfig: num_key_value_heads =
+// num_attention_heads, head_dim = hidden_size / num_attention_heads (which must then divide),
+// rms_norm_eps 1e-6, rope_theta 10000, no rope_scaling, untied embeddings. Throws naming the key
+// and the file on a missing or non-integer size, a model_type other than "llama", architectures
+// other than ["LlamaForCausalLM"], hidden_act other than "silu", attention_bias or mlp_bias true,
+// heads not divisible by key-value heads, or a RoPE scaling other than linear / llama3. Also reads
+// the `rope_parameters` dict newer transformers versions write instead of rope_theta and
+// rope_scaling.
+HfLlamaConfig read_hf_llama_config(const std::filesystem::path& model_dir);
+
+// Writes MODEL_DIR/config.json atomically, with every key transformers writes for a LlamaConfig.
+void write_hf_llama_config(const std::filesystem::path& model_dir, const HfLlamaConfig& c);
+
+// The model family MODEL_DIR/config.json describes: "gpt2" or "llama", from "model_type" (or, when
+// that is absent, from "architectures"). "mistral" and "qwen2" are refused with the reason (sliding
+// window attention, q/k/v biases) and any other type with the list of supported ones.
+std::string read_hf_model_type(const std::filesystem::path& model_dir);
+
+}  // namespace weft::ckpt
