@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
@@ -8,6 +9,7 @@
 #include "weft/cli/commands.hpp"
 #include "weft/cli/layout_options.hpp"
 #include "weft/kernels/matmul.hpp"
+#include "weft/model/config.hpp"
 #include "weft/train/bench.hpp"
 
 namespace weft::cli {
@@ -65,7 +67,9 @@ void add_bench_command(CLI::App& app) {
 
     auto t = std::make_shared<TrainArgs>();
     CLI::App* tr = c->add_subcommand("train", "Time full training steps on synthetic tokens");
-    tr->add_option("--preset", t->o.preset, "Model preset")->capture_default_str();
+    tr->add_option("--preset", t->o.preset,
+                   fmt::format("Model preset: {}", fmt::join(model::model_preset_names(), ", ")))
+        ->capture_default_str();
     add_shape_options(tr, {&t->o.n_layer, &t->o.n_head, &t->o.n_embd});
     tr->add_option("--batch-size", t->o.batch_size,
                    "Sequences per step, over all ranks under mpirun (the global batch)")

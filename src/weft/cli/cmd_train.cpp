@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <memory>
@@ -6,6 +7,7 @@
 #include "weft/cli/commands.hpp"
 #include "weft/cli/layout_options.hpp"
 #include "weft/core/error.hpp"
+#include "weft/model/config.hpp"
 #include "weft/train/trainer.hpp"
 
 namespace weft::cli {
@@ -16,13 +18,15 @@ void add_train_command(CLI::App& app) {
     c->add_option("--config",
                   "TOML file whose keys are these flags' names (underscores or "
                   "dashes); flags given on the command line win");
-    c->add_option("--model", o->model, "Model preset: tiny, gpt2, gpt2-medium, gpt2-large, gpt2-xl")
+    c->add_option("--model", o->model,
+                  fmt::format("Model preset: {}", fmt::join(model::model_preset_names(), ", ")))
         ->capture_default_str();
     add_shape_options(c, {&o->n_layer, &o->n_head, &o->n_embd});
     c->add_option("--n-positions", o->n_positions, "Override the preset's maximum sequence length");
     c->add_option("--model-dir", o->model_dir,
-                  "Start from a Hugging Face GPT-2 directory (config.json, model.safetensors) "
-                  "instead of a fresh initialisation");
+                  "Start from a Hugging Face model directory (GPT2LMHeadModel or "
+                  "LlamaForCausalLM: config.json, model.safetensors or its sharded index) instead "
+                  "of a fresh initialisation");
     c->add_option("--data", o->data, "Training token file (from `weft prepare`, llm.c or nanoGPT)")
         ->capture_default_str();
     c->add_option(

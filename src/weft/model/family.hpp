@@ -29,6 +29,16 @@ struct LinearShape {
     bool column_parallel;
 };
 
+// One block's stored activations per token in Korthikanti et al. 2022's accounting (their
+// Table 2, in bytes of 16-bit activations, for the planner's GPU memory profile), generalised
+// past GPT: `replicated` bytes stay whole under tensor parallelism (the norms' inputs, the
+// column-parallel inputs, dropout masks), `split` bytes divide by tp, and `scores` times the
+// sequence length is the attention scores' bytes (softmax output, and with dropout its mask and
+// output). Sequence parallelism divides the first two by tp as well.
+struct ActivationTerms {
+    double replicated, split, scores;
+};
+
 // A tensor's name and orientation in Hugging Face's files.
 struct HfTensorName {
     std::string name;
@@ -57,8 +67,10 @@ struct Family {
     // tp, not counting the head's logits (kernels::classifier_*scratch_floats).
     int64_t (*scratch_floats)(const ModelConfig& cfg, int64_t B, int64_t T, int tp,
                               bool sequence_parallel);
-    // The matrix products of one block (planner).
+    // The matrix products of one block, and its activations as Korthikanti et al. count them
+    // (planner).
     std::vector<LinearShape> (*layer_linears)(const ModelConfig& cfg);
+    ActivationTerms (*korthikanti_terms)(const ModelConfig& cfg);
 
     // Hugging Face directories: config.json in and out, and each tensor's name there.
     ModelConfig (*read_hf_config)(const std::filesystem::path& dir);

@@ -75,6 +75,12 @@ std::vector<LinearShape> layer_linears(const ModelConfig& cfg) {
             {"mlp.c_proj", C, 4 * C, false}};
 }
 
+ActivationTerms korthikanti_terms(const ModelConfig& cfg) {
+    // Korthikanti et al. Table 2: sbh(10 + 24/t) + 5as²b/t (attention with dropout).
+    const double h = double(cfg.n_embd);
+    return {10 * h, 24 * h, 5 * double(cfg.n_head)};
+}
+
 ModelConfig read_hf(const std::filesystem::path& dir) {
     ckpt::HfGpt2Config h = ckpt::read_hf_config(dir);
     ModelConfig c;
@@ -123,6 +129,7 @@ const Family& gpt2_family() {
             return Gpt2::scratch_floats(cfg, B, T, tp, sp);
         },
         layer_linears,
+        korthikanti_terms,
         read_hf,
         write_hf,
         hf_tensor,

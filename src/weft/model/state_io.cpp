@@ -3,12 +3,12 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <fstream>
-#include <nlohmann/json.hpp>
+#include <span>
 #include <vector>
 
 #include "weft/ckpt/atomic.hpp"
-#include "weft/ckpt/hf_config.hpp"
+#include "weft/ckpt/hf_llama_config.hpp"
+#include "weft/ckpt/hf_weights.hpp"
 #include "weft/ckpt/safetensors.hpp"
 #include "weft/core/error.hpp"
 #include "weft/model/family.hpp"
@@ -25,15 +25,19 @@ void transpose(const float* src, float* dst, int64_t rows, int64_t cols) {
 
 }  // namespace
 
-void write_tensors(const std::filesystem::path& file, const ModelConfig& cfg,
-                   const ParamLayout& layout, const float* flat, Naming naming,
-                   const std::string& prefix, const std::map<std::string, std::string>& metadata) {
+namespace {
+
+// The tensors of `flat` as a file holds them, named and oriented by `naming`; `transposed` keeps
+// the transposed copies alive.
+std::vector<ckpt::TensorToWrite> tensors_to_write(const std::string& where, const ModelConfig& cfg,
+                                                  const ParamLayout& layout, const float* flat,
+                                                  Naming naming, const std::string& prefix,
+                                                  std::vector<std::vector<float>>& transposed) {
     WEFT_CHECK(layout.tp == 1,
                "internal: {} would be written from one tensor-parallel shard; assemble the logical "
                "tensors first",
-               file.string());
+               where);
     std::vector<ckpt::TensorToWrite> out;
-    std::vector<std::vector<float>> transposed;  // keeps transposed copies alive
     transposed.reserve(layout.tensors.size());
     for (const ParamSpec& p : layout.tensors) {
         ckpt::TensorToWrite t{prefix + p.name, p.shape, flat + p.offset};
@@ -49,13 +53,44 @@ void write_tensors(const std::filesystem::path& file, const ModelConfig& cfg,
         }
         out.push_back(std::move(t));
     }
-    ckpt::write_safetensors(file, out, metadata);
+    return out;
 }
 
-void read_tensors(const std::filesystem::path& file, const ModelConfig& cfg,
-                  const ParamLayout& layout, float* flat, Naming naming,
-                  const std::string& prefix) {
-    ckpt::SafetensorsFile st = ckpt::SafetensorsFile::open(file);
+}  // namespace
+
+void write_tensors(const std::filesystem::path& file, const ModelConfig& cfg,
+                   const ParamLayout& layout, const float* flat, Naming naming,
+                   const std::string& prefix, const std::map<std::string, std::string>& metadata) {
+    std::vector<std::vector<float>> transposed;
+    ckpt::write_safetensors(
+        file, tensors_to_write(file.string(), cfg, layout, flat, naming, prefix, transposed),
+        metadata);
+}
+
+namespace {
+
+// The tensors of one safetensors file or of a Hugging Face directory (single file or shards), as
+// read_into sees them.
+struct FileSource {
+    const ckpt::SafetensorsFile& f;
+    bool has(const std::string& n) const { return f.find(n) != nullptr; }
+    const std::vector<int64_t>& shape(const std::string& n) const { return f.at(n).shape; }
+    void read(const std::string& n, std::span<const int64_t> s, float* out) const {
+        f.read_f32(n, s, out);
+    }
+};
+struct DirSource {
+    const ckpt::HfWeights& w;
+    bool has(const std::string& n) const { return w.has(n); }
+    const std::vector<int64_t>& shape(const std::string& n) const { return w.info(n).shape; }
+    void read(const std::string& n, std::span<const int64_t> s, float* out) const {
+        w.read_f32(n, s, out);
+    }
+};
+
+template <class Source>
+void read_into(const Source& src, const std::string& where, const ModelConfig& cfg,
+               const ParamLayout& layout, float* flat, Naming naming, const std::string& prefix) {
     std::vector<float> tmp;
     for (const ParamSpec& p : layout.tensors) {
         std::string name = prefix + p.name;
@@ -64,23 +99,22 @@ void read_tensors(const std::filesystem::path& file, const ModelConfig& cfg,
         if (naming == Naming::hf) {
             // Files name tensors with the model's prefix ("transformer.", "model.") or without.
             const HfTensorName hf = family_of(cfg).hf_tensor(cfg, p);
-            name = st.find(hf.name) ? hf.name : p.name;
+            name = src.has(hf.name) ? hf.name : p.name;
             if (hf.transposed) {
                 shape = {p.shape[1], p.shape[0]};
                 transpose_in = true;
             }
         }
-        WEFT_CHECK(st.find(name) != nullptr, "{}: tensor '{}' is missing (expected shape [{}])",
-                   file.string(), name, fmt::join(shape, ", "));
-        const auto& info = st.at(name);
-        WEFT_CHECK(info.shape == shape, "{}: tensor '{}' has shape [{}], expected [{}]",
-                   file.string(), name, fmt::join(info.shape, ", "), fmt::join(shape, ", "));
+        WEFT_CHECK(src.has(name), "{}: tensor '{}' is missing (expected shape [{}])", where, name,
+                   fmt::join(shape, ", "));
+        WEFT_CHECK(src.shape(name) == shape, "{}: tensor '{}' has shape [{}], expected [{}]", where,
+                   name, fmt::join(src.shape(name), ", "), fmt::join(shape, ", "));
         // A tensor-parallel shard takes its slice of the logical tensor.
         const bool shard = layout.tp > 1;
         float* dst = flat + p.offset;
         if (transpose_in || shard) {
             tmp.resize(size_t(p.numel_logical()));
-            st.read_f32(name, shape, tmp.data());
+            src.read(name, shape, tmp.data());
         }
         if (transpose_in) {
             std::vector<float> t(tmp.size());
@@ -92,27 +126,31 @@ void read_tensors(const std::filesystem::path& file, const ModelConfig& cfg,
         } else if (transpose_in) {
             std::copy(tmp.begin(), tmp.end(), dst);
         } else {
-            st.read_f32(name, shape, dst);
+            src.read(name, shape, dst);
         }
     }
 }
 
-// TEMPORARY until ckpt::read_hf_model_type lands.
-static std::string hf_model_type(const std::filesystem::path& dir) {
-    std::ifstream in(dir / "config.json");
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(in);
-    } catch (...) {
-        return "gpt2";
-    }
-    return j.is_object() && j.contains("model_type") && j["model_type"].is_string()
-               ? j["model_type"].get<std::string>()
-               : "gpt2";
+}  // namespace
+
+void read_tensors(const std::filesystem::path& file, const ModelConfig& cfg,
+                  const ParamLayout& layout, float* flat, Naming naming,
+                  const std::string& prefix) {
+    ckpt::SafetensorsFile st = ckpt::SafetensorsFile::open(file);
+    read_into(FileSource{st}, file.string(), cfg, layout, flat, naming, prefix);
+}
+
+void read_hf_weights(const ckpt::HfWeights& w, const ModelConfig& cfg, const ParamLayout& layout,
+                     float* flat) {
+    const std::filesystem::path& dir = w.dir();
+    // Name the file a single-file model was read from, as errors always have.
+    const std::filesystem::path where =
+        w.files().size() == 1 ? w.files()[0].path() : dir / "model.safetensors.index.json";
+    read_into(DirSource{w}, where.string(), cfg, layout, flat, Naming::hf, "");
 }
 
 ModelConfig read_hf_model_config(const std::filesystem::path& dir) {
-    const std::string model_type = hf_model_type(dir);
+    const std::string model_type = ckpt::read_hf_model_type(dir);
     return family_for_hf_type(model_type, (dir / "config.json").string()).read_hf_config(dir);
 }
 
@@ -120,8 +158,11 @@ void write_hf_model(const std::filesystem::path& dir, const ModelConfig& cfg,
                     const ParamLayout& layout, const float* flat) {
     ckpt::write_dir_atomic(dir, [&](const std::filesystem::path& tmp) {
         family_of(cfg).write_hf_config(tmp, cfg);
-        write_tensors(tmp / "model.safetensors", cfg, layout, flat, Naming::hf, "",
-                      {{"format", "pt"}});
+        // One model.safetensors, or shards of at most 5 GB with an index, as transformers'
+        // save_pretrained writes them.
+        std::vector<std::vector<float>> transposed;
+        ckpt::write_hf_weights(
+            tmp, tensors_to_write(dir.string(), cfg, layout, flat, Naming::hf, "", transposed));
     });
 }
 

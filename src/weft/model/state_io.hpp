@@ -1,11 +1,13 @@
 #pragma once
 // Reads and writes the logical tensors of a flat buffer as safetensors: the engine's own
-// checkpoints (weft names and orientation), and Hugging Face GPT-2 directories (GPT2LMHeadModel
-// names, Conv1D [in, out] orientation, vocabulary unpadded, lm_head tied to wte).
+// checkpoints (weft names and orientation), and Hugging Face directories (each family's names
+// and orientation: GPT2LMHeadModel's Conv1D [in, out], LlamaForCausalLM's "model." prefix;
+// vocabulary unpadded).
 #include <filesystem>
 #include <map>
 #include <string>
 
+#include "weft/ckpt/hf_weights.hpp"
 #include "weft/model/config.hpp"
 #include "weft/model/params.hpp"
 
@@ -28,7 +30,15 @@ void read_tensors(const std::filesystem::path& file, const ModelConfig& cfg,
                   const ParamLayout& layout, float* flat, Naming naming,
                   const std::string& prefix = "");
 
-// A Hugging Face GPT-2 directory: config.json and model.safetensors.
+// Every logical tensor of `flat` from a Hugging Face directory: model.safetensors or the shards
+// of model.safetensors.index.json, F32, BF16 or F16, named and oriented as the family's
+// hf_tensor says (with or without the "transformer." / "model." prefix).
+// `weights` is ckpt::HfWeights::open(dir), opened once for every unit read from it.
+void read_hf_weights(const ckpt::HfWeights& weights, const ModelConfig& cfg,
+                     const ParamLayout& layout, float* flat);
+
+// A Hugging Face model directory: config.json (its model_type picks the family) and
+// model.safetensors.
 ModelConfig read_hf_model_config(const std::filesystem::path& dir);
 void write_hf_model(const std::filesystem::path& dir, const ModelConfig& cfg,
                     const ParamLayout& layout, const float* flat);

@@ -11,15 +11,15 @@ namespace weft::plan {
 
 double korthikanti_layer_bytes(const model::ModelConfig& cfg, int64_t seq, int64_t b, int tp,
                                int cp, bool sp, Recompute r, double activation_bytes) {
-    const double s = double(seq) / cp, h = double(cfg.n_embd), a = double(cfg.n_head);
+    const double s = double(seq) / cp, h = double(cfg.n_embd);
     const double t = tp, B = double(b), S = double(seq);
-    const double sbh = s * B * h;
+    const model::ActivationTerms k = model::family_of(cfg).korthikanti_terms(cfg);
     double bytes;
     if (r == Recompute::full) {
-        bytes = 2 * sbh;
+        bytes = 2 * s * B * h;
     } else {
-        bytes = sbh * (sp ? 34 / t : 10 + 24 / t);
-        if (r == Recompute::none) bytes += 5 * a * s * S * B / t;  // the 5as/(ht) term, times sbh
+        bytes = s * B * (sp ? (k.replicated + k.split) / t : k.replicated + k.split / t);
+        if (r == Recompute::none) bytes += k.scores * s * S * B / t;  // scores over the sequence
     }
     return bytes * activation_bytes / 2;
 }

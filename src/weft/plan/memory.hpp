@@ -17,7 +17,8 @@ struct MemoryBreakdown {
 
 // Activation bytes of one transformer layer for one micro-batch of b sequences, in the exact forms
 // of Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models"),
-// Table 2, with s the sequence, h the width, a the heads, t the tensor-parallel degree:
+// Table 2, with s the sequence, h the width, a the heads, t the tensor-parallel degree (for
+// GPT; other families give their own terms, model::ActivationTerms):
 //   no recomputation, tensor parallel      sbh (10 + 24/t + 5as/(ht))
 //   ... with sequence parallel             sbh (34/t + 5as/(ht))
 //   selective recomputation                sbh (10 + 24/t), with sequence parallel sbh (34/t)

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "weft/core/error.hpp"
+#include "weft/model/state_io.hpp"
 #include "weft/plan/json_read.hpp"
 
 namespace weft::plan {
@@ -44,6 +45,14 @@ NamedModel load_model(const std::string& name_or_path) {
     for (const MegatronRow& r : megatron_table())
         if (name_or_path == r.name)
             return {r.name, shape(51200, 2048, r.layers, r.heads, r.hidden)};
+    // A Hugging Face model directory, or its config.json, as a user names the model they mean
+    // to train (GPT-2 or Llama: the family comes from model_type).
+    const std::filesystem::path path(name_or_path);
+    if (std::filesystem::is_directory(path) && std::filesystem::exists(path / "config.json"))
+        return {path.filename().string(), model::read_hf_model_config(path)};
+    if (path.filename() == "config.json" && std::filesystem::is_regular_file(path))
+        return {path.parent_path().filename().string(),
+                model::read_hf_model_config(path.parent_path())};
     if (!std::filesystem::is_regular_file(name_or_path)) {
         for (const std::string& n : model::model_preset_names())
             if (n == name_or_path) return {n, model::model_preset(n)};

@@ -21,8 +21,8 @@ LoadedModel load_model(const std::filesystem::path& model_dir, const std::filesy
         model::ModelConfig cfg = model::read_hf_model_config(model_dir);
         m.model = model::make_model(cfg);
         m.params = Buffer(m.model->layout().total);
-        model::read_tensors(model_dir / "model.safetensors", cfg, m.model->layout(),
-                            m.params.data(), model::Naming::hf);
+        model::read_hf_weights(ckpt::HfWeights::open(model_dir), cfg, m.model->layout(),
+                               m.params.data());
     }
     return m;
 }

@@ -87,9 +87,10 @@ void TrainState::init(uint64_t seed) {
 }
 
 void TrainState::load_hf(const fs::path& model_dir) {
+    const ckpt::HfWeights weights = ckpt::HfWeights::open(model_dir);
     dp_.load_params([&](int unit, float* buf) {
-        model::read_tensors(model_dir / "model.safetensors", model_->config(),
-                            parallel::unit_layout(dp_.padded(), unit), buf, model::Naming::hf);
+        model::read_hf_weights(weights, model_->config(), parallel::unit_layout(dp_.padded(), unit),
+                               buf);
     });
 }
 
