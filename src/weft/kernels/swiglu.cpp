@@ -1,0 +1,96 @@
+#include "weft/kernels/swiglu.hpp"
+
+#include <cmath>
+
+#include "weft/core/error.hpp"
+#include "weft/kernels/exp_nonpositive.hpp"
+#include "weft/kernels/isa.hpp"
+#include "weft/kernels/profile.hpp"
+#include "weft/kernels/simd.hpp"
+
+namespace weft::kernels {
+
+namespace {
+
+constexpr int64_t kMinParallel = 1 << 15;
+
+// The logistic function from e = exp(-|g|) only, so nothing overflows: σ(g) = 1 / (1 + e) for
+// g >= 0 and e / (1 + e) below. exp_nonpositive is the softmax's: both paths take the same
+// exponential, and past e^-60 σ is exactly 0 or 1.
+inline float sigmoid(float g) {
+    const float e = detail::exp_nonpositive(-std::abs(g));
+    return (g >= 0 ? 1.0f : e) / (1.0f + e);
+}
+
+void forward_row(float* y, const float* g, const float* u, int64_t F, bool vec) {
+    int64_t j = 0;
+#if defined(__AVX512F__)
+    if (vec) {
+        const __m512 one = _mm512_set1_ps(1.0f);
+        for (; j + 16 <= F; j += 16) {
+            const __m512 gv = _mm512_loadu_ps(g + j);
+            const __m512 e =
+                detail::exp_nonpositive(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(gv)));
+            const __mmask16 pos = _mm512_cmp_ps_mask(gv, _mm512_setzero_ps(), _CMP_GE_OQ);
+            const __m512 s =
+                _mm512_div_ps(_mm512_mask_blend_ps(pos, e, one), _mm512_add_ps(one, e));
+            _mm512_storeu_ps(y + j, _mm512_mul_ps(_mm512_mul_ps(gv, s), _mm512_loadu_ps(u + j)));
+        }
+    }
+#endif
+    (void)vec;
+    for (; j < F; ++j) y[j] = g[j] * sigmoid(g[j]) * u[j];
+}
+
+// d silu(g)/dg = s (1 + g (1 - s)).
+void backward_row(float* dg, float* du, const float* dy, const float* g, const float* u, int64_t F,
+                  bool vec) {
+    int64_t j = 0;
+#if defined(__AVX512F__)
+    if (vec) {
+        const __m512 one = _mm512_set1_ps(1.0f);
+        for (; j + 16 <= F; j += 16) {
+            const __m512 gv = _mm512_loadu_ps(g + j), dyv = _mm512_loadu_ps(dy + j);
+            const __m512 e =
+                detail::exp_nonpositive(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(gv)));
+            const __mmask16 pos = _mm512_cmp_ps_mask(gv, _mm512_setzero_ps(), _CMP_GE_OQ);
+            const __m512 s =
+                _mm512_div_ps(_mm512_mask_blend_ps(pos, e, one), _mm512_add_ps(one, e));
+            const __m512 dsilu = _mm512_mul_ps(s, _mm512_fmadd_ps(gv, _mm512_sub_ps(one, s), one));
+            _mm512_storeu_ps(dg + j,
+                             _mm512_mul_ps(_mm512_mul_ps(dyv, _mm512_loadu_ps(u + j)), dsilu));
+            _mm512_storeu_ps(du + j, _mm512_mul_ps(dyv, _mm512_mul_ps(gv, s)));
+        }
+    }
+#endif
+    (void)vec;
+    for (; j < F; ++j) {
+        const float s = sigmoid(g[j]);
+        dg[j] = dy[j] * u[j] * s * (1.0f + g[j] * (1.0f - s));
+        du[j] = dy[j] * g[j] * s;
+    }
+}
+
+}  // namespace
+
+void swiglu_forward(float* out, const float* gu, int64_t N, int64_t F) {
+    WEFT_PROFILE("swiglu_fwd");
+    WEFT_CHECK(N >= 0 && F > 0, "swiglu_forward: shape N={} F={}, expected N >= 0 and F > 0", N, F);
+    const bool vec = use_avx512();
+#pragma omp parallel for schedule(static) if (N * F >= kMinParallel)
+    for (int64_t i = 0; i < N; ++i)
+        forward_row(out + i * F, gu + i * 2 * F, gu + i * 2 * F + F, F, vec);
+}
+
+void swiglu_backward(float* dgu, const float* dout, const float* gu, int64_t N, int64_t F) {
+    WEFT_PROFILE("swiglu_bwd");
+    WEFT_CHECK(N >= 0 && F > 0, "swiglu_backward: shape N={} F={}, expected N >= 0 and F > 0", N,
+               F);
+    const bool vec = use_avx512();
+#pragma omp parallel for schedule(static) if (N * F >= kMinParallel)
+    for (int64_t i = 0; i < N; ++i)
+        backward_row(dgu + i * 2 * F, dgu + i * 2 * F + F, dout + i * F, gu + i * 2 * F,
+                     gu + i * 2 * F + F, F, vec);
+}
+
+}  // namespace weft::kernels
