@@ -10,7 +10,7 @@ failures=0
 check() { "$@" || { echo "FAILED: $*"; failures=$((failures + 1)); }; }
 
 "$WEFT" prepare --input "$SRC/data/tinyshakespeare.txt" --out data --tokenizer-dir "$SRC/data" >/dev/null
-args=(--model tiny --data data/tinyshakespeare_train.bin --batch-size 8 --seq-len 32 --lr 1e-3
+args=(--model "${MODEL:-tiny}" --data data/tinyshakespeare_train.bin --batch-size 8 --seq-len 32 --lr 1e-3
       --warmup 2 --peak-gflops 100 --threads 1)
 
 train() {  # train <np> <out> args...: rank 0's output in <out>.log

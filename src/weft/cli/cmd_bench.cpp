@@ -139,7 +139,7 @@ void add_bench_command(CLI::App& app) {
         fmt::print("throughput   {:.0f} tokens/s\n", r.tokens_per_s);
         fmt::print(
             "model FLOPs  {:.1f} GFLOP/s = {:.3g} FLOP/token x tokens/s "
-            "(6 x parameters + 6 x layers x T x width)\n",
+            "(6 x parameters + 6 x layers x T x heads x head width)\n",
             r.achieved_gflops, r.flops_per_token);
         fmt::print("MFU          {:.1f}% of the measured {} GEMM peak {:.1f} GFLOP/s\n",
                    100 * r.mfu, t->o.dtype, r.peak_gflops);

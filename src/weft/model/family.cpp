@@ -4,12 +4,13 @@
 
 #include "weft/core/error.hpp"
 #include "weft/model/gpt2_family.hpp"
+#include "weft/model/llama_family.hpp"
 
 namespace weft::model {
 
 const std::vector<const Family*>& families() {
     // The registry: a new family adds its files and one line here.
-    static const std::vector<const Family*> all = {&gpt2_family()};
+    static const std::vector<const Family*> all = {&gpt2_family(), &llama_family()};
     return all;
 }
 

@@ -97,9 +97,10 @@ void read_into(const Source& src, const std::string& where, const ModelConfig& c
         std::vector<int64_t> shape = p.shape;
         bool transpose_in = false;
         if (naming == Naming::hf) {
-            // Files name tensors with the model's prefix ("transformer.", "model.") or without.
+            // Files name tensors with the model's prefix ("transformer.", "model.") or without;
+            // a missing tensor is named as Hugging Face names it.
             const HfTensorName hf = family_of(cfg).hf_tensor(cfg, p);
-            name = src.has(hf.name) ? hf.name : p.name;
+            name = src.has(hf.name) || !src.has(p.name) ? hf.name : p.name;
             if (hf.transposed) {
                 shape = {p.shape[1], p.shape[0]};
                 transpose_in = true;

@@ -20,7 +20,9 @@ PipelineStage::PipelineStage(model::Model& model, model::UnitAccess& w,
       T_(T),
       recompute_(recompute),
       last_micro_(std::move(last_micro)),
-      holds_embedding_copy_(rank == part.owner(part.chunks() - 1) && rank != part.owner(0)) {}
+      // A tied head reads the embedding on the last stage too; an untied one does not.
+      holds_embedding_copy_(model.config().tie_embeddings &&
+                            rank == part.owner(part.chunks() - 1) && rank != part.owner(0)) {}
 
 model::LayerSpan PipelineStage::span(int chunk) const {
     return model_.activation_span({part_.first[size_t(chunk)], part_.count[size_t(chunk)],

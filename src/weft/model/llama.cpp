@@ -1,0 +1,412 @@
+#include "weft/model/llama.hpp"
+
+#include <algorithm>
+
+#include "weft/core/error.hpp"
+#include "weft/kernels/attention.hpp"
+#include "weft/kernels/classifier.hpp"
+#include "weft/kernels/elementwise.hpp"
+#include "weft/kernels/matmul.hpp"
+#include "weft/kernels/rmsnorm.hpp"
+#include "weft/kernels/swiglu.hpp"
+
+namespace weft::model {
+
+namespace k = weft::kernels;
+
+namespace {
+
+// This rank's widths at tensor-parallel degree tp.
+struct Widths {
+    int64_t NH, NKV, HS, F, qkv;
+};
+
+Widths widths(const ModelConfig& cfg, int tp) {
+    const int64_t NH = cfg.n_head / tp, NKV = cfg.kv_heads() / tp, HS = cfg.head_dim();
+    return {NH, NKV, HS, cfg.ffn() / tp, (NH + 2 * NKV) * HS};
+}
+
+// The sizes of one LlamaActivations' own buffers, in floats (see Gpt2's Sizes).
+struct Sizes {
+    int64_t kept, ln, stats, qkv, atty, lse, resid2, gu, act, lnf, lnf_stats, dlnf;
+};
+
+Sizes sizes(const ModelConfig& cfg, int64_t B, int64_t T, const LayerSpan& span) {
+    const int64_t BT = B * T, C = cfg.n_embd, tp = span.tp;
+    WEFT_CHECK(cfg.n_head % tp == 0 && cfg.kv_heads() % tp == 0,
+               "{} attention heads and {} key/value heads do not both split over "
+               "tensor-parallel degree {}",
+               cfg.n_head, cfg.kv_heads(), tp);
+    const Widths w = widths(cfg, int(tp));
+    const int64_t n = span.layers(cfg.n_layer);
+    const int64_t rows = span.sequence_parallel && tp > 1 ? BT / tp : BT;
+    Sizes s;
+    s.kept = span.recompute ? std::min<int64_t>(1, n) : n;
+    s.ln = BT * C;
+    s.stats = rows;
+    s.qkv = BT * w.qkv;
+    s.atty = BT * w.NH * w.HS;
+    s.lse = B * w.NH * T;
+    s.resid2 = rows * C;
+    s.gu = BT * 2 * w.F;
+    s.act = BT * w.F;
+    s.lnf = span.head ? BT * C : 0;
+    s.lnf_stats = span.head ? rows : 0;
+    s.dlnf = span.head ? rows * C : 0;
+    return s;
+}
+
+// Grouped-query attention on packed [q | k | v] rows of width ld: query head h reads key/value
+// head h / (NH / NKV), with no copy of K and V per head. With as many key/value heads as query
+// heads it is the fused kernel; otherwise one kernel call per (sequence, query head), whose
+// K/V pointers select the shared head (the kernel takes no head mapping of its own).
+void gqa_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH,
+                 int64_t NKV, int64_t HS, int64_t ld) {
+    if (NH == NKV) return k::attention_forward_qkv(out, lse, qkv, B, T, NH, HS);
+    const int64_t A = NH * HS, G = NH / NKV;
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < NH; ++h) {
+            const float* base = qkv + b * T * ld;
+            const float* kh = base + A + (h / G) * HS;
+            const k::AttentionShape s{1, T, T, 1, HS, ld, ld, A, 0};
+            k::attention_forward(out + b * T * A + h * HS, lse + (b * NH + h) * T, base + h * HS,
+                                 kh, kh + NKV * HS, s);
+        }
+}
+
+// Its backward into dqkv (overwritten); the query heads of a group add into their shared dk, dv.
+void gqa_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                  const float* lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
+                  int64_t ld) {
+    if (NH == NKV) return k::attention_backward_qkv(dqkv, dout, qkv, out, lse, B, T, NH, HS);
+    const int64_t A = NH * HS, G = NH / NKV;
+    std::fill_n(dqkv, B * T * ld, 0.0f);
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < NH; ++h) {
+            const int64_t row = b * T * ld, kv = A + (h / G) * HS;
+            const k::AttentionShape s{1, T, T, 1, HS, ld, ld, A, 0};
+            k::attention_backward(dqkv + row + h * HS, dqkv + row + kv, dqkv + row + kv + NKV * HS,
+                                  dout + b * T * A + h * HS, qkv + row + h * HS, qkv + row + kv,
+                                  qkv + row + kv + NKV * HS, out + b * T * A + h * HS,
+                                  lse + (b * NH + h) * T, s);
+        }
+}
+
+kernels::RopeScaling rope_scaling(const RopeScalingConfig& r) {
+    kernels::RopeScaling s;
+    if (r.type == "linear") s.kind = kernels::RopeScaling::Kind::linear;
+    if (r.type == "llama3") s.kind = kernels::RopeScaling::Kind::llama3;
+    s.factor = r.factor;
+    s.low_freq_factor = r.low_freq_factor;
+    s.high_freq_factor = r.high_freq_factor;
+    s.original_max_position = r.original_max_position;
+    return s;
+}
+
+}  // namespace
+
+LlamaActivations::LlamaActivations(const ModelConfig& cfg, int64_t B_, int64_t T_, LayerSpan span)
+    : Activations(cfg, B_, T_, span) {
+    const Sizes s = sizes(cfg, B, T, span);
+    const int64_t L = s.kept;
+    ln1 = Buffer(L * s.ln);
+    rstd1 = Buffer(L * s.stats);
+    qkv = Buffer(L * s.qkv);
+    atty = Buffer(L * s.atty);
+    lse = Buffer(L * s.lse);
+    resid2 = Buffer(L * s.resid2);
+    ln2 = Buffer(L * s.ln);
+    rstd2 = Buffer(L * s.stats);
+    gu = Buffer(L * s.gu);
+    act = Buffer(L * s.act);
+    if (head) {
+        lnf = Buffer(s.lnf);
+        lnf_rstd = Buffer(s.lnf_stats);
+        dlnf = Buffer(s.dlnf);
+    }
+}
+
+int64_t LlamaActivations::floats(const ModelConfig& cfg, int64_t B, int64_t T,
+                                 const LayerSpan& span) {
+    const Sizes s = sizes(cfg, B, T, span);
+    const int64_t per_layer =
+        2 * s.ln + 2 * s.stats + s.qkv + s.atty + s.lse + s.resid2 + s.gu + s.act;
+    return Activations::shared_floats(cfg, B, T, span) + s.kept * per_layer + s.lnf + s.lnf_stats +
+           s.dlnf;
+}
+
+Llama::Llama(const ModelConfig& cfg, const ModelShard& shard, TpComm* tp, bool sequence_parallel)
+    : Model(cfg, shard, tp ? tp->size() : 1, shard.tp_rank, sequence_parallel),
+      tp_(tp, shard.tp_rank, sequence_parallel, cfg.n_embd, cfg.vocab_size, cfg.padded_vocab()) {
+    const Widths w = widths(cfg_, tp_size_);
+    NH_ = w.NH, NKV_ = w.NKV, HS_ = w.HS, F_ = w.F, qkv_ = w.qkv;
+}
+
+std::unique_ptr<Activations> Llama::new_activations(int64_t B, int64_t T, LayerSpan span) const {
+    return std::make_unique<LlamaActivations>(cfg_, B, T, activation_span(span));
+}
+
+LlamaActivations& Llama::acts(Activations& a) const {
+    check_activations(a);
+    auto* l = dynamic_cast<LlamaActivations*>(&a);
+    WEFT_CHECK(l, "internal: a Llama model given another family's activations");
+    return *l;
+}
+
+int64_t Llama::scratch_floats(const ModelConfig& cfg, int64_t B, int64_t T, int tp,
+                              bool sequence_parallel) {
+    const bool sp = sequence_parallel && tp > 1;
+    const Widths w = widths(cfg, tp);
+    const int64_t BT = B * T, C = cfg.n_embd, rows = sp ? BT / tp : BT;
+    return rows * C + BT * C + BT * w.qkv + BT * w.F + BT * std::max(2 * w.F, w.NH * w.HS) +
+           (sp ? rows * C + 2 * C : 0);
+}
+
+void Llama::ensure_scratch(int64_t BT) {
+    if (scratch_bt_ >= BT) return;
+    const int64_t C = cfg_.n_embd, rows = sp_ ? BT / tp_size_ : BT;
+    dres_ = Buffer(rows * C);
+    dC_ = Buffer(BT * C);
+    dqkv_ = Buffer(BT * qkv_);
+    dact_ = Buffer(BT * F_);
+    wide_ = Buffer(BT * std::max(2 * F_, NH_ * HS_));
+    if (sp_) {
+        rows_ = Buffer(rows * C);
+        ln_grads_ = Buffer(2 * C);
+    }
+    scratch_bt_ = BT;
+}
+
+const kernels::RopeTable& Llama::rope(int64_t positions) {
+    // Built for every position the model allows on first use: the same angles whatever the
+    // sequence length of the run.
+    if (rope_.positions < positions)
+        rope_ = kernels::rope_table(HS_, cfg_.n_positions, cfg_.rope_theta,
+                                    rope_scaling(cfg_.rope_scaling));
+    return rope_;
+}
+
+float* Llama::dresid(int64_t B, int64_t T) {
+    ensure_scratch(B * T);
+    return dres_.data();
+}
+
+LlamaBlock Llama::block(float* base, int layer) const {
+    const int u = layer + 1;
+    // Tensors: input norm, q, k, v, o, post-attention norm, gate, up, down. q/k/v and gate/up
+    // are contiguous (the layout's 16-float alignment adds no padding when C % 16 == 0).
+    float* q = unit_tensor(base, layout_, u, 1);
+    float* g = unit_tensor(base, layout_, u, 6);
+    WEFT_CHECK(unit_tensor(base, layout_, u, 3) == q + (NH_ + NKV_) * HS_ * cfg_.n_embd &&
+                   unit_tensor(base, layout_, u, 7) == g + F_ * cfg_.n_embd,
+               "internal: the q/k/v or gate/up weights of layer {} are not contiguous", layer);
+    return {unit_tensor(base, layout_, u, 0), q, unit_tensor(base, layout_, u, 4),
+            unit_tensor(base, layout_, u, 5), g, unit_tensor(base, layout_, u, 8)};
+}
+
+float* Llama::head_weight(UnitAccess& w, bool grads) const {
+    if (cfg_.tie_embeddings) return unit_tensor(grads ? w.grads(0) : w.params(0), layout_, 0, 0);
+    const int u = int(cfg_.n_layer) + 1;
+    return unit_tensor(grads ? w.grads(u) : w.params(u), layout_, u, 1);
+}
+
+void Llama::embed_forward(Activations& a, UnitAccess& w, int64_t pos0) {
+    WEFT_CHECK(a.first_layer == 0, "internal: the embedding feeds layer 0, not {}", a.first_layer);
+    check_activations(a);
+    WEFT_CHECK(pos0 >= 0 && pos0 + a.T <= cfg_.n_positions,
+               "internal: positions {}..{} of a model of {}", pos0, pos0 + a.T, cfg_.n_positions);
+    float* wte = unit_tensor(w.params(0), layout_, 0, 0);
+    if (tp_size_ > 1) ensure_scratch(a.B * a.T);
+    tp_.embedding_forward(a.resid_in(0), a.inputs.data(), wte, nullptr, a.B, a.T, pos0, dC_.data());
+    // Untied, the embedding is not read again in this step's forward.
+    if (!cfg_.tie_embeddings) w.release(0);
+}
+
+void Llama::block_forward(Activations& a, UnitAccess& w, int l) {
+    block_forward_from(acts(a), block(w.params(l + 1), l), l, w);
+    w.release(l + 1);
+}
+
+void Llama::block_forward_cached(Activations& a, UnitAccess& w, int l, KvCache& cache,
+                                 int64_t pos0) {
+    WEFT_CHECK(tp_size_ == 1 && a.B == 1 && pos0 >= 0 && pos0 + a.T <= cfg_.n_positions,
+               "internal: cached generation of positions {}..{} of {} sequences at "
+               "tensor-parallel degree {} (expected one sequence within {} positions, tp 1)",
+               pos0, pos0 + a.T, a.B, tp_size_, cfg_.n_positions);
+    block_forward_from(acts(a), block(w.params(l + 1), l), l, w, &cache, pos0);
+    w.release(l + 1);
+}
+
+void Llama::block_forward_from(LlamaActivations& a, const LlamaBlock& p, int l, UnitAccess& w,
+                               KvCache* cache, int64_t pos0) {
+    const int64_t B = a.B, T = a.T, BT = B * T, C = cfg_.n_embd, R = a.rows();
+    const int64_t A = NH_ * HS_, KV = NKV_ * HS_;
+    ensure_scratch(BT);
+    const int64_t s = a.slot(l);
+    const float* x = a.resid_in(l);
+    float* ln1 = a.ln1.data() + s * BT * C;
+    float* qkv = a.qkv.data() + s * BT * qkv_;
+    float* atty = a.atty.data() + s * BT * A;
+    float* lse = a.lse.data() + s * B * NH_ * T;
+    float* res2 = a.resid2.data() + s * R * C;
+    float* ln2 = a.ln2.data() + s * BT * C;
+    float* gu = a.gu.data() + s * BT * 2 * F_;
+    float* act = a.act.data() + s * BT * F_;
+    float* out = a.resid_in(l + 1);
+
+    k::rmsnorm_forward(tp_.own_rows(ln1, R), a.rstd1.data() + s * R, x, p.ln1_w, R, C, cfg_.ln_eps);
+    tp_.gather_rows(ln1, R);
+    k::matmul_forward(qkv, ln1, p.qkv_w, nullptr, BT, C, qkv_);
+    w.progress();
+    const kernels::RopeTable& table = rope(pos0 + T);
+    k::rope_forward(qkv, B, T, NH_, HS_, qkv_, pos0, table);
+    k::rope_forward(qkv + A, B, T, NKV_, HS_, qkv_, pos0, table);
+    if (!cache) {
+        gqa_forward(atty, lse, qkv, B, T, NH_, NKV_, HS_, qkv_);
+    } else {
+        // Generation (tp = 1, one sequence): these positions' keys and values join the cache,
+        // and the queries attend to every cached position up to their own.
+        float* kc = cache->k_at(l);
+        float* vc = cache->v_at(l);
+        for (int64_t t = 0; t < T; ++t) {
+            std::copy_n(qkv + t * qkv_ + A, KV, kc + (pos0 + t) * KV);
+            std::copy_n(qkv + t * qkv_ + A + KV, KV, vc + (pos0 + t) * KV);
+        }
+        const int64_t G = NH_ / NKV_;
+        for (int64_t h = 0; h < NH_; ++h) {
+            const k::AttentionShape shape{1, T, pos0 + T, 1, HS_, qkv_, KV, A, pos0};
+            k::attention_forward(atty + h * HS_, lse + h * T, qkv + h * HS_, kc + (h / G) * HS_,
+                                 vc + (h / G) * HS_, shape);
+        }
+    }
+    w.progress();
+    tp_.row_parallel_forward(res2, atty, p.o_w, nullptr, x, BT, A, R, dC_.data());
+    w.progress();
+    k::rmsnorm_forward(tp_.own_rows(ln2, R), a.rstd2.data() + s * R, res2, p.ln2_w, R, C,
+                       cfg_.ln_eps);
+    tp_.gather_rows(ln2, R);
+    k::matmul_forward(gu, ln2, p.gu_w, nullptr, BT, C, 2 * F_);
+    w.progress();
+    k::swiglu_forward(act, gu, BT, F_);
+    tp_.row_parallel_forward(out, act, p.down_w, nullptr, res2, BT, F_, R, dC_.data());
+}
+
+double Llama::head_forward(Activations& base, UnitAccess& w, bool train, float loss_scale) {
+    LlamaActivations& a = acts(base);
+    WEFT_CHECK(a.head && a.first_layer + a.n_layers == cfg_.n_layer,
+               "internal: the head needs the output of the last layer");
+    const int64_t BT = a.B * a.T, C = cfg_.n_embd, R = a.rows();
+    const int u = int(cfg_.n_layer) + 1;
+    if (tp_size_ > 1) ensure_scratch(BT);
+    float* norm = unit_tensor(w.params(u), layout_, u, 0);
+    k::rmsnorm_forward(tp_.own_rows(a.lnf.data(), R), a.lnf_rstd.data(),
+                       a.resid_in(int(cfg_.n_layer)), norm, R, C, cfg_.ln_eps);
+    tp_.gather_rows(a.lnf.data(), R);
+    tp_.head(a.losses.data(), a.dlnf.data(), train ? head_weight(w, true) : nullptr, a.lnf.data(),
+             head_weight(w, false), a.targets.data(), BT, R, train, loss_scale, dC_.data());
+    w.release(u);
+    if (cfg_.tie_embeddings) w.release(0);
+    double sum = 0;
+    for (int64_t i = 0; i < BT; ++i) sum += a.losses[i];
+    return sum;
+}
+
+void Llama::logits(Activations& a, UnitAccess& w, int64_t row, float* out) {
+    WEFT_CHECK(tp_size_ == 1, "internal: logits at tensor-parallel degree {}", tp_size_);
+    const int64_t C = cfg_.n_embd;
+    const int u = int(cfg_.n_layer) + 1;
+    ensure_scratch(1);
+    float rstd;
+    k::rmsnorm_forward(dC_.data(), &rstd, a.resid_in(int(cfg_.n_layer)) + row * C,
+                       unit_tensor(w.params(u), layout_, u, 0), 1, C, cfg_.ln_eps);
+    k::classifier_logits(out, dC_.data(), head_weight(w, false), 1, C, cfg_.vocab_size);
+}
+
+void Llama::head_backward(Activations& base, UnitAccess& w) {
+    LlamaActivations& a = acts(base);
+    const int64_t BT = a.B * a.T, C = cfg_.n_embd, R = a.rows();
+    const int u = int(cfg_.n_layer) + 1;
+    ensure_scratch(BT);
+    float* norm = unit_tensor(w.params(u), layout_, u, 0);
+    float* gnorm = unit_tensor(w.grads(u), layout_, u, 0);
+    dres_.zero();
+    if (sp_) ln_grads_.zero();
+    k::rmsnorm_backward(dres_.data(), sp_ ? ln_grads_.data() : gnorm, a.dlnf.data(),
+                        a.resid_in(int(cfg_.n_layer)), norm, a.lnf_rstd.data(), R, C);
+    if (sp_) {
+        float* dst[] = {gnorm};
+        tp_.add_replicated_grads(ln_grads_.data(), dst, 1);
+    }
+    w.release(u);
+    w.grads_ready(u);
+}
+
+void Llama::block_backward(Activations& base, UnitAccess& w, int l) {
+    LlamaActivations& a = acts(base);
+    const int64_t B = a.B, T = a.T, BT = B * T, C = cfg_.n_embd, R = a.rows();
+    const int64_t A = NH_ * HS_;
+    ensure_scratch(BT);
+    LlamaBlock p = block(w.params(l + 1), l);
+    LlamaBlock g = block(w.grads(l + 1), l);
+    if (a.recompute) block_forward_from(a, p, l, w);
+    const int64_t s = a.slot(l);
+    const float* x = a.resid_in(l);
+    const float* ln1 = a.ln1.data() + s * BT * C;
+    const float* qkv = a.qkv.data() + s * BT * qkv_;
+    const float* atty = a.atty.data() + s * BT * A;
+    const float* lse = a.lse.data() + s * B * NH_ * T;
+    const float* res2 = a.resid2.data() + s * R * C;
+    const float* ln2 = a.ln2.data() + s * BT * C;
+    const float* gu = a.gu.data() + s * BT * 2 * F_;
+    const float* act = a.act.data() + s * BT * F_;
+    float *dres = dres_.data(), *dC = dC_.data(), *wide = wide_.data();
+    // Sequence parallel: the norms' weights see only this rank's rows; their gradients are
+    // collected apart and summed over the ranks at the end.
+    float* gln1 = g.ln1_w;
+    float* gln2 = g.ln2_w;
+    if (sp_) {
+        ln_grads_.zero();
+        gln1 = ln_grads_.data(), gln2 = ln_grads_.data() + C;
+    }
+
+    // dres: the gradient of the block's output (this rank's rows), flowing unchanged through
+    // both residual connections; the norms' backwards add their share into it.
+    const float* dout = tp_.gather_grad(dres, R, dC);
+    k::matmul_backward(dact_.data(), g.down_w, nullptr, dout, act, p.down_w, BT, F_, C, false);
+    w.progress();
+    k::swiglu_backward(wide, dact_.data(), gu, BT, F_);
+    k::matmul_backward(dC, g.gu_w, nullptr, wide, ln2, p.gu_w, BT, C, 2 * F_, false);
+    w.progress();
+    k::rmsnorm_backward(dres, gln2, tp_.sum_input_grad(dC, BT, R, rows_.data()), res2, p.ln2_w,
+                        a.rstd2.data() + s * R, R, C);
+    dout = tp_.gather_grad(dres, R, dC);
+    float* datty = wide;  // free again
+    k::matmul_backward(datty, g.o_w, nullptr, dout, atty, p.o_w, BT, A, C, false);
+    w.progress();
+    gqa_backward(dqkv_.data(), datty, qkv, atty, lse, B, T, NH_, NKV_, HS_, qkv_);
+    w.progress();
+    // The rotary embedding is a rotation: its backward rotates the gradients back.
+    const kernels::RopeTable& table = rope(T);
+    k::rope_backward(dqkv_.data(), B, T, NH_, HS_, qkv_, 0, table);
+    k::rope_backward(dqkv_.data() + A, B, T, NKV_, HS_, qkv_, 0, table);
+    k::matmul_backward(dC, g.qkv_w, nullptr, dqkv_.data(), ln1, p.qkv_w, BT, C, qkv_, false);
+    k::rmsnorm_backward(dres, gln1, tp_.sum_input_grad(dC, BT, R, rows_.data()), x, p.ln1_w,
+                        a.rstd1.data() + s * R, R, C);
+    if (sp_) {
+        float* dst[] = {g.ln1_w, g.ln2_w};
+        tp_.add_replicated_grads(ln_grads_.data(), dst, 2);
+    }
+    w.release(l + 1);
+    w.grads_ready(l + 1);
+}
+
+void Llama::embed_backward(Activations& a, UnitAccess& w) {
+    check_activations(a);
+    ensure_scratch(a.B * a.T);
+    float* dwte = unit_tensor(w.grads(0), layout_, 0, 0);
+    tp_.embedding_backward(dwte, nullptr, dres_.data(), a.inputs.data(), a.B, a.T, dC_.data());
+    w.release(0);
+    w.grads_ready(0);
+}
+
+}  // namespace weft::model

@@ -1,0 +1,92 @@
+#pragma once
+// Llama (Hugging Face's LlamaForCausalLM, and the models shaped like it: Llama 2/3, SmolLM,
+// TinyLlama): a token embedding with no positions, pre-RMSNorm blocks of causal grouped-query
+// attention with rotary position embeddings (Hugging Face's rotate_half layout, so its weights
+// load with no permutation) and a SwiGLU MLP, no biases, a final RMSNorm and an output head tied
+// to the embedding or not. Forward and backward are explicit and layer by layer (model.hpp);
+// tensor and sequence parallelism are the shared regions of tp_regions.hpp: q/k/v and gate/up
+// column-parallel (a rank keeps whole query and key/value heads, so the kv heads split over tp
+// as the query heads do), o_proj and down_proj row-parallel, vocabulary-parallel embedding and
+// loss.
+//
+// A block's q, k and v weights are three tensors (Hugging Face's names) stored back to back in
+// the unit, so they form one [(NH + 2 NKV) HS / tp, C] matrix and one product computes the
+// packed [q | k | v] rows the attention kernel reads; gate and up likewise give [gate | up]
+// rows for the SwiGLU kernel. (n_embd must be a multiple of 16 so that no alignment padding
+// falls between them.)
+#include <cstdint>
+#include <memory>
+
+#include "weft/core/buffer.hpp"
+#include "weft/kernels/rope.hpp"
+#include "weft/model/model.hpp"
+#include "weft/model/tp_comm.hpp"
+#include "weft/model/tp_regions.hpp"
+
+namespace weft::model {
+
+// Per layer of the span (one when recomputing), indexed by slot(layer):
+//   ln1, ln2    [B*T, C]        RMSNorm outputs, the column-parallel inputs (gathered under
+//                               sequence parallelism)
+//   rstd1, rstd2 [rows]
+//   qkv  [B*T, (NH + 2 NKV) HS / tp]   after the rotary embedding
+//   atty [B*T, NH HS / tp], lse [B, NH / tp, T]
+//   resid2 [rows, C]
+//   gu [B*T, 2F / tp] ([gate | up]), act [B*T, F / tp] (silu(gate) * up)
+// and for the head: lnf [B*T, C], lnf_rstd [rows], dlnf [rows, C].
+struct LlamaActivations : Activations {
+    LlamaActivations(const ModelConfig& cfg, int64_t B, int64_t T, LayerSpan span = {});
+    static int64_t floats(const ModelConfig& cfg, int64_t B, int64_t T, const LayerSpan& span = {});
+
+    Buffer ln1, rstd1, qkv, atty, lse, resid2, ln2, rstd2, gu, act;
+    Buffer lnf, lnf_rstd, dlnf;
+};
+
+struct LlamaBlock {
+    float *ln1_w, *qkv_w, *o_w, *ln2_w, *gu_w, *down_w;
+};
+
+class Llama : public Model {
+  public:
+    explicit Llama(const ModelConfig& cfg, const ModelShard& shard = {}, TpComm* tp = nullptr,
+                   bool sequence_parallel = false);
+
+    std::unique_ptr<Activations> new_activations(int64_t B, int64_t T,
+                                                 LayerSpan span) const override;
+    void embed_forward(Activations& a, UnitAccess& w, int64_t pos0 = 0) override;
+    void block_forward(Activations& a, UnitAccess& w, int layer) override;
+    double head_forward(Activations& a, UnitAccess& w, bool train, float loss_scale) override;
+    void head_backward(Activations& a, UnitAccess& w) override;
+    void block_backward(Activations& a, UnitAccess& w, int layer) override;
+    void embed_backward(Activations& a, UnitAccess& w) override;
+    void block_forward_cached(Activations& a, UnitAccess& w, int layer, KvCache& cache,
+                              int64_t pos0) override;
+    void logits(Activations& a, UnitAccess& w, int64_t row, float* out) override;
+    int64_t kv_width() const override { return cfg_.kv_heads() * cfg_.head_dim(); }
+    float* dresid(int64_t B, int64_t T) override;
+
+    static int64_t scratch_floats(const ModelConfig& cfg, int64_t B, int64_t T, int tp = 1,
+                                  bool sequence_parallel = false);
+
+  private:
+    LlamaActivations& acts(Activations& a) const;
+    void ensure_scratch(int64_t BT);
+    const kernels::RopeTable& rope(int64_t positions);
+    void block_forward_from(LlamaActivations& a, const LlamaBlock& p, int layer, UnitAccess& w,
+                            KvCache* cache = nullptr, int64_t pos0 = 0);
+    LlamaBlock block(float* unit_base, int layer) const;
+    // The output head's weight (the embedding when tied) in params or grads.
+    float* head_weight(UnitAccess& w, bool grads) const;
+
+    TpRegions tp_;
+    int64_t NH_, NKV_, HS_, F_;  // this rank's query and key/value heads, head width, FFN width
+    int64_t qkv_;                // (NH_ + 2 NKV_) HS_: one row of the packed projection
+    kernels::RopeTable rope_;
+    int64_t scratch_bt_ = 0;
+    // Backward scratch: dres_ [rows, C], dC_ [B*T, C], dqkv_ [B*T, qkv_], dact_ [B*T, F_],
+    // wide_ [B*T, max(2 F_, NH_ HS_)] (the gate/up gradient, then the attention output's),
+    // and under sequence parallelism rows_ [rows, C] and ln_grads_ [2C].
+    Buffer dres_, dC_, dqkv_, dact_, wide_, rows_, ln_grads_;
+};
+
+}  // namespace weft::model

@@ -1,0 +1,152 @@
+// Hugging Face directories for every family: export, import and export again are bit-identical;
+// a sharded directory (model.safetensors.index.json) loads as the single file does; the names
+// are transformers'; a missing tensor is an error naming it.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "weft/ckpt/hf_weights.hpp"
+#include "weft/ckpt/safetensors.hpp"
+#include "weft/core/buffer.hpp"
+#include "weft/core/error.hpp"
+#include "weft/model/family.hpp"
+#include "weft/model/state_io.hpp"
+
+using namespace weft;
+using namespace weft::model;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+    fs::path path;
+    TempDir() {
+        path = fs::temp_directory_path() /
+               ("weft_model_io_" + std::to_string(::getpid()) + "_" +
+                ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        fs::remove_all(path);
+        fs::create_directories(path);
+    }
+    ~TempDir() { fs::remove_all(path); }
+};
+
+ModelConfig small(const std::string& preset, bool tied) {
+    ModelConfig c = model_preset(preset);
+    c.vocab_size = 300;
+    c.n_layer = 2;
+    if (c.family == "llama") c.tie_embeddings = tied;
+    return c;
+}
+
+std::vector<float> read_all(const fs::path& dir, const ModelConfig& cfg) {
+    const ParamLayout layout = build_param_layout(cfg);
+    std::vector<float> out(size_t(layout.total));
+    read_hf_weights(ckpt::HfWeights::open(dir), cfg, layout, out.data());
+    return out;
+}
+
+// Every file of a directory, byte for byte.
+std::string contents(const fs::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+class ModelIo : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+
+TEST_P(ModelIo, ExportImportExportIsBitIdentical) {
+    const auto [preset, tied] = GetParam();
+    TempDir tmp;
+    const ModelConfig c = small(preset, tied);
+    const ParamLayout layout = build_param_layout(c);
+    Buffer p(layout.total);
+    init_params(p.data(), layout, 9);
+    write_hf_model(tmp.path / "a", c, layout, p.data());
+    // The config read back is the model's, and so are the weights.
+    const ModelConfig back = read_hf_model_config(tmp.path / "a");
+    EXPECT_EQ(back.family, c.family);
+    EXPECT_EQ(build_param_layout(back).total, layout.total);
+    const std::vector<float> q = read_all(tmp.path / "a", back);
+    EXPECT_EQ(0, std::memcmp(p.data(), q.data(), q.size() * sizeof(float)));
+    write_hf_model(tmp.path / "b", back, layout, q.data());
+    for (const char* f : {"config.json", "model.safetensors"})
+        EXPECT_EQ(contents(tmp.path / "a" / f), contents(tmp.path / "b" / f)) << f;
+}
+
+TEST_P(ModelIo, ShardedDirectoryLoadsAsTheSingleFile) {
+    const auto [preset, tied] = GetParam();
+    TempDir tmp;
+    const ModelConfig c = small(preset, tied);
+    const ParamLayout layout = build_param_layout(c);
+    Buffer p(layout.total);
+    init_params(p.data(), layout, 3);
+    write_hf_model(tmp.path / "one", c, layout, p.data());
+    // The same tensors in shards of at most 64 KiB, with transformers' index.
+    fs::create_directories(tmp.path / "shards");
+    fs::copy(tmp.path / "one" / "config.json", tmp.path / "shards" / "config.json");
+    const ckpt::SafetensorsFile st =
+        ckpt::SafetensorsFile::open(tmp.path / "one" / "model.safetensors");
+    std::vector<std::vector<float>> data;
+    std::vector<ckpt::TensorToWrite> tensors;
+    for (const ckpt::TensorInfo& t : st.tensors()) {
+        int64_t n = 1;
+        for (int64_t d : t.shape) n *= d;
+        data.emplace_back(size_t(n));
+        st.read_f32(t.name, t.shape, data.back().data());
+        tensors.push_back({t.name, t.shape, data.back().data()});
+    }
+    ckpt::write_hf_weights(tmp.path / "shards", tensors, 64 << 10);
+    ASSERT_TRUE(fs::exists(tmp.path / "shards" / "model.safetensors.index.json"));
+    ASSERT_GT(ckpt::HfWeights::open(tmp.path / "shards").files().size(), 2u);
+    const std::vector<float> a = read_all(tmp.path / "one", c),
+                             b = read_all(tmp.path / "shards", c);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, ModelIo,
+                         ::testing::Values(std::make_tuple(std::string("tiny"), true),
+                                           std::make_tuple(std::string("llama-tiny"), false),
+                                           std::make_tuple(std::string("llama-tiny"), true)),
+                         [](const auto& i) {
+                             std::string n = std::get<0>(i.param) +
+                                             (std::get<1>(i.param) ? "_tied" : "_untied");
+                             for (char& ch : n)
+                                 if (ch == '-') ch = '_';
+                             return n;
+                         });
+
+TEST(ModelIoLlama, HuggingFaceNamesAndMissingTensors) {
+    TempDir tmp;
+    const ModelConfig c = small("llama-tiny", false);
+    const ParamLayout layout = build_param_layout(c);
+    Buffer p(layout.total);
+    init_params(p.data(), layout, 1);
+    write_hf_model(tmp.path / "hf", c, layout, p.data());
+    const ckpt::HfWeights w = ckpt::HfWeights::open(tmp.path / "hf");
+    // LlamaForCausalLM's names, as transformers saves them.
+    for (const char* n :
+         {"model.embed_tokens.weight", "model.layers.1.self_attn.k_proj.weight",
+          "model.layers.0.mlp.gate_proj.weight", "model.norm.weight", "lm_head.weight"})
+        EXPECT_TRUE(w.has(n)) << n;
+    EXPECT_EQ(w.info("model.layers.0.self_attn.k_proj.weight").shape,
+              (std::vector<int64_t>{c.kv_heads() * c.head_dim(), c.n_embd}));
+    // A model with one more layer than the file holds: the missing tensor is named.
+    ModelConfig deeper = c;
+    deeper.n_layer = 3;
+    const ParamLayout dl = build_param_layout(deeper);
+    std::vector<float> q(size_t(dl.total));
+    try {
+        read_hf_weights(w, deeper, dl, q.data());
+        FAIL() << "no error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("'model.layers.2.input_layernorm.weight' is missing"),
+                  std::string::npos)
+            << e.what();
+    }
+}
