@@ -140,10 +140,7 @@ Gpt2Final Gpt2::final_norm(float* base) const {
 }
 
 void Gpt2::embed_forward(Activations& a, UnitAccess& w, int64_t pos0) {
-    WEFT_CHECK(a.first_layer == 0, "internal: the embedding feeds layer 0, not {}", a.first_layer);
-    check_activations(a);
-    WEFT_CHECK(pos0 >= 0 && pos0 + a.T <= cfg_.n_positions,
-               "internal: positions {}..{} of a model of {}", pos0, pos0 + a.T, cfg_.n_positions);
+    check_embedding(a, pos0);
     Gpt2Embed e = embed(w.params(0));
     if (tp_size_ > 1) ensure_scratch(a.B * a.T);  // the partial sums (one process needs none)
     tp_.embedding_forward(a.resid_in(0), a.inputs.data(), e.wte, e.wpe, a.B, a.T, pos0, dC_.data());
@@ -156,10 +153,7 @@ void Gpt2::block_forward(Activations& a, UnitAccess& w, int l) {
 
 void Gpt2::block_forward_cached(Activations& a, UnitAccess& w, int l, KvCache& cache,
                                 int64_t pos0) {
-    WEFT_CHECK(tp_size_ == 1 && a.B == 1 && pos0 >= 0 && pos0 + a.T <= cfg_.n_positions,
-               "internal: cached generation of positions {}..{} of {} sequences at "
-               "tensor-parallel degree {} (expected one sequence within {} positions, tp 1)",
-               pos0, pos0 + a.T, a.B, tp_size_, cfg_.n_positions);
+    check_cached(a, pos0);
     block_forward_from(acts(a), block(w.params(l + 1), l), l, w, &cache, pos0);
     w.release(l + 1);
 }
@@ -193,12 +187,9 @@ void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, Uni
     } else {
         // Generation (tp = 1, one sequence): these positions' keys and values join the cache,
         // and the queries attend to every cached position up to their own.
+        cache->store(l, pos0, T, qkv + C, qkv + 2 * C, 3 * C);
         float* kc = cache->k_at(l);
         float* vc = cache->v_at(l);
-        for (int64_t t = 0; t < T; ++t) {
-            std::copy_n(qkv + t * 3 * C + C, C, kc + (pos0 + t) * C);
-            std::copy_n(qkv + t * 3 * C + 2 * C, C, vc + (pos0 + t) * C);
-        }
         const k::AttentionShape shape{1, T, pos0 + T, NH, HS, 3 * C, C, C, pos0};
         k::attention_forward(atty, a.lse.data() + s * B * NH * T, qkv, kc, vc, shape);
     }

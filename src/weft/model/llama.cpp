@@ -211,10 +211,7 @@ float* Llama::head_weight(UnitAccess& w, bool grads) const {
 }
 
 void Llama::embed_forward(Activations& a, UnitAccess& w, int64_t pos0) {
-    WEFT_CHECK(a.first_layer == 0, "internal: the embedding feeds layer 0, not {}", a.first_layer);
-    check_activations(a);
-    WEFT_CHECK(pos0 >= 0 && pos0 + a.T <= cfg_.n_positions,
-               "internal: positions {}..{} of a model of {}", pos0, pos0 + a.T, cfg_.n_positions);
+    check_embedding(a, pos0);
     float* wte = unit_tensor(w.params(0), layout_, 0, 0);
     if (tp_size_ > 1) ensure_scratch(a.B * a.T);
     tp_.embedding_forward(a.resid_in(0), a.inputs.data(), wte, nullptr, a.B, a.T, pos0, dC_.data());
@@ -229,10 +226,7 @@ void Llama::block_forward(Activations& a, UnitAccess& w, int l) {
 
 void Llama::block_forward_cached(Activations& a, UnitAccess& w, int l, KvCache& cache,
                                  int64_t pos0) {
-    WEFT_CHECK(tp_size_ == 1 && a.B == 1 && pos0 >= 0 && pos0 + a.T <= cfg_.n_positions,
-               "internal: cached generation of positions {}..{} of {} sequences at "
-               "tensor-parallel degree {} (expected one sequence within {} positions, tp 1)",
-               pos0, pos0 + a.T, a.B, tp_size_, cfg_.n_positions);
+    check_cached(a, pos0);
     block_forward_from(acts(a), block(w.params(l + 1), l), l, w, &cache, pos0);
     w.release(l + 1);
 }
@@ -266,12 +260,9 @@ void Llama::block_forward_from(LlamaActivations& a, const LlamaBlock& p, int l, 
     } else {
         // Generation (tp = 1, one sequence): these positions' keys and values join the cache,
         // and the queries attend to every cached position up to their own.
+        cache->store(l, pos0, T, qkv + A, qkv + A + KV, qkv_);
         float* kc = cache->k_at(l);
         float* vc = cache->v_at(l);
-        for (int64_t t = 0; t < T; ++t) {
-            std::copy_n(qkv + t * qkv_ + A, KV, kc + (pos0 + t) * KV);
-            std::copy_n(qkv + t * qkv_ + A + KV, KV, vc + (pos0 + t) * KV);
-        }
         const int64_t G = NH_ / NKV_;
         for (int64_t h = 0; h < NH_; ++h) {
             const k::AttentionShape shape{1, T, pos0 + T, 1, HS_, qkv_, KV, A, pos0};

@@ -1,5 +1,7 @@
 #include "weft/model/model.hpp"
 
+#include <algorithm>
+
 #include "weft/core/error.hpp"
 
 namespace weft::model {
@@ -60,6 +62,18 @@ KvCache::KvCache(int64_t n_layer, int64_t positions_, int64_t width_)
       k(n_layer * positions_ * width_),
       v(n_layer * positions_ * width_) {}
 
+void KvCache::store(int layer, int64_t pos0, int64_t T, const float* keys, const float* values,
+                    int64_t ld) {
+    WEFT_CHECK(pos0 >= 0 && pos0 + T <= positions, "internal: caching positions {}..{} of {}", pos0,
+               pos0 + T, positions);
+    float* kc = k_at(layer) + pos0 * width;
+    float* vc = v_at(layer) + pos0 * width;
+    for (int64_t t = 0; t < T; ++t) {
+        std::copy_n(keys + t * ld, width, kc + t * width);
+        std::copy_n(values + t * ld, width, vc + t * width);
+    }
+}
+
 Model::Model(const ModelConfig& cfg, const ModelShard& shard, int tp_size, int tp_rank,
              bool sequence_parallel)
     : cfg_(cfg), tp_size_(tp_size), tp_rank_(tp_rank), sp_(sequence_parallel && tp_size > 1) {
@@ -83,6 +97,20 @@ void Model::check_activations(const Activations& a) const {
                "degree {}{} (build them with Model::new_activations)",
                a.tp, a.sequence_parallel ? " with sequence parallelism" : "", tp_size_,
                sp_ ? " with sequence parallelism" : "");
+}
+
+void Model::check_embedding(const Activations& a, int64_t pos0) const {
+    WEFT_CHECK(a.first_layer == 0, "internal: the embedding feeds layer 0, not {}", a.first_layer);
+    check_activations(a);
+    WEFT_CHECK(pos0 >= 0 && pos0 + a.T <= cfg_.n_positions,
+               "internal: positions {}..{} of a model of {}", pos0, pos0 + a.T, cfg_.n_positions);
+}
+
+void Model::check_cached(const Activations& a, int64_t pos0) const {
+    WEFT_CHECK(tp_size_ == 1 && a.B == 1 && pos0 >= 0 && pos0 + a.T <= cfg_.n_positions,
+               "internal: cached generation of positions {}..{} of {} sequences at "
+               "tensor-parallel degree {} (expected one sequence within {} positions, tp 1)",
+               pos0, pos0 + a.T, a.B, tp_size_, cfg_.n_positions);
 }
 
 double Model::forward(Activations& a, UnitAccess& w, bool train, float loss_scale) {

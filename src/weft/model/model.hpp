@@ -109,6 +109,9 @@ struct KvCache {
     int64_t positions, width;
     Buffer k, v;
     float* k_at(int layer) { return k.data() + layer * positions * width; }
+    // The keys and values of T new positions from pos0 on: rows of `width` floats, `ld` apart.
+    void store(int layer, int64_t pos0, int64_t T, const float* keys, const float* values,
+               int64_t ld);
     float* v_at(int layer) { return v.data() + layer * positions * width; }
 };
 
@@ -166,6 +169,10 @@ class Model {
     Model(const ModelConfig& cfg, const ModelShard& shard, int tp_size, int tp_rank,
           bool sequence_parallel);
     void check_activations(const Activations& a) const;
+    // The embedding's activations (layer 0, positions pos0 .. pos0 + T inside the model).
+    void check_embedding(const Activations& a, int64_t pos0) const;
+    // Cached generation: one sequence at tp 1, positions inside the model.
+    void check_cached(const Activations& a, int64_t pos0) const;
 
     ModelConfig cfg_;
     ParamLayout layout_;
