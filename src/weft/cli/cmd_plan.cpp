@@ -96,13 +96,8 @@ void add_plan_command(CLI::App& app) {
         s.micro_batch = given<int64_t>(a->micro_batch, 0);
         WEFT_CHECK(!(a->sp && a->no_sp), "--sp and --no-sp contradict each other");
         if (a->sp || a->no_sp) s.sp = a->sp;
-        if (!a->recompute.empty()) s.recompute = plan::parse_recompute(a->recompute);
-        if (!a->schedule.empty()) {
-            WEFT_CHECK(
-                a->schedule == "gpipe" || a->schedule == "1f1b" || a->schedule == "interleaved",
-                "--pp-schedule must be gpipe, 1f1b or interleaved, got '{}'", a->schedule);
-            s.schedule = a->schedule;
-        }
+        if (!a->recompute.empty()) s.recompute = parse_recompute(a->recompute);
+        if (!a->schedule.empty()) s.schedule = parse_pp_schedule_flag(a->schedule);
         s.devices = a->devices;
         WEFT_CHECK(a->max_micro_batch >= 1, "--max-micro-batch must be at least 1, got {}",
                    a->max_micro_batch);

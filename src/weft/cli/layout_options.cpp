@@ -31,9 +31,12 @@ void add_layout_options(CLI::App* c, Layout& layout, std::string& pp_layers,
                 "(Korthikanti et al.)");
     c->add_option("--pp", layout.pp, "Pipeline-parallel degree: stages of consecutive layers")
         ->capture_default_str();
-    c->add_option("--pp-schedule", layout.pp_schedule,
-                  "Pipeline schedule: gpipe, 1f1b or interleaved")
-        ->capture_default_str();
+    // Parsed here, once: the layout holds the schedule as an enum.
+    c->add_option_function<std::string>(
+         "--pp-schedule",
+         [&layout](const std::string& v) { layout.pp_schedule = parse_pp_schedule_flag(v); },
+         "Pipeline schedule: gpipe, 1f1b or interleaved")
+        ->default_str(std::string(format_schedule_kind(layout.pp_schedule)));
     c->add_option("--vpp", layout.vpp,
                   "Virtual stages (model chunks) per pipeline rank, for --pp-schedule interleaved")
         ->capture_default_str();
@@ -41,8 +44,9 @@ void add_layout_options(CLI::App* c, Layout& layout, std::string& pp_layers,
                   "Layers per pipeline chunk, comma-separated in model order (pp x vpp numbers "
                   "adding up to the layer count); default: an even split")
         ->capture_default_str();
-    c->add_flag("--recompute", layout.recompute,
-                "Keep only each layer's input from forward and re-run its forward in backward");
+    c->add_flag_callback(
+        "--recompute", [&layout] { layout.recompute = Recompute::full; },
+        "Keep only each layer's input from forward and re-run its forward in backward");
     c->add_option("--cp", layout.cp, "Context-parallel degree (not supported yet)");
     c->add_option("--ep", layout.ep, "Expert-parallel degree (not supported yet)");
 }

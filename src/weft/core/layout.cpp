@@ -2,9 +2,63 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "weft/core/error.hpp"
 
 namespace weft {
+
+namespace {
+
+std::optional<ScheduleKind> schedule_kind_named(std::string_view name) {
+    if (name == "gpipe") return ScheduleKind::gpipe;
+    if (name == "1f1b") return ScheduleKind::one_f_one_b;
+    if (name == "interleaved") return ScheduleKind::interleaved;
+    return std::nullopt;
+}
+
+}  // namespace
+
+ScheduleKind parse_schedule_kind(std::string_view name) {
+    if (auto kind = schedule_kind_named(name)) return *kind;
+    fail("unknown pipeline schedule '{}', expected gpipe, 1f1b or interleaved", name);
+}
+
+ScheduleKind parse_pp_schedule_flag(std::string_view value) {
+    if (auto kind = schedule_kind_named(value)) return *kind;
+    fail("--pp-schedule must be gpipe, 1f1b or interleaved, got '{}'", value);
+}
+
+std::string_view format_schedule_kind(ScheduleKind kind) {
+    switch (kind) {
+        case ScheduleKind::gpipe:
+            return "gpipe";
+        case ScheduleKind::one_f_one_b:
+            return "1f1b";
+        case ScheduleKind::interleaved:
+            return "interleaved";
+    }
+    return "?";
+}
+
+std::string_view recompute_name(Recompute r) {
+    switch (r) {
+        case Recompute::none:
+            return "none";
+        case Recompute::selective:
+            return "selective";
+        case Recompute::full:
+            return "full";
+    }
+    return "?";
+}
+
+Recompute parse_recompute(std::string_view name) {
+    if (name == "none") return Recompute::none;
+    if (name == "selective") return Recompute::selective;
+    if (name == "full") return Recompute::full;
+    fail("--recompute must be none, selective or full, got '{}'", name);
+}
 
 void Layout::resolve(int world_size) {
     auto positive = [](const char* name, int v) {
@@ -13,8 +67,6 @@ void Layout::resolve(int world_size) {
     positive("tp", tp), positive("pp", pp), positive("cp", cp), positive("ep", ep);
     positive("vpp", vpp);
     WEFT_CHECK(zero >= 0 && zero <= 3, "--zero must be 0, 1, 2 or 3, got {}", zero);
-    WEFT_CHECK(pp_schedule == "gpipe" || pp_schedule == "1f1b" || pp_schedule == "interleaved",
-               "--pp-schedule must be gpipe, 1f1b or interleaved, got '{}'", pp_schedule);
     WEFT_CHECK(!sequence_parallel || tp > 1,
                "--sequence-parallel needs --tp greater than 1: it splits the LayerNorm and "
                "residual regions over the tensor-parallel ranks");
@@ -29,13 +81,29 @@ void Layout::resolve(int world_size) {
     WEFT_CHECK(dp * others == world_size,
                "layout dp*tp*pp*cp*ep = {}*{}*{}*{}*{} = {} does not match the world size {}", dp,
                tp, pp, cp, ep, dp * others, world_size);
+    // Combinations of options and sizes, after the sizes themselves: a layout that does not fit
+    // the world is named first.
+    WEFT_CHECK(pp > 1 || vpp == 1, "--vpp {} needs --pp greater than 1", vpp);
+    WEFT_CHECK(pp_schedule == ScheduleKind::interleaved || vpp == 1,
+               "schedule {} has one chunk per rank, expected vpp=1, got vpp={} (use interleaved)",
+               format_schedule_kind(pp_schedule), vpp);
+    WEFT_CHECK(pp == 1 || zero <= 1,
+               "--zero {} with --pp {}: ZeRO stages 2 and 3 reduce (and gather) per micro-batch, "
+               "which a pipeline's interleaved backward defeats; use --zero 0 or 1 with "
+               "pipeline parallelism (as DeepSpeed and Megatron-LM do)",
+               zero, pp);
 }
 
 std::string Layout::describe() const {
     std::string pipeline;
-    if (pp > 1) pipeline = " " + pp_schedule + (vpp > 1 ? fmt::format(" vpp={}", vpp) : "");
+    if (pp > 1)
+        pipeline = fmt::format(" {}{}", format_schedule_kind(pp_schedule),
+                               vpp > 1 ? fmt::format(" vpp={}", vpp) : "");
+    const std::string_view again = recompute == Recompute::full        ? " recompute"
+                                   : recompute == Recompute::selective ? " recompute=selective"
+                                                                       : "";
     return fmt::format("dp={} tp={} pp={} cp={} ep={} zero={}{}{}{}", dp, tp, pp, cp, ep, zero,
-                       sequence_parallel ? " sp" : "", pipeline, recompute ? " recompute" : "");
+                       sequence_parallel ? " sp" : "", pipeline, again);
 }
 
 }  // namespace weft

@@ -1,26 +1,55 @@
 #pragma once
-// One value says how a run is parallelised. The mesh is built from it in Megatron's rank order
-// (tp fastest, then cp, ep, dp, pp); the planner outputs one and the trainer runs one.
+// One value says how a run is parallelised, in two parts: the sizes of the five mesh axes, and
+// typed options saying how the run uses them. The mesh is built from it in Megatron's rank order
+// (tp fastest, then cp, ep, dp, pp); the planner outputs one and the trainer runs one. Flags are
+// parsed into it once (the parse functions below), and resolve() checks it whole, once, so that
+// code after it reads plain values.
 #include <string>
+#include <string_view>
 
 namespace weft {
 
-struct Layout {
+// The pipeline schedules (parallel/pipeline/schedule.hpp generates them).
+enum class ScheduleKind { gpipe, one_f_one_b, interleaved };
+// "gpipe" | "1f1b" | "interleaved"; throws weft::Error naming the bad string otherwise.
+ScheduleKind parse_schedule_kind(std::string_view name);
+// The same, for the value of --pp-schedule: the error names the flag.
+ScheduleKind parse_pp_schedule_flag(std::string_view value);
+std::string_view format_schedule_kind(ScheduleKind kind);
+
+// Korthikanti et al. 2022: none; selective (the attention core: softmax, its dropout, QKᵀ);
+// full (only each layer's input is kept, the layer re-runs its forward before its backward).
+// The planner prices all three; the engine runs none and full.
+enum class Recompute { none, selective, full };
+std::string_view recompute_name(Recompute r);
+Recompute parse_recompute(std::string_view name);  // throws naming the value
+
+// The degree of each mesh axis: what comm::Mesh is built from.
+struct MeshSizes {
     int dp = 0;  // 0: derived as world size / (tp * pp * cp * ep)
     int tp = 1;
     int pp = 1;
     int cp = 1;
     int ep = 1;
+
+    int world_size() const { return dp * tp * pp * cp * ep; }
+};
+
+// How a run uses the mesh.
+struct ParallelOptions {
     int zero = 0;  // ZeRO stage 0..3 over the dp axis
     bool sequence_parallel = false;
-    std::string pp_schedule = "1f1b";  // gpipe | 1f1b | interleaved
-    int vpp = 1;                       // virtual pipeline stages per rank (interleaved)
-    bool recompute = false;
+    ScheduleKind pp_schedule = ScheduleKind::one_f_one_b;
+    int vpp = 1;  // virtual pipeline stages per rank (interleaved)
+    Recompute recompute = Recompute::none;
+};
 
-    // Fills in dp from the world size and checks every degree; throws weft::Error naming every
-    // value when the product does not match the world size.
+// The two parts are bases, not members, so that a degree reads as layout.tp and an option as
+// layout.zero wherever a Layout is used.
+struct Layout : MeshSizes, ParallelOptions {
+    // Fills in dp from the world size and checks every value and every combination of values;
+    // throws weft::Error naming them (and the flags that set them).
     void resolve(int world_size);
-    int world_size() const { return dp * tp * pp * cp * ep; }
     std::string describe() const;
 };
 

@@ -8,25 +8,6 @@
 
 namespace weft::plan {
 
-std::string_view recompute_name(Recompute r) {
-    switch (r) {
-        case Recompute::none:
-            return "none";
-        case Recompute::selective:
-            return "selective";
-        case Recompute::full:
-            return "full";
-    }
-    return "?";
-}
-
-Recompute parse_recompute(std::string_view name) {
-    if (name == "none") return Recompute::none;
-    if (name == "selective") return Recompute::selective;
-    if (name == "full") return Recompute::full;
-    fail("--recompute must be none, selective or full, got '{}'", name);
-}
-
 Precision precision(const std::string& dtype) {
     if (dtype == "bf16" || dtype == "fp16") return {dtype, 2, 2, 12, 2, 32};
     if (dtype == "fp32") return {dtype, 4, 4, 8, 4, 36};
@@ -45,11 +26,11 @@ MemoryProfile parse_profile(std::string_view name) {
 
 std::string Candidate::describe() const {
     const Layout& l = layout;
-    std::string pipe = l.pp > 1 ? fmt::format(" {}", l.pp_schedule) : "";
+    std::string pipe = l.pp > 1 ? fmt::format(" {}", format_schedule_kind(l.pp_schedule)) : "";
     if (l.vpp > 1) pipe += fmt::format(" vpp={}", l.vpp);
     return fmt::format("dp={} tp={} pp={} cp={} zero={}{} mb={}{} recompute={}", l.dp, l.tp, l.pp,
                        l.cp, l.zero, l.sequence_parallel ? " sp" : "", micro_batch, pipe,
-                       recompute_name(recompute));
+                       recompute_name(l.recompute));
 }
 
 int64_t tp_padded_vocab(const model::ModelConfig& cfg, int tp) {
@@ -72,14 +53,14 @@ double stage_parameters(const model::ModelConfig& cfg, const Layout& l, int stag
     return p;
 }
 
-double layer_parameters(const model::ModelConfig& cfg, int tp) {
+double unit_parameters(const model::ModelConfig& cfg, int tp, int unit) {
     model::ModelShard shard;
     shard.tp = tp;
     const model::ParamLayout layout =
         model::build_param_layout(model::config_for_tp(cfg, tp), shard);
     double p = 0;
     for (const model::ParamSpec& t : layout.tensors)
-        if (t.unit == 1) p += double(t.numel_stored);
+        if (t.unit == unit) p += double(t.numel_stored);
     return p;
 }
 

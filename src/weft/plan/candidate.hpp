@@ -1,6 +1,6 @@
 #pragma once
 // What the planner evaluates: a workload (model, batch, sequence, precision) and a candidate
-// layout (weft::Layout plus the micro-batch size and the recomputation level).
+// layout (weft::Layout, which holds the recomputation level, plus the micro-batch size).
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -9,12 +9,6 @@
 #include "weft/plan/models.hpp"
 
 namespace weft::plan {
-
-// Korthikanti et al. 2022: none; selective (the attention core: softmax, its dropout, QKᵀ);
-// full (only each layer's input is kept, the layer re-runs its forward before its backward).
-enum class Recompute { none, selective, full };
-std::string_view recompute_name(Recompute r);
-Recompute parse_recompute(std::string_view name);  // throws naming the value
 
 // Bytes per parameter of each model-state kind, and per activation element.
 //   bf16/fp16 (mixed precision, Rajbhandari et al. 2020 Sec. 3.1): 2 params + 2 grads + K=12
@@ -42,9 +36,8 @@ struct Workload {
 };
 
 struct Candidate {
-    Layout layout;  // dp..vpp, zero, sequence_parallel, pp_schedule; recompute mirrors below
+    Layout layout;
     int64_t micro_batch = 1;
-    Recompute recompute = Recompute::none;
 
     int64_t micro_batches(const Workload& w) const {
         return w.global_batch / (int64_t(layout.dp) * micro_batch);
@@ -58,8 +51,8 @@ struct Candidate {
 // on the first stage, the final LayerNorm on the last, and a copy of the tied word embeddings
 // on the last stage when pp > 1 (Megatron keeps one there and all-reduces its gradient).
 double stage_parameters(const model::ModelConfig& cfg, const Layout& l, int stage);
-// Parameters of one block as one tp rank stores it.
-double layer_parameters(const model::ModelConfig& cfg, int tp);
+// Parameters of one unit (0 the embedding, 1 the first block) as one tp rank stores it.
+double unit_parameters(const model::ModelConfig& cfg, int tp, int unit);
 int64_t tp_padded_vocab(const model::ModelConfig& cfg, int tp);  // padded to 128 * tp
 
 }  // namespace weft::plan

@@ -94,11 +94,11 @@ struct Model {
         l.bwd = bwd + attn_b + elem_b + tp_f + cp_b;
         l.tp = 2 * tp_f;
         l.cp = cp_f + cp_b;
-        if (k.recompute == Recompute::full) {  // the forward runs again inside backward
+        if (k.layout.recompute == Recompute::full) {  // the forward runs again inside backward
             l.bwd += l.fwd;
             l.tp += tp_f;
             l.cp += cp_f;
-        } else if (k.recompute == Recompute::selective) {
+        } else if (k.layout.recompute == Recompute::selective) {
             l.bwd += attn_f;
         }
         return l;
@@ -147,7 +147,7 @@ double p2p_time(const Placement& p, double bytes) {
 
 std::pair<double, double> simulate_pipeline(const Layout& l, int micro_batches,
                                             const pipeline::Costs& costs, EvalCache* cache) {
-    const pipeline::ScheduleKind kind = pipeline::parse_schedule_kind(l.pp_schedule);
+    const pipeline::ScheduleKind kind = l.pp_schedule;
     std::vector<double> key = costs.chunk_forward;
     key.insert(key.end(), costs.chunk_backward.begin(), costs.chunk_backward.end());
     key.insert(key.end(), {double(kind), double(l.pp), double(l.vpp), double(micro_batches),
@@ -203,7 +203,7 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
         costs.send = c.device.kernel_overhead;
         costs.latency = p2p;
     }
-    const pipeline::ScheduleKind kind = pipeline::parse_schedule_kind(l.pp_schedule);
+    const pipeline::ScheduleKind kind = l.pp_schedule;
     const int mbs = int(e.micro_batches);
     EvalCache local;
     EvalCache& cc = cache ? *cache : local;

@@ -73,7 +73,7 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
     const bool first = stage == 0, last = stage == l.pp - 1;
     const double shards = double(l.dp) * l.cp;  // ZeRO shards over the gradient group, dp x cp
     const double psi = stage_parameters(cfg, l, stage);
-    const double per_layer_params = layer_parameters(cfg, l.tp);
+    const double per_layer_params = unit_parameters(cfg, l.tp, 1);
     MemoryBreakdown m;
     m.runtime = c.device.runtime_bytes;
 
@@ -99,7 +99,7 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
         for (int c = stage; c < chunks; c += l.pp)
             floats += double(
                 f.activation_floats(cfg, b, s,
-                                    {c * lpc, lpc, c == chunks - 1, k.recompute == Recompute::full,
+                                    {c * lpc, lpc, c == chunks - 1, l.recompute == Recompute::full,
                                      l.tp, l.sequence_parallel}));
         m.activations = p.activation * floats * in_flight / l.vpp;
         // Backward scratch (the family's) and the classifier's logits chunk.
@@ -108,10 +108,10 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
             scratch += double(kernels::classifier_scratch_floats(b * s, cfg.vocab_size)) / l.tp;
         m.buffers += p.activation * scratch;
         // With a pipeline, the first and last stages each receive the other's gradient of the
-        // tied embeddings (wte's rows of this tp rank, and wpe) to sum them.
-        if (l.pp > 1 && (first || last))
-            m.buffers += p.grad * double(tp_padded_vocab(cfg, l.tp) / l.tp + cfg.n_positions) *
-                         double(cfg.n_embd);
+        // tied embeddings (the embedding unit as this tp rank stores it) to sum them; an
+        // untied head needs no exchange.
+        if (cfg.tie_embeddings && l.pp > 1 && (first || last))
+            m.buffers += p.grad * unit_parameters(cfg, l.tp, 0);
         return m;
     }
 
@@ -124,7 +124,7 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
     const double sbh = double(s * b * cfg.n_embd);
     const double t = l.tp;
     m.activations = in_flight * layers_per_chunk *
-                    korthikanti_layer_bytes(cfg, T, b, l.tp, l.cp, l.sequence_parallel, k.recompute,
+                    korthikanti_layer_bytes(cfg, T, b, l.tp, l.cp, l.sequence_parallel, l.recompute,
                                             p.activation);
     // Korthikanti et al. Sec. 4.3: the embedding dropout mask (sbh bytes per micro-batch in
     // flight, / t with sequence parallelism) on the first stage; on the last, the final norm and
@@ -136,7 +136,7 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
     if (l.zero >= 2) m.buffers += 2 * bucket;  // reduce-scatter buckets in flight
     if (l.zero == 3) m.buffers += 2 * per_layer_params * p.param;  // gathered + prefetched layer
     if (l.pp > 1) m.buffers += 4 * sbh / (l.sequence_parallel ? t : 1) * p.activation;  // p2p
-    if (k.recompute == Recompute::full)  // the layer being recomputed holds its full activations
+    if (l.recompute == Recompute::full)  // the layer being recomputed holds its full activations
         m.buffers += korthikanti_layer_bytes(cfg, T, b, l.tp, l.cp, l.sequence_parallel,
                                              Recompute::none, p.activation);
     return m;

@@ -38,6 +38,10 @@ std::optional<Rejection> check_candidate(const Workload& w, const Candidate& k) 
     };
     if (cfg.n_head % l.tp != 0)
         return no("indivisible: heads % tp", fmt::format("{} heads over tp={}", cfg.n_head, l.tp));
+    // Whole key/value heads per rank too (grouped-query attention; GPT-2's equal the heads).
+    if (cfg.kv_heads() % l.tp != 0)
+        return no("indivisible: kv heads % tp",
+                  fmt::format("{} key/value heads over tp={}", cfg.kv_heads(), l.tp));
     if (cfg.n_layer % (int64_t(l.pp) * l.vpp) != 0)
         return no("indivisible: layers % (pp*vpp)",
                   fmt::format("{} layers over pp={} x vpp={}", cfg.n_layer, l.pp, l.vpp));
@@ -52,7 +56,7 @@ std::optional<Rejection> check_candidate(const Workload& w, const Candidate& k) 
     if (l.sequence_parallel && l.tp == 1)
         return no("invalid: sequence parallel needs tp > 1", "sp with tp=1");
     if (l.ep != 1) return no("invalid: no experts (ep must be 1)", fmt::format("ep={}", l.ep));
-    if (l.pp_schedule == "interleaved") {
+    if (l.pp_schedule == ScheduleKind::interleaved) {
         const int64_t m = k.micro_batches(w);
         if (l.pp == 1 || l.vpp == 1)
             return no("invalid: interleaved needs pp > 1 and vpp > 1",
@@ -62,7 +66,7 @@ std::optional<Rejection> check_candidate(const Workload& w, const Candidate& k) 
                       fmt::format("{} micro-batches over pp={}", m, l.pp));
     } else if (l.vpp != 1) {
         return no("invalid: vpp > 1 needs the interleaved schedule",
-                  fmt::format("vpp={} with {}", l.vpp, l.pp_schedule));
+                  fmt::format("vpp={} with {}", l.vpp, format_schedule_kind(l.pp_schedule)));
     }
     // ZeRO-2/3 shard gradients every micro-batch, which a pipeline's gradient accumulation
     // across micro-batches defeats; DeepSpeed refuses the combination, and so does the engine.
@@ -110,20 +114,20 @@ SearchResult search(const Workload& w, const Cluster& c, const SearchSpace& spac
                 if (w.global_batch % dp == 0)
                     mbs = divisors(w.global_batch / dp, s.max_micro_batch);
                 // Schedules: 1F1B, and interleaved for every vpp > 1 dividing the layers.
-                std::vector<std::pair<std::string, int>> scheds;
+                std::vector<std::pair<ScheduleKind, int>> scheds;
                 if (s.schedule) {
-                    if (*s.schedule == "interleaved") {
+                    if (*s.schedule == ScheduleKind::interleaved) {
                         for (int v : choices<int>(s.vpp, {2, 3, 4, 6, 8}))
-                            scheds.push_back({"interleaved", v});
+                            scheds.push_back({ScheduleKind::interleaved, v});
                     } else {
                         scheds.push_back({*s.schedule, s.vpp.value_or(1)});
                     }
                 } else {
-                    scheds.push_back({"1f1b", 1});
+                    scheds.push_back({ScheduleKind::one_f_one_b, 1});
                     if (pp > 1)
                         for (int v : choices<int>(s.vpp, {2, 3, 4, 6, 8}))
                             if (v > 1 && cfg.n_layer % (int64_t(pp) * v) == 0)
-                                scheds.push_back({"interleaved", v});
+                                scheds.push_back({ScheduleKind::interleaved, v});
                 }
                 for (int64_t mb : choices(s.micro_batch, mbs))
                     for (auto [sched, vpp] : scheds)
@@ -140,8 +144,8 @@ SearchResult search(const Workload& w, const Cluster& c, const SearchSpace& spac
                                     k.layout.cp = cp, k.layout.zero = z;
                                     k.layout.sequence_parallel = sp;
                                     k.layout.pp_schedule = sched, k.layout.vpp = vpp;
-                                    k.layout.recompute = r == Recompute::full;
-                                    k.micro_batch = mb, k.recompute = r;
+                                    k.layout.recompute = r;
+                                    k.micro_batch = mb;
                                     ++res.considered;
                                     if (auto why = check_candidate(w, k)) {
                                         reject(why->reason, why->detail);

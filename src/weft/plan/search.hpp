@@ -18,7 +18,7 @@ struct SearchSpace {
     std::optional<int64_t> micro_batch;
     std::optional<bool> sp;
     std::optional<Recompute> recompute;
-    std::optional<std::string> schedule;
+    std::optional<ScheduleKind> schedule;
     int devices = 0;               // 0: every device of the cluster (or dp*tp*pp*cp when all fixed)
     int64_t max_micro_batch = 64;  // largest micro-batch tried when not fixed
 };

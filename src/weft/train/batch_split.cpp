@@ -24,8 +24,7 @@ BatchSplit split_batch(const Layout& l, int64_t batch_size, int64_t micro_batch_
         // A schedule that cannot be built (too few micro-batches for interleaving) is an error
         // now, not at the first step.
         try {
-            pipeline::make_schedule(pipeline::parse_schedule_kind(l.pp_schedule), l.pp, l.vpp,
-                                    int(s.micro_batches));
+            pipeline::make_schedule(l.pp_schedule, l.pp, l.vpp, int(s.micro_batches));
         } catch (const Error& e) {
             fail(
                 "{} (micro-batches per step = --batch-size {} / (--micro-batch-size {} x dp {}) "

@@ -15,6 +15,8 @@
 #include "weft/train/comm_report.hpp"
 #include "weft/train/options.hpp"
 #include "weft/train/process.hpp"
+#include "weft/train/state_checkpoint.hpp"
+#include "weft/train/state_memory.hpp"
 #include "weft/train/train_state.hpp"
 
 namespace weft::train {
@@ -46,7 +48,7 @@ BenchTrainResult bench_train(const BenchTrainOptions& o) {
 
     TrainState st(cfg, mesh.group(comm::Axis::dp), {r.layout.zero, o.bucket_mb}, micro, T,
                   {o.pp_layers});
-    st.init(1);
+    init_state(st, 1);
     optim::OptimConfig oc;
     model::Activations& act = st.activations();
     // Synthetic tokens by global row, so that every layout sees the same batch (and every rank of
@@ -94,7 +96,7 @@ BenchTrainResult bench_train(const BenchTrainOptions& o) {
     r.comm = CommReport::to_json(comm);
     r.model_state_bytes = st.model_state_bytes().total();
     r.peak_rss = peak_rss_bytes();
-    r.estimate = st.memory_estimate(baseline, split.micro_batches);
+    r.estimate = memory_estimate(st, baseline, split.micro_batches);
     r.estimate.checkpoint = 0;  // a benchmark writes none
     int64_t most[2] = {r.peak_rss, r.estimate.total()};
     comm::all_reduce(mesh.group(comm::Axis::world), std::span<int64_t>(most), comm::ReduceOp::max);

@@ -1,13 +1,13 @@
 #pragma once
 // One rank's part of the model, its share of the training state (parameters, gradients and
-// AdamW moments as its pipeline stage, tensor-parallel shard and ZeRO stage keep them) and one
-// optimizer step: what `weft train` and `weft bench train` run. The layout is the mesh's (the dp
-// group's mesh). Every call is collective over the whole mesh.
+// AdamW moments as its pipeline stage, tensor-parallel shard and ZeRO stage keep them), and one
+// optimizer step over it: what `weft train` and `weft bench train` run. Where the state comes
+// from and goes to is state_checkpoint.hpp, what it weighs state_memory.hpp. The layout is the
+// mesh's (the dp group's mesh). Every call is collective over the whole mesh.
 #include <cstdint>
-#include <filesystem>
 #include <functional>
 #include <memory>
-#include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -16,10 +16,9 @@
 #include "weft/model/tp_comm.hpp"
 #include "weft/optim/optimizer.hpp"
 #include "weft/parallel/data_parallel.hpp"
-#include "weft/train/checkpoint.hpp"
 #include "weft/train/evaluate.hpp"
-#include "weft/train/memory.hpp"
 #include "weft/train/pipeline_stage.hpp"
+#include "weft/train/tied_embedding.hpp"
 
 namespace weft::train {
 
@@ -41,27 +40,6 @@ class TrainState {
                const ModelParallelOptions& mp = {});
     ~TrainState();
 
-    parallel::DataParallel& dp() { return dp_; }
-    // Where fill(m) puts micro-batch m's tokens (inputs and targets).
-    model::Activations& activations() { return *act_; }
-    // The measured pipeline timeline of the last step, when recording (set_trace(true)).
-    void set_trace(bool on) { trace_on_ = on; }
-    const std::vector<pipeline::TraceRecord>& trace() const { return trace_; }
-    const pipeline::Schedule& schedule() const { return schedule_; }
-    int pipeline_rank() const { return pp_rank_; }
-    // Bytes of activation buffers this rank holds: one micro-batch's, or what the pipeline
-    // schedule made it keep at once.
-    int64_t activation_bytes() const;
-
-    void init(uint64_t seed);
-    void load_hf(const std::filesystem::path& model_dir);
-    void load_checkpoint(const CheckpointInfo& ck);
-    // Gathers the logical tensors, one file at a time, to the writer (world rank 0 with model
-    // parallelism, else dp rank 0), which writes them with save_checkpoint and returns the
-    // directory (others return an empty path). Collective over the mesh.
-    std::filesystem::path save(const std::filesystem::path& run_dir, int64_t step,
-                               const nlohmann::json& state);
-
     // One optimizer step (1-based t) over `micro_batches` forward/backward passes; fill(m) puts
     // this rank's micro-batch m into activations().
     StepOutcome step(int64_t micro_batches, const std::function<void(int64_t)>& fill,
@@ -71,20 +49,38 @@ class TrainState {
     // ranks (B must be a multiple of dp * micro); the same value on every rank.
     EvalResult evaluate(const data::TokenFile& file, int64_t B, int64_t batches);
 
+    // The measured pipeline timeline of the last step, when recording (set_trace(true)).
+    void set_trace(bool on) { trace_on_ = on; }
+    const std::vector<pipeline::TraceRecord>& trace() const { return trace_; }
+    const pipeline::Schedule& schedule() const { return schedule_; }
+
+    comm::Mesh& mesh() const { return mesh_; }
+    const model::Model& model() const { return *model_; }
+    parallel::DataParallel& dp() { return dp_; }
+    const parallel::DataParallel& dp() const { return dp_; }
+    // One per slice of dp().update_slices(), holding that slice's AdamW moments.
+    std::vector<optim::AdamW>& optimizers() { return adam_; }
+    // Where fill(m) puts micro-batch m's tokens (inputs and targets).
+    model::Activations& activations() { return *act_; }
+    const model::Activations& activations() const { return *act_; }
+    const pipeline::Partition& partition() const { return part_; }
+    // This rank's pipeline stage; null without a pipeline (pp = 1).
+    const PipelineStage* stage() const { return stage_.get(); }
+    const TiedEmbedding& tied_embedding() const { return tied_; }
+    int pipeline_rank() const { return pp_rank_; }
+    // Whether ranks hold different parts of the model (pipeline stages or tensor shards).
+    bool model_parallel() const { return pp_ > 1 || tp_ > 1; }
     parallel::ModelStateBytes model_state_bytes() const { return dp_.model_state_bytes(); }
-    // `baseline_rss`: resident bytes before the model was allocated.
-    // `micro_batches` per step (a pipeline's schedule holds several at once).
-    MemoryEstimate memory_estimate(int64_t baseline_rss, int64_t micro_batches = 1) const;
 
   private:
-    // AdamW moments <-> a buffer shaped as this rank's shard (stage 0: the whole buffer).
-    void copy_moments(float* shard, bool second, bool to_shard);
-    // Collective over the mesh: the whole padded buffer of dp rank 0 of every (tp, pp) position
-    // into the logical model on world rank 0 (`full`, laid out as full_layout_).
-    void assemble(const float* local, float* full);
-    // Sums the tied embedding's gradient between the first and last pipeline stages.
-    void sum_tied_embedding();
-    bool model_parallel() const { return pp_ > 1 || tp_ > 1; }
+    // Forward and backward of every micro-batch; returns this rank's loss sum.
+    double run_micro_batches(int64_t micro_batches, const std::function<void(int64_t)>& fill,
+                             float loss_scale);
+    // The loss exists on the last stage, the same on every tp rank of it: counted there once.
+    bool counts_loss() const;
+    // Sums `values` over the ranks that together hold the model: the world with model
+    // parallelism, else the dp group.
+    void sum_over_model(std::span<double> values);
 
     comm::Mesh& mesh_;
     int pp_, pp_rank_, tp_, tp_rank_;
@@ -92,6 +88,7 @@ class TrainState {
     std::unique_ptr<model::TpComm> tp_comm_;  // tp > 1
     std::unique_ptr<model::Model> model_;
     parallel::DataParallel dp_;
+    TiedEmbedding tied_;
     std::vector<optim::AdamW> adam_;  // one per update slice
     std::unique_ptr<model::Activations> act_;
     std::unique_ptr<PipelineStage> stage_;  // pp > 1

@@ -19,6 +19,8 @@
 #include "weft/train/metrics.hpp"
 #include "weft/train/pipeline_trace.hpp"
 #include "weft/train/process.hpp"
+#include "weft/train/state_checkpoint.hpp"
+#include "weft/train/state_memory.hpp"
 #include "weft/train/train_state.hpp"
 
 namespace weft::train {
@@ -118,12 +120,12 @@ void run_training(const TrainOptions& o_in) {
                   {o.pp_layers});
     int64_t start_step = 0;
     if (resume_from) {
-        st.load_checkpoint(*resume_from);
+        load_state(st, *resume_from);
         start_step = resume_from->state.at("step").get<int64_t>();
     } else if (!o.model_dir.empty()) {
-        st.load_hf(o.model_dir);
+        load_hf_state(st, o.model_dir);
     } else {
-        st.init(o.seed);
+        init_state(st, o.seed);
     }
 
     // Only rank 0 writes: the run directory, metrics, progress lines and checkpoints.
@@ -137,7 +139,7 @@ void run_training(const TrainOptions& o_in) {
     auto note = [&](const std::string& line) {
         if (root) progress.note(line);
     };
-    const MemoryEstimate mem = st.memory_estimate(baseline_rss, accum);
+    const MemoryEstimate mem = memory_estimate(st, baseline_rss, accum);
     const parallel::ModelStateBytes state_bytes = st.model_state_bytes();
     const double flops_per_token = cfg.train_flops_per_token(T);
     // A short measurement: a run should not spend seconds on its own MFU denominator.
@@ -173,7 +175,7 @@ void run_training(const TrainOptions& o_in) {
     CommReport comm_report(mesh);
     parallel::OverlapTimes overlap_total;
     auto save = [&](int64_t step) {
-        fs::path p = st.save(o.out, step, run_state(o, micro));
+        fs::path p = save_state(st, o.out, step, run_state(o, micro));
         if (!root) return;
         ckpt::keep_last(o.out, int(o.keep_checkpoints));
         note("saved " + p.string());
@@ -219,7 +221,7 @@ void run_training(const TrainOptions& o_in) {
                                {"mfu", mfu},
                                {"step_time_s", dt},
                                {"peak_rss_bytes", peak_rss_bytes()},
-                               {"activation_bytes", st.activation_bytes()}};
+                               {"activation_bytes", activation_bytes(st)}};
         const comm::CommStats step_comm = comm_report.take();
         const parallel::OverlapTimes overlap = st.dp().take_overlap_times();
         overlap_total += overlap;

@@ -11,7 +11,7 @@ TEST(PlanBubble, OneFOneBUniformCostsMatchesPaper) {
     for (int p : {2, 4, 8})
         for (int m : {1, 4, 8, 32}) {
             Layout l;
-            l.pp = p, l.pp_schedule = "1f1b";
+            l.pp = p, l.pp_schedule = ScheduleKind::one_f_one_b;
             pipeline::Costs costs;  // forward 1, backward 2, free messages
             auto [makespan, bubble] = simulate_pipeline(l, m, costs, nullptr);
             EXPECT_NEAR(bubble, double(p - 1) / (m + p - 1), 1e-12) << "p=" << p << " m=" << m;
@@ -22,7 +22,7 @@ TEST(PlanBubble, OneFOneBUniformCostsMatchesPaper) {
 TEST(PlanBubble, InterleavedMatchesPaper) {
     for (int v : {2, 4}) {
         Layout l;
-        l.pp = 4, l.vpp = v, l.pp_schedule = "interleaved";
+        l.pp = 4, l.vpp = v, l.pp_schedule = ScheduleKind::interleaved;
         const pipeline::Costs costs = pipeline::stage_costs(v);
         auto [makespan, bubble] = simulate_pipeline(l, 8, costs, nullptr);
         EXPECT_NEAR(bubble, pipeline::ideal_bubble(pipeline::ScheduleKind::interleaved, 4, v, 8),

@@ -79,7 +79,7 @@ TEST(PlanSearch, FixedLayoutIsEvaluatedAlone) {
     const Workload w = workload("gpt2", 64, 1024);
     SearchSpace s;
     s.dp = 4, s.tp = 2, s.pp = 2, s.zero = 1, s.micro_batch = 2, s.sp = true;
-    s.recompute = Recompute::none, s.schedule = "1f1b";
+    s.recompute = Recompute::none, s.schedule = ScheduleKind::one_f_one_b;
     const SearchResult r = search(w, cluster(2, 80), s, 5);
     ASSERT_EQ(r.considered, 1);
     ASSERT_EQ(r.best.size(), 1u);
@@ -92,8 +92,9 @@ TEST(PlanSearch, EvaluationIsDeterministic) {
     const Cluster c = cluster(128, 80);
     Candidate k;
     k.layout.dp = 8, k.layout.tp = 8, k.layout.pp = 16, k.layout.zero = 1;
-    k.layout.sequence_parallel = true, k.layout.pp_schedule = "interleaved", k.layout.vpp = 2;
-    k.micro_batch = 1, k.recompute = Recompute::selective;
+    k.layout.sequence_parallel = true, k.layout.vpp = 2;
+    k.layout.pp_schedule = ScheduleKind::interleaved, k.layout.recompute = Recompute::selective;
+    k.micro_batch = 1;
     ASSERT_FALSE(check_candidate(w, k).has_value());
     const std::string a = estimate_json(evaluate(w, c, k)).dump();
     EvalCache cache;

@@ -10,25 +10,6 @@
 
 namespace weft::pipeline {
 
-ScheduleKind parse_schedule_kind(std::string_view name) {
-    if (name == "gpipe") return ScheduleKind::gpipe;
-    if (name == "1f1b") return ScheduleKind::one_f_one_b;
-    if (name == "interleaved") return ScheduleKind::interleaved;
-    fail("unknown pipeline schedule '{}', expected gpipe, 1f1b or interleaved", name);
-}
-
-std::string_view format_schedule_kind(ScheduleKind kind) {
-    switch (kind) {
-        case ScheduleKind::gpipe:
-            return "gpipe";
-        case ScheduleKind::one_f_one_b:
-            return "1f1b";
-        case ScheduleKind::interleaved:
-            return "interleaved";
-    }
-    return "?";
-}
-
 std::string_view format_action_kind(Action::Kind kind) {
     switch (kind) {
         case Action::forward:

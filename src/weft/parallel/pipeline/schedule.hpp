@@ -21,13 +21,14 @@
 #include <string_view>
 #include <vector>
 
+#include "weft/core/layout.hpp"
+
 namespace weft::pipeline {
 
-enum class ScheduleKind { gpipe, one_f_one_b, interleaved };
-
-// "gpipe" | "1f1b" | "interleaved"; throws weft::Error naming the bad string otherwise.
-ScheduleKind parse_schedule_kind(std::string_view name);
-std::string_view format_schedule_kind(ScheduleKind kind);
+// The kinds live in core, so that a Layout can hold one.
+using weft::format_schedule_kind;
+using weft::parse_schedule_kind;
+using weft::ScheduleKind;
 
 struct Action {
     enum Kind { forward, backward, send_act, recv_act, send_grad, recv_grad } kind;

@@ -1,0 +1,50 @@
+#include "weft/train/state_memory.hpp"
+
+#include "weft/kernels/classifier_parallel.hpp"
+#include "weft/model/family.hpp"
+#include "weft/parallel/pipeline/simulator.hpp"
+#include "weft/train/state_checkpoint.hpp"
+
+namespace weft::train {
+
+int64_t activation_bytes(const TrainState& st) {
+    if (const PipelineStage* stage = st.stage()) return stage->activation_bytes();
+    const model::Model& model = st.model();
+    const model::ModelConfig& cfg = model.config();
+    const model::Activations& act = st.activations();
+    return 4 * model::family_of(cfg).activation_floats(
+                   cfg, act.B, act.T, model.activation_span({0, -1, true, act.recompute}));
+}
+
+MemoryEstimate memory_estimate(const TrainState& st, int64_t baseline_rss, int64_t micro_batches) {
+    const parallel::DataParallel& dp = st.dp();
+    const model::Model& model = st.model();
+    const model::ModelConfig& cfg = model.config();
+    const model::Activations& act = st.activations();
+    const parallel::ModelStateBytes b = dp.model_state_bytes();
+    MemoryEstimate m = estimate_memory(cfg, b.params, b.grads, b.optimizer, dp.working_bytes(),
+                                       act.B, act.T, baseline_rss);
+    if (const PipelineStage* stage = st.stage()) {
+        // The schedule says how many micro-batches this rank holds at once.
+        const Layout& l = st.mesh().layout();
+        const pipeline::Schedule s =
+            pipeline::make_schedule(l.pp_schedule, l.pp, l.vpp, int(micro_batches));
+        const int in_flight = pipeline::simulate(s, {}).peak_in_flight[size_t(st.pipeline_rank())];
+        m.activations = 4 * stage->activation_floats(in_flight);
+    } else {
+        m.activations = activation_bytes(st);
+    }
+    if (const int tp = st.mesh().size(comm::Axis::tp); tp > 1) {
+        // The sharded model's scratch, and the head's logits for 1/tp of the vocabulary.
+        const int64_t BT = act.B * act.T;
+        m.scratch = 4 * (model::family_of(cfg).scratch_floats(cfg, act.B, act.T, tp,
+                                                              model.sequence_parallel()) +
+                         kernels::classifier_shard_scratch_floats(BT, cfg.padded_vocab() / tp)) +
+                    dp.working_bytes();
+    }
+    m.scratch += st.tied_embedding().scratch_bytes();
+    m.checkpoint += save_state_bytes(st);
+    return m;
+}
+
+}  // namespace weft::train

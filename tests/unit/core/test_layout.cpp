@@ -1,0 +1,77 @@
+// Layout::resolve checks every value and combination once, with messages naming the flags;
+// describe() is what runs and benchmarks print.
+#include <gtest/gtest.h>
+
+#include "weft/core/error.hpp"
+#include "weft/core/layout.hpp"
+
+using namespace weft;
+
+namespace {
+
+std::string error_of(Layout l, int world) {
+    try {
+        l.resolve(world);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+}  // namespace
+
+TEST(Layout, DerivesDpFromTheWorld) {
+    Layout l;
+    l.tp = 2, l.pp = 2;
+    l.resolve(8);
+    EXPECT_EQ(l.dp, 2);
+    EXPECT_EQ(l.world_size(), 8);
+    EXPECT_EQ(l.describe(), "dp=2 tp=2 pp=2 cp=1 ep=1 zero=0 1f1b");
+}
+
+TEST(Layout, DescribeNamesTheOptions) {
+    Layout l;
+    l.pp = 2, l.vpp = 2, l.pp_schedule = ScheduleKind::interleaved, l.tp = 2;
+    l.sequence_parallel = true, l.recompute = Recompute::full, l.zero = 1;
+    l.resolve(4);
+    EXPECT_EQ(l.describe(), "dp=1 tp=2 pp=2 cp=1 ep=1 zero=1 sp interleaved vpp=2 recompute");
+}
+
+TEST(Layout, ChecksValuesAndCombinations) {
+    Layout l;
+    l.zero = 4;
+    EXPECT_EQ(error_of(l, 1), "--zero must be 0, 1, 2 or 3, got 4");
+    l = {};
+    l.sequence_parallel = true;
+    EXPECT_NE(error_of(l, 1).find("--sequence-parallel needs --tp greater than 1"),
+              std::string::npos);
+    l = {};
+    l.vpp = 2;
+    EXPECT_EQ(error_of(l, 1), "--vpp 2 needs --pp greater than 1");
+    l.pp = 2;
+    EXPECT_EQ(error_of(l, 2),
+              "schedule 1f1b has one chunk per rank, expected vpp=1, got vpp=2 (use interleaved)");
+    l.pp_schedule = ScheduleKind::interleaved;
+    EXPECT_EQ(error_of(l, 2), "");
+    l.zero = 2;
+    EXPECT_NE(error_of(l, 2).find("--zero 2 with --pp 2"), std::string::npos);
+    // The world is checked first: a layout that does not fit it is named, whatever else is wrong.
+    EXPECT_NE(error_of(l, 3).find("world size 3 is not divisible by tp*pp*cp*ep"),
+              std::string::npos);
+}
+
+TEST(Layout, ParsesFlagValuesOnce) {
+    for (ScheduleKind k :
+         {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::interleaved})
+        EXPECT_EQ(parse_pp_schedule_flag(format_schedule_kind(k)), k);
+    try {
+        parse_pp_schedule_flag("zb-h1");
+        FAIL() << "expected weft::Error";
+    } catch (const Error& e) {
+        EXPECT_EQ(std::string(e.what()),
+                  "--pp-schedule must be gpipe, 1f1b or interleaved, got 'zb-h1'");
+    }
+    for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full})
+        EXPECT_EQ(parse_recompute(recompute_name(r)), r);
+    EXPECT_THROW(parse_recompute("some"), Error);
+}
