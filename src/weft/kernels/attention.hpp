@@ -3,9 +3,12 @@
 // linearly with sequence length, and no T×T matrix exists for all heads at once. The log-sum-exp
 // of each query row is kept for backward, which recomputes the scores tile by tile.
 //
-// Addressing (all row-major, strides in elements): for batch b, position t and head h,
+// Grouped-query attention: NKV key/value heads serve NH query heads, G = NH / NKV each (Llama 2
+// 70B, Llama 3; multi-query with NKV = 1); query head h reads key/value head h / G.
+//
+// Addressing (all row-major, strides in elements): for batch b, position t and query head h,
 //   q row  = q + (b*Tq + t)*ldq + h*HS          (HS values)
-//   k row  = k + (b*Tk + t)*ldkv + h*HS, likewise v
+//   k row  = k + (b*Tk + t)*ldkv + (h/G)*HS, likewise v
 //   out    = out + (b*Tq + t)*ldo + h*HS
 //   lse    = lse[(b*NH + h)*Tq + t]
 // Causality: query t (at absolute position q_pos0 + t) sees keys 0 .. q_pos0 + t of the Tk given.
@@ -18,23 +21,26 @@ struct AttentionShape {
     int64_t B, Tq, Tk, NH, HS;
     int64_t ldq, ldkv, ldo;
     int64_t q_pos0 = 0;
+    int64_t NKV = 0;  // key/value heads, dividing NH; 0 means NH (plain multi-head attention)
 };
 
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                        const AttentionShape& s);
 
 // Accumulates gradients into dq, dk, dv (same addressing as q, k, v; the caller zeroes them).
-// out and lse are those attention_forward returned.
+// out and lse are those attention_forward returned. A key/value head's gradient sums its G query
+// heads' contributions in head order, whatever the thread count.
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                         const float* k, const float* v, const float* out, const float* lse,
                         const AttentionShape& s);
 
-// The common case: qkv[B,T,3*NH*HS] from the fused projection (q, k, v blocks of NH*HS each),
-// out[B,T,NH*HS], lse[B,NH,T].
+// The common case, the fused projection's output: qkv rows are [q (NH*HS) | k (NKV*HS) |
+// v (NKV*HS)], out[B,T,NH*HS], lse[B,NH,T]; NKV = 0 means NH.
 void attention_forward_qkv(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
-                           int64_t NH, int64_t HS);
+                           int64_t NH, int64_t HS, int64_t NKV = 0);
 // dqkv is overwritten.
 void attention_backward_qkv(float* dqkv, const float* dout, const float* qkv, const float* out,
-                            const float* lse, int64_t B, int64_t T, int64_t NH, int64_t HS);
+                            const float* lse, int64_t B, int64_t T, int64_t NH, int64_t HS,
+                            int64_t NKV = 0);
 
 }  // namespace weft::kernels

@@ -112,16 +112,17 @@ using namespace avx512;
     }
 }
 
-// One (batch, head), key block by key block (FlashAttention-2's backward): dK and dV of a block
-// accumulate in scratch over the query blocks that see it, dQ in a dense copy of the head added
-// to dq at the end. A thread owns the whole (batch, head), so dQ needs no atomics and no
-// reduction over threads, and every sum is taken in the same order whatever the thread count.
-// The price is parallelism of B·NH items, plenty for training shapes (48 for GPT-2 small at B=4,
-// still 12 at tensor-parallel degree 4).
-[[gnu::noinline]] void backward_head(float* dq, float* dk, float* dv, const float* dout,
-                                     const float* q, const float* k, const float* v,
-                                     const float* out, const float* lse, const AttentionShape& s,
-                                     int64_t b, int64_t h, float* work) {
+// One (batch, query head), key block by key block (FlashAttention-2's backward): dK and dV of a
+// block accumulate in scratch over the query blocks that see it and are added to g once, dQ in a
+// dense copy of the head added to dq at the end. A thread owns the whole (batch, head), so dQ
+// needs no atomics and no reduction over threads, and every sum is taken in the same order
+// whatever the thread count. The price is parallelism of at most B·NH items, plenty for training
+// shapes (48 for GPT-2 small at B=4, still 12 at tensor-parallel degree 4); BackwardPlan decides
+// how the query heads of a key/value group share its dK and dV.
+[[gnu::noinline]] void backward_head(float* dq, const KvGrad& g, const float* dout, const float* q,
+                                     const float* k, const float* v, const float* out,
+                                     const float* lse, const AttentionShape& s, int64_t b,
+                                     int64_t h, float* work) {
     const int64_t HS = s.HS, Tq = s.Tq, Tk = s.Tk;
     const float scale = 1.0f / std::sqrt(float(HS));
     const float c = scale * kLog2e;
@@ -142,10 +143,9 @@ using namespace avx512;
 
     const float* qb = q + b * Tq * s.ldq + h * HS;
     float* dqb = dq + b * Tq * s.ldq + h * HS;
-    const float* kb = k + b * Tk * s.ldkv + h * HS;
-    const float* vb = v + b * Tk * s.ldkv + h * HS;
-    float* dkb = dk + b * Tk * s.ldkv + h * HS;
-    float* dvb = dv + b * Tk * s.ldkv + h * HS;
+    const int64_t kvh = h / group_size(s);
+    const float* kb = k + b * Tk * s.ldkv + kvh * HS;
+    const float* vb = v + b * Tk * s.ldkv + kvh * HS;
     const float* dob = dout + b * Tq * s.ldo + h * HS;
     const float* ob = out + b * Tq * s.ldo + h * HS;
     const float* lseb = lse + (b * s.NH + h) * Tq;
@@ -223,8 +223,8 @@ using namespace avx512;
             tile_product<Init::load, false>(dqd + i0 * HS, HS, nq, HS, dsb, kTile, kn, HS, nk,
                                             nullptr, {Band::upper, -shift});
         }
-        add_rows(dkb + k0 * s.ldkv, s.ldkv, dkacc, nk, HS);
-        add_rows(dvb + k0 * s.ldkv, s.ldkv, dvacc, nk, HS);
+        add_rows(g.dk + k0 * g.ld, g.ld, dkacc, nk, HS);
+        add_rows(g.dv + k0 * g.ld, g.ld, dvacc, nk, HS);
     }
     add_rows(dqb, s.ldq, dqd, Tq, HS);
 }
@@ -234,7 +234,7 @@ using namespace avx512;
 void attention_forward_avx512(float* out, float* lse, const float* q, const float* k,
                               const float* v, const AttentionShape& s) {
     const int64_t HS = s.HS, blocks = (s.Tq + kTile - 1) / kTile, heads = s.B * s.NH;
-    const int64_t items = blocks * heads;
+    const int64_t items = blocks * heads, NKV = kv_heads(s), G = group_size(s);
     // Keys any query of the call sees: the K and V rows worth copying.
     const int64_t kmax = std::min(s.Tk, s.q_pos0 + s.Tq);
 #pragma omp parallel if (items > 1 && worth_threads(s))
@@ -243,22 +243,23 @@ void attention_forward_avx512(float* out, float* lse, const float* q, const floa
         float* oacc = qt + HS * kTile;
         float* st = oacc + kTile * HS;
         float* alpha = st + kTile * kTile;
-        // A dense copy of the current head's K and V, grown as blocks need more keys: every
-        // query block reads them, and dense rows stream where rows 9 KiB apart in the fused
-        // layout defeat the prefetchers.
+        // A dense copy of the current key/value head's K and V, grown as blocks need more keys:
+        // every query block (of every query head in its group) reads them, and dense rows stream
+        // where rows 9 KiB apart in the fused layout defeat the prefetchers.
         float* kd = alpha + kTile;
         float* vd = kd + kmax * HS;
-        int64_t cached_bh = -1, cached_rows = 0;
-        // Consecutive items share a head, so the threads work on the same head and its K and V
-        // stay in cache; within a head the late blocks, which see the most keys, go first.
+        int64_t cached_bkv = -1, cached_rows = 0;
+        // Consecutive items share a head, and consecutive heads their key/value head, so the
+        // threads work on the same K and V and they stay in cache; within a head the late
+        // blocks, which see the most keys, go first.
 #pragma omp for schedule(dynamic)
         for (int64_t it = 0; it < items; ++it) {
             const int64_t bh = it / blocks, blk = blocks - 1 - it % blocks;
-            const int64_t b = bh / s.NH, h = bh % s.NH;
+            const int64_t b = bh / s.NH, h = bh % s.NH, kvh = h / G;
             const int64_t kend = std::min(s.Tk, s.q_pos0 + std::min(s.Tq, (blk + 1) * kTile));
-            if (bh != cached_bh) cached_bh = bh, cached_rows = 0;
+            if (b * NKV + kvh != cached_bkv) cached_bkv = b * NKV + kvh, cached_rows = 0;
             if (kend > cached_rows) {
-                const int64_t off = (b * s.Tk + cached_rows) * s.ldkv + h * HS;
+                const int64_t off = (b * s.Tk + cached_rows) * s.ldkv + kvh * HS;
                 pack_rows(kd + cached_rows * HS, k + off, s.ldkv, kend - cached_rows, HS);
                 pack_rows(vd + cached_rows * HS, v + off, s.ldkv, kend - cached_rows, HS);
                 cached_rows = kend;
@@ -271,14 +272,18 @@ void attention_forward_avx512(float* out, float* lse, const float* q, const floa
 void attention_backward_avx512(float* dq, float* dk, float* dv, const float* dout, const float* q,
                                const float* k, const float* v, const float* out, const float* lse,
                                const AttentionShape& s) {
-    const int64_t heads = s.B * s.NH;
-#pragma omp parallel if (heads > 1 && worth_threads(s))
+    const BackwardPlan plan(dk, dv, s);
+#pragma omp parallel if (plan.threads())
     {
         float* work = thread_scratch(5 * s.HS * kTile + 2 * kTile * kTile + (3 * s.HS + 2) * s.Tq);
 #pragma omp for schedule(dynamic)
-        for (int64_t bh = 0; bh < heads; ++bh)
-            backward_head(dq, dk, dv, dout, q, k, v, out, lse, s, bh / s.NH, bh % s.NH, work);
+        for (int64_t it = 0; it < plan.items(); ++it)
+            for (int64_t j = 0; j < plan.heads_per_item(); ++j) {
+                const int64_t bh = it * plan.heads_per_item() + j, b = bh / s.NH, h = bh % s.NH;
+                backward_head(dq, plan.kv_grad(b, h), dout, q, k, v, out, lse, s, b, h, work);
+            }
     }
+    plan.finish();
 }
 
 }  // namespace weft::kernels::detail

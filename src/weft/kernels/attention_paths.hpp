@@ -11,6 +11,55 @@ inline bool worth_threads(const AttentionShape& s) {
     return s.B * s.NH * s.Tq * s.Tk * s.HS > (int64_t(1) << 18);
 }
 
+// Key/value heads of a checked shape (NKV = 0 means NH), and query heads per key/value head.
+inline int64_t kv_heads(const AttentionShape& s) {
+    return s.NKV > 0 ? s.NKV : s.NH;
+}
+inline int64_t group_size(const AttentionShape& s) {
+    return s.NH / kv_heads(s);
+}
+
+// Where one query head's backward adds its dK and dV: row t of the head at dk + t*ld (dv alike).
+struct KvGrad {
+    float* dk;
+    float* dv;
+    int64_t ld;
+};
+
+// How backward splits into work items. The G query heads of a key/value head all add into its dK
+// and dV rows, so two threads may run heads of one group at once only if each writes rows of its
+// own:
+//   shared   an item is one (batch, key/value head) running its G query heads in order, adding
+//            into dk and dv directly (with G = 1, one item a head);
+//   private  an item is one (batch, query head) writing dK and dV into zeroed partials; finish()
+//            then adds them into dk and dv in head order.
+// Either way every row of dk receives the heads' contributions one by one in head order, so the
+// results are bit-identical and independent of the thread count; private is chosen only when its
+// G times more items finish sooner on the threads there are, since it costs 2·B·NH·Tk·HS floats
+// of scratch and one more pass over them.
+class BackwardPlan {
+  public:
+    BackwardPlan(float* dk, float* dv, const AttentionShape& s);
+    int64_t items() const { return items_; }
+    bool threads() const { return threads_; }
+    // Item `it` runs the query heads b*NH + h = it*heads_per_item() + j, j < heads_per_item(), in
+    // that order.
+    int64_t heads_per_item() const { return per_item_; }
+    // Where query head h of batch b adds its gradients (private rows are zeroed here, by the
+    // thread that will fill them).
+    KvGrad kv_grad(int64_t b, int64_t h) const;
+    // Adds the private partials into dk and dv (nothing to do for shared items).
+    void finish() const;
+
+  private:
+    AttentionShape s_;
+    float* dk_;
+    float* dv_;
+    int64_t G_, per_item_, items_;
+    bool threads_;
+    float* partials_ = nullptr;  // private: [2][B*NH][Tk][HS], dK then dV
+};
+
 void attention_forward_portable(float* out, float* lse, const float* q, const float* k,
                                 const float* v, const AttentionShape& s);
 void attention_backward_portable(float* dq, float* dk, float* dv, const float* dout, const float* q,

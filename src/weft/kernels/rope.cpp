@@ -41,6 +41,7 @@ std::vector<double> rope_inv_freq(int64_t head_dim, double theta, const RopeScal
 }
 
 RopeTable rope_table(int64_t head_dim, int64_t positions, double theta, const RopeScaling& s) {
+    WEFT_CHECK(positions >= 0, "rope_table: positions {} must not be negative", positions);
     const std::vector<double> f = rope_inv_freq(head_dim, theta, s);
     RopeTable t;
     t.positions = positions;

@@ -1,7 +1,9 @@
 // Tiled attention against a full-softmax reference in double precision, for both instruction-set
 // paths, on shapes that hit every tile edge: T not a multiple of the 64-wide tiles, T = 1, head
-// sizes that are not multiples of 16, KV-cache decoding (Tq < Tk, q_pos0 > 0), padded strides.
+// sizes that are not multiples of 16, KV-cache decoding (Tq < Tk, q_pos0 > 0), padded strides,
+// grouped-query and multi-query attention (fewer key/value heads than query heads).
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "support/check.hpp"
+#include "weft/core/error.hpp"
 #include "weft/kernels/attention.hpp"
 #include "weft/kernels/isa.hpp"
 
@@ -23,19 +26,31 @@ struct Case {
     int64_t B, Tq, Tk, NH, HS, q_pos0;
     int64_t pad = 0;     // extra floats at the end of every row of q, k, v and out
     float scale = 1.0f;  // of q and k: larger makes the softmax peakier
+    int64_t NKV = 0;     // key/value heads (0: NH)
 };
+
+// c with NKV key/value heads.
+Case grouped(Case c, int64_t NKV) {
+    c.NKV = NKV;
+    return c;
+}
+
+int64_t kv_heads(const Case& c) {
+    return c.NKV ? c.NKV : c.NH;
+}
 
 std::string describe(const Case& c) {
     return "B=" + std::to_string(c.B) + " Tq=" + std::to_string(c.Tq) +
            " Tk=" + std::to_string(c.Tk) + " NH=" + std::to_string(c.NH) +
-           " HS=" + std::to_string(c.HS) + " q_pos0=" + std::to_string(c.q_pos0) +
-           " pad=" + std::to_string(c.pad);
+           " NKV=" + std::to_string(kv_heads(c)) + " HS=" + std::to_string(c.HS) +
+           " q_pos0=" + std::to_string(c.q_pos0) + " pad=" + std::to_string(c.pad);
 }
 
 AttentionShape shape_of(const Case& c) {
-    const int64_t C = c.NH * c.HS;
+    const int64_t C = c.NH * c.HS, CKV = kv_heads(c) * c.HS;
     // Different paddings per tensor so that mixing up ldq, ldkv and ldo shows.
-    return {c.B, c.Tq, c.Tk, c.NH, c.HS, C + c.pad, C + 2 * c.pad, C + 3 * c.pad, c.q_pos0};
+    return {c.B,           c.Tq,     c.Tk, c.NH, c.HS, C + c.pad, CKV + 2 * c.pad,
+            C + 3 * c.pad, c.q_pos0, c.NKV};
 }
 
 struct Reference {
@@ -53,6 +68,7 @@ Reference reference(const AttentionShape& s, const std::vector<float>& q,
     r.dk.assign(k.size(), 0.0);
     r.dv.assign(v.size(), 0.0);
     const double scale = 1.0 / std::sqrt(double(s.HS));
+    const int64_t G = s.NKV ? s.NH / s.NKV : 1;  // query head h reads key/value head h / G
     for (int64_t b = 0; b < s.B; ++b)
         for (int64_t h = 0; h < s.NH; ++h)
             for (int64_t i = 0; i < s.Tq; ++i) {
@@ -62,7 +78,7 @@ Reference reference(const AttentionShape& s, const std::vector<float>& q,
                 std::vector<double> p(n), dp(n);
                 double mx = -INFINITY;
                 for (int64_t j = 0; j < n; ++j) {
-                    const int64_t kj = (b * s.Tk + j) * s.ldkv + h * s.HS;
+                    const int64_t kj = (b * s.Tk + j) * s.ldkv + (h / G) * s.HS;
                     double dot = 0;
                     for (int64_t d = 0; d < s.HS; ++d) dot += double(q[qi + d]) * k[kj + d];
                     p[j] = dot * scale;
@@ -73,7 +89,7 @@ Reference reference(const AttentionShape& s, const std::vector<float>& q,
                 r.lse[(b * s.NH + h) * s.Tq + i] = mx + std::log(sum);
                 double D = 0;
                 for (int64_t j = 0; j < n; ++j) {
-                    const int64_t vj = (b * s.Tk + j) * s.ldkv + h * s.HS;
+                    const int64_t vj = (b * s.Tk + j) * s.ldkv + (h / G) * s.HS;
                     p[j] /= sum;
                     dp[j] = 0;
                     for (int64_t d = 0; d < s.HS; ++d) {
@@ -83,7 +99,7 @@ Reference reference(const AttentionShape& s, const std::vector<float>& q,
                     D += p[j] * dp[j];
                 }
                 for (int64_t j = 0; j < n; ++j) {
-                    const int64_t kj = (b * s.Tk + j) * s.ldkv + h * s.HS;
+                    const int64_t kj = (b * s.Tk + j) * s.ldkv + (h / G) * s.HS;
                     const double ds = p[j] * (dp[j] - D) * scale;
                     for (int64_t d = 0; d < s.HS; ++d) {
                         r.dq[qi + d] += ds * k[kj + d];
@@ -124,7 +140,7 @@ class AttentionTest : public ::testing::TestWithParam<Isa> {
 void check_case(const Case& c) {
     SCOPED_TRACE(describe(c));
     const AttentionShape s = shape_of(c);
-    const int64_t C = s.NH * s.HS;
+    const int64_t C = s.NH * s.HS, CKV = kv_heads(c) * s.HS;
     auto q = test::random_vector(s.B * s.Tq * s.ldq, 1, c.scale);
     auto k = test::random_vector(s.B * s.Tk * s.ldkv, 2, c.scale);
     auto v = test::random_vector(s.B * s.Tk * s.ldkv, 3);
@@ -148,12 +164,13 @@ void check_case(const Case& c) {
     for (size_t i = 0; i < dq.size(); ++i) dq[i] -= dq0[i];
     for (size_t i = 0; i < dk.size(); ++i) dk[i] -= dk0[i], dv[i] -= dv0[i];
     EXPECT_LT(head_error(dq, r.dq, s.B * s.Tq, s.ldq, C), 5e-5) << "dq";
-    EXPECT_LT(head_error(dk, r.dk, s.B * s.Tk, s.ldkv, C), 5e-5) << "dk";
-    EXPECT_LT(head_error(dv, r.dv, s.B * s.Tk, s.ldkv, C), 5e-5) << "dv";
+    EXPECT_LT(head_error(dk, r.dk, s.B * s.Tk, s.ldkv, CKV), 5e-5) << "dk";
+    EXPECT_LT(head_error(dv, r.dv, s.B * s.Tk, s.ldkv, CKV), 5e-5) << "dv";
     for (int64_t row = 0; row < s.B * s.Tq; ++row)
         for (int64_t x = C; x < s.ldq; ++x) ASSERT_EQ(dq[row * s.ldq + x], 0.0f) << "dq padding";
     for (int64_t row = 0; row < s.B * s.Tk; ++row)
-        for (int64_t x = C; x < s.ldkv; ++x) ASSERT_EQ(dk[row * s.ldkv + x], 0.0f) << "dk padding";
+        for (int64_t x = CKV; x < s.ldkv; ++x)
+            ASSERT_EQ(dk[row * s.ldkv + x], 0.0f) << "dk padding";
 }
 
 TEST_P(AttentionTest, SingleToken) {
@@ -231,8 +248,8 @@ TEST_P(AttentionTest, Deterministic) {
 // L = Σ w ⊙ out, differentiated by central differences (h = 1e-2 in float, loss summed in
 // double) at every fifth element of q, k and v: agreement within 5e-4 + 1e-3·|g|, about ten
 // times the O(h²) truncation and float rounding seen (5e-5 for gradients up to 1.5).
-TEST_P(AttentionTest, FiniteDifferenceGradient) {
-    const Case c{1, 9, 12, 2, 8, 3};
+void check_finite_differences(const Case& c) {
+    SCOPED_TRACE(describe(c));
     const AttentionShape s = shape_of(c);
     auto q = test::random_vector(s.B * s.Tq * s.ldq, 21),
          k = test::random_vector(s.B * s.Tk * s.ldkv, 22),
@@ -256,6 +273,119 @@ TEST_P(AttentionTest, FiniteDifferenceGradient) {
         for (size_t n = 0; n < ix.size(); ++n)
             EXPECT_NEAR((*g)[ix[n]], fd[n], 5e-4 + 1e-3 * std::abs(fd[n])) << name << ix[n];
     }
+}
+
+TEST_P(AttentionTest, FiniteDifferenceGradient) {
+    check_finite_differences({1, 9, 12, 2, 8, 3});
+    // Two query heads per key/value head: dK and dV sum both heads' terms.
+    check_finite_differences(grouped({1, 9, 12, 4, 8, 3}, 2));
+}
+
+// Grouped-query attention: query head h reads key/value head h / (NH / NKV), and the gradient of
+// a key/value head sums its query heads'. Shapes as above: ragged tiles, head sizes off 16,
+// padded strides, decoding with q_pos0 > 0, queries past the last key.
+TEST_P(AttentionTest, GroupedQueryHeads) {
+    check_case(grouped({2, 100, 100, 4, 64, 0}, 2));
+    check_case(grouped({1, 130, 130, 6, 24, 0, 3}, 2));
+    check_case(grouped({2, 70, 70, 6, 7, 0, 1}, 3));
+    check_case(grouped({1, 65, 65, 9, 80, 0, 2}, 3));
+}
+
+TEST_P(AttentionTest, MultiQuery) {
+    check_case(grouped({2, 90, 90, 4, 32, 0, 1}, 1));
+    check_case(grouped({1, 129, 129, 3, 48, 0}, 1));
+}
+
+TEST_P(AttentionTest, GroupedQueryKvCacheDecoding) {
+    check_case(grouped({2, 1, 77, 4, 64, 76}, 2));        // one new token after 76 cached ones
+    check_case(grouped({1, 20, 150, 6, 48, 130, 1}, 2));  // a chunk of new tokens
+    check_case(grouped({1, 3, 200, 4, 16, 197}, 1));
+    check_case(grouped({1, 70, 90, 4, 32, 50}, 2));  // queries past the last key
+}
+
+// The backward either runs a key/value head's query heads in order on one thread or gives each
+// its own partial dK, dV and adds them in that order after; which one depends on the threads
+// there are. Both must give the same bits.
+TEST_P(AttentionTest, GroupedQueryBackwardIndependentOfThreads) {
+    for (const Case& c :
+         {grouped({1, 130, 130, 4, 32, 0, 1}, 1), grouped({2, 100, 100, 6, 48, 20}, 2)}) {
+        SCOPED_TRACE(describe(c));
+        const AttentionShape s = shape_of(c);
+        auto q = test::random_vector(s.B * s.Tq * s.ldq, 1),
+             k = test::random_vector(s.B * s.Tk * s.ldkv, 2),
+             v = test::random_vector(s.B * s.Tk * s.ldkv, 3),
+             dout = test::random_vector(s.B * s.Tq * s.ldo, 4);
+        std::vector<float> out(dout.size()), lse(s.B * s.NH * s.Tq);
+        attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s);
+        std::vector<float> first;
+        const int keep = omp_get_max_threads();
+        for (int threads : {1, 2, 4, 8}) {
+            omp_set_num_threads(threads);
+            auto dq = test::random_vector(q.size(), 5), dk = test::random_vector(k.size(), 6),
+                 dv = test::random_vector(v.size(), 7);
+            attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
+                               v.data(), out.data(), lse.data(), s);
+            std::vector<float> all = dq;
+            for (const auto* x : {&dk, &dv}) all.insert(all.end(), x->begin(), x->end());
+            if (first.empty())
+                first = all;
+            else
+                EXPECT_EQ(all, first) << threads << " threads";
+        }
+        omp_set_num_threads(keep);
+    }
+}
+
+TEST_P(AttentionTest, FusedGroupedQkvMatchesStridedCall) {
+    const int64_t B = 2, T = 67, NH = 6, NKV = 2, HS = 24, A = NH * HS, KV = NKV * HS;
+    const int64_t ld = A + 2 * KV;
+    auto qkv = test::random_vector(B * T * ld, 13);
+    auto dout = test::random_vector(B * T * A, 14);
+    std::vector<float> out(B * T * A), lse(B * NH * T), out2(B * T * A), lse2(B * NH * T);
+    attention_forward_qkv(out.data(), lse.data(), qkv.data(), B, T, NH, HS, NKV);
+    AttentionShape s{B, T, T, NH, HS, ld, ld, A};
+    s.NKV = NKV;
+    const float* q = qkv.data();
+    attention_forward(out2.data(), lse2.data(), q, q + A, q + A + KV, s);
+    EXPECT_EQ(out, out2);
+    EXPECT_EQ(lse, lse2);
+
+    std::vector<float> dqkv(qkv.size(), 7.0f), dqkv2(qkv.size(), 0.0f);  // qkv version overwrites
+    attention_backward_qkv(dqkv.data(), dout.data(), q, out.data(), lse.data(), B, T, NH, HS, NKV);
+    float* d = dqkv2.data();
+    attention_backward(d, d + A, d + A + KV, dout.data(), q, q + A, q + A + KV, out.data(),
+                       lse.data(), s);
+    EXPECT_EQ(dqkv, dqkv2);
+}
+
+// The message of the Error f throws.
+template <class F>
+std::string error_of(F&& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "no error";
+}
+
+TEST_P(AttentionTest, GroupedQueryShapeErrors) {
+    std::vector<float> buf(4096);
+    float* p = buf.data();
+    AttentionShape s{1, 4, 4, 6, 8, 48, 32, 48};
+    s.NKV = 4;  // does not divide 6
+    EXPECT_NE(error_of([&] {
+                  attention_forward(p, p, p, p, p, s);
+              }).find("NKV=4 key/value heads must divide the NH=6 query heads"),
+              std::string::npos);
+    s.NKV = 2;
+    s.ldkv = 15;  // below NKV*HS = 16
+    EXPECT_NE(error_of([&] {
+                  attention_backward(p, p, p, p, p, p, p, p, p, s);
+              }).find("ldkv=15 must be at least NKV*HS=16"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] { attention_forward_qkv(p, p, p, 1, 4, 6, 8, -1); }).find("NKV=-1"),
+              std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Isas, AttentionTest, ::testing::Values(Isa::portable, Isa::avx512),
