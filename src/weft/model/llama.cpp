@@ -56,42 +56,6 @@ Sizes sizes(const ModelConfig& cfg, int64_t B, int64_t T, const LayerSpan& span)
     return s;
 }
 
-// Grouped-query attention on packed [q | k | v] rows of width ld: query head h reads key/value
-// head h / (NH / NKV), with no copy of K and V per head. With as many key/value heads as query
-// heads it is the fused kernel; otherwise one kernel call per (sequence, query head), whose
-// K/V pointers select the shared head (the kernel takes no head mapping of its own).
-void gqa_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t NH,
-                 int64_t NKV, int64_t HS, int64_t ld) {
-    if (NH == NKV) return k::attention_forward_qkv(out, lse, qkv, B, T, NH, HS);
-    const int64_t A = NH * HS, G = NH / NKV;
-    for (int64_t b = 0; b < B; ++b)
-        for (int64_t h = 0; h < NH; ++h) {
-            const float* base = qkv + b * T * ld;
-            const float* kh = base + A + (h / G) * HS;
-            const k::AttentionShape s{1, T, T, 1, HS, ld, ld, A, 0};
-            k::attention_forward(out + b * T * A + h * HS, lse + (b * NH + h) * T, base + h * HS,
-                                 kh, kh + NKV * HS, s);
-        }
-}
-
-// Its backward into dqkv (overwritten); the query heads of a group add into their shared dk, dv.
-void gqa_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                  const float* lse, int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HS,
-                  int64_t ld) {
-    if (NH == NKV) return k::attention_backward_qkv(dqkv, dout, qkv, out, lse, B, T, NH, HS);
-    const int64_t A = NH * HS, G = NH / NKV;
-    std::fill_n(dqkv, B * T * ld, 0.0f);
-    for (int64_t b = 0; b < B; ++b)
-        for (int64_t h = 0; h < NH; ++h) {
-            const int64_t row = b * T * ld, kv = A + (h / G) * HS;
-            const k::AttentionShape s{1, T, T, 1, HS, ld, ld, A, 0};
-            k::attention_backward(dqkv + row + h * HS, dqkv + row + kv, dqkv + row + kv + NKV * HS,
-                                  dout + b * T * A + h * HS, qkv + row + h * HS, qkv + row + kv,
-                                  qkv + row + kv + NKV * HS, out + b * T * A + h * HS,
-                                  lse + (b * NH + h) * T, s);
-        }
-}
-
 kernels::RopeScaling rope_scaling(const RopeScalingConfig& r) {
     kernels::RopeScaling s;
     if (r.type == "linear") s.kind = kernels::RopeScaling::Kind::linear;
@@ -256,19 +220,15 @@ void Llama::block_forward_from(LlamaActivations& a, const LlamaBlock& p, int l, 
     k::rope_forward(qkv, B, T, NH_, HS_, qkv_, pos0, table);
     k::rope_forward(qkv + A, B, T, NKV_, HS_, qkv_, pos0, table);
     if (!cache) {
-        gqa_forward(atty, lse, qkv, B, T, NH_, NKV_, HS_, qkv_);
+        k::attention_forward_qkv(atty, lse, qkv, B, T, NH_, HS_, NKV_);
     } else {
         // Generation (tp = 1, one sequence): these positions' keys and values join the cache,
         // and the queries attend to every cached position up to their own.
         cache->store(l, pos0, T, qkv + A, qkv + A + KV, qkv_);
         float* kc = cache->k_at(l);
         float* vc = cache->v_at(l);
-        const int64_t G = NH_ / NKV_;
-        for (int64_t h = 0; h < NH_; ++h) {
-            const k::AttentionShape shape{1, T, pos0 + T, 1, HS_, qkv_, KV, A, pos0};
-            k::attention_forward(atty + h * HS_, lse + h * T, qkv + h * HS_, kc + (h / G) * HS_,
-                                 vc + (h / G) * HS_, shape);
-        }
+        const k::AttentionShape shape{1, T, pos0 + T, NH_, HS_, qkv_, KV, A, pos0, NKV_};
+        k::attention_forward(atty, lse, qkv, kc, vc, shape);
     }
     w.progress();
     tp_.row_parallel_forward(res2, atty, p.o_w, nullptr, x, BT, A, R, dC_.data());
@@ -374,7 +334,7 @@ void Llama::block_backward(Activations& base, UnitAccess& w, int l) {
     float* datty = wide;  // free again
     k::matmul_backward(datty, g.o_w, nullptr, dout, atty, p.o_w, BT, A, C, false);
     w.progress();
-    gqa_backward(dqkv_.data(), datty, qkv, atty, lse, B, T, NH_, NKV_, HS_, qkv_);
+    k::attention_backward_qkv(dqkv_.data(), datty, qkv, atty, lse, B, T, NH_, HS_, NKV_);
     w.progress();
     // The rotary embedding is a rotation: its backward rotates the gradients back.
     const kernels::RopeTable& table = rope(T);
