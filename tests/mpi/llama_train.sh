@@ -7,6 +7,7 @@
 #   tp N       tp N with and without --sequence-parallel (kv heads split over tp)
 #   pp N       8 layers, pp N x gpipe, 1f1b and interleaved (vpp 2), and 1f1b with --recompute
 #   mixed      tp 2 x dp 2 at ZeRO 1 and 3 with sequence parallelism, tp 2 x pp 2, pp 2 x dp 2,
+#              tp 2 x dp 2 x pp 2 (8 ranks),
 #              dp 2 with --recompute, bf16 products at tp 2 against bf16 in one process
 #   resume     4 layers: 3 steps at one layout, 3 more at another (tp 2 -> pp 2 -> dp 2 ZeRO 3
 #              -> one process), against an uninterrupted run; an HF export round trip
@@ -62,6 +63,9 @@ mixed)
   same_as_ref tp2_pp2 ref
   train 4 pp2_dp2 --steps 5 --pp 2 --zero 1 --micro-batch-size 2
   same_as_ref pp2_dp2 ref
+  # All three at once: 8 ranks, tp 2 x dp 2 x pp 2.
+  train 8 tp2_dp2_pp2 --steps 5 --tp 2 --pp 2 --zero 1 --micro-batch-size 1 --sequence-parallel
+  same_as_ref tp2_dp2_pp2 ref
   train 2 dp2_recompute --steps 5 --recompute --micro-batch-size 2
   same_as_ref dp2_recompute ref
   # bf16 products: the same model in bf16 at tp 2 as in one process (rounding differs only
