@@ -12,6 +12,7 @@ namespace weft::cli {
 namespace {
 struct PrepareArgs {
     std::filesystem::path input = "data/tinyshakespeare.txt", out = "data", tokenizer_dir = "data";
+    std::filesystem::path tokenizer;  // empty: GPT-2's files in tokenizer_dir
     int64_t val_tokens = 32768;
 };
 }  // namespace
@@ -20,19 +21,33 @@ void add_prepare_command(CLI::App& app) {
     auto a = std::make_shared<PrepareArgs>();
     CLI::App* c =
         app.add_subcommand("prepare",
-                           "Tokenise a text file with the GPT-2 BPE into <stem>_train.bin and "
-                           "<stem>_val.bin (llm.c's format)");
+                           "Tokenise a text file with the GPT-2 BPE (or a Hugging Face "
+                           "tokenizer.json) into <stem>_train.bin and <stem>_val.bin (llm.c's "
+                           "format; its uint32 layout for ids past 65535)");
     c->add_option("--input", a->input, "Text file (UTF-8)")->capture_default_str();
     c->add_option("--out", a->out, "Directory for the token files")->capture_default_str();
     c->add_option("--val-tokens", a->val_tokens,
                   "Tokens from the start that go to the validation file")
         ->capture_default_str();
-    c->add_option("--tokenizer-dir", a->tokenizer_dir, "Directory with encoder.json and vocab.bpe")
-        ->capture_default_str();
+    CLI::Option* dir =
+        c->add_option("--tokenizer-dir", a->tokenizer_dir,
+                      "Directory with GPT-2's encoder.json and vocab.bpe (the default tokenizer)")
+            ->capture_default_str();
+    c->add_option("--tokenizer", a->tokenizer,
+                  "A Hugging Face tokenizer.json, or a directory holding one, of the byte-level "
+                  "BPE kind (GPT-2, Llama 3, Qwen2, SmolLM). Documents are separated by its "
+                  "end-of-text token: eos_token of a tokenizer_config.json beside it, else the "
+                  "added token <|endoftext|>, <|end_of_text|> or </s>")
+        ->excludes(dir);
     c->callback([a] {
-        auto tok = data::Gpt2Tokenizer::load(a->tokenizer_dir / "encoder.json",
-                                             a->tokenizer_dir / "vocab.bpe");
-        data::PrepareResult r = data::prepare_dataset(a->input, a->out, tok, a->val_tokens);
+        std::unique_ptr<data::Tokenizer> tok;
+        if (a->tokenizer.empty()) {
+            tok = std::make_unique<data::Gpt2Tokenizer>(data::Gpt2Tokenizer::load(
+                a->tokenizer_dir / "encoder.json", a->tokenizer_dir / "vocab.bpe"));
+        } else {
+            tok = data::load_tokenizer(a->tokenizer);
+        }
+        data::PrepareResult r = data::prepare_dataset(a->input, a->out, *tok, a->val_tokens);
         fmt::print("{}: {} tokens\n{}: {} tokens\n", r.train_path.string(), r.train_tokens,
                    r.val_path.string(), r.val_tokens);
     });

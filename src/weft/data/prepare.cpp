@@ -1,5 +1,6 @@
 #include "weft/data/prepare.hpp"
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -9,33 +10,57 @@
 
 namespace weft::data {
 
+namespace {
+
+// Token ids of the whole text, as `Id` (uint16_t for vocabularies that fit, else uint32_t: half
+// the memory for the common case of a corpus of GPT-2 tokens).
+template <typename Id>
+std::vector<Id> tokenize_sections(std::string_view all, const Tokenizer& tokenizer,
+                                  PrepareResult& result) {
+    std::vector<Id> tokens;
+    tokens.reserve(all.size() / 3);
+    const std::string_view separator("\n\n");
+    for (size_t pos = 0;;) {
+        size_t cut = all.find(separator, pos);
+        size_t end = cut == std::string_view::npos ? all.size() : cut + separator.size();
+        tokens.push_back(static_cast<Id>(tokenizer.eot()));
+        for (int32_t t : tokenizer.encode_ordinary(all.substr(pos, end - pos)))
+            tokens.push_back(static_cast<Id>(t));
+        ++result.sections;
+        if (cut == std::string_view::npos) break;
+        pos = end;
+    }
+    return tokens;
+}
+
+template <typename Id>
+void write_split(const std::vector<Id>& tokens, int64_t val_tokens, const PrepareResult& result) {
+    const std::span<const Id> span(tokens);
+    write_token_file(result.val_path, span.first(static_cast<size_t>(val_tokens)));
+    write_token_file(result.train_path, span.subspan(static_cast<size_t>(val_tokens)));
+}
+
+}  // namespace
+
 PrepareResult prepare_dataset(const std::filesystem::path& text_file,
-                              const std::filesystem::path& out_dir, const Gpt2Tokenizer& tokenizer,
+                              const std::filesystem::path& out_dir, const Tokenizer& tokenizer,
                               int64_t val_tokens) {
     WEFT_CHECK(val_tokens >= 1, "val_tokens must be at least 1, got {} (preparing '{}')",
                val_tokens, text_file.string());
-    WEFT_CHECK(tokenizer.vocab_size() <= 65536,
-               "vocabulary of {} tokens does not fit the uint16 token files (at most 65536)",
-               tokenizer.vocab_size());
     const std::string text = read_whole_file(text_file, "text file");
     WEFT_CHECK(!text.empty(), "text file '{}' is empty, expected text to tokenize",
                text_file.string());
 
     PrepareResult result;
-    std::vector<uint16_t> tokens;
-    tokens.reserve(text.size() / 3);
-    const std::string_view all(text), separator("\n\n");
-    for (size_t pos = 0;;) {
-        size_t cut = all.find(separator, pos);
-        size_t end = cut == std::string_view::npos ? all.size() : cut + separator.size();
-        tokens.push_back(static_cast<uint16_t>(tokenizer.eot()));
-        for (int32_t t : tokenizer.encode_ordinary(all.substr(pos, end - pos)))
-            tokens.push_back(static_cast<uint16_t>(t));
-        ++result.sections;
-        if (cut == std::string_view::npos) break;
-        pos = end;
+    const bool wide = tokenizer.vocab_size() > 65536;
+    std::vector<uint16_t> tokens16;
+    std::vector<uint32_t> tokens32;
+    if (wide) {
+        tokens32 = tokenize_sections<uint32_t>(text, tokenizer, result);
+    } else {
+        tokens16 = tokenize_sections<uint16_t>(text, tokenizer, result);
     }
-    const auto total = static_cast<int64_t>(tokens.size());
+    const auto total = static_cast<int64_t>(wide ? tokens32.size() : tokens16.size());
     WEFT_CHECK(total > val_tokens,
                "text file '{}' gives {} tokens, expected more than the {} validation tokens",
                text_file.string(), total, val_tokens);
@@ -48,9 +73,11 @@ PrepareResult prepare_dataset(const std::filesystem::path& text_file,
     result.train_path = out_dir / (stem + "_train.bin");
     result.val_tokens = val_tokens;
     result.train_tokens = total - val_tokens;
-    const std::span<const uint16_t> span(tokens);
-    write_token_file(result.val_path, span.first(static_cast<size_t>(val_tokens)));
-    write_token_file(result.train_path, span.subspan(static_cast<size_t>(val_tokens)));
+    if (wide) {
+        write_split(tokens32, val_tokens, result);
+    } else {
+        write_split(tokens16, val_tokens, result);
+    }
     return result;
 }
 

@@ -4,8 +4,10 @@
 // The text is split into sections at every "\n\n". Each section is encoded (ordinary encoding:
 // a literal "<|endoftext|>" in the text stays text) with its "\n\n" still on the end, all but the
 // last section having one, and preceded by the end-of-text token. So the rule is: the tokens
-// without their end-of-text tokens decode to the text, byte for byte. The first `val_tokens`
-// tokens go to <stem>_val.bin, the rest to <stem>_train.bin, both in llm.c's format.
+// without their end-of-text tokens decode to the text, byte for byte (to its NFC form when the
+// tokenizer normalises so). The first `val_tokens` tokens go to <stem>_val.bin, the rest to
+// <stem>_train.bin, both in llm.c's format: uint16 ids (version 1) for a vocabulary of at most
+// 65536 ids, uint32 (llm.c's Llama 3 layout) when an id past 65535 occurs.
 #include <cstdint>
 #include <filesystem>
 
@@ -22,7 +24,7 @@ struct PrepareResult {
 // Errors before any file is written when the text is missing or empty, or gives no more than
 // `val_tokens` tokens (which would leave nothing to train on). Creates out_dir if needed.
 PrepareResult prepare_dataset(const std::filesystem::path& text_file,
-                              const std::filesystem::path& out_dir, const Gpt2Tokenizer& tokenizer,
+                              const std::filesystem::path& out_dir, const Tokenizer& tokenizer,
                               int64_t val_tokens = 32768);
 
 }  // namespace weft::data

@@ -17,20 +17,11 @@ CharClass char_class(uint32_t code_point) {
     return code_point <= it->last ? it->cls : CharClass::kOther;
 }
 
-namespace {
-
-struct Char {
-    CharClass cls;
-    uint32_t len;  // bytes
-};
-
-// Strict UTF-8 (no overlongs, surrogates or code points past U+10FFFF); an invalid byte is one
-// character of class "other", so the split never loses or reorders bytes.
-Char char_at(std::string_view s, size_t pos) {
+Utf8Char decode_utf8(std::string_view s, size_t pos) {
     const auto* p = reinterpret_cast<const unsigned char*>(s.data()) + pos;
     size_t left = s.size() - pos;
     unsigned b0 = p[0];
-    if (b0 < 0x80) return {detail::kAsciiClass[b0], 1};
+    if (b0 < 0x80) return {b0, 1, true};
     uint32_t len = 0, cp = 0, lo = 0x80, hi = 0xBF;  // lo/hi: allowed range of the second byte
     if (b0 >= 0xC2 && b0 <= 0xDF) {
         len = 2, cp = b0 & 0x1F;
@@ -43,14 +34,29 @@ Char char_at(std::string_view s, size_t pos) {
         if (b0 == 0xF0) lo = 0x90;  // overlong
         if (b0 == 0xF4) hi = 0x8F;  // past U+10FFFF
     } else {
-        return {CharClass::kOther, 1};
+        return {b0, 1, false};
     }
-    if (left < len || p[1] < lo || p[1] > hi) return {CharClass::kOther, 1};
+    if (left < len || p[1] < lo || p[1] > hi) return {b0, 1, false};
     for (uint32_t i = 1; i < len; ++i) {
-        if ((p[i] & 0xC0) != 0x80) return {CharClass::kOther, 1};
+        if ((p[i] & 0xC0) != 0x80) return {b0, 1, false};
         cp = (cp << 6) | (p[i] & 0x3F);
     }
-    return {char_class(cp), len};
+    return {cp, len, true};
+}
+
+namespace {
+
+struct Char {
+    CharClass cls;
+    uint32_t len;  // bytes
+};
+
+// An invalid byte is one character of class "other", so the split never loses or reorders bytes.
+Char char_at(std::string_view s, size_t pos) {
+    auto b0 = static_cast<unsigned char>(s[pos]);
+    if (b0 < 0x80) return {detail::kAsciiClass[b0], 1};
+    Utf8Char c = decode_utf8(s, pos);
+    return {c.valid ? char_class(c.code_point) : CharClass::kOther, c.length};
 }
 
 // 's 't 'm 'd 're 've 'll: ASCII only, and case-sensitive as in encoder.py.
@@ -62,6 +68,33 @@ size_t contraction_length(std::string_view s, size_t pos) {
     char c2 = s[pos + 2];
     if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) return 3;
     return 0;
+}
+
+// Llama 3's `(?i:'s|'t|'re|'ve|'m|'ll|'d)`. Of all code points only U+017F (long s) case-folds
+// to one of these ASCII letters, and Oniguruma does match it.
+size_t contraction_length_any_case(std::string_view s, size_t pos) {
+    if (s[pos] != '\'' || pos + 1 >= s.size()) return 0;
+    auto lower = [&](size_t i) { return i < s.size() ? static_cast<char>(s[i] | 0x20) : '\0'; };
+    char c1 = lower(pos + 1);
+    if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') return 2;
+    if (s.substr(pos + 1, 2) == "\u017F") return 3;
+    char c2 = lower(pos + 2);
+    if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) return 3;
+    return 0;
+}
+
+// End of the run of characters of class `cls` that starts at `pos`.
+size_t run_end(std::string_view text, size_t pos, CharClass cls) {
+    while (pos < text.size()) {
+        Char c = char_at(text, pos);
+        if (c.cls != cls) break;
+        pos += c.len;
+    }
+    return pos;
+}
+
+bool is_cr_or_lf(char c) {
+    return c == '\r' || c == '\n';
 }
 
 }  // namespace
@@ -98,6 +131,69 @@ size_t pretoken_end(std::string_view text, size_t begin) {
         end += c.len;
     }
     return (end < n && last > begin) ? last : end;
+}
+
+size_t pretoken_end_llama3(std::string_view text, size_t begin, int max_digits) {
+    const size_t n = text.size();
+    if (size_t len = contraction_length_any_case(text, begin)) return begin + len;
+    const Char first = char_at(text, begin);
+    const size_t second = begin + first.len;
+
+    // `[^\r\n\p{L}\p{N}]?\p{L}+`: letters, after at most one character that is none of those.
+    if (first.cls == CharClass::kLetter) return run_end(text, begin, CharClass::kLetter);
+    if (first.cls != CharClass::kNumber && !is_cr_or_lf(text[begin]) && second < n &&
+        char_at(text, second).cls == CharClass::kLetter)
+        return run_end(text, second, CharClass::kLetter);
+
+    // `\p{N}{1,3}`
+    if (first.cls == CharClass::kNumber) {
+        size_t end = begin;
+        for (int k = 0; k < max_digits && end < n; ++k) {
+            Char c = char_at(text, end);
+            if (c.cls != CharClass::kNumber) break;
+            end += c.len;
+        }
+        return end;
+    }
+
+    // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
+    size_t other = std::string_view::npos;
+    if (first.cls == CharClass::kOther) {
+        other = begin;
+    } else if (text[begin] == ' ' && second < n && char_at(text, second).cls == CharClass::kOther) {
+        other = second;
+    }
+    if (other != std::string_view::npos) {
+        size_t end = run_end(text, other, CharClass::kOther);
+        while (end < n && is_cr_or_lf(text[end])) ++end;
+        return end;
+    }
+
+    // White space from here on. `\s*[\r\n]+`: the run's \s* backtracks to its last CR or LF.
+    size_t end = begin, last = begin, last_newline = std::string_view::npos;
+    while (end < n) {
+        Char c = char_at(text, end);
+        if (c.cls != CharClass::kSpace) break;
+        if (is_cr_or_lf(text[end])) last_newline = end;
+        last = end;
+        end += c.len;
+    }
+    if (last_newline != std::string_view::npos) return last_newline + 1;
+    // `\s+(?!\S)|\s+`, as in GPT-2's pattern.
+    return (end < n && last > begin) ? last : end;
+}
+
+size_t pretoken_end_digits(std::string_view text, size_t begin, bool individual) {
+    const Char first = char_at(text, begin);
+    if (first.cls == CharClass::kNumber)
+        return individual ? begin + first.len : run_end(text, begin, CharClass::kNumber);
+    size_t end = begin + first.len;
+    while (end < text.size()) {
+        Char c = char_at(text, end);
+        if (c.cls == CharClass::kNumber) break;
+        end += c.len;
+    }
+    return end;
 }
 
 std::vector<std::string_view> pretokenize(std::string_view text) {

@@ -1,4 +1,6 @@
 #pragma once
+// The tokenizer interface the data pipeline and the commands take, and GPT-2's tokenizer.
+//
 // GPT-2's byte-level BPE, token for token what OpenAI's encoder.py produces: the text is split by
 // GPT-2's pre-tokenisation regex (pretokenize.hpp), each piece's UTF-8 bytes are merged by the
 // ranks of vocab.bpe, and the merged byte strings are looked up in encoder.json.
@@ -11,53 +13,77 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
+
+#include "weft/data/bpe.hpp"
 
 namespace weft::data {
 
-class Gpt2Tokenizer {
+// A text <-> token ids mapping. Implementations are immutable once loaded, so one may be shared
+// between threads.
+class Tokenizer {
+  public:
+    virtual ~Tokenizer() = default;
+
+    // The tokenizer's special tokens in the text become their ids (tiktoken's
+    // encode(allowed_special="all"), Hugging Face's encode(add_special_tokens=False)).
+    virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+    // All of the text is ordinary text, special tokens' names included.
+    virtual std::vector<int32_t> encode_ordinary(std::string_view text) const = 0;
+    // The bytes of the tokens, concatenated; an id with no token is an error.
+    virtual std::string decode(std::span<const int32_t> tokens) const = 0;
+    // One token's bytes: may be part of a UTF-8 sequence.
+    virtual std::string decode_token(int32_t token) const = 0;
+    // The token put between documents.
+    virtual int32_t eot() const = 0;
+    // One past the largest id.
+    virtual int32_t vocab_size() const = 0;
+
+  protected:
+    Tokenizer() = default;
+    Tokenizer(const Tokenizer&) = default;
+    Tokenizer(Tokenizer&&) = default;
+    Tokenizer& operator=(const Tokenizer&) = default;
+    Tokenizer& operator=(Tokenizer&&) = default;
+};
+
+// `path` is a Hugging Face tokenizer.json or a directory holding one (hf_tokenizer.hpp says
+// which kinds are read and how the end-of-text token is chosen).
+std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& path);
+
+class Gpt2Tokenizer final : public Tokenizer {
   public:
     static Gpt2Tokenizer load(const std::filesystem::path& encoder_json,
                               const std::filesystem::path& vocab_bpe);
 
     // "<|endoftext|>" in the text becomes the end-of-text token, as tiktoken's
     // encode(allowed_special="all") does; the text between is encoded with encode_ordinary.
-    std::vector<int32_t> encode(std::string_view text) const;
+    std::vector<int32_t> encode(std::string_view text) const override;
     // encoder.py's encode: "<|endoftext|>" is ordinary text. Used by prepare_dataset, so that the
     // only end-of-text tokens in a token file are the ones it puts between documents.
-    std::vector<int32_t> encode_ordinary(std::string_view text) const;
+    std::vector<int32_t> encode_ordinary(std::string_view text) const override;
 
     // The bytes of the tokens, concatenated; an id outside [0, vocab_size) is an error.
-    std::string decode(std::span<const int32_t> tokens) const;
+    std::string decode(std::span<const int32_t> tokens) const override;
     // One token's bytes: may be part of a UTF-8 sequence.
-    std::string decode_token(int32_t token) const;
+    std::string decode_token(int32_t token) const override;
 
-    int32_t eot() const { return eot_; }                                         // 50256 for GPT-2
-    int32_t vocab_size() const { return static_cast<int32_t>(tokens_.size()); }  // 50257
+    int32_t eot() const override { return eot_; }  // 50256 for GPT-2
+    int32_t vocab_size() const override {
+        return static_cast<int32_t>(tokens_.size());  // 50257
+    }
 
     Gpt2Tokenizer(Gpt2Tokenizer&&) noexcept;
     Gpt2Tokenizer& operator=(Gpt2Tokenizer&&) noexcept;
     ~Gpt2Tokenizer();
 
   private:
-    struct Merge {
-        int32_t rank;
-        int32_t result;
-    };
-    struct Cache;
-
     Gpt2Tokenizer();
-    // Appends the tokens of one pre-token (its raw bytes) to `out`.
-    void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;
-    void merge(std::vector<int32_t>& word) const;
     const std::string& token_bytes(int32_t token) const;
 
-    std::vector<std::string> tokens_;             // id -> bytes
-    int32_t byte_token_[256] = {};                // byte -> the id of that one byte
-    std::unordered_map<uint64_t, Merge> merges_;  // (left id << 32 | right id) -> merge
+    std::vector<std::string> tokens_;  // id -> bytes
+    BpeModel bpe_;
     int32_t eot_ = -1;
-    std::unique_ptr<Cache> cache_;  // pre-token bytes -> tokens
 };
 
 }  // namespace weft::data

@@ -1,0 +1,55 @@
+#pragma once
+// A tokenizer read from a Hugging Face tokenizer.json of the byte-level BPE kind (GPT-2, Llama 3,
+// Qwen2, SmolLM ship one), giving the ids Hugging Face's encode(text, add_special_tokens=False)
+// gives.
+//
+// Read: model BPE (vocab; merges as "a b" strings or ["a", "b"] pairs; ignore_merges), added
+// tokens, normalizer null or NFC, pre_tokenizer ByteLevel (last), Split with GPT-2's, Llama 3's or
+// Qwen2's regex (recognised by its text, run by pretokenize.hpp's matchers) and behavior
+// Isolated, Digits, and Sequences of these; decoder ByteLevel. Anything else (WordPiece,
+// Unigram, Metaspace, another regex, BPE dropout...) is refused naming the file and the value:
+// ids that silently differ from the reference would be worse than no tokenizer.
+//
+// Added tokens, special or not, are found in the text first, leftmost and then longest, and
+// become their ids, as Hugging Face does; encode_ordinary finds none. The end-of-text token is
+// the eos_token of a tokenizer_config.json beside the file, else the added token named
+// "<|endoftext|>", "<|end_of_text|>" or "</s>".
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weft/data/tokenizer.hpp"
+
+namespace weft::data {
+
+class HfTokenizer final : public Tokenizer {
+  public:
+    static HfTokenizer load(const std::filesystem::path& tokenizer_json);
+
+    std::vector<int32_t> encode(std::string_view text) const override;
+    std::vector<int32_t> encode_ordinary(std::string_view text) const override;
+    // With an NFC normalizer the bytes are those of the text after normalisation.
+    std::string decode(std::span<const int32_t> tokens) const override;
+    std::string decode_token(int32_t token) const override;
+    int32_t eot() const override;
+    int32_t vocab_size() const override;
+
+    HfTokenizer(HfTokenizer&&) noexcept;
+    HfTokenizer& operator=(HfTokenizer&&) noexcept;
+    ~HfTokenizer() override;
+
+    struct Impl;
+
+  private:
+    explicit HfTokenizer(std::unique_ptr<Impl> impl);
+    void encode_segment(std::string_view text, std::vector<int32_t>& out) const;
+    const std::string& token_bytes(int32_t token) const;
+
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace weft::data
