@@ -24,6 +24,10 @@ b=$("$WEFT" eval --model-dir hf "${e[@]}")
 [ "$a" = "$b" ] && ok "checkpoint and export evaluate the same: $a" || bad "$a vs $b"
 s=$("$WEFT" sample --ckpt run --prompt "ROMEO:" --tokens 20 --seed 3 --tokenizer-dir "$SRC/data" 2>&1)
 [ -n "$s" ] && ok "sample: ${s:0:60}" || bad "no sample"
+# A Hugging Face tokenizer.json encodes the prompt as well (the test one from tests/data).
+s=$("$WEFT" sample --ckpt run --prompt "ROMEO:" --tokens 0 --tokenizer "$SRC/tests/data/tokenizers/gpt2" 2>&1)
+[ "$s" = "ROMEO:" ] && ok "sample --tokenizer" || bad "sample --tokenizer: $s"
+expect_error "excludes" "" -- sample --ckpt run --tokenizer x --tokenizer-dir y
 
 # The planner prices Llama presets and model directories.
 p=(--cluster dgx-h100 --nodes 8 --global-batch 512 --seq-len 8192 --dtype bf16)

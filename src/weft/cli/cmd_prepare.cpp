@@ -40,13 +40,8 @@ void add_prepare_command(CLI::App& app) {
                   "added token <|endoftext|>, <|end_of_text|> or </s>")
         ->excludes(dir);
     c->callback([a] {
-        std::unique_ptr<data::Tokenizer> tok;
-        if (a->tokenizer.empty()) {
-            tok = std::make_unique<data::Gpt2Tokenizer>(data::Gpt2Tokenizer::load(
-                a->tokenizer_dir / "encoder.json", a->tokenizer_dir / "vocab.bpe"));
-        } else {
-            tok = data::load_tokenizer(a->tokenizer);
-        }
+        const std::unique_ptr<data::Tokenizer> tok =
+            data::open_tokenizer(a->tokenizer, a->tokenizer_dir);
         data::PrepareResult r = data::prepare_dataset(a->input, a->out, *tok, a->val_tokens);
         fmt::print("{}: {} tokens\n{}: {} tokens\n", r.train_path.string(), r.train_tokens,
                    r.val_path.string(), r.val_tokens);

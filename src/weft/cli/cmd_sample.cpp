@@ -13,6 +13,7 @@ namespace weft::cli {
 namespace {
 struct SampleArgs {
     std::filesystem::path model_dir, ckpt, tokenizer_dir = "data";
+    std::filesystem::path tokenizer;  // empty: GPT-2's files in tokenizer_dir
     std::string prompt = "\n";
     model::SampleOptions o;
 };
@@ -34,12 +35,19 @@ void add_sample_command(CLI::App& app) {
                   "probability (1: all)")
         ->capture_default_str();
     c->add_option("--seed", a->o.seed, "Seed of the sampling")->capture_default_str();
-    c->add_option("--tokenizer-dir", a->tokenizer_dir, "Directory with encoder.json and vocab.bpe")
-        ->capture_default_str();
+    CLI::Option* dir = c->add_option("--tokenizer-dir", a->tokenizer_dir,
+                                     "Directory with encoder.json and vocab.bpe")
+                           ->capture_default_str();
+    c->add_option("--tokenizer", a->tokenizer,
+                  "A Hugging Face tokenizer.json, or a directory holding one (byte-level BPE: "
+                  "GPT-2, Llama 3, Qwen2, SmolLM), in place of GPT-2's files")
+        ->excludes(dir);
     c->callback([a] {
         a->o.validate();
+        const std::unique_ptr<data::Tokenizer> tok =
+            data::open_tokenizer(a->tokenizer, a->tokenizer_dir);
         train::LoadedModel m = train::load_model(a->model_dir, a->ckpt);
-        sample_text(m, a->tokenizer_dir, a->prompt, a->o, stdout);
+        sample_text(m, *tok, a->prompt, a->o, stdout);
     });
 }
 

@@ -4,10 +4,8 @@
 
 namespace weft::cli {
 
-void sample_text(const train::LoadedModel& m, const std::filesystem::path& tokenizer_dir,
-                 const std::string& prompt, const model::SampleOptions& o, std::FILE* out) {
-    auto tok =
-        data::Gpt2Tokenizer::load(tokenizer_dir / "encoder.json", tokenizer_dir / "vocab.bpe");
+void sample_text(const train::LoadedModel& m, const data::Tokenizer& tok, const std::string& prompt,
+                 const model::SampleOptions& o, std::FILE* out) {
     std::vector<int32_t> ids = tok.encode(prompt);
     if (ids.empty()) ids.push_back(tok.eot());
     std::fputs(prompt.c_str(), out);

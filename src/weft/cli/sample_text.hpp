@@ -4,12 +4,13 @@
 #include <filesystem>
 #include <string>
 
+#include "weft/data/tokenizer.hpp"
 #include "weft/model/generate.hpp"
 #include "weft/train/model_source.hpp"
 
 namespace weft::cli {
 
-void sample_text(const train::LoadedModel& m, const std::filesystem::path& tokenizer_dir,
-                 const std::string& prompt, const model::SampleOptions& o, std::FILE* out);
+void sample_text(const train::LoadedModel& m, const data::Tokenizer& tok, const std::string& prompt,
+                 const model::SampleOptions& o, std::FILE* out);
 
 }  // namespace weft::cli

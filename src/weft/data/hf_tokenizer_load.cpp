@@ -363,4 +363,10 @@ std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& path) {
     return std::make_unique<HfTokenizer>(HfTokenizer::load(file));
 }
 
+std::unique_ptr<Tokenizer> open_tokenizer(const fs::path& tokenizer, const fs::path& gpt2_dir) {
+    if (!tokenizer.empty()) return load_tokenizer(tokenizer);
+    return std::make_unique<Gpt2Tokenizer>(
+        Gpt2Tokenizer::load(gpt2_dir / "encoder.json", gpt2_dir / "vocab.bpe"));
+}
+
 }  // namespace weft::data

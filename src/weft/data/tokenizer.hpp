@@ -50,6 +50,11 @@ class Tokenizer {
 // `path` is a Hugging Face tokenizer.json or a directory holding one (hf_tokenizer.hpp says
 // which kinds are read and how the end-of-text token is chosen).
 std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& path);
+// What the commands' --tokenizer and --tokenizer-dir flags name: the tokenizer.json (or a
+// directory holding one) when `tokenizer` is given, else GPT-2's encoder.json and vocab.bpe in
+// `gpt2_dir`.
+std::unique_ptr<Tokenizer> open_tokenizer(const std::filesystem::path& tokenizer,
+                                          const std::filesystem::path& gpt2_dir);
 
 class Gpt2Tokenizer final : public Tokenizer {
   public:
