@@ -29,12 +29,10 @@ int64_t positive_int(const json& config, const char* key, const fs::path& file) 
 
 }  // namespace
 
-HfGpt2Config read_hf_config(const fs::path& model_dir) {
-    const fs::path file = model_dir / "config.json";
+json read_config_json(const fs::path& file, std::string_view expected) {
     std::ifstream in(file, std::ios::binary);
-    WEFT_CHECK(in && !fs::is_directory(file),
-               "cannot read {} (expected a Hugging Face GPT-2 model directory with config.json)",
-               file.string());
+    WEFT_CHECK(in && !fs::is_directory(file), "cannot read {} (expected {} with config.json)",
+               file.string(), expected);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     json config;
     try {
@@ -44,6 +42,12 @@ HfGpt2Config read_hf_config(const fs::path& model_dir) {
     }
     WEFT_CHECK(config.is_object(), "{} must hold a JSON object, got {}", file.string(),
                config.type_name());
+    return config;
+}
+
+HfGpt2Config read_hf_config(const fs::path& model_dir) {
+    const fs::path file = model_dir / "config.json";
+    const json config = read_config_json(file, "a Hugging Face GPT-2 model directory");
 
     if (auto it = config.find("model_type"); it != config.end())
         WEFT_CHECK(*it == "gpt2", "{}: model_type is {}, expected \"gpt2\"", file.string(),

@@ -1,12 +1,11 @@
 #include "weft/ckpt/hf_llama_config.hpp"
 
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
 #include "weft/ckpt/atomic.hpp"
+#include "weft/ckpt/hf_config.hpp"
 #include "weft/core/error.hpp"
 
 namespace weft::ckpt {
@@ -16,23 +15,6 @@ using nlohmann::json;
 namespace {
 
 constexpr std::string_view kSupported = "\"gpt2\" and \"llama\"";
-
-json read_config(const fs::path& file) {
-    std::ifstream in(file, std::ios::binary);
-    WEFT_CHECK(in && !fs::is_directory(file),
-               "cannot read {} (expected a Hugging Face model directory with config.json)",
-               file.string());
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    json config;
-    try {
-        config = json::parse(text);
-    } catch (const json::exception& e) {
-        fail("{} is not valid JSON: {}", file.string(), e.what());
-    }
-    WEFT_CHECK(config.is_object(), "{} must hold a JSON object, got {}", file.string(),
-               config.type_name());
-    return config;
-}
 
 // nullptr when the key is absent or null: transformers treats both as "use the default".
 const json* value_of(const json& obj, std::string_view key) {
@@ -192,12 +174,12 @@ void check_no_bias(const json& config, std::string_view key, std::string_view wh
 
 std::string read_hf_model_type(const fs::path& model_dir) {
     const fs::path file = model_dir / "config.json";
-    return family_of(read_config(file), file);
+    return family_of(read_config_json(file, "a Hugging Face model directory"), file);
 }
 
 HfLlamaConfig read_hf_llama_config(const fs::path& model_dir) {
     const fs::path file = model_dir / "config.json";
-    const json config = read_config(file);
+    const json config = read_config_json(file, "a Hugging Face model directory");
 
     if (value_of(config, "model_type")) {
         const std::string family = family_of(config, file);
