@@ -53,7 +53,7 @@ void attention_forward_portable(float* out, float* lse, const float* q, const fl
             const float* vb = v + b * s.Tk * s.ldkv + kvh * HS;
             for (int64_t i = i0; i < i1; ++i) {
                 const float* qi = q + (b * s.Tq + i) * s.ldq + h * HS;
-                const int64_t kend = std::min(s.Tk, s.q_pos0 + i + 1);
+                const int64_t kend = visible_keys(s, i);
                 float m = -std::numeric_limits<float>::infinity(), l = 0.0f;
                 std::fill(acc.begin(), acc.end(), 0.0f);
                 for (int64_t k0 = 0; k0 < kend; k0 += kBlock) {
@@ -74,8 +74,13 @@ void attention_forward_portable(float* out, float* lse, const float* q, const fl
                     m = mx;
                 }
                 float* oi = out + (b * s.Tq + i) * s.ldo + h * HS;
-                for (int64_t d = 0; d < HS; ++d) oi[d] = acc[d] / l;
-                lse[bh * s.Tq + i] = m + std::log(l);
+                if (l > 0.0f) {
+                    for (int64_t d = 0; d < HS; ++d) oi[d] = acc[d] / l;
+                    lse[bh * s.Tq + i] = m + std::log(l);
+                } else {  // no visible key: an empty softmax, zeros and -inf rather than 0/0
+                    std::fill(oi, oi + HS, 0.0f);
+                    lse[bh * s.Tq + i] = -std::numeric_limits<float>::infinity();
+                }
             }
         }
     }
@@ -88,7 +93,7 @@ namespace {
 void backward_head(float* dq, const KvGrad& g, const float* dout, const float* q, const float* k,
                    const float* v, const float* out, const float* lse, const AttentionShape& s,
                    int64_t b, int64_t h, float* D, float* dkacc, float* dvacc) {
-    const int64_t HS = s.HS, kvh = h / group_size(s);
+    const int64_t HS = s.HS, kvh = h / group_size(s), rel = s.q_pos0 - s.k_pos0;
     const float scale = 1.0f / std::sqrt(float(HS));
     auto qrow = [&](auto* base, int64_t i) { return base + (b * s.Tq + i) * s.ldq + h * HS; };
     auto orow = [&](auto* base, int64_t i) { return base + (b * s.Tq + i) * s.ldo + h * HS; };
@@ -98,7 +103,7 @@ void backward_head(float* dq, const KvGrad& g, const float* dout, const float* q
     const float* lseb = lse + (b * s.NH + h) * s.Tq;
     for (int64_t i = 0; i < s.Tq; ++i) D[i] = dot(orow(dout, i), orow(out, i), HS);
     for (int64_t k0 = 0; k0 < s.Tk; k0 += kBlock) {
-        const int64_t first = std::max<int64_t>(0, k0 - s.q_pos0);
+        const int64_t first = std::max<int64_t>(0, k0 - rel);  // first query seeing key k0
         if (first >= s.Tq) break;
         const int64_t nk = std::min(kBlock, s.Tk - k0);
         std::fill(dkacc, dkacc + kBlock * HS, 0.0f);
@@ -107,7 +112,7 @@ void backward_head(float* dq, const KvGrad& g, const float* dout, const float* q
             const float* qi = qrow(q, i);
             const float* doi = orow(dout, i);
             float* dqi = qrow(dq, i);
-            const int64_t visible = std::min(nk, s.q_pos0 + i - k0 + 1);
+            const int64_t visible = std::min(nk, visible_keys(s, i) - k0);
             for (int64_t j = 0; j < visible; ++j) {
                 const float* kj = krow(k, k0 + j);
                 const float p = std::exp(scale * dot(qi, kj, HS) - lseb[i]);
@@ -165,7 +170,7 @@ void BackwardPlan::finish() const {
     if (!partials_) return;
     const AttentionShape& s = s_;
     const int64_t HS = s.HS, NKV = kv_heads(s), head = s.Tk * HS, dv_off = s.B * s.NH * head;
-    const int64_t kmax = std::min(s.Tk, s.q_pos0 + s.Tq);  // later keys are seen by no query
+    const int64_t kmax = visible_keys(s, s.Tq - 1);  // later keys are seen by no query
     // One add per head, in head order, as the shared items do it: the same sums, bit for bit.
 #pragma omp parallel for schedule(static) if (threads_)
     for (int64_t r = 0; r < s.B * kmax; ++r) {
@@ -211,7 +216,9 @@ void check_shape(const AttentionShape& s, const char* where) {
     WEFT_CHECK(s.HS >= 1, "{}: head size HS={} must be at least 1", where, s.HS);
     WEFT_CHECK(s.Tq == 0 || s.Tk >= 1, "{}: Tq={} queries need at least one key, Tk={}", where,
                s.Tq, s.Tk);
-    WEFT_CHECK(s.q_pos0 >= 0, "{}: q_pos0={} must not be negative", where, s.q_pos0);
+    WEFT_CHECK(s.q_pos0 >= 0 && s.k_pos0 >= 0,
+               "{}: positions q_pos0={}, k_pos0={} of the first query and key must not be negative",
+               where, s.q_pos0, s.k_pos0);
     WEFT_CHECK(s.NKV >= 0 && (s.NKV == 0 || s.NH % s.NKV == 0),
                "{}: NKV={} key/value heads must divide the NH={} query heads (0 means NH)", where,
                s.NKV, s.NH);
@@ -222,8 +229,9 @@ void check_shape(const AttentionShape& s, const char* where) {
     WEFT_CHECK(s.ldkv >= CKV, "{}: stride ldkv={} must be at least NKV*HS={} (NKV={}, HS={})",
                where, s.ldkv, CKV, detail::kv_heads(s), s.HS);
     // The AVX-512 path compares key and query offsets in 32-bit lanes.
-    WEFT_CHECK(s.Tk < (int64_t(1) << 30) && s.q_pos0 + s.Tq < (int64_t(1) << 30),
-               "{}: Tk={}, q_pos0+Tq={} exceed 2^30", where, s.Tk, s.q_pos0 + s.Tq);
+    WEFT_CHECK(s.k_pos0 + s.Tk < (int64_t(1) << 30) && s.q_pos0 + s.Tq < (int64_t(1) << 30),
+               "{}: k_pos0+Tk={}, q_pos0+Tq={} exceed 2^30", where, s.k_pos0 + s.Tk,
+               s.q_pos0 + s.Tq);
 }
 
 }  // namespace

@@ -11,8 +11,12 @@
 //   k row  = k + (b*Tk + t)*ldkv + (h/G)*HS, likewise v
 //   out    = out + (b*Tq + t)*ldo + h*HS
 //   lse    = lse[(b*NH + h)*Tq + t]
-// Causality: query t (at absolute position q_pos0 + t) sees keys 0 .. q_pos0 + t of the Tk given.
-// Scores are scaled by 1/√HS.
+// Causality by absolute position: query t sits at q_pos0 + t, key j at k_pos0 + j, and query t
+// sees key j iff k_pos0 + j <= q_pos0 + t. A whole sequence has q_pos0 = k_pos0 = 0; decoding
+// with a KV cache has q_pos0 > 0 = k_pos0; ring attention calls the kernel once per (query chunk,
+// key block) with both set (docs/context_parallel.md). A query row that sees no key of the call
+// gets lse = -inf and an output of zeros, so attention_merge (attention_merge.hpp) gives it no
+// weight. Scores are scaled by 1/√HS.
 #include <cstdint>
 
 namespace weft::kernels {
@@ -21,15 +25,20 @@ struct AttentionShape {
     int64_t B, Tq, Tk, NH, HS;
     int64_t ldq, ldkv, ldo;
     int64_t q_pos0 = 0;
-    int64_t NKV = 0;  // key/value heads, dividing NH; 0 means NH (plain multi-head attention)
+    int64_t NKV = 0;     // key/value heads, dividing NH; 0 means NH (plain multi-head attention)
+    int64_t k_pos0 = 0;  // absolute position of key 0 (last, so that older initialisers hold)
 };
 
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                        const AttentionShape& s);
 
 // Accumulates gradients into dq, dk, dv (same addressing as q, k, v; the caller zeroes them).
-// out and lse are those attention_forward returned. A key/value head's gradient sums its G query
-// heads' contributions in head order, whatever the thread count.
+// out and lse are those attention_forward returned or, for one block of keys of a longer
+// attention, the final output and lse of the whole (merged over every block): then dk and dv are
+// this block's gradients and dq gains this block's share, so that the sum over blocks is the
+// whole attention's backward (FlashAttention's backward, which needs only D = rowsum(dO∘O) and
+// the lse). A key/value head's gradient sums its G query heads' contributions in head order,
+// whatever the thread count.
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                         const float* k, const float* v, const float* out, const float* lse,
                         const AttentionShape& s);

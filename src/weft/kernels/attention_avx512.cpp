@@ -40,7 +40,7 @@ using namespace avx512;
 
     const float* qb = q + (b * s.Tq + i0) * s.ldq + h * HS;
     float* ob = out + (b * s.Tq + i0) * s.ldo + h * HS;
-    const int64_t kend = std::min(s.Tk, s.q_pos0 + i0 + nq);  // keys past it are masked for all
+    const int64_t kend = visible_keys(s, i0 + nq - 1);  // keys past it are masked for all
     prefetch_rows(qb, s.ldq, nq, HS);
     pack_transposed(qt, qb, s.ldq, nq, width, HS, c);
     std::memset(oacc, 0, sizeof(float) * nq * HS);
@@ -62,7 +62,7 @@ using namespace avx512;
         }
         tile_product<Init::zero, false>(st, kTile, nk, width, kd + k0 * HS, HS, qt, kTile, HS);
         // Key k0 + j is visible to query lane i iff i >= j + shift.
-        const int64_t shift = k0 - s.q_pos0 - i0;
+        const int64_t shift = k0 - (s.q_pos0 - s.k_pos0) - i0;
         const bool diagonal = nk - 1 + shift > 0;
         for (int64_t vq = 0; vq < nqv; ++vq) {
             const __m512i lane = lane_index(int(vq));
@@ -101,8 +101,10 @@ using namespace avx512;
     }
     float* lse_b = lse + (b * s.NH + h) * s.Tq + i0;
     for (int64_t i = 0; i < nq; ++i) {
-        lse_b[i] = (mrow[i] + std::log2(lrow[i])) * kLn2;
-        const __m512 inv = _mm512_set1_ps(1.0f / lrow[i]);
+        // A row that saw no key (a block wholly after it) has l = 0: zeros and -inf, not 0·∞.
+        const bool seen = lrow[i] > 0.0f;
+        lse_b[i] = seen ? (mrow[i] + std::log2(lrow[i])) * kLn2 : -INFINITY;
+        const __m512 inv = _mm512_set1_ps(seen ? 1.0f / lrow[i] : 0.0f);
         for (int64_t d = 0; d < HS; d += 16) {
             const __mmask16 msk = tail_mask(std::min<int64_t>(16, HS - d));
             _mm512_mask_storeu_ps(
@@ -123,7 +125,7 @@ using namespace avx512;
                                      const float* k, const float* v, const float* out,
                                      const float* lse, const AttentionShape& s, int64_t b,
                                      int64_t h, float* work) {
-    const int64_t HS = s.HS, Tq = s.Tq, Tk = s.Tk;
+    const int64_t HS = s.HS, Tq = s.Tq, Tk = s.Tk, rel = s.q_pos0 - s.k_pos0;
     const float scale = 1.0f / std::sqrt(float(HS));
     const float c = scale * kLog2e;
     float* kt = work;
@@ -169,7 +171,7 @@ using namespace avx512;
     }
 
     for (int64_t k0 = 0; k0 < Tk; k0 += kTile) {
-        const int64_t first = std::max<int64_t>(0, k0 - s.q_pos0);  // first query seeing key k0
+        const int64_t first = std::max<int64_t>(0, k0 - rel);  // first query seeing key k0
         if (first >= Tq) break;
         const int64_t nk = std::min<int64_t>(kTile, Tk - k0);
         const int64_t nkv = (nk + 15) / 16, width = 16 * nkv;
@@ -191,7 +193,7 @@ using namespace avx512;
             tile_product<Init::zero, false>(pb, kTile, nq, width, qp, HS, kt, kTile, HS);
             for (int64_t i = 0; i < nq; ++i) {
                 // Keys k0 + j with j <= last are visible to query i0 + i (and exist).
-                const int64_t last = std::min(s.q_pos0 + i0 + i - k0, nk - 1);
+                const int64_t last = std::min(rel + i0 + i - k0, nk - 1);
                 const __m512 lse_i = _mm512_set1_ps(lse2[i0 + i]);
                 for (int64_t vk = 0; vk < nkv; ++vk) {
                     float* p = pb + i * kTile + 16 * vk;
@@ -215,7 +217,7 @@ using namespace avx512;
                 }
             }
             // Key k0 + j is visible to query i0 + i iff i >= j + shift.
-            const int64_t shift = k0 - s.q_pos0 - i0;
+            const int64_t shift = k0 - rel - i0;
             tile_product<Init::load, true>(dvacc, HS, nk, HS, pb, kTile, dop, HS, nq, nullptr,
                                            {Band::lower, shift});
             tile_product<Init::load, true>(dkacc, HS, nk, HS, dsb, kTile, qp, HS, nq, nullptr,
@@ -236,7 +238,7 @@ void attention_forward_avx512(float* out, float* lse, const float* q, const floa
     const int64_t HS = s.HS, blocks = (s.Tq + kTile - 1) / kTile, heads = s.B * s.NH;
     const int64_t items = blocks * heads, NKV = kv_heads(s), G = group_size(s);
     // Keys any query of the call sees: the K and V rows worth copying.
-    const int64_t kmax = std::min(s.Tk, s.q_pos0 + s.Tq);
+    const int64_t kmax = visible_keys(s, s.Tq - 1);
 #pragma omp parallel if (items > 1 && worth_threads(s))
     {
         float* qt = thread_scratch(3 * HS * kTile + kTile * kTile + kTile + 2 * kmax * HS);
@@ -256,7 +258,7 @@ void attention_forward_avx512(float* out, float* lse, const float* q, const floa
         for (int64_t it = 0; it < items; ++it) {
             const int64_t bh = it / blocks, blk = blocks - 1 - it % blocks;
             const int64_t b = bh / s.NH, h = bh % s.NH, kvh = h / G;
-            const int64_t kend = std::min(s.Tk, s.q_pos0 + std::min(s.Tq, (blk + 1) * kTile));
+            const int64_t kend = visible_keys(s, std::min(s.Tq, (blk + 1) * kTile) - 1);
             if (b * NKV + kvh != cached_bkv) cached_bkv = b * NKV + kvh, cached_rows = 0;
             if (kend > cached_rows) {
                 const int64_t off = (b * s.Tk + cached_rows) * s.ldkv + kvh * HS;

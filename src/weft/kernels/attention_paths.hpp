@@ -1,6 +1,9 @@
 #pragma once
 // The two instruction-set paths behind attention.hpp. Both take validated shapes and run the same
 // tiled algorithm; attention.cpp picks one with kernel_isa().
+#include <algorithm>
+#include <cstdint>
+
 #include "weft/kernels/attention.hpp"
 
 namespace weft::kernels::detail {
@@ -9,6 +12,13 @@ namespace weft::kernels::detail {
 // decoding a short prompt) run faster alone than across a barrier on a busy machine.
 inline bool worth_threads(const AttentionShape& s) {
     return s.B * s.NH * s.Tq * s.Tk * s.HS > (int64_t(1) << 18);
+}
+
+// Keys query row t sees: a prefix of the Tk given, keys 0 .. visible_keys - 1 (possibly none: a
+// block of keys entirely after the query). Both paths mask with it and nothing else, so that a
+// whole sequence, a KV-cache step and a ring-attention block run the same loops.
+inline int64_t visible_keys(const AttentionShape& s, int64_t t) {
+    return std::clamp<int64_t>(s.q_pos0 - s.k_pos0 + t + 1, 0, s.Tk);
 }
 
 // Key/value heads of a checked shape (NKV = 0 means NH), and query heads per key/value head.

@@ -1,6 +1,8 @@
-// The merge of partial attention results by their log-sum-exps (attention_merge.hpp), which
-// context parallelism's ring attention needs (docs/context_parallel.md), against the formula in
-// double precision, and its handling of fully masked sides.
+// The pieces of attention that context parallelism needs (docs/context_parallel.md), for both
+// instruction-set paths: attention of a query chunk against a block of keys at its own absolute
+// positions (k_pos0), the merge of such blocks by their log-sum-exps, and the backward of a block
+// given the merged output. Every result is checked against softmax attention computed in double
+// precision over all keys.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -106,6 +108,332 @@ TEST(AttentionMerge, BadShapeIsAnError) {
               }).find("HS=0"),
               std::string::npos);
 }
+
+// B sequences; Tq queries at absolute positions q_pos0.., Tk keys at k_pos0..; dense rows.
+struct Problem {
+    int64_t B, Tq, Tk, NH, NKV, HS, q_pos0, k_pos0 = 0;
+    float scale = 1.0f;  // of q and k: larger makes the softmax peakier
+};
+
+std::string describe(const Problem& p) {
+    return "B=" + std::to_string(p.B) + " Tq=" + std::to_string(p.Tq) +
+           " Tk=" + std::to_string(p.Tk) + " NH=" + std::to_string(p.NH) +
+           " NKV=" + std::to_string(p.NKV) + " HS=" + std::to_string(p.HS) +
+           " q_pos0=" + std::to_string(p.q_pos0) + " k_pos0=" + std::to_string(p.k_pos0) +
+           " scale=" + std::to_string(p.scale);
+}
+
+AttentionShape shape_of(const Problem& p) {
+    AttentionShape s{p.B,         p.Tq,         p.Tk,        p.NH,     p.HS,
+                     p.NH * p.HS, p.NKV * p.HS, p.NH * p.HS, p.q_pos0, p.NKV};
+    s.k_pos0 = p.k_pos0;
+    return s;
+}
+
+MergeShape merge_shape(const AttentionShape& s) {
+    return {s.B, s.Tq, s.NH, s.HS, s.ldo, s.ldo};
+}
+
+std::vector<double> to_double(const std::vector<float>& x) {
+    return {x.begin(), x.end()};
+}
+
+struct Reference {
+    std::vector<double> out, lse, dq, dk, dv;
+};
+
+// Softmax attention in double over the keys each query sees by absolute position; a query that
+// sees none gets lse = -inf, an output of 0 and no gradient. Gradients only if dout is given.
+Reference reference(const AttentionShape& s, const std::vector<double>& q,
+                    const std::vector<double>& k, const std::vector<double>& v,
+                    const std::vector<double>& dout = {}) {
+    Reference r;
+    r.out.assign(s.B * s.Tq * s.ldo, 0.0);
+    r.lse.assign(s.B * s.NH * s.Tq, -INFINITY);
+    r.dq.assign(q.size(), 0.0);
+    r.dk.assign(k.size(), 0.0);
+    r.dv.assign(v.size(), 0.0);
+    const double scale = 1.0 / std::sqrt(double(s.HS));
+    const int64_t G = s.NKV ? s.NH / s.NKV : 1;
+    for (int64_t b = 0; b < s.B; ++b)
+        for (int64_t h = 0; h < s.NH; ++h)
+            for (int64_t i = 0; i < s.Tq; ++i) {
+                const int64_t qi = (b * s.Tq + i) * s.ldq + h * s.HS;
+                const int64_t oi = (b * s.Tq + i) * s.ldo + h * s.HS;
+                auto kv = [&](int64_t j) { return (b * s.Tk + j) * s.ldkv + (h / G) * s.HS; };
+                std::vector<double> p, dp;
+                for (int64_t j = 0; j < s.Tk && s.k_pos0 + j <= s.q_pos0 + i; ++j) {
+                    double dot = 0;
+                    for (int64_t d = 0; d < s.HS; ++d) dot += q[qi + d] * k[kv(j) + d];
+                    p.push_back(dot * scale);
+                }
+                const int64_t n = int64_t(p.size());
+                if (n == 0) continue;
+                const double mx = *std::max_element(p.begin(), p.end());
+                double sum = 0;
+                for (double& x : p) sum += (x = std::exp(x - mx));
+                r.lse[(b * s.NH + h) * s.Tq + i] = mx + std::log(sum);
+                for (int64_t j = 0; j < n; ++j) {
+                    p[j] /= sum;
+                    for (int64_t d = 0; d < s.HS; ++d) r.out[oi + d] += p[j] * v[kv(j) + d];
+                }
+                if (dout.empty()) continue;
+                dp.assign(n, 0.0);
+                double D = 0;
+                for (int64_t j = 0; j < n; ++j) {
+                    for (int64_t d = 0; d < s.HS; ++d) dp[j] += dout[oi + d] * v[kv(j) + d];
+                    D += p[j] * dp[j];
+                }
+                for (int64_t j = 0; j < n; ++j) {
+                    const double ds = p[j] * (dp[j] - D) * scale;
+                    for (int64_t d = 0; d < s.HS; ++d) {
+                        r.dq[qi + d] += ds * k[kv(j) + d];
+                        r.dk[kv(j) + d] += ds * q[qi + d];
+                        r.dv[kv(j) + d] += p[j] * dout[oi + d];
+                    }
+                }
+            }
+    return r;
+}
+
+// Rows [t0, t0 + n) of every sequence of x ([B][T][ld]), as a dense [B][n][ld]: a chunk of a
+// sequence, as a ring step holds it.
+std::vector<float> rows_of(const std::vector<float>& x, int64_t B, int64_t T, int64_t ld,
+                           int64_t t0, int64_t n) {
+    std::vector<float> y(B * n * ld);
+    for (int64_t b = 0; b < B; ++b)
+        std::copy_n(x.begin() + (b * T + t0) * ld, n * ld, y.begin() + b * n * ld);
+    return y;
+}
+
+// The inverse: y ([B][n][ld]) added into rows [t0, t0 + n) of x ([B][T][ld]).
+void add_rows_to(std::vector<float>& x, const std::vector<float>& y, int64_t B, int64_t T,
+                 int64_t ld, int64_t t0, int64_t n) {
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t i = 0; i < n * ld; ++i) x[(b * T + t0) * ld + i] += y[b * n * ld + i];
+}
+
+// Cut points 0 = c_0 < c_1 < ... < c_blocks = Tk: blocks of random lengths.
+std::vector<int64_t> random_cuts(int64_t Tk, int blocks, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::set<int64_t> cuts{0, Tk};
+    while (int(cuts.size()) < blocks + 1) cuts.insert(1 + int64_t(rng() % uint64_t(Tk - 1)));
+    return {cuts.begin(), cuts.end()};
+}
+
+struct Inputs {
+    std::vector<float> q, k, v, dout;
+};
+
+Inputs inputs_of(const AttentionShape& s, float scale, uint64_t seed) {
+    return {test::random_vector(s.B * s.Tq * s.ldq, seed, scale),
+            test::random_vector(s.B * s.Tk * s.ldkv, seed + 1, scale),
+            test::random_vector(s.B * s.Tk * s.ldkv, seed + 2),
+            test::random_vector(s.B * s.Tq * s.ldo, seed + 3)};
+}
+
+// The keys of s (all its sequences) cut into blocks at `cuts`, each run as a block of its own and
+// merged, in a shuffled order, into a running result that starts as lse = -inf and an output of
+// NaN (never read); each block's own result is checked against the double reference if
+// `check_blocks`. Gradients of the same split, if `grads`: the block backward of each block
+// given the merged output and lse, dK and dV scattered back, dQ accumulated.
+struct Split {
+    std::vector<float> out, lse, dq, dk, dv;
+};
+
+Split run_split(const AttentionShape& s, const Inputs& x, const std::vector<int64_t>& cuts,
+                bool check_blocks, bool grads, uint64_t seed) {
+    Split r;
+    r.out.assign(s.B * s.Tq * s.ldo, NAN);
+    r.lse.assign(s.B * s.NH * s.Tq, kNegInf);
+    std::vector<size_t> order(cuts.size() - 1);
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), std::mt19937_64(seed));
+    auto block = [&](size_t n) {
+        AttentionShape bs = s;
+        bs.Tk = cuts[n + 1] - cuts[n];
+        bs.k_pos0 = s.k_pos0 + cuts[n];
+        return bs;
+    };
+    for (size_t n : order) {
+        const AttentionShape bs = block(n);
+        const auto kb = rows_of(x.k, s.B, s.Tk, s.ldkv, cuts[n], bs.Tk);
+        const auto vb = rows_of(x.v, s.B, s.Tk, s.ldkv, cuts[n], bs.Tk);
+        std::vector<float> out(r.out.size(), 12345.0f), lse(r.lse.size(), 12345.0f);
+        attention_forward(out.data(), lse.data(), x.q.data(), kb.data(), vb.data(), bs);
+        attention_merge(r.out.data(), r.lse.data(), out.data(), lse.data(), merge_shape(s));
+        if (!check_blocks) continue;
+        // Each block is itself exact attention over its keys; queries before it get 0 and -inf.
+        const Reference ref = reference(bs, to_double(x.q), to_double(kb), to_double(vb));
+        EXPECT_LT(error(out, ref.out), 2e-5) << "block at key " << cuts[n];
+        EXPECT_LT(error(lse, ref.lse), 2e-5) << "block at key " << cuts[n];
+    }
+    if (!grads) return r;
+    r.dq.assign(x.q.size(), 0.0f);
+    r.dk.assign(x.k.size(), 0.0f);
+    r.dv.assign(x.v.size(), 0.0f);
+    for (size_t n : order) {
+        const AttentionShape bs = block(n);
+        const auto kb = rows_of(x.k, s.B, s.Tk, s.ldkv, cuts[n], bs.Tk);
+        const auto vb = rows_of(x.v, s.B, s.Tk, s.ldkv, cuts[n], bs.Tk);
+        std::vector<float> dk(kb.size()), dv(vb.size());
+        attention_backward(r.dq.data(), dk.data(), dv.data(), x.dout.data(), x.q.data(), kb.data(),
+                           vb.data(), r.out.data(), r.lse.data(), bs);
+        add_rows_to(r.dk, dk, s.B, s.Tk, s.ldkv, cuts[n], bs.Tk);
+        add_rows_to(r.dv, dv, s.B, s.Tk, s.ldkv, cuts[n], bs.Tk);
+    }
+    return r;
+}
+
+class AttentionBlocksTest : public test::IsaTest {};
+
+// Random splits of the keys into blocks, merged, against full attention in double: out and lse
+// within 2e-5 of the largest value (float sums over a few hundred keys reach ~1e-5; a wrong
+// offset or weight gives errors of order 1). Keys run past the last query, so the late blocks
+// are fully masked, and blocks that start after some queries leave those rows empty.
+void check_merge(const Problem& p, int blocks, uint64_t seed) {
+    SCOPED_TRACE(describe(p) + " blocks=" + std::to_string(blocks));
+    const AttentionShape s = shape_of(p);
+    const Inputs x = inputs_of(s, p.scale, seed);
+    const Reference full = reference(s, to_double(x.q), to_double(x.k), to_double(x.v));
+    const Split r = run_split(s, x, random_cuts(p.Tk, blocks, seed), true, false, seed);
+    EXPECT_LT(error(r.out, full.out), 2e-5) << "out";
+    EXPECT_LT(error(r.lse, full.lse), 2e-5) << "lse";
+}
+
+TEST_P(AttentionBlocksTest, MergedBlocksMatchFullAttention) {
+    check_merge({1, 70, 150, 4, 4, 24, 40}, 4, 1);   // keys 110.. masked for every query
+    check_merge({1, 130, 130, 2, 2, 32, 0}, 3, 2);   // the whole causal sequence, ragged tiles
+    check_merge({1, 100, 100, 2, 2, 32, 0}, 12, 3);  // many short blocks, most rows empty in some
+    check_merge({1, 90, 120, 2, 2, 32, 20, 0, 4.0f}, 5, 4);  // a peaky softmax
+}
+
+TEST_P(AttentionBlocksTest, MergedBlocksGroupedQuery) {
+    check_merge({2, 70, 150, 6, 2, 24, 40}, 4, 5);
+    check_merge({1, 65, 100, 4, 1, 16, 10}, 6, 6);  // multi-query
+}
+
+// Keys at positions after some or all of the queries: empty rows are zeros and -inf exactly,
+// and a block wholly after every query is all of that.
+TEST_P(AttentionBlocksTest, RowsThatSeeNoKey) {
+    for (const Problem& p :
+         {Problem{2, 70, 40, 4, 2, 24, 0, 30}, Problem{1, 20, 64, 2, 2, 16, 5, 25},
+          Problem{1, 1, 9, 1, 1, 8, 0, 1}}) {
+        SCOPED_TRACE(describe(p));
+        const AttentionShape s = shape_of(p);
+        const Inputs x = inputs_of(s, 1.0f, 7);
+        std::vector<float> out(s.B * s.Tq * s.ldo, NAN), lse(s.B * s.NH * s.Tq, NAN);
+        attention_forward(out.data(), lse.data(), x.q.data(), x.k.data(), x.v.data(), s);
+        const Reference ref = reference(s, to_double(x.q), to_double(x.k), to_double(x.v));
+        EXPECT_LT(error(out, ref.out), 2e-5);
+        EXPECT_LT(error(lse, ref.lse), 2e-5);
+        int64_t empty = 0;
+        for (double l : ref.lse) empty += std::isinf(l);
+        EXPECT_GT(empty, 0) << "the case should have rows that see no key";
+    }
+}
+
+// The block backward over a split, given the merged output and lse, summed over blocks, against
+// the double reference and the whole-sequence kernel: within 5e-5 of the largest gradient, as
+// test_attention.cpp's gradients. Keys of fully masked blocks get exactly zero.
+void check_block_backward(const Problem& p, int blocks, uint64_t seed) {
+    SCOPED_TRACE(describe(p) + " blocks=" + std::to_string(blocks));
+    const AttentionShape s = shape_of(p);
+    const Inputs x = inputs_of(s, p.scale, seed);
+    const Reference full =
+        reference(s, to_double(x.q), to_double(x.k), to_double(x.v), to_double(x.dout));
+    const Split r = run_split(s, x, random_cuts(p.Tk, blocks, seed), false, true, seed);
+    EXPECT_LT(error(r.dq, full.dq), 5e-5) << "dq";
+    EXPECT_LT(error(r.dk, full.dk), 5e-5) << "dk";
+    EXPECT_LT(error(r.dv, full.dv), 5e-5) << "dv";
+
+    std::vector<float> out(r.out.size()), lse(r.lse.size()), dq(x.q.size()), dk(x.k.size()),
+        dv(x.v.size());
+    attention_forward(out.data(), lse.data(), x.q.data(), x.k.data(), x.v.data(), s);
+    attention_backward(dq.data(), dk.data(), dv.data(), x.dout.data(), x.q.data(), x.k.data(),
+                       x.v.data(), out.data(), lse.data(), s);
+    EXPECT_LT(error(r.dq, to_double(dq)), 5e-5) << "dq against the whole-sequence kernel";
+    EXPECT_LT(error(r.dk, to_double(dk)), 5e-5) << "dk against the whole-sequence kernel";
+    EXPECT_LT(error(r.dv, to_double(dv)), 5e-5) << "dv against the whole-sequence kernel";
+
+    for (int64_t b = 0; b < s.B; ++b)
+        for (int64_t j = std::max<int64_t>(0, s.q_pos0 + s.Tq - s.k_pos0); j < s.Tk; ++j)
+            for (int64_t c = 0; c < s.ldkv; ++c) {
+                ASSERT_EQ(r.dk[(b * s.Tk + j) * s.ldkv + c], 0.0f) << "key " << j;
+                ASSERT_EQ(r.dv[(b * s.Tk + j) * s.ldkv + c], 0.0f) << "key " << j;
+            }
+}
+
+TEST_P(AttentionBlocksTest, BlockBackwardSumsToFullBackward) {
+    check_block_backward({1, 70, 150, 4, 4, 24, 40}, 4, 11);
+    check_block_backward({1, 130, 130, 2, 2, 32, 0}, 3, 12);
+    check_block_backward({1, 100, 100, 2, 2, 32, 0}, 12, 13);
+    check_block_backward({2, 70, 150, 6, 2, 24, 40}, 4, 14);  // grouped query
+    check_block_backward({1, 65, 100, 4, 1, 16, 10}, 6, 15);  // multi-query
+}
+
+// L = Σ w ⊙ out, out the merged attention of the blocks at `cuts`: the kernel's block backward,
+// summed, against central differences (h = 1e-3) of the double reference at every third element
+// of q, k and v, within 2e-5 + 2e-4·|g|. Differences in double carry no float rounding; the
+// worst disagreement seen on the portable path is under 1% of that tolerance, while a wrong mask
+// is off by order 1.
+void check_finite_differences(const Problem& p, const std::vector<int64_t>& cuts) {
+    SCOPED_TRACE(describe(p));
+    const AttentionShape s = shape_of(p);
+    Inputs x = inputs_of(s, 1.0f, 21);
+    const Split r = run_split(s, x, cuts, false, true, 21);
+    std::vector<double> q = to_double(x.q), k = to_double(x.k), v = to_double(x.v);
+    const std::vector<double> w = to_double(x.dout);
+    auto loss = [&] {
+        const Reference ref = reference(s, q, k, v);
+        double L = 0;
+        for (size_t i = 0; i < w.size(); ++i) L += w[i] * ref.out[i];
+        return L;
+    };
+    const double h = 1e-3;
+    double worst = 0;  // the largest share of the tolerance used
+    for (auto [xs, g, name] :
+         {std::tuple{&q, &r.dq, "q"}, std::tuple{&k, &r.dk, "k"}, std::tuple{&v, &r.dv, "v"}}) {
+        for (size_t i = 0; i < xs->size(); i += 3) {  // 3 and HS = 8: every row, mixed lanes
+            const double keep = (*xs)[i];
+            (*xs)[i] = keep + h;
+            const double up = loss();
+            (*xs)[i] = keep - h;
+            const double down = loss();
+            (*xs)[i] = keep;
+            const double fd = (up - down) / (2 * h);
+            EXPECT_NEAR((*g)[i], fd, 2e-5 + 2e-4 * std::abs(fd)) << name << i;
+            worst = std::max(worst, std::abs((*g)[i] - fd) / (2e-5 + 2e-4 * std::abs(fd)));
+        }
+    }
+    if (std::getenv("WEFT_TEST_VERBOSE")) std::printf("  tolerance used %.3g\n", worst);
+}
+
+TEST_P(AttentionBlocksTest, FiniteDifferenceBlockGradient) {
+    // One block at a key offset: queries at 2..10, keys at 6..17, so queries 2..5 see none.
+    check_finite_differences({1, 9, 12, 4, 2, 8, 2, 6}, {0, 12});
+    // Three blocks merged; the last (keys 15..19) lies after every query (6..14).
+    check_finite_differences({1, 9, 20, 4, 2, 8, 6}, {0, 7, 15, 20});
+}
+
+TEST_P(AttentionBlocksTest, NegativeKeyPositionIsAnError) {
+    std::vector<float> buf(4096);
+    float* p = buf.data();
+    AttentionShape s = shape_of({1, 4, 4, 2, 2, 8, 0});
+    s.k_pos0 = -3;
+    EXPECT_NE(error_of([&] {
+                  attention_forward(p, p, p, p, p, s);
+              }).find("q_pos0=0, k_pos0=-3 of the first query and key must not be negative"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] { attention_backward(p, p, p, p, p, p, p, p, p, s); }).find("k_pos0=-3"),
+              std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, AttentionBlocksTest, ::testing::Values(Isa::portable, Isa::avx512),
+                         [](const auto& info) {
+                             return info.param == Isa::avx512 ? std::string("avx512")
+                                                              : std::string("portable");
+                         });
 
 }  // namespace
 }  // namespace weft::kernels
