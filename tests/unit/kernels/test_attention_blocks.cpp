@@ -1,8 +1,8 @@
 // The pieces of attention that context parallelism needs (docs/context_parallel.md), for both
 // instruction-set paths: attention of a query chunk against a block of keys at its own absolute
-// positions (k_pos0), the merge of such blocks by their log-sum-exps, and the backward of a block
-// given the merged output. Every result is checked against softmax attention computed in double
-// precision over all keys.
+// positions (k_pos0), the merge of such blocks by their log-sum-exps, the backward of a block
+// given the merged output, and the zigzag sharding that decides which blocks a ring step runs.
+// Every result is checked against softmax attention computed in double precision over all keys.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +22,7 @@
 #include "weft/core/error.hpp"
 #include "weft/kernels/attention.hpp"
 #include "weft/kernels/attention_merge.hpp"
+#include "weft/kernels/attention_zigzag.hpp"
 
 namespace weft::kernels {
 namespace {
@@ -427,6 +428,170 @@ TEST_P(AttentionBlocksTest, NegativeKeyPositionIsAnError) {
               std::string::npos);
     EXPECT_NE(error_of([&] { attention_backward(p, p, p, p, p, p, p, p, p, s); }).find("k_pos0=-3"),
               std::string::npos);
+}
+
+// Whether query position qp sees key position kp, counted over a block of chunks: the brute
+// force that zigzag_mask and zigzag_block_work must agree with.
+int64_t visible_pairs(int64_t q0, int64_t k0, int64_t c) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < c; ++i)
+        for (int64_t j = 0; j < c; ++j) n += k0 + j <= q0 + i;
+    return n;
+}
+
+TEST(Zigzag, EveryPositionOwnedOnce) {
+    for (int64_t cp : {1, 2, 3, 4, 8})
+        for (int64_t chunk : {1, 5, 16}) {
+            const Zigzag z = zigzag(2 * cp * chunk, cp);
+            std::vector<int> owners(size_t(z.T), 0);
+            for (int64_t r = 0; r < cp; ++r) {
+                const auto pos = zigzag_positions(z, r);
+                ASSERT_EQ(int64_t(pos.size()), 2 * chunk);
+                EXPECT_TRUE(std::is_sorted(pos.begin(), pos.end())) << "rank " << r;
+                for (int64_t t : pos) ++owners[size_t(t)];
+            }
+            for (int64_t t = 0; t < z.T; ++t)
+                ASSERT_EQ(owners[size_t(t)], 1) << "position " << t << " cp=" << cp;
+        }
+}
+
+// Each block's mask and work agree with brute force over its positions; every rank scores the
+// same number of (query, key) pairs, together the T·(T+1)/2 of the causal sequence; a contiguous
+// split of the same sequence is unbalanced (so the measure can tell).
+TEST(Zigzag, BlocksAndCausalBalance) {
+    for (int64_t cp : {2, 4}) {
+        const Zigzag z = zigzag(2 * cp * 6, cp);
+        std::vector<int64_t> work(size_t(cp), 0), contiguous(size_t(cp), 0);
+        for (int64_t r = 0; r < cp; ++r)
+            for (int64_t kv = 0; kv < cp; ++kv) {
+                for (const ZigzagBlock& blk : zigzag_blocks(z, r, kv)) {
+                    EXPECT_EQ(blk.q_pos0, zigzag_chunk(z, r, blk.q_part) * z.chunk);
+                    EXPECT_EQ(blk.k_pos0, zigzag_chunk(z, kv, blk.k_part) * z.chunk);
+                    const int64_t n = visible_pairs(blk.q_pos0, blk.k_pos0, z.chunk);
+                    const BlockMask want = n == 0                   ? BlockMask::masked
+                                           : n == z.chunk * z.chunk ? BlockMask::full
+                                                                    : BlockMask::diagonal;
+                    EXPECT_EQ(blk.mask, want) << "rank " << r << " kv " << kv;
+                    EXPECT_EQ(zigzag_block_work(z, blk.mask), n);
+                    work[size_t(r)] += n;
+                }
+                const int64_t len = z.T / cp;
+                for (int64_t i = 0; i < len; ++i)
+                    for (int64_t j = 0; j < len; ++j)
+                        contiguous[size_t(r)] += kv * len + j <= r * len + i;
+            }
+        int64_t total = 0;
+        for (int64_t r = 0; r < cp; ++r) {
+            EXPECT_EQ(work[size_t(r)], work[0]) << "cp=" << cp << " rank " << r;
+            total += work[size_t(r)];
+        }
+        EXPECT_EQ(total, z.T * (z.T + 1) / 2);
+        EXPECT_GT(contiguous.back(), 2 * contiguous.front()) << "cp=" << cp;
+    }
+}
+
+TEST(Zigzag, Errors) {
+    EXPECT_NE(error_of([] {
+                  zigzag(100, 3);
+              }).find("sequence length T=100 must be a positive multiple of 2*cp=6 (cp=3)"),
+              std::string::npos);
+    EXPECT_NE(error_of([] { zigzag(0, 2); }).find("T=0"), std::string::npos);
+    EXPECT_NE(error_of([] { zigzag(8, 0); }).find("cp=0 must be at least 1"), std::string::npos);
+    const Zigzag z = zigzag(16, 2);
+    EXPECT_NE(error_of([&] { zigzag_positions(z, 2); }).find("rank 2 is not in 0..1 (cp=2)"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] { zigzag_blocks(z, 0, -1); }).find("rank -1"), std::string::npos);
+}
+
+// A ring of cp ranks simulated in one process with zigzag sharding: every rank's two query
+// chunks meet every rank's keys (in ring order, rank - step), masked blocks skipped, partials
+// merged; backward accumulates each rank's dK and dV over every rank's queries, as the ring
+// rotates them home. Against full attention in double, tolerances as above.
+void check_zigzag_ring(int64_t cp, int64_t chunk, int64_t NH, int64_t NKV) {
+    const Zigzag z = zigzag(2 * cp * chunk, cp);
+    const Problem p{2, z.T, z.T, NH, NKV, 16, 0};
+    SCOPED_TRACE(describe(p) + " cp=" + std::to_string(cp));
+    const AttentionShape s = shape_of(p);
+    const Inputs x = inputs_of(s, 1.0f, 31);
+    const Reference full =
+        reference(s, to_double(x.q), to_double(x.k), to_double(x.v), to_double(x.dout));
+    const int64_t c = z.chunk, B = s.B, BH = s.B * s.NH;
+
+    // One part (a chunk of every sequence) of one tensor of a rank.
+    auto part = [&](const std::vector<float>& t, int64_t ld, int64_t rank, int pt) {
+        return rows_of(t, B, z.T, ld, zigzag_chunk(z, rank, pt) * c, c);
+    };
+    struct Part {
+        std::vector<float> out, lse, dq;
+    };
+    std::vector<Part> parts(size_t(2 * cp));  // rank * 2 + part
+    std::vector<std::vector<float>> dk(size_t(2 * cp)), dv(size_t(2 * cp));
+    for (auto& pt : parts)
+        pt = {std::vector<float>(B * c * s.ldo, NAN), std::vector<float>(BH * c, kNegInf),
+              std::vector<float>(B * c * s.ldq, 0.0f)};
+    for (auto& d : dk) d.assign(B * c * s.ldkv, 0.0f);
+    for (auto& d : dv) d.assign(B * c * s.ldkv, 0.0f);
+
+    auto block_shape = [&](const ZigzagBlock& blk) {
+        AttentionShape bs = s;
+        bs.Tq = bs.Tk = c;
+        bs.q_pos0 = blk.q_pos0;
+        bs.k_pos0 = blk.k_pos0;
+        return bs;
+    };
+    int64_t calls = 0;
+    for (int pass = 0; pass < 2; ++pass)  // forward, then backward with the merged results
+        for (int64_t rank = 0; rank < cp; ++rank)
+            for (int64_t step = 0; step < cp; ++step) {
+                const int64_t kv_rank = (rank - step + cp) % cp;
+                for (const ZigzagBlock& blk : zigzag_blocks(z, rank, kv_rank)) {
+                    if (blk.mask == BlockMask::masked) continue;
+                    const AttentionShape bs = block_shape(blk);
+                    const auto q = part(x.q, s.ldq, rank, blk.q_part);
+                    const auto k = part(x.k, s.ldkv, kv_rank, blk.k_part);
+                    const auto v = part(x.v, s.ldkv, kv_rank, blk.k_part);
+                    Part& mine = parts[size_t(2 * rank + blk.q_part)];
+                    if (pass == 0) {
+                        std::vector<float> out(mine.out.size()), lse(mine.lse.size());
+                        attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), bs);
+                        attention_merge(mine.out.data(), mine.lse.data(), out.data(), lse.data(),
+                                        merge_shape(bs));
+                        ++calls;
+                    } else {
+                        const auto dout = part(x.dout, s.ldo, rank, blk.q_part);
+                        const size_t kv = size_t(2 * kv_rank + blk.k_part);
+                        attention_backward(mine.dq.data(), dk[kv].data(), dv[kv].data(),
+                                           dout.data(), q.data(), k.data(), v.data(),
+                                           mine.out.data(), mine.lse.data(), bs);
+                    }
+                }
+            }
+    // Of the 4·cp² chunk pairs, those with the key chunk not after the query chunk run.
+    EXPECT_EQ(calls, cp * (2 * cp + 1));
+
+    std::vector<float> out(full.out.size(), 0.0f), lse(full.lse.size(), 0.0f), dq(x.q.size(), 0.0f),
+        dkf(x.k.size(), 0.0f), dvf(x.v.size(), 0.0f);
+    for (int64_t rank = 0; rank < cp; ++rank)
+        for (int pt = 0; pt < 2; ++pt) {
+            const int64_t t0 = zigzag_chunk(z, rank, pt) * c;
+            const Part& mine = parts[size_t(2 * rank + pt)];
+            add_rows_to(out, mine.out, B, z.T, s.ldo, t0, c);
+            add_rows_to(lse, mine.lse, BH, z.T, 1, t0, c);
+            add_rows_to(dq, mine.dq, B, z.T, s.ldq, t0, c);
+            add_rows_to(dkf, dk[size_t(2 * rank + pt)], B, z.T, s.ldkv, t0, c);
+            add_rows_to(dvf, dv[size_t(2 * rank + pt)], B, z.T, s.ldkv, t0, c);
+        }
+    EXPECT_LT(error(out, full.out), 2e-5) << "out";
+    EXPECT_LT(error(lse, full.lse), 2e-5) << "lse";
+    EXPECT_LT(error(dq, full.dq), 5e-5) << "dq";
+    EXPECT_LT(error(dkf, full.dk), 5e-5) << "dk";
+    EXPECT_LT(error(dvf, full.dv), 5e-5) << "dv";
+}
+
+TEST_P(AttentionBlocksTest, ZigzagRingMatchesFullAttention) {
+    check_zigzag_ring(2, 24, 4, 4);
+    check_zigzag_ring(4, 12, 4, 2);  // grouped query
+    check_zigzag_ring(1, 40, 2, 1);  // cp = 1: one rank, its two halves
 }
 
 INSTANTIATE_TEST_SUITE_P(Isas, AttentionBlocksTest, ::testing::Values(Isa::portable, Isa::avx512),
