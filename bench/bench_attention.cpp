@@ -1,12 +1,19 @@
 // Causal attention of GPT-2 small (NH=12, HS=64) on the fused qkv layout, B=4, forward and
 // backward. FLOPs count the causal half: forward 4·B·NH·HS·T²/2, backward 2.5× that.
+// The zigzag benchmarks run one rank's share of context-parallel ring attention (every ring
+// step's blocks and merges, no communication) to show what cutting the keys into blocks costs:
+// the same GFLOP/s as the whole-sequence kernel means nothing is lost.
 // Run with OMP_NUM_THREADS set; times are wall-clock.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "weft/kernels/attention.hpp"
+#include "weft/kernels/attention_merge.hpp"
+#include "weft/kernels/attention_zigzag.hpp"
 
 namespace {
 
@@ -56,6 +63,93 @@ void BM_attention_backward(benchmark::State& state) {
         2.5 * forward_flops(T) * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
 }
 
+// One rank (rank 0) of a cp-way zigzag ring over a sequence of T: its two query chunks against
+// the two key chunks of every rank, masked blocks skipped, partials merged; backward given the
+// merged output. Chunks are dense [B][T/2cp] blocks, as a ring step holds them.
+struct ZigzagRank {
+    weft::kernels::Zigzag z;
+    int64_t c;
+    std::vector<std::vector<float>> q, out, lse, dout, dq;  // per query part
+    std::vector<std::vector<float>> k, v, dk, dv;           // per (rank, key part)
+    ZigzagRank(int64_t T, int64_t cp) : z(weft::kernels::zigzag(T, cp)), c(z.chunk) {
+        auto fill = [](size_t n, uint32_t seed, float scale) {
+            std::vector<float> x(n);
+            for (size_t i = 0; i < n; ++i)
+                x[i] = scale * float(int((i + seed) * 2654435761u % 201) - 100) / 100;
+            return x;
+        };
+        for (int pt = 0; pt < 2; ++pt) {
+            q.push_back(fill(kB * c * kC, pt, 0.02f));
+            dout.push_back(fill(kB * c * kC, 7 + pt, 1.0f));
+            out.emplace_back(kB * c * kC);
+            lse.emplace_back(kB * kNH * c);
+            dq.emplace_back(kB * c * kC);
+        }
+        for (int64_t i = 0; i < 2 * cp; ++i) {
+            k.push_back(fill(kB * c * kC, 11 + uint32_t(i), 0.02f));
+            v.push_back(fill(kB * c * kC, 31 + uint32_t(i), 1.0f));
+            dk.emplace_back(kB * c * kC);
+            dv.emplace_back(kB * c * kC);
+        }
+    }
+    weft::kernels::AttentionShape shape(const weft::kernels::ZigzagBlock& b) const {
+        weft::kernels::AttentionShape s{kB, c, c, kNH, kHS, kC, kC, kC, b.q_pos0};
+        s.k_pos0 = b.k_pos0;
+        return s;
+    }
+    template <class F>
+    void each_block(F&& f) {
+        for (int64_t step = 0; step < z.cp; ++step) {
+            const int64_t kv = (z.cp - step) % z.cp;  // rank 0 receives from its left neighbour
+            for (const auto& b : weft::kernels::zigzag_blocks(z, 0, kv))
+                if (b.mask != weft::kernels::BlockMask::masked)
+                    f(b, size_t(2 * kv + b.k_part), shape(b));
+        }
+    }
+    void forward() {
+        std::vector<float> part(kB * c * kC), part_lse(kB * kNH * c);
+        for (auto& l : lse) std::fill(l.begin(), l.end(), -INFINITY);
+        each_block([&](const auto& b, size_t kv, const auto& s) {
+            weft::kernels::attention_forward(part.data(), part_lse.data(), q[b.q_part].data(),
+                                             k[kv].data(), v[kv].data(), s);
+            weft::kernels::attention_merge(out[b.q_part].data(), lse[b.q_part].data(), part.data(),
+                                           part_lse.data(), {kB, c, kNH, kHS, kC, kC});
+        });
+    }
+    void backward() {
+        each_block([&](const auto& b, size_t kv, const auto& s) {
+            weft::kernels::attention_backward(dq[b.q_part].data(), dk[kv].data(), dv[kv].data(),
+                                              dout[b.q_part].data(), q[b.q_part].data(),
+                                              k[kv].data(), v[kv].data(), out[b.q_part].data(),
+                                              lse[b.q_part].data(), s);
+        });
+    }
+    double flops() const {  // the forward FLOPs of the pairs this rank scores
+        return 4.0 * kB * kNH * kHS * double(z.T) * double(z.T) / 2 / double(z.cp);
+    }
+};
+
+void BM_attention_zigzag_forward(benchmark::State& state) {
+    ZigzagRank r(state.range(0), state.range(1));
+    for (auto _ : state) {
+        r.forward();
+        benchmark::DoNotOptimize(r.out[0].data());
+    }
+    state.counters["GFLOP/s"] = benchmark::Counter(r.flops() * double(state.iterations()) / 1e9,
+                                                   benchmark::Counter::kIsRate);
+}
+
+void BM_attention_zigzag_backward(benchmark::State& state) {
+    ZigzagRank r(state.range(0), state.range(1));
+    r.forward();
+    for (auto _ : state) {
+        r.backward();
+        benchmark::DoNotOptimize(r.dq[0].data());
+    }
+    state.counters["GFLOP/s"] = benchmark::Counter(
+        2.5 * r.flops() * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+
 BENCHMARK(BM_attention_forward)
     ->Arg(256)
     ->Arg(1024)
@@ -66,6 +160,16 @@ BENCHMARK(BM_attention_backward)
     ->Arg(256)
     ->Arg(1024)
     ->Arg(4096)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_attention_zigzag_forward)
+    ->Args({1024, 2})
+    ->Args({4096, 4})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_attention_zigzag_backward)
+    ->Args({1024, 2})
+    ->Args({4096, 4})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
