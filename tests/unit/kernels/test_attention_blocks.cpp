@@ -430,8 +430,8 @@ TEST_P(AttentionBlocksTest, NegativeKeyPositionIsAnError) {
               std::string::npos);
 }
 
-// Whether query position qp sees key position kp, counted over a block of chunks: the brute
-// force that zigzag_mask and zigzag_block_work must agree with.
+// The (query, key) pairs that c queries from position q0 and c keys from k0 leave visible,
+// counted one by one: the brute force that zigzag_mask and zigzag_block_work must agree with.
 int64_t visible_pairs(int64_t q0, int64_t k0, int64_t c) {
     int64_t n = 0;
     for (int64_t i = 0; i < c; ++i)
