@@ -54,15 +54,21 @@ void add_bench_command(CLI::App& app) {
         if (p->json) {
             std::string fields;
             if (fp32) fields += fmt::format("\"fp32_gflops\": {:.1f}, ", f);
-            if (bf16) fields += fmt::format("\"bf16_gflops\": {:.1f}, ", h);
+            if (bf16)
+                fields += fmt::format("\"bf16_gflops\": {:.1f}, \"bf16_native\": {}, ", h,
+                                      kernels::bf16_products_native());
             fmt::print("{{{}\"size\": {}, \"threads\": {}}}\n", fields, p->size, threads);
             return;
         }
         if (fp32)
             fmt::print("fp32 GEMM peak: {:.1f} GFLOP/s ({}^3, {} threads)\n", f, p->size, threads);
         if (bf16)
-            fmt::print("bf16 GEMM peak: {:.1f} GFLOP/s ({}^3, {} threads, fp32 accumulation)\n", h,
-                       p->size, threads);
+            fmt::print("bf16 GEMM peak: {:.1f} GFLOP/s ({}^3, {} threads, fp32 accumulation{})\n",
+                       h, p->size, threads,
+                       kernels::bf16_products_native()
+                           ? ""
+                           : "; emulated on the fp32 units: this CPU has neither AVX512-BF16 "
+                             "nor AMX");
     });
 
     auto t = std::make_shared<TrainArgs>();

@@ -221,14 +221,37 @@ bool gemm_checks(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, in
     return true;
 }
 
+void gemm_fp32(const GemmKey& key, const float* A, const float* B, float beta, float* C,
+               const float* bias);
+
+// bf16 operands widened back to fp32, for CPUs without bf16 matrix instructions. Per thread and
+// kept between calls, as the bf16 copies are.
+float* widened(int role, const uint16_t* x, int64_t n) {
+    thread_local std::vector<float> buffers[2];
+    std::vector<float>& b = buffers[role];
+    if (int64_t(b.size()) < n) b.resize(size_t(n));
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+    for (int64_t i = 0; i < n; ++i) b[size_t(i)] = bf16_to_fp32(x[i]);
+    return b.data();
+}
+
 // The product on operands already in bf16, compact as stored: op(A) is A [M,K] or, transposed,
 // A stored [K,M] (likewise B), each with its leading dimension equal to its stored width.
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const uint16_t* A,
                const uint16_t* B, float beta, float* C, int64_t ldc, const float* bias) {
     const int64_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
     const bool accumulate = beta == 1.0f, has_bias = bias != nullptr;
-    GemmKey key{M, N, K, lda, ldb, ldc, 1.0f, trans_a, trans_b, accumulate, has_bias, true};
-    run_primitive(key, A, B, bias, C);
+    const bool native = bf16_products_native();
+    GemmKey key{M, N, K, lda, ldb, ldc, 1.0f, trans_a, trans_b, accumulate, has_bias, native};
+    if (native) {
+        run_primitive(key, A, B, bias, C);
+        return;
+    }
+    // A product of two bf16 values is exact in fp32 (8 + 8 significant bits < 24), so the fp32
+    // product of the widened operands is the bf16 product with fp32 accumulation, up to the
+    // order of the sums: the same numbers, at fp32 speed.
+    WEFT_PROFILE("bf16_emulated");
+    gemm_fp32(key, widened(0, A, M * K), widened(1, B, K * N), beta, C, bias);
 }
 
 void gemm_impl(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
@@ -245,14 +268,20 @@ void gemm_impl(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
     }
     const bool accumulate = beta == 1.0f, has_bias = bias != nullptr;
     GemmKey key{M, N, K, lda, ldb, ldc, alpha, trans_a, trans_b, accumulate, has_bias, false};
+    gemm_fp32(key, A, B, beta, C, bias);
+}
+
+void gemm_fp32(const GemmKey& key, const float* A, const float* B, float beta, float* C,
+               const float* bias) {
     if (choose_backend(key) == Backend::primitive) {  // every product with a bias
         run_primitive(key, A, B, bias, C);
         return;
     }
-    dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A,
-                                      lda, B, ldb, beta, C, ldc);
+    dnnl_status_t status =
+        dnnl_sgemm(key.trans_a ? 'T' : 'N', key.trans_b ? 'T' : 'N', key.M, key.N, key.K, key.alpha,
+                   A, key.lda, B, key.ldb, beta, C, key.ldc);
     WEFT_CHECK(status == dnnl_success, "gemm: dnnl_sgemm failed with status {} (M={} N={} K={})",
-               int(status), M, N, K);
+               int(status), key.M, key.N, key.K);
 }
 
 // dbias[n] += Σ_m dout[m,n]: each thread owns a band of columns, so no reduction is needed and
@@ -273,6 +302,24 @@ void bias_backward(float* dbias, const float* dout, int64_t M, int64_t N) {
 }
 
 }  // namespace
+
+bool bf16_products_native() {
+    // oneDNN 2.x builds bf16 matmul kernels only for AVX512-BF16 (avx512_core_bf16) and AMX;
+    // asking it for one on another CPU is the reliable test of what this oneDNN can do here.
+    static const bool native = [] {
+        using dt = dnnl::memory::data_type;
+        using tag = dnnl::memory::format_tag;
+        const dnnl::memory::dims dims{16, 16};
+        try {
+            dnnl::memory::desc a(dims, dt::bf16, tag::ab), c(dims, dt::f32, tag::ab);
+            dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, a, c), dnnl_state().engine);
+            return true;
+        } catch (const dnnl::error&) {
+            return false;
+        }
+    }();
+    return native;
+}
 
 void set_matmul_precision(MatmulPrecision p) {
     g_precision.store(p, std::memory_order_relaxed);
@@ -393,6 +440,8 @@ double measure_gemm_peak_gflops(int64_t n, double seconds) {
 
 double measure_gemm_peak_bf16_gflops(int64_t n, double seconds) {
     WEFT_CHECK(n > 0, "measure_gemm_peak_bf16_gflops: n={} must be positive", n);
+    // Emulated bf16 products run on the fp32 units: their peak is the fp32 one.
+    if (!bf16_products_native()) return measure_gemm_peak_gflops(n, seconds);
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
     const dnnl::memory::dims dims{n, n};

@@ -9,7 +9,10 @@
 // buffers stay fp32, a beta = 1 product (gradient accumulation) adds into the fp32 destination,
 // and the bias is added in fp32. This is autocast-style mixed precision: master weights,
 // gradients, optimizer moments, LayerNorm, softmax, attention (a hand-written fp32 kernel) and
-// the loss all stay fp32; only the matrix products' inputs are rounded.
+// the loss all stay fp32; only the matrix products' inputs are rounded. On a CPU where oneDNN has
+// no bf16 matmul (neither AVX512-BF16 nor AMX) bf16 is emulated, not refused: the rounded
+// operands are widened back and multiplied in fp32, which gives the same products (a product of
+// two bf16 values is exact in fp32) at fp32 speed, so a bf16 run trains the same model anywhere.
 #include <cstdint>
 #include <string_view>
 
@@ -77,8 +80,11 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
 // n×n×n product for about `seconds` after a warm-up and returns the best rate.
 double measure_gemm_peak_gflops(int64_t n, double seconds);
 // The same for bf16 inputs with fp32 accumulation and output (oneDNN's matmul primitive; AMX or
-// AVX512-BF16 where the CPU has them).
+// AVX512-BF16 where the CPU has them). Where bf16 is emulated, the fp32 peak.
 double measure_gemm_peak_bf16_gflops(int64_t n, double seconds);
+// Whether this CPU runs bf16 products natively (oneDNN has a bf16 matmul for it); false: they
+// are emulated on the fp32 units.
+bool bf16_products_native();
 
 // Bytes of bf16 operand copies this thread holds for bf16 products (kept between calls so that
 // a step does not allocate and page them in again).

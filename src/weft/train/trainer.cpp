@@ -149,7 +149,10 @@ void run_training(const TrainOptions& o_in) {
         "micro-batches of {} tokens (accumulation x dp x micro), {} thread(s) per rank, {} "
         "matrix products",
         cfg.num_parameters(), cfg.n_layer, cfg.n_head, cfg.n_embd, o.batch_size, accum, dp, micro,
-        T, threads, o.dtype));
+        T, threads,
+        o.dtype == "bf16" && !kernels::bf16_products_native()
+            ? "bf16 (emulated on the fp32 units: this CPU has neither AVX512-BF16 nor AMX)"
+            : o.dtype));
     note(
         fmt::format("layout {} over {} rank(s); model state per rank: params {} + grads {} + "
                     "optimizer {} = {} bytes",
