@@ -69,10 +69,12 @@ mixed)
   train 2 dp2_recompute --steps 5 --recompute --micro-batch-size 2
   same_as_ref dp2_recompute ref
   # bf16 products: the same model in bf16 at tp 2 as in one process (rounding differs only
-  # by the order of the partial sums).
+  # by the order of the partial sums). Such a difference can flip an operand's bf16 rounding (a
+  # 2^-8 step), so the gradient norm moves more than in fp32: 1.8e-3 measured with emulated bf16
+  # (an AVX2-only CPU), while the losses agree to 7e-6. A wrong reduction is off by far more.
   reference ref_bf16 --steps 5 --dtype bf16
   train 2 tp2_bf16 --steps 5 --tp 2 --dtype bf16
-  check "$CHECK" losses ref_bf16 tp2_bf16 1e-3
+  check "$CHECK" losses ref_bf16 tp2_bf16 5e-3
   ;;
 resume)
   args+=(--n-layer 4)

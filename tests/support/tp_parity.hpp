@@ -4,9 +4,11 @@
 // with the single-process model's.
 //
 // Tolerances: losses within 1e-5 relative; every gradient element within 1e-4 of itself plus
-// 5e-5 of its tensor's largest gradient. The ranks' partial sums change only the rounding order,
+// 1e-4 of its tensor's largest gradient. The ranks' partial sums change only the rounding order,
 // but attention with the test's enlarged weights amplifies that: the worst element seen is 1.5e-5
-// of its tensor's largest (tiny, tp = 2, a key weight); a real mistake is off by far more.
+// of its tensor's largest on AVX-512 (tiny, tp = 2, a key weight) and 6e-5 on an AVX2-only CPU,
+// whose GEMM kernels sum in another order (tp = 4, a qkv bias); a real mistake is off by far
+// more.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -96,7 +98,7 @@ inline void expect_grad_shards(const TrainRun& ref, const TrainRun& run, int ran
         double worst = 0;  // the largest difference in units of the element's tolerance
         for (int64_t i = 0; i < p.numel_stored; ++i) {
             const double d = std::abs(double(got[i]) - expect[size_t(i)]);
-            const double tol = 1e-4 * std::abs(expect[size_t(i)]) + 5e-5 * largest;
+            const double tol = 1e-4 * std::abs(expect[size_t(i)]) + 1e-4 * largest;
             if (!(d <= tol)) ++bad;
             if (!(d <= worst * tol)) worst = tol > 0 ? d / tol : d, worst_at = i;
         }
