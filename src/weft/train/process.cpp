@@ -7,11 +7,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
 
 #include "weft/comm/collectives.hpp"
+#include "weft/comm/mpi_env.hpp"
 #include "weft/core/error.hpp"
 #include "weft/kernels/matmul.hpp"
 
@@ -48,6 +51,16 @@ int set_threads_per_rank(int requested) {
     return threads;
 }
 
+int attempt_from_env() {
+    const char* env = std::getenv("WEFT_ATTEMPT");
+    if (!env || !*env) return 0;
+    int attempt = -1;
+    char extra = 0;
+    WEFT_CHECK(std::sscanf(env, "%d%c", &attempt, &extra) == 1 && attempt >= 0,
+               "WEFT_ATTEMPT='{}': expected a whole number >= 0 (weft run sets it)", env);
+    return attempt;
+}
+
 TestFault TestFault::from_env() {
     TestFault f;
     const char* env = std::getenv("WEFT_TEST_FAULT");
@@ -59,25 +72,50 @@ TestFault TestFault::from_env() {
     char extra = 0;
     const bool parsed =
         std::sscanf(s.c_str(), "%7[a-z]:%d:%lld%c", kind, &rank, &step, &extra) == 3;
-    f.kind_ = kind;
-    WEFT_CHECK(parsed && (f.kind_ == "hang" || f.kind_ == "exit") && rank >= 0 && step >= 1,
-               "WEFT_TEST_FAULT='{}': expected hang:<rank>:<step> or exit:<rank>:<step> (a "
-               "testing aid; see docs/data_parallel.md)",
+    const std::string k = kind;
+    WEFT_CHECK(parsed && (k == "hang" || k == "exit" || k == "kill" || k == "nan") && rank >= 0 &&
+                   step >= 1,
+               "WEFT_TEST_FAULT='{}': expected <hang|exit|kill|nan>:<rank>:<step> (a testing "
+               "aid; see docs/supervisor.md)",
                s);
+    // A restart must not meet the fault again, or no supervised run could finish.
+    if (attempt_from_env() > 0) return f;
+    f.kind_ = k;
     f.rank_ = rank;
     f.step_ = step;
     return f;
 }
 
-void TestFault::at_step(int world_rank, int64_t step) const {
-    if (kind_.empty() || world_rank != rank_ || step != step_) return;
+bool TestFault::fires(int world_rank, int64_t step) const {
+    return !kind_.empty() && world_rank == rank_ && step == step_;
+}
+
+void TestFault::announce(const char* what, int64_t step) const {
     const double now =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    fmt::print(stderr, "weft: test fault: rank {} {} at step {} (stops at {:.3f})\n", rank_,
-               kind_ == "hang" ? "hangs" : "exits", step, now);
+    fmt::print(stderr, "weft: test fault: rank {} {} at step {} (stops at {:.3f})\n", rank_, what,
+               step, now);
     std::fflush(stderr);
-    if (kind_ == "exit") std::exit(1);
+}
+
+void TestFault::at_step(int world_rank, int64_t step) const {
+    if (!fires(world_rank, step) || kind_ == "nan") return;
+    if (kind_ == "exit") {
+        announce("exits", step);
+        std::exit(1);
+    }
+    if (kind_ == "kill") {
+        announce("is killed", step);
+        std::raise(SIGKILL);
+    }
+    announce("hangs", step);
     for (;;) pause();
+}
+
+double TestFault::loss(int world_rank, int64_t step, double loss) const {
+    if (!fires(world_rank, step) || kind_ != "nan") return loss;
+    announce("sees a NaN loss", step);
+    return std::nan("");
 }
 
 }  // namespace weft::train

@@ -21,17 +21,30 @@ double job_peak_gflops(comm::Mesh& mesh, double per_rank, int64_t n, double seco
 // and returns it.
 int set_threads_per_rank(int requested);
 
-// A testing aid: WEFT_TEST_FAULT=hang:<rank>:<step> makes world rank <rank> sleep forever when
-// it reaches optimizer step <step> (1-based, as metrics.jsonl counts); exit:<rank>:<step> makes
-// it exit(1) there. Both print "weft: test fault: rank R <hangs|exits> at step S (stops at
-// <unix time>)" first. Unset: no fault. A malformed value is an error naming it.
+// The attempt of a supervised run (`weft run` sets WEFT_ATTEMPT=<k>, from 0); 0 when unset. A
+// malformed value is an error naming it.
+int attempt_from_env();
+
+// A testing aid: WEFT_TEST_FAULT=<kind>:<rank>:<step> makes world rank <rank> misbehave at
+// optimizer step <step> (1-based, as metrics.jsonl counts): hang sleeps forever, exit calls
+// exit(1), kill raises SIGKILL on itself, nan makes that step's loss NaN on that rank. Each prints
+// "weft: test fault: rank R <hangs|exits|is killed|sees a NaN loss> at step S (stops at <unix
+// time>)" first. Faults fire only on a supervised run's first attempt (WEFT_ATTEMPT unset or 0),
+// so that a restart does not meet them again. Unset: no fault. A malformed value is an error
+// naming it.
 class TestFault {
   public:
     static TestFault from_env();
+    // hang, exit and kill, at the start of a step.
     void at_step(int world_rank, int64_t step) const;
+    // nan: the loss the trainer sees for this step.
+    double loss(int world_rank, int64_t step, double loss) const;
 
   private:
-    std::string kind_;  // "", "hang" or "exit"
+    bool fires(int world_rank, int64_t step) const;
+    void announce(const char* what, int64_t step) const;
+
+    std::string kind_;  // "", "hang", "exit", "kill" or "nan"
     int rank_ = -1;
     int64_t step_ = -1;
 };

@@ -211,7 +211,8 @@ void run_training(const TrainOptions& o_in) {
         };
         const float lr = optim::learning_rate(o.optim, step, o.steps);
         const StepOutcome out = st.step(accum, fill, loss_scale, o.optim, lr, step + 1);
-        const double loss = out.loss_sum / double(o.batch_size * T);
+        const double loss =
+            fault.loss(mesh.world_rank(), step + 1, out.loss_sum / double(o.batch_size * T));
         const double dt = seconds_since(t0);
         const double tps = double(o.batch_size * T) / dt;
         const double mfu = tps * flops_per_token / (peak_gflops * 1e9);
