@@ -61,6 +61,10 @@ int attempt_from_env() {
     return attempt;
 }
 
+void exit_non_finite_loss(const std::string& message) {
+    comm::abort_job(message, kNonFiniteLossExitCode);
+}
+
 TestFault TestFault::from_env() {
     TestFault f;
     const char* env = std::getenv("WEFT_TEST_FAULT");

@@ -25,6 +25,15 @@ int set_threads_per_rank(int requested);
 // malformed value is an error naming it.
 int attempt_from_env();
 
+// Exit code of a rank that met a non-finite loss, so that a supervisor can tell a divergence from
+// a crash (1 is any weft::Error, 124 the comm watchdog).
+inline constexpr int kNonFiniteLossExitCode = 3;
+
+// Ends the job after a non-finite loss: prints `message` and exits (MPI_Abort with several ranks)
+// with kNonFiniteLossExitCode. At once, even if every rank prints it: a rank that waited might let
+// another commit a checkpoint of the diverged state.
+[[noreturn]] void exit_non_finite_loss(const std::string& message);
+
 // A testing aid: WEFT_TEST_FAULT=<kind>:<rank>:<step> makes world rank <rank> misbehave at
 // optimizer step <step> (1-based, as metrics.jsonl counts): hang sleeps forever, exit calls
 // exit(1), kill raises SIGKILL on itself, nan makes that step's loss NaN on that rank. Each prints

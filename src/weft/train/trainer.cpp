@@ -15,6 +15,7 @@
 #include "weft/train/batch_split.hpp"
 #include "weft/train/checkpoint.hpp"
 #include "weft/train/comm_report.hpp"
+#include "weft/train/heartbeat.hpp"
 #include "weft/train/memory.hpp"
 #include "weft/train/metrics.hpp"
 #include "weft/train/pipeline_trace.hpp"
@@ -133,6 +134,8 @@ void run_training(const TrainOptions& o_in) {
         fs::create_directories(o.out);
         ckpt::remove_stale_temporaries(o.out);
     }
+    Heartbeat heartbeat(o.out / "heartbeat", mesh.world_rank(), mesh.world_size());
+    heartbeat.beat(Phase::init, start_step);
     auto metrics = root ? std::make_unique<MetricsLog>(o.out / "metrics.jsonl")
                         : std::make_unique<MetricsLog>();
     Progress progress(start_step, o.steps);
@@ -178,6 +181,7 @@ void run_training(const TrainOptions& o_in) {
     CommReport comm_report(mesh);
     parallel::OverlapTimes overlap_total;
     auto save = [&](int64_t step) {
+        heartbeat.beat(Phase::checkpoint, step);
         fs::path p = save_state(st, o.out, step, run_state(o, micro));
         if (!root) return;
         ckpt::keep_last(o.out, int(o.keep_checkpoints));
@@ -185,6 +189,7 @@ void run_training(const TrainOptions& o_in) {
     };
     auto eval = [&](int64_t step) {
         if (!val_file) return;
+        heartbeat.beat(Phase::eval, step);
         EvalResult r = st.evaluate(*val_file, o.batch_size, o.eval_batches);
         metrics->write({{"step", step}, {"val_loss", r.loss}, {"val_tokens", r.tokens}});
         note(fmt::format("step {} | val loss {:.4f} ({} tokens)", step, r.loss, r.tokens));
@@ -198,6 +203,7 @@ void run_training(const TrainOptions& o_in) {
         // Setup, evaluation and checkpoints count in the run's total, not in a step's.
         comm_report.take();
         overlap_total += st.dp().take_overlap_times();
+        heartbeat.beat(Phase::step, step);
         fault.at_step(mesh.world_rank(), step + 1);
         auto t0 = Clock::now();
         model::Activations& act = st.activations();
@@ -216,7 +222,12 @@ void run_training(const TrainOptions& o_in) {
         const double dt = seconds_since(t0);
         const double tps = double(o.batch_size * T) / dt;
         const double mfu = tps * flops_per_token / (peak_gflops * 1e9);
-        WEFT_CHECK(std::isfinite(loss), "loss is {} at step {}: training diverged", loss, step + 1);
+        if (!std::isfinite(loss)) {
+            heartbeat.beat(Phase::nonfinite, step,
+                           fmt::format("loss {} at step {}", loss, step + 1));
+            exit_non_finite_loss(
+                fmt::format("loss is {} at step {}: training diverged", loss, step + 1));
+        }
         nlohmann::json line = {{"step", step + 1},
                                {"loss", loss},
                                {"lr", lr},
@@ -231,6 +242,7 @@ void run_training(const TrainOptions& o_in) {
         overlap_total += overlap;
         if (mesh.world_size() > 1) line.update(CommReport::fields(step_comm, overlap));
         metrics->write(line);
+        heartbeat.beat(Phase::step, step + 1);
         if (root && ((step + 1) % o.log_every == 0 || step + 1 == o.steps))
             progress.step(step + 1, loss, tps, mfu, lr);
         if (o.eval_every && (step + 1) % o.eval_every == 0 && step + 1 < o.steps) eval(step + 1);
@@ -266,6 +278,7 @@ void run_training(const TrainOptions& o_in) {
         report_comm();
         note(fmt::format("stopped after step {} of {} (--exit-after); continue with --resume",
                          end_step, o.steps));
+        heartbeat.beat(Phase::done, end_step);
         return;
     }
     eval(o.steps);
@@ -273,6 +286,7 @@ void run_training(const TrainOptions& o_in) {
     report_comm();
     note(fmt::format("peak resident memory of rank 0 {:.1f} MiB (estimate {:.1f} MiB)",
                      double(peak_rss_bytes()) / (1 << 20), double(mem.total()) / (1 << 20)));
+    heartbeat.beat(Phase::done, o.steps);
 }
 
 }  // namespace weft::train

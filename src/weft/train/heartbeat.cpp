@@ -1,0 +1,81 @@
+#include "weft/train/heartbeat.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <system_error>
+
+#include "weft/train/process.hpp"
+
+namespace weft::train {
+
+namespace fs = std::filesystem;
+
+const char* phase_name(Phase phase) {
+    switch (phase) {
+        case Phase::init:
+            return "init";
+        case Phase::step:
+            return "step";
+        case Phase::checkpoint:
+            return "checkpoint";
+        case Phase::eval:
+            return "eval";
+        case Phase::done:
+            return "done";
+        case Phase::nonfinite:
+            return "nonfinite";
+    }
+    return "?";
+}
+
+namespace {
+
+// JSON string contents: the detail is weft's own text, but a path in it may hold anything.
+std::string json_escape(std::string_view s) {
+    std::string out;
+    for (char c : s) {
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += c;
+        } else if (static_cast<unsigned char>(c) < 0x20) {
+            out += fmt::format("\\u{:04x}", c);
+        } else {
+            out += c;
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+Heartbeat::Heartbeat(fs::path dir, int world_rank, int world_size)
+    : rank_(world_rank), world_size_(world_size), attempt_(attempt_from_env()), pid_(getpid()) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    path_ = (dir / fmt::format("rank_{}.json", world_rank)).string();
+    tmp_ = (dir / fmt::format(".tmp-rank_{}.json", world_rank)).string();
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    host_ = json_escape(host);
+}
+
+void Heartbeat::beat(Phase phase, int64_t step, std::string_view detail) {
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const std::string line = fmt::format(
+        "{{\"rank\": {}, \"world_size\": {}, \"step\": {}, \"phase\": \"{}\", \"time\": {:.3f}, "
+        "\"pid\": {}, \"host\": \"{}\", \"attempt\": {}, \"detail\": \"{}\"}}\n",
+        rank_, world_size_, step, phase_name(phase), now, pid_, host_, attempt_,
+        json_escape(detail));
+    const int fd = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    const bool written = ::write(fd, line.data(), line.size()) == ssize_t(line.size());
+    ::close(fd);
+    if (written) std::rename(tmp_.c_str(), path_.c_str());
+}
+
+}  // namespace weft::train
