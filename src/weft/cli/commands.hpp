@@ -7,6 +7,7 @@ class App;
 namespace weft::cli {
 
 void add_train_command(CLI::App& app);
+void add_run_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_sample_command(CLI::App& app);
 void add_prepare_command(CLI::App& app);

@@ -40,7 +40,8 @@ std::vector<std::string> expand_config(int argc, char** argv, CLI::App& app) {
 
     std::string file;
     size_t at = 0, width = 0;
-    for (size_t i = 1; i < args.size(); ++i) {
+    // Words after `--` belong to another command (`weft run -- ... weft train --config F`).
+    for (size_t i = 1; i < args.size() && args[i] != "--"; ++i) {
         if (args[i] == "--config" && i + 1 < args.size()) {
             file = args[i + 1], at = i, width = 2;
         } else if (args[i].rfind("--config=", 0) == 0) {

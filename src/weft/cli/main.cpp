@@ -5,6 +5,8 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <optional>
+#include <string_view>
 #include <thread>
 
 #include "weft/cli/commands.hpp"
@@ -15,8 +17,11 @@
 namespace weft::cli {
 
 int main(int argc, char** argv) {
-    // MPI is up for the whole command, whether it runs as a plain process or under mpirun.
-    comm::MpiEnv mpi(&argc, &argv);
+    // MPI is up for the whole command, whether it runs as a plain process or under mpirun;
+    // except for `weft run`, which starts MPI jobs and must not be an MPI process itself.
+    std::optional<comm::MpiEnv> mpi_env;
+    if (argc < 2 || std::string_view(argv[1]) != "run") mpi_env.emplace(&argc, &argv);
+    const int rank = mpi_env ? mpi_env->rank() : 0, size = mpi_env ? mpi_env->size() : 1;
     CLI::App app{
         "weft: train GPT-2-style transformers with data, tensor, pipeline and context "
         "parallelism",
@@ -24,6 +29,7 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     app.fallthrough(false);
     add_train_command(app);
+    add_run_command(app);
     add_eval_command(app);
     add_sample_command(app);
     add_prepare_command(app);
@@ -45,20 +51,20 @@ int main(int argc, char** argv) {
         app.parse(args);
     } catch (const CLI::ParseError& e) {
         // Every rank parses the same arguments: one of them speaks.
-        return mpi.rank() == 0 ? app.exit(e) : (e.get_exit_code() ? 1 : 0);
+        return rank == 0 ? app.exit(e) : (e.get_exit_code() ? 1 : 0);
     } catch (const Error& e) {
         // With several ranks, returning would leave this one in MPI_Finalize while the others
         // wait for it: end the whole job instead. Bad input fails on every rank alike, so rank 0
         // names it; the others give it time to, since their abort would kill it mid-message. A
         // rank still alive after that failed alone, and names its own error.
-        if (mpi.size() > 1) {
-            if (mpi.rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
+        if (size > 1) {
+            if (rank != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
             comm::abort_job(fmt::format("error: {}", e.what()), 1);
         }
         fmt::print(stderr, "weft: error: {}\n", e.what());
         return 1;
     } catch (const std::exception& e) {
-        if (mpi.size() > 1) comm::abort_job(fmt::format("internal error: {}", e.what()), 2);
+        if (size > 1) comm::abort_job(fmt::format("internal error: {}", e.what()), 2);
         fmt::print(stderr, "weft: internal error: {}\n", e.what());
         return 2;
     }

@@ -1,0 +1,43 @@
+#include <CLI/CLI.hpp>
+#include <memory>
+
+#include "weft/cli/commands.hpp"
+#include "weft/supervise/supervisor.hpp"
+
+namespace weft::cli {
+
+void add_run_command(CLI::App& app) {
+    struct Args {
+        supervise::SuperviseOptions options;
+        std::vector<std::string> command;
+    };
+    auto a = std::make_shared<Args>();
+    CLI::App* c = app.add_subcommand(
+        "run",
+        "Supervise a training command: watch its ranks' heartbeats and, when a rank dies, hangs "
+        "or meets a non-finite loss, stop it, write RUN/faults/attempt_<k>.json and restart it "
+        "with --resume (docs/supervisor.md). Usage: weft run [flags] -- mpirun -np 2 weft train "
+        "--out RUN ...");
+    c->add_option("--max-restarts", a->options.max_restarts, "Restarts before giving up")
+        ->capture_default_str();
+    c->add_option("--comm-timeout", a->options.comm_timeout,
+                  "Seconds a rank may block in communication; passed to the train command "
+                  "(0: the command's own, else $WEFT_COMM_TIMEOUT, else 300)")
+        ->capture_default_str();
+    c->add_option("--heartbeat-timeout", a->options.heartbeat_timeout,
+                  "Seconds without heartbeat progress (a new step or phase) that count as a hang; "
+                  "longer than any step, evaluation or checkpoint (0: the comm timeout plus a "
+                  "margin)")
+        ->capture_default_str();
+    c->add_option("--grace", a->options.grace,
+                  "Seconds between SIGTERM and SIGKILL when stopping the job")
+        ->capture_default_str();
+    c->add_option("command", a->command,
+                  "The command to supervise, after `--`; its `weft train` arguments come last");
+    c->callback([a] {
+        const int code = supervise::supervise(a->options, a->command);
+        if (code != 0) throw CLI::RuntimeError(code);
+    });
+}
+
+}  // namespace weft::cli
