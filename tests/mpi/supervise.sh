@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# The supervisor end to end (docs/supervisor.md): supervise.sh <weft> <source dir> <mode>
+#   kill       a rank killed (SIGKILL) three ways: by WEFT_TEST_FAULT=kill at a random step, by
+#              this script after a random short sleep (pid from its heartbeat), and in the
+#              middle of a checkpoint; each time the run restarts, finishes, and its final
+#              checkpoint is byte-identical (diff -r) to an uninterrupted run of the same layout.
+#              The supervisor must see each kill within 10 s; the time from the kill to the first
+#              new step is printed (docs/supervisor.md quotes it).
+#   hang       WEFT_TEST_FAULT=hang: a report naming the hang and rank 1, then a restart
+#   nan        WEFT_TEST_FAULT=nan: a report naming the non-finite loss and rank 1, then a restart
+#   exhausted  --max-restarts 0 and a fault: non-zero exit naming the fault, no restart
+#   errors     no command, no --out, a negative --max-restarts: one clear error each, no files
+# SUPERVISE_SEED=<n> repeats the random choices of a failed run (the seed is printed).
+set -uo pipefail
+WEFT=$1 SRC=$2 MODE=$3
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+unset OMP_NUM_THREADS WEFT_TEST_FAULT WEFT_ATTEMPT
+failures=0
+check() { "$@" || { echo "FAILED: $*"; failures=$((failures + 1)); }; }
+calc() { awk "BEGIN { print $1 }"; }  # awk, not bc: bc is not on a fresh Debian
+now() { date +%s.%N; }
+seed=${SUPERVISE_SEED:-$$}
+RANDOM=$seed
+echo "seed $seed (SUPERVISE_SEED=$seed repeats this run's random choices)"
+
+"$WEFT" prepare --input "$SRC/data/tinyshakespeare.txt" --out data --tokenizer-dir "$SRC/data" >/dev/null
+STEPS=5
+args=(--model tiny --data data/tinyshakespeare_train.bin --steps $STEPS --batch-size 4 --seq-len 32
+      --lr 1e-3 --warmup 2 --peak-gflops 100 --threads 1 --save-every 1)
+train_cmd() { echo mpirun -np 2 "$WEFT" train "${args[@]}" --out "$1"; }
+
+# A field of a one-line JSON file (heartbeats, fault reports: numbers and plain strings).
+field() { grep -o "\"$2\": *[^,}]*" "$1" 2>/dev/null | head -1 | sed -E 's/^[^:]*: *//; s/"//g'; }
+
+# supervised <run> [weft run flags...]: runs `weft run` in the background; output in <run>.log.
+supervised() {
+  local run=$1
+  shift
+  "$WEFT" run --grace 3 "$@" -- $(train_cmd "$run") >"$run.log" 2>&1 &
+  sup_pid=$!
+}
+# wait_supervised <run>: waits for it (at most 120 s) and sets rc.
+wait_supervised() {
+  local i
+  for i in $(seq 1200); do kill -0 $sup_pid 2>/dev/null || break; sleep 0.1; done
+  kill -0 $sup_pid 2>/dev/null && { echo "FAILED: weft run still running after 120 s"; kill $sup_pid; }
+  wait $sup_pid
+  rc=$?
+}
+same_final() {  # same_final <run>: the run finished and its last checkpoint is that of ref
+  check [ "$rc" -eq 0 ]
+  check grep -q "the run finished on attempt 1" "$1.log"
+  if diff -r "ref/checkpoints/step_$(printf %06d $STEPS)" "$1/checkpoints/step_$(printf %06d $STEPS)"; then
+    echo "$1: final checkpoint byte-identical to the uninterrupted run"
+  else
+    echo "FAILED: $1: final checkpoint differs from the uninterrupted run"; failures=$((failures + 1))
+    tail -20 "$1.log"
+  fi
+}
+# report_times <run> <kill unix time>: bounds the detection latency, prints the recovery time.
+report_times() {
+  local report=$1/faults/attempt_0.json killed=$2
+  local detected first
+  detected=$(field "$report" detected_at)
+  first=$(field "$report" first_step_at)
+  if [ -z "$detected" ] || [ -z "$first" ]; then
+    echo "FAILED: $report lacks detected_at or recovery"; failures=$((failures + 1)); cat "$report"; return
+  fi
+  local latency recover
+  latency=$(calc "$detected - $killed")
+  recover=$(calc "$first - $killed")
+  echo "$1: kill -> detected $latency s, kill -> first new step finished $recover s"
+  check [ "$(calc "($latency < 10 && $latency > -0.5) ? 1 : 0")" -eq 1 ]
+}
+
+case $MODE in
+kill)
+  eval "$(train_cmd ref)" >ref.log 2>&1 || { echo "FAILED: reference run"; cat ref.log; exit 1; }
+
+  # 1. The rank kills itself at a random step.
+  step=$((2 + RANDOM % (STEPS - 1)))
+  rank=$((RANDOM % 2))
+  echo "--- WEFT_TEST_FAULT=kill:$rank:$step"
+  WEFT_TEST_FAULT=kill:$rank:$step supervised fault --max-restarts 2
+  wait_supervised
+  same_final fault
+  check grep -q '"cause": "exit"' fault/faults/attempt_0.json
+  check grep -qE "attempt 0: rank $rank ended" fault.log
+  mark=$(grep -o 'stops at [0-9.]*' fault.log | head -1 | cut -d' ' -f3)
+  report_times fault "$mark"
+
+  # 2. This script kills a rank after a random short sleep, at whatever it is doing then.
+  rank=$((RANDOM % 2))
+  delay=$(calc "1 + ($RANDOM % 2000) / 1000")
+  echo "--- kill -9 of rank $rank's pid $delay s after its first heartbeat"
+  supervised pid --max-restarts 2
+  for i in $(seq 600); do [ -s pid/heartbeat/rank_$rank.json ] && break; sleep 0.05; done
+  sleep "$delay"
+  victim=$(field pid/heartbeat/rank_$rank.json pid)
+  phase=$(field pid/heartbeat/rank_$rank.json phase)
+  killed=$(now)
+  kill -9 "$victim"
+  echo "killed pid $victim (rank $rank, phase $phase)"
+  wait_supervised
+  same_final pid
+  check grep -qE "attempt 0: rank $rank ended" pid.log
+  report_times pid "$killed"
+
+  # 3. Rank 0 (it writes the checkpoint) killed as soon as its heartbeat says it is saving one.
+  target=$((2 + RANDOM % (STEPS - 2)))
+  echo "--- kill -9 of rank 0 in the checkpoint of step $target"
+  supervised ckpt --max-restarts 2
+  for i in $(seq 6000); do
+    [ "$(field ckpt/heartbeat/rank_0.json phase)" = checkpoint ] &&
+      [ "$(field ckpt/heartbeat/rank_0.json step)" = "$target" ] && break
+    sleep 0.005
+  done
+  victim=$(field ckpt/heartbeat/rank_0.json pid)
+  killed=$(now)
+  kill -9 "$victim"
+  partial=$(ls -a ckpt/checkpoints | grep -c '^\.tmp-' || true)
+  echo "killed pid $victim in its checkpoint; partial checkpoint directories left: $partial"
+  wait_supervised
+  same_final ckpt
+  report_times ckpt "$killed"
+  ;;
+hang)
+  # Rank 1 sleeps at step 3; the comm watchdog (2 s) ends the job; the supervisor restarts it.
+  WEFT_TEST_FAULT=hang:1:3 supervised hang --max-restarts 1 --comm-timeout 2
+  wait_supervised
+  cat hang.log | grep "^weft run"
+  check [ "$rc" -eq 0 ]
+  check grep -q '"cause": "hang"' hang/faults/attempt_0.json
+  check grep -qE 'attempt 0: hang: .*naming rank 1' hang.log
+  check grep -q "the run finished on attempt 1" hang.log
+  ;;
+nan)
+  WEFT_TEST_FAULT=nan:1:3 supervised nan --max-restarts 1
+  wait_supervised
+  grep "^weft run" nan.log
+  check [ "$rc" -eq 0 ]
+  check grep -q '"cause": "nonfinite"' nan/faults/attempt_0.json
+  check grep -qE 'attempt 0: non-finite loss on rank 1; rank 1: loss nan at step 3' nan.log
+  check grep -q "the run finished on attempt 1" nan.log
+  ;;
+exhausted)
+  WEFT_TEST_FAULT=exit:1:2 supervised out --max-restarts 0
+  wait_supervised
+  grep "^weft run" out.log
+  check [ "$rc" -ne 0 ]
+  check grep -qE "weft run: failed: rank 1 ended|weft run: failed: the command ended \(exit code 1\)" out.log
+  check grep -q "giving up: 0 restart(s) used of --max-restarts 0" out.log
+  check [ "$(grep -c '^weft run: attempt [0-9]*: mpirun' out.log)" -eq 1 ]
+  ;;
+errors)
+  expect() {  # expect <message> weft run args...: non-zero, the message, one line, no run dir
+    local want=$1 out rc=0
+    shift
+    out=$("$WEFT" run "$@" 2>&1) || rc=$?
+    echo "weft run $* -> exit $rc: $out"
+    check [ "$rc" -ne 0 ]
+    check grep -qF -- "$want" <<<"$out"
+    check [ "$(grep -c . <<<"$out")" -eq 1 ]
+    check [ ! -e runs ]
+  }
+  expect "weft run: no command to supervise"
+  expect "weft run: no command to supervise" --max-restarts 2 --
+  expect "has no --out" -- "$WEFT" train "${args[@]}"
+  expect "weft run --max-restarts -1: expected a whole number >= 0" --max-restarts -1 -- \
+    "$WEFT" train --out runs/x
+  expect "weft run --comm-timeout 5 but the command says --comm-timeout 3" --comm-timeout 5 -- \
+    "$WEFT" train --out runs/x --comm-timeout 3
+  expect "weft run: cannot run 'no-such-launcher': no such program" -- no-such-launcher --out runs/x
+  ;;
+*)
+  echo "unknown mode $MODE"
+  exit 2
+  ;;
+esac
+echo "$failures failed"
+[ "$failures" -eq 0 ]
