@@ -4,7 +4,8 @@
 //   {"rank": r, "world_size": n, "step": s, "phase": "step", "time": <unix s>, "pid": p,
 //    "host": "...", "attempt": k, "detail": "..."}
 // `step` counts finished optimizer steps. The file is written under a temporary name and renamed,
-// so a reader never sees half of it; no fsync, as the reader is a live process, not a restart.
+// so a reader never sees half of it (but may briefly see none); no fsync, as the reader is a live
+// process, not a restart. About 0.07 ms a beat on ext4.
 #include <cstdint>
 #include <filesystem>
 #include <string>
