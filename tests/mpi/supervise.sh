@@ -34,6 +34,12 @@ train_cmd() { echo mpirun -np 2 "$WEFT" train "${args[@]}" --out "$1"; }
 
 # A field of a one-line JSON file (heartbeats, fault reports: numbers and plain strings).
 field() { grep -o "\"$2\": *[^,}]*" "$1" 2>/dev/null | head -1 | sed -E 's/^[^:]*: *//; s/"//g'; }
+# The same of a heartbeat, which is briefly absent while a rank replaces it.
+beat_field() {
+  local v="" i
+  for i in $(seq 200); do v=$(field "$1" "$2"); [ -n "$v" ] && break; sleep 0.005; done
+  echo "$v"
+}
 
 # supervised <run> [weft run flags...]: runs `weft run` in the background; output in <run>.log.
 supervised() {
@@ -94,16 +100,17 @@ kill)
 
   # 2. This script kills a rank after a random short sleep, at whatever it is doing then.
   rank=$((RANDOM % 2))
-  delay=$(calc "1 + ($RANDOM % 2000) / 1000")
+  delay=$(calc "0.1 + ($RANDOM % 900) / 1000")  # the run lasts a few seconds after its first beat
   echo "--- kill -9 of rank $rank's pid $delay s after its first heartbeat"
   supervised pid --max-restarts 2
   for i in $(seq 600); do [ -s pid/heartbeat/rank_$rank.json ] && break; sleep 0.05; done
   sleep "$delay"
-  victim=$(field pid/heartbeat/rank_$rank.json pid)
-  phase=$(field pid/heartbeat/rank_$rank.json phase)
+  victim=$(beat_field pid/heartbeat/rank_$rank.json pid)
+  phase=$(beat_field pid/heartbeat/rank_$rank.json phase)
   killed=$(now)
   kill -9 "$victim"
   echo "killed pid $victim (rank $rank, phase $phase)"
+  [ "$phase" = done ] && { echo "FAILED: the run finished before the kill"; failures=$((failures + 1)); }
   wait_supervised
   same_final pid
   check grep -qE "attempt 0: rank $rank ended" pid.log
@@ -115,10 +122,10 @@ kill)
   supervised ckpt --max-restarts 2
   for i in $(seq 6000); do
     [ "$(field ckpt/heartbeat/rank_0.json phase)" = checkpoint ] &&
-      [ "$(field ckpt/heartbeat/rank_0.json step)" = "$target" ] && break
+      [ "$(beat_field ckpt/heartbeat/rank_0.json step)" = "$target" ] && break
     sleep 0.005
   done
-  victim=$(field ckpt/heartbeat/rank_0.json pid)
+  victim=$(beat_field ckpt/heartbeat/rank_0.json pid)
   killed=$(now)
   kill -9 "$victim"
   partial=$(ls -a ckpt/checkpoints | grep -c '^\.tmp-' || true)
