@@ -6,7 +6,8 @@
 #              checkpoint is byte-identical (diff -r) to an uninterrupted run of the same layout.
 #              The supervisor must see each kill within 10 s; the time from the kill to the first
 #              new step is printed (docs/supervisor.md quotes it).
-#   hang       WEFT_TEST_FAULT=hang: a report naming the hang and rank 1, then a restart
+#   hang       WEFT_TEST_FAULT=hang: a report naming the hang and rank 1, then a restart; and a
+#              hang of a single process, seen by its heartbeat alone
 #   nan        WEFT_TEST_FAULT=nan: a report naming the non-finite loss and rank 1, then a restart
 #   exhausted  --max-restarts 0 and a fault: non-zero exit naming the fault, no restart
 #   errors     no command, no --out, a negative --max-restarts: one clear error each, no files
@@ -143,6 +144,17 @@ hang)
   check grep -q '"cause": "hang"' hang/faults/attempt_0.json
   check grep -qE 'attempt 0: hang: .*naming rank 1' hang.log
   check grep -q "the run finished on attempt 1" hang.log
+  # One process, no communication to time out: only the heartbeats show the hang; the
+  # supervisor ends it (SIGTERM) and restarts it.
+  WEFT_TEST_FAULT=hang:0:3 "$WEFT" run --grace 3 --heartbeat-timeout 2 -- \
+    "$WEFT" train "${args[@]}" --out hang1 >hang1.log 2>&1
+  rc=$?
+  grep "^weft run" hang1.log
+  check [ "$rc" -eq 0 ]
+  check grep -q '"cause": "hang"' hang1/faults/attempt_0.json
+  check grep -q '"command_exit_code": null' hang1/faults/attempt_0.json
+  check grep -qE 'attempt 0: hang: no heartbeat progress for 2.0 s from rank 0' hang1.log
+  check grep -q "the run finished on attempt 1" hang1.log
   ;;
 nan)
   WEFT_TEST_FAULT=nan:1:3 supervised nan --max-restarts 1
