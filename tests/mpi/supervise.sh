@@ -10,7 +10,8 @@
 #              hang of a single process, seen by its heartbeat alone
 #   nan        WEFT_TEST_FAULT=nan: a report naming the non-finite loss and rank 1, then a restart
 #   exhausted  --max-restarts 0 and a fault: non-zero exit naming the fault, no restart
-#   errors     no command, no --out, a negative --max-restarts: one clear error each, no files
+#   errors     no command, no --out, a negative --max-restarts: one clear error each, no files;
+#              bad input to the train command: its error, no restart, no files
 # SUPERVISE_SEED=<n> repeats the random choices of a failed run (the seed is printed).
 set -uo pipefail
 WEFT=$1 SRC=$2 MODE=$3
@@ -193,6 +194,15 @@ errors)
   expect "weft run --comm-timeout 5 but the command says --comm-timeout 3" --comm-timeout 5 -- \
     "$WEFT" train --out runs/x --comm-timeout 3
   expect "weft run: cannot run 'no-such-launcher': no such program" -- no-such-launcher --out runs/x
+  # Bad input to the train command: its own error, no restart, nothing written.
+  out=$("$WEFT" run -- "$WEFT" train --data no-such.bin --out runs/x 2>&1)
+  rc=$?
+  echo "$out"
+  check [ "$rc" -eq 1 ]
+  check grep -qF "cannot open token file 'no-such.bin'" <<<"$out"
+  check grep -qF "not restarting: the command failed before training started" <<<"$out"
+  check [ "$(grep -c '^weft run: attempt [0-9]*: .*weft train --data' <<<"$out")" -eq 1 ]
+  check [ ! -e runs ]
   ;;
 *)
   echo "unknown mode $MODE"

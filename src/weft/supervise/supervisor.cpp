@@ -84,13 +84,13 @@ std::string latest_checkpoint(const fs::path& run) {
     return name.empty() ? "" : (fs::path("checkpoints") / name).string();
 }
 
-// A fresh directory for this attempt's heartbeats and flight dumps: files left by an earlier
-// attempt would read as this one's.
+// Removes an earlier attempt's heartbeats or flight dumps, which would read as this one's. Not
+// recreated: their writers make them, after the run's inputs are validated, so a command that
+// fails on bad input leaves nothing behind.
 void clear_dir(const fs::path& dir) {
     std::error_code ec;
     fs::remove_all(dir, ec);
     WEFT_CHECK(!ec, "weft run: cannot clear {}: {}", dir.string(), ec.message());
-    fs::create_directories(dir);
 }
 
 struct Attempt {
@@ -313,8 +313,11 @@ int supervise(const SuperviseOptions& o, const std::vector<std::string>& command
         const bool restart = !a.startup_error && attempt < o.max_restarts;
         nlohmann::json report = fault_json(f);
         report["restarting"] = restart;
-        const fs::path path = write_fault_report(cmd.out, report, attempt);
-        std::string line = fault_line(f) + " (report: " + path.string() + ")";
+        // A command that failed before training started gets no report file: it touched
+        // nothing, and neither does weft run.
+        std::string line = fault_line(f);
+        if (!a.startup_error)
+            line += " (report: " + write_fault_report(cmd.out, report, attempt).string() + ")";
         if (a.startup_error) {
             line +=
                 "; not restarting: the command failed before training started, and would "
