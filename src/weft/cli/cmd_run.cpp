@@ -14,10 +14,12 @@ void add_run_command(CLI::App& app) {
     auto a = std::make_shared<Args>();
     CLI::App* c = app.add_subcommand(
         "run",
-        "Supervise a training command: watch its ranks' heartbeats and, when a rank dies, hangs "
-        "or meets a non-finite loss, stop it, write RUN/faults/attempt_<k>.json and restart it "
-        "with --resume (docs/supervisor.md). Usage: weft run [flags] -- mpirun -np 2 weft train "
-        "--out RUN ...");
+        "Supervise a training command: restart it from its last checkpoint after a dead rank, a "
+        "hang or a non-finite loss (docs/supervisor.md)");
+    c->footer(
+        "Example: weft run --max-restarts 3 -- mpirun -np 2 weft train --out RUN ...\n"
+        "It watches RUN/heartbeat/, writes RUN/faults/attempt_<k>.json on a fault, and restarts "
+        "the command with --resume.");
     c->add_option("--max-restarts", a->options.max_restarts, "Restarts before giving up")
         ->capture_default_str();
     c->add_option("--comm-timeout", a->options.comm_timeout,
