@@ -44,7 +44,9 @@ int main(int argc, char** argv) {
     weft::Layout layout;
     if (mode == "p2p" || mode == "deadlock") layout.pp = 2;
     if (mode == "desync") layout.tp = 2;
-    Mesh mesh(layout, MeshOptions{std::atof(argv[2])});
+    MeshOptions options;
+    options.timeout_s = std::atof(argv[2]);
+    Mesh mesh(layout, options);
     std::vector<float> x(1024, 1.0f);
 
     if (mode == "sleep" || mode == "sleep0" || mode == "exit" || mode == "kill") {

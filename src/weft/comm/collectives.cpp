@@ -76,10 +76,11 @@ Request post(Group& g, Op op, uint64_t bytes, double bus_bytes, int peer, bool b
     p->arrays = std::move(arrays);
     const bool p2p = op == Op::send || op == Op::recv;
     p->info = {
-        op,    Access::index(g),      p2p ? 0 : Access::next_seq(g), p2p ? g.members()[peer] : -1,
-        bytes, detail::type_name<T>()};
+        {op, Access::index(g), p2p ? 0 : Access::next_seq(g), p2p ? g.members()[peer] : -1, bytes},
+        detail::type_name<T>()};
     detail::check_mpi(start(Access::comm(g), p->arrays, &p->request), op_name(op).data(),
                       where(g, op));
+    p->record = Access::flight(g).begin(p->info, begin);
     OpStats& s = Access::stats(g)[op];
     s.calls += 1;
     s.bytes += bytes;

@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "weft/comm/flight_recorder.hpp"
 #include "weft/comm/mesh.hpp"
 
 namespace weft::comm::detail {
@@ -32,18 +33,16 @@ struct Access {
     static uint64_t started(const Group& g) { return g.started_; }
     static GroupStats& stats(Group& g) { return g.stats_; }
     static Watchdog& watchdog(const Group& g) { return *g.mesh_->watchdog_; }
+    static FlightRecorder& flight(const Group& g) { return *g.mesh_->flight_; }
+    static FlightRecorder& flight(Mesh& m) { return *m.flight_; }
 };
 
 // Aborts the job (an MPI failure on one rank leaves the others waiting) naming what failed.
 void check_mpi(int code, const char* call, const std::string& context);
 
-// What a rank is blocked in: for the watchdog's message and its answers to other ranks.
-struct OpInfo {
-    Op op = Op::barrier;
-    int group = -1;          // index in the mesh's group list
-    uint64_t seq = 0;        // collectives: number of the operation on the group
-    int peer = -1;           // send/recv: the peer's world rank; -1 for collectives
-    uint64_t bytes = 0;      // S, for the message
+// What a rank is blocked in: for the watchdog's message, its answers to other ranks and the
+// flight recorder (op, group, number, peer, bytes).
+struct OpInfo : FlightOp {
     const char* dtype = "";  // for the message
 };
 
@@ -81,6 +80,7 @@ class Watchdog {
     Mesh& mesh_;
     MPI_Comm comm_ = MPI_COMM_NULL;
     const OpInfo* current_ = nullptr;
+    bool queried_ = false;  // another rank's wait expired: the job is about to end
     std::vector<std::unique_ptr<Reply>> replies_;
 };
 
@@ -89,6 +89,7 @@ struct Pending {
     MPI_Request request = MPI_REQUEST_NULL;
     Group* group = nullptr;
     OpInfo info;
+    uint64_t record = 0;    // the flight recorder's id of the operation
     bool blocking = false;  // waiting time counts as the call's seconds, not wait_seconds
     int expect_count = -1;  // recv: elements that must arrive
     MPI_Datatype type = MPI_BYTE;

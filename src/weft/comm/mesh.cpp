@@ -7,6 +7,7 @@
 #include <string>
 
 #include "weft/comm/detail.hpp"
+#include "weft/comm/flight_signals.hpp"
 #include "weft/core/error.hpp"
 
 namespace weft::comm {
@@ -88,6 +89,7 @@ Mesh::Mesh(const Layout& layout, MeshOptions options) : layout_(layout), options
         fail("cannot lay out {} MPI ranks (mpirun -np {}): {}", world_size_, world_size_, e.what());
     }
     sizes_ = {layout_.tp, layout_.cp, layout_.ep, layout_.dp, layout_.pp};
+    flight_ = std::make_unique<FlightRecorder>(world_rank_, options_.flight_dir);
     int stride = 1;
     for (int a = 0; a < kMeshAxes; ++a) {
         strides_[a] = stride;
@@ -104,14 +106,18 @@ Mesh::Mesh(const Layout& layout, MeshOptions options) : layout_(layout), options
         MPI_Comm_split(MPI_COMM_WORLD, color, coords_[a], &comm->comm);
         groups_.push_back(std::unique_ptr<Group>(
             new Group(*this, a, std::string(axis_name(Axis(a))), std::move(comm))));
+        flight_->name_group(a, axis_name(Axis(a)));
     }
     auto world = std::make_unique<detail::GroupComm>();
     MPI_Comm_dup(MPI_COMM_WORLD, &world->comm);
     groups_.push_back(
         std::unique_ptr<Group>(new Group(*this, kMeshAxes, "world", std::move(world))));
+    flight_->name_group(kMeshAxes, "world");
+    if (!options_.flight_dir.empty()) install_flight_signals(*flight_);
 }
 
 Mesh::~Mesh() {
+    remove_flight_signals(*flight_);
     groups_.clear();  // before the watchdog: a group's destructor never waits, but stay tidy
     watchdog_.reset();
 }
@@ -166,6 +172,7 @@ Group& Mesh::add_group(std::initializer_list<Axis> axes) {
     auto comm = std::make_unique<detail::GroupComm>();
     MPI_Comm_split(MPI_COMM_WORLD, color, world_rank_, &comm->comm);
     int index = static_cast<int>(groups_.size());
+    flight_->name_group(index, name);
     groups_.push_back(
         std::unique_ptr<Group>(new Group(*this, index, std::move(name), std::move(comm))));
     return *groups_.back();

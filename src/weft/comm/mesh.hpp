@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "weft/comm/flight_recorder.hpp"
 #include "weft/comm/stats.hpp"
 #include "weft/core/layout.hpp"
 
@@ -33,6 +34,9 @@ inline constexpr int kWatchdogExitCode = 124;
 
 struct MeshOptions {
     double timeout_s = default_comm_timeout();
+    // Where the flight recorder (flight_recorder.hpp) writes rank_<world rank>.json when the
+    // watchdog times out or the process gets SIGTERM or SIGUSR1; empty: no dumps, no handlers.
+    std::string flight_dir;
 };
 
 class Mesh;
@@ -108,6 +112,9 @@ class Mesh {
     CommStats stats() const;
     void reset_stats();
 
+    // This rank's recent operations and the time it spent blocked in them.
+    const FlightRecorder& flight() const { return *flight_; }
+
   private:
     friend struct detail::Access;
     Layout layout_;
@@ -117,6 +124,7 @@ class Mesh {
     std::array<int, kMeshAxes> sizes_{};
     std::array<int, kMeshAxes> strides_{};
     std::array<int, kMeshAxes> coords_{};
+    std::unique_ptr<FlightRecorder> flight_;
     std::vector<std::unique_ptr<Group>> groups_;  // the Axis values first, then added groups
     std::unique_ptr<detail::Watchdog> watchdog_;
 };

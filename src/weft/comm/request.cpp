@@ -50,7 +50,9 @@ void Request::wait() {
     auto start = Clock::now();
     MPI_Status status;
     detail::Access::watchdog(*p.group).wait(p.request, p.info, &status);
-    finish(p, status, std::chrono::duration<double>(Clock::now() - start).count(), true);
+    const auto stop = Clock::now();
+    detail::Access::flight(*p.group).end(p.record, stop);
+    finish(p, status, std::chrono::duration<double>(stop - start).count(), true);
     pending_.reset();
 }
 
@@ -64,7 +66,9 @@ bool Request::test() {
                       fmt::format("{} on {}", op_name(p.info.op), p.group->name()));
     // A rank that polls between computations can tell an asking watchdog it is alive.
     detail::Access::watchdog(*p.group).service();
-    finish(p, status, std::chrono::duration<double>(Clock::now() - start).count(), done);
+    const auto stop = Clock::now();
+    if (done) detail::Access::flight(*p.group).end(p.record, stop);
+    finish(p, status, std::chrono::duration<double>(stop - start).count(), done);
     if (done) pending_.reset();
     return done;
 }

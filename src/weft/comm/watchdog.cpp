@@ -109,6 +109,8 @@ void Watchdog::wait(MPI_Request& request, const OpInfo& info, MPI_Status* status
     const OpInfo* outer = current_;
     current_ = &info;
     auto start = Clock::now();
+    FlightRecorder& flight = Access::flight(mesh_);
+    flight.block(info, start);
     Backoff backoff;
     for (int done = 0;;) {
         check_mpi(MPI_Test(&request, &done, status ? status : MPI_STATUS_IGNORE), "MPI_Test",
@@ -120,6 +122,11 @@ void Watchdog::wait(MPI_Request& request, const OpInfo& info, MPI_Status* status
         if (waited > mesh_.timeout()) expire(info, waited);
     }
     current_ = outer;
+    if (outer != nullptr) {
+        flight.block(*outer, Clock::now());
+    } else {
+        flight.unblock(Clock::now());
+    }
 }
 
 void Watchdog::service() {
@@ -136,6 +143,12 @@ void Watchdog::service() {
         std::array<int64_t, 2> query{};
         MPI_Recv(query.data(), 2, MPI_INT64_T, status.MPI_SOURCE, kQueryTag, comm_,
                  MPI_STATUS_IGNORE);
+        // Queries come only from a rank whose wait expired, and the job ends soon after: record
+        // where this rank is now, as the ones that time out themselves do.
+        if (!queried_) {
+            queried_ = true;
+            Access::flight(mesh_).dump(FlightReason::timeout, current_);
+        }
         auto reply = std::make_unique<Reply>();
         auto groups = mesh_.groups();
         int64_t g = query[0];
@@ -209,6 +222,9 @@ void Watchdog::expire(const OpInfo& info, double waited) {
     const int me = mesh_.world_rank();
     const bool p2p = info.peer >= 0;
     const double grace = grace_for(mesh_.timeout());
+    // First, while every waiting rank is surely still alive: the reporter's abort ends them all.
+    FlightRecorder& flight = Access::flight(mesh_);
+    const bool dumped = flight.dump(FlightReason::timeout, &info);
     std::vector<int> targets;
     if (p2p) {
         targets.push_back(info.peer);
@@ -263,6 +279,7 @@ void Watchdog::expire(const OpInfo& info, double waited) {
         missing.empty() ? "none (all arrived; the operation itself stalled)"
                         : "rank " + join_ranks(missing),
         details, join_ranks(arrived));
+    if (dumped) message += fmt::format("\n  flight recorder dumps: {}/rank_*.json", flight.dir());
 
     // Every rank stuck in the operation times out at about the same moment; the lowest of them
     // reports and aborts, the others wait a while for that abort so the job prints one message.
