@@ -95,6 +95,9 @@ void add_train_command(CLI::App& app) {
                   "Matrix products in fp32, or bf16 with fp32 accumulation (master weights, "
                   "optimizer states, LayerNorm, softmax and loss stay fp32)")
         ->capture_default_str();
+    c->add_option("--inject-delay", o->inject_delay,
+                  "Testing aid: world rank RANK sleeps MS milliseconds at the start of every step, "
+                  "so that its peers wait for it and slow-rank diagnosis names it (RANK:MS)");
     c->callback([o] {
         check_layout_supported(o->layout);
         train::run_training(*o);

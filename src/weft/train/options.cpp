@@ -1,5 +1,7 @@
 #include "weft/train/options.hpp"
 
+#include <cstdio>
+
 #include "weft/core/error.hpp"
 
 namespace weft::train {
@@ -12,6 +14,26 @@ model::ModelConfig reshaped_preset(const std::string& preset, int64_t n_layer, i
     if (n_embd) c.n_embd = n_embd;
     if (n_positions) c.n_positions = n_positions;
     return c;
+}
+
+InjectedDelay parse_inject_delay(const std::string& value, int world_size) {
+    InjectedDelay d;
+    if (value.empty()) return d;
+    long long rank = -1, ms = -1;
+    int used = 0;
+    const bool parsed = std::sscanf(value.c_str(), "%lld:%lld%n", &rank, &ms, &used) == 2 &&
+                        size_t(used) == value.size() && value.find(' ') == std::string::npos &&
+                        value.find('+') == std::string::npos;
+    const std::string ranks =
+        world_size > 0 ? fmt::format("0..{}", world_size - 1) : std::string("a world rank");
+    WEFT_CHECK(
+        parsed && rank >= 0 && ms >= 0 && (world_size == 0 || rank < world_size) && ms <= 3'600'000,
+        "--inject-delay '{}': expected RANK:MS with RANK {} and MS milliseconds in "
+        "0..3600000 (a testing aid that slows one rank)",
+        value, ranks);
+    d.rank = int(rank);
+    d.ms = ms;
+    return d;
 }
 
 model::ModelConfig TrainOptions::model_config() const {
@@ -44,6 +66,7 @@ void TrainOptions::validate() const {
                comm_timeout);
     WEFT_CHECK(!data.empty(), "--data is required");
     WEFT_CHECK(dtype == "fp32" || dtype == "bf16", "--dtype must be fp32 or bf16, got '{}'", dtype);
+    parse_inject_delay(inject_delay, 0);
     optim.validate();
 }
 

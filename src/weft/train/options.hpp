@@ -14,6 +14,16 @@ namespace weft::train {
 model::ModelConfig reshaped_preset(const std::string& preset, int64_t n_layer, int64_t n_head,
                                    int64_t n_embd, int64_t n_positions);
 
+// --inject-delay RANK:MS, a testing aid for slow-rank diagnosis: world rank RANK sleeps MS
+// milliseconds at the start of every step, so its peers wait for it in the step's collectives.
+struct InjectedDelay {
+    int rank = -1;  // -1: none
+    int64_t ms = 0;
+};
+// Parses the flag's value ("" is none). world_size 0: the world is not known yet (only the form
+// and the signs are checked). Errors name the value and what was expected.
+InjectedDelay parse_inject_delay(const std::string& value, int world_size);
+
 struct TrainOptions {
     // Model: a preset, optionally reshaped; or a Hugging Face directory to start from.
     std::string model = "tiny";
@@ -50,6 +60,7 @@ struct TrainOptions {
     std::filesystem::path trace;  // Chrome-trace JSON of the pipeline's measured timeline
 
     std::string dtype = "fp32";  // matrix products: fp32, or bf16 with fp32 accumulation
+    std::string inject_delay;    // RANK:MS, a testing aid (InjectedDelay); empty: none
 
     // The model shape after applying preset, overrides and (later) the Hugging Face config.
     model::ModelConfig model_config() const;

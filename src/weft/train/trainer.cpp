@@ -5,8 +5,10 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <thread>
 
 #include "weft/ckpt/checkpoint_dir.hpp"
+#include "weft/comm/collectives.hpp"
 #include "weft/core/error.hpp"
 #include "weft/data/loader.hpp"
 #include "weft/data/token_file.hpp"
@@ -20,6 +22,7 @@
 #include "weft/train/metrics.hpp"
 #include "weft/train/pipeline_trace.hpp"
 #include "weft/train/process.hpp"
+#include "weft/train/slow_rank.hpp"
 #include "weft/train/state_checkpoint.hpp"
 #include "weft/train/state_memory.hpp"
 #include "weft/train/train_state.hpp"
@@ -68,10 +71,12 @@ void run_training(const TrainOptions& o_in) {
     const TestFault fault = TestFault::from_env();
     comm::MeshOptions mesh_options;
     if (o.comm_timeout > 0) mesh_options.timeout_s = o.comm_timeout;
+    mesh_options.flight_dir = (o.out / "flight").string();  // written only on a hang or a signal
     // Collective; a world size that does not match the layout fails here on every rank.
     comm::Mesh mesh(o.layout, mesh_options);
     o.layout = mesh.layout();
     const int dp = o.layout.dp;
+    const InjectedDelay delay = parse_inject_delay(o.inject_delay, mesh.world_size());
     const bool root = mesh.world_rank() == 0;
     const BatchSplit split = split_batch(o.layout, o.batch_size, o.micro_batch_size);
     const int64_t micro = split.micro, accum = split.micro_batches, T = o.seq_len;
@@ -199,13 +204,24 @@ void run_training(const TrainOptions& o_in) {
     if (o.eval_every && start_step == 0) eval(0);
     const int64_t end_step = o.exit_after ? std::min(o.steps, start_step + o.exit_after) : o.steps;
     const int64_t rank_rows = o.batch_size / dp, first_row = mesh.rank(comm::Axis::dp) * rank_rows;
+    // Slow-rank diagnosis: every rank gathers every rank's blocked time per step; rank 0 reports.
+    SlowRankMonitor slow_ranks(stage_peers(mesh.world_size(), o.layout.pp));
+    auto report_slow = [&](const std::vector<SlowRank>& named) {
+        for (const SlowRank& s : named) {
+            metrics->write(s.to_json());
+            note(s.describe(mesh.describe_rank(s.rank)));
+        }
+    };
     for (int64_t step = start_step; step < end_step; ++step) {
         // Setup, evaluation and checkpoints count in the run's total, not in a step's.
         comm_report.take();
         overlap_total += st.dp().take_overlap_times();
         heartbeat.beat(Phase::step, step);
         fault.at_step(mesh.world_rank(), step + 1);
+        const double blocked0 = mesh.flight().blocked_seconds();
         auto t0 = Clock::now();
+        if (delay.rank == mesh.world_rank())
+            std::this_thread::sleep_for(std::chrono::milliseconds(delay.ms));
         model::Activations& act = st.activations();
         // The timeline of the run's last step.
         st.set_trace(!o.trace.empty() && step + 1 == end_step);
@@ -242,12 +258,20 @@ void run_training(const TrainOptions& o_in) {
         overlap_total += overlap;
         if (mesh.world_size() > 1) line.update(CommReport::fields(step_comm, overlap));
         metrics->write(line);
+        if (mesh.world_size() > 1) {  // after the step's counters, so they keep their meaning
+            const double blocked = mesh.flight().blocked_seconds() - blocked0;
+            StepWaits waits{step + 1, dt, std::vector<double>(mesh.world_size())};
+            comm::all_gather(mesh.group(comm::Axis::world), std::span<const double>(&blocked, 1),
+                             std::span(waits.blocked_s));
+            report_slow(slow_ranks.add(std::move(waits)));
+        }
         heartbeat.beat(Phase::step, step + 1);
         if (root && ((step + 1) % o.log_every == 0 || step + 1 == o.steps))
             progress.step(step + 1, loss, tps, mfu, lr);
         if (o.eval_every && (step + 1) % o.eval_every == 0 && step + 1 < o.steps) eval(step + 1);
         if (o.save_every && (step + 1) % o.save_every == 0 && step + 1 < end_step) save(step + 1);
     }
+    report_slow(slow_ranks.finish());
     if (root) progress.finish();
     if (!o.trace.empty()) {
         const BubbleReport bubble = write_pipeline_trace(mesh, st.schedule(), st.trace(), o.trace);
