@@ -9,6 +9,7 @@
 #include <mpi.h>
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -57,8 +58,10 @@ class Watchdog {
     Watchdog(Mesh& mesh, MPI_Comm world);
     ~Watchdog();
 
-    // status may be null. Aborts the job when the mesh's timeout passes.
-    void wait(MPI_Request& request, const OpInfo& info, MPI_Status* status = nullptr);
+    // status may be null. Aborts the job when the mesh's timeout passes. Returns when the
+    // operation was seen done (so the caller need not read the clock again).
+    std::chrono::steady_clock::time_point wait(MPI_Request& request, const OpInfo& info,
+                                               MPI_Status* status = nullptr);
     // Answers pending status queries; called from every wait loop.
     void service();
 

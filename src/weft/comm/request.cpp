@@ -49,8 +49,7 @@ void Request::wait() {
     detail::Pending& p = *pending_;
     auto start = Clock::now();
     MPI_Status status;
-    detail::Access::watchdog(*p.group).wait(p.request, p.info, &status);
-    const auto stop = Clock::now();
+    const auto stop = detail::Access::watchdog(*p.group).wait(p.request, p.info, &status);
     detail::Access::flight(*p.group).end(p.record, stop);
     finish(p, status, std::chrono::duration<double>(stop - start).count(), true);
     pending_.reset();

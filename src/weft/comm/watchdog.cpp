@@ -105,7 +105,7 @@ Watchdog::~Watchdog() {
     MPI_Comm_free(&comm_);
 }
 
-void Watchdog::wait(MPI_Request& request, const OpInfo& info, MPI_Status* status) {
+Clock::time_point Watchdog::wait(MPI_Request& request, const OpInfo& info, MPI_Status* status) {
     const OpInfo* outer = current_;
     current_ = &info;
     auto start = Clock::now();
@@ -122,11 +122,13 @@ void Watchdog::wait(MPI_Request& request, const OpInfo& info, MPI_Status* status
         if (waited > mesh_.timeout()) expire(info, waited);
     }
     current_ = outer;
+    const auto end = Clock::now();
     if (outer != nullptr) {
-        flight.block(*outer, Clock::now());
+        flight.block(*outer, end);
     } else {
-        flight.unblock(Clock::now());
+        flight.unblock(end);
     }
+    return end;
 }
 
 void Watchdog::service() {

@@ -66,11 +66,11 @@ TEST(FlightRecorder, RingKeepsTheLastEntriesOldestFirst) {
 
 TEST(FlightRecorder, JsonHasTheSchemaTheSupervisorReads) {
     fs::path dir = scratch("json");
+    const auto t0 = Clock::now();  // before the recorder starts its clock
     FlightRecorder r(5, (dir / "flight").string());
     r.name_group(0, "tp");
     r.name_group(3, "dp");
     r.name_group(7, "a group name much longer than the limit");
-    const auto t0 = Clock::now();
     r.end(r.begin(all_reduce_op(0), t0 + secs(1.25)), t0 + secs(1.5));
     r.end(r.begin({Op::send, 0, 0, 4, 64}, t0 + secs(2)), t0 + secs(2.000001));
     r.begin({Op::all_gather, 7, 9, -1, 1 << 20}, t0 + secs(3));
