@@ -2,8 +2,9 @@
 // Slow-rank diagnosis (C4D): a rank that is consistently late to its collectives makes every peer
 // wait for it, so per step it is the one that waits least. Each rank measures the seconds it was
 // blocked in communication during a step (the flight recorder's blocked time); the trainer gathers
-// these per step, and the rule below names a rank only when it waited least in most steps by a
-// margin well above the noise. docs/comm.md explains the thresholds.
+// these per step, and the rule below names a rank only when, in most steps, it waited least and
+// its peers waited longer than it by a margin well above the noise. docs/comm.md explains the
+// thresholds.
 //
 // Ranks are compared only with peers that do the same work: the ranks of one pipeline stage (the
 // stages differ by design: the last one holds the head and the loss).
@@ -19,10 +20,11 @@ namespace weft::train {
 // docs/comm.md gives the measurements behind these numbers.
 struct SlowRankRule {
     int64_t min_steps = 4;                 // compared steps needed before anything is named
-    double min_late_fraction = 2.0 / 3.0;  // waited least in at least this share of the steps
-    double min_lateness_s = 0.02;          // median lateness at least this (scheduler slices)
-    double min_step_fraction = 0.2;        // and this share of the median step time
-    double noise_factor = 3;               // and this many median absolute deviations of it
+    double min_late_fraction = 2.0 / 3.0;  // late by the margin in at least this share of steps
+    // The margin on its lateness in a step (the peers' median wait minus its own): at least
+    double min_lateness_s = 0.02;    // this (scheduler time slices),
+    double min_step_fraction = 0.2;  // this share of the median step time,
+    double noise_factor = 3;         // and this many median absolute deviations of its lateness
 };
 
 // One step as gathered: every world rank's seconds blocked in communication.
@@ -37,9 +39,9 @@ struct SlowRank {
     std::vector<int> peers;  // the world ranks it was compared with (itself included)
     int64_t first_step = 0, last_step = 0;
     int64_t steps = 0;             // steps compared
-    int64_t steps_late = 0;        // steps in which it waited least
+    int64_t steps_late = 0;        // steps in which it waited least, late by the margin
     double median_lateness_s = 0;  // median over steps of (the peers' median wait - its wait)
-    double threshold_s = 0;        // what the median lateness had to exceed
+    double threshold_s = 0;        // the margin
 
     // {"event": "slow_rank", "step", "rank", "peers", "steps", "steps_late",
     //  "median_lateness_s", "threshold_s", "first_step", "last_step"}
