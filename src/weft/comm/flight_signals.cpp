@@ -12,7 +12,7 @@ namespace weft::comm {
 
 namespace {
 
-constexpr long kTermPauseNs = 250'000'000;
+constexpr long kTermPauseNs = 800'000'000;
 
 std::atomic<FlightRecorder*> g_recorder{nullptr};
 struct sigaction g_old_term, g_old_usr1;
@@ -25,9 +25,10 @@ void on_signal(int sig) {
         r->dump_now(FlightReason::signal);
     if (sig == SIGTERM) {
         // Open MPI's mpirun sends SIGTERM to every rank and may SIGKILL the rest as soon as the
-        // first one dies (measured: 0.6 ms later), so a rank descheduled for a moment would be
-        // killed mid-dump. Every rank pauses before dying, so all finish theirs (a few ms). Well
-        // under mpirun's own 1 s between SIGTERM and SIGKILL, so no job ends later for it.
+        // first one dies (measured: 0.6 ms later), so a rank that the scheduler runs late (on a
+        // loaded host, hundreds of ms) would be killed before or during its dump. Every rank
+        // pauses before dying, so all finish theirs; still under mpirun's own 1 s between
+        // SIGTERM and SIGKILL, so no job ends later for it.
         const timespec pause = {0, kTermPauseNs};
         nanosleep(&pause, nullptr);
         // SIGTERM is blocked while we run; raised again it is delivered on return, with the
