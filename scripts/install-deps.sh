@@ -7,6 +7,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libdnnl-dev
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libfmt-dev
+  libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 missing=()

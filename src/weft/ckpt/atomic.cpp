@@ -158,6 +158,13 @@ void write_dir_atomic(const fs::path& target_in,
         throw;
     }
 
+    replace_dir(tmp, target);
+}
+
+void replace_dir(const fs::path& tmp, const fs::path& target) {
+    const fs::path parent = parent_dir(target);
+    const std::string name = target.filename().string();
+    std::error_code ec;
     if (!fs::exists(fs::symlink_status(target))) {
         if (::rename(tmp.c_str(), target.c_str()) != 0) {
             int err = errno;

@@ -49,6 +49,11 @@ void fsync_path(const std::filesystem::path& path);
 void write_dir_atomic(const std::filesystem::path& target,
                       const std::function<void(const std::filesystem::path& tmp_dir)>& fill);
 
+// Moves the complete directory `tmp` to `target` (same parent), replacing an existing `target`
+// only once the new one is in place (an atomic exchange where the filesystem supports it), and
+// fsyncs the parent. On failure `tmp` is removed and the previous `target` stays intact.
+void replace_dir(const std::filesystem::path& tmp, const std::filesystem::path& target);
+
 // The prefix every temporary written by this module starts with.
 inline constexpr std::string_view kTempPrefix = ".tmp-";
 

@@ -1,0 +1,50 @@
+#include "weft/ckpt/shard_writer.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include "weft/ckpt/atomic.hpp"
+
+namespace weft::ckpt {
+
+ShardWriter::~ShardWriter() {
+    if (thread_.joinable()) thread_.join();
+}
+
+void ShardWriter::start(const std::filesystem::path& path, std::span<const float> data,
+                        bool async) {
+    wait();
+    done_.store(false, std::memory_order_release);
+    if (async)
+        thread_ = std::thread([this, path, data] { run(path, data); });
+    else
+        run(path, data);
+}
+
+void ShardWriter::run(std::filesystem::path path, std::span<const float> data) {
+    try {
+        AtomicFileWriter out(path);
+        Digest digest;
+        // Pieces of 16 MiB: the digest reads each while it is still in cache.
+        const auto* bytes = reinterpret_cast<const char*>(data.data());
+        const size_t total = data.size_bytes(), piece = size_t(1) << 24;
+        for (size_t at = 0; at < total; at += piece) {
+            const size_t n = std::min(piece, total - at);
+            digest.update(bytes + at, n);
+            out.write(bytes + at, n);
+        }
+        out.commit();
+        result_ = {int64_t(total), digest.value()};
+    } catch (...) {
+        error_ = std::current_exception();
+    }
+    done_.store(true, std::memory_order_release);
+}
+
+FileDigest ShardWriter::wait() {
+    if (thread_.joinable()) thread_.join();
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+    return result_;
+}
+
+}  // namespace weft::ckpt
