@@ -16,6 +16,6 @@ echo "split:    $b"
 n1=$(metric straight/metrics.jsonl grad_norm | tr '\n' ' ')
 n2=$(metric split/metrics.jsonl grad_norm | tr '\n' ' ')
 [ "$n1" = "$n2" ] && ok "grad norms bit-identical" || bad "grad norms differ"
-cmp -s straight/checkpoints/step_000008/model.safetensors split/checkpoints/step_000008/model.safetensors \
+cmp -s straight/checkpoints/step_000008/rank_00000.bin split/checkpoints/step_000008/rank_00000.bin \
   && ok "final weights bit-identical" || bad "final weights differ"
 finish

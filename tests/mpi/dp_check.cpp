@@ -1,7 +1,8 @@
 // Checks of data-parallel training runs, for dp_train.sh (no Python or jq on a fresh machine):
 //
 //   dp_check losses REF RUN TOL       every step's loss of RUN within TOL (relative) of REF's
-//   dp_check weights A B TOL          max |a - b| over the tensors of two safetensors files
+//   dp_check weights A B TOL          max |a - b| over the tensors of two safetensors files or
+//                                     two checkpoint directories (their logical weights)
 //   dp_check comm RUN                 per-step bytes on dp equal the analytic counts
 //   dp_check memory RUN1 RUN2 RUN4    stage-3 model-state bytes per rank fall as 1/N
 //
@@ -104,20 +105,45 @@ int losses(const fs::path& ref, const fs::path& run, double tol) {
     return worst <= tol && worst_norm <= tol ? 0 : 1;
 }
 
-int weights(const fs::path& fa, const fs::path& fb, double tol) {
-    auto a = weft::ckpt::SafetensorsFile::open(fa), b = weft::ckpt::SafetensorsFile::open(fb);
-    double worst = 0;
-    std::string where;
-    for (const auto& t : a.tensors()) {
-        const auto& u = b.at(t.name);
+// A file's tensors, or a checkpoint's logical weights, by name.
+std::vector<std::pair<std::string, std::vector<float>>> tensors_of(const fs::path& path) {
+    std::vector<std::pair<std::string, std::vector<float>>> out;
+    if (fs::is_directory(path)) {
+        const weft::train::CheckpointInfo ck = weft::train::open_checkpoint(path);
+        const weft::model::ParamLayout layout = weft::model::build_param_layout(ck.cfg);
+        std::vector<float> flat(static_cast<size_t>(layout.total));
+        weft::train::load_checkpoint_params(ck, layout, flat.data());
+        for (const auto& p : layout.tensors)
+            out.emplace_back(p.name,
+                             std::vector<float>(flat.begin() + p.offset,
+                                                flat.begin() + p.offset + p.numel_logical()));
+        return out;
+    }
+    auto f = weft::ckpt::SafetensorsFile::open(path);
+    for (const auto& t : f.tensors()) {
         int64_t n = 1;
         for (int64_t d : t.shape) n *= d;
-        std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
-        a.read_f32(t.name, t.shape, x.data());
-        b.read_f32(u.name, t.shape, y.data());
-        for (int64_t i = 0; i < n; ++i)
+        std::vector<float> x(static_cast<size_t>(n));
+        f.read_f32(t.name, t.shape, x.data());
+        out.emplace_back(t.name, std::move(x));
+    }
+    return out;
+}
+
+int weights(const fs::path& fa, const fs::path& fb, double tol) {
+    const auto a = tensors_of(fa), b = tensors_of(fb);
+    double worst = 0;
+    std::string where;
+    for (const auto& [name, x] : a) {
+        auto it = std::find_if(b.begin(), b.end(), [&](const auto& t) { return t.first == name; });
+        if (it == b.end() || it->second.size() != x.size()) {
+            fmt::print("FAIL: {} has no tensor {} of {} elements\n", fb.string(), name, x.size());
+            return 1;
+        }
+        const std::vector<float>& y = it->second;
+        for (size_t i = 0; i < x.size(); ++i)
             if (double d = std::abs(double(x[i]) - double(y[i])); d > worst)
-                worst = d, where = t.name;
+                worst = d, where = name;
     }
     fmt::print("{} vs {}: max |difference| {:.3g} (in {}; tolerance {:g})\n", fb.string(),
                fa.string(), worst, where.empty() ? "-" : where, tol);

@@ -27,7 +27,7 @@ parity)
   if [ "$N" -eq 1 ]; then
     a=$(grep -o '"loss":[^,]*' ref/metrics.jsonl) b=$(grep -o '"loss":[^,]*' dp1_zero0/metrics.jsonl)
     check [ "$a" = "$b" ]
-    check cmp "$(ckpt ref 5)" "$(ckpt dp1_zero0 5)"
+    check "$CHECK" weights "$(ckpt ref 5)" "$(ckpt dp1_zero0 5)" 0
     echo "dp 1 zero 0 under mpirun: losses and weights bit-identical to the plain run"
   fi
   ;;
@@ -50,7 +50,7 @@ resume)
   train 2 same --steps 6 --zero 3 --exit-after 3
   train 2 same --steps 6 --zero 3 --resume
   train 2 straight23 --steps 6 --zero 3
-  check cmp "$(ckpt straight23 6)" "$(ckpt same 6)"
+  check "$CHECK" weights "$(ckpt straight23 6)" "$(ckpt same 6)" 0
   ;;
 mismatch)
   out=$(mpirun -np 2 "$WEFT" train "${args[@]}" --steps 2 --dp 3 --out runs/x 2>&1)

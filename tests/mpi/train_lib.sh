@@ -19,7 +19,7 @@ train() {  # train <np> <out> args...: rank 0's output in <out>.log
   mpirun -np "$np" "$WEFT" train "${args[@]}" --out "$out" "$@" >"$out.log" 2>&1 \
     || { echo "FAILED: mpirun -np $np weft train $* (see below)"; cat "$out.log"; failures=$((failures + 1)); }
 }
-ckpt() { echo "$1/checkpoints/step_$(printf %06d "$2")/model.safetensors"; }
+ckpt() { echo "$1/checkpoints/step_$(printf %06d "$2")"; }
 same_as_ref() {  # same_as_ref <run> <ref> [step]: losses within 1e-5, final weights within 1e-4
   local step=${3:-5}
   check "$CHECK" losses "$2" "$1" 1e-5

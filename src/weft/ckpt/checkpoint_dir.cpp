@@ -25,8 +25,9 @@ std::string_view trim(std::string_view s) {
     return s.substr(b, s.find_last_not_of(ws) - b + 1);
 }
 
-// Step directories in checkpoints/, newest first.
-std::vector<std::pair<int64_t, fs::path>> list_steps(const fs::path& run_dir) {
+}  // namespace
+
+std::vector<std::pair<int64_t, fs::path>> list_checkpoints(const fs::path& run_dir) {
     std::vector<std::pair<int64_t, fs::path>> steps;
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(checkpoints_dir(run_dir), ec)) {
@@ -38,6 +39,8 @@ std::vector<std::pair<int64_t, fs::path>> list_steps(const fs::path& run_dir) {
     std::sort(steps.begin(), steps.end(), [](auto& a, auto& b) { return a.first > b.first; });
     return steps;
 }
+
+namespace {
 
 void remove_temporaries_in(const fs::path& dir) {
     std::error_code ec;
@@ -116,10 +119,12 @@ fs::path resolve_checkpoint(const fs::path& dir_or_run) {
         dir_or_run.has_filename() ? dir_or_run.filename() : dir_or_run.parent_path().filename();
     if (parse_step_name(name.string())) return dir_or_run;
     for (const auto& entry : fs::directory_iterator(dir_or_run))
-        if (entry.is_regular_file() && entry.path().extension() == ".safetensors")
+        if (entry.is_regular_file() && (entry.path().extension() == ".safetensors" ||
+                                        entry.path().filename() == "manifest.json"))
             return dir_or_run;
     fail(
-        "{} is neither a checkpoint directory (named step_<N> or holding a .safetensors file) nor "
+        "{} is neither a checkpoint directory (named step_<N>, or holding a manifest.json or a "
+        ".safetensors file) nor "
         "a run directory (holding checkpoints/)",
         dir_or_run.string());
 }
@@ -127,8 +132,8 @@ fs::path resolve_checkpoint(const fs::path& dir_or_run) {
 void keep_last(const fs::path& run_dir, int n) {
     WEFT_CHECK(n >= 1, "keep_last for {}: n = {}, expected >= 1", run_dir.string(), n);
     const std::optional<fs::path> latest = find_latest(run_dir);
-    const auto steps = list_steps(run_dir);
-    for (size_t i = size_t(n); i < steps.size(); ++i) {
+    const auto steps = list_checkpoints(run_dir);
+    for (size_t i = size_t(std::max(n, 2)); i < steps.size(); ++i) {
         const fs::path& dir = steps[i].second;
         if (latest && dir.filename() == latest->filename()) continue;
         std::error_code ec;

@@ -11,6 +11,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace weft::ckpt {
 
@@ -31,11 +33,17 @@ std::optional<std::filesystem::path> find_latest(const std::filesystem::path& ru
 // start, before any writer of this run is active: it would also remove a write in progress.
 void remove_stale_temporaries(const std::filesystem::path& run_dir);
 
-// Accepts a checkpoint directory itself (named step_<N>, or holding a .safetensors file) or a run
+// Accepts a checkpoint directory itself (named step_<N>, or holding a manifest.json or a
+// .safetensors file) or a run
 // directory (one with checkpoints/, then its latest). Throws naming the path otherwise.
 std::filesystem::path resolve_checkpoint(const std::filesystem::path& dir_or_run);
 
-// Deletes step directories beyond the newest n (n >= 1), never the one `latest` names.
+// Deletes step directories beyond the newest max(n, 2) (n >= 1), never the one `latest` names.
+// At least two are kept so that a damaged newest checkpoint still leaves one to resume from.
 void keep_last(const std::filesystem::path& run_dir, int n);
+
+// The step directories of RUN_DIR/checkpoints (committed or not), newest first.
+std::vector<std::pair<int64_t, std::filesystem::path>> list_checkpoints(
+    const std::filesystem::path& run_dir);
 
 }  // namespace weft::ckpt

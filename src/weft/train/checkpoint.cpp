@@ -1,68 +1,209 @@
 #include "weft/train/checkpoint.hpp"
 
-#include <fstream>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#include "weft/ckpt/atomic.hpp"
+#include <algorithm>
+
 #include "weft/ckpt/checkpoint_dir.hpp"
 #include "weft/core/error.hpp"
-#include "weft/model/state_io.hpp"
 
 namespace weft::train {
 
 namespace fs = std::filesystem;
 
-fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const model::ModelConfig& cfg,
-                         const model::ParamLayout& layout, const StateSource& source,
-                         const nlohmann::json& state) {
-    fs::path target = ckpt::checkpoint_path(run_dir, step);
-    fs::create_directories(target.parent_path());
-    ckpt::write_dir_atomic(target, [&](const fs::path& tmp) {
-        model::write_tensors(tmp / "model.safetensors", cfg, layout, source(StateTensors::params),
-                             model::Naming::weft);
-        model::write_tensors(tmp / "optimizer_m.safetensors", cfg, layout,
-                             source(StateTensors::exp_avg), model::Naming::weft, "exp_avg.");
-        model::write_tensors(tmp / "optimizer_v.safetensors", cfg, layout,
-                             source(StateTensors::exp_avg_sq), model::Naming::weft, "exp_avg_sq.");
-        nlohmann::json s = state;
-        s["format"] = "weft-checkpoint";
-        s["version"] = 1;
-        s["step"] = step;
-        s["model"] = cfg.to_json();
-        ckpt::write_file_atomic(tmp / "state.json", s.dump(2) + "\n");
-    });
-    ckpt::commit_latest(run_dir, step);
-    return target;
+const char* state_name(StateTensors which) {
+    switch (which) {
+        case StateTensors::params:
+            return "param";
+        case StateTensors::exp_avg:
+            return "exp_avg";
+        case StateTensors::exp_avg_sq:
+            return "exp_avg_sq";
+    }
+    return "?";
 }
 
-CheckpointInfo open_checkpoint(const fs::path& dir_or_run) {
-    CheckpointInfo ck;
-    ck.dir = ckpt::resolve_checkpoint(dir_or_run);
-    fs::path state = ck.dir / "state.json";
-    std::ifstream f(state);
-    WEFT_CHECK(f.good(), "checkpoint {} has no state.json", ck.dir.string());
-    try {
-        ck.state = nlohmann::json::parse(f);
-    } catch (const nlohmann::json::exception& e) {
-        fail("{}: not valid JSON: {}", state.string(), e.what());
+std::vector<OwnedRange> owned_ranges(const parallel::ZeroLayout& z, const std::vector<bool>& owned,
+                                     int tp_rank) {
+    const model::ParamLayout& padded = z.padded();
+    std::vector<OwnedRange> out;
+    for (int u = 0; u < z.units(); ++u) {
+        const model::Unit& unit = padded.units[size_t(u)];
+        if (!owned[size_t(u)] || !unit.held || unit.tensors == 0) continue;
+        const int64_t lo = z.slice_begin(u, z.rank()), hi = lo + unit.size / z.dp();
+        for (int t = unit.first_tensor; t < unit.first_tensor + unit.tensors; ++t) {
+            const model::ParamSpec& p = padded.tensors[size_t(t)];
+            if (p.tp_dim < 0 && tp_rank != 0) continue;
+            const int64_t b = std::max(lo, p.offset), e = std::min(hi, p.offset + p.numel_stored);
+            if (b < e) out.push_back({&p, b - p.offset, e - p.offset, b, u});
+        }
     }
-    WEFT_CHECK(ck.state.value("format", "") == "weft-checkpoint",
-               "{}: not a weft checkpoint (format is not 'weft-checkpoint')", state.string());
-    WEFT_CHECK(ck.state.contains("model"), "{}: no 'model' section", state.string());
-    ck.cfg = model::ModelConfig::from_json(ck.state["model"], state.string());
+    return out;
+}
+
+std::vector<ckpt::ShardRange> shard_ranges(const std::vector<OwnedRange>& owned) {
+    std::vector<ckpt::ShardRange> out;
+    for (StateTensors which : kStateTensorOrder)
+        for (const OwnedRange& r : owned)
+            out.push_back({state_name(which), r.spec->name, r.begin, r.end});
+    return out;
+}
+
+namespace {
+
+CheckpointInfo open_manifest(const fs::path& dir) {
+    CheckpointInfo ck;
+    ck.dir = dir;
+    ck.manifest = ckpt::read_manifest(dir);
+    const std::string where = (dir / ckpt::kManifestFile).string();
+    ck.cfg = model::ModelConfig::from_json(ck.manifest.model, where);
+    ck.state = ck.manifest.run;
+    ck.state["step"] = ck.manifest.step;
     return ck;
+}
+
+}  // namespace
+
+CheckpointInfo open_checkpoint(const fs::path& dir_or_run) {
+    CheckpointInfo ck = open_manifest(ckpt::resolve_checkpoint(dir_or_run));
+    if (auto problem = ckpt::check_shards(ck.dir, ck.manifest))
+        fail("checkpoint {} is damaged: {}", ck.dir.string(), *problem);
+    return ck;
+}
+
+std::optional<ResumePoint> open_resume_checkpoint(const fs::path& run_dir) {
+    const std::optional<fs::path> latest = ckpt::find_latest(run_dir);
+    if (!latest) return std::nullopt;
+    const std::optional<int64_t> latest_step = ckpt::parse_step_name(latest->filename().string());
+    // `latest` first, then the committed ones before it, newest first.
+    std::vector<fs::path> candidates = {*latest};
+    for (const auto& [step, dir] : ckpt::list_checkpoints(run_dir))
+        if (step < *latest_step) candidates.push_back(dir);
+    std::string damaged;
+    for (const fs::path& dir : candidates) {
+        std::optional<std::string> problem;
+        std::optional<CheckpointInfo> ck;
+        try {
+            ck = open_manifest(dir);
+            problem = ckpt::check_shards(dir, ck->manifest);
+        } catch (const Error& e) {
+            // Only the newest may be mid-way; an older one without a manifest was never
+            // committed and is skipped quietly.
+            if (dir != *latest) continue;
+            problem = e.what();
+        }
+        if (!problem) {
+            ResumePoint rp{std::move(*ck), {}};
+            if (!damaged.empty())
+                rp.warning = fmt::format(
+                    "checkpoint {} is damaged ({}); resuming from the previous committed "
+                    "checkpoint {}",
+                    latest->string(), damaged, dir.string());
+            return rp;
+        }
+        if (dir == *latest) {
+            damaged = *problem;
+        }
+    }
+    fail(
+        "checkpoint {} is damaged ({}) and {} holds no earlier intact committed checkpoint to "
+        "resume from",
+        latest->string(), damaged, run_dir.string());
+}
+
+struct CheckpointReader::Mapped {
+    void* map = nullptr;
+    size_t size = 0;
+    ~Mapped() {
+        if (map) ::munmap(map, size);
+    }
+};
+
+CheckpointReader::CheckpointReader(const CheckpointInfo& ck) : ck_(ck) {
+    for (size_t s = 0; s < ck_.manifest.shards.size(); ++s) {
+        const ckpt::ShardEntry& e = ck_.manifest.shards[s];
+        const fs::path path = ck_.dir / e.file;
+        auto m = std::make_unique<Mapped>();
+        if (e.bytes > 0) {
+            const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+            WEFT_CHECK(fd >= 0, "cannot open checkpoint shard {}", path.string());
+            struct stat sb {};
+            const bool sized = ::fstat(fd, &sb) == 0 && sb.st_size == e.bytes;
+            if (sized) m->map = ::mmap(nullptr, size_t(e.bytes), PROT_READ, MAP_PRIVATE, fd, 0);
+            ::close(fd);
+            WEFT_CHECK(sized, "checkpoint shard {} does not hold the {} bytes its manifest says",
+                       path.string(), e.bytes);
+            WEFT_CHECK(m->map != MAP_FAILED, "cannot map checkpoint shard {}", path.string());
+            m->size = size_t(e.bytes);
+        }
+        const float* data = static_cast<const float*>(m->map);
+        int64_t at = 0;
+        for (const ckpt::ShardRange& r : e.ranges) {
+            pieces_[{r.state, r.tensor}].push_back({int(s), r.begin, r.end, data + at});
+            at += r.floats();
+        }
+        files_.push_back(std::move(m));
+    }
+}
+
+CheckpointReader::~CheckpointReader() = default;
+
+const model::ParamLayout& CheckpointReader::writer_layout(int tp_rank, int tp) const {
+    auto it = writer_layouts_.find({tp_rank, tp});
+    if (it != writer_layouts_.end()) return it->second;
+    model::ModelShard shard;
+    shard.tp_rank = tp_rank;
+    shard.tp = tp;
+    // The writer padded the vocabulary as its tensor-parallel degree does.
+    return writer_layouts_
+        .emplace(std::pair{tp_rank, tp},
+                 model::build_param_layout(model::config_for_tp(ck_.cfg, tp), shard))
+        .first->second;
+}
+
+void CheckpointReader::read(StateTensors which, const model::ParamLayout& layout,
+                            float* flat) const {
+    std::vector<float> logical;
+    for (const model::ParamSpec& p : layout.tensors) {
+        const int64_t n = p.numel_logical();
+        logical.assign(size_t(n), 0.0f);
+        int64_t filled = 0;
+        auto it = pieces_.find({state_name(which), p.name});
+        if (it != pieces_.end()) {
+            for (const Piece& piece : it->second) {
+                const ckpt::ShardEntry& e = ck_.manifest.shards[size_t(piece.shard)];
+                const model::ParamSpec& w = writer_layout(e.tp_rank, e.tp).find(p.name);
+                WEFT_CHECK(piece.end <= w.numel_stored,
+                           "{}: {} range [{}, {}) of {} exceeds its {} elements at tp rank {} of "
+                           "{}",
+                           (ck_.dir / e.file).string(), state_name(which), piece.begin, piece.end,
+                           p.name, w.numel_stored, e.tp_rank, e.tp);
+                int64_t count = 0;
+// Threads only pay off on large pieces (a busy machine makes every parallel region costly).
+#pragma omp parallel for schedule(static) reduction(+ : count) if (piece.end - piece.begin > 65536)
+                for (int64_t i = piece.begin; i < piece.end; ++i) {
+                    const int64_t j = model::logical_index(w, e.tp_rank, e.tp, i);
+                    if (j < 0) continue;
+                    logical[size_t(j)] = piece.data[i - piece.begin];
+                    ++count;
+                }
+                filled += count;
+            }
+        }
+        // Each element is stored once, so the count says whether all of them are there.
+        WEFT_CHECK(filled == n,
+                   "checkpoint {} holds {} of the {} elements of {} ({}); expected all of them",
+                   ck_.dir.string(), filled, n, p.name, state_name(which));
+        model::take_shard(p, layout.tp_rank, layout.tp, logical.data(), flat + p.offset);
+    }
 }
 
 void load_checkpoint_params(const CheckpointInfo& ck, const model::ParamLayout& layout,
                             float* params) {
-    model::read_tensors(ck.dir / "model.safetensors", ck.cfg, layout, params, model::Naming::weft);
-}
-
-void load_checkpoint_optimizer(const CheckpointInfo& ck, const model::ParamLayout& layout, float* m,
-                               float* v) {
-    model::read_tensors(ck.dir / "optimizer_m.safetensors", ck.cfg, layout, m, model::Naming::weft,
-                        "exp_avg.");
-    model::read_tensors(ck.dir / "optimizer_v.safetensors", ck.cfg, layout, v, model::Naming::weft,
-                        "exp_avg_sq.");
+    CheckpointReader(ck).read(StateTensors::params, layout, params);
 }
 
 }  // namespace weft::train

@@ -1,44 +1,99 @@
 #pragma once
-// A training checkpoint: RUN_DIR/checkpoints/step_NNNNNN/ with model.safetensors (logical
-// tensors), optimizer_m/optimizer_v.safetensors (AdamW moments by the same names) and state.json
-// (step, model shape, seed and the data settings that fix the sample order). Written atomically: a
-// reader sees either the whole checkpoint or none of it.
+// A training checkpoint in the sharded format (ckpt/manifest.hpp, docs/checkpoints.md): which
+// part of the state each rank writes, and how any layout reads it back. A rank writes, of every
+// unit its pipeline stage owns, ZeRO slice `dp rank` of its tensor-parallel shard of the padded
+// flat buffer (with ZeRO 0 too: the replicated state is split over the dp ranks the same way, so
+// each writes ~1/dp), in the three states (weights, AdamW's two moments); tensors every tp rank
+// keeps whole are written by tp rank 0 only, and the tied embedding by the first stage only. So
+// every logical element is stored exactly once.
 #include <cstdint>
 #include <filesystem>
-#include <functional>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "weft/ckpt/manifest.hpp"
 #include "weft/model/config.hpp"
 #include "weft/model/params.hpp"
+#include "weft/parallel/zero_layout.hpp"
 
 namespace weft::train {
 
-// The tensor files of a checkpoint, in the order save_checkpoint asks for them.
 enum class StateTensors { params, exp_avg, exp_avg_sq };
-// Gives one file's whole tensors (laid out as `layout`); the pointer may be invalidated by the
-// next call, so a writer holds one file's tensors at a time, not three.
-using StateSource = std::function<const float*(StateTensors)>;
 inline constexpr StateTensors kStateTensorOrder[] = {StateTensors::params, StateTensors::exp_avg,
                                                      StateTensors::exp_avg_sq};
+// "param", "exp_avg", "exp_avg_sq": the manifest's names.
+const char* state_name(StateTensors which);
 
-// Writes model.safetensors, optimizer_m.safetensors and optimizer_v.safetensors (asking `source`
-// for each in kStateTensorOrder) and state.json; `state` is merged into state.json (step, seed,
-// batch settings...).
-std::filesystem::path save_checkpoint(const std::filesystem::path& run_dir, int64_t step,
-                                      const model::ModelConfig& cfg,
-                                      const model::ParamLayout& layout, const StateSource& source,
-                                      const nlohmann::json& state);
+// Elements [begin, end) of the stored shard of `spec` (an entry of the padded layout the plan
+// was made from), at padded_begin.. of the padded flat buffer.
+struct OwnedRange {
+    const model::ParamSpec* spec;
+    int64_t begin, end;
+    int64_t padded_begin;
+    int unit;
+    int64_t floats() const { return end - begin; }
+};
+
+// What the rank holding ZeRO slice z.rank() of `z` writes, for the units `owned` marks (one per
+// unit; the units its stage is the owner of); `tp_rank` 0 also writes the replicated tensors.
+std::vector<OwnedRange> owned_ranges(const parallel::ZeroLayout& z, const std::vector<bool>& owned,
+                                     int tp_rank);
+// The manifest's ranges of those, state by state in kStateTensorOrder: the order of the data in
+// the shard file.
+std::vector<ckpt::ShardRange> shard_ranges(const std::vector<OwnedRange>& owned);
 
 struct CheckpointInfo {
     std::filesystem::path dir;
     model::ModelConfig cfg;
-    nlohmann::json state;
+    nlohmann::json state;  // the run settings (seed, batch, learning rate...) and "step"
+    ckpt::Manifest manifest;
 };
-// Accepts a checkpoint directory or a run directory (then its latest checkpoint).
+// A checkpoint directory or a run directory (its latest). Every shard's size and digest are
+// checked: a damaged checkpoint is an error naming the file.
 CheckpointInfo open_checkpoint(const std::filesystem::path& dir_or_run);
+
+// For --resume: the newest intact committed checkpoint of RUN_DIR, starting at `latest`;
+// nullopt when there is none at all. A damaged newest one is passed over for the previous one,
+// and `warning` says so in one line naming the damaged file; none intact is an error.
+struct ResumePoint {
+    CheckpointInfo ck;
+    std::string warning;  // empty when latest was intact
+};
+std::optional<ResumePoint> open_resume_checkpoint(const std::filesystem::path& run_dir);
+
+// Reads a checkpoint's logical tensors into any layout (any tp shard of any units).
+class CheckpointReader {
+  public:
+    explicit CheckpointReader(const CheckpointInfo& ck);
+    ~CheckpointReader();
+    CheckpointReader(const CheckpointReader&) = delete;
+    CheckpointReader& operator=(const CheckpointReader&) = delete;
+
+    // Every tensor of `layout` (its tp shard, at its offsets in `flat`) in state `which`; an
+    // error names the tensor when the checkpoint does not hold all of it.
+    void read(StateTensors which, const model::ParamLayout& layout, float* flat) const;
+
+  private:
+    struct Mapped;
+    struct Piece {
+        int shard;
+        int64_t begin, end;
+        const float* data;
+    };
+    const model::ParamLayout& writer_layout(int tp_rank, int tp) const;
+
+    CheckpointInfo ck_;
+    std::vector<std::unique_ptr<Mapped>> files_;
+    std::map<std::pair<std::string, std::string>, std::vector<Piece>> pieces_;  // (state, tensor)
+    mutable std::map<std::pair<int, int>, model::ParamLayout> writer_layouts_;
+};
+
+// The whole logical model's parameters (eval, sample, export).
 void load_checkpoint_params(const CheckpointInfo& ck, const model::ParamLayout& layout,
                             float* params);
-void load_checkpoint_optimizer(const CheckpointInfo& ck, const model::ParamLayout& layout, float* m,
-                               float* v);
 
 }  // namespace weft::train

@@ -48,6 +48,7 @@ struct TrainOptions {
     int64_t save_every = 0;  // 0: only at the end
     int64_t keep_checkpoints = 3;
     bool resume = false;
+    bool async_checkpoint = false;  // write checkpoints on a thread while training goes on
     int64_t exit_after = 0;  // stop (with a checkpoint) after this many steps of this run; 0: off
     int64_t log_every = 1;
     int threads = 0;  // OpenMP threads per rank; 0: OMP_NUM_THREADS or cores / ranks on the node

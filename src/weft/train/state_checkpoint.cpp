@@ -1,10 +1,13 @@
 #include "weft/train/state_checkpoint.hpp"
 
 #include <algorithm>
+#include <cstring>
 
+#include "weft/ckpt/atomic.hpp"
+#include "weft/ckpt/checkpoint_dir.hpp"
 #include "weft/ckpt/hf_weights.hpp"
+#include "weft/ckpt/manifest.hpp"
 #include "weft/comm/collectives.hpp"
-#include "weft/comm/tags.hpp"
 #include "weft/core/error.hpp"
 #include "weft/model/state_io.hpp"
 
@@ -40,73 +43,6 @@ int stage_of(const pipeline::Partition& part, int L, int unit) {
     return 0;
 }
 
-// Every sender's padded layout (the same ZeRO padding as its dp group's), by (stage, tp rank).
-std::vector<parallel::ZeroLayout> sender_layouts(const TrainState& st) {
-    const model::ModelConfig& cfg = st.model().config();
-    const pipeline::Partition& part = st.partition();
-    const int pp = st.mesh().size(comm::Axis::pp), tp = st.mesh().size(comm::Axis::tp);
-    std::vector<parallel::ZeroLayout> senders;
-    for (int stage = 0; stage < pp; ++stage)
-        for (int t = 0; t < tp; ++t) {
-            model::ModelShard shard;
-            if (pp > 1) shard.units = part.units_of(stage, cfg);
-            shard.tp_rank = t;
-            shard.tp = tp;
-            senders.emplace_back(model::build_param_layout(cfg, shard),
-                                 st.mesh().size(comm::Axis::dp), 0);
-        }
-    return senders;
-}
-
-// Collective over the mesh: the whole padded buffer of dp rank 0 of every (tp, pp) position
-// into the logical model on world rank 0 (`full`, laid out as build_param_layout(cfg)).
-void assemble(TrainState& st, const float* local, float* full) {
-    comm::Mesh& mesh = st.mesh();
-    const model::ModelConfig& cfg = st.model().config();
-    const bool root = mesh.world_rank() == 0;
-    const int L = int(cfg.n_layer), tp = mesh.size(comm::Axis::tp);
-    const model::ParamLayout full_layout = model::build_param_layout(cfg);
-    comm::Group& world = mesh.group(comm::Axis::world);
-    const bool sender = mesh.rank(comm::Axis::dp) == 0;
-    const std::vector<parallel::ZeroLayout> senders = sender_layouts(st);
-    WEFT_CHECK(L + 2 <= comm::tags::kCheckpointUnits.count,
-               "a checkpoint of {} units needs more message tags than weft reserves ({})", L + 2,
-               comm::tags::kCheckpointUnits.count);
-    Buffer tmp;
-    for (int u = 0; u < L + 2; ++u) {
-        const int stage = stage_of(st.partition(), L, u);
-        for (int t = 0; t < tp; ++t) {
-            const int src = mesh.world_rank_of({t, 0, 0, 0, stage});
-            const parallel::ZeroLayout& z = senders[size_t(stage * tp + t)];
-            const model::Unit& unit = z.padded().units[size_t(u)];
-            if (sender && src == mesh.world_rank() && !root) {
-                comm::send(world, std::span<const float>(local + unit.offset, size_t(unit.size)), 0,
-                           comm::tags::kCheckpointUnits.at(u));
-            }
-            if (!root) continue;
-            const float* data = local + unit.offset;
-            if (src != 0) {
-                if (tmp.size() < unit.size) tmp = Buffer(unit.size);
-                comm::recv(world, std::span<float>(tmp.data(), size_t(unit.size)), src,
-                           comm::tags::kCheckpointUnits.at(u));
-                data = tmp.data();
-            }
-            for (int i = 0; i < unit.tensors; ++i) {
-                const model::ParamSpec& p = z.padded().tensors[size_t(unit.first_tensor + i)];
-                model::place_shard(p, t, tp, data + (p.offset - unit.offset),
-                                   full + full_layout.find(p.name).offset);
-            }
-        }
-    }
-}
-
-// With model parallelism every stage and shard sends its part to world rank 0, which writes
-// the logical model; otherwise dp rank 0 writes its (ZeRO-padded) buffers.
-bool writes_checkpoint(const TrainState& st) {
-    if (st.model_parallel()) return st.mesh().world_rank() == 0;
-    return st.mesh().rank(comm::Axis::dp) == 0;
-}
-
 }  // namespace
 
 void init_state(TrainState& st, uint64_t seed) {
@@ -127,20 +63,18 @@ void load_hf_state(TrainState& st, const fs::path& model_dir) {
 
 void load_state(TrainState& st, const CheckpointInfo& ck) {
     parallel::DataParallel& dp = st.dp();
-    auto reader = [&](const char* file, const char* prefix) {
-        return [&, file, prefix](int unit, float* buf) {
-            model::read_tensors(ck.dir / file, st.model().config(),
-                                parallel::unit_layout(dp.padded(), unit), buf, model::Naming::weft,
-                                prefix);
+    const CheckpointReader r(ck);
+    auto reader = [&](StateTensors which) {
+        return [&, which](int unit, float* buf) {
+            r.read(which, parallel::unit_layout(dp.padded(), unit), buf);
         };
     };
-    dp.load_params(reader("model.safetensors", ""));
+    dp.load_params(reader(StateTensors::params));
     // Stage 0 keeps the moments whole; the others keep this rank's slices.
     const bool whole = dp.stage() == 0;
     Buffer shard(dp.zero_layout().shard_floats());
     for (bool second : {false, true}) {
-        auto fill = second ? reader("optimizer_v.safetensors", "exp_avg_sq.")
-                           : reader("optimizer_m.safetensors", "exp_avg.");
+        auto fill = reader(second ? StateTensors::exp_avg_sq : StateTensors::exp_avg);
         if (whole) {
             parallel::fill_units(dp.zero_layout(), fill, moments(st.optimizers()[0], second), true);
         } else {
@@ -150,50 +84,176 @@ void load_state(TrainState& st, const CheckpointInfo& ck) {
     }
 }
 
-fs::path save_state(TrainState& st, const fs::path& run_dir, int64_t step,
-                    const nlohmann::json& state) {
-    parallel::DataParallel& dp = st.dp();
-    const bool dp_root = dp.group().rank() == 0;
-    const bool mp = st.model_parallel();
-    const bool writer = writes_checkpoint(st);
-    const model::ParamLayout layout =
-        mp ? model::build_param_layout(st.model().config()) : dp.padded();
-    // One file's whole tensors exist on the writer at a time, only while it writes them.
-    Buffer gathered(dp_root && dp.stage() > 0 ? dp.padded().total : 0);
-    Buffer shard(dp.stage() > 0 ? dp.zero_layout().shard_floats() : 0);
-    Buffer full(mp && writer ? layout.total : 0);
-    // Collective: every rank calls it for each file, in kStateTensorOrder.
-    auto source = [&](StateTensors which) -> const float* {
-        const float* local = nullptr;
-        if (which == StateTensors::params) {
-            local = dp.gather_params(gathered.data());
-        } else {
-            const bool second = which == StateTensors::exp_avg_sq;
-            if (dp.stage() == 0) {
-                local = moments(st.optimizers()[0], second);
-            } else {
-                copy_moments(st, shard.data(), second, true);
-                dp.gather_shard(shard.data(), gathered.data());
-                local = gathered.data();
+RankPlan plan_rank(const TrainState& st, int world_rank) {
+    const comm::Mesh& mesh = st.mesh();
+    const model::ModelConfig& cfg = st.model().config();
+    const pipeline::Partition& part = st.partition();
+    const int L = int(cfg.n_layer);
+    const int tp = mesh.size(comm::Axis::tp), dp = mesh.size(comm::Axis::dp),
+              pp = mesh.size(comm::Axis::pp);
+    for (int s = 0; s < pp; ++s)
+        for (int d = 0; d < dp; ++d)
+            for (int t = 0; t < tp; ++t) {
+                if (mesh.world_rank_of({t, 0, 0, d, s}) != world_rank) continue;
+                model::ModelShard shard;
+                if (pp > 1) shard.units = part.units_of(s, cfg);
+                shard.tp_rank = t;
+                shard.tp = tp;
+                RankPlan plan{world_rank,
+                              t,
+                              tp,
+                              std::make_unique<parallel::ZeroLayout>(
+                                  model::build_param_layout(cfg, shard), dp, d),
+                              {}};
+                // A unit two stages hold (the tied embedding) is written by its owner only.
+                std::vector<bool> owned(size_t(L + 2));
+                for (int u = 0; u < L + 2; ++u) owned[size_t(u)] = stage_of(part, L, u) == s;
+                plan.owned = owned_ranges(*plan.z, owned, t);
+                return plan;
             }
+    fail("internal: world rank {} has no place in the mesh {}", world_rank,
+         mesh.layout().describe());
+}
+
+namespace {
+
+int64_t owned_floats(const std::vector<OwnedRange>& owned) {
+    int64_t n = 0;
+    for (const OwnedRange& r : owned) n += r.floats();
+    return n;
+}
+
+// Copies this rank's part of the state into `out`, in the order shard_ranges lists it.
+void stage_state(TrainState& st, const RankPlan& plan, float* out) {
+    parallel::DataParallel& dp = st.dp();
+    dp.settle();
+    const auto& slices = dp.update_slices();
+    for (StateTensors which : kStateTensorOrder) {
+        for (const OwnedRange& r : plan.owned) {
+            // Stage 0 updates the whole buffer as one slice; the others one slice per unit.
+            const size_t i = dp.stage() == 0 ? 0 : size_t(r.unit);
+            const parallel::ShardSlice& s = slices[i];
+            const int64_t at = r.padded_begin - s.begin;
+            const float* src = nullptr;
+            if (which == StateTensors::params)
+                src = dp.update_params(s) + at;
+            else
+                src = moments(st.optimizers()[i], which == StateTensors::exp_avg_sq) + at;
+            std::memcpy(out, src, size_t(r.floats()) * sizeof(float));
+            out += r.floats();
         }
-        if (!mp) return local;
-        assemble(st, local, full.data());
-        return full.data();
-    };
-    if (!writer) {
-        for (StateTensors which : kStateTensorOrder) source(which);
-        return {};
     }
-    return save_checkpoint(run_dir, step, st.model().config(), layout, source, state);
+}
+
+}  // namespace
+
+CheckpointSaver::CheckpointSaver(TrainState& st, fs::path run_dir, bool async, int keep,
+                                 std::function<void(const fs::path&)> committed)
+    : st_(st),
+      run_dir_(std::move(run_dir)),
+      async_(async),
+      keep_(keep),
+      committed_(std::move(committed)),
+      plan_(plan_rank(st, st.mesh().world_rank())) {
+    WEFT_CHECK(plan_.z->padded().total == st.dp().padded().total,
+               "internal: the checkpoint plan of rank {} lays out {} floats, its state {}",
+               st.mesh().world_rank(), plan_.z->padded().total, st.dp().padded().total);
+}
+
+CheckpointSaver::~CheckpointSaver() = default;
+
+void CheckpointSaver::save(int64_t step, const nlohmann::json& run) {
+    if (pending_) commit();
+    const int64_t floats = 3 * owned_floats(plan_.owned);
+    // The synchronous path holds the copy only while it writes; the asynchronous one keeps it.
+    if (staging_.size() != floats) staging_ = Buffer(floats);
+    stage_state(st_, plan_, staging_.data());
+    const fs::path final_dir = ckpt::checkpoint_path(run_dir_, step);
+    // The same name on every rank (no pid): they all write into it. A crashed run's leftover
+    // was removed at start (remove_stale_temporaries), and a step is saved once per run.
+    const fs::path tmp =
+        final_dir.parent_path() / (std::string(ckpt::kTempPrefix) + final_dir.filename().string());
+    fs::create_directories(tmp);
+    pending_ = Pending{step, run, tmp};
+    writer_.start(tmp / ckpt::shard_file_name(st_.mesh().world_rank()),
+                  {staging_.data(), size_t(floats)}, async_);
+    if (!async_) {
+        commit();
+        staging_ = Buffer();
+    }
+}
+
+void CheckpointSaver::poll() {
+    if (!pending_) return;
+    int32_t done = writer_.done() ? 1 : 0;
+    comm::all_reduce(st_.mesh().group(comm::Axis::world), std::span<int32_t>(&done, 1),
+                     comm::ReduceOp::min);
+    if (done) commit();
+}
+
+void CheckpointSaver::finish() {
+    if (pending_) commit();
+}
+
+void CheckpointSaver::commit() {
+    comm::Mesh& mesh = st_.mesh();
+    const Pending p = std::move(*pending_);
+    pending_.reset();
+    ckpt::FileDigest written;
+    std::string error;
+    try {
+        written = writer_.wait();
+    } catch (const std::exception& e) {
+        error = e.what();
+    }
+    // Every rank learns whether every shard was written, so none waits for a manifest that
+    // will not come.
+    const int64_t mine[3] = {error.empty() ? 1 : 0, written.bytes, int64_t(written.digest)};
+    std::vector<int64_t> all(size_t(3 * mesh.world_size()));
+    comm::all_gather(mesh.group(comm::Axis::world), std::span<const int64_t>(mine, 3),
+                     std::span<int64_t>(all));
+    WEFT_CHECK(error.empty(), "checkpoint of step {}: {}", p.step, error);
+    for (int r = 0; r < mesh.world_size(); ++r)
+        WEFT_CHECK(all[size_t(3 * r)] == 1,
+                   "checkpoint of step {}: rank {} could not write its shard (its error says why)",
+                   p.step, r);
+    if (mesh.world_rank() != 0) return;
+
+    const model::ModelConfig& cfg = st_.model().config();
+    ckpt::Manifest m;
+    m.step = p.step;
+    m.layout = mesh.layout().describe();
+    m.model = cfg.to_json();
+    m.run = p.run;
+    m.tensors = nlohmann::json::array();
+    for (const model::ParamSpec& t : model::build_param_layout(cfg).tensors)
+        m.tensors.push_back({{"name", t.name}, {"shape", t.shape}, {"tp_dim", t.tp_dim}});
+    for (int r = 0; r < mesh.world_size(); ++r) {
+        const RankPlan plan = r == 0 ? RankPlan{} : plan_rank(st_, r);
+        const RankPlan& rp = r == 0 ? plan_ : plan;
+        ckpt::ShardEntry e{ckpt::shard_file_name(r),
+                           r,
+                           rp.tp_rank,
+                           rp.tp,
+                           all[size_t(3 * r + 1)],
+                           uint64_t(all[size_t(3 * r + 2)]),
+                           shard_ranges(rp.owned)};
+        WEFT_CHECK(e.bytes == 4 * e.floats(),
+                   "internal: rank {} wrote {} bytes of checkpoint, its plan says {} floats", r,
+                   e.bytes, e.floats());
+        m.shards.push_back(std::move(e));
+    }
+    ckpt::write_manifest(p.tmp, m);
+    ckpt::fsync_path(p.tmp);
+    const fs::path dir = ckpt::checkpoint_path(run_dir_, p.step);
+    ckpt::replace_dir(p.tmp, dir);
+    ckpt::commit_latest(run_dir_, p.step);
+    ckpt::keep_last(run_dir_, keep_);
+    if (committed_) committed_(dir);
 }
 
 int64_t save_state_bytes(const TrainState& st) {
-    if (!writes_checkpoint(st)) return 0;
-    int64_t bytes = 0;
-    if (st.dp().stage() > 0) bytes += 4 * st.dp().padded().total;
-    if (st.model_parallel()) bytes += 4 * model::build_param_layout(st.model().config()).total;
-    return bytes;
+    return 3 * 4 * owned_floats(plan_rank(st, st.mesh().world_rank()).owned);
 }
 
 }  // namespace weft::train

@@ -1,12 +1,17 @@
 #pragma once
 // Where a TrainState's parameters and AdamW moments come from and go to: a fresh
-// initialisation, a Hugging Face model, a weft checkpoint; and the checkpoint a run writes, its
-// pipeline stages and tensor-parallel shards assembled into the logical tensors so that any
-// layout reads it. Every call is collective over the mesh.
+// initialisation, a Hugging Face model, a weft checkpoint; and the checkpoints a run writes:
+// every rank its own shard (checkpoint.hpp says which part), world rank 0 the manifest once all
+// are on disk. Every call is collective over the mesh.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
 
+#include "weft/ckpt/shard_writer.hpp"
+#include "weft/core/buffer.hpp"
 #include "weft/train/checkpoint.hpp"
 #include "weft/train/train_state.hpp"
 
@@ -15,16 +20,58 @@ namespace weft::train {
 // Every parameter from the seed (model::init_params: the same logical model on any layout).
 void init_state(TrainState& st, uint64_t seed);
 void load_hf_state(TrainState& st, const std::filesystem::path& model_dir);
-// Parameters and AdamW moments.
+// Parameters and AdamW moments, from a checkpoint of any layout.
 void load_state(TrainState& st, const CheckpointInfo& ck);
 
-// Gathers the logical tensors, one file at a time, to the writer (world rank 0 with model
-// parallelism, else dp rank 0), which writes them with save_checkpoint and returns the
-// directory (others return an empty path).
-std::filesystem::path save_state(TrainState& st, const std::filesystem::path& run_dir, int64_t step,
-                                 const nlohmann::json& state);
-// What save_state allocates on the writer (0 on the other ranks): ZeRO's gathered buffer and,
-// with model parallelism, the logical model.
+// The part of the state the rank at (tp_rank, dp_rank, stage) writes (checkpoint.hpp); `z` is
+// built here and must outlive the ranges.
+struct RankPlan {
+    int world_rank, tp_rank, tp;
+    std::unique_ptr<parallel::ZeroLayout> z;
+    std::vector<OwnedRange> owned;
+};
+RankPlan plan_rank(const TrainState& st, int world_rank);
+
+// Saves checkpoints as a run goes. save() copies this rank's part of the state into a staging
+// buffer and writes it (with --async-checkpoint on a writer thread, training going on); the
+// checkpoint is committed (manifest, then `latest`) once every rank's file is on disk: at once
+// when synchronous, else at the first step boundary (poll) where a tiny all-reduce finds every
+// writer done. At most one save is in flight: a second save commits the first before it starts.
+// Synchronous and asynchronous saves write the same files byte for byte.
+class CheckpointSaver {
+  public:
+    // `committed(dir)` runs on world rank 0 after each commit.
+    CheckpointSaver(TrainState& st, std::filesystem::path run_dir, bool async, int keep,
+                    std::function<void(const std::filesystem::path&)> committed);
+    ~CheckpointSaver();
+
+    // `run`: the settings recorded in the manifest (seed, batch, learning-rate schedule...).
+    void save(int64_t step, const nlohmann::json& run);
+    // At a step boundary: commits an asynchronous save whose writers have all finished.
+    void poll();
+    // Waits for the save in flight and commits it (the end of a run).
+    void finish();
+
+  private:
+    void commit();
+
+    TrainState& st_;
+    std::filesystem::path run_dir_;
+    bool async_;
+    int keep_;
+    std::function<void(const std::filesystem::path&)> committed_;
+    RankPlan plan_;
+    Buffer staging_;  // before writer_: the thread reads it until joined
+    ckpt::ShardWriter writer_;
+    struct Pending {
+        int64_t step;
+        nlohmann::json run;
+        std::filesystem::path tmp;
+    };
+    std::optional<Pending> pending_;
+};
+
+// Bytes of the staging buffer a save holds on this rank (its part of weights and moments).
 int64_t save_state_bytes(const TrainState& st);
 
 }  // namespace weft::train

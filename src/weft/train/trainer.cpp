@@ -35,9 +35,18 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 nlohmann::json run_state(const TrainOptions& o, int64_t micro) {
-    return {{"seed", o.seed},       {"batch_size", o.batch_size},   {"micro_batch_size", micro},
-            {"seq_len", o.seq_len}, {"sequential", o.sequential},   {"data", o.data.string()},
-            {"steps", o.steps},     {"layout", o.layout.describe()}};
+    return {{"seed", o.seed},
+            {"batch_size", o.batch_size},
+            {"micro_batch_size", micro},
+            {"seq_len", o.seq_len},
+            {"sequential", o.sequential},
+            {"data", o.data.string()},
+            {"steps", o.steps},
+            {"layout", o.layout.describe()},
+            {"lr", o.optim.lr},
+            {"lr_schedule", o.optim.lr_schedule},
+            {"warmup", o.optim.warmup},
+            {"min_lr_ratio", o.optim.min_lr_ratio}};
 }
 
 double seconds_since(Clock::time_point t) {
@@ -61,6 +70,13 @@ void check_resume_settings(const nlohmann::json& state, const TrainOptions& o) {
     same("batch_size", o.batch_size, "--batch-size");
     same("seq_len", o.seq_len, "--seq-len");
     same("sequential", o.sequential, "--sequential");
+    // The learning rate of a step depends on these (and, for the cosine, on --steps): a changed
+    // schedule would make the resumed steps differ from the uninterrupted run's.
+    same("lr", o.optim.lr, "--lr");
+    same("lr_schedule", o.optim.lr_schedule, "--lr-schedule");
+    same("warmup", o.optim.warmup, "--warmup");
+    same("min_lr_ratio", o.optim.min_lr_ratio, "--min-lr-ratio");
+    if (o.optim.lr_schedule == "cosine") same("steps", o.steps, "--steps");
 }
 
 }  // namespace
@@ -87,7 +103,10 @@ void run_training(const TrainOptions& o_in) {
     // Everything that can be wrong is found, on every rank, before the run directory is touched.
     std::optional<CheckpointInfo> resume_from;
     if (o.resume) {
-        if (auto latest = ckpt::find_latest(o.out)) resume_from = open_checkpoint(*latest);
+        if (auto point = open_resume_checkpoint(o.out)) {
+            if (root && !point->warning.empty()) fmt::print(stderr, "weft: {}\n", point->warning);
+            resume_from = std::move(point->ck);
+        }
     } else {
         WEFT_CHECK(!ckpt::find_latest(o.out),
                    "run directory {} already holds checkpoints; pass --resume to continue it, or "
@@ -185,12 +204,11 @@ void run_training(const TrainOptions& o_in) {
     const float loss_scale = 1.0f / float(o.batch_size * T);
     CommReport comm_report(mesh);
     parallel::OverlapTimes overlap_total;
+    CheckpointSaver saver(st, o.out, o.async_checkpoint, int(o.keep_checkpoints),
+                          [&](const fs::path& dir) { note("saved " + dir.string()); });
     auto save = [&](int64_t step) {
         heartbeat.beat(Phase::checkpoint, step);
-        fs::path p = save_state(st, o.out, step, run_state(o, micro));
-        if (!root) return;
-        ckpt::keep_last(o.out, int(o.keep_checkpoints));
-        note("saved " + p.string());
+        saver.save(step, run_state(o, micro));
     };
     auto eval = [&](int64_t step) {
         if (!val_file) return;
@@ -218,6 +236,7 @@ void run_training(const TrainOptions& o_in) {
         overlap_total += st.dp().take_overlap_times();
         heartbeat.beat(Phase::step, step);
         fault.at_step(mesh.world_rank(), step + 1);
+        saver.poll();  // commits an asynchronous checkpoint once every rank has written it
         const double blocked0 = mesh.flight().blocked_seconds();
         auto t0 = Clock::now();
         if (delay.rank == mesh.world_rank())
@@ -299,6 +318,7 @@ void run_training(const TrainOptions& o_in) {
     };
     if (end_step < o.steps) {
         save(end_step);
+        saver.finish();
         report_comm();
         note(fmt::format("stopped after step {} of {} (--exit-after); continue with --resume",
                          end_step, o.steps));
@@ -307,6 +327,7 @@ void run_training(const TrainOptions& o_in) {
     }
     eval(o.steps);
     if (start_step < o.steps || !resume_from) save(o.steps);
+    saver.finish();
     report_comm();
     note(fmt::format("peak resident memory of rank 0 {:.1f} MiB (estimate {:.1f} MiB)",
                      double(peak_rss_bytes()) / (1 << 20), double(mem.total()) / (1 << 20)));
