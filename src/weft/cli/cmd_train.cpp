@@ -63,8 +63,15 @@ void add_train_command(CLI::App& app) {
         ->capture_default_str();
     c->add_option("--save-every", o->save_every, "Checkpoint every N steps (0: at the end)")
         ->capture_default_str();
-    c->add_option("--keep-checkpoints", o->keep_checkpoints, "Checkpoints kept in the run dir")
+    c->add_option("--keep-checkpoints", o->keep_checkpoints,
+                  "Checkpoints kept in the run dir (at least 2 are kept, so that a damaged "
+                  "newest one leaves one to resume from)")
         ->capture_default_str();
+    c->add_flag("--async-checkpoint", o->async_checkpoint,
+                "Write checkpoints on a background thread while training goes on: the state is "
+                "copied to a staging buffer (counted in the memory estimate) between steps, and "
+                "the checkpoint is committed at a later step boundary once every rank's shard is "
+                "on disk; the files are the same as a synchronous save's");
     c->add_flag(
         "--resume", o->resume,
         "Continue from the run directory's latest checkpoint (start afresh if it has none)");
