@@ -28,23 +28,24 @@ void add_export_command(CLI::App& app) {
                   "Directory to write (created; an existing one must hold only "
                   "a previous export)")
         ->required();
-    c->callback([a] {
-        namespace fs = std::filesystem;
-        if (fs::exists(a->out)) {
-            WEFT_CHECK(fs::is_directory(a->out), "--out {} exists and is not a directory",
-                       a->out.string());
-            for (const auto& e : fs::directory_iterator(a->out)) {
-                std::string n = e.path().filename().string();
-                WEFT_CHECK(n == "config.json" || n == "model.safetensors",
-                           "--out {} holds {}, which an export would delete; choose an empty or "
-                           "new directory",
-                           a->out.string(), n);
-            }
+    c->callback([a] { export_checkpoint_to_hf(a->ckpt, a->out); });
+}
+
+void export_checkpoint_to_hf(const std::filesystem::path& ckpt, const std::filesystem::path& out) {
+    namespace fs = std::filesystem;
+    if (fs::exists(out)) {
+        WEFT_CHECK(fs::is_directory(out), "--out {} exists and is not a directory", out.string());
+        for (const auto& e : fs::directory_iterator(out)) {
+            std::string n = e.path().filename().string();
+            WEFT_CHECK(n == "config.json" || n == "model.safetensors",
+                       "--out {} holds {}, which an export would delete; choose an empty or "
+                       "new directory",
+                       out.string(), n);
         }
-        train::LoadedModel m = train::load_model({}, a->ckpt);
-        model::write_hf_model(a->out, m.model->config(), m.model->layout(), m.params.data());
-        fmt::print("wrote {}\n", a->out.string());
-    });
+    }
+    train::LoadedModel m = train::load_model({}, ckpt);
+    model::write_hf_model(out, m.model->config(), m.model->layout(), m.params.data());
+    fmt::print("wrote {}\n", out.string());
 }
 
 }  // namespace weft::cli

@@ -1,5 +1,7 @@
 #pragma once
 // Each subcommand of `weft` adds itself to the application; its callback runs the command.
+#include <filesystem>
+
 namespace CLI {
 class App;
 }
@@ -16,5 +18,9 @@ void add_bench_command(CLI::App& app);
 void add_pipeline_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_profile_command(CLI::App& app);
+void add_ckpt_command(CLI::App& app);
+
+// `weft export` and `weft ckpt convert --to-hf`: a checkpoint as a Hugging Face directory.
+void export_checkpoint_to_hf(const std::filesystem::path& ckpt, const std::filesystem::path& out);
 
 }  // namespace weft::cli
