@@ -16,7 +16,7 @@ static std::string mib(int64_t b) {
 
 std::string MemoryEstimate::describe() const {
     const std::string ckpt =
-        checkpoint ? fmt::format(" + checkpoint writing {}", mib(checkpoint)) : "";
+        checkpoint ? fmt::format(" + checkpoint staging {}", mib(checkpoint)) : "";
     return fmt::format(
         "weights {} + grads {} + optimizer {} + activations {} + scratch {} + baseline {}{} = {}",
         mib(weights), mib(grads), mib(optimizer), mib(activations), mib(scratch), mib(baseline),

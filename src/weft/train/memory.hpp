@@ -9,7 +9,8 @@ namespace weft::train {
 
 struct MemoryEstimate {
     int64_t weights = 0, grads = 0, optimizer = 0, activations = 0, scratch = 0, baseline = 0;
-    // The rank that writes checkpoints holds one file's whole tensors while it writes them.
+    // The checkpoint staging buffer: every rank's part of weights and AdamW moments, copied for
+    // the writer (held while a synchronous save writes; kept by --async-checkpoint).
     int64_t checkpoint = 0;
     int64_t total() const {
         return weights + grads + optimizer + activations + scratch + baseline + checkpoint;
