@@ -10,7 +10,8 @@
 #   corrupt  the newest checkpoint's shard truncated, or one byte flipped: `weft ckpt inspect`
 #            says BAD (exit 1), `weft eval` on it is an error naming the file, and --resume names
 #            the file, resumes from the previous checkpoint (kept although --keep-checkpoints is
-#            1) and ends with the uninterrupted run's weights
+#            1) and ends with the uninterrupted run's weights; a resume with another --lr is
+#            refused
 set -uo pipefail
 WEFT=$1 CHECK=$2 SRC=$3 MODE=$4
 source "$SRC/tests/mpi/train_lib.sh"
@@ -64,6 +65,12 @@ reshard)
   ;;
 corrupt)
   reference ref --steps 4
+  # The learning-rate schedule is part of the saved state: a resume that changes it is refused.
+  out=$("$WEFT" train "${args[@]}" --steps 4 --resume --lr 2e-3 --out ref 2>&1)
+  rc=$?
+  echo "$out" | grep error
+  check [ $rc -ne 0 ]
+  check grep -qF "resuming with --lr 0.002 but the checkpoint was trained with 0.001; the learning-rate schedule would change" <<<"$out"
   train 2 base --steps 4 --exit-after 3 --save-every 1 --zero 1 --keep-checkpoints 1
   check [ -d "$(ckpt base 2)" ]  # two are kept: the previous one survives --keep-checkpoints 1
   check [ ! -d "$(ckpt base 1)" ]

@@ -57,14 +57,14 @@ double seconds_since(Clock::time_point t) {
 // seed, batch, sequence length or order would silently train on other samples than the
 // interrupted run would have.
 void check_resume_settings(const nlohmann::json& state, const TrainOptions& o) {
-    auto same = [&](const char* key, const auto& now, const char* flag) {
+    auto same = [&](const char* key, const auto& now, const char* flag,
+                    const char* what = "the sample order") {
         if (!state.contains(key)) return;
         const auto then = state[key].get<std::decay_t<decltype(now)>>();
         WEFT_CHECK(then == now,
-                   "resuming with {} {} but the checkpoint was trained with {}; the sample order "
-                   "would change (use the same value, or start a new run from the checkpoint's "
-                   "weights)",
-                   flag, now, then);
+                   "resuming with {} {} but the checkpoint was trained with {}; {} would change "
+                   "(use the same value, or start a new run from the checkpoint's weights)",
+                   flag, now, then, what);
     };
     same("seed", o.seed, "--seed");
     same("batch_size", o.batch_size, "--batch-size");
@@ -72,11 +72,12 @@ void check_resume_settings(const nlohmann::json& state, const TrainOptions& o) {
     same("sequential", o.sequential, "--sequential");
     // The learning rate of a step depends on these (and, for the cosine, on --steps): a changed
     // schedule would make the resumed steps differ from the uninterrupted run's.
-    same("lr", o.optim.lr, "--lr");
-    same("lr_schedule", o.optim.lr_schedule, "--lr-schedule");
-    same("warmup", o.optim.warmup, "--warmup");
-    same("min_lr_ratio", o.optim.min_lr_ratio, "--min-lr-ratio");
-    if (o.optim.lr_schedule == "cosine") same("steps", o.steps, "--steps");
+    same("lr", o.optim.lr, "--lr", "the learning-rate schedule");
+    same("lr_schedule", o.optim.lr_schedule, "--lr-schedule", "the learning-rate schedule");
+    same("warmup", o.optim.warmup, "--warmup", "the learning-rate schedule");
+    same("min_lr_ratio", o.optim.min_lr_ratio, "--min-lr-ratio", "the learning-rate schedule");
+    if (o.optim.lr_schedule == "cosine")
+        same("steps", o.steps, "--steps", "the learning-rate schedule");
 }
 
 }  // namespace
