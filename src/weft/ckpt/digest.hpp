@@ -31,6 +31,7 @@ std::string digest_text(uint64_t digest);
 struct FileDigest {
     int64_t bytes = 0;
     uint64_t digest = 0;
+    double seconds = 0;  // what writing (or reading) and digesting took
 };
 // Reads the whole file; throws naming the file if it cannot be read.
 FileDigest digest_file(const std::filesystem::path& path);

@@ -1,6 +1,7 @@
 #include "weft/ckpt/shard_writer.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include "weft/ckpt/atomic.hpp"
@@ -22,6 +23,7 @@ void ShardWriter::start(const std::filesystem::path& path, std::span<const float
 }
 
 void ShardWriter::run(std::filesystem::path path, std::span<const float> data) {
+    const auto t0 = std::chrono::steady_clock::now();
     try {
         AtomicFileWriter out(path);
         Digest digest;
@@ -34,7 +36,8 @@ void ShardWriter::run(std::filesystem::path path, std::span<const float> data) {
             out.write(bytes + at, n);
         }
         out.commit();
-        result_ = {int64_t(total), digest.value()};
+        result_ = {int64_t(total), digest.value(),
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
     } catch (...) {
         error_ = std::current_exception();
     }

@@ -1,6 +1,7 @@
 #include "weft/train/state_checkpoint.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "weft/ckpt/atomic.hpp"
@@ -166,8 +167,10 @@ void CheckpointSaver::save(int64_t step, const nlohmann::json& run) {
     if (pending_) commit();
     const int64_t floats = 3 * owned_floats(plan_.owned);
     // The synchronous path holds the copy only while it writes; the asynchronous one keeps it.
+    const auto t0 = std::chrono::steady_clock::now();
     if (staging_.size() != floats) staging_ = Buffer(floats);
     stage_state(st_, plan_, staging_.data());
+    stage_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const fs::path final_dir = ckpt::checkpoint_path(run_dir_, step);
     // The same name on every rank (no pid): they all write into it. A crashed run's leftover
     // was removed at start (remove_stale_temporaries), and a step is saved once per run.
@@ -213,6 +216,7 @@ void CheckpointSaver::commit() {
     comm::all_gather(mesh.group(comm::Axis::world), std::span<const int64_t>(mine, 3),
                      std::span<int64_t>(all));
     WEFT_CHECK(error.empty(), "checkpoint of step {}: {}", p.step, error);
+    last_ = {written.bytes, stage_s_, written.seconds};
     for (int r = 0; r < mesh.world_size(); ++r)
         WEFT_CHECK(all[size_t(3 * r)] == 1,
                    "checkpoint of step {}: rank {} could not write its shard (its error says why)",

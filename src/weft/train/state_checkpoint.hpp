@@ -52,6 +52,14 @@ class CheckpointSaver {
     // Waits for the save in flight and commits it (the end of a run).
     void finish();
 
+    // Of the last committed save, on this rank: its shard's bytes, the pause to copy the state
+    // into the staging buffer, and the write (with digest) itself.
+    struct Timing {
+        int64_t bytes = 0;
+        double stage_s = 0, write_s = 0;
+    };
+    const Timing& last_save() const { return last_; }
+
   private:
     void commit();
 
@@ -69,6 +77,8 @@ class CheckpointSaver {
         std::filesystem::path tmp;
     };
     std::optional<Pending> pending_;
+    double stage_s_ = 0;
+    Timing last_;
 };
 
 // Bytes of the staging buffer a save holds on this rank (its part of weights and moments).

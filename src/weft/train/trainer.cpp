@@ -205,8 +205,19 @@ void run_training(const TrainOptions& o_in) {
     const float loss_scale = 1.0f / float(o.batch_size * T);
     CommReport comm_report(mesh);
     parallel::OverlapTimes overlap_total;
-    CheckpointSaver saver(st, o.out, o.async_checkpoint, int(o.keep_checkpoints),
-                          [&](const fs::path& dir) { note("saved " + dir.string()); });
+    std::unique_ptr<CheckpointSaver> saver_ptr;
+    saver_ptr = std::make_unique<CheckpointSaver>(
+        st, o.out, o.async_checkpoint, int(o.keep_checkpoints), [&](const fs::path& dir) {
+            const CheckpointSaver::Timing& t = saver_ptr->last_save();
+            metrics->write({{"event", "checkpoint"},
+                            {"dir", dir.string()},
+                            {"bytes", t.bytes},
+                            {"stage_s", t.stage_s},
+                            {"write_s", t.write_s}});
+            note(fmt::format("saved {} (rank 0: {} bytes, staged in {:.3f} s, written in {:.3f} s)",
+                             dir.string(), t.bytes, t.stage_s, t.write_s));
+        });
+    CheckpointSaver& saver = *saver_ptr;
     auto save = [&](int64_t step) {
         heartbeat.beat(Phase::checkpoint, step);
         saver.save(step, run_state(o, micro));
