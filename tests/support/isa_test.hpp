@@ -1,7 +1,10 @@
 #pragma once
-// A GoogleTest fixture run once per kernel path (portable, AVX-512): forces the path for the test
-// and restores the default after it; the AVX-512 run is skipped where it was not compiled in.
+// A GoogleTest fixture run once per kernel path: forces the path for the test and restores the
+// default after it. A path this build or CPU lacks is skipped, visibly (GTEST_SKIP names it), so
+// a run shows which paths it checked.
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "weft/kernels/isa.hpp"
 
@@ -10,14 +13,21 @@ namespace weft::test {
 class IsaTest : public ::testing::TestWithParam<kernels::Isa> {
   protected:
     void SetUp() override {
-        if (GetParam() == kernels::Isa::avx512 && !kernels::avx512_compiled())
-            GTEST_SKIP() << "no AVX-512";
+        if (!kernels::isa_available(GetParam()))
+            GTEST_SKIP() << kernels::isa_name(GetParam()) << " is not compiled in or not supported "
+                         << "by this CPU";
         kernels::set_kernel_isa(GetParam());
     }
-    void TearDown() override {
-        kernels::set_kernel_isa(kernels::avx512_compiled() ? kernels::Isa::avx512
-                                                           : kernels::Isa::portable);
-    }
+    void TearDown() override { kernels::set_kernel_isa(kernels::default_isa()); }
 };
+
+// Every path, for kernels that have all three (attention): INSTANTIATE_TEST_SUITE_P(Isas, Suite,
+// test::kAllIsas, test::isa_param_name).
+inline const auto kAllIsas =
+    ::testing::Values(kernels::Isa::portable, kernels::Isa::avx2, kernels::Isa::avx512);
+
+inline std::string isa_param_name(const ::testing::TestParamInfo<kernels::Isa>& info) {
+    return kernels::isa_name(info.param);
+}
 
 }  // namespace weft::test

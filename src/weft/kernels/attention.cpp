@@ -1,5 +1,5 @@
 // Entry points of attention.hpp: shape checks, the fused-qkv wrappers, and the portable path. The
-// portable path keeps the algorithm of the AVX-512 one (online softmax over key blocks, backward
+// portable path keeps the algorithm of the vector ones (online softmax over key blocks, backward
 // by key block with dQ accumulated in place) one query row at a time, in plain loops.
 #include "weft/kernels/attention.hpp"
 
@@ -244,6 +244,9 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
 #if defined(__AVX512F__)
     if (kernel_isa() == Isa::avx512) return detail::attention_forward_avx512(out, lse, q, k, v, s);
 #endif
+#if defined(__AVX2__) && defined(__FMA__)
+    if (kernel_isa() == Isa::avx2) return detail::attention_forward_avx2(out, lse, q, k, v, s);
+#endif
     detail::attention_forward_portable(out, lse, q, k, v, s);
 }
 
@@ -256,6 +259,10 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
 #if defined(__AVX512F__)
     if (kernel_isa() == Isa::avx512)
         return detail::attention_backward_avx512(dq, dk, dv, dout, q, k, v, out, lse, s);
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
+    if (kernel_isa() == Isa::avx2)
+        return detail::attention_backward_avx2(dq, dk, dv, dout, q, k, v, out, lse, s);
 #endif
     detail::attention_backward_portable(dq, dk, dv, dout, q, k, v, out, lse, s);
 }

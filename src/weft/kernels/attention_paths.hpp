@@ -1,6 +1,7 @@
 #pragma once
-// The two instruction-set paths behind attention.hpp. Both take validated shapes and run the same
-// tiled algorithm; attention.cpp picks one with kernel_isa().
+// The instruction-set paths behind attention.hpp: portable, AVX2 and AVX-512. All take validated
+// shapes and run the same tiled algorithm (the vector ones share attention_tiled.hpp);
+// attention.cpp picks one with kernel_isa().
 #include <algorithm>
 #include <cstdint>
 
@@ -82,6 +83,14 @@ void attention_forward_avx512(float* out, float* lse, const float* q, const floa
 void attention_backward_avx512(float* dq, float* dk, float* dv, const float* dout, const float* q,
                                const float* k, const float* v, const float* out, const float* lse,
                                const AttentionShape& s);
+#endif
+
+#if defined(__AVX2__) && defined(__FMA__)
+void attention_forward_avx2(float* out, float* lse, const float* q, const float* k, const float* v,
+                            const AttentionShape& s);
+void attention_backward_avx2(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                             const float* k, const float* v, const float* out, const float* lse,
+                             const AttentionShape& s);
 #endif
 
 }  // namespace weft::kernels::detail

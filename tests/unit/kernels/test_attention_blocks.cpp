@@ -1,8 +1,9 @@
-// The pieces of attention that context parallelism needs (docs/context_parallel.md), for both
-// instruction-set paths: attention of a query chunk against a block of keys at its own absolute
-// positions (k_pos0), the merge of such blocks by their log-sum-exps, the backward of a block
-// given the merged output, and the zigzag sharding that decides which blocks a ring step runs.
-// Every result is checked against softmax attention computed in double precision over all keys.
+// The pieces of attention that context parallelism needs (docs/context_parallel.md), for every
+// instruction-set path this CPU runs: attention of a query chunk against a block of keys at its own
+// absolute positions (k_pos0), the merge of such blocks by their log-sum-exps, the backward of a
+// block given the merged output, and the zigzag sharding that decides which blocks a ring step
+// runs. Every result is checked against softmax attention computed in double precision over all
+// keys.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -594,11 +595,7 @@ TEST_P(AttentionBlocksTest, ZigzagRingMatchesFullAttention) {
     check_zigzag_ring(1, 40, 2, 1);  // cp = 1: one rank, its two halves
 }
 
-INSTANTIATE_TEST_SUITE_P(Isas, AttentionBlocksTest, ::testing::Values(Isa::portable, Isa::avx512),
-                         [](const auto& info) {
-                             return info.param == Isa::avx512 ? std::string("avx512")
-                                                              : std::string("portable");
-                         });
+INSTANTIATE_TEST_SUITE_P(Isas, AttentionBlocksTest, test::kAllIsas, test::isa_param_name);
 
 }  // namespace
 }  // namespace weft::kernels
