@@ -3,21 +3,36 @@
 // The zigzag benchmarks run one rank's share of context-parallel ring attention (every ring
 // step's blocks and merges, no communication) to show what cutting the keys into blocks costs:
 // the same GFLOP/s as the whole-sequence kernel means nothing is lost.
-// Run with OMP_NUM_THREADS set; times are wall-clock.
+// Run with OMP_NUM_THREADS set; times are wall-clock. Each benchmark is labelled with the kernel
+// path it ran; WEFT_BENCH_ISA=portable|avx2|avx512 forces one (where this CPU has it), so one
+// binary measures a path against another.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "weft/kernels/attention.hpp"
 #include "weft/kernels/attention_merge.hpp"
 #include "weft/kernels/attention_zigzag.hpp"
+#include "weft/kernels/isa.hpp"
 
 namespace {
 
 constexpr int64_t kB = 4, kNH = 12, kHS = 64, kC = kNH * kHS;
+
+// Forces the path WEFT_BENCH_ISA names, if any, and labels the benchmark with the path in use.
+void use_isa(benchmark::State& state) {
+    using weft::kernels::Isa;
+    if (const char* want = std::getenv("WEFT_BENCH_ISA"))
+        for (Isa isa : {Isa::portable, Isa::avx2, Isa::avx512})
+            if (std::string(want) == weft::kernels::isa_name(isa))
+                weft::kernels::set_kernel_isa(isa);
+    state.SetLabel(weft::kernels::isa_name(weft::kernels::kernel_isa()));
+}
 
 double forward_flops(int64_t T) {
     return 4.0 * kB * kNH * kHS * double(T) * T / 2;
@@ -40,6 +55,7 @@ struct Tensors {
 
 void BM_attention_forward(benchmark::State& state) {
     const int64_t T = state.range(0);
+    use_isa(state);
     Tensors t(T);
     for (auto _ : state) {
         weft::kernels::attention_forward_qkv(t.out.data(), t.lse.data(), t.qkv.data(), kB, T, kNH,
@@ -52,6 +68,7 @@ void BM_attention_forward(benchmark::State& state) {
 
 void BM_attention_backward(benchmark::State& state) {
     const int64_t T = state.range(0);
+    use_isa(state);
     Tensors t(T);
     weft::kernels::attention_forward_qkv(t.out.data(), t.lse.data(), t.qkv.data(), kB, T, kNH, kHS);
     for (auto _ : state) {
@@ -130,6 +147,7 @@ struct ZigzagRank {
 };
 
 void BM_attention_zigzag_forward(benchmark::State& state) {
+    use_isa(state);
     ZigzagRank r(state.range(0), state.range(1));
     for (auto _ : state) {
         r.forward();
@@ -140,6 +158,7 @@ void BM_attention_zigzag_forward(benchmark::State& state) {
 }
 
 void BM_attention_zigzag_backward(benchmark::State& state) {
+    use_isa(state);
     ZigzagRank r(state.range(0), state.range(1));
     r.forward();
     for (auto _ : state) {
