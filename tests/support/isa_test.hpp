@@ -4,9 +4,17 @@
 // a run shows which paths it checked.
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 
 #include "weft/kernels/isa.hpp"
+
+namespace weft::kernels {
+// Failure messages name the path ("GetParam() = avx2") rather than dumping its bytes.
+inline void PrintTo(Isa isa, std::ostream* os) {
+    *os << isa_name(isa);
+}
+}  // namespace weft::kernels
 
 namespace weft::test {
 

@@ -228,7 +228,7 @@ void check_shape(const AttentionShape& s, const char* where) {
                s.ldo, C, s.NH, s.HS);
     WEFT_CHECK(s.ldkv >= CKV, "{}: stride ldkv={} must be at least NKV*HS={} (NKV={}, HS={})",
                where, s.ldkv, CKV, detail::kv_heads(s), s.HS);
-    // The AVX-512 path compares key and query offsets in 32-bit lanes.
+    // Far past any context length; keeps every position and difference of positions in 32 bits.
     WEFT_CHECK(s.k_pos0 + s.Tk < (int64_t(1) << 30) && s.q_pos0 + s.Tq < (int64_t(1) << 30),
                "{}: k_pos0+Tk={}, q_pos0+Tq={} exceed 2^30", where, s.k_pos0 + s.Tk,
                s.q_pos0 + s.Tq);
