@@ -1,110 +1,291 @@
-// The AVX-512 path of attention.hpp: the tiled algorithm of attention_tiled.hpp on 16-lane zmm
-// vectors, with AVX-512's lane masks for tails and the causal edge.
+// The AVX-512 path of attention.hpp. Every tile product is one register-blocked micro-kernel,
+// C[r][:] (+)= Σ_t A(r, t) · X[t][:], that broadcasts A and streams contiguous rows of X
+// (attention_avx512_tiles.hpp). Choosing which side of each product is A keeps every X
+// contiguous without transposing inside the loops:
+//   forward   Sᵀ = K · Qᵀ   (keys × queries: queries in lanes, so the running max and sum of the
+//                            online softmax are lane-wise, never reductions; Qᵀ packed per block)
+//             O += P · V    (A = Pᵀ read down its columns, X = rows of V)
+//   backward  S = Q · Kᵀ, dP = dO · Vᵀ   (keys in lanes; Kᵀ, Vᵀ packed once per key block)
+//             dV += Pᵀ · dO, dK += dSᵀ · Q, dQ += dS · K   (all operands in natural layout)
+// Tiles are 64 × 64; measured on Zen 5 the products run at the FMA peak, and what is left is
+// softmax, packing and memory.
 #include "weft/kernels/attention_paths.hpp"
 
 #if defined(__AVX512F__)
-#include <immintrin.h>
-
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 
-// GCC 12's intrinsics fill unused sources with _mm512_undefined_ps(), a self-initialised
-// variable that -Wmaybe-uninitialized reports wherever such an intrinsic is inlined.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
-#include "weft/kernels/attention_tiled.hpp"
+#include "weft/kernels/attention_avx512_tiles.hpp"
 
 namespace weft::kernels::detail {
 
 namespace {
 
-struct Avx512 {
-    using reg = __m512;
-    using mask = __mmask16;
-    static constexpr int W = 16;
-    // Micro-kernel rows × vectors: 6 × 4 = 24 accumulators, plus four operands and a broadcast,
-    // fit the 32 zmm registers.
-    static constexpr int kRows = 6, kNV = 4;
+using namespace avx512;
 
-    // The first n lanes, n in 0..16.
-    static mask prefix(int64_t n) { return mask((1u << n) - 1); }
-    static reg zero() { return _mm512_setzero_ps(); }
-    static reg set1(float x) { return _mm512_set1_ps(x); }
-    static reg load(const float* p) { return _mm512_load_ps(p); }
-    static reg loadu(const float* p) { return _mm512_loadu_ps(p); }
-    static reg maskz_loadu(mask m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
-    static void store(float* p, reg x) { _mm512_store_ps(p, x); }
-    static void storeu(float* p, reg x) { _mm512_storeu_ps(p, x); }
-    static void mask_storeu(float* p, mask m, reg x) { _mm512_mask_storeu_ps(p, m, x); }
-    static reg add(reg a, reg b) { return _mm512_add_ps(a, b); }
-    static reg sub(reg a, reg b) { return _mm512_sub_ps(a, b); }
-    static reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }
-    static reg max(reg a, reg b) { return _mm512_max_ps(a, b); }
-    static reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
-    static reg fmsub(reg a, reg b, reg c) { return _mm512_fmsub_ps(a, b, c); }
-    // b in the lanes of m, a elsewhere.
-    static reg blend(reg a, mask m, reg b) { return _mm512_mask_mov_ps(a, m, b); }
-    static reg maskz(mask m, reg x) { return _mm512_maskz_mov_ps(m, x); }
-    static float reduce_add(reg x) { return _mm512_reduce_add_ps(x); }
+// Rows [i0, i0 + 64) of one (batch, head): the keys they can see, 64 at a time, with the online
+// softmax of FlashAttention (running max m and sum l per query, the output rescaled as m grows).
+// Scores are computed transposed, keys × queries, so that m and l are per lane.
+[[gnu::noinline]] void forward_block(float* out, float* lse, const float* q,
+                                     const AttentionShape& s, int64_t b, int64_t h, int64_t i0,
+                                     const float* kd, const float* vd, float* qt, float* oacc,
+                                     float* st, float* alpha) {
+    const int64_t HS = s.HS;
+    const int64_t nq = std::min<int64_t>(kTile, s.Tq - i0);
+    const int64_t nqv = (nq + 15) / 16, width = 16 * nqv;
+    // Scores in units of log2 so the softmax is exp2, with 1/√HS folded into the packed queries.
+    const float c = kLog2e / std::sqrt(float(HS));
 
-    // 2ˣ as 2ⁿ·2ᶠ with f ∈ [-½, ½] and the degree-6 Taylor series of e^(f·ln2) (relative error
-    // below 2e-7); scalef applies 2ⁿ. The clamp turns masked scores (-inf) into an exact 0,
-    // never NaN.
-    static reg exp2(reg x) {
-        x = _mm512_max_ps(x, _mm512_set1_ps(-200.0f));
-        const reg n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        const reg f = _mm512_sub_ps(x, n);
-        reg p = _mm512_set1_ps(1.5403530393381606e-4f);
-        p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-3f));
-        p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618129107628477e-3f));
-        p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550410866482158e-2f));
-        p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.2402265069591007f));
-        p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.6931471805599453f));
-        p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-        return _mm512_scalef_ps(p, n);
+    const float* qb = q + (b * s.Tq + i0) * s.ldq + h * HS;
+    float* ob = out + (b * s.Tq + i0) * s.ldo + h * HS;
+    const int64_t kend = visible_keys(s, i0 + nq - 1);  // keys past it are masked for all
+    prefetch_rows(qb, s.ldq, nq, HS);
+    pack_transposed(qt, qb, s.ldq, nq, width, HS, c);
+    std::memset(oacc, 0, sizeof(float) * nq * HS);
+
+    __m512 m[kVecs], l[kVecs];
+    for (int j = 0; j < kVecs; ++j) {
+        // Lowest finite, not -inf, so that m - m_new is never inf - inf.
+        m[j] = _mm512_set1_ps(-3.0e38f);
+        l[j] = _mm512_setzero_ps();
+    }
+    const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+    for (int64_t k0 = 0; k0 < kend; k0 += kTile) {
+        const int64_t nk = std::min<int64_t>(kTile, kend - k0);
+        if (k0 + kTile >= kend) {
+            // Last tile: fetch the rows this block writes, and the queries of the block that
+            // this thread (or its neighbour) most likely takes next.
+            prefetch_rows<_MM_HINT_T1>(ob, s.ldo, nq, HS);
+            if (i0 >= kTile) prefetch_rows<_MM_HINT_T1>(qb - kTile * s.ldq, s.ldq, kTile, HS);
+        }
+        tile_product<Init::zero, false>(st, kTile, nk, width, kd + k0 * HS, HS, qt, kTile, HS);
+        // Key k0 + j is visible to query lane i iff i >= j + shift.
+        const int64_t shift = k0 - (s.q_pos0 - s.k_pos0) - i0;
+        const bool diagonal = nk - 1 + shift > 0;
+        for (int64_t vq = 0; vq < nqv; ++vq) {
+            const __m512i lane = lane_index(int(vq));
+            float* col = st + 16 * vq;
+            __m512 mx = m[vq];
+            for (int64_t j = 0; j < nk; ++j) {
+                __m512 x = _mm512_load_ps(col + j * kTile);
+                if (diagonal) {
+                    const __mmask16 vis =
+                        _mm512_cmpge_epi32_mask(lane, _mm512_set1_epi32(int(j + shift)));
+                    x = _mm512_mask_mov_ps(neg_inf, vis, x);
+                    _mm512_store_ps(col + j * kTile, x);
+                }
+                mx = _mm512_max_ps(mx, x);
+            }
+            __m512 sum = _mm512_setzero_ps();
+            for (int64_t j = 0; j < nk; ++j) {
+                const __m512 p = exp2_avx512(_mm512_sub_ps(_mm512_load_ps(col + j * kTile), mx));
+                _mm512_store_ps(col + j * kTile, p);
+                sum = _mm512_add_ps(sum, p);
+            }
+            const __m512 a = exp2_avx512(_mm512_sub_ps(m[vq], mx));
+            _mm512_store_ps(alpha + 16 * vq, a);
+            l[vq] = _mm512_fmadd_ps(l[vq], a, sum);
+            m[vq] = mx;
+        }
+        // O[i][:] = alpha_i O[i][:] + Σ_j Pᵀ[j][i] V[j][:]: Pᵀ is read down its columns.
+        tile_product<Init::scale_rows, true>(oacc, HS, nq, HS, st, kTile, vd + k0 * HS, HS, nk,
+                                             alpha, {Band::upper, -shift});
     }
 
-    // r[i] becomes column i of the 16×16 block whose rows r held: the classic unpack/shuffle
-    // network.
-    static void transpose(reg r[16]) {
-        reg t[16];
-        for (int i = 0; i < 8; ++i) {
-            t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-            t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-        }
-        // Within each 128-bit lane k, r[4i + j] now holds column 4k + j of rows 4i .. 4i+3.
-        for (int i = 0; i < 4; ++i) {
-            const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
-            const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
-            r[4 * i + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-            r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-            r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-            r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-        }
-        for (int j = 0; j < 4; ++j) {
-            const reg w0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
-            const reg w1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);
-            const reg w2 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
-            const reg w3 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
-            t[j] = _mm512_shuffle_f32x4(w0, w2, 0x88);
-            t[4 + j] = _mm512_shuffle_f32x4(w1, w3, 0x88);
-            t[8 + j] = _mm512_shuffle_f32x4(w0, w2, 0xDD);
-            t[12 + j] = _mm512_shuffle_f32x4(w1, w3, 0xDD);
-        }
-        for (int i = 0; i < 16; ++i) r[i] = t[i];
+    alignas(64) float mrow[kTile], lrow[kTile];
+    for (int j = 0; j < kVecs; ++j) {
+        _mm512_store_ps(mrow + 16 * j, m[j]);
+        _mm512_store_ps(lrow + 16 * j, l[j]);
     }
-};
+    float* lse_b = lse + (b * s.NH + h) * s.Tq + i0;
+    for (int64_t i = 0; i < nq; ++i) {
+        // A row that saw no key (a block wholly after it) has l = 0: zeros and -inf, not 0·∞.
+        const bool seen = lrow[i] > 0.0f;
+        lse_b[i] = seen ? (mrow[i] + std::log2(lrow[i])) * kLn2 : -INFINITY;
+        const __m512 inv = _mm512_set1_ps(seen ? 1.0f / lrow[i] : 0.0f);
+        for (int64_t d = 0; d < HS; d += 16) {
+            const __mmask16 msk = tail_mask(std::min<int64_t>(16, HS - d));
+            _mm512_mask_storeu_ps(
+                ob + i * s.ldo + d, msk,
+                _mm512_mul_ps(_mm512_maskz_loadu_ps(msk, oacc + i * HS + d), inv));
+        }
+    }
+}
+
+// One (batch, query head), key block by key block (FlashAttention-2's backward): dK and dV of a
+// block accumulate in scratch over the query blocks that see it and are added to g once, dQ in a
+// dense copy of the head added to dq at the end. A thread owns the whole (batch, head), so dQ
+// needs no atomics and no reduction over threads, and every sum is taken in the same order
+// whatever the thread count. The price is parallelism of at most B·NH items, plenty for training
+// shapes (48 for GPT-2 small at B=4, still 12 at tensor-parallel degree 4); BackwardPlan decides
+// how the query heads of a key/value group share its dK and dV.
+[[gnu::noinline]] void backward_head(float* dq, const KvGrad& g, const float* dout, const float* q,
+                                     const float* k, const float* v, const float* out,
+                                     const float* lse, const AttentionShape& s, int64_t b,
+                                     int64_t h, float* work) {
+    const int64_t HS = s.HS, Tq = s.Tq, Tk = s.Tk, rel = s.q_pos0 - s.k_pos0;
+    const float scale = 1.0f / std::sqrt(float(HS));
+    const float c = scale * kLog2e;
+    float* kt = work;
+    float* vt = kt + HS * kTile;
+    float* pb = vt + HS * kTile;
+    float* dsb = pb + kTile * kTile;
+    float* dkacc = dsb + kTile * kTile;
+    float* dvacc = dkacc + kTile * HS;
+    float* kn = dvacc + kTile * HS;
+    // Dense copies of the head's Q and dO and its dQ: every key block sweeps them again, and
+    // dense rows stream from L2 where rows 9 KiB apart in the fused layout miss.
+    float* qd = kn + kTile * HS;
+    float* dod = qd + Tq * HS;
+    float* dqd = dod + Tq * HS;
+    float* Dr = dqd + Tq * HS;
+    float* lse2 = Dr + Tq;
+
+    const float* qb = q + b * Tq * s.ldq + h * HS;
+    float* dqb = dq + b * Tq * s.ldq + h * HS;
+    const int64_t kvh = h / group_size(s);
+    const float* kb = k + b * Tk * s.ldkv + kvh * HS;
+    const float* vb = v + b * Tk * s.ldkv + kvh * HS;
+    const float* dob = dout + b * Tq * s.ldo + h * HS;
+    const float* ob = out + b * Tq * s.ldo + h * HS;
+    const float* lseb = lse + (b * s.NH + h) * Tq;
+
+    prefetch_rows(kb, s.ldkv, std::min<int64_t>(kTile, Tk), HS);
+    prefetch_rows(vb, s.ldkv, std::min<int64_t>(kTile, Tk), HS);
+    pack_rows(qd, qb, s.ldq, Tq, HS);
+    pack_rows(dod, dob, s.ldo, Tq, HS);
+    std::memset(dqd, 0, sizeof(float) * Tq * HS);
+    prefetch_rows(ob, s.ldo, std::min(Tq, kAhead), HS);
+    for (int64_t i = 0; i < Tq; ++i) {
+        if (i + kAhead < Tq) prefetch_rows(ob + (i + kAhead) * s.ldo, s.ldo, 1, HS);
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t d = 0; d < HS; d += 16) {
+            const __mmask16 m = tail_mask(std::min<int64_t>(16, HS - d));
+            acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, dod + i * HS + d),
+                                  _mm512_maskz_loadu_ps(m, ob + i * s.ldo + d), acc);
+        }
+        Dr[i] = _mm512_reduce_add_ps(acc);
+        lse2[i] = lseb[i] * kLog2e;
+    }
+
+    for (int64_t k0 = 0; k0 < Tk; k0 += kTile) {
+        const int64_t first = std::max<int64_t>(0, k0 - rel);  // first query seeing key k0
+        if (first >= Tq) break;
+        const int64_t nk = std::min<int64_t>(kTile, Tk - k0);
+        const int64_t nkv = (nk + 15) / 16, width = 16 * nkv;
+        pack_transposed(kt, kb + k0 * s.ldkv, s.ldkv, nk, width, HS, 1.0f);
+        pack_transposed(vt, vb + k0 * s.ldkv, s.ldkv, nk, width, HS, 1.0f);
+        pack_rows(kn, kb + k0 * s.ldkv, s.ldkv, nk, HS);
+        if (k0 + kTile < Tk) {
+            const int64_t next = std::min<int64_t>(kTile, Tk - k0 - kTile);
+            prefetch_rows<_MM_HINT_T1>(kb + (k0 + kTile) * s.ldkv, s.ldkv, next, HS);
+            prefetch_rows<_MM_HINT_T1>(vb + (k0 + kTile) * s.ldkv, s.ldkv, next, HS);
+        }
+        std::memset(dkacc, 0, sizeof(float) * nk * HS);
+        std::memset(dvacc, 0, sizeof(float) * nk * HS);
+
+        for (int64_t i0 = first; i0 < Tq; i0 += kTile) {
+            const int64_t nq = std::min<int64_t>(kTile, Tq - i0);
+            const float* qp = qd + i0 * HS;
+            const float* dop = dod + i0 * HS;
+            tile_product<Init::zero, false>(pb, kTile, nq, width, qp, HS, kt, kTile, HS);
+            for (int64_t i = 0; i < nq; ++i) {
+                // Keys k0 + j with j <= last are visible to query i0 + i (and exist).
+                const int64_t last = std::min(rel + i0 + i - k0, nk - 1);
+                const __m512 lse_i = _mm512_set1_ps(lse2[i0 + i]);
+                for (int64_t vk = 0; vk < nkv; ++vk) {
+                    float* p = pb + i * kTile + 16 * vk;
+                    const __mmask16 vis =
+                        _mm512_cmple_epi32_mask(lane_index(int(vk)), _mm512_set1_epi32(int(last)));
+                    const __m512 x = _mm512_fmsub_ps(_mm512_load_ps(p), _mm512_set1_ps(c), lse_i);
+                    _mm512_store_ps(p, _mm512_maskz_mov_ps(vis, exp2_avx512(x)));
+                }
+            }
+            tile_product<Init::zero, false>(dsb, kTile, nq, width, dop, HS, vt, kTile, HS);
+            // dS = P ⊙ (dP - D) with the 1/√HS of the scores folded in, so that dK and dQ are
+            // plain products.
+            for (int64_t i = 0; i < nq; ++i) {
+                const __m512 D_i = _mm512_set1_ps(Dr[i0 + i]);
+                for (int64_t vk = 0; vk < nkv; ++vk) {
+                    float* ds = dsb + i * kTile + 16 * vk;
+                    const __m512 p = _mm512_load_ps(pb + i * kTile + 16 * vk);
+                    const __m512 g = _mm512_mul_ps(_mm512_sub_ps(_mm512_load_ps(ds), D_i),
+                                                   _mm512_set1_ps(scale));
+                    _mm512_store_ps(ds, _mm512_mul_ps(p, g));
+                }
+            }
+            // Key k0 + j is visible to query i0 + i iff i >= j + shift.
+            const int64_t shift = k0 - rel - i0;
+            tile_product<Init::load, true>(dvacc, HS, nk, HS, pb, kTile, dop, HS, nq, nullptr,
+                                           {Band::lower, shift});
+            tile_product<Init::load, true>(dkacc, HS, nk, HS, dsb, kTile, qp, HS, nq, nullptr,
+                                           {Band::lower, shift});
+            tile_product<Init::load, false>(dqd + i0 * HS, HS, nq, HS, dsb, kTile, kn, HS, nk,
+                                            nullptr, {Band::upper, -shift});
+        }
+        add_rows(g.dk + k0 * g.ld, g.ld, dkacc, nk, HS);
+        add_rows(g.dv + k0 * g.ld, g.ld, dvacc, nk, HS);
+    }
+    add_rows(dqb, s.ldq, dqd, Tq, HS);
+}
 
 }  // namespace
 
 void attention_forward_avx512(float* out, float* lse, const float* q, const float* k,
                               const float* v, const AttentionShape& s) {
-    tiled::forward<Avx512>(out, lse, q, k, v, s);
+    const int64_t HS = s.HS, blocks = (s.Tq + kTile - 1) / kTile, heads = s.B * s.NH;
+    const int64_t items = blocks * heads, NKV = kv_heads(s), G = group_size(s);
+    // Keys any query of the call sees: the K and V rows worth copying.
+    const int64_t kmax = visible_keys(s, s.Tq - 1);
+#pragma omp parallel if (items > 1 && worth_threads(s))
+    {
+        float* qt = thread_scratch(3 * HS * kTile + kTile * kTile + kTile + 2 * kmax * HS);
+        float* oacc = qt + HS * kTile;
+        float* st = oacc + kTile * HS;
+        float* alpha = st + kTile * kTile;
+        // A dense copy of the current key/value head's K and V, grown as blocks need more keys:
+        // every query block (of every query head in its group) reads them, and dense rows stream
+        // where rows 9 KiB apart in the fused layout defeat the prefetchers.
+        float* kd = alpha + kTile;
+        float* vd = kd + kmax * HS;
+        int64_t cached_bkv = -1, cached_rows = 0;
+        // Consecutive items share a head, and consecutive heads their key/value head, so the
+        // threads work on the same K and V and they stay in cache; within a head the late
+        // blocks, which see the most keys, go first.
+#pragma omp for schedule(dynamic)
+        for (int64_t it = 0; it < items; ++it) {
+            const int64_t bh = it / blocks, blk = blocks - 1 - it % blocks;
+            const int64_t b = bh / s.NH, h = bh % s.NH, kvh = h / G;
+            const int64_t kend = visible_keys(s, std::min(s.Tq, (blk + 1) * kTile) - 1);
+            if (b * NKV + kvh != cached_bkv) cached_bkv = b * NKV + kvh, cached_rows = 0;
+            if (kend > cached_rows) {
+                const int64_t off = (b * s.Tk + cached_rows) * s.ldkv + kvh * HS;
+                pack_rows(kd + cached_rows * HS, k + off, s.ldkv, kend - cached_rows, HS);
+                pack_rows(vd + cached_rows * HS, v + off, s.ldkv, kend - cached_rows, HS);
+                cached_rows = kend;
+            }
+            forward_block(out, lse, q, s, b, h, blk * kTile, kd, vd, qt, oacc, st, alpha);
+        }
+    }
 }
 
 void attention_backward_avx512(float* dq, float* dk, float* dv, const float* dout, const float* q,
                                const float* k, const float* v, const float* out, const float* lse,
                                const AttentionShape& s) {
-    tiled::backward<Avx512>(dq, dk, dv, dout, q, k, v, out, lse, s);
+    const BackwardPlan plan(dk, dv, s);
+#pragma omp parallel if (plan.threads())
+    {
+        float* work = thread_scratch(5 * s.HS * kTile + 2 * kTile * kTile + (3 * s.HS + 2) * s.Tq);
+#pragma omp for schedule(dynamic)
+        for (int64_t it = 0; it < plan.items(); ++it)
+            for (int64_t j = 0; j < plan.heads_per_item(); ++j) {
+                const int64_t bh = it * plan.heads_per_item() + j, b = bh / s.NH, h = bh % s.NH;
+                backward_head(dq, plan.kv_grad(b, h), dout, q, k, v, out, lse, s, b, h, work);
+            }
+    }
+    plan.finish();
 }
 
 }  // namespace weft::kernels::detail
