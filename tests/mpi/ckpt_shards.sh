@@ -6,7 +6,7 @@
 #   reshard  2 steps at one layout, 2 more at another (dp 2 ZeRO 1 -> tp 2; pp 2 -> dp 2 ZeRO 3;
 #            tp 2 x pp 2 -> one process; llama-tiny dp 2 ZeRO 2 -> tp 2): every step's loss
 #            within 1e-5 (relative) of the uninterrupted single-process run, final weights within
-#            1e-4, as the other resume tests
+#            1e-4, as the other resume tests; `weft ckpt convert --to-hf` equals `weft export`
 #   corrupt  the newest checkpoint's shard truncated, or one byte flipped: `weft ckpt inspect`
 #            says BAD (exit 1), `weft eval` on it is an error naming the file, and --resume names
 #            the file, resumes from the previous checkpoint (kept although --keep-checkpoints is
@@ -43,6 +43,11 @@ async)
   ;;
 reshard)
   reference ref --steps 4
+  # `weft ckpt convert --to-hf` writes what `weft export` writes.
+  check "$WEFT" ckpt convert ref --to-hf hf_convert
+  check "$WEFT" export --ckpt ref --out hf_export
+  check cmp hf_convert/model.safetensors hf_export/model.safetensors
+  check cmp hf_convert/config.json hf_export/config.json
   for pair in "2 --zero 1|2 --tp 2" \
               "2 --pp 2 --micro-batch-size 2|2 --zero 3" \
               "4 --tp 2 --pp 2 --micro-batch-size 2|1"; do
