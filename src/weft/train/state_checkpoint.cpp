@@ -149,7 +149,7 @@ void stage_state(TrainState& st, const RankPlan& plan, float* out) {
 }  // namespace
 
 CheckpointSaver::CheckpointSaver(TrainState& st, fs::path run_dir, bool async, int keep,
-                                 std::function<void(const fs::path&)> committed)
+                                 Committed committed)
     : st_(st),
       run_dir_(std::move(run_dir)),
       async_(async),
@@ -253,7 +253,7 @@ void CheckpointSaver::commit() {
     ckpt::replace_dir(p.tmp, dir);
     ckpt::commit_latest(run_dir_, p.step);
     ckpt::keep_last(run_dir_, keep_);
-    if (committed_) committed_(dir);
+    if (committed_) committed_(dir, last_);
 }
 
 int64_t save_state_bytes(const TrainState& st) {

@@ -40,9 +40,16 @@ RankPlan plan_rank(const TrainState& st, int world_rank);
 // Synchronous and asynchronous saves write the same files byte for byte.
 class CheckpointSaver {
   public:
-    // `committed(dir)` runs on world rank 0 after each commit.
+    // Of a committed save, on this rank: its shard's bytes, the pause to copy the state into the
+    // staging buffer, and the write (with digest) itself.
+    struct Timing {
+        int64_t bytes = 0;
+        double stage_s = 0, write_s = 0;
+    };
+    using Committed = std::function<void(const std::filesystem::path&, const Timing&)>;
+    // `committed(dir, timing)` runs on world rank 0 after each commit.
     CheckpointSaver(TrainState& st, std::filesystem::path run_dir, bool async, int keep,
-                    std::function<void(const std::filesystem::path&)> committed);
+                    Committed committed);
     ~CheckpointSaver();
 
     // `run`: the settings recorded in the manifest (seed, batch, learning-rate schedule...).
@@ -52,14 +59,6 @@ class CheckpointSaver {
     // Waits for the save in flight and commits it (the end of a run).
     void finish();
 
-    // Of the last committed save, on this rank: its shard's bytes, the pause to copy the state
-    // into the staging buffer, and the write (with digest) itself.
-    struct Timing {
-        int64_t bytes = 0;
-        double stage_s = 0, write_s = 0;
-    };
-    const Timing& last_save() const { return last_; }
-
   private:
     void commit();
 
@@ -67,7 +66,7 @@ class CheckpointSaver {
     std::filesystem::path run_dir_;
     bool async_;
     int keep_;
-    std::function<void(const std::filesystem::path&)> committed_;
+    Committed committed_;
     RankPlan plan_;
     Buffer staging_;  // before writer_: the thread reads it until joined
     ckpt::ShardWriter writer_;

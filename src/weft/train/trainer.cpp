@@ -205,10 +205,9 @@ void run_training(const TrainOptions& o_in) {
     const float loss_scale = 1.0f / float(o.batch_size * T);
     CommReport comm_report(mesh);
     parallel::OverlapTimes overlap_total;
-    std::unique_ptr<CheckpointSaver> saver_ptr;
-    saver_ptr = std::make_unique<CheckpointSaver>(
-        st, o.out, o.async_checkpoint, int(o.keep_checkpoints), [&](const fs::path& dir) {
-            const CheckpointSaver::Timing& t = saver_ptr->last_save();
+    CheckpointSaver saver(
+        st, o.out, o.async_checkpoint, int(o.keep_checkpoints),
+        [&](const fs::path& dir, const CheckpointSaver::Timing& t) {
             metrics->write({{"event", "checkpoint"},
                             {"dir", dir.string()},
                             {"bytes", t.bytes},
@@ -217,7 +216,6 @@ void run_training(const TrainOptions& o_in) {
             note(fmt::format("saved {} (rank 0: {} bytes, staged in {:.3f} s, written in {:.3f} s)",
                              dir.string(), t.bytes, t.stage_s, t.write_s));
         });
-    CheckpointSaver& saver = *saver_ptr;
     auto save = [&](int64_t step) {
         heartbeat.beat(Phase::checkpoint, step);
         saver.save(step, run_state(o, micro));
@@ -243,12 +241,12 @@ void run_training(const TrainOptions& o_in) {
         }
     };
     for (int64_t step = start_step; step < end_step; ++step) {
+        saver.poll();  // commits an asynchronous checkpoint once every rank has written it
         // Setup, evaluation and checkpoints count in the run's total, not in a step's.
         comm_report.take();
         overlap_total += st.dp().take_overlap_times();
         heartbeat.beat(Phase::step, step);
         fault.at_step(mesh.world_rank(), step + 1);
-        saver.poll();  // commits an asynchronous checkpoint once every rank has written it
         const double blocked0 = mesh.flight().blocked_seconds();
         auto t0 = Clock::now();
         if (delay.rank == mesh.world_rank())
