@@ -9,6 +9,7 @@
 #include "weft/kernels/gelu.hpp"
 #include "weft/kernels/layernorm.hpp"
 #include "weft/kernels/matmul.hpp"
+#include "weft/model/cp_attention.hpp"
 
 namespace weft::model {
 
@@ -143,7 +144,19 @@ void Gpt2::embed_forward(Activations& a, UnitAccess& w, int64_t pos0) {
     check_embedding(a, pos0);
     Gpt2Embed e = embed(w.params(0));
     if (tp_size_ > 1) ensure_scratch(a.B * a.T);  // the partial sums (one process needs none)
-    tp_.embedding_forward(a.resid_in(0), a.inputs.data(), e.wte, e.wpe, a.B, a.T, pos0, dC_.data());
+    // Context parallel: the rows are not positions 0 .. T-1, so wpe is added here by position.
+    const bool listed = !a.positions.empty();
+    WEFT_CHECK(!listed || (!sp_ && pos0 == 0),
+               "internal: listed positions with sequence parallelism or an offset");
+    tp_.embedding_forward(a.resid_in(0), a.inputs.data(), e.wte, listed ? nullptr : e.wpe, a.B, a.T,
+                          pos0, dC_.data());
+    if (!listed) return;
+    const int64_t C = cfg_.n_embd;
+    for (int64_t r = 0; r < a.B * a.T; ++r) {
+        float* x = a.resid_in(0) + r * C;
+        const float* p = e.wpe + a.positions[size_t(r % a.T)] * C;
+        for (int64_t j = 0; j < C; ++j) x[j] += p[j];
+    }
 }
 
 void Gpt2::block_forward(Activations& a, UnitAccess& w, int l) {
@@ -182,7 +195,10 @@ void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, Uni
     tp_.gather_rows(ln1, R);
     k::matmul_forward(qkv, ln1, p.qkv_w, p.qkv_b, BT, C, 3 * Cl);
     w.progress();
-    if (!cache) {
+    if (cp_) {
+        cp_->forward(atty, a.lse.data() + s * B * NH * T, qkv, qkv + Cl, qkv + 2 * Cl,
+                     {B, T, NH, NH, HS, 3 * Cl, 3 * Cl, Cl});
+    } else if (!cache) {
         k::attention_forward_qkv(atty, a.lse.data() + s * B * NH * T, qkv, B, T, NH, HS);
     } else {
         // Generation (tp = 1, one sequence): these positions' keys and values join the cache,
@@ -308,7 +324,12 @@ void Gpt2::block_backward(Activations& base, UnitAccess& w, int l) {
     float* datty = d4C;  // free again: [B*T, C/tp] fits in [B*T, 4C/tp]
     k::matmul_backward(datty, g.proj_w, g.proj_b, dout, atty, p.proj_w, BT, Cl, C, false);
     w.progress();
-    k::attention_backward_qkv(d3C, datty, qkv, atty, a.lse.data() + s * B * NH * T, B, T, NH, HS);
+    if (cp_)
+        cp_->backward(d3C, d3C + Cl, d3C + 2 * Cl, datty, qkv, qkv + Cl, qkv + 2 * Cl, atty,
+                      a.lse.data() + s * B * NH * T, {B, T, NH, NH, HS, 3 * Cl, 3 * Cl, Cl});
+    else
+        k::attention_backward_qkv(d3C, datty, qkv, atty, a.lse.data() + s * B * NH * T, B, T, NH,
+                                  HS);
     w.progress();
     k::matmul_backward(dC_.data(), g.qkv_w, g.qkv_b, d3C, ln1, p.qkv_w, BT, C, 3 * Cl, false);
     k::layernorm_backward(dres, gn.ln1_w, gn.ln1_b, tp_.sum_input_grad(dC_.data(), BT, R, d4C), x,
@@ -325,7 +346,17 @@ void Gpt2::embed_backward(Activations& a, UnitAccess& w) {
     check_activations(a);
     ensure_scratch(a.B * a.T);
     Gpt2Embed g = embed(w.grads(0));
-    tp_.embedding_backward(g.wte, g.wpe, dres_.data(), a.inputs.data(), a.B, a.T, dC_.data());
+    const bool listed = !a.positions.empty();
+    tp_.embedding_backward(g.wte, listed ? nullptr : g.wpe, dres_.data(), a.inputs.data(), a.B, a.T,
+                           dC_.data());
+    if (listed) {
+        const int64_t C = cfg_.n_embd;
+        for (int64_t r = 0; r < a.B * a.T; ++r) {
+            const float* d = dres_.data() + r * C;
+            float* p = g.wpe + a.positions[size_t(r % a.T)] * C;
+            for (int64_t j = 0; j < C; ++j) p[j] += d[j];
+        }
+    }
     w.release(0);
     w.grads_ready(0);
 }

@@ -9,6 +9,7 @@
 #include "weft/kernels/matmul.hpp"
 #include "weft/kernels/rmsnorm.hpp"
 #include "weft/kernels/swiglu.hpp"
+#include "weft/model/cp_attention.hpp"
 
 namespace weft::model {
 
@@ -54,6 +55,28 @@ Sizes sizes(const ModelConfig& cfg, int64_t B, int64_t T, const LayerSpan& span)
     s.lnf_stats = span.head ? rows : 0;
     s.dlnf = span.head ? rows * C : 0;
     return s;
+}
+
+// Rotary embedding of B sequences of T rows at `positions` (empty: pos0 .. pos0 + T - 1), one
+// kernel call per run of consecutive positions (context parallel: a rank's two zigzag chunks).
+void rope_rows(float* x, int64_t B, int64_t T, int64_t nheads, int64_t HS, int64_t ld, int64_t pos0,
+               const std::vector<int64_t>& positions, const kernels::RopeTable& table,
+               bool backward) {
+    auto run = [&](float* p, int64_t b, int64_t n, int64_t at) {
+        if (backward)
+            k::rope_backward(p, b, n, nheads, HS, ld, at, table);
+        else
+            k::rope_forward(p, b, n, nheads, HS, ld, at, table);
+    };
+    if (positions.empty()) return run(x, B, T, pos0);
+    for (int64_t b = 0; b < B; ++b) {
+        for (int64_t t0 = 0; t0 < T;) {
+            int64_t t1 = t0 + 1;
+            while (t1 < T && positions[size_t(t1)] == positions[size_t(t1 - 1)] + 1) ++t1;
+            run(x + (b * T + t0) * ld, 1, t1 - t0, positions[size_t(t0)]);
+            t0 = t1;
+        }
+    }
 }
 
 kernels::RopeScaling rope_scaling(const RopeScalingConfig& r) {
@@ -216,10 +239,12 @@ void Llama::block_forward_from(LlamaActivations& a, const LlamaBlock& p, int l, 
     tp_.gather_rows(ln1, R);
     k::matmul_forward(qkv, ln1, p.qkv_w, nullptr, BT, C, qkv_);
     w.progress();
-    const kernels::RopeTable& table = rope(pos0 + T);
-    k::rope_forward(qkv, B, T, NH_, HS_, qkv_, pos0, table);
-    k::rope_forward(qkv + A, B, T, NKV_, HS_, qkv_, pos0, table);
-    if (!cache) {
+    const kernels::RopeTable& table = rope(cfg_.n_positions);
+    rope_rows(qkv, B, T, NH_, HS_, qkv_, pos0, a.positions, table, false);
+    rope_rows(qkv + A, B, T, NKV_, HS_, qkv_, pos0, a.positions, table, false);
+    if (cp_) {
+        cp_->forward(atty, lse, qkv, qkv + A, qkv + A + KV, {B, T, NH_, NKV_, HS_, qkv_, qkv_, A});
+    } else if (!cache) {
         k::attention_forward_qkv(atty, lse, qkv, B, T, NH_, HS_, NKV_);
     } else {
         // Generation (tp = 1, one sequence): these positions' keys and values join the cache,
@@ -334,12 +359,19 @@ void Llama::block_backward(Activations& base, UnitAccess& w, int l) {
     float* datty = wide;  // free again
     k::matmul_backward(datty, g.o_w, nullptr, dout, atty, p.o_w, BT, A, C, false);
     w.progress();
-    k::attention_backward_qkv(dqkv_.data(), datty, qkv, atty, lse, B, T, NH_, HS_, NKV_);
+    if (cp_) {
+        const int64_t KV = NKV_ * HS_;
+        float* d = dqkv_.data();
+        cp_->backward(d, d + A, d + A + KV, datty, qkv, qkv + A, qkv + A + KV, atty, lse,
+                      {B, T, NH_, NKV_, HS_, qkv_, qkv_, A});
+    } else {
+        k::attention_backward_qkv(dqkv_.data(), datty, qkv, atty, lse, B, T, NH_, HS_, NKV_);
+    }
     w.progress();
     // The rotary embedding is a rotation: its backward rotates the gradients back.
-    const kernels::RopeTable& table = rope(T);
-    k::rope_backward(dqkv_.data(), B, T, NH_, HS_, qkv_, 0, table);
-    k::rope_backward(dqkv_.data() + A, B, T, NKV_, HS_, qkv_, 0, table);
+    const kernels::RopeTable& table = rope(cfg_.n_positions);
+    rope_rows(dqkv_.data(), B, T, NH_, HS_, qkv_, 0, a.positions, table, true);
+    rope_rows(dqkv_.data() + A, B, T, NKV_, HS_, qkv_, 0, a.positions, table, true);
     k::matmul_backward(dC, g.qkv_w, nullptr, dqkv_.data(), ln1, p.qkv_w, BT, C, qkv_, false);
     k::rmsnorm_backward(dres, gln1, tp_.sum_input_grad(dC, BT, R, rows_.data()), x, p.ln1_w,
                         a.rstd1.data() + s * R, R, C);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "weft/core/error.hpp"
+#include "weft/model/cp_attention.hpp"
 
 namespace weft::model {
 
@@ -83,6 +84,25 @@ Model::Model(const ModelConfig& cfg, const ModelShard& shard, int tp_size, int t
                "internal: a model shard of tensor-parallel rank {} of {} on a group where this is "
                "rank {} of {}",
                shard.tp_rank, shard.tp, tp_rank_, tp_size_);
+}
+
+Model::~Model() = default;
+
+void Model::set_context_parallel(CpComm* cp, int64_t T_global) {
+    if (!cp || cp->size() == 1) {
+        cp_.reset();
+        return;
+    }
+    cp_ = std::make_unique<CpAttention>(*cp, T_global);
+}
+
+int Model::cp_size() const {
+    return cp_ ? cp_->size() : 1;
+}
+
+std::vector<int64_t> Model::context_positions() const {
+    WEFT_CHECK(cp_, "internal: context positions without context parallelism");
+    return kernels::zigzag_positions(cp_->zigzag(), cp_->rank());
 }
 
 LayerSpan Model::activation_span(LayerSpan span) const {

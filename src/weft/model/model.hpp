@@ -7,13 +7,15 @@
 // through UnitAccess, one unit (the embedding, a block, the final norm and head) at a time, so
 // that data parallelism can reduce a unit's gradients as soon as they are complete and ZeRO-3 can
 // gather a unit's parameters just before they are used. The model knows no MPI: tensor
-// parallelism reaches it as a TpComm (tp_comm.hpp) through the shared regions of tp_regions.hpp.
+// parallelism reaches it as a TpComm (tp_comm.hpp) through the shared regions of tp_regions.hpp;
+// context parallelism as a CpComm (cp_comm.hpp) through the ring region of cp_attention.hpp.
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "weft/core/buffer.hpp"
 #include "weft/model/config.hpp"
+#include "weft/model/cp_comm.hpp"
 #include "weft/model/params.hpp"
 
 namespace weft::model {
@@ -83,6 +85,10 @@ struct Activations {
     int tp;
     bool sequence_parallel;                // only with tp > 1
     std::vector<int32_t> inputs, targets;  // [B*T], every row on every rank
+    // The absolute position of each of a sequence's T rows; empty: 0 .. T-1. Under context
+    // parallelism a rank holds two zigzag chunks of every sequence (set_context_parallel), and
+    // the position embedding and rotary angles read their positions from here.
+    std::vector<int64_t> positions;
     // [n_layers + 1, rows, C]: the input of each layer of the span, then the output of its last.
     Buffer resid;
     Buffer losses;  // head only: [B*T] per-token loss, every row on every rank
@@ -115,9 +121,11 @@ struct KvCache {
     float* v_at(int layer) { return v.data() + layer * positions * width; }
 };
 
+class CpAttention;
+
 class Model {
   public:
-    virtual ~Model() = default;
+    virtual ~Model();
 
     const ModelConfig& config() const { return cfg_; }
     const ParamLayout& layout() const { return layout_; }
@@ -154,6 +162,14 @@ class Model {
                                       int64_t pos0) = 0;
     // Generation: the logits (vocab_size floats) of row `row` of the last layer's output.
     virtual void logits(Activations& a, UnitAccess& w, int64_t row, float* out) = 0;
+    // Context parallelism: each sequence of T_global tokens is split over the ranks of `cp`
+    // (which must outlive the model) and attention runs as a ring over them. Activations then
+    // hold T_global / cp.size() rows per sequence at the positions context_positions() gives.
+    void set_context_parallel(CpComm* cp, int64_t T_global);
+    int cp_size() const;
+    // This rank's positions of a sequence under context parallelism.
+    std::vector<int64_t> context_positions() const;
+
     // Floats per position of one layer's cached keys (and of its values).
     virtual int64_t kv_width() const = 0;
 
@@ -178,6 +194,7 @@ class Model {
     ParamLayout layout_;
     int tp_size_ = 1, tp_rank_ = 0;
     bool sp_ = false;
+    std::unique_ptr<CpAttention> cp_;  // context parallel only
 };
 
 }  // namespace weft::model

@@ -1,0 +1,126 @@
+#include "weft/model/cp_attention.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "weft/core/error.hpp"
+#include "weft/kernels/attention.hpp"
+#include "weft/kernels/attention_merge.hpp"
+
+namespace weft::model {
+
+namespace k = weft::kernels;
+
+namespace {
+
+// The kernel call of one (query part, key part) pair of sequence b: queries at rows qrow,
+// keys and values at rows krow of a dense [B*T, KV] block.
+struct Pair {
+    int64_t qrow, krow;
+    k::AttentionShape shape;
+};
+
+Pair pair_of(const k::ZigzagBlock& blk, int64_t b, const CpAttentionShape& s, int64_t chunk) {
+    const int64_t KV = s.NKV * s.HS;
+    return {b * s.T + blk.q_part * chunk, b * s.T + blk.k_part * chunk,
+            k::AttentionShape{1, chunk, chunk, s.NH, s.HS, s.ldq, KV, s.NH * s.HS, blk.q_pos0,
+                              s.NKV, blk.k_pos0}};
+}
+
+}  // namespace
+
+CpAttention::CpAttention(CpComm& cp, int64_t T_global)
+    : cp_(cp), rank_(cp.rank()), size_(cp.size()), z_(k::zigzag(T_global, cp.size())) {}
+
+void CpAttention::ensure(int64_t floats) {
+    if (ring_floats_ >= floats) return;
+    ring_[0] = Buffer(floats);
+    ring_[1] = Buffer(floats);
+    ring_floats_ = floats;
+}
+
+void CpAttention::forward(float* out, float* lse, const float* q, const float* kk, const float* v,
+                          const CpAttentionShape& s) {
+    const int64_t c = z_.chunk, KV = s.NKV * s.HS, n = s.B * s.T * KV;
+    WEFT_CHECK(s.T == 2 * c, "internal: {} local positions at cp {} of a sequence of {}", s.T,
+               size_, z_.T);
+    ensure(4 * n);
+    if (part_.size() < c * s.NH * s.HS) {
+        part_ = Buffer(c * s.NH * s.HS);
+        part_lse_ = Buffer(s.NH * c);
+    }
+    // The block this rank starts with: its own keys and values, dense so that a shift is one
+    // message.
+    for (int64_t r = 0; r < s.B * s.T; ++r) {
+        std::copy_n(kk + r * s.ldkv, KV, ring_[0].data() + r * KV);
+        std::copy_n(v + r * s.ldkv, KV, ring_[0].data() + n + r * KV);
+    }
+    // Running results start empty: lse = -inf, and the first merge copies the first block.
+    std::fill_n(lse, s.B * 2 * s.NH * c, -std::numeric_limits<float>::infinity());
+    for (int step = 0; step < size_; ++step) {
+        float* cur = ring_[step % 2].data();
+        if (step + 1 < size_) cp_.start_shift(cur, ring_[(step + 1) % 2].data(), 2 * n);
+        const int src = (rank_ - step + size_) % size_;
+        for (const k::ZigzagBlock& blk : k::zigzag_blocks(z_, rank_, src)) {
+            if (blk.mask == k::BlockMask::masked) continue;
+            for (int64_t b = 0; b < s.B; ++b) {
+                const Pair p = pair_of(blk, b, s, c);
+                k::attention_forward(part_.data(), part_lse_.data(), q + p.qrow * s.ldq,
+                                     cur + p.krow * KV, cur + n + p.krow * KV, p.shape);
+                const k::MergeShape ms{1, c, s.NH, s.HS, s.ldo, s.NH * s.HS};
+                k::attention_merge(out + p.qrow * s.ldo, lse + (b * 2 + blk.q_part) * s.NH * c,
+                                   part_.data(), part_lse_.data(), ms);
+            }
+        }
+        if (step + 1 < size_) cp_.wait_shift();
+    }
+}
+
+void CpAttention::backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                           const float* kk, const float* v, const float* out, const float* lse,
+                           const CpAttentionShape& s) {
+    const int64_t c = z_.chunk, KV = s.NKV * s.HS, n = s.B * s.T * KV;
+    ensure(4 * n);
+    for (int64_t r = 0; r < s.B * s.T; ++r) {
+        std::fill_n(dq + r * s.ldq, s.NH * s.HS, 0.0f);
+        std::copy_n(kk + r * s.ldkv, KV, ring_[0].data() + r * KV);
+        std::copy_n(v + r * s.ldkv, KV, ring_[0].data() + n + r * KV);
+    }
+    std::fill_n(ring_[0].data() + 2 * n, 2 * n, 0.0f);
+    for (int step = 0; step < size_; ++step) {
+        float* cur = ring_[step % 2].data();
+        float* next = ring_[(step + 1) % 2].data();
+        // The next keys and values travel during this block's backward; its dK/dV accumulator
+        // can only follow once this rank has added its share.
+        if (step + 1 < size_) cp_.start_shift(cur, next, 2 * n);
+        const int src = (rank_ - step + size_) % size_;
+        for (const k::ZigzagBlock& blk : k::zigzag_blocks(z_, rank_, src)) {
+            if (blk.mask == k::BlockMask::masked) continue;
+            for (int64_t b = 0; b < s.B; ++b) {
+                const Pair p = pair_of(blk, b, s, c);
+                k::AttentionShape sh = p.shape;
+                k::attention_backward(dq + p.qrow * s.ldq, cur + 2 * n + p.krow * KV,
+                                      cur + 3 * n + p.krow * KV, dout + p.qrow * s.ldo,
+                                      q + p.qrow * s.ldq, cur + p.krow * KV, cur + n + p.krow * KV,
+                                      out + p.qrow * s.ldo, lse + (b * 2 + blk.q_part) * s.NH * c,
+                                      sh);
+            }
+        }
+        if (step + 1 < size_) cp_.wait_shift();
+        // After the last step this sends the accumulator home (to its owner, rank + 1) and
+        // receives this rank's own.
+        if (size_ > 1) {
+            cp_.start_shift(cur + 2 * n, next + 2 * n, 2 * n);
+            cp_.wait_shift();
+        } else {
+            std::copy_n(cur + 2 * n, 2 * n, next + 2 * n);
+        }
+    }
+    const float* home = ring_[size_ % 2].data() + 2 * n;
+    for (int64_t r = 0; r < s.B * s.T; ++r) {
+        std::copy_n(home + r * KV, KV, dk + r * s.ldkv);
+        std::copy_n(home + n + r * KV, KV, dv + r * s.ldkv);
+    }
+}
+
+}  // namespace weft::model
