@@ -47,14 +47,25 @@ void add_layout_options(CLI::App* c, Layout& layout, std::string& pp_layers,
     c->add_flag_callback(
         "--recompute", [&layout] { layout.recompute = Recompute::full; },
         "Keep only each layer's input from forward and re-run its forward in backward");
-    c->add_option("--cp", layout.cp, "Context-parallel degree (not supported yet)");
+    c->add_option("--cp", layout.cp,
+                  "Context-parallel degree: every sequence split over this many ranks (zigzag "
+                  "chunks; gradients reduced over cp x dp)")
+        ->capture_default_str();
+    c->add_option_function<std::string>(
+         "--cp-kind", [&layout](const std::string& v) { layout.cp_kind = parse_cp_kind(v); },
+         "How --cp splits attention: ring (K/V blocks rotate around the cp ranks); ulysses is "
+         "not built yet")
+        ->default_str(std::string(cp_kind_name(layout.cp_kind)));
     c->add_option("--ep", layout.ep, "Expert-parallel degree (not supported yet)");
 }
 
-void check_layout_supported(const Layout& layout) {
-    for (auto [flag, v] : {std::pair{"--cp", layout.cp}, {"--ep", layout.ep}})
-        WEFT_CHECK(v == 1, "{} {}: this kind of parallelism is not supported yet (only 1)", flag,
-                   v);
+void check_layout_supported(const Layout& layout, bool context_parallel) {
+    WEFT_CHECK(layout.ep == 1, "--ep {}: this kind of parallelism is not supported yet (only 1)",
+               layout.ep);
+    WEFT_CHECK(context_parallel || layout.cp == 1,
+               "--cp {}: this command does not run context parallelism yet (only --cp 1; "
+               "weft train does)",
+               layout.cp);
 }
 
 }  // namespace weft::cli

@@ -20,10 +20,11 @@ struct ShapeOverrides {
 void add_shape_options(CLI::App* c, const ShapeOverrides& shape);
 
 // --dp, --zero, --micro-batch-size, --tp, --sequence-parallel, --pp, --pp-schedule, --vpp,
-// --pp-layers, --recompute, --cp and --ep.
+// --pp-layers, --recompute, --cp, --cp-kind and --ep.
 void add_layout_options(CLI::App* c, Layout& layout, std::string& pp_layers,
                         int64_t& micro_batch_size);
-// The degrees the engine cannot run yet (cp, ep) are an error naming the flag.
-void check_layout_supported(const Layout& layout);
+// The degrees the engine cannot run yet (ep; cp where the command has no context-parallel
+// data path, `context_parallel` false) are an error naming the flag.
+void check_layout_supported(const Layout& layout, bool context_parallel = false);
 
 }  // namespace weft::cli

@@ -60,6 +60,16 @@ Recompute parse_recompute(std::string_view name) {
     fail("--recompute must be none, selective or full, got '{}'", name);
 }
 
+CpKind parse_cp_kind(std::string_view value) {
+    if (value == "ring") return CpKind::ring;
+    if (value == "ulysses") return CpKind::ulysses;
+    fail("--cp-kind must be ring or ulysses, got '{}'", value);
+}
+
+std::string_view cp_kind_name(CpKind kind) {
+    return kind == CpKind::ring ? "ring" : "ulysses";
+}
+
 void Layout::resolve(int world_size) {
     auto positive = [](const char* name, int v) {
         WEFT_CHECK(v >= 1, "--{} must be at least 1, got {}", name, v);
@@ -84,6 +94,13 @@ void Layout::resolve(int world_size) {
     // Combinations of options and sizes, after the sizes themselves: a layout that does not fit
     // the world is named first.
     WEFT_CHECK(pp > 1 || vpp == 1, "--vpp {} needs --pp greater than 1", vpp);
+    WEFT_CHECK(cp == 1 || cp_kind == CpKind::ring,
+               "--cp-kind {}: only ring attention is built so far; use --cp-kind ring",
+               cp_kind_name(cp_kind));
+    WEFT_CHECK(cp == 1 || (tp == 1 && pp == 1),
+               "--cp {} with --tp {} --pp {}: context parallelism does not yet compose with "
+               "tensor or pipeline parallelism; use --tp 1 --pp 1 (cp x dp with any --zero works)",
+               cp, tp, pp);
     WEFT_CHECK(pp_schedule == ScheduleKind::interleaved || vpp == 1,
                "schedule {} has one chunk per rank, expected vpp=1, got vpp={} (use interleaved)",
                format_schedule_kind(pp_schedule), vpp);
@@ -102,8 +119,9 @@ std::string Layout::describe() const {
     const std::string_view again = recompute == Recompute::full        ? " recompute"
                                    : recompute == Recompute::selective ? " recompute=selective"
                                                                        : "";
-    return fmt::format("dp={} tp={} pp={} cp={} ep={} zero={}{}{}{}", dp, tp, pp, cp, ep, zero,
-                       sequence_parallel ? " sp" : "", pipeline, again);
+    const std::string context = cp > 1 ? fmt::format(" {}", cp_kind_name(cp_kind)) : "";
+    return fmt::format("dp={} tp={} pp={} cp={} ep={} zero={}{}{}{}{}", dp, tp, pp, cp, ep, zero,
+                       sequence_parallel ? " sp" : "", pipeline, again, context);
 }
 
 }  // namespace weft

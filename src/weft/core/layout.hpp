@@ -24,6 +24,13 @@ enum class Recompute { none, selective, full };
 std::string_view recompute_name(Recompute r);
 Recompute parse_recompute(std::string_view name);  // throws naming the value
 
+// How context parallelism splits attention: K/V blocks around a ring (ring attention), or
+// all-to-all over heads (DeepSpeed-Ulysses; not built yet).
+enum class CpKind { ring, ulysses };
+// "ring" | "ulysses", for --cp-kind; throws weft::Error naming the bad value.
+CpKind parse_cp_kind(std::string_view value);
+std::string_view cp_kind_name(CpKind kind);
+
 // The degree of each mesh axis: what comm::Mesh is built from.
 struct MeshSizes {
     int dp = 0;  // 0: derived as world size / (tp * pp * cp * ep)
@@ -42,6 +49,7 @@ struct ParallelOptions {
     ScheduleKind pp_schedule = ScheduleKind::one_f_one_b;
     int vpp = 1;  // virtual pipeline stages per rank (interleaved)
     Recompute recompute = Recompute::none;
+    CpKind cp_kind = CpKind::ring;  // with cp > 1
 };
 
 // The two parts are bases, not members, so that a degree reads as layout.tp and an option as

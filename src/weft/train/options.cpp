@@ -53,6 +53,10 @@ void TrainOptions::validate() const {
     WEFT_CHECK(steps >= 1, "--steps must be at least 1, got {}", steps);
     WEFT_CHECK(batch_size >= 1, "--batch-size must be at least 1, got {}", batch_size);
     WEFT_CHECK(seq_len >= 1, "--seq-len must be at least 1, got {}", seq_len);
+    WEFT_CHECK(layout.cp <= 1 || seq_len % (2 * layout.cp) == 0,
+               "--seq-len {} with --cp {}: context parallelism cuts every sequence into 2 x cp = "
+               "{} zigzag chunks, so the sequence length must be a multiple of {}",
+               seq_len, layout.cp, 2 * layout.cp, 2 * layout.cp);
     WEFT_CHECK(eval_every >= 0, "--eval-every must be non-negative, got {}", eval_every);
     WEFT_CHECK(eval_batches >= 1, "--eval-batches must be at least 1, got {}", eval_batches);
     WEFT_CHECK(save_every >= 0, "--save-every must be non-negative, got {}", save_every);

@@ -91,27 +91,31 @@ RankPlan plan_rank(const TrainState& st, int world_rank) {
     const pipeline::Partition& part = st.partition();
     const int L = int(cfg.n_layer);
     const int tp = mesh.size(comm::Axis::tp), dp = mesh.size(comm::Axis::dp),
-              pp = mesh.size(comm::Axis::pp);
+              pp = mesh.size(comm::Axis::pp), cp = mesh.size(comm::Axis::cp);
+    // The state is replicated, and ZeRO-sharded, over cp x dp (context-parallel ranks hold the
+    // same weights, as data-parallel ones do); a rank's slice is its index in that group, whose
+    // ranks follow world-rank order: c + cp * d.
     for (int s = 0; s < pp; ++s)
         for (int d = 0; d < dp; ++d)
-            for (int t = 0; t < tp; ++t) {
-                if (mesh.world_rank_of({t, 0, 0, d, s}) != world_rank) continue;
-                model::ModelShard shard;
-                if (pp > 1) shard.units = part.units_of(s, cfg);
-                shard.tp_rank = t;
-                shard.tp = tp;
-                RankPlan plan{world_rank,
-                              t,
-                              tp,
-                              std::make_unique<parallel::ZeroLayout>(
-                                  model::build_param_layout(cfg, shard), dp, d),
-                              {}};
-                // A unit two stages hold (the tied embedding) is written by its owner only.
-                std::vector<bool> owned(size_t(L + 2));
-                for (int u = 0; u < L + 2; ++u) owned[size_t(u)] = stage_of(part, L, u) == s;
-                plan.owned = owned_ranges(*plan.z, owned, t);
-                return plan;
-            }
+            for (int c = 0; c < cp; ++c)
+                for (int t = 0; t < tp; ++t) {
+                    if (mesh.world_rank_of({t, c, 0, d, s}) != world_rank) continue;
+                    model::ModelShard shard;
+                    if (pp > 1) shard.units = part.units_of(s, cfg);
+                    shard.tp_rank = t;
+                    shard.tp = tp;
+                    RankPlan plan{world_rank,
+                                  t,
+                                  tp,
+                                  std::make_unique<parallel::ZeroLayout>(
+                                      model::build_param_layout(cfg, shard), dp * cp, c + cp * d),
+                                  {}};
+                    // A unit two stages hold (the tied embedding) is written by its owner only.
+                    std::vector<bool> owned(size_t(L + 2));
+                    for (int u = 0; u < L + 2; ++u) owned[size_t(u)] = stage_of(part, L, u) == s;
+                    plan.owned = owned_ranges(*plan.z, owned, t);
+                    return plan;
+                }
     fail("internal: world rank {} has no place in the mesh {}", world_rank,
          mesh.layout().describe());
 }

@@ -1,10 +1,13 @@
 #include "weft/train/train_state.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "weft/comm/collectives.hpp"
 #include "weft/core/error.hpp"
+#include "weft/data/loader.hpp"
 #include "weft/model/family.hpp"
+#include "weft/parallel/context_parallel.hpp"
 #include "weft/parallel/tensor_parallel.hpp"
 
 namespace weft::train {
@@ -24,6 +27,18 @@ pipeline::Partition partition_for(const model::ModelConfig& cfg, const Layout& l
 std::unique_ptr<model::TpComm> tp_comm_for(comm::Mesh& mesh) {
     if (mesh.size(comm::Axis::tp) == 1) return nullptr;
     return std::make_unique<parallel::GroupTpComm>(mesh.group(comm::Axis::tp));
+}
+
+std::unique_ptr<model::CpComm> cp_comm_for(comm::Mesh& mesh) {
+    if (mesh.size(comm::Axis::cp) == 1) return nullptr;
+    // What is built so far: ring attention over cp x dp with the whole model on every rank.
+    const Layout& l = mesh.layout();
+    WEFT_CHECK(l.tp == 1 && l.pp == 1,
+               "--cp {} with --tp {} --pp {}: context parallelism does not yet compose with "
+               "tensor or pipeline parallelism; use --tp 1 --pp 1 (cp x dp with any ZeRO stage "
+               "works)",
+               l.cp, l.tp, l.pp);
+    return std::make_unique<parallel::GroupCpComm>(mesh.group(comm::Axis::cp));
 }
 
 model::ModelShard shard_for(const comm::Mesh& mesh, const pipeline::Partition& part,
@@ -55,6 +70,7 @@ TrainState::TrainState(const model::ModelConfig& cfg, comm::Group& dp,
       tp_rank_(mesh_.rank(comm::Axis::tp)),
       part_(partition_for(cfg, mesh_.layout(), mp)),
       tp_comm_(tp_comm_for(mesh_)),
+      cp_comm_(cp_comm_for(mesh_)),
       // The vocabulary is padded to a multiple of 128 x tp so that it splits evenly.
       model_(model::make_model(model::config_for_tp(cfg, tp_), shard_for(mesh_, part_, cfg),
                                tp_comm_.get(), mesh_.layout().sequence_parallel)),
@@ -62,11 +78,14 @@ TrainState::TrainState(const model::ModelConfig& cfg, comm::Group& dp,
       tied_(mesh_.group(comm::Axis::pp), part_, model_->config().tie_embeddings,
             dp_.padded().units[0].size) {
     const bool recompute = recomputes(mesh_.layout());
+    model_->set_context_parallel(cp_comm_.get(), T);
+    const int64_t T_local = T / model_->cp_size();
     // A pipeline stage keeps its own Activations per micro-batch; `act_` then only carries the
     // tokens fill() writes.
     act_ = model_->new_activations(
-        micro, T,
+        micro, T_local,
         pp_ > 1 ? model::LayerSpan{0, 0, false, false} : model::LayerSpan{0, -1, true, recompute});
+    if (cp_comm_) act_->positions = model_->context_positions();
     for (const parallel::ShardSlice& s : dp_.update_slices())
         adam_.emplace_back(dp_.padded(), s.begin, s.begin + s.size);
     if (pp_ > 1)
@@ -132,6 +151,7 @@ double TrainState::run_micro_batches(int64_t micro_batches,
 }
 
 EvalResult TrainState::evaluate(const data::TokenFile& file, int64_t B, int64_t batches) {
+    if (cp_comm_) return evaluate_context_parallel(file, B, batches);
     const int n = dp_.group().size();
     WEFT_CHECK(B % (n * act_->B) == 0,
                "internal: evaluation batch {} is not a multiple of dp {} x micro-batch {}", B, n,
@@ -154,6 +174,46 @@ bool TrainState::counts_loss() const {
 
 void TrainState::sum_over_model(std::span<double> values) {
     comm::all_reduce(model_parallel() ? mesh_.group(comm::Axis::world) : dp_.group(), values);
+}
+
+}  // namespace weft::train
+
+namespace weft::train {
+
+EvalResult TrainState::evaluate_context_parallel(const data::TokenFile& file, int64_t B,
+                                                 int64_t batches) {
+    // As evaluate_rows, with each sequence cut to this cp rank's positions: the dp ranks split
+    // the rows, the cp ranks of one dp rank share them.
+    model::Activations& a = *act_;
+    const int64_t T = a.T * model_->cp_size(), n = mesh_.size(comm::Axis::dp);
+    WEFT_CHECK(B % (n * a.B) == 0,
+               "internal: evaluation batch {} is not a multiple of dp {} x micro-batch {}", B, n,
+               a.B);
+    data::DataLoader loader(file, T, 0, /*sequential=*/true);
+    WEFT_CHECK(loader.windows() >= B,
+               "evaluation needs one batch of {} sequences of {} tokens, but the file holds {} "
+               "tokens ({} sequences)",
+               B, T, file.size(), loader.windows());
+    batches = std::min(batches, loader.windows() / B);
+    const int64_t rows = B / n, row0 = mesh_.rank(comm::Axis::dp) * rows;
+    std::vector<int32_t> in(static_cast<size_t>(T)), tg(static_cast<size_t>(T));
+    double loss = 0;
+    for (int64_t b = 0; b < batches; ++b) {
+        for (int64_t first = row0; first < row0 + rows; first += a.B) {
+            for (int64_t r = 0; r < a.B; ++r) {
+                loader.sample(b, first + r, B, in.data(), tg.data());
+                for (int64_t t = 0; t < a.T; ++t) {
+                    a.inputs[size_t(r * a.T + t)] = in[size_t(a.positions[size_t(t)])];
+                    a.targets[size_t(r * a.T + t)] = tg[size_t(a.positions[size_t(t)])];
+                }
+            }
+            dp_.begin_forward(true);
+            loss += model_->forward(a, dp_, /*train=*/false, 1.0f);
+        }
+    }
+    double sums[2] = {loss, double(batches * rows * a.T)};
+    sum_over_model(sums);
+    return {sums[0] / sums[1], int64_t(sums[1])};
 }
 
 }  // namespace weft::train

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "weft/data/token_file.hpp"
+#include "weft/model/cp_comm.hpp"
 #include "weft/model/model.hpp"
 #include "weft/model/tp_comm.hpp"
 #include "weft/optim/optimizer.hpp"
@@ -34,7 +35,9 @@ struct StepOutcome {
 
 class TrainState {
   public:
-    // `micro` sequences of T tokens per forward pass.
+    // `micro` sequences of T tokens per forward pass. `dp` is the group gradients are reduced
+    // over: the mesh's dp axis, or with context parallelism its cp x dp group, each cp rank
+    // holding T / cp tokens of every sequence (Model::set_context_parallel).
     TrainState(const model::ModelConfig& cfg, comm::Group& dp,
                parallel::DataParallelOptions options, int64_t micro, int64_t T,
                const ModelParallelOptions& mp = {});
@@ -60,7 +63,8 @@ class TrainState {
     const parallel::DataParallel& dp() const { return dp_; }
     // One per slice of dp().update_slices(), holding that slice's AdamW moments.
     std::vector<optim::AdamW>& optimizers() { return adam_; }
-    // Where fill(m) puts micro-batch m's tokens (inputs and targets).
+    // Where fill(m) puts micro-batch m's tokens (inputs and targets): with context parallelism
+    // this rank's T / cp of each sequence, at activations().positions.
     model::Activations& activations() { return *act_; }
     const model::Activations& activations() const { return *act_; }
     const pipeline::Partition& partition() const { return part_; }
@@ -76,6 +80,8 @@ class TrainState {
     // Forward and backward of every micro-batch; returns this rank's loss sum.
     double run_micro_batches(int64_t micro_batches, const std::function<void(int64_t)>& fill,
                              float loss_scale);
+    // evaluate() with each sequence split over the cp ranks.
+    EvalResult evaluate_context_parallel(const data::TokenFile& file, int64_t B, int64_t batches);
     // The loss exists on the last stage, the same on every tp rank of it: counted there once.
     bool counts_loss() const;
     // Sums `values` over the ranks that together hold the model: the world with model
@@ -86,6 +92,7 @@ class TrainState {
     int pp_, pp_rank_, tp_, tp_rank_;
     pipeline::Partition part_;
     std::unique_ptr<model::TpComm> tp_comm_;  // tp > 1
+    std::unique_ptr<model::CpComm> cp_comm_;  // cp > 1
     std::unique_ptr<model::Model> model_;
     parallel::DataParallel dp_;
     TiedEmbedding tied_;

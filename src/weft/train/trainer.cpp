@@ -142,8 +142,10 @@ void run_training(const TrainOptions& o_in) {
     WEFT_CHECK(o.trace.empty() || o.layout.pp > 1,
                "--trace {}: the timeline is of a pipeline schedule; it needs --pp greater than 1",
                o.trace.string());
-    TrainState st(cfg, mesh.group(comm::Axis::dp), {o.layout.zero, o.bucket_mb}, micro, T,
-                  {o.pp_layers});
+    // Context parallel: gradients (and ZeRO shards) over cp x dp, as Megatron-LM reduces them.
+    comm::Group& grad_group = o.layout.cp > 1 ? mesh.add_group({comm::Axis::cp, comm::Axis::dp})
+                                              : mesh.group(comm::Axis::dp);
+    TrainState st(cfg, grad_group, {o.layout.zero, o.bucket_mb}, micro, T, {o.pp_layers});
     int64_t start_step = 0;
     if (resume_from) {
         load_state(st, *resume_from);
@@ -240,6 +242,8 @@ void run_training(const TrainOptions& o_in) {
             note(s.describe(mesh.describe_rank(s.rank)));
         }
     };
+    std::vector<int32_t> seq_in(static_cast<size_t>(T)),
+        seq_tg(static_cast<size_t>(T));  // cp: one whole sequence
     for (int64_t step = start_step; step < end_step; ++step) {
         saver.poll();  // commits an asynchronous checkpoint once every rank has written it
         // Setup, evaluation and checkpoints count in the run's total, not in a step's.
@@ -254,11 +258,23 @@ void run_training(const TrainOptions& o_in) {
         model::Activations& act = st.activations();
         // The timeline of the run's last step.
         st.set_trace(!o.trace.empty() && step + 1 == end_step);
-        // This rank's rows of the global batch, in the single-process sample order.
+        // This rank's rows of the global batch, in the single-process sample order; context
+        // parallel: of each, this rank's positions.
         auto fill = [&](int64_t m) {
-            for (int64_t r = 0; r < micro; ++r)
-                loader.sample(step, first_row + m * micro + r, o.batch_size,
-                              act.inputs.data() + r * T, act.targets.data() + r * T);
+            for (int64_t r = 0; r < micro; ++r) {
+                const int64_t row = first_row + m * micro + r;
+                if (act.positions.empty()) {
+                    loader.sample(step, row, o.batch_size, act.inputs.data() + r * T,
+                                  act.targets.data() + r * T);
+                    continue;
+                }
+                loader.sample(step, row, o.batch_size, seq_in.data(), seq_tg.data());
+                for (int64_t t = 0; t < act.T; ++t) {
+                    const size_t at = size_t(act.positions[size_t(t)]), to = size_t(r * act.T + t);
+                    act.inputs[to] = seq_in[at];
+                    act.targets[to] = seq_tg[at];
+                }
+            }
         };
         const float lr = optim::learning_rate(o.optim, step, o.steps);
         const StepOutcome out = st.step(accum, fill, loss_scale, o.optim, lr, step + 1);
