@@ -94,9 +94,6 @@ void Layout::resolve(int world_size) {
     // Combinations of options and sizes, after the sizes themselves: a layout that does not fit
     // the world is named first.
     WEFT_CHECK(pp > 1 || vpp == 1, "--vpp {} needs --pp greater than 1", vpp);
-    WEFT_CHECK(cp == 1 || cp_kind == CpKind::ring,
-               "--cp-kind {}: only ring attention is built so far; use --cp-kind ring",
-               cp_kind_name(cp_kind));
     WEFT_CHECK(cp == 1 || (tp == 1 && pp == 1),
                "--cp {} with --tp {} --pp {}: context parallelism does not yet compose with "
                "tensor or pipeline parallelism; use --tp 1 --pp 1 (cp x dp with any --zero works)",

@@ -25,7 +25,7 @@ std::string_view recompute_name(Recompute r);
 Recompute parse_recompute(std::string_view name);  // throws naming the value
 
 // How context parallelism splits attention: K/V blocks around a ring (ring attention), or
-// all-to-all over heads (DeepSpeed-Ulysses; not built yet).
+// all-to-all over heads (DeepSpeed-Ulysses).
 enum class CpKind { ring, ulysses };
 // "ring" | "ulysses", for --cp-kind; throws weft::Error naming the bad value.
 CpKind parse_cp_kind(std::string_view value);

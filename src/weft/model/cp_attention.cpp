@@ -29,8 +29,15 @@ Pair pair_of(const k::ZigzagBlock& blk, int64_t b, const CpAttentionShape& s, in
 
 }  // namespace
 
-CpAttention::CpAttention(CpComm& cp, int64_t T_global)
-    : cp_(cp), rank_(cp.rank()), size_(cp.size()), z_(k::zigzag(T_global, cp.size())) {}
+CpAttention::CpAttention(CpComm& cp, int64_t T_global, bool ulysses)
+    : cp_(cp),
+      rank_(cp.rank()),
+      size_(cp.size()),
+      z_(k::zigzag(T_global, cp.size())),
+      ulysses_(ulysses) {
+    if (ulysses_)
+        for (int r = 0; r < size_; ++r) positions_.push_back(k::zigzag_positions(z_, r));
+}
 
 void CpAttention::ensure(int64_t floats) {
     if (ring_floats_ >= floats) return;
@@ -41,6 +48,7 @@ void CpAttention::ensure(int64_t floats) {
 
 void CpAttention::forward(float* out, float* lse, const float* q, const float* kk, const float* v,
                           const CpAttentionShape& s) {
+    if (ulysses_) return ulysses_forward(out, lse, q, kk, v, s);
     const int64_t c = z_.chunk, KV = s.NKV * s.HS, n = s.B * s.T * KV;
     WEFT_CHECK(s.T == 2 * c, "internal: {} local positions at cp {} of a sequence of {}", s.T,
                size_, z_.T);
@@ -79,6 +87,7 @@ void CpAttention::forward(float* out, float* lse, const float* q, const float* k
 void CpAttention::backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                            const float* kk, const float* v, const float* out, const float* lse,
                            const CpAttentionShape& s) {
+    if (ulysses_) return ulysses_backward(dq, dk, dv, dout, q, kk, v, out, lse, s);
     const int64_t c = z_.chunk, KV = s.NKV * s.HS, n = s.B * s.T * KV;
     ensure(4 * n);
     for (int64_t r = 0; r < s.B * s.T; ++r) {

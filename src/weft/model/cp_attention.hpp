@@ -11,6 +11,7 @@
 // the blocks rotate again; each block's dK/dV accumulator travels with it and arrives home after
 // cp shifts, while dQ accumulates here. docs/context_parallel.md counts the bytes.
 #include <cstdint>
+#include <vector>
 
 #include "weft/core/buffer.hpp"
 #include "weft/kernels/attention_zigzag.hpp"
@@ -27,8 +28,11 @@ struct CpAttentionShape {
 
 class CpAttention {
   public:
-    // `cp` must outlive this object; T_global is the whole sequence length.
-    CpAttention(CpComm& cp, int64_t T_global);
+    // `cp` must outlive this object; T_global is the whole sequence length. With `ulysses`,
+    // attention runs as DeepSpeed-Ulysses instead of a ring (cp_ulysses.cpp): all-to-alls turn
+    // [B, T/cp, heads] into [B, T, heads/cp], the whole-sequence kernel runs on this rank's
+    // heads, and an all-to-all turns the output back; heads and kv heads must divide by cp.
+    CpAttention(CpComm& cp, int64_t T_global, bool ulysses = false);
 
     int rank() const { return rank_; }
     int size() const { return size_; }
@@ -45,6 +49,17 @@ class CpAttention {
 
   private:
     void ensure(int64_t floats);
+    void ulysses_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                         const CpAttentionShape& s);
+    void ulysses_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                          const float* k, const float* v, const float* out, const float* lse,
+                          const CpAttentionShape& s);
+    // Ulysses: x's rows (`heads` heads of HS, `ld` apart) to the whole sequence of this rank's
+    // heads/cp heads, [B, T_global, heads/cp * HS] in full; and back (overwriting x's columns).
+    void to_heads(const float* x, int64_t heads, int64_t ld, float* full,
+                  const CpAttentionShape& s);
+    void from_heads(const float* full, int64_t heads, float* x, int64_t ld,
+                    const CpAttentionShape& s);
 
     CpComm& cp_;
     int rank_, size_;
@@ -52,6 +67,11 @@ class CpAttention {
     // Two key/value blocks (and in backward their dK/dV) in flight, and a block's partial result.
     Buffer ring_[2], part_, part_lse_;
     int64_t ring_floats_ = 0;
+    bool ulysses_;
+    std::vector<std::vector<int64_t>> positions_;  // Ulysses: every rank's positions
+    // Ulysses: the all-to-all's send and receive blocks, and whole-sequence q, k, v, out and
+    // (backward) their gradients for this rank's heads.
+    Buffer send_, recv_, qf_, kf_, vf_, of_, dof_, dqf_, dkf_, dvf_;
 };
 
 }  // namespace weft::model

@@ -88,12 +88,18 @@ Model::Model(const ModelConfig& cfg, const ModelShard& shard, int tp_size, int t
 
 Model::~Model() = default;
 
-void Model::set_context_parallel(CpComm* cp, int64_t T_global) {
+void Model::set_context_parallel(CpComm* cp, int64_t T_global, bool ulysses) {
     if (!cp || cp->size() == 1) {
         cp_.reset();
         return;
     }
-    cp_ = std::make_unique<CpAttention>(*cp, T_global);
+    const int64_t NH = cfg_.n_head / tp_size_, NKV = cfg_.kv_heads() / tp_size_;
+    WEFT_CHECK(!ulysses || (NH % cp->size() == 0 && NKV % cp->size() == 0),
+               "--cp-kind ulysses splits the attention heads over --cp {}: this rank's {} heads "
+               "and {} key/value heads must both be multiples of it (weft refuses rather than "
+               "replicates key/value heads; use --cp-kind ring, or a cp dividing both)",
+               cp->size(), NH, NKV);
+    cp_ = std::make_unique<CpAttention>(*cp, T_global, ulysses);
 }
 
 int Model::cp_size() const {

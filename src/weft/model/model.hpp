@@ -163,9 +163,11 @@ class Model {
     // Generation: the logits (vocab_size floats) of row `row` of the last layer's output.
     virtual void logits(Activations& a, UnitAccess& w, int64_t row, float* out) = 0;
     // Context parallelism: each sequence of T_global tokens is split over the ranks of `cp`
-    // (which must outlive the model) and attention runs as a ring over them. Activations then
-    // hold T_global / cp.size() rows per sequence at the positions context_positions() gives.
-    void set_context_parallel(CpComm* cp, int64_t T_global);
+    // (which must outlive the model) and attention runs as a ring over them, or with `ulysses`
+    // as all-to-alls over heads (which this rank's heads and kv heads must divide by).
+    // Activations then hold T_global / cp.size() rows per sequence at the positions
+    // context_positions() gives.
+    void set_context_parallel(CpComm* cp, int64_t T_global, bool ulysses = false);
     int cp_size() const;
     // This rank's positions of a sequence under context parallelism.
     std::vector<int64_t> context_positions() const;

@@ -16,4 +16,9 @@ void GroupCpComm::wait_shift() {
     send_.wait();
 }
 
+void GroupCpComm::all_to_all(const float* in, float* out, int64_t n) {
+    const size_t all = size_t(n) * size_t(size());
+    comm::all_to_all(group_, std::span<const float>(in, all), std::span<float>(out, all));
+}
+
 }  // namespace weft::parallel

@@ -17,6 +17,7 @@ class GroupCpComm : public model::CpComm {
     int size() const override { return group_.size(); }
     void start_shift(const float* send, float* recv, int64_t n) override;
     void wait_shift() override;
+    void all_to_all(const float* in, float* out, int64_t n) override;
 
   private:
     comm::Group& group_;

@@ -78,7 +78,7 @@ TrainState::TrainState(const model::ModelConfig& cfg, comm::Group& dp,
       tied_(mesh_.group(comm::Axis::pp), part_, model_->config().tie_embeddings,
             dp_.padded().units[0].size) {
     const bool recompute = recomputes(mesh_.layout());
-    model_->set_context_parallel(cp_comm_.get(), T);
+    model_->set_context_parallel(cp_comm_.get(), T, mesh_.layout().cp_kind == CpKind::ulysses);
     const int64_t T_local = T / model_->cp_size();
     // A pipeline stage keeps its own Activations per micro-batch; `act_` then only carries the
     // tokens fill() writes.

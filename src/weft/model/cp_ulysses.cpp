@@ -1,0 +1,108 @@
+// DeepSpeed-Ulysses (Jacobs et al. 2023), the `--cp-kind ulysses` half of CpAttention: each rank
+// trades its T/cp rows of every head for all T rows of heads/cp heads, runs the whole-sequence
+// causal kernel on those, and trades the output back. Forward: four all-to-alls (q, k, v, out).
+// Backward: q, k, v, out and dout again (nothing of the whole sequence is kept between forward
+// and backward, so a layer's memory stays that of T/cp rows), then dq, dk, dv back: eight.
+// Each all-to-all moves (cp-1)/cp of this rank's tensor, the same volume per rank whatever cp is
+// when T grows with cp (docs/context_parallel.md).
+#include <algorithm>
+
+#include "weft/core/error.hpp"
+#include "weft/kernels/attention.hpp"
+#include "weft/model/cp_attention.hpp"
+
+namespace weft::model {
+
+namespace k = weft::kernels;
+
+void CpAttention::to_heads(const float* x, int64_t heads, int64_t ld, float* full,
+                           const CpAttentionShape& s) {
+    const int64_t w = heads / size_ * s.HS, rows = s.B * s.T, n = rows * w;
+    if (send_.size() < size_ * n) {
+        send_ = Buffer(size_ * n);
+        recv_ = Buffer(size_ * n);
+    }
+    // Block j: this rank's rows of rank j's heads.
+    for (int j = 0; j < size_; ++j)
+        for (int64_t r = 0; r < rows; ++r)
+            std::copy_n(x + r * ld + j * w, w, send_.data() + j * n + r * w);
+    cp_.all_to_all(send_.data(), recv_.data(), n);
+    // Block i holds rank i's rows of this rank's heads: put them at their positions.
+    const int64_t T = z_.T;
+    for (int i = 0; i < size_; ++i)
+        for (int64_t b = 0; b < s.B; ++b)
+            for (int64_t t = 0; t < s.T; ++t)
+                std::copy_n(recv_.data() + i * n + (b * s.T + t) * w, w,
+                            full + (b * T + positions_[size_t(i)][size_t(t)]) * w);
+}
+
+void CpAttention::from_heads(const float* full, int64_t heads, float* x, int64_t ld,
+                             const CpAttentionShape& s) {
+    const int64_t w = heads / size_ * s.HS, rows = s.B * s.T, n = rows * w, T = z_.T;
+    if (send_.size() < size_ * n) {
+        send_ = Buffer(size_ * n);
+        recv_ = Buffer(size_ * n);
+    }
+    for (int i = 0; i < size_; ++i)
+        for (int64_t b = 0; b < s.B; ++b)
+            for (int64_t t = 0; t < s.T; ++t)
+                std::copy_n(full + (b * T + positions_[size_t(i)][size_t(t)]) * w, w,
+                            send_.data() + i * n + (b * s.T + t) * w);
+    cp_.all_to_all(send_.data(), recv_.data(), n);
+    for (int j = 0; j < size_; ++j)
+        for (int64_t r = 0; r < rows; ++r)
+            std::copy_n(recv_.data() + j * n + r * w, w, x + r * ld + j * w);
+}
+
+namespace {
+
+void ensure_buffer(Buffer& b, int64_t n) {
+    if (b.size() < n) b = Buffer(n);
+}
+
+}  // namespace
+
+void CpAttention::ulysses_forward(float* out, float* lse, const float* q, const float* kk,
+                                  const float* v, const CpAttentionShape& s) {
+    WEFT_CHECK(s.NH % size_ == 0 && s.NKV % size_ == 0,
+               "internal: {} heads and {} kv heads under Ulysses over {} ranks", s.NH, s.NKV,
+               size_);
+    const int64_t T = z_.T, Hq = s.NH / size_, Hk = s.NKV / size_;
+    ensure_buffer(qf_, s.B * T * Hq * s.HS);
+    ensure_buffer(of_, s.B * T * Hq * s.HS);
+    ensure_buffer(kf_, s.B * T * Hk * s.HS);
+    ensure_buffer(vf_, s.B * T * Hk * s.HS);
+    to_heads(q, s.NH, s.ldq, qf_.data(), s);
+    to_heads(kk, s.NKV, s.ldkv, kf_.data(), s);
+    to_heads(v, s.NKV, s.ldkv, vf_.data(), s);
+    // lse: [B][NH/cp][T], as many floats as the [B][NH][T/cp] the layer keeps.
+    const k::AttentionShape sh{s.B, T, T, Hq, s.HS, Hq * s.HS, Hk * s.HS, Hq * s.HS, 0, Hk, 0};
+    k::attention_forward(of_.data(), lse, qf_.data(), kf_.data(), vf_.data(), sh);
+    from_heads(of_.data(), s.NH, out, s.ldo, s);
+}
+
+void CpAttention::ulysses_backward(float* dq, float* dk, float* dv, const float* dout,
+                                   const float* q, const float* kk, const float* v,
+                                   const float* out, const float* lse, const CpAttentionShape& s) {
+    const int64_t T = z_.T, Hq = s.NH / size_, Hk = s.NKV / size_;
+    ensure_buffer(dof_, s.B * T * Hq * s.HS);
+    ensure_buffer(dqf_, s.B * T * Hq * s.HS);
+    ensure_buffer(dkf_, s.B * T * Hk * s.HS);
+    ensure_buffer(dvf_, s.B * T * Hk * s.HS);
+    to_heads(q, s.NH, s.ldq, qf_.data(), s);
+    to_heads(kk, s.NKV, s.ldkv, kf_.data(), s);
+    to_heads(v, s.NKV, s.ldkv, vf_.data(), s);
+    to_heads(out, s.NH, s.ldo, of_.data(), s);
+    to_heads(dout, s.NH, s.ldo, dof_.data(), s);
+    std::fill_n(dqf_.data(), s.B * T * Hq * s.HS, 0.0f);
+    std::fill_n(dkf_.data(), s.B * T * Hk * s.HS, 0.0f);
+    std::fill_n(dvf_.data(), s.B * T * Hk * s.HS, 0.0f);
+    const k::AttentionShape sh{s.B, T, T, Hq, s.HS, Hq * s.HS, Hk * s.HS, Hq * s.HS, 0, Hk, 0};
+    k::attention_backward(dqf_.data(), dkf_.data(), dvf_.data(), dof_.data(), qf_.data(),
+                          kf_.data(), vf_.data(), of_.data(), lse, sh);
+    from_heads(dqf_.data(), s.NH, dq, s.ldq, s);
+    from_heads(dkf_.data(), s.NKV, dk, s.ldkv, s);
+    from_heads(dvf_.data(), s.NKV, dv, s.ldkv, s);
+}
+
+}  // namespace weft::model
