@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Context parallelism (ring attention over zigzag chunks) against the single-process run: every
-# step's loss within 1e-5 (relative), final weights within 1e-4, as dp_train.sh and
+# Context parallelism (ring attention over zigzag chunks, and Ulysses) against the single-process
+# run: every step's loss within 1e-5 (relative), final weights within 1e-4, as dp_train.sh and
 # llama_train.sh check the other layouts. T = 64 so that cp 4 has chunks of 8 positions.
 # cp_train.sh <weft> <dp_check> <source dir> <mode>
-#   gpt2     tiny GPT-2 at cp 2 and cp 4
-#   llama    llama-tiny (8 heads sharing 4 kv heads, RoPE) at cp 2 and cp 4
-#   dp       cp 2 x dp 2 at ZeRO 1 (with gradient accumulation) and ZeRO 3, llama-tiny
+#   gpt2     tiny GPT-2 at cp 2 and cp 4, ring and ulysses
+#   llama    llama-tiny (8 heads sharing 4 kv heads, RoPE) at cp 2 and cp 4, ring and ulysses
+#   dp       cp 2 x dp 2, llama-tiny: ring at ZeRO 1 (with gradient accumulation), ulysses at
+#            ZeRO 3
 #   resume   4 steps at cp 2, 3 more at cp 1, against an uninterrupted run; the clear errors
 set -uo pipefail
 WEFT=$1 CHECK=$2 SRC=$3 MODE=$4
@@ -22,10 +23,12 @@ case $MODE in
 gpt2 | llama)
   [ "$MODE" = llama ] && args+=(--model llama-tiny)
   reference ref --steps 5
-  for cp in 2 4; do
-    train $cp cp$cp --steps 5 --cp $cp
-    same_as_ref cp$cp ref
-    check grep -q '^cp ' cp$cp.log  # the cp axis in the communication table
+  for kind in ring ulysses; do
+    for cp in 2 4; do
+      train $cp ${kind}$cp --steps 5 --cp $cp --cp-kind $kind
+      same_as_ref ${kind}$cp ref
+      check grep -q '^cp ' ${kind}$cp.log  # the cp axis in the communication table
+    done
   done
   ;;
 dp)
@@ -33,7 +36,7 @@ dp)
   reference ref --steps 5
   train 4 cp2_dp2_zero1 --steps 5 --cp 2 --zero 1 --micro-batch-size 2
   same_as_ref cp2_dp2_zero1 ref
-  train 4 cp2_dp2_zero3 --steps 5 --cp 2 --zero 3
+  train 4 cp2_dp2_zero3 --steps 5 --cp 2 --zero 3 --cp-kind ulysses
   same_as_ref cp2_dp2_zero3 ref
   ;;
 resume)
@@ -44,7 +47,8 @@ resume)
   check "$CHECK" weights "$(ckpt straight 7)" "$(ckpt hop 7)" 1e-4
   expect_error 2 "--seq-len 62 with --cp 2: context parallelism cuts every sequence into 2 x cp = 4" --cp 2 --seq-len 62
   expect_error 2 "--cp-kind must be ring or ulysses, got 'spiral'" --cp 2 --cp-kind spiral
-  expect_error 2 "--cp-kind ulysses: only ring attention is built so far" --cp 2 --cp-kind ulysses
+  expect_error 4 "this rank's 2 heads and 2 key/value heads must both be multiples of it" \
+    --cp 4 --cp-kind ulysses --n-head 2
   expect_error 3 "world size 3 is not divisible by tp*pp*cp*ep" --cp 2
   expect_error 4 "context parallelism does not yet compose with tensor or pipeline" --cp 2 --tp 2
   ;;
