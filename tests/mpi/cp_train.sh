@@ -6,7 +6,7 @@
 #   gpt2     tiny GPT-2 at cp 2 and cp 4, ring and ulysses
 #   llama    llama-tiny (8 heads sharing 4 kv heads, RoPE) at cp 2 and cp 4, ring and ulysses
 #   dp       cp 2 x dp 2, llama-tiny: ring at ZeRO 1 (with gradient accumulation), ulysses at
-#            ZeRO 3
+#            ZeRO 3; cp 2 with --recompute
 #   resume   4 steps at cp 2, 3 more at cp 1, against an uninterrupted run; the clear errors
 set -uo pipefail
 WEFT=$1 CHECK=$2 SRC=$3 MODE=$4
@@ -38,6 +38,9 @@ dp)
   same_as_ref cp2_dp2_zero1 ref
   train 4 cp2_dp2_zero3 --steps 5 --cp 2 --zero 3 --cp-kind ulysses
   same_as_ref cp2_dp2_zero3 ref
+  # Recomputation re-runs the ring in backward: every cp rank must do so in step.
+  train 2 cp2_recompute --steps 5 --cp 2 --recompute
+  same_as_ref cp2_recompute ref
   ;;
 resume)
   reference straight --steps 7
