@@ -63,8 +63,8 @@ void check_layout_supported(const Layout& layout, bool context_parallel) {
     WEFT_CHECK(layout.ep == 1, "--ep {}: this kind of parallelism is not supported yet (only 1)",
                layout.ep);
     WEFT_CHECK(context_parallel || layout.cp == 1,
-               "--cp {}: this command does not run context parallelism yet (only --cp 1; "
-               "weft train does)",
+               "--cp {}: this kind of parallelism is not supported yet by this command (only "
+               "1; weft train runs it)",
                layout.cp);
 }
 
