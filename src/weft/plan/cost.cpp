@@ -297,8 +297,8 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
     e.step_s = e.pipeline_s + e.dp_exposed_s + e.optimizer_s;
     const double tokens = double(w.global_batch * w.seq_len);
     e.tokens_per_s = tokens / e.step_s;
-    e.mfu =
-        cfg.train_flops_per_token(w.seq_len) * e.tokens_per_s / (double(l.world_size()) * m.peak);
+    if (cc.flops_per_token == 0) cc.flops_per_token = cfg.train_flops_per_token(w.seq_len);
+    e.mfu = cc.flops_per_token * e.tokens_per_s / (double(l.world_size()) * m.peak);
 
     const std::pair<const char*, MeshAxis> names[] = {
         {"tp", MeshAxis::tp}, {"cp", MeshAxis::cp}, {"dp", MeshAxis::dp}, {"pp", MeshAxis::pp}};

@@ -58,6 +58,9 @@ struct Estimate {
 struct EvalCache {
     std::map<std::array<int64_t, 4>, std::vector<int>> in_flight;   // (kind, pp, vpp, m)
     std::map<std::vector<double>, std::pair<double, double>> sims;  // key -> (makespan, bubble)
+    // The workload's model FLOPs per token (0: not yet counted). Counting builds the model's
+    // parameter layout, which cost more than pricing a candidate.
+    double flops_per_token = 0;
     // When the compute alone (a lower bound of the pipeline time) exceeds this, the estimate
     // is returned with `pruned` set and no pipeline simulated: it cannot make the top list.
     double prune_above = std::numeric_limits<double>::infinity();
