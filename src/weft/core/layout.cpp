@@ -94,10 +94,6 @@ void Layout::resolve(int world_size) {
     // Combinations of options and sizes, after the sizes themselves: a layout that does not fit
     // the world is named first.
     WEFT_CHECK(pp > 1 || vpp == 1, "--vpp {} needs --pp greater than 1", vpp);
-    WEFT_CHECK(cp == 1 || (tp == 1 && pp == 1),
-               "--cp {} with --tp {} --pp {}: context parallelism does not yet compose with "
-               "tensor or pipeline parallelism; use --tp 1 --pp 1 (cp x dp with any --zero works)",
-               cp, tp, pp);
     WEFT_CHECK(pp_schedule == ScheduleKind::interleaved || vpp == 1,
                "schedule {} has one chunk per rank, expected vpp=1, got vpp={} (use interleaved)",
                format_schedule_kind(pp_schedule), vpp);
