@@ -79,19 +79,11 @@ class FdWriter {
     bool ok_ = true;
 };
 
-// mkdir -p without allocation.
-bool make_dirs(const std::string& dir) {
-    char path[4096];
-    if (dir.size() >= sizeof(path)) return false;
-    std::memcpy(path, dir.c_str(), dir.size() + 1);
-    for (size_t i = 1; i <= dir.size(); ++i) {
-        if (path[i] != '/' && path[i] != '\0') continue;
-        const char saved = path[i];
-        path[i] = '\0';
-        if (::mkdir(path, 0755) != 0 && errno != EEXIST) return false;
-        path[i] = saved;
-    }
-    return true;
+// The dump directory itself, not its parents: they are the run directory, which a process that
+// ends before the trainer made it (bad input, then mpirun's SIGTERM to the other ranks) must
+// not create. No allocation: this runs in a signal handler.
+bool make_dir(const std::string& dir) {
+    return ::mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST;
 }
 
 std::string file_in(const std::string& dir, int rank, const char* suffix) {
@@ -227,7 +219,7 @@ bool FlightRecorder::dump(FlightReason reason, const FlightOp* blocked) {
     if (dir_.empty()) return false;
     if (reason == FlightReason::signal && timeout_dumped_.load(std::memory_order_acquire))
         return false;
-    if (!make_dirs(dir_)) return false;
+    if (!make_dir(dir_)) return false;
     const int fd = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return false;
     bool ok = write_json(fd, reason, blocked);

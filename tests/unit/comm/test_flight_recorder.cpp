@@ -26,6 +26,7 @@ fs::path scratch(const std::string& name) {
     fs::path p =
         fs::temp_directory_path() / ("weft_flight_" + name + "_" + std::to_string(getpid()));
     fs::remove_all(p);
+    fs::create_directories(p);  // the run directory: the recorder makes only its own folder
     return p;
 }
 
@@ -109,6 +110,16 @@ TEST(FlightRecorder, JsonHasTheSchemaTheSupervisorReads) {
     EXPECT_EQ(j.size(), 4u);
     EXPECT_FALSE(fs::exists(dir / "flight" / "rank_5.json.tmp"));
     fs::remove_all(dir);
+}
+
+// A job that fails on bad input is ended by mpirun's SIGTERM before its run directory exists;
+// the dump must not create that directory ("nothing is written on bad input").
+TEST(FlightRecorder, NeverCreatesTheRunDirectory) {
+    fs::path run = scratch("missing");
+    fs::remove_all(run);
+    FlightRecorder r(0, (run / "flight").string());
+    EXPECT_FALSE(r.dump(FlightReason::signal, nullptr));
+    EXPECT_FALSE(fs::exists(run));
 }
 
 TEST(FlightRecorder, EmptyRingAndNothingBlocked) {
