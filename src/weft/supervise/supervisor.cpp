@@ -139,7 +139,11 @@ Attempt run_attempt(const Watch& w, int attempt,
         const double now = clock_s();
         hb.poll(now);
         for (const auto& [r, b] : hb.beats()) {
-            if (stepped || b.phase != "step" || b.step < first_step) continue;
+            // A beat's step counts the steps finished, in every phase but nonfinite. A short
+            // attempt may go from its first step to checkpoint or done between two polls.
+            const bool finished = b.phase == "step" || b.phase == "checkpoint" ||
+                                  b.phase == "eval" || b.phase == "done";
+            if (stepped || !finished || b.step < first_step) continue;
             stepped = true;
             on_first_step(b);
         }
