@@ -5,11 +5,24 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
+#include "weft/core/error.hpp"
 #include "weft/core/philox.hpp"
 
 namespace weft::test {
+
+// The message of the weft::Error f throws, or "no error".
+template <class F>
+std::string error_of(F&& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "no error";
+}
 
 inline std::vector<float> random_vector(size_t n, uint64_t seed, float scale = 1.0f) {
     Philox rng = philox_for(seed, "test");

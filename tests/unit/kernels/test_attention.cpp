@@ -404,34 +404,24 @@ TEST_P(AttentionTest, FusedGroupedQkvMatchesStridedCall) {
     EXPECT_EQ(dqkv, dqkv2);
 }
 
-// The message of the Error f throws.
-template <class F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "no error";
-}
-
 TEST_P(AttentionTest, GroupedQueryShapeErrors) {
     std::vector<float> buf(4096);
     float* p = buf.data();
     AttentionShape s{1, 4, 4, 6, 8, 48, 32, 48};
     s.NKV = 4;  // does not divide 6
-    EXPECT_NE(error_of([&] {
+    EXPECT_NE(test::error_of([&] {
                   attention_forward(p, p, p, p, p, s);
               }).find("NKV=4 key/value heads must divide the NH=6 query heads"),
               std::string::npos);
     s.NKV = 2;
     s.ldkv = 15;  // below NKV*HS = 16
-    EXPECT_NE(error_of([&] {
+    EXPECT_NE(test::error_of([&] {
                   attention_backward(p, p, p, p, p, p, p, p, p, s);
               }).find("ldkv=15 must be at least NKV*HS=16"),
               std::string::npos);
-    EXPECT_NE(error_of([&] { attention_forward_qkv(p, p, p, 1, 4, 6, 8, -1); }).find("NKV=-1"),
-              std::string::npos);
+    EXPECT_NE(
+        test::error_of([&] { attention_forward_qkv(p, p, p, 1, 4, 6, 8, -1); }).find("NKV=-1"),
+        std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Isas, AttentionTest, test::kAllIsas, test::isa_param_name);

@@ -48,17 +48,6 @@ double error(const std::vector<float>& a, const std::vector<double>& b) {
     return worst / size;
 }
 
-// The message of the Error f throws.
-template <class F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "no error";
-}
-
 // The merge alone, against the formula in double: weights that would overflow a naive
 // exp(lse) (lse = ±100), and sides of equal weight. Within 2e-5 relative: a float lse near 100
 // is rounded by up to 4e-6 (half an ulp), and that absolute error enters every weight exp(lse_i
@@ -101,11 +90,11 @@ TEST(AttentionMerge, MaskedSidesGiveNoNaN) {
 
 TEST(AttentionMerge, BadShapeIsAnError) {
     float x = 0;
-    EXPECT_NE(error_of([&] {
+    EXPECT_NE(test::error_of([&] {
                   attention_merge(&x, &x, &x, &x, {1, 1, 2, 8, 16, 15});
               }).find("ldo=16, ldp=15 must be at least NH*HS=16"),
               std::string::npos);
-    EXPECT_NE(error_of([&] {
+    EXPECT_NE(test::error_of([&] {
                   attention_merge(&x, &x, &x, &x, {1, 1, 2, 0, 16, 16});
               }).find("HS=0"),
               std::string::npos);
@@ -423,12 +412,13 @@ TEST_P(AttentionBlocksTest, NegativeKeyPositionIsAnError) {
     float* p = buf.data();
     AttentionShape s = shape_of({1, 4, 4, 2, 2, 8, 0});
     s.k_pos0 = -3;
-    EXPECT_NE(error_of([&] {
+    EXPECT_NE(test::error_of([&] {
                   attention_forward(p, p, p, p, p, s);
               }).find("q_pos0=0, k_pos0=-3 of the first query and key must not be negative"),
               std::string::npos);
-    EXPECT_NE(error_of([&] { attention_backward(p, p, p, p, p, p, p, p, p, s); }).find("k_pos0=-3"),
-              std::string::npos);
+    EXPECT_NE(
+        test::error_of([&] { attention_backward(p, p, p, p, p, p, p, p, p, s); }).find("k_pos0=-3"),
+        std::string::npos);
 }
 
 // The (query, key) pairs that c queries from position q0 and c keys from k0 leave visible,
@@ -492,16 +482,17 @@ TEST(Zigzag, BlocksAndCausalBalance) {
 }
 
 TEST(Zigzag, Errors) {
-    EXPECT_NE(error_of([] {
+    EXPECT_NE(test::error_of([] {
                   zigzag(100, 3);
               }).find("sequence length T=100 must be a positive multiple of 2*cp=6 (cp=3)"),
               std::string::npos);
-    EXPECT_NE(error_of([] { zigzag(0, 2); }).find("T=0"), std::string::npos);
-    EXPECT_NE(error_of([] { zigzag(8, 0); }).find("cp=0 must be at least 1"), std::string::npos);
-    const Zigzag z = zigzag(16, 2);
-    EXPECT_NE(error_of([&] { zigzag_positions(z, 2); }).find("rank 2 is not in 0..1 (cp=2)"),
+    EXPECT_NE(test::error_of([] { zigzag(0, 2); }).find("T=0"), std::string::npos);
+    EXPECT_NE(test::error_of([] { zigzag(8, 0); }).find("cp=0 must be at least 1"),
               std::string::npos);
-    EXPECT_NE(error_of([&] { zigzag_blocks(z, 0, -1); }).find("rank -1"), std::string::npos);
+    const Zigzag z = zigzag(16, 2);
+    EXPECT_NE(test::error_of([&] { zigzag_positions(z, 2); }).find("rank 2 is not in 0..1 (cp=2)"),
+              std::string::npos);
+    EXPECT_NE(test::error_of([&] { zigzag_blocks(z, 0, -1); }).find("rank -1"), std::string::npos);
 }
 
 // A ring of cp ranks simulated in one process with zigzag sharding: every rank's two query
