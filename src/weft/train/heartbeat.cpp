@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <system_error>
 
 #include "weft/train/process.hpp"
@@ -32,26 +34,6 @@ const char* phase_name(Phase phase) {
     return "?";
 }
 
-namespace {
-
-// JSON string contents: the detail is weft's own text, but a path in it may hold anything.
-std::string json_escape(std::string_view s) {
-    std::string out;
-    for (char c : s) {
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += c;
-        } else if (static_cast<unsigned char>(c) < 0x20) {
-            out += fmt::format("\\u{:04x}", c);
-        } else {
-            out += c;
-        }
-    }
-    return out;
-}
-
-}  // namespace
-
 Heartbeat::Heartbeat(fs::path dir, int world_rank, int world_size)
     : rank_(world_rank), world_size_(world_size), attempt_(attempt_from_env()), pid_(getpid()) {
     std::error_code ec;
@@ -60,17 +42,23 @@ Heartbeat::Heartbeat(fs::path dir, int world_rank, int world_size)
     tmp_ = (dir / fmt::format(".tmp-rank_{}.json", world_rank)).string();
     char host[256] = {};
     gethostname(host, sizeof(host) - 1);
-    host_ = json_escape(host);
+    host_ = host;
 }
 
 void Heartbeat::beat(Phase phase, int64_t step, std::string_view detail) {
     const double now =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    const std::string line = fmt::format(
-        "{{\"rank\": {}, \"world_size\": {}, \"step\": {}, \"phase\": \"{}\", \"time\": {:.3f}, "
-        "\"pid\": {}, \"host\": \"{}\", \"attempt\": {}, \"detail\": \"{}\"}}\n",
-        rank_, world_size_, step, phase_name(phase), now, pid_, host_, attempt_,
-        json_escape(detail));
+    // nlohmann::json escapes the host name and the detail (a path in it may hold anything).
+    const nlohmann::json beat = {{"rank", rank_},
+                                 {"world_size", world_size_},
+                                 {"step", step},
+                                 {"phase", phase_name(phase)},
+                                 {"time", std::round(now * 1000) / 1000},
+                                 {"pid", pid_},
+                                 {"host", host_},
+                                 {"attempt", attempt_},
+                                 {"detail", detail}};
+    const std::string line = beat.dump() + "\n";
     const int fd = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return;
     const bool written = ::write(fd, line.data(), line.size()) == ssize_t(line.size());
