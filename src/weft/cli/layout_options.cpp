@@ -68,10 +68,10 @@ void check_layout_supported(const Layout& layout, bool context_parallel) {
                layout.cp);
     // The engine's limit, not the mesh's (every factorisation is a valid mesh, and the planner
     // prices cp with tp and pp): said here, before any work, as well as by the trainer.
-    WEFT_CHECK(layout.cp == 1 || (layout.tp == 1 && layout.pp == 1),
-               "--cp {} with --tp {} --pp {}: context parallelism does not yet compose with "
-               "tensor or pipeline parallelism; use --tp 1 --pp 1 (cp x dp with any --zero works)",
-               layout.cp, layout.tp, layout.pp);
+    WEFT_CHECK(layout.cp == 1 || layout.tp == 1,
+               "--cp {} with --tp {}: context parallelism does not yet compose with tensor "
+               "parallelism; use --tp 1 (cp x dp with any --zero, and cp x pp, work)",
+               layout.cp, layout.tp);
 }
 
 }  // namespace weft::cli

@@ -11,13 +11,15 @@ namespace weft::train {
 
 PipelineStage::PipelineStage(model::Model& model, model::UnitAccess& w,
                              const pipeline::Partition& part, int rank, int64_t micro, int64_t T,
-                             bool recompute, std::function<void(bool)> last_micro)
+                             bool recompute, std::function<void(bool)> last_micro,
+                             std::vector<int64_t> positions)
     : model_(model),
       w_(w),
       part_(part),
       rank_(rank),
       B_(micro),
       T_(T),
+      positions_(std::move(positions)),
       recompute_(recompute),
       last_micro_(std::move(last_micro)),
       // A tied head reads the embedding on the last stage too; an untied one does not.
@@ -46,6 +48,7 @@ model::Activations& PipelineStage::acquire(int micro, int chunk) {
         pool.pop_back();
     } else {
         slot = model_.new_activations(B_, T_, span(chunk));
+        slot->positions = positions_;
         allocated_floats_ += model::family_of(model_.config())
                                  .activation_floats(model_.config(), B_, T_, span(chunk));
     }
@@ -154,6 +157,7 @@ double PipelineStage::forward_only(comm::Group& pp, const model::Activations& io
             model::LayerSpan sp = span(c);
             sp.recompute = false;
             slot = model_.new_activations(io.B, T_, sp);
+            slot->positions = positions_;
         }
         model::Activations& a = *slot;
         const int64_t n = a.boundary_floats();

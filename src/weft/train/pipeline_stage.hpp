@@ -22,10 +22,13 @@ class PipelineStage : public pipeline::StageWork {
     // `fill(m, a)` puts micro-batch m's tokens into a.inputs and a.targets.
     using Fill = std::function<void(int64_t micro, model::Activations& a)>;
     // `last_micro(bool)` is told before each backward whether it is its chunk's last of the step
-    // (data parallelism reduces the gradients after it).
+    // (data parallelism reduces the gradients after it). T is this rank's rows per sequence;
+    // with context parallelism T / cp at `positions` (Model::context_positions()), which every
+    // chunk's Activations carry: the first stage's position embedding reads them, and so do the
+    // rotary angles of every stage's layers. Empty: positions 0 .. T-1.
     PipelineStage(model::Model& model, model::UnitAccess& w, const pipeline::Partition& part,
                   int rank, int64_t micro, int64_t T, bool recompute,
-                  std::function<void(bool)> last_micro);
+                  std::function<void(bool)> last_micro, std::vector<int64_t> positions = {});
 
     // Runs one training step's list; returns this rank's loss sum (the last chunk's rank only).
     double step(const pipeline::Schedule& s, comm::Group& pp, const Fill& fill, float loss_scale,
@@ -60,6 +63,7 @@ class PipelineStage : public pipeline::StageWork {
     pipeline::Partition part_;
     int rank_;
     int64_t B_, T_;
+    std::vector<int64_t> positions_;
     bool recompute_;
     std::function<void(bool)> last_micro_;
     bool holds_embedding_copy_;  // the tied embedding held for the head only (not chunk 0)

@@ -31,13 +31,13 @@ std::unique_ptr<model::TpComm> tp_comm_for(comm::Mesh& mesh) {
 
 std::unique_ptr<model::CpComm> cp_comm_for(comm::Mesh& mesh) {
     if (mesh.size(comm::Axis::cp) == 1) return nullptr;
-    // What is built so far: ring attention over cp x dp with the whole model on every rank.
+    // What is built so far: cp over cp x dp, and cp x pp (every stage's ranks hold the same
+    // rows of each sequence).
     const Layout& l = mesh.layout();
-    WEFT_CHECK(l.tp == 1 && l.pp == 1,
-               "--cp {} with --tp {} --pp {}: context parallelism does not yet compose with "
-               "tensor or pipeline parallelism; use --tp 1 --pp 1 (cp x dp with any ZeRO stage "
-               "works)",
-               l.cp, l.tp, l.pp);
+    WEFT_CHECK(l.tp == 1,
+               "--cp {} with --tp {}: context parallelism does not yet compose with tensor "
+               "parallelism; use --tp 1 (cp x dp with any ZeRO stage, and cp x pp, work)",
+               l.cp, l.tp);
     return std::make_unique<parallel::GroupCpComm>(mesh.group(comm::Axis::cp));
 }
 
@@ -89,9 +89,9 @@ TrainState::TrainState(const model::ModelConfig& cfg, comm::Group& dp,
     for (const parallel::ShardSlice& s : dp_.update_slices())
         adam_.emplace_back(dp_.padded(), s.begin, s.begin + s.size);
     if (pp_ > 1)
-        stage_ =
-            std::make_unique<PipelineStage>(*model_, dp_, part_, pp_rank_, micro, T, recompute,
-                                            [this](bool last) { dp_.set_last_micro_batch(last); });
+        stage_ = std::make_unique<PipelineStage>(
+            *model_, dp_, part_, pp_rank_, micro, T_local, recompute,
+            [this](bool last) { dp_.set_last_micro_batch(last); }, act_->positions);
 }
 
 TrainState::~TrainState() = default;
@@ -207,11 +207,17 @@ EvalResult TrainState::evaluate_context_parallel(const data::TokenFile& file, in
                     a.targets[size_t(r * a.T + t)] = tg[size_t(a.positions[size_t(t)])];
                 }
             }
-            dp_.begin_forward(true);
-            loss += model_->forward(a, dp_, /*train=*/false, 1.0f);
+            if (stage_) {
+                loss += stage_->forward_only(mesh_.group(comm::Axis::pp), a);
+            } else {
+                dp_.begin_forward(true);
+                loss += model_->forward(a, dp_, /*train=*/false, 1.0f);
+            }
         }
     }
-    double sums[2] = {loss, double(batches * rows * a.T)};
+    // Summed over the whole mesh under pipeline parallelism: counted where the loss is.
+    const bool here = counts_loss();
+    double sums[2] = {here ? loss : 0.0, here ? double(batches * rows * a.T) : 0.0};
     sum_over_model(sums);
     return {sums[0] / sums[1], int64_t(sums[1])};
 }
