@@ -7,8 +7,10 @@
 #   llama    llama-tiny (8 heads sharing 4 kv heads, RoPE) at cp 2 and cp 4, ring and ulysses
 #   dp       cp 2 x dp 2, llama-tiny: ring at ZeRO 1 (with gradient accumulation), ulysses at
 #            ZeRO 3; cp 2 with --recompute
-#   pp       cp 2 x pp 2: GPT-2 (4 layers, interleaved, ring) and llama-tiny (1F1B, Ulysses);
-#            the final evaluation (through the stages) within 1e-5 too
+#   pp_tp    cp 2 x pp 2: GPT-2 (4 layers, interleaved, ring) and llama-tiny (1F1B, Ulysses);
+#            cp 2 x tp 2 with sequence parallelism: GPT-2 ring (micro-batches of one sequence,
+#            so that a tp rank's rows start mid-sequence) and llama-tiny Ulysses; the final
+#            evaluation within 1e-5 too
 #   resume   4 steps at cp 2, 3 more at cp 1, against an uninterrupted run; the clear errors
 set -uo pipefail
 WEFT=$1 CHECK=$2 SRC=$3 MODE=$4
@@ -52,19 +54,27 @@ dp)
   train 2 cp2_recompute --steps 5 --cp 2 --recompute
   same_as_ref cp2_recompute ref
   ;;
-pp)
+pp_tp)
   # Every stage's ranks hold the same zigzag rows; the pipeline carries cp-local activations.
+  # Under tp the cp group is one tp rank's: the ring or the all-to-alls run over its heads.
   reference ref4 --steps 5 --n-layer 4
   train 4 cp2_pp2_gpt2 --steps 5 --n-layer 4 --cp 2 --pp 2 --pp-schedule interleaved --vpp 2 \
     --micro-batch-size 2
-  same_as_ref cp2_pp2_gpt2 ref4
-  same_val_loss cp2_pp2_gpt2 ref4
+  train 4 cp2_tp2_sp_gpt2 --steps 5 --n-layer 4 --cp 2 --tp 2 --sequence-parallel \
+    --micro-batch-size 1
+  for run in cp2_pp2_gpt2 cp2_tp2_sp_gpt2; do
+    same_as_ref $run ref4
+    same_val_loss $run ref4
+  done
   args+=(--model llama-tiny)
   reference ref --steps 5
   train 4 cp2_pp2_llama --steps 5 --cp 2 --pp 2 --pp-schedule 1f1b --cp-kind ulysses \
     --micro-batch-size 2
-  same_as_ref cp2_pp2_llama ref
-  same_val_loss cp2_pp2_llama ref
+  train 4 cp2_tp2_sp_llama --steps 5 --cp 2 --tp 2 --sequence-parallel --cp-kind ulysses
+  for run in cp2_pp2_llama cp2_tp2_sp_llama; do
+    same_as_ref $run ref
+    same_val_loss $run ref
+  done
   ;;
 resume)
   reference straight --steps 7
@@ -74,10 +84,9 @@ resume)
   check "$CHECK" weights "$(ckpt straight 7)" "$(ckpt hop 7)" 1e-4
   expect_error 2 "--seq-len 62 with --cp 2: context parallelism cuts every sequence into 2 x cp = 4" --cp 2 --seq-len 62
   expect_error 2 "--cp-kind must be ring or ulysses, got 'spiral'" --cp 2 --cp-kind spiral
-  expect_error 4 "this rank's 2 heads and 2 key/value heads must both be multiples of it" \
+  expect_error 4 "this rank's 2 heads and 2 key/value heads (of 2 and 2 over --tp 1) must both be multiples of it" \
     --cp 4 --cp-kind ulysses --n-head 2
   expect_error 3 "world size 3 is not divisible by tp*pp*cp*ep" --cp 2
-  expect_error 4 "context parallelism does not yet compose with tensor parallelism" --cp 2 --tp 2
   ;;
 *)
   echo "unknown mode $MODE"

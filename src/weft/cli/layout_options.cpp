@@ -66,12 +66,6 @@ void check_layout_supported(const Layout& layout, bool context_parallel) {
                "--cp {}: this kind of parallelism is not supported yet by this command (only "
                "1; weft train runs it)",
                layout.cp);
-    // The engine's limit, not the mesh's (every factorisation is a valid mesh, and the planner
-    // prices cp with tp and pp): said here, before any work, as well as by the trainer.
-    WEFT_CHECK(layout.cp == 1 || layout.tp == 1,
-               "--cp {} with --tp {}: context parallelism does not yet compose with tensor "
-               "parallelism; use --tp 1 (cp x dp with any --zero, and cp x pp, work)",
-               layout.cp, layout.tp);
 }
 
 }  // namespace weft::cli

@@ -144,17 +144,18 @@ void Gpt2::embed_forward(Activations& a, UnitAccess& w, int64_t pos0) {
     check_embedding(a, pos0);
     Gpt2Embed e = embed(w.params(0));
     if (tp_size_ > 1) ensure_scratch(a.B * a.T);  // the partial sums (one process needs none)
-    // Context parallel: the rows are not positions 0 .. T-1, so wpe is added here by position.
+    // Context parallel: the rows are not positions 0 .. T-1, so wpe is added here by position,
+    // to this rank's rows (under sequence parallelism a block of the flattened B*T, which any
+    // row of any sequence may start).
     const bool listed = !a.positions.empty();
-    WEFT_CHECK(!listed || (!sp_ && pos0 == 0),
-               "internal: listed positions with sequence parallelism or an offset");
+    WEFT_CHECK(!listed || pos0 == 0, "internal: listed positions with an offset {}", pos0);
     tp_.embedding_forward(a.resid_in(0), a.inputs.data(), e.wte, listed ? nullptr : e.wpe, a.B, a.T,
                           pos0, dC_.data());
     if (!listed) return;
-    const int64_t C = cfg_.n_embd;
-    for (int64_t r = 0; r < a.B * a.T; ++r) {
+    const int64_t C = cfg_.n_embd, R = a.rows(), r0 = sp_ ? tp_rank_ * R : 0;
+    for (int64_t r = 0; r < R; ++r) {
         float* x = a.resid_in(0) + r * C;
-        const float* p = e.wpe + a.positions[size_t(r % a.T)] * C;
+        const float* p = e.wpe + a.positions[size_t((r0 + r) % a.T)] * C;
         for (int64_t j = 0; j < C; ++j) x[j] += p[j];
     }
 }
@@ -350,9 +351,13 @@ void Gpt2::embed_backward(Activations& a, UnitAccess& w) {
     tp_.embedding_backward(g.wte, listed ? nullptr : g.wpe, dres_.data(), a.inputs.data(), a.B, a.T,
                            dC_.data());
     if (listed) {
+        // Every row's gradient, as wpe's own backward takes it: under sequence parallelism the
+        // one embedding_backward gathered into dC_ (each tp rank keeps the whole replicated
+        // wpe's gradient).
+        const float* dall = sp_ ? dC_.data() : dres_.data();
         const int64_t C = cfg_.n_embd;
         for (int64_t r = 0; r < a.B * a.T; ++r) {
-            const float* d = dres_.data() + r * C;
+            const float* d = dall + r * C;
             float* p = g.wpe + a.positions[size_t(r % a.T)] * C;
             for (int64_t j = 0; j < C; ++j) p[j] += d[j];
         }

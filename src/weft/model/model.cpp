@@ -96,9 +96,10 @@ void Model::set_context_parallel(CpComm* cp, int64_t T_global, bool ulysses) {
     const int64_t NH = cfg_.n_head / tp_size_, NKV = cfg_.kv_heads() / tp_size_;
     WEFT_CHECK(!ulysses || (NH % cp->size() == 0 && NKV % cp->size() == 0),
                "--cp-kind ulysses splits the attention heads over --cp {}: this rank's {} heads "
-               "and {} key/value heads must both be multiples of it (weft refuses rather than "
-               "replicates key/value heads; use --cp-kind ring, or a cp dividing both)",
-               cp->size(), NH, NKV);
+               "and {} key/value heads (of {} and {} over --tp {}) must both be multiples of it "
+               "(weft refuses rather than replicates key/value heads; use --cp-kind ring, or a "
+               "cp dividing both)",
+               cp->size(), NH, NKV, cfg_.n_head, cfg_.kv_heads(), tp_size_);
     cp_ = std::make_unique<CpAttention>(*cp, T_global, ulysses);
 }
 

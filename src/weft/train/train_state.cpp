@@ -31,13 +31,8 @@ std::unique_ptr<model::TpComm> tp_comm_for(comm::Mesh& mesh) {
 
 std::unique_ptr<model::CpComm> cp_comm_for(comm::Mesh& mesh) {
     if (mesh.size(comm::Axis::cp) == 1) return nullptr;
-    // What is built so far: cp over cp x dp, and cp x pp (every stage's ranks hold the same
-    // rows of each sequence).
-    const Layout& l = mesh.layout();
-    WEFT_CHECK(l.tp == 1,
-               "--cp {} with --tp {}: context parallelism does not yet compose with tensor "
-               "parallelism; use --tp 1 (cp x dp with any ZeRO stage, and cp x pp, work)",
-               l.cp, l.tp);
+    // The cp axis holds the ranks of one tp rank (and dp, pp coordinates): under tensor
+    // parallelism the ring or the all-to-alls run over this rank's heads.
     return std::make_unique<parallel::GroupCpComm>(mesh.group(comm::Axis::cp));
 }
 
@@ -78,6 +73,13 @@ TrainState::TrainState(const model::ModelConfig& cfg, comm::Group& dp,
       tied_(mesh_.group(comm::Axis::pp), part_, model_->config().tie_embeddings,
             dp_.padded().units[0].size) {
     const bool recompute = recomputes(mesh_.layout());
+    const Layout& l = mesh_.layout();
+    WEFT_CHECK(!l.sequence_parallel || l.cp == 1 || micro * (T / l.cp) % l.tp == 0,
+               "--sequence-parallel with --cp {} and --tp {}: a rank holds micro-batch {} x "
+               "--seq-len {} / cp = {} rows, which the tensor-parallel ranks split evenly only "
+               "if they are a multiple of --tp {}; use a --seq-len that is a multiple of "
+               "2 x cp x tp = {}",
+               l.cp, l.tp, micro, T, micro * (T / l.cp), l.tp, 2 * l.cp * l.tp);
     model_->set_context_parallel(cp_comm_.get(), T, mesh_.layout().cp_kind == CpKind::ulysses);
     const int64_t T_local = T / model_->cp_size();
     // A pipeline stage keeps its own Activations per micro-batch; `act_` then only carries the
