@@ -12,6 +12,7 @@
 #            so that a tp rank's rows start mid-sequence) and llama-tiny Ulysses; the final
 #            evaluation within 1e-5 too
 #   resume   4 steps at cp 2, 3 more at cp 1, against an uninterrupted run; the clear errors
+#            (also those cp x tp keeps: Ulysses heads per tp rank, rows under SP)
 set -uo pipefail
 WEFT=$1 CHECK=$2 SRC=$3 MODE=$4
 source "$SRC/tests/mpi/train_lib.sh"
@@ -87,6 +88,11 @@ resume)
   expect_error 4 "this rank's 2 heads and 2 key/value heads (of 2 and 2 over --tp 1) must both be multiples of it" \
     --cp 4 --cp-kind ulysses --n-head 2
   expect_error 3 "world size 3 is not divisible by tp*pp*cp*ep" --cp 2
+  # cp composes with tp and pp; what remains refused is what cannot split evenly.
+  expect_error 4 "this rank's 1 heads and 1 key/value heads (of 2 and 2 over --tp 2) must both" \
+    --cp 2 --tp 2 --cp-kind ulysses --n-head 2
+  expect_error 8 "a rank holds micro-batch 1 x --seq-len 36 / cp = 18 rows" \
+    --cp 2 --tp 4 --sequence-parallel --seq-len 36 --micro-batch-size 1
   ;;
 *)
   echo "unknown mode $MODE"
