@@ -3,7 +3,8 @@
 # run: every step's loss within 1e-5 (relative), final weights within 1e-4, as dp_train.sh and
 # llama_train.sh check the other layouts. T = 64 so that cp 4 has chunks of 8 positions.
 # cp_train.sh <weft> <dp_check> <source dir> <mode>
-#   gpt2     tiny GPT-2 at cp 2 and cp 4, ring and ulysses
+#   gpt2     tiny GPT-2 at cp 2 and cp 4, ring and ulysses; Ulysses makes 8 all-to-alls per
+#            layer and step (4 forward, 4 backward) of B x T/cp x C floats each
 #   llama    llama-tiny (8 heads sharing 4 kv heads, RoPE) at cp 2 and cp 4, ring and ulysses
 #   dp       cp 2 x dp 2, llama-tiny: ring at ZeRO 1 (with gradient accumulation), ulysses at
 #            ZeRO 3; cp 2 with --recompute
@@ -26,6 +27,11 @@ same_val_loss() {  # same_val_loss <run> <ref>: the last evaluation within 1e-5 
   check awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 1e-5 * b) }'
 }
 
+step_all_to_alls() {  # step_all_to_alls <run>: "calls bytes" of the cp all-to-alls, per step
+  grep '"tokens_per_s"' "$1/metrics.jsonl" | grep -o '"all_to_all":{[^}]*}' \
+    | sed -E 's/.*"bytes":([0-9]+),"calls":([0-9]+).*/\2 \1/'
+}
+
 reference() {  # reference <name> args...: the single-process run
   local name=$1
   shift
@@ -41,6 +47,13 @@ gpt2 | llama)
       train $cp ${kind}$cp --steps 5 --cp $cp --cp-kind $kind
       same_as_ref ${kind}$cp ref
       check grep -q '^cp ' ${kind}$cp.log  # the cp axis in the communication table
+      if [ "$MODE$kind" = gpt2ulysses ]; then
+        # tiny: 2 layers, C = 64; batch 8 of T = 64 in one micro-batch; fp32.
+        want="5 $((2 * 8)) $((2 * 8 * 8 * 64 / cp * 64 * 4))"
+        got=$(step_all_to_alls ${kind}$cp | uniq -c | sed 's/^ *//')
+        echo "ulysses cp $cp: steps, all-to-all calls and bytes of each: $got (expected $want)"
+        check [ "$got" = "$want" ]
+      fi
     done
   done
   ;;

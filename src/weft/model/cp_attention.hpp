@@ -11,6 +11,7 @@
 // the blocks rotate again; each block's dK/dV accumulator travels with it and arrives home after
 // cp shifts, while dQ accumulates here. docs/context_parallel.md counts the bytes.
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "weft/core/buffer.hpp"
@@ -32,6 +33,9 @@ class CpAttention {
     // attention runs as DeepSpeed-Ulysses instead of a ring (cp_ulysses.cpp): all-to-alls turn
     // [B, T/cp, heads] into [B, T, heads/cp], the whole-sequence kernel runs on this rank's
     // heads, and an all-to-all turns the output back; heads and kv heads must divide by cp.
+    // Ulysses keeps each forward's whole-sequence q, k, v and out until the backward given the
+    // same `lse` (one per micro-batch and layer, as the model lays them out), so that backward
+    // trades only dout, dq, dk and dv.
     CpAttention(CpComm& cp, int64_t T_global, bool ulysses = false);
 
     int rank() const { return rank_; }
@@ -69,9 +73,14 @@ class CpAttention {
     int64_t ring_floats_ = 0;
     bool ulysses_;
     std::vector<std::vector<int64_t>> positions_;  // Ulysses: every rank's positions
-    // Ulysses: the all-to-all's send and receive blocks, and whole-sequence q, k, v, out and
-    // (backward) their gradients for this rank's heads.
-    Buffer send_, recv_, qf_, kf_, vf_, of_, dof_, dqf_, dkf_, dvf_;
+    // Ulysses: the all-to-all's send and receive blocks, and whole-sequence dout, dq, dk, dv
+    // for this rank's heads.
+    Buffer send_, recv_, dof_, dqf_, dkf_, dvf_;
+    // Ulysses: whole-sequence q | k | v | out of this rank's heads from each forward whose
+    // backward has not run, by that call's lse (which names its micro-batch and layer); and
+    // buffers backward has finished with, for the next forwards.
+    std::unordered_map<const float*, Buffer> saved_;
+    std::vector<Buffer> spare_;
 };
 
 }  // namespace weft::model

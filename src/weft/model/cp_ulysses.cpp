@@ -1,11 +1,13 @@
 // DeepSpeed-Ulysses (Jacobs et al. 2023), the `--cp-kind ulysses` half of CpAttention: each rank
 // trades its T/cp rows of every head for all T rows of heads/cp heads, runs the whole-sequence
 // causal kernel on those, and trades the output back. Forward: four all-to-alls (q, k, v, out).
-// Backward: q, k, v, out and dout again (nothing of the whole sequence is kept between forward
-// and backward, so a layer's memory stays that of T/cp rows), then dq, dk, dv back: eight.
-// Each all-to-all moves (cp-1)/cp of this rank's tensor, the same volume per rank whatever cp is
-// when T grows with cp (docs/context_parallel.md).
+// Backward: four, as the paper has it (dout there, dq, dk, dv back), because forward keeps the
+// whole-sequence q, k, v and out of this rank's heads until then: as many floats as the layer's
+// own q, k, v and out of T/cp rows, which re-sending them would save at the cost of four more
+// all-to-alls. Each all-to-all moves (cp-1)/cp of this rank's tensor, the same volume per rank
+// whatever cp is when T grows with cp (docs/context_parallel.md).
 #include <algorithm>
+#include <utility>
 
 #include "weft/core/error.hpp"
 #include "weft/kernels/attention.hpp"
@@ -68,38 +70,48 @@ void CpAttention::ulysses_forward(float* out, float* lse, const float* q, const 
                "internal: {} heads and {} kv heads under Ulysses over {} ranks", s.NH, s.NKV,
                size_);
     const int64_t T = z_.T, Hq = s.NH / size_, Hk = s.NKV / size_;
-    ensure_buffer(qf_, s.B * T * Hq * s.HS);
-    ensure_buffer(of_, s.B * T * Hq * s.HS);
-    ensure_buffer(kf_, s.B * T * Hk * s.HS);
-    ensure_buffer(vf_, s.B * T * Hk * s.HS);
-    to_heads(q, s.NH, s.ldq, qf_.data(), s);
-    to_heads(kk, s.NKV, s.ldkv, kf_.data(), s);
-    to_heads(v, s.NKV, s.ldkv, vf_.data(), s);
+    const int64_t nq = s.B * T * Hq * s.HS, nk = s.B * T * Hk * s.HS;
+    // A forward again (recomputation, or the next micro-batch in these activations) replaces
+    // what the last one kept.
+    auto [it, fresh] = saved_.try_emplace(lse);
+    Buffer& keep = it->second;
+    if (fresh && !spare_.empty()) {
+        keep = std::move(spare_.back());
+        spare_.pop_back();
+    }
+    ensure_buffer(keep, 2 * nq + 2 * nk);
+    float *qf = keep.data(), *kf = qf + nq, *vf = kf + nk, *of = vf + nk;
+    to_heads(q, s.NH, s.ldq, qf, s);
+    to_heads(kk, s.NKV, s.ldkv, kf, s);
+    to_heads(v, s.NKV, s.ldkv, vf, s);
     // lse: [B][NH/cp][T], as many floats as the [B][NH][T/cp] the layer keeps.
     const k::AttentionShape sh{s.B, T, T, Hq, s.HS, Hq * s.HS, Hk * s.HS, Hq * s.HS, 0, Hk, 0};
-    k::attention_forward(of_.data(), lse, qf_.data(), kf_.data(), vf_.data(), sh);
-    from_heads(of_.data(), s.NH, out, s.ldo, s);
+    k::attention_forward(of, lse, qf, kf, vf, sh);
+    from_heads(of, s.NH, out, s.ldo, s);
 }
 
 void CpAttention::ulysses_backward(float* dq, float* dk, float* dv, const float* dout,
-                                   const float* q, const float* kk, const float* v,
-                                   const float* out, const float* lse, const CpAttentionShape& s) {
+                                   const float* /*q*/, const float* /*k*/, const float* /*v*/,
+                                   const float* /*out*/, const float* lse,
+                                   const CpAttentionShape& s) {
     const int64_t T = z_.T, Hq = s.NH / size_, Hk = s.NKV / size_;
-    ensure_buffer(dof_, s.B * T * Hq * s.HS);
-    ensure_buffer(dqf_, s.B * T * Hq * s.HS);
-    ensure_buffer(dkf_, s.B * T * Hk * s.HS);
-    ensure_buffer(dvf_, s.B * T * Hk * s.HS);
-    to_heads(q, s.NH, s.ldq, qf_.data(), s);
-    to_heads(kk, s.NKV, s.ldkv, kf_.data(), s);
-    to_heads(v, s.NKV, s.ldkv, vf_.data(), s);
-    to_heads(out, s.NH, s.ldo, of_.data(), s);
+    const int64_t nq = s.B * T * Hq * s.HS, nk = s.B * T * Hk * s.HS;
+    auto it = saved_.find(lse);
+    WEFT_CHECK(it != saved_.end(), "internal: a Ulysses backward without its forward");
+    const float *qf = it->second.data(), *kf = qf + nq, *vf = kf + nk, *of = vf + nk;
+    ensure_buffer(dof_, nq);
+    ensure_buffer(dqf_, nq);
+    ensure_buffer(dkf_, nk);
+    ensure_buffer(dvf_, nk);
     to_heads(dout, s.NH, s.ldo, dof_.data(), s);
-    std::fill_n(dqf_.data(), s.B * T * Hq * s.HS, 0.0f);
-    std::fill_n(dkf_.data(), s.B * T * Hk * s.HS, 0.0f);
-    std::fill_n(dvf_.data(), s.B * T * Hk * s.HS, 0.0f);
+    std::fill_n(dqf_.data(), nq, 0.0f);
+    std::fill_n(dkf_.data(), nk, 0.0f);
+    std::fill_n(dvf_.data(), nk, 0.0f);
     const k::AttentionShape sh{s.B, T, T, Hq, s.HS, Hq * s.HS, Hk * s.HS, Hq * s.HS, 0, Hk, 0};
-    k::attention_backward(dqf_.data(), dkf_.data(), dvf_.data(), dof_.data(), qf_.data(),
-                          kf_.data(), vf_.data(), of_.data(), lse, sh);
+    k::attention_backward(dqf_.data(), dkf_.data(), dvf_.data(), dof_.data(), qf, kf, vf, of, lse,
+                          sh);
+    spare_.push_back(std::move(it->second));
+    saved_.erase(it);
     from_heads(dqf_.data(), s.NH, dq, s.ldq, s);
     from_heads(dkf_.data(), s.NKV, dk, s.ldkv, s);
     from_heads(dvf_.data(), s.NKV, dv, s.ldkv, s);

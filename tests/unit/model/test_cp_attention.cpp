@@ -1,6 +1,9 @@
 // CpAttention (ring and Ulysses) against the whole-sequence kernel in one process: cp ranks run
 // as threads over an in-process CpComm, each with its zigzag rows of random q, k, v (GQA: 4
 // heads sharing 2 kv heads); outputs and gradients must match the kernel's at those positions.
+// Two micro-batches run in a pipeline's order (forward, forward, backward, backward), so what
+// Ulysses keeps from a forward must reach its own backward; and Ulysses makes four all-to-alls
+// in each direction per call.
 #include <gtest/gtest.h>
 
 #include <barrier>
@@ -35,12 +38,15 @@ class ThreadCp {
         }
         void wait_shift() override {}
         void all_to_all(const float* in, float* out, int64_t n) override {
+            ++all_to_alls;
             g_.sent_[size_t(rank_)] = in;
             g_.bar_.arrive_and_wait();
             for (int j = 0; j < g_.size_; ++j)
                 std::copy_n(g_.sent_[size_t(j)] + rank_ * n, n, out + j * n);
             g_.bar_.arrive_and_wait();
         }
+
+        int all_to_alls = 0;
 
       private:
         ThreadCp& g_;
@@ -61,24 +67,45 @@ std::vector<float> random(int64_t n, uint32_t seed) {
     return v;
 }
 
-void check_against_kernel(int cp, bool ulysses) {
-    const int64_t B = 2, T = 32, NH = 4, NKV = 2, HS = 8, A = NH * HS, KV = NKV * HS;
-    const std::vector<float> q = random(B * T * A, 1), k = random(B * T * KV, 2),
-                             v = random(B * T * KV, 3), dout = random(B * T * A, 4);
-    // The whole sequence in one call.
+// One micro-batch: random q, k, v, dout and the whole-sequence kernel's out, dq, dk, dv.
+struct Case {
+    std::vector<float> q, k, v, dout, out, dq, dk, dv;
+};
+
+constexpr int64_t B = 2, T = 32, NH = 4, NKV = 2, HS = 8, A = NH * HS, KV = NKV * HS;
+
+Case reference_case(uint32_t seed) {
+    Case c{random(B * T * A, seed),
+           random(B * T * KV, seed + 1),
+           random(B * T * KV, seed + 2),
+           random(B * T * A, seed + 3),
+           {},
+           {},
+           {},
+           {}};
     const kernels::AttentionShape full{B, T, T, NH, HS, A, KV, A, 0, NKV, 0};
-    std::vector<float> out(size_t(B * T * A)), lse(size_t(B * NH * T));
-    std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
-    kernels::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), full);
-    kernels::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
-                                v.data(), out.data(), lse.data(), full);
+    std::vector<float> lse(size_t(B * NH * T));
+    c.out.resize(c.q.size());
+    c.dq.resize(c.q.size());
+    c.dk.resize(c.k.size());
+    c.dv.resize(c.v.size());
+    kernels::attention_forward(c.out.data(), lse.data(), c.q.data(), c.k.data(), c.v.data(), full);
+    kernels::attention_backward(c.dq.data(), c.dk.data(), c.dv.data(), c.dout.data(), c.q.data(),
+                                c.k.data(), c.v.data(), c.out.data(), lse.data(), full);
+    return c;
+}
+
+void check_against_kernel(int cp, bool ulysses) {
+    constexpr int kMicro = 2;
+    std::vector<Case> ref;
+    for (int m = 0; m < kMicro; ++m) ref.push_back(reference_case(uint32_t(1 + 4 * m)));
 
     ThreadCp group(cp);
     const kernels::Zigzag z = kernels::zigzag(T, cp);
     const int64_t Tl = T / cp;
-    std::vector<std::vector<float>> got_out(static_cast<size_t>(cp)),
-        got_dq(static_cast<size_t>(cp)), got_dk(static_cast<size_t>(cp)),
-        got_dv(static_cast<size_t>(cp));
+    // got[rank][micro]: this rank's rows of out, dq, dk, dv.
+    std::vector<std::vector<Case>> got(static_cast<size_t>(cp), std::vector<Case>(kMicro));
+    std::vector<std::vector<int>> a2a(static_cast<size_t>(cp));
     std::vector<std::thread> threads;
     for (int r = 0; r < cp; ++r) {
         threads.emplace_back([&, r] {
@@ -93,37 +120,58 @@ void check_against_kernel(int cp, bool ulysses) {
                                     l.data() + (b * Tl + t) * w);
                 return l;
             };
-            const std::vector<float> lq = local(q, A), lk = local(k, KV), lv = local(v, KV),
-                                     ldo = local(dout, A);
             const CpAttentionShape s{B, Tl, NH, NKV, HS, A, KV, A};
-            std::vector<float> o(size_t(B * Tl * A)), l(size_t(B * NH * Tl));
-            att.forward(o.data(), l.data(), lq.data(), lk.data(), lv.data(), s);
-            std::vector<float> gq(lq.size()), gk(lk.size()), gv(lv.size());
-            att.backward(gq.data(), gk.data(), gv.data(), ldo.data(), lq.data(), lk.data(),
-                         lv.data(), o.data(), l.data(), s);
-            // Compared with the reference's rows at this rank's positions.
-            got_out[size_t(r)] = o;
-            got_dq[size_t(r)] = gq;
-            got_dk[size_t(r)] = gk;
-            got_dv[size_t(r)] = gv;
+            std::vector<Case> in(kMicro);
+            std::vector<std::vector<float>> lse(kMicro, std::vector<float>(size_t(B * NH * Tl)));
+            for (int m = 0; m < kMicro; ++m) {
+                Case& c = in[size_t(m)];
+                c.q = local(ref[size_t(m)].q, A);
+                c.k = local(ref[size_t(m)].k, KV);
+                c.v = local(ref[size_t(m)].v, KV);
+                c.dout = local(ref[size_t(m)].dout, A);
+                Case& g = got[size_t(r)][size_t(m)];
+                g.out.resize(c.q.size());
+                att.forward(g.out.data(), lse[size_t(m)].data(), c.q.data(), c.k.data(), c.v.data(),
+                            s);
+                a2a[size_t(r)].push_back(comm.all_to_alls);
+            }
+            for (int m = 0; m < kMicro; ++m) {
+                const Case& c = in[size_t(m)];
+                Case& g = got[size_t(r)][size_t(m)];
+                g.dq.resize(c.q.size());
+                g.dk.resize(c.k.size());
+                g.dv.resize(c.v.size());
+                att.backward(g.dq.data(), g.dk.data(), g.dv.data(), c.dout.data(), c.q.data(),
+                             c.k.data(), c.v.data(), g.out.data(), lse[size_t(m)].data(), s);
+                a2a[size_t(r)].push_back(comm.all_to_alls);
+            }
         });
     }
     for (std::thread& t : threads) t.join();
     for (int r = 0; r < cp; ++r) {
         const std::vector<int64_t> pos = kernels::zigzag_positions(z, r);
-        auto expect = [&](const std::vector<float>& ref, const std::vector<float>& got, int64_t w,
-                          const char* what) {
+        auto expect = [&](const std::vector<float>& want, const std::vector<float>& have, int64_t w,
+                          const char* what, int m) {
             for (int64_t b = 0; b < B; ++b)
                 for (int64_t t = 0; t < Tl; ++t)
                     for (int64_t j = 0; j < w; ++j)
-                        ASSERT_NEAR(got[size_t((b * Tl + t) * w + j)],
-                                    ref[size_t((b * T + pos[size_t(t)]) * w + j)], 2e-5)
-                            << what << " rank " << r << " b " << b << " t " << t;
+                        ASSERT_NEAR(have[size_t((b * Tl + t) * w + j)],
+                                    want[size_t((b * T + pos[size_t(t)]) * w + j)], 2e-5)
+                            << what << " micro-batch " << m << " rank " << r << " b " << b << " t "
+                            << t;
         };
-        expect(out, got_out[size_t(r)], A, "out");
-        expect(dq, got_dq[size_t(r)], A, "dq");
-        expect(dk, got_dk[size_t(r)], KV, "dk");
-        expect(dv, got_dv[size_t(r)], KV, "dv");
+        for (int m = 0; m < kMicro; ++m) {
+            const Case &want = ref[size_t(m)], &have = got[size_t(r)][size_t(m)];
+            expect(want.out, have.out, A, "out", m);
+            expect(want.dq, have.dq, A, "dq", m);
+            expect(want.dk, have.dk, KV, "dk", m);
+            expect(want.dv, have.dv, KV, "dv", m);
+        }
+        // Cumulative after each call: forwards then backwards, four all-to-alls each (q, k, v,
+        // out; dout, dq, dk, dv); the ring makes none.
+        const std::vector<int> want =
+            ulysses ? std::vector<int>{4, 8, 12, 16} : std::vector<int>{0, 0, 0, 0};
+        EXPECT_EQ(a2a[size_t(r)], want) << "all-to-alls of rank " << r;
     }
 }
 
