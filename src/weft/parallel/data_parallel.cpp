@@ -16,7 +16,8 @@ DataParallel::DataParallel(const model::ParamLayout& layout, comm::Group& dp,
     : dp_(dp), stage_(options.zero), z_(layout, dp.size(), dp.rank()) {
     WEFT_CHECK(stage_ >= 0 && stage_ <= 3, "--zero must be 0, 1, 2 or 3, got {}", stage_);
     WEFT_CHECK(options.bucket_mb > 0, "--bucket-mb must be positive, got {}", options.bucket_mb);
-    buckets_ = make_buckets(z_, int64_t(options.bucket_mb * (1 << 20)));
+    bucket_bytes_ = int64_t(options.bucket_mb * (1 << 20));
+    buckets_ = make_buckets(z_, bucket_bytes_);
     if (stage_ == 0) {
         update_ = {{-1, 0, z_.padded().total, 0}};
     } else {
@@ -141,18 +142,32 @@ void DataParallel::settle() {
     for (auto& t : param_ticket_) t.reset();
 }
 
+ModelStateBytes zero_state_bytes(const ZeroLayout& z, int stage) {
+    const int64_t f = sizeof(float), total = z.padded().total, shard = z.shard_floats();
+    return {(stage < 3 ? total : shard) * f, (stage < 2 ? total : shard) * f,
+            2 * (stage == 0 ? total : shard) * f};
+}
+
+int64_t zero_working_bytes(const ZeroLayout& z, int stage, int64_t bucket_bytes) {
+    int64_t bucket = 0, unit = 0;
+    for (const Bucket& b : make_buckets(z, bucket_bytes))
+        bucket = std::max(bucket, b.end - b.begin);
+    for (const model::Unit& u : z.padded().units) unit = std::max(unit, u.size);
+    const int64_t floats = (stage >= 2 ? 3 * bucket : 0) + (stage == 3 ? 3 * unit : 0);
+    return floats * int64_t(sizeof(float));
+}
+
 ModelStateBytes DataParallel::model_state_bytes() const {
-    const int64_t f = sizeof(float);
-    const int64_t moments = stage_ == 0 ? z_.padded().total : z_.shard_floats();
-    return {params_.size() * f, grads_.size() * f, 2 * moments * f};
+    const ModelStateBytes b = zero_state_bytes(z_, stage_);
+    WEFT_CHECK(b.params == params_.size() * int64_t(sizeof(float)) &&
+                   b.grads == grads_.size() * int64_t(sizeof(float)),
+               "internal: zero_state_bytes counts {} + {} bytes, the buffers hold {} + {}",
+               b.params, b.grads, params_.size() * sizeof(float), grads_.size() * sizeof(float));
+    return b;
 }
 
 int64_t DataParallel::working_bytes() const {
-    int64_t bucket = 0, unit = 0;
-    for (const Bucket& b : buckets_) bucket = std::max(bucket, b.end - b.begin);
-    for (const model::Unit& u : z_.padded().units) unit = std::max(unit, u.size);
-    const int64_t floats = (stage_ >= 2 ? 3 * bucket : 0) + (stage_ == 3 ? 3 * unit : 0);
-    return floats * int64_t(sizeof(float));
+    return zero_working_bytes(z_, stage_, bucket_bytes_);
 }
 
 float* DataParallel::params(int unit) {

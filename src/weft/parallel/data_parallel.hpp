@@ -46,6 +46,14 @@ struct ModelStateBytes {
     int64_t total() const { return params + grads + optimizer; }
 };
 
+// What DataParallel allocates for the layout `z` at ZeRO `stage`, whatever --dtype is: the
+// weights, gradients and both AdamW moments are fp32 (bf16 rounds only the operands of the matrix
+// products, into per-thread scratch), so the planner's engine profile and the trainer's estimate
+// read these two functions rather than a byte count per parameter of their own.
+ModelStateBytes zero_state_bytes(const ZeroLayout& z, int stage);
+// The temporaries of working_bytes() for buckets of at least `bucket_bytes`.
+int64_t zero_working_bytes(const ZeroLayout& z, int stage, int64_t bucket_bytes);
+
 class DataParallel : public model::UnitAccess {
   public:
     DataParallel(const model::ParamLayout& layout, comm::Group& dp, DataParallelOptions options);
@@ -108,6 +116,7 @@ class DataParallel : public model::UnitAccess {
     int stage_;
     ZeroLayout z_;
     std::vector<Bucket> buckets_;
+    int64_t bucket_bytes_ = 0;
     std::vector<ShardSlice> update_;
     InFlight inflight_;
     Buffer params_;  // stages 0-2: whole (padded layout); stage 3: this rank's shard

@@ -1,10 +1,17 @@
 #include "weft/plan/memory.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <string>
 
 #include "weft/kernels/classifier.hpp"
 #include "weft/model/family.hpp"
 #include "weft/model/params.hpp"
+#include "weft/parallel/data_parallel.hpp"
+#include "weft/parallel/pipeline/partition.hpp"
 #include "weft/parallel/zero_layout.hpp"
 
 namespace weft::plan {
@@ -44,21 +51,41 @@ double engine_head_floats(const model::ModelConfig& cfg, int64_t seq, int64_t b,
 
 namespace {
 
-// Model state of the engine, exactly as parallel::DataParallel::model_state_bytes and
-// working_bytes count it (padded ZeRO layout, 16·dp-float slices, gradient buckets).
-void engine_exact_state(const Workload& w, const Candidate& k, MemoryBreakdown& m) {
-    const model::ModelConfig& cfg = w.model.config;
-    const parallel::ZeroLayout z(model::build_param_layout(cfg), k.layout.dp, 0);
-    const int stage = k.layout.zero;
-    const double total = double(z.padded().total), shard = double(z.shard_floats());
-    m.weights = 4 * (stage == 3 ? shard : total);
-    m.grads = 4 * (stage >= 2 ? shard : total);
-    m.optimizer = 2 * 4 * (stage == 0 ? total : shard);
-    int64_t bucket = 0, unit = 0;
-    for (const parallel::Bucket& b : parallel::make_buckets(z, int64_t(w.bucket_mb * (1 << 20))))
-        bucket = std::max(bucket, b.end - b.begin);
-    for (const model::Unit& u : z.padded().units) unit = std::max(unit, u.size);
-    m.buffers += 4.0 * double((stage >= 2 ? 3 * bucket : 0) + (stage == 3 ? 3 * unit : 0));
+// Model state of the engine on pipeline rank `stage` (tp rank 0: every tp rank holds the same
+// sizes), exactly as TrainState allocates it: the family's tensors for this stage's units and
+// this tp shard (model::build_param_layout, the Model's own layout), cut by ZeRO over the
+// gradient group dp x cp, counted by parallel::zero_state_bytes and zero_working_bytes, the
+// functions DataParallel itself reports. fp32 whatever the dtype: see docs/planner.md.
+// Memoized: a search prices many candidates of few shapes, and building a layout declares
+// every tensor.
+struct EngineState {
+    parallel::ModelStateBytes state;
+    int64_t working = 0, unit0 = 0;  // unit0: this stage's padded embedding unit (floats)
+};
+
+EngineState engine_state(const model::ModelConfig& cfg, const Layout& l, int stage,
+                         double bucket_mb) {
+    static std::mutex mutex;
+    static std::map<std::string, EngineState> cache;
+    const std::string key = fmt::format("{} {} {} {} {} {} {} {}", l.tp, l.pp, l.vpp, stage,
+                                        l.dp * l.cp, l.zero, bucket_mb, cfg.to_json().dump());
+    {
+        std::lock_guard lock(mutex);
+        if (auto it = cache.find(key); it != cache.end()) return it->second;
+    }
+    model::ModelShard shard;
+    if (l.pp > 1)
+        shard.units =
+            pipeline::partition_layers(int(cfg.n_layer), l.pp, l.vpp, "").units_of(stage, cfg);
+    shard.tp = l.tp;
+    const parallel::ZeroLayout z(model::build_param_layout(model::config_for_tp(cfg, l.tp), shard),
+                                 l.dp * l.cp, 0);
+    EngineState e{parallel::zero_state_bytes(z, l.zero),
+                  parallel::zero_working_bytes(z, l.zero, int64_t(bucket_mb * (1 << 20))),
+                  z.padded().units[0].size};
+    std::lock_guard lock(mutex);
+    cache.emplace(key, e);
+    return e;
 }
 
 }  // namespace
@@ -71,6 +98,8 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
     const int64_t b = k.micro_batch, T = w.seq_len, s = T / l.cp;
     const double layers_per_chunk = double(cfg.n_layer) / (l.pp * l.vpp);
     const bool first = stage == 0, last = stage == l.pp - 1;
+    // The engine stores activations, scratch and model state in fp32 whatever --dtype is.
+    constexpr double kEngineBytes = sizeof(float);
     const double shards = double(l.dp) * l.cp;  // ZeRO shards over the gradient group, dp x cp
     const double psi = stage_parameters(cfg, l, stage);
     const double per_layer_params = unit_parameters(cfg, l.tp, 1);
@@ -78,17 +107,11 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
     m.runtime = c.device.runtime_bytes;
 
     if (w.profile == MemoryProfile::engine) {
-        const bool exact = l.tp == 1 && l.pp == 1 && l.cp == 1;
-        if (exact) {
-            engine_exact_state(w, k, m);
-        } else {  // the same rules on the logical count of this stage
-            m.weights = p.param * psi / (l.zero == 3 ? shards : 1);
-            m.grads = p.grad * psi / (l.zero >= 2 ? shards : 1);
-            m.optimizer = p.optimizer * psi / (l.zero >= 1 ? shards : 1);
-            const double bucket = w.bucket_mb * (1 << 20);
-            m.buffers +=
-                (l.zero >= 2 ? 3 * bucket : 0) + (l.zero == 3 ? 3 * per_layer_params * p.param : 0);
-        }
+        const EngineState e = engine_state(cfg, l, stage, w.bucket_mb);
+        m.weights = double(e.state.params);
+        m.grads = double(e.state.grads);
+        m.optimizer = double(e.state.optimizer);
+        m.buffers += double(e.working);
         // The Activations of each of this stage's chunks, as the model allocates them (the
         // family's count), times the micro-batches the schedule holds at once per chunk, as
         // train::PipelineStage keeps them. Full recomputation keeps each layer's input and one
@@ -101,17 +124,17 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
                 f.activation_floats(cfg, b, s,
                                     {c * lpc, lpc, c == chunks - 1, l.recompute == Recompute::full,
                                      l.tp, l.sequence_parallel}));
-        m.activations = p.activation * floats * in_flight / l.vpp;
+        m.activations = kEngineBytes * floats * in_flight / l.vpp;
         // Backward scratch (the family's) and the classifier's logits chunk.
         double scratch = double(f.scratch_floats(cfg, b, s, 1, false)) / l.tp;
         if (last)
             scratch += double(kernels::classifier_scratch_floats(b * s, cfg.vocab_size)) / l.tp;
-        m.buffers += p.activation * scratch;
+        m.buffers += kEngineBytes * scratch;
         // With a pipeline, the first and last stages each receive the other's gradient of the
         // tied embeddings (the embedding unit as this tp rank stores it) to sum them; an
         // untied head needs no exchange.
         if (cfg.tie_embeddings && l.pp > 1 && (first || last))
-            m.buffers += p.grad * unit_parameters(cfg, l.tp, 0);
+            m.buffers += kEngineBytes * double(e.unit0);
         return m;
     }
 

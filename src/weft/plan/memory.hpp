@@ -2,9 +2,11 @@
 // Memory of one device, by kind. Two profiles (docs/planner.md):
 //   korthikanti  GPU mixed precision: model states of the ZeRO paper, activations of Korthikanti
 //                et al. 2022, buffers of Megatron/DeepSpeed.
-//   engine       this engine, fp32 on CPU: reproduces train::estimate_memory byte for byte for the
-//                layouts the engine runs (tp = pp = cp = 1, any dp and ZeRO stage), and scales it
-//                the Megatron way for the others.
+//   engine       this engine on CPU, fp32 or bf16: model state from the engine's own layout and
+//                parallel::zero_state_bytes (what DataParallel allocates and train::memory_estimate
+//                reports) for every dp x ZeRO x tp x pp layout; fp32 weights, gradients, AdamW
+//                moments and activations whatever --dtype is (bf16 rounds only the products'
+//                operands, into per-thread scratch neither side counts: docs/planner.md).
 #include "weft/plan/candidate.hpp"
 #include "weft/plan/cluster.hpp"
 

@@ -6,6 +6,8 @@
 #include "weft/kernels/classifier.hpp"
 #include "weft/model/gpt2.hpp"
 #include "weft/model/params.hpp"
+#include "weft/parallel/data_parallel.hpp"
+#include "weft/parallel/pipeline/partition.hpp"
 #include "weft/parallel/zero_layout.hpp"
 #include "weft/plan/memory.hpp"
 
@@ -197,4 +199,57 @@ TEST(PlanMemory, EngineEndStagesHoldTheTiedEmbeddingExchange) {
             4.0 * double(kernels::classifier_scratch_floats(256, cfg.vocab_size)) / tp;
         EXPECT_DOUBLE_EQ(last.buffers - middle.buffers - logits, exchange);
     }
+}
+
+// Issue 16: the planner's engine profile and the trainer's estimate read the same model state.
+// The trainer reports DataParallel::model_state_bytes, i.e. parallel::zero_state_bytes of the
+// ZeroLayout over the Model's layout; that layout is built here as TrainState builds it
+// (model::build_param_layout of the tp-padded config for this pipeline rank's units and tp
+// shard), independently of the planner's code path. fp32 and bf16 must give the same bytes:
+// the engine keeps fp32 weights, gradients and moments under --dtype bf16.
+TEST(PlanMemory, EngineModelStateEqualsTheTrainersForEveryLayout) {
+    struct Case {
+        int dp, tp, pp, vpp;
+    };
+    const Case cases[] = {{1, 1, 1, 1}, {2, 1, 1, 1}, {4, 1, 1, 1}, {1, 2, 1, 1},
+                          {2, 2, 1, 1}, {1, 1, 2, 1}, {2, 1, 2, 1}, {1, 2, 2, 1},
+                          {1, 1, 2, 2}, {2, 2, 2, 1}, {1, 4, 1, 1}, {1, 1, 4, 1}};
+    for (const char* name : {"tiny", "gpt2"})
+        for (const char* dtype : {"fp32", "bf16"})
+            for (const Case& c : cases)
+                for (int z = 0; z <= 3; ++z) {
+                    if (z >= 2 && c.pp > 1) continue;  // the engine refuses it (docs/planner.md)
+                    const Workload w = workload(name, 8 * c.dp, 64, dtype, MemoryProfile::engine);
+                    const model::ModelConfig& cfg = w.model.config;
+                    if (cfg.n_layer % (c.pp * c.vpp) != 0) continue;  // tiny has 2 layers
+                    Candidate k = layout(c.dp, c.tp, c.pp, z, 1);
+                    k.layout.vpp = c.vpp;
+                    for (int stage = 0; stage < c.pp; ++stage) {
+                        model::ModelShard shard;
+                        if (c.pp > 1)
+                            shard.units =
+                                pipeline::partition_layers(int(cfg.n_layer), c.pp, c.vpp, "")
+                                    .units_of(stage, cfg);
+                        shard.tp = c.tp;
+                        for (int tp_rank = 0; tp_rank < c.tp; ++tp_rank) {
+                            shard.tp_rank = tp_rank;
+                            const parallel::ZeroLayout zl(
+                                model::build_param_layout(model::config_for_tp(cfg, c.tp), shard),
+                                c.dp, 0);
+                            const parallel::ModelStateBytes trainer =
+                                parallel::zero_state_bytes(zl, z);
+                            const MemoryBreakdown m = stage_memory(w, big_cluster(), k, stage, 1);
+                            SCOPED_TRACE(testing::Message()
+                                         << name << " " << dtype << " " << k.describe() << " stage "
+                                         << stage << " tp rank " << tp_rank);
+                            EXPECT_EQ(m.weights, double(trainer.params));
+                            EXPECT_EQ(m.grads, double(trainer.grads));
+                            EXPECT_EQ(m.optimizer, double(trainer.optimizer));
+                            // fp32 bytes: 4 per weight, 4 per gradient, 8 per moment pair.
+                            const double total = double(zl.padded().total);
+                            EXPECT_EQ(m.weights, 4 * (z == 3 ? total / c.dp : total));
+                            EXPECT_EQ(m.optimizer, 8 * (z == 0 ? total : total / c.dp));
+                        }
+                    }
+                }
 }
