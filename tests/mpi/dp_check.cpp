@@ -5,6 +5,12 @@
 //                                     two checkpoint directories (their logical weights)
 //   dp_check comm RUN                 per-step bytes on dp equal the analytic counts
 //   dp_check memory RUN1 RUN2 RUN4    stage-3 model-state bytes per rank fall as 1/N
+//   dp_check wire FP32 BF16 AXIS EXACT  bf16 on the wire: every step, rank 0's bus bytes on AXIS
+//                                     in BF16 less the part that stays fp32 are exactly half of
+//                                     FP32's less that part. EXACT: `all_reduce` (BF16's
+//                                     all-reduces on AXIS, tp's softmax sums), `tied` (the tied
+//                                     embedding's gradient a pipeline end stage sends: 4 bytes per
+//                                     float of unit 0, padded at dp 1) or a byte count
 //
 // RUN is a run directory (metrics.jsonl, checkpoints/). The analytic counts are computed here
 // from the model's units, independently of weft's own ZeRO layout code. Exit 0 when the check
@@ -219,6 +225,46 @@ int memory(const std::vector<fs::path>& runs) {
     return bad ? 1 : 0;
 }
 
+double axis_bus(const json& line, const std::string& axis, const char* op) {
+    const json comm = line.value("comm", json::object());
+    if (!comm.contains(axis) || !comm[axis].contains(op)) return 0;
+    return comm[axis][op]["bus_bytes"].get<double>();
+}
+
+int wire(const fs::path& fp32, const fs::path& bf16, const std::string& axis,
+         const std::string& exact) {
+    const auto a = step_lines(fp32), b = step_lines(bf16);
+    if (a.size() != b.size() || a.empty()) {
+        fmt::print("FAIL: {} has {} steps, {} has {}\n", fp32.string(), a.size(), bf16.string(),
+                   b.size());
+        return 1;
+    }
+    double fixed = -1;
+    if (exact == "tied")
+        fixed = 4.0 * double(padded_count(run_layout(fp32), 1).unit0);
+    else if (exact != "all_reduce")
+        fixed = std::stod(exact);
+    int bad = 0;
+    double sum_a = 0, sum_b = 0, sum_e = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        const double x = axis_bus(a[i], axis, "total"), y = axis_bus(b[i], axis, "total");
+        const double e = fixed >= 0 ? fixed : axis_bus(b[i], axis, "all_reduce");
+        sum_a += x, sum_b += y, sum_e += e;
+        // Halving must hold exactly, and there must be something to halve.
+        if (x - e <= 0 || 2 * (y - e) != x - e) {
+            fmt::print("FAIL: step {}: {} bus bytes fp32 {}, bf16 {}, fp32 part {}\n", i + 1, axis,
+                       x, y, e);
+            ++bad;
+        }
+    }
+    fmt::print(
+        "{} bus bytes of rank 0 over {} steps: fp32 {:.0f}, bf16 {:.0f}, of which fp32 either way "
+        "{:.0f}: the rest {:.0f} -> {:.0f} ({})\n",
+        axis, a.size(), sum_a, sum_b, sum_e, sum_a - sum_e, sum_b - sum_e,
+        bad ? "MISMATCH" : "exactly half");
+    return bad ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -228,7 +274,8 @@ int main(int argc, char** argv) {
         if (cmd == "weights" && argc == 5) return weights(argv[2], argv[3], std::atof(argv[4]));
         if (cmd == "comm" && argc == 3) return comm_counts(argv[2]);
         if (cmd == "memory" && argc >= 3) return memory({argv + 2, argv + argc});
-        fmt::print(stderr, "usage: dp_check losses|weights|comm|memory ...\n");
+        if (cmd == "wire" && argc == 6) return wire(argv[2], argv[3], argv[4], argv[5]);
+        fmt::print(stderr, "usage: dp_check losses|weights|comm|memory|wire ...\n");
         return 2;
     } catch (const std::exception& e) {
         fmt::print("FAIL: {}\n", e.what());

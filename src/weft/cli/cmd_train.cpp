@@ -100,7 +100,12 @@ void add_train_command(CLI::App& app) {
                   "per rank; open in Perfetto)");
     c->add_option("--dtype", o->dtype,
                   "Matrix products in fp32, or bf16 with fp32 accumulation (master weights, "
-                  "optimizer states, LayerNorm, softmax and loss stay fp32)")
+                  "optimizer states, LayerNorm, softmax and loss stay fp32); bf16 also sends "
+                  "tensor-parallel activations and pipeline messages as bf16")
+        ->capture_default_str();
+    c->add_option("--grad-reduce-dtype", o->grad_reduce_dtype,
+                  "Data-parallel gradient reduction on the wire: fp32, or bf16 (summed in fp32 "
+                  "on the receiving rank)")
         ->capture_default_str();
     c->add_option("--inject-delay", o->inject_delay,
                   "Testing aid: world rank RANK sleeps MS milliseconds at the start of every step, "

@@ -14,7 +14,12 @@ class TpComm {
     virtual int size() const = 0;
     // In place, every rank ends with the elementwise sum (max) over the group, the same bits on
     // every rank: the computations tensor parallelism replicates must not drift apart.
+    // all_reduce_sum, all_gather and reduce_scatter_sum carry activations and their gradients,
+    // which an implementation may move in a narrower format (bf16 under --dtype bf16);
+    // all_reduce_sum_exact is for what must stay fp32 on the wire: the loss's softmax statistics
+    // and the gradients of replicated parameters.
     virtual void all_reduce_sum(float* x, int64_t n) = 0;
+    virtual void all_reduce_sum_exact(float* x, int64_t n) { all_reduce_sum(x, n); }
     virtual void all_reduce_max(float* x, int64_t n) = 0;
     // out[size * n] = the `n` floats of every rank, in rank order. `in` may be this rank's own
     // block of out (in place), else must not overlap it.

@@ -73,7 +73,7 @@ const float* TpRegions::sum_input_grad(float* partial, int64_t BT, int64_t rows,
 }
 
 void TpRegions::add_replicated_grads(float* partial, float* const* dst, int count) {
-    tp_->all_reduce_sum(partial, count * C_);
+    tp_->all_reduce_sum_exact(partial, count * C_);
     for (int i = 0; i < count; ++i) k::add_inplace(dst[i], partial + i * C_, C_);
 }
 
@@ -143,7 +143,7 @@ void TpRegions::head(float* losses, float* dx, float* dw, const float* x, const 
         k::classifier_shard_logits(logits, max, xs, w, r, C_, vr_);
         tp_->all_reduce_max(max, r);
         k::classifier_shard_sums(sums, logits, max, t, r, vr_, v0_, train);
-        tp_->all_reduce_sum(sums, 2 * r);
+        tp_->all_reduce_sum_exact(sums, 2 * r);
         k::classifier_shard_finish(losses + n0, dxp ? dxp + n0 * C_ : nullptr, train ? dw : nullptr,
                                    logits, max, sums, xs, w, t, r, C_, vr_, v0_, scale);
     }

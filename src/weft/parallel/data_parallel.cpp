@@ -26,8 +26,8 @@ DataParallel::DataParallel(const model::ParamLayout& layout, comm::Group& dp,
     params_ = Buffer(stage_ < 3 ? z_.padded().total : z_.shard_floats());
     grads_ = Buffer(stage_ < 2 ? z_.padded().total : z_.shard_floats());
     param_ticket_.resize(size_t(z_.units()));
-    reducer_ =
-        std::make_unique<GradReducer>(z_, buckets_, dp_, inflight_, grads_.data(), stage_ >= 2);
+    reducer_ = std::make_unique<GradReducer>(z_, buckets_, dp_, inflight_, grads_.data(),
+                                             stage_ >= 2, options.bf16_grad_reduce);
     if (stage_ == 3)
         gatherer_ = std::make_unique<ParamGatherer>(z_, dp_, inflight_, params_.data());
 }
@@ -80,6 +80,7 @@ void DataParallel::begin_backward() {
 
 void DataParallel::end_backward() {
     inflight_.wait_all();
+    reducer_->finish();
 }
 
 float* DataParallel::update_params(const ShardSlice& s) {

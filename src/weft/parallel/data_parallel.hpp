@@ -37,6 +37,8 @@ class ParamGatherer;
 struct DataParallelOptions {
     int zero = 0;             // ZeRO stage 0..3
     double bucket_mb = 25.0;  // gradient bucket size, MiB of fp32
+    // --grad-reduce-dtype bf16: gradients travel as bf16, summed in fp32 (zero_grads.hpp).
+    bool bf16_grad_reduce = false;
 };
 
 // Model-state memory of one rank: parameters, gradients, AdamW's two moments (persistent

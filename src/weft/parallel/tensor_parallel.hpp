@@ -4,17 +4,21 @@
 // reported per axis with everything else (docs/tensor_parallel.md gives the expected counts).
 #include "weft/comm/mesh.hpp"
 #include "weft/model/tp_comm.hpp"
+#include "weft/parallel/bf16_wire.hpp"
 
 namespace weft::parallel {
 
 class GroupTpComm : public model::TpComm {
   public:
-    // The group must outlive this object.
-    explicit GroupTpComm(comm::Group& group) : group_(group) {}
+    // The group must outlive this object. `bf16_wire`: activations and their gradients travel
+    // as bf16 (bf16_wire.hpp), the exact sums and the max as fp32.
+    explicit GroupTpComm(comm::Group& group, bool bf16_wire = false)
+        : group_(group), bf16_(bf16_wire) {}
 
     int rank() const override { return group_.rank(); }
     int size() const override { return group_.size(); }
     void all_reduce_sum(float* x, int64_t n) override;
+    void all_reduce_sum_exact(float* x, int64_t n) override;
     void all_reduce_max(float* x, int64_t n) override;
     void all_gather(const float* in, float* out, int64_t n) override;
     void reduce_scatter_sum(const float* in, float* out, int64_t n) override;
@@ -23,6 +27,8 @@ class GroupTpComm : public model::TpComm {
 
   private:
     comm::Group& group_;
+    bool bf16_;
+    Bf16Collectives wire_;
 };
 
 }  // namespace weft::parallel

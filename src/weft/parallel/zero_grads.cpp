@@ -2,15 +2,17 @@
 
 #include <algorithm>
 #include <memory>
+#include <utility>
 
 #include "weft/comm/collectives.hpp"
 #include "weft/core/error.hpp"
 #include "weft/kernels/elementwise.hpp"
+#include "weft/parallel/bf16_wire.hpp"
 
 namespace weft::parallel {
 
 GradReducer::GradReducer(const ZeroLayout& z, const std::vector<Bucket>& buckets, comm::Group& dp,
-                         InFlight& inflight, float* grads, bool sharded)
+                         InFlight& inflight, float* grads, bool sharded, bool bf16)
     : z_(z),
       buckets_(buckets),
       dp_(dp),
@@ -18,7 +20,9 @@ GradReducer::GradReducer(const ZeroLayout& z, const std::vector<Bucket>& buckets
       grads_(grads),
       sharded_(sharded),
       bucket_of_(size_t(z.units()), -1),
-      temp_(buckets.size()) {
+      temp_(buckets.size()),
+      bf16_(bf16 && dp.size() > 1),
+      summed_(buckets.size()) {
     for (size_t b = 0; b < buckets.size(); ++b)
         for (int u = buckets[b].first_unit; u <= buckets[b].last_unit; ++u) bucket_of_[u] = int(b);
 }
@@ -39,6 +43,7 @@ void GradReducer::ready(int unit, bool last_micro_batch) {
     if (unit != k.first_unit) return;  // backward completes a bucket with its first unit
     if (!sharded_) {
         if (!last_micro_batch) return;
+        if (bf16_) return post_whole_bf16(b);
         std::span<float> data(grads_ + k.begin, size_t(k.end - k.begin));
         inflight_.add(comm::all_reduce_async(dp_, data));
         return;
@@ -63,6 +68,24 @@ void GradReducer::ready(int unit, bool last_micro_batch) {
             }
         temp_[b] = Buffer();
     }
+    if (bf16_) {
+        struct Wire {
+            std::vector<uint16_t> send, recv;
+        };
+        auto w = std::make_shared<Wire>();
+        const int64_t total = int64_t(n) * block;
+        w->send.resize(size_t(total));
+        w->recv.resize(size_t(total));
+        round_to_bf16(w->send.data(), p->send.data(), total);
+        p.reset();  // the fp32 bucket is no longer needed
+        comm::Request req = comm::all_to_all_async(
+            dp_, wire_bytes(std::as_const(w->send), 0, total), wire_bytes(w->recv, 0, total));
+        float* dst = grads_ + k.shard_begin;
+        inflight_.add(std::move(req), [w, dst, block, n] {
+            for (int r = 0; r < n; ++r) add_widened_bf16(dst, w->recv.data() + r * block, block);
+        });
+        return;
+    }
     p->recv = Buffer(block);
     comm::Request req = comm::reduce_scatter_async(
         dp_, std::span<const float>(p->send.data(), size_t(p->send.size())),
@@ -70,6 +93,39 @@ void GradReducer::ready(int unit, bool last_micro_batch) {
     float* dst = grads_ + k.shard_begin;
     inflight_.add(std::move(req),
                   [p, dst, block] { kernels::add_inplace(dst, p->recv.data(), block); });
+}
+
+void GradReducer::post_whole_bf16(int b) {
+    const Bucket& k = buckets_[b];
+    const int n = z_.dp(), rank = dp_.rank();
+    // Units are padded to 16·dp floats, so a bucket splits into dp equal blocks.
+    const int64_t size = k.end - k.begin, block = size / n;
+    auto send = std::make_shared<std::vector<uint16_t>>(size_t(size));
+    auto recv = std::make_shared<std::vector<uint16_t>>(size_t(size));
+    round_to_bf16(send->data(), grads_ + k.begin, size);
+    std::vector<uint16_t>& summed = summed_[b];
+    summed.assign(size_t(size), 0);
+    comm::Request req = comm::all_to_all_async(dp_, wire_bytes(std::as_const(*send), 0, size),
+                                               wire_bytes(*recv, 0, size));
+    inflight_.add(std::move(req), [send, recv, &summed, block, n, rank] {
+        std::vector<float> sum(size_t(block), 0.0f);
+        for (int r = 0; r < n; ++r) add_widened_bf16(sum.data(), recv->data() + r * block, block);
+        round_to_bf16(summed.data() + int64_t(rank) * block, sum.data(), block);
+    });
+}
+
+void GradReducer::finish() {
+    const int n = z_.dp(), rank = dp_.rank();
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+        std::vector<uint16_t>& summed = summed_[b];
+        if (summed.empty()) continue;
+        const Bucket& k = buckets_[b];
+        const int64_t size = k.end - k.begin, block = size / n;
+        comm::all_gather(dp_, wire_bytes(std::as_const(summed), rank * block, block),
+                         wire_bytes(summed, 0, size));
+        widen_bf16(grads_ + k.begin, summed.data(), size);
+        summed = {};
+    }
 }
 
 }  // namespace weft::parallel

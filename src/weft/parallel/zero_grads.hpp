@@ -7,6 +7,14 @@
 // micro-batch; when backward has finished the bucket it is reduce-scattered (packed rank-major
 // first when it holds several units) and the temporary is freed; this rank's block is added
 // into the gradient shard when the operation completes.
+//
+// bf16 (--grad-reduce-dtype bf16, dp > 1): the gradients travel as bf16 but are summed in fp32
+// (bf16_wire.hpp). Sharded: an all-to-all of the packed bf16 blocks replaces the reduce-scatter,
+// and each rank adds the dp blocks it receives, widened, into its shard in rank order. Whole: an
+// all-to-all of the bucket's bf16 blocks while backward goes on, each rank summing its block in
+// fp32 and rounding the sum once; finish() then all-gathers every bucket's bf16 sums, in bucket
+// order on every rank, so every rank holds the same bits, as the fp32 all-reduce gives.
+#include <cstdint>
 #include <vector>
 
 #include "weft/comm/mesh.hpp"
@@ -20,12 +28,17 @@ class GradReducer {
   public:
     // `grads` is the whole buffer (padded layout) unless `sharded`, then this rank's shard.
     GradReducer(const ZeroLayout& z, const std::vector<Bucket>& buckets, comm::Group& dp,
-                InFlight& inflight, float* grads, bool sharded);
+                InFlight& inflight, float* grads, bool sharded, bool bf16 = false);
 
     float* unit_grads(int unit);
     void ready(int unit, bool last_micro_batch);
+    // After every operation in flight is done (InFlight::wait_all): the second half of a whole
+    // bf16 reduction. Nothing to do otherwise.
+    void finish();
 
   private:
+    void post_whole_bf16(int bucket);
+
     const ZeroLayout& z_;
     const std::vector<Bucket>& buckets_;
     comm::Group& dp_;
@@ -34,6 +47,10 @@ class GradReducer {
     bool sharded_;
     std::vector<int> bucket_of_;  // per unit
     std::vector<Buffer> temp_;    // per bucket, sharded only
+    bool bf16_;
+    // Whole bf16: per bucket, the bf16 sums all-gathered by finish() (this rank's block filled
+    // when its all-to-all completes); empty when nothing is pending.
+    std::vector<std::vector<uint16_t>> summed_;
 };
 
 }  // namespace weft::parallel

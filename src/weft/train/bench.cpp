@@ -47,7 +47,7 @@ BenchTrainResult bench_train(const BenchTrainOptions& o) {
     const int64_t B = o.batch_size / dp, T = o.seq_len, micro = split.micro;
 
     TrainState st(cfg, mesh.group(comm::Axis::dp), {r.layout.zero, o.bucket_mb}, micro, T,
-                  {o.pp_layers});
+                  {o.pp_layers, o.dtype == "bf16"});
     init_state(st, 1);
     optim::OptimConfig oc;
     model::Activations& act = st.activations();

@@ -70,6 +70,8 @@ void TrainOptions::validate() const {
                comm_timeout);
     WEFT_CHECK(!data.empty(), "--data is required");
     WEFT_CHECK(dtype == "fp32" || dtype == "bf16", "--dtype must be fp32 or bf16, got '{}'", dtype);
+    WEFT_CHECK(grad_reduce_dtype == "fp32" || grad_reduce_dtype == "bf16",
+               "--grad-reduce-dtype must be fp32 or bf16, got '{}'", grad_reduce_dtype);
     parse_inject_delay(inject_delay, 0);
     optim.validate();
 }

@@ -61,7 +61,9 @@ struct TrainOptions {
     std::filesystem::path trace;  // Chrome-trace JSON of the pipeline's measured timeline
 
     std::string dtype = "fp32";  // matrix products: fp32, or bf16 with fp32 accumulation
-    std::string inject_delay;    // RANK:MS, a testing aid (InjectedDelay); empty: none
+    // What data-parallel gradient reduction puts on the wire: fp32, or bf16 summed in fp32.
+    std::string grad_reduce_dtype = "fp32";
+    std::string inject_delay;  // RANK:MS, a testing aid (InjectedDelay); empty: none
 
     // The model shape after applying preset, overrides and (later) the Hugging Face config.
     model::ModelConfig model_config() const;

@@ -71,7 +71,7 @@ double PipelineStage::step(const pipeline::Schedule& s, comm::Group& pp, const F
     loss_ = 0;
     peak_live_ = live_ = 0;
     std::vector<pipeline::TraceRecord> records =
-        pipeline::run_schedule(s, rank_, pp, *this, {trace != nullptr});
+        pipeline::run_schedule(s, rank_, pp, *this, {trace != nullptr, bf16_messages_});
     if (trace) *trace = std::move(records);
     // The head wrote the tied embedding's gradient in forward. On a rank with no embedding
     // backward, unit 0 is complete only when every chunk's backward is: it completes the bucket

@@ -37,6 +37,10 @@ class PipelineStage : public pipeline::StageWork {
     // tokens. Returns the loss sum on the last chunk's rank, 0 elsewhere.
     double forward_only(comm::Group& pp, const model::Activations& io);
 
+    // Training messages (activations and their gradients) travel as bf16 (--dtype bf16);
+    // evaluation's stay fp32.
+    void set_bf16_messages(bool on) { bf16_messages_ = on; }
+
     // Most Activations values this rank held at once during the last step.
     int peak_in_flight() const { return peak_live_; }
     // Bytes of activation buffers this rank has allocated (kept for reuse across steps): the
@@ -67,6 +71,7 @@ class PipelineStage : public pipeline::StageWork {
     bool recompute_;
     std::function<void(bool)> last_micro_;
     bool holds_embedding_copy_;  // the tied embedding held for the head only (not chunk 0)
+    bool bf16_messages_ = false;
 
     // Per step.
     const Fill* fill_ = nullptr;

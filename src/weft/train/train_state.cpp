@@ -24,9 +24,9 @@ pipeline::Partition partition_for(const model::ModelConfig& cfg, const Layout& l
     return pipeline::partition_layers(int(cfg.n_layer), l.pp, l.vpp, mp.pp_layers);
 }
 
-std::unique_ptr<model::TpComm> tp_comm_for(comm::Mesh& mesh) {
+std::unique_ptr<model::TpComm> tp_comm_for(comm::Mesh& mesh, bool bf16) {
     if (mesh.size(comm::Axis::tp) == 1) return nullptr;
-    return std::make_unique<parallel::GroupTpComm>(mesh.group(comm::Axis::tp));
+    return std::make_unique<parallel::GroupTpComm>(mesh.group(comm::Axis::tp), bf16);
 }
 
 std::unique_ptr<model::CpComm> cp_comm_for(comm::Mesh& mesh) {
@@ -64,7 +64,7 @@ TrainState::TrainState(const model::ModelConfig& cfg, comm::Group& dp,
       tp_(mesh_.size(comm::Axis::tp)),
       tp_rank_(mesh_.rank(comm::Axis::tp)),
       part_(partition_for(cfg, mesh_.layout(), mp)),
-      tp_comm_(tp_comm_for(mesh_)),
+      tp_comm_(tp_comm_for(mesh_, mp.bf16_activations)),
       cp_comm_(cp_comm_for(mesh_)),
       // The vocabulary is padded to a multiple of 128 x tp so that it splits evenly.
       model_(model::make_model(model::config_for_tp(cfg, tp_), shard_for(mesh_, part_, cfg),
@@ -94,6 +94,7 @@ TrainState::TrainState(const model::ModelConfig& cfg, comm::Group& dp,
         stage_ = std::make_unique<PipelineStage>(
             *model_, dp_, part_, pp_rank_, micro, T_local, recompute,
             [this](bool last) { dp_.set_last_micro_batch(last); }, act_->positions);
+    if (stage_) stage_->set_bf16_messages(mp.bf16_activations);
 }
 
 TrainState::~TrainState() = default;

@@ -26,6 +26,8 @@ namespace weft::train {
 // What the layout does not say: how the layers are cut into pipeline chunks.
 struct ModelParallelOptions {
     std::string pp_layers;  // "3,3,2,2" or empty (even)
+    // Tensor-parallel activations and pipeline messages travel as bf16 (--dtype bf16).
+    bool bf16_activations = false;
 };
 
 struct StepOutcome {

@@ -145,7 +145,8 @@ void run_training(const TrainOptions& o_in) {
     // Context parallel: gradients (and ZeRO shards) over cp x dp, as Megatron-LM reduces them.
     comm::Group& grad_group = o.layout.cp > 1 ? mesh.add_group({comm::Axis::cp, comm::Axis::dp})
                                               : mesh.group(comm::Axis::dp);
-    TrainState st(cfg, grad_group, {o.layout.zero, o.bucket_mb}, micro, T, {o.pp_layers});
+    TrainState st(cfg, grad_group, {o.layout.zero, o.bucket_mb, o.grad_reduce_dtype == "bf16"},
+                  micro, T, {o.pp_layers, o.dtype == "bf16"});
     int64_t start_step = 0;
     if (resume_from) {
         load_state(st, *resume_from);
@@ -198,6 +199,7 @@ void run_training(const TrainOptions& o_in) {
                     {"micro_batch_size", micro},
                     {"threads_per_rank", threads},
                     {"dtype", o.dtype},
+                    {"grad_reduce_dtype", o.grad_reduce_dtype},
                     {"model_state_bytes",
                      {{"params", state_bytes.params},
                       {"grads", state_bytes.grads},

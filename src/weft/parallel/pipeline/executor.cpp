@@ -3,10 +3,12 @@
 #include <chrono>
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "weft/comm/collectives.hpp"
 #include "weft/comm/tags.hpp"
 #include "weft/core/error.hpp"
+#include "weft/parallel/bf16_wire.hpp"
 
 namespace weft::pipeline {
 
@@ -35,7 +37,12 @@ std::vector<TraceRecord> run_schedule(const Schedule& s, int rank, comm::Group& 
     };
     // Sends in flight, by (grad, micro, chunk): an activation's send is awaited before the
     // chunk's backward (which may rewrite the buffer when recomputing), the rest at step end.
-    std::map<std::tuple<bool, int, int>, comm::Request> sends;
+    struct Send {
+        comm::Request request;
+        std::vector<uint16_t> wire;  // the bf16 message, until it is sent
+    };
+    std::map<std::tuple<bool, int, int>, Send> sends;
+    std::vector<uint16_t> received;  // a bf16 message, widened at once
     for (const Action& a : s.ranks[size_t(rank)]) {
         const double start = now_us();
         switch (a.kind) {
@@ -46,7 +53,7 @@ std::vector<TraceRecord> run_schedule(const Schedule& s, int rank, comm::Group& 
             case Action::backward: {
                 auto it = sends.find({false, a.micro, a.chunk});
                 if (it != sends.end()) {
-                    it->second.wait();
+                    it->second.request.wait();
                     sends.erase(it);
                 }
                 work.backward(a.micro, a.chunk);
@@ -59,7 +66,16 @@ std::vector<TraceRecord> run_schedule(const Schedule& s, int rank, comm::Group& 
                 std::span<const float> data =
                     grad ? work.grad_out(a.micro, a.chunk) : work.act_out(a.micro, a.chunk);
                 const int tag = message_tag(message_id(a, rank), s);
-                sends[{grad, a.micro, a.chunk}] = comm::send_async(pp, data, a.peer, tag);
+                Send& out = sends[{grad, a.micro, a.chunk}];
+                if (options.bf16_messages) {
+                    const int64_t n = int64_t(data.size());
+                    out.wire.resize(size_t(n));
+                    parallel::round_to_bf16(out.wire.data(), data.data(), n);
+                    out.request = comm::send_async(
+                        pp, parallel::wire_bytes(std::as_const(out.wire), 0, n), a.peer, tag);
+                } else {
+                    out.request = comm::send_async(pp, data, a.peer, tag);
+                }
                 record(a, start, "send");
                 break;
             }
@@ -68,13 +84,21 @@ std::vector<TraceRecord> run_schedule(const Schedule& s, int rank, comm::Group& 
                 const bool grad = a.kind == Action::recv_grad;
                 std::span<float> data =
                     grad ? work.grad_in(a.micro, a.chunk) : work.act_in(a.micro, a.chunk);
-                comm::recv(pp, data, a.peer, message_tag(message_id(a, rank), s));
+                const int tag = message_tag(message_id(a, rank), s);
+                if (options.bf16_messages) {
+                    const int64_t n = int64_t(data.size());
+                    received.resize(size_t(n));
+                    comm::recv(pp, parallel::wire_bytes(received, 0, n), a.peer, tag);
+                    parallel::widen_bf16(data.data(), received.data(), n);
+                } else {
+                    comm::recv(pp, data, a.peer, tag);
+                }
                 record(a, start, "recv");
                 break;
             }
         }
     }
-    for (auto& [key, request] : sends) request.wait();
+    for (auto& [key, send] : sends) send.request.wait();
     return records;
 }
 

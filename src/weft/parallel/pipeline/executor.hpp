@@ -30,6 +30,9 @@ class StageWork {
 
 struct ExecutorOptions {
     bool record = false;  // keep a measured timeline of the step
+    // Messages travel as bf16 (--dtype bf16): rounded into a scratch buffer held until the send
+    // completes, received into one and widened into the stage's fp32 buffer (bf16_wire.hpp).
+    bool bf16_messages = false;
 };
 
 // One step of `rank`'s list on the pipeline group `pp` (group rank = pipeline rank). Returns the
