@@ -74,6 +74,7 @@ void add_plan_command(CLI::App& app) {
         w.profile = !a->profile.empty()     ? plan::parse_profile(a->profile)
                     : w.prec.name == "fp32" ? plan::MemoryProfile::engine
                                             : plan::MemoryProfile::korthikanti;
+        if (w.profile == plan::MemoryProfile::engine) w.prec = plan::engine_precision(a->dtype);
         WEFT_CHECK(a->bucket_mb > 0, "--bucket-mb must be positive, got {}", a->bucket_mb);
         w.bucket_mb = a->bucket_mb;
         plan::Cluster cluster = plan::load_cluster(plan::find_cluster_file(a->cluster));

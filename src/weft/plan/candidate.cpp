@@ -17,6 +17,12 @@ Precision precision(const std::string& dtype) {
     fail("--dtype must be bf16, fp16 or fp32, got '{}'", dtype);
 }
 
+Precision engine_precision(const std::string& dtype) {
+    if (dtype == "bf16") return {dtype, 4, 4, 8, 2, 36};
+    if (dtype == "fp32") return precision(dtype);
+    fail("--dtype {} with --memory-profile engine: the engine trains in fp32 or bf16", dtype);
+}
+
 std::string_view profile_name(MemoryProfile p) {
     return p == MemoryProfile::engine ? "engine" : "korthikanti";
 }

@@ -22,6 +22,11 @@ struct Precision {
     double param = 0, grad = 0, optimizer = 0, activation = 0, update = 0;
 };
 Precision precision(const std::string& dtype);  // bf16 | fp16 | fp32
+// This engine's bytes (the engine memory profile): fp32 weights, gradients and moments, and an
+// fp32 update, for fp32 and bf16 alike (docs/planner.md); `activation` is what tensor- and
+// pipeline-parallel messages carry: 2 bytes under bf16 (bf16 on the wire), else 4. Gradients
+// are reduced in fp32, the engine's default (--grad-reduce-dtype fp32). fp16 is an error.
+Precision engine_precision(const std::string& dtype);
 
 enum class MemoryProfile { engine, korthikanti };
 std::string_view profile_name(MemoryProfile p);

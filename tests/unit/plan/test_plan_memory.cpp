@@ -86,6 +86,15 @@ TEST(PlanMemory, Fp32ByteFactors) {
     const Precision b = precision("bf16");
     EXPECT_EQ(b.param + b.grad + b.optimizer, 16);  // 2 + 2 + K, K = 12
     EXPECT_THROW(precision("int8"), weft::Error);
+    // The engine under bf16: fp32 state (as fp32), bf16 on the tp / pp wire, fp32 gradients.
+    const Precision e = engine_precision("bf16");
+    EXPECT_EQ(e.param, p.param);
+    EXPECT_EQ(e.grad, p.grad);
+    EXPECT_EQ(e.optimizer, p.optimizer);
+    EXPECT_EQ(e.update, p.update);
+    EXPECT_EQ(e.activation, 2);
+    EXPECT_EQ(engine_precision("fp32").activation, 4);
+    EXPECT_THROW(engine_precision("fp16"), weft::Error);
 }
 
 // Korthikanti et al. 2022, Sec. 4 / Table 2, at GPT-3 175B's shape: s = 2048, h = 12288, a = 96,
