@@ -160,7 +160,7 @@ void add_bench_command(CLI::App& app) {
                 "{:.1f} MiB\n",
                 mib(r.peak_rss_max), mib(r.estimate_max));
         if (r.bf16_scratch_bytes > 0)
-            fmt::print("             bf16 operand copies {:.1f} MiB (not in the estimate)\n",
+            fmt::print("             bf16 operand scratch {:.1f} MiB (not in the estimate)\n",
                        mib(r.bf16_scratch_bytes));
         if (r.ranks > 1)
             fmt::print(

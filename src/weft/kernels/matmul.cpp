@@ -226,9 +226,10 @@ void gemm_fp32(const GemmKey& key, const float* A, const float* B, float beta, f
 
 // bf16 operands widened back to fp32, for CPUs without bf16 matrix instructions. Per thread and
 // kept between calls, as the bf16 copies are.
+thread_local std::vector<float> t_widened[2];
+
 float* widened(int role, const uint16_t* x, int64_t n) {
-    thread_local std::vector<float> buffers[2];
-    std::vector<float>& b = buffers[role];
+    std::vector<float>& b = t_widened[role];
     if (int64_t(b.size()) < n) b.resize(size_t(n));
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
     for (int64_t i = 0; i < n; ++i) b[size_t(i)] = bf16_to_fp32(x[i]);
@@ -359,6 +360,7 @@ Bf16OperandScope::~Bf16OperandScope() {
 int64_t matmul_bf16_scratch_bytes() {
     int64_t total = 0;
     for (const Bf16Buffer& b : t_bf16) total += b.size * int64_t(sizeof(uint16_t));
+    for (const std::vector<float>& w : t_widened) total += int64_t(w.size() * sizeof(float));
     return total;
 }
 

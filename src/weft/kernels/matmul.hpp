@@ -87,7 +87,8 @@ double measure_gemm_peak_bf16_gflops(int64_t n, double seconds);
 bool bf16_products_native();
 
 // Bytes of bf16 operand copies this thread holds for bf16 products (kept between calls so that
-// a step does not allocate and page them in again).
+// a step does not allocate and page them in again), and, where products are emulated, of the
+// fp32 buffers the copies of A and B are widened into.
 int64_t matmul_bf16_scratch_bytes();
 
 }  // namespace weft::kernels

@@ -55,7 +55,7 @@ struct BenchTrainResult {
     int64_t peak_rss_max = 0, estimate_max = 0;
     int threads = 0;                 // per rank
     int64_t n_positions = 0;         // of the model benched (raised to --seq-len if shorter)
-    int64_t bf16_scratch_bytes = 0;  // bf16 operand copies held after the run (not estimated)
+    int64_t bf16_scratch_bytes = 0;  // bf16 product scratch held after the run (not estimated)
     double mean_step_s = 0;          // the profile's denominator
     std::vector<kernels::ProfileEntry> profile;  // summed over the timed steps
 };
