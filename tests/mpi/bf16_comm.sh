@@ -8,7 +8,8 @@
 #           tp bytes on the wire are exactly half the fp32 run's, less the softmax sums that stay
 #           fp32 (with it, docs/tensor_parallel.md has the measured halving).
 #   pp      --dtype bf16 at pp 2 against one process in bf16 (2e-3), and the pipeline's bytes
-#           exactly half, less the tied embedding's gradient exchange that stays fp32.
+#           exactly half, less the tied embedding's gradient exchange that stays fp32; with
+#           --grad-reduce-dtype bf16 as well, all of them exactly half.
 #   dp      --grad-reduce-dtype bf16 at dp 2 under ZeRO 0 (the whole buffer: all-to-all, fp32
 #           sums, all-gather) and ZeRO 2 (the shard: all-to-all, fp32 sums) against one process
 #           in fp32 (2e-3; measured 2e-6 and 2e-4: each gradient is rounded to bf16 before the
@@ -42,6 +43,11 @@ pp)
   train 2 pp2_fp32 --steps $steps --pp 2 --micro-batch-size 2
   check "$CHECK" losses ref_bf16 pp2_bf16 2e-3
   check "$CHECK" wire pp2_fp32 pp2_bf16 pp tied
+  # With --grad-reduce-dtype bf16 the tied embedding's gradient travels as bf16 too: all of it.
+  train 2 pp2_bf16_grads --steps $steps --pp 2 --micro-batch-size 2 --dtype bf16 \
+    --grad-reduce-dtype bf16
+  check "$CHECK" losses ref_bf16 pp2_bf16_grads 2e-3
+  check "$CHECK" wire pp2_fp32 pp2_bf16_grads pp 0
   ;;
 dp)
   ref ref

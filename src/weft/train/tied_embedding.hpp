@@ -14,21 +14,25 @@ namespace weft::train {
 class TiedEmbedding {
   public:
     // `tied`: the model ties its head to the embedding. `floats`: the gradient of unit 0 (the
-    // embeddings) as this rank stores it.
-    TiedEmbedding(comm::Group& pp, const pipeline::Partition& part, bool tied, int64_t floats);
+    // embeddings) as this rank stores it. `bf16` (--grad-reduce-dtype bf16): the gradients
+    // travel as bf16 and both stages sum the two rounded gradients in fp32 in the same order
+    // (the first stage's first), so the copies stay bit-identical.
+    TiedEmbedding(comm::Group& pp, const pipeline::Partition& part, bool tied, int64_t floats,
+                  bool bf16 = false);
 
     // Whether this rank holds one of the two copies: tied, pp > 1, the first or the last stage.
     bool holds_copy() const { return peer_ >= 0; }
     // Between the two stages (nothing elsewhere): unit 0's gradient in `w` += the other's. Call
     // after every reduction of the step, before the optimizer.
     void sum_gradients(model::UnitAccess& w);
-    // What sum_gradients allocates: the other stage's gradient.
+    // What sum_gradients allocates: the other stage's gradient (bf16: both, rounded).
     int64_t scratch_bytes() const { return holds_copy() ? 4 * floats_ : 0; }
 
   private:
     comm::Group& pp_;
     int64_t floats_;
     int peer_ = -1;  // the other stage; -1 when this rank holds no copy
+    bool first_ = false, bf16_ = false;
 };
 
 }  // namespace weft::train

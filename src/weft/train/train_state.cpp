@@ -71,7 +71,7 @@ TrainState::TrainState(const model::ModelConfig& cfg, comm::Group& dp,
                                tp_comm_.get(), mesh_.layout().sequence_parallel)),
       dp_(model_->layout(), dp, options),
       tied_(mesh_.group(comm::Axis::pp), part_, model_->config().tie_embeddings,
-            dp_.padded().units[0].size) {
+            dp_.padded().units[0].size, options.bf16_grad_reduce) {
     const bool recompute = recomputes(mesh_.layout());
     const Layout& l = mesh_.layout();
     WEFT_CHECK(!l.sequence_parallel || l.cp == 1 || micro * (T / l.cp) % l.tp == 0,
