@@ -71,7 +71,8 @@ TrainState::TrainState(const model::ModelConfig& cfg, comm::Group& dp,
                                tp_comm_.get(), mesh_.layout().sequence_parallel)),
       dp_(model_->layout(), dp, options),
       tied_(mesh_.group(comm::Axis::pp), part_, model_->config().tie_embeddings,
-            dp_.padded().units[0].size, options.bf16_grad_reduce) {
+            dp_.padded().units[0].size, options.bf16_grad_reduce),
+      bf16_messages_(mp.bf16_activations) {
     const bool recompute = recomputes(mesh_.layout());
     const Layout& l = mesh_.layout();
     WEFT_CHECK(!l.sequence_parallel || l.cp == 1 || micro * (T / l.cp) % l.tp == 0,
@@ -94,7 +95,6 @@ TrainState::TrainState(const model::ModelConfig& cfg, comm::Group& dp,
         stage_ = std::make_unique<PipelineStage>(
             *model_, dp_, part_, pp_rank_, micro, T_local, recompute,
             [this](bool last) { dp_.set_last_micro_batch(last); }, act_->positions);
-    if (stage_) stage_->set_bf16_messages(mp.bf16_activations);
 }
 
 TrainState::~TrainState() = default;
@@ -139,6 +139,7 @@ double TrainState::run_micro_batches(int64_t micro_batches,
             a.inputs = act_->inputs;
             a.targets = act_->targets;
         };
+        stage_->set_bf16_messages(bf16_messages_);
         return stage_->step(schedule_, mesh_.group(comm::Axis::pp), put, loss_scale,
                             trace_on_ ? &trace_ : nullptr);
     }

@@ -105,6 +105,7 @@ class TrainState {
     int64_t schedule_micro_ = 0;
     bool trace_on_ = false;
     std::vector<pipeline::TraceRecord> trace_;
+    bool bf16_messages_ = false;  // pipeline messages as bf16 (ModelParallelOptions)
 };
 
 }  // namespace weft::train
