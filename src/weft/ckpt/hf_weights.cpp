@@ -19,10 +19,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string shape_str(std::span<const int64_t> shape) {
-    return fmt::format("[{}]", fmt::join(shape, ", "));
-}
-
 bool is_file(const fs::path& p) {
     std::error_code ec;  // unreadable counts as absent here; opening it then says why
     return fs::is_regular_file(p, ec);
@@ -190,7 +186,7 @@ void HfWeights::read_f32(std::string_view name, std::span<const int64_t> expecte
     WEFT_CHECK(
         std::equal(t.shape.begin(), t.shape.end(), expected_shape.begin(), expected_shape.end()),
         "tensor '{}' in {} has shape {}, expected {}", name, file.path().string(),
-        shape_str(t.shape), shape_str(expected_shape));
+        shape_text(t.shape), shape_text(expected_shape));
     file.read_f32(name, expected_shape, out);
 }
 
@@ -212,7 +208,7 @@ void write_hf_weights(const fs::path& dir, std::span<const TensorToWrite> tensor
         for (int64_t d : t.shape)
             WEFT_CHECK(d >= 0 && !__builtin_mul_overflow(bytes, uint64_t(d), &bytes),
                        "cannot write tensor '{}' to {}: bad shape {}", t.name, dir.string(),
-                       shape_str(t.shape));
+                       shape_text(t.shape));
         if (!shards.back().empty() && shard_bytes + bytes > max_shard_bytes) {
             shards.emplace_back();
             shard_bytes = 0;

@@ -32,10 +32,6 @@ namespace {
 // tensors) are a few MB. The limit keeps a garbage length from allocating gigabytes.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
-std::string shape_str(std::span<const int64_t> shape) {
-    return fmt::format("[{}]", fmt::join(shape, ", "));
-}
-
 // product(shape), or -1 on a negative dim or overflow.
 int64_t checked_numel(std::span<const int64_t> shape) {
     int64_t n = 1;
@@ -163,12 +159,12 @@ TensorInfo parse_entry(const std::string& name, const json& entry, const fs::pat
     int64_t bytes;
     WEFT_CHECK(numel >= 0 && !__builtin_mul_overflow(numel, int64_t(elem), &bytes),
                "tensor '{}' in {}: shape {} is too large", name, path.string(),
-               shape_str(info.shape));
+               shape_text(info.shape));
     WEFT_CHECK(info.end - info.begin == bytes,
                "tensor '{}' in {}: data_offsets [{}, {}] span {} bytes, but shape {} of {} needs "
                "{} bytes",
                name, path.string(), info.begin, info.end, info.end - info.begin,
-               shape_str(info.shape), info.dtype, bytes);
+               shape_text(info.shape), info.dtype, bytes);
     return info;
 }
 
@@ -325,7 +321,8 @@ void SafetensorsFile::read_f32(std::string_view name, std::span<const int64_t> e
     const int64_t have = checked_numel(info.shape);
     WEFT_CHECK(want >= 0 && want == have,
                "tensor '{}' in {} has shape {} ({} elements), expected shape {} ({} elements)",
-               name, path_.string(), shape_str(info.shape), have, shape_str(expected_shape), want);
+               name, path_.string(), shape_text(info.shape), have, shape_text(expected_shape),
+               want);
     const std::byte* p = data_ + info.begin;
     const size_t n = size_t(have);
     if (info.dtype == "F32") {
@@ -361,7 +358,7 @@ void write_safetensors(const fs::path& path, std::span<const TensorToWrite> tens
                    path.string(), t.name);
         int64_t numel = checked_numel(t.shape);
         WEFT_CHECK(numel >= 0, "cannot write tensor '{}' to {}: bad shape {}", t.name,
-                   path.string(), shape_str(t.shape));
+                   path.string(), shape_text(t.shape));
         WEFT_CHECK(t.data || numel == 0, "cannot write tensor '{}' to {}: data is null", t.name,
                    path.string());
         sizes.push_back(size_t(numel) * sizeof(float));
@@ -385,6 +382,10 @@ void write_safetensors(const fs::path& path, std::span<const TensorToWrite> tens
     out.write(text.data(), text.size());
     for (size_t i = 0; i < tensors.size(); ++i) out.write(tensors[i].data, sizes[i]);
     out.commit();
+}
+
+std::string shape_text(std::span<const int64_t> shape) {
+    return fmt::format("[{}]", fmt::join(shape, ", "));
 }
 
 }  // namespace weft::ckpt

@@ -82,4 +82,7 @@ struct TensorToWrite {
 void write_safetensors(const std::filesystem::path& path, std::span<const TensorToWrite> tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
+// "[a, b, c]": how every error message in ckpt/ prints a tensor shape.
+std::string shape_text(std::span<const int64_t> shape);
+
 }  // namespace weft::ckpt

@@ -21,11 +21,6 @@ struct UnspellTable {
     }
 };
 
-struct StringHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-
 }  // namespace
 
 std::optional<std::string> byte_level_unspell(std::string_view spelled) {
@@ -53,6 +48,12 @@ std::optional<std::string> byte_level_unspell(std::string_view spelled) {
 
 // encode() is const and may be called from several threads, so the memo has its own lock.
 struct BpeModel::Cache {
+    // Looks up by string_view without building a string. A member, not file-local: a type with
+    // internal linkage inside a class of the library's namespace draws -Wsubobject-linkage.
+    struct StringHash {
+        using is_transparent = void;
+        size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    };
     std::mutex mutex;
     std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> map;
 };

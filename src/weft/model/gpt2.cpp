@@ -19,13 +19,13 @@ namespace {
 
 // The sizes of one Gpt2Activations' own buffers, in floats: the constructor allocates them and
 // floats() adds them up, so the memory estimate cannot drift from what is allocated.
-struct Sizes {
+struct Gpt2Sizes {
     int64_t kept;                                    // layers with buffers (1 when recomputing)
     int64_t ln, stats, qkv, atty, lse, resid2, fch;  // per kept layer, each tensor
     int64_t lnf, lnf_stats, dlnf;                    // head
 };
 
-Sizes sizes(const ModelConfig& cfg, int64_t B, int64_t T, const LayerSpan& span) {
+Gpt2Sizes gpt2_sizes(const ModelConfig& cfg, int64_t B, int64_t T, const LayerSpan& span) {
     const int64_t BT = B * T, C = cfg.n_embd, NH = cfg.n_head, tp = span.tp;
     WEFT_CHECK(tp >= 1 && NH % tp == 0,
                "{} attention heads do not split over tensor-parallel degree {}: the head count "
@@ -33,7 +33,7 @@ Sizes sizes(const ModelConfig& cfg, int64_t B, int64_t T, const LayerSpan& span)
                NH, tp);
     const int64_t n = span.layers(cfg.n_layer);
     const int64_t rows = span.sequence_parallel && tp > 1 ? BT / tp : BT;
-    Sizes s;
+    Gpt2Sizes s;
     s.kept = span.recompute ? std::min<int64_t>(1, n) : n;
     s.ln = BT * C;
     s.stats = rows;
@@ -52,7 +52,7 @@ Sizes sizes(const ModelConfig& cfg, int64_t B, int64_t T, const LayerSpan& span)
 
 Gpt2Activations::Gpt2Activations(const ModelConfig& cfg, int64_t B_, int64_t T_, LayerSpan span)
     : Activations(cfg, B_, T_, span) {
-    const Sizes s = sizes(cfg, B, T, span);
+    const Gpt2Sizes s = gpt2_sizes(cfg, B, T, span);
     const int64_t L = s.kept;
     ln1 = Buffer(L * s.ln);
     ln1_mean = Buffer(L * s.stats);
@@ -77,7 +77,7 @@ Gpt2Activations::Gpt2Activations(const ModelConfig& cfg, int64_t B_, int64_t T_,
 int64_t Gpt2Activations::floats(const ModelConfig& cfg, int64_t B, int64_t T,
                                 const LayerSpan& span) {
     const int64_t shared = Activations::shared_floats(cfg, B, T, span);
-    const Sizes s = sizes(cfg, B, T, span);
+    const Gpt2Sizes s = gpt2_sizes(cfg, B, T, span);
     // Per kept layer: ln1, ln2, qkv, atty, resid2, fch, fch_gelu, four LayerNorm statistics and
     // the attention log-sum-exp (at tp = 1: 15 C per token, 4 per token, NH per token); the
     // head's final norm, its gradient and statistics.

@@ -31,10 +31,6 @@ std::string describe(const FlightOp& op) {
     return fmt::format("{} #{} on {}", op.op, op.seq, op.group);
 }
 
-std::string ranks_text(const std::vector<int>& ranks) {
-    return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", fmt::join(ranks, ", "));
-}
-
 }  // namespace
 
 std::optional<FlightDump> parse_flight_dump(std::string_view text) {
@@ -119,6 +115,10 @@ FlightFinding analyse_flight(const std::vector<FlightDump>& dumps, int world_siz
     f.text = fmt::format("{}", fmt::join(parts, "; "));
     f.json["text"] = f.text;
     return f;
+}
+
+std::string ranks_text(const std::vector<int>& ranks) {
+    return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", fmt::join(ranks, ", "));
 }
 
 }  // namespace weft::supervise

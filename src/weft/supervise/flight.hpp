@@ -45,4 +45,7 @@ struct FlightFinding {
 // dump shows a rank blocked.
 FlightFinding analyse_flight(const std::vector<FlightDump>& dumps, int world_size);
 
+// "rank 3" or "ranks 0, 2": how fault reports name ranks.
+std::string ranks_text(const std::vector<int>& ranks);
+
 }  // namespace weft::supervise

@@ -57,10 +57,6 @@ double default_comm_timeout() {
     return 300;
 }
 
-std::string ranks_text(const std::vector<int>& ranks) {
-    return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", fmt::join(ranks, ", "));
-}
-
 // Whether execvp would find `name`: a path to an executable, or an executable in $PATH.
 bool find_program(const std::string& name) {
     if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0;

@@ -107,7 +107,7 @@ TEST(PlanFiles, ModelPresetsAndFiles) {
     EXPECT_NEAR(double(load_model("megatron-1t").config.num_parameters()), 1008e9, 2e9);
     // The shipped file equals the preset.
     const NamedModel f =
-        load_model(std::string(WEFT_SOURCE_DIR) + "/configs/models/gpt3-175b.json");
+        load_model((fs::path(WEFT_SOURCE_DIR) / "configs/models/gpt3-175b.json").string());
     EXPECT_EQ(f.config.num_parameters(), g3.num_parameters());
     try {
         load_model(write("model", R"({"name": "m", "vocab_size": 100, "n_positions": 64,
