@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cmath>
 #include <string>
 
 #include "weft/core/error.hpp"
@@ -26,7 +27,32 @@ void ModelConfig::validate(const std::string& where) const {
                "{}: n_kv_head {}, n_inner {} and head_dim {} must not be negative", where,
                n_kv_head, n_inner, n_head_dim);
     WEFT_CHECK(ln_eps > 0, "{}: the norm epsilon must be positive, got {}", where, ln_eps);
+    validate_moe(where);
     f.validate(*this, where);
+}
+
+void ModelConfig::validate_moe(const std::string& where) const {
+    WEFT_CHECK(n_experts >= 0, "{}: n_experts must not be negative, got {}", where, n_experts);
+    if (n_experts == 0) {
+        WEFT_CHECK(experts_per_token == 0,
+                   "{}: experts_per_token {} without experts (expected n_experts > 0, or no "
+                   "experts_per_token)",
+                   where, experts_per_token);
+        return;
+    }
+    WEFT_CHECK(family == "llama",
+               "{}: {} experts in a {} model; only the llama family has mixture-of-experts layers",
+               where, n_experts, family);
+    WEFT_CHECK(experts_per_token >= 1 && experts_per_token <= n_experts,
+               "{}: experts_per_token (top-k) is {}, expected between 1 and n_experts {}", where,
+               experts_per_token, n_experts);
+    auto non_negative = [&](const char* name, double v) {
+        WEFT_CHECK(std::isfinite(v) && v >= 0, "{}: {} must be 0 (off) or positive, got {}", where,
+                   name, v);
+    };
+    non_negative("moe_aux_loss_coef", moe_aux_loss_coef);
+    non_negative("moe_z_loss_coef", moe_z_loss_coef);
+    non_negative("moe_capacity_factor", moe_capacity_factor);
 }
 
 double ModelConfig::ln_eps_decimal() const {
@@ -39,8 +65,15 @@ int64_t ModelConfig::num_parameters() const {
     return n;
 }
 
+int64_t ModelConfig::active_parameters() const {
+    if (n_experts == 0) return num_parameters();
+    // Each layer's experts are three [E, F, C]-sized tensors; a token uses k of the E.
+    const int64_t per_expert = 3 * ffn() * n_embd;
+    return num_parameters() - n_layer * (n_experts - experts_per_token) * per_expert;
+}
+
 double ModelConfig::train_flops_per_token(int64_t T) const {
-    return 6.0 * double(num_parameters()) +
+    return 6.0 * double(active_parameters()) +
            6.0 * double(n_layer) * double(T) * double(n_head * head_dim());
 }
 
@@ -58,6 +91,14 @@ nlohmann::json ModelConfig::to_json() const {
         j["head_dim"] = head_dim();
         j["rope_theta"] = rope_theta;
         j["tie_embeddings"] = tie_embeddings;
+        if (n_experts > 0) {
+            j["n_experts"] = n_experts;
+            j["experts_per_token"] = experts_per_token;
+            j["moe_renormalize"] = moe_renormalize;
+            j["moe_aux_loss_coef"] = moe_aux_loss_coef;
+            j["moe_z_loss_coef"] = moe_z_loss_coef;
+            j["moe_capacity_factor"] = moe_capacity_factor;
+        }
         if (!rope_scaling.type.empty())
             j["rope_scaling"] = {{"type", rope_scaling.type},
                                  {"factor", rope_scaling.factor},
@@ -93,6 +134,12 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& w
     get_opt("head_dim", c.n_head_dim);
     get_opt("rope_theta", c.rope_theta);
     get_opt("tie_embeddings", c.tie_embeddings);
+    get_opt("n_experts", c.n_experts);
+    get_opt("experts_per_token", c.experts_per_token);
+    get_opt("moe_renormalize", c.moe_renormalize);
+    get_opt("moe_aux_loss_coef", c.moe_aux_loss_coef);
+    get_opt("moe_z_loss_coef", c.moe_z_loss_coef);
+    get_opt("moe_capacity_factor", c.moe_capacity_factor);
     if (j.contains("rope_scaling")) {
         const nlohmann::json& r = j["rope_scaling"];
         WEFT_CHECK(r.is_object() && r.contains("type") && r["type"].is_string(),

@@ -39,6 +39,16 @@ struct ModelConfig {
     RopeScalingConfig rope_scaling;
     bool tie_embeddings = true;  // the output head is the token embedding
 
+    // Mixture of experts (Llama family; model/moe_block.hpp). With n_experts > 0 every layer's
+    // MLP is a router and n_experts SwiGLU experts of width ffn(), experts_per_token (top-k) of
+    // which see each token.
+    int64_t n_experts = 0;
+    int64_t experts_per_token = 0;
+    bool moe_renormalize = true;     // the chosen k weights sum to 1 (Mixtral) or not (OLMoE)
+    double moe_aux_loss_coef = 0;    // load-balance loss, per layer; 0: off
+    double moe_z_loss_coef = 0;      // router z-loss, per layer; 0: off
+    double moe_capacity_factor = 0;  // slots per expert, x tokens k / E; 0: dropless
+
     int64_t padded_vocab() const {
         return (vocab_size + vocab_multiple - 1) / vocab_multiple * vocab_multiple;
     }
@@ -53,11 +63,16 @@ struct ModelConfig {
     // heads, non-positive sizes, an unknown family, ...). `where` names the source (preset,
     // file, flag).
     void validate(const std::string& where) const;
+    // The mixture-of-experts fields alone (validate runs it).
+    void validate_moe(const std::string& where) const;
 
     // Parameters of the logical model (vocabulary not padded), as Hugging Face counts them: the
     // sum of the tensors the family declares.
     int64_t num_parameters() const;
-    // Training FLOPs per token at sequence length T: 6 per parameter per token (forward 2,
+    // The parameters one token is multiplied by: all but the experts it is not routed to (a
+    // dense model: num_parameters()).
+    int64_t active_parameters() const;
+    // Training FLOPs per token at sequence length T: 6 per active parameter per token (forward 2,
     // backward 4) plus causal attention, 6 * n_layer * T * n_head * head_dim (QKᵀ and PV, each
     // 2·T·width per token in forward, halved by the causal mask, times 3 for forward and
     // backward).

@@ -49,8 +49,10 @@ Sizes sizes(const ModelConfig& cfg, int64_t B, int64_t T, const LayerSpan& span)
     s.atty = BT * w.NH * w.HS;
     s.lse = B * w.NH * T;
     s.resid2 = rows * C;
-    s.gu = BT * 2 * w.F;
-    s.act = BT * w.F;
+    // An MoE layer keeps its own buffers (MoeLayerActs) in place of the dense MLP's.
+    const bool moe = cfg.n_experts > 0;
+    s.gu = moe ? 0 : BT * 2 * w.F;
+    s.act = moe ? 0 : BT * w.F;
     s.lnf = span.head ? BT * C : 0;
     s.lnf_stats = span.head ? rows : 0;
     s.dlnf = span.head ? rows * C : 0;
@@ -111,6 +113,10 @@ LlamaActivations::LlamaActivations(const ModelConfig& cfg, int64_t B_, int64_t T
         lnf_rstd = Buffer(s.lnf_stats);
         dlnf = Buffer(s.dlnf);
     }
+    if (cfg.n_experts > 0) {
+        for (int64_t i = 0; i < L; ++i) moe.emplace_back(cfg, B * T);
+        moe_counts.assign(size_t(n_layers), std::vector<double>(size_t(cfg.n_experts), 0.0));
+    }
 }
 
 int64_t LlamaActivations::floats(const ModelConfig& cfg, int64_t B, int64_t T,
@@ -118,8 +124,11 @@ int64_t LlamaActivations::floats(const ModelConfig& cfg, int64_t B, int64_t T,
     const Sizes s = sizes(cfg, B, T, span);
     const int64_t per_layer =
         2 * s.ln + 2 * s.stats + s.qkv + s.atty + s.lse + s.resid2 + s.gu + s.act;
+    const int64_t moe = cfg.n_experts > 0 ? s.kept * MoeLayerActs::floats(cfg, B * T) +
+                                                span.layers(cfg.n_layer) * 2 * cfg.n_experts
+                                          : 0;
     return Activations::shared_floats(cfg, B, T, span) + s.kept * per_layer + s.lnf + s.lnf_stats +
-           s.dlnf;
+           s.dlnf + moe;
 }
 
 Llama::Llama(const ModelConfig& cfg, const ModelShard& shard, TpComm* tp, bool sequence_parallel)
@@ -127,6 +136,18 @@ Llama::Llama(const ModelConfig& cfg, const ModelShard& shard, TpComm* tp, bool s
       tp_(tp, shard.tp_rank, sequence_parallel, cfg.n_embd, cfg.vocab_size, cfg.padded_vocab()) {
     const Widths w = widths(cfg_, tp_size_);
     NH_ = w.NH, NKV_ = w.NKV, HS_ = w.HS, F_ = w.F, qkv_ = w.qkv;
+    if (cfg_.n_experts > 0) {
+        moe_ = std::make_unique<MoeMlp>(cfg_);
+        moe_stats_.n_experts = cfg_.n_experts;
+        moe_stats_.tokens.assign(size_t(cfg_.n_layer * cfg_.n_experts), 0.0);
+    }
+}
+
+MoeStats Llama::take_moe_stats() {
+    MoeStats out = moe_stats_;
+    std::fill(moe_stats_.tokens.begin(), moe_stats_.tokens.end(), 0.0);
+    moe_stats_.aux_loss = moe_stats_.z_loss = moe_stats_.dropped = moe_stats_.slots = 0;
+    return out;
 }
 
 std::unique_ptr<Activations> Llama::new_activations(int64_t B, int64_t T, LayerSpan span) const {
@@ -146,7 +167,7 @@ int64_t Llama::scratch_floats(const ModelConfig& cfg, int64_t B, int64_t T, int 
     const Widths w = widths(cfg, tp);
     const int64_t BT = B * T, C = cfg.n_embd, rows = sp ? BT / tp : BT;
     return rows * C + BT * C + BT * w.qkv + BT * w.F + BT * std::max(2 * w.F, w.NH * w.HS) +
-           (sp ? rows * C + 2 * C : 0);
+           (sp ? rows * C + 2 * C : 0) + (cfg.n_experts > 0 ? MoeMlp::scratch_floats(cfg, BT) : 0);
 }
 
 void Llama::ensure_scratch(int64_t BT) {
@@ -182,13 +203,27 @@ LlamaBlock Llama::block(float* base, int layer) const {
     const int u = layer + 1;
     // Tensors: input norm, q, k, v, o, post-attention norm, gate, up, down. q/k/v and gate/up
     // are contiguous (the layout's 16-float alignment adds no padding when C % 16 == 0).
+    // An MoE block has the router, w1 (gate), w2 (down) and w3 (up) in place of gate, up, down.
     float* q = unit_tensor(base, layout_, u, 1);
-    float* g = unit_tensor(base, layout_, u, 6);
-    WEFT_CHECK(unit_tensor(base, layout_, u, 3) == q + (NH_ + NKV_) * HS_ * cfg_.n_embd &&
-                   unit_tensor(base, layout_, u, 7) == g + F_ * cfg_.n_embd,
-               "internal: the q/k/v or gate/up weights of layer {} are not contiguous", layer);
-    return {unit_tensor(base, layout_, u, 0), q, unit_tensor(base, layout_, u, 4),
-            unit_tensor(base, layout_, u, 5), g, unit_tensor(base, layout_, u, 8)};
+    WEFT_CHECK(unit_tensor(base, layout_, u, 3) == q + (NH_ + NKV_) * HS_ * cfg_.n_embd,
+               "internal: the q/k/v weights of layer {} are not contiguous", layer);
+    LlamaBlock b{unit_tensor(base, layout_, u, 0),
+                 q,
+                 unit_tensor(base, layout_, u, 4),
+                 unit_tensor(base, layout_, u, 5),
+                 nullptr,
+                 nullptr,
+                 {}};
+    if (moe_) {
+        b.moe = {unit_tensor(base, layout_, u, 6), unit_tensor(base, layout_, u, 7),
+                 unit_tensor(base, layout_, u, 8), unit_tensor(base, layout_, u, 9)};
+        return b;
+    }
+    b.gu_w = unit_tensor(base, layout_, u, 6);
+    b.down_w = unit_tensor(base, layout_, u, 8);
+    WEFT_CHECK(unit_tensor(base, layout_, u, 7) == b.gu_w + F_ * cfg_.n_embd,
+               "internal: the gate/up weights of layer {} are not contiguous", layer);
+    return b;
 }
 
 float* Llama::head_weight(UnitAccess& w, bool grads) const {
@@ -219,7 +254,7 @@ void Llama::block_forward_cached(Activations& a, UnitAccess& w, int l, KvCache& 
 }
 
 void Llama::block_forward_from(LlamaActivations& a, const LlamaBlock& p, int l, UnitAccess& w,
-                               KvCache* cache, int64_t pos0) {
+                               KvCache* cache, int64_t pos0, bool recomputing) {
     const int64_t B = a.B, T = a.T, BT = B * T, C = cfg_.n_embd, R = a.rows();
     const int64_t A = NH_ * HS_, KV = NKV_ * HS_;
     ensure_scratch(BT);
@@ -231,8 +266,9 @@ void Llama::block_forward_from(LlamaActivations& a, const LlamaBlock& p, int l, 
     float* lse = a.lse.data() + s * B * NH_ * T;
     float* res2 = a.resid2.data() + s * R * C;
     float* ln2 = a.ln2.data() + s * BT * C;
-    float* gu = a.gu.data() + s * BT * 2 * F_;
-    float* act = a.act.data() + s * BT * F_;
+    // Empty with experts (no offset into a null buffer).
+    float* gu = moe_ ? nullptr : a.gu.data() + s * BT * 2 * F_;
+    float* act = moe_ ? nullptr : a.act.data() + s * BT * F_;
     float* out = a.resid_in(l + 1);
 
     k::rmsnorm_forward(tp_.own_rows(ln1, R), a.rstd1.data() + s * R, x, p.ln1_w, R, C, cfg_.ln_eps);
@@ -261,6 +297,11 @@ void Llama::block_forward_from(LlamaActivations& a, const LlamaBlock& p, int l, 
     k::rmsnorm_forward(tp_.own_rows(ln2, R), a.rstd2.data() + s * R, res2, p.ln2_w, R, C,
                        cfg_.ln_eps);
     tp_.gather_rows(ln2, R);
+    if (moe_) {
+        moe_->forward(a.moe[size_t(s)], a.moe_counts[size_t(l - a.first_layer)], out, ln2, res2,
+                      p.moe, BT, a.loss_scale, recomputing, moe_comm_, &moe_stats_, l);
+        return;
+    }
     k::matmul_forward(gu, ln2, p.gu_w, nullptr, BT, C, 2 * F_);
     w.progress();
     k::swiglu_forward(act, gu, BT, F_);
@@ -324,7 +365,7 @@ void Llama::block_backward(Activations& base, UnitAccess& w, int l) {
     ensure_scratch(BT);
     LlamaBlock p = block(w.params(l + 1), l);
     LlamaBlock g = block(w.grads(l + 1), l);
-    if (a.recompute) block_forward_from(a, p, l, w);
+    if (a.recompute) block_forward_from(a, p, l, w, nullptr, 0, /*recomputing=*/true);
     const int64_t s = a.slot(l);
     const float* x = a.resid_in(l);
     const float* ln1 = a.ln1.data() + s * BT * C;
@@ -333,8 +374,8 @@ void Llama::block_backward(Activations& base, UnitAccess& w, int l) {
     const float* lse = a.lse.data() + s * B * NH_ * T;
     const float* res2 = a.resid2.data() + s * R * C;
     const float* ln2 = a.ln2.data() + s * BT * C;
-    const float* gu = a.gu.data() + s * BT * 2 * F_;
-    const float* act = a.act.data() + s * BT * F_;
+    const float* gu = moe_ ? nullptr : a.gu.data() + s * BT * 2 * F_;
+    const float* act = moe_ ? nullptr : a.act.data() + s * BT * F_;
     float *dres = dres_.data(), *dC = dC_.data(), *wide = wide_.data();
     // Sequence parallel: the norms' weights see only this rank's rows; their gradients are
     // collected apart and summed over the ranks at the end.
@@ -348,10 +389,16 @@ void Llama::block_backward(Activations& base, UnitAccess& w, int l) {
     // dres: the gradient of the block's output (this rank's rows), flowing unchanged through
     // both residual connections; the norms' backwards add their share into it.
     const float* dout = tp_.gather_grad(dres, R, dC);
-    k::matmul_backward(dact_.data(), g.down_w, nullptr, dout, act, p.down_w, BT, F_, C, false);
-    w.progress();
-    k::swiglu_backward(wide, dact_.data(), gu, BT, F_);
-    k::matmul_backward(dC, g.gu_w, nullptr, wide, ln2, p.gu_w, BT, C, 2 * F_, false);
+    if (moe_) {
+        // tp 1 (declare refuses more): dout is dres itself, and dC free for the input gradient.
+        moe_->backward(dC, dout, ln2, a.moe[size_t(s)], a.moe_counts[size_t(l - a.first_layer)],
+                       p.moe, g.moe, BT, a.loss_scale);
+    } else {
+        k::matmul_backward(dact_.data(), g.down_w, nullptr, dout, act, p.down_w, BT, F_, C, false);
+        w.progress();
+        k::swiglu_backward(wide, dact_.data(), gu, BT, F_);
+        k::matmul_backward(dC, g.gu_w, nullptr, wide, ln2, p.gu_w, BT, C, 2 * F_, false);
+    }
     w.progress();
     k::rmsnorm_backward(dres, gln2, tp_.sum_input_grad(dC, BT, R, rows_.data()), res2, p.ln2_w,
                         a.rstd2.data() + s * R, R, C);

@@ -20,6 +20,7 @@
 #include "weft/core/buffer.hpp"
 #include "weft/kernels/rope.hpp"
 #include "weft/model/model.hpp"
+#include "weft/model/moe_block.hpp"
 #include "weft/model/tp_comm.hpp"
 #include "weft/model/tp_regions.hpp"
 
@@ -33,17 +34,24 @@ namespace weft::model {
 //   atty [B*T, NH HS / tp], lse [B, NH / tp, T]
 //   resid2 [rows, C]
 //   gu [B*T, 2F / tp] ([gate | up]), act [B*T, F / tp] (silu(gate) * up)
-// and for the head: lnf [B*T, C], lnf_rstd [rows], dlnf [rows, C].
+// and for the head: lnf [B*T, C], lnf_rstd [rows], dlnf [rows, C]. With experts (n_experts > 0)
+// gu and act are empty and each slot keeps a MoeLayerActs instead, and each layer of the span
+// its micro-batch's routing counts [E] (doubles; kept per layer, not per slot, so that a
+// recomputed layer routes with the counts its forward summed over the ranks).
 struct LlamaActivations : Activations {
     LlamaActivations(const ModelConfig& cfg, int64_t B, int64_t T, LayerSpan span = {});
     static int64_t floats(const ModelConfig& cfg, int64_t B, int64_t T, const LayerSpan& span = {});
 
     Buffer ln1, rstd1, qkv, atty, lse, resid2, ln2, rstd2, gu, act;
     Buffer lnf, lnf_rstd, dlnf;
+    std::vector<MoeLayerActs> moe;                // per slot
+    std::vector<std::vector<double>> moe_counts;  // per layer of the span
 };
 
+// A block's tensors; a dense block has gu_w and down_w, an MoE block moe.
 struct LlamaBlock {
     float *ln1_w, *qkv_w, *o_w, *ln2_w, *gu_w, *down_w;
+    MoeWeights moe;
 };
 
 class Llama : public Model {
@@ -64,6 +72,7 @@ class Llama : public Model {
     void logits(Activations& a, UnitAccess& w, int64_t row, float* out) override;
     int64_t kv_width() const override { return cfg_.kv_heads() * cfg_.head_dim(); }
     float* dresid(int64_t B, int64_t T) override;
+    MoeStats take_moe_stats() override;
 
     static int64_t scratch_floats(const ModelConfig& cfg, int64_t B, int64_t T, int tp = 1,
                                   bool sequence_parallel = false);
@@ -72,8 +81,10 @@ class Llama : public Model {
     LlamaActivations& acts(Activations& a) const;
     void ensure_scratch(int64_t BT);
     const kernels::RopeTable& rope(int64_t positions);
+    // `recomputing`: the re-run of a layer's forward in its backward (the MoE routing counts are
+    // the forward's).
     void block_forward_from(LlamaActivations& a, const LlamaBlock& p, int layer, UnitAccess& w,
-                            KvCache* cache = nullptr, int64_t pos0 = 0);
+                            KvCache* cache = nullptr, int64_t pos0 = 0, bool recomputing = false);
     LlamaBlock block(float* unit_base, int layer) const;
     // The output head's weight (the embedding when tied) in params or grads.
     float* head_weight(UnitAccess& w, bool grads) const;
@@ -87,6 +98,8 @@ class Llama : public Model {
     // wide_ [B*T, max(2 F_, NH_ HS_)] (the gate/up gradient, then the attention output's),
     // and under sequence parallelism rows_ [rows, C] and ln_grads_ [2C].
     Buffer dres_, dC_, dqkv_, dact_, wide_, rows_, ln_grads_;
+    std::unique_ptr<MoeMlp> moe_;  // n_experts > 0
+    MoeStats moe_stats_;
 };
 
 }  // namespace weft::model

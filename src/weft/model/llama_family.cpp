@@ -14,13 +14,24 @@ struct Shape {
     bool tied;
 };
 
-ModelConfig preset(const Shape& s, float eps = 1e-5f, RopeScalingConfig scaling = {}) {
+// A mixture of experts on a Llama shape (s.ffn is then each expert's width).
+struct Moe {
+    int64_t experts, per_token;
+    bool renormalize;
+    double aux, z;
+};
+
+ModelConfig preset(const Shape& s, float eps = 1e-5f, RopeScalingConfig scaling = {},
+                   Moe moe = {0, 0, true, 0, 0}) {
     ModelConfig c;
     c.family = "llama";
     c.vocab_size = s.vocab, c.n_positions = s.positions, c.n_layer = s.layers;
     c.n_head = s.heads, c.n_kv_head = s.kv_heads, c.n_embd = s.width, c.n_inner = s.ffn;
     c.rope_theta = s.theta, c.tie_embeddings = s.tied, c.ln_eps = eps;
     c.rope_scaling = scaling;
+    c.n_experts = moe.experts, c.experts_per_token = moe.per_token;
+    c.moe_renormalize = moe.renormalize;
+    c.moe_aux_loss_coef = moe.aux, c.moe_z_loss_coef = moe.z;
     return c;
 }
 
@@ -61,6 +72,11 @@ void declare(const ModelConfig& cfg, ParamDeclarer& d) {
     // Hugging Face's Llama initialisation: every matrix N(0, 0.02), norms one.
     const float std = 0.02f;
     const Init N = Init::normal, O = Init::ones;
+    const int64_t E = cfg.n_experts;
+    WEFT_CHECK(E == 0 || d.tp() == 1,
+               "--tp {}: weft's mixture-of-experts layers ({} experts) do not split over tensor "
+               "parallelism yet; use --tp 1 (data, context and pipeline parallelism work)",
+               d.tp(), E);
     d.tensor("embed_tokens.weight", {cfg.vocab_size, C}, N, std, kColumn, cfg.padded_vocab());
     d.end_unit();
     for (int64_t l = 0; l < cfg.n_layer; ++l) {
@@ -71,6 +87,16 @@ void declare(const ModelConfig& cfg, ParamDeclarer& d) {
         d.tensor(h + "self_attn.v_proj.weight", {NKV * HS, C}, N, std, kColumn);
         d.tensor(h + "self_attn.o_proj.weight", {C, NH * HS}, N, std, kRow);
         d.tensor(h + "post_attention_layernorm.weight", {C}, O, 0);
+        if (E > 0) {
+            // Mixtral's names; each projection of all experts is one [E, ...] tensor (expert
+            // e's matrix its e-th block: a range of experts is a contiguous slice).
+            d.tensor(h + "block_sparse_moe.gate.weight", {E, C}, N, std);
+            d.tensor(h + "block_sparse_moe.experts.w1.weight", {E, F, C}, N, std);
+            d.tensor(h + "block_sparse_moe.experts.w2.weight", {E, C, F}, N, std);
+            d.tensor(h + "block_sparse_moe.experts.w3.weight", {E, F, C}, N, std);
+            d.end_unit();
+            continue;
+        }
         d.tensor(h + "mlp.gate_proj.weight", {F, C}, N, std, kColumn);
         d.tensor(h + "mlp.up_proj.weight", {F, C}, N, std, kColumn);
         d.tensor(h + "mlp.down_proj.weight", {C, F}, N, std, kRow);
@@ -88,6 +114,15 @@ std::unique_ptr<Model> make(const ModelConfig& cfg, const ModelShard& shard, TpC
 
 std::vector<LinearShape> layer_linears(const ModelConfig& cfg) {
     const int64_t C = cfg.n_embd, HS = cfg.head_dim(), F = cfg.ffn();
+    if (cfg.n_experts > 0) {
+        // Per token: the router, and the k experts it is routed to.
+        const int64_t k = cfg.experts_per_token;
+        return {{"self_attn.qkv", (cfg.n_head + 2 * cfg.kv_heads()) * HS, C, true},
+                {"self_attn.o_proj", C, cfg.n_head * HS, false},
+                {"block_sparse_moe.gate", cfg.n_experts, C, false},
+                {"block_sparse_moe.experts.w1_w3", k * 2 * F, C, true},
+                {"block_sparse_moe.experts.w2", C, k * F, false}};
+    }
     return {{"self_attn.qkv", (cfg.n_head + 2 * cfg.kv_heads()) * HS, C, true},
             {"self_attn.o_proj", C, cfg.n_head * HS, false},
             {"mlp.gate_up", 2 * F, C, true},
@@ -100,7 +135,9 @@ ActivationTerms korthikanti_terms(const ModelConfig& cfg) {
     // (2·2·kv·d), gate and up (2·2F) and their product (2F) split; the softmax output (2a per
     // key) is the only score tensor.
     const double h = double(cfg.n_embd), d = double(cfg.head_dim()), a = double(cfg.n_head);
-    const double kv = double(cfg.kv_heads()), F = double(cfg.ffn());
+    // An MoE layer keeps k experts' gate, up and product per token.
+    const double kv = double(cfg.kv_heads()),
+                 F = double(cfg.ffn()) * double(cfg.n_experts > 0 ? cfg.experts_per_token : 1);
     return {8 * h, 4 * a * d + 4 * kv * d + 6 * F, 2 * a};
 }
 
@@ -172,6 +209,18 @@ const Family& llama_family() {
             {"llama-3-70b", preset({128256, 8192, 80, 64, 8, 8192, 28672, 500000.0, false})},
             {"llama-3.1-405b", preset({128256, 131072, 126, 128, 8, 16384, 53248, 500000.0, false},
                                       1e-5f, {"llama3", 8.0, 1.0, 4.0, 8192})},
+            // Mixture of experts. Tests: llama-tiny's attention, 4 experts of width 128, top 2
+            // renormalised, both router losses on; trains in seconds on the bundled corpus.
+            {"moe-tiny", preset({50257, 256, 2, 8, 4, 64, 128, 10000.0, false}, 1e-5f, {},
+                                {4, 2, true, 0.01, 0.001})},
+            // OLMoE-1B-7B's shape (allenai/OLMoE-1B-7B-0924: 64 experts, top 8 not renormalised,
+            // aux 0.01, z 0.001); weft's Llama has no QK-norm, so it is OLMoE's size and routing,
+            // not its checkpoint.
+            {"olmoe-1b-7b", preset({50304, 4096, 16, 16, 16, 2048, 1024, 10000.0, false}, 1e-5f, {},
+                                   {64, 8, false, 0.01, 0.001})},
+            // Mixtral-8x7B (mistralai/Mixtral-8x7B-v0.1 config.json: top 2 of 8, aux 0.02).
+            {"mixtral-8x7b", preset({32000, 32768, 32, 32, 8, 4096, 14336, 1000000.0, false}, 1e-5f,
+                                    {}, {8, 2, true, 0.02, 0})},
         },
         validate,
         declare,

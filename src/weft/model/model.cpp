@@ -141,6 +141,7 @@ void Model::check_cached(const Activations& a, int64_t pos0) const {
 }
 
 double Model::forward(Activations& a, UnitAccess& w, bool train, float loss_scale) {
+    a.loss_scale = train ? loss_scale : 0.0f;
     embed_forward(a, w);
     for (int l = 0; l < cfg_.n_layer; ++l) block_forward(a, w, l);
     return head_forward(a, w, train, loss_scale);

@@ -16,6 +16,7 @@
 #include "weft/core/buffer.hpp"
 #include "weft/model/config.hpp"
 #include "weft/model/cp_comm.hpp"
+#include "weft/model/moe_comm.hpp"
 #include "weft/model/params.hpp"
 
 namespace weft::model {
@@ -89,6 +90,10 @@ struct Activations {
     // parallelism a rank holds two zigzag chunks of every sequence (set_context_parallel), and
     // the position embedding and rotary angles read their positions from here.
     std::vector<int64_t> positions;
+    // The gradient scale of the training loss for this micro-batch (Model::forward's loss_scale,
+    // set by whoever runs the blocks; 0: not training). Losses computed inside a block (the MoE
+    // router's) are scaled by it, as the head's are.
+    float loss_scale = 0;
     // [n_layers + 1, rows, C]: the input of each layer of the span, then the output of its last.
     Buffer resid;
     Buffer losses;  // head only: [B*T] per-token loss, every row on every rank
@@ -172,6 +177,12 @@ class Model {
     // This rank's positions of a sequence under context parallelism.
     std::vector<int64_t> context_positions() const;
 
+    // Mixture-of-experts layers: the group their routing counts are summed over (the ranks that
+    // split the batch; null: this process alone; must outlive the model), and the routing
+    // statistics of the training forwards since the last take (n_experts 0 for a dense model).
+    void set_moe_comm(MoeComm* comm) { moe_comm_ = comm; }
+    virtual MoeStats take_moe_stats() { return {}; }
+
     // Floats per position of one layer's cached keys (and of its values).
     virtual int64_t kv_width() const = 0;
 
@@ -197,6 +208,7 @@ class Model {
     int tp_size_ = 1, tp_rank_ = 0;
     bool sp_ = false;
     std::unique_ptr<CpAttention> cp_;  // context parallel only
+    MoeComm* moe_comm_ = nullptr;
 };
 
 }  // namespace weft::model

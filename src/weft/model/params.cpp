@@ -8,6 +8,16 @@
 
 namespace weft::model {
 
+namespace {
+// A tensor of more than two dimensions (the MoE experts' [E, F, C]) is rows of its first
+// dimension, each the product of the others long.
+int64_t trailing(const std::vector<int64_t>& shape) {
+    int64_t n = 1;
+    for (size_t d = 1; d < shape.size(); ++d) n *= shape[d];
+    return n;
+}
+}  // namespace
+
 int64_t ParamSpec::numel_logical() const {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
@@ -38,7 +48,7 @@ void ParamDeclarer::tensor(std::string name, std::vector<int64_t> shape, Init in
     ParamSpec p;
     p.name = std::move(name);
     p.rows_stored = rows_stored < 0 ? shape[0] : rows_stored;
-    p.cols_stored = shape.size() > 1 ? shape[1] : 1;
+    p.cols_stored = trailing(shape);
     const int64_t split_size = split.dim == 0 ? p.rows_stored : split.dim == 1 ? p.cols_stored : 0;
     WEFT_CHECK(split.dim < 0 || split_size % (int64_t(tp) * split.blocks) == 0,
                "{}: dimension {} of size {} does not split into {} blocks over tensor-parallel "
@@ -50,7 +60,7 @@ void ParamDeclarer::tensor(std::string name, std::vector<int64_t> shape, Init in
     p.numel_stored = p.rows_stored * p.cols_stored;
     p.offset = cursor_;
     p.unit = unit_;
-    p.decay = p.shape.size() == 2;
+    p.decay = p.shape.size() >= 2;
     p.init = init;
     p.init_std = init_std;
     p.tp_dim = split.dim;
@@ -81,7 +91,7 @@ ParamLayout build_param_layout(const ModelConfig& cfg, const ModelShard& shard) 
 
 int64_t logical_index(const ParamSpec& p, int tp_rank, int tp, int64_t i) {
     const int64_t r = i / p.cols_stored, c = i % p.cols_stored;
-    const int64_t cols = p.shape.size() > 1 ? p.shape[1] : 1;
+    const int64_t cols = trailing(p.shape);
     int64_t row = r, col = c;
     if (p.tp_dim == 0) {
         // Block b of the logical rows holds rows_per_block * tp rows; this rank has its slice.

@@ -92,6 +92,7 @@ void PipelineStage::forward(int micro, int chunk) {
     model::Activations& a = acquire(micro, chunk);
     const bool first = chunk == 0, last = chunk == part_.chunks() - 1;
     if (first || last) (*fill_)(micro, a);
+    a.loss_scale = loss_scale_;
     if (first) model_.embed_forward(a, w_);
     for (int l = a.first_layer; l < a.first_layer + a.n_layers; ++l) model_.block_forward(a, w_, l);
     if (last) loss_ += model_.head_forward(a, w_, /*train=*/true, loss_scale_);
@@ -163,6 +164,7 @@ double PipelineStage::forward_only(comm::Group& pp, const model::Activations& io
         const int64_t n = a.boundary_floats();
         a.inputs = io.inputs;
         a.targets = io.targets;
+        a.loss_scale = 0;
         if (c == 0) {
             model_.embed_forward(a, w_);
         } else {

@@ -1,0 +1,74 @@
+#pragma once
+// The mixture-of-experts MLP of a Llama layer (Mixtral's block_sparse_moe; OLMoE's, Qwen-MoE's
+// without shared experts): a router [E, C] picks k of E SwiGLU experts for each token
+// (kernels/moe_router.hpp), the token rows are grouped by expert (kernels/moe_dispatch.hpp), each
+// expert multiplies its rows (gate and up [F, C], down [C, F]; one oneDNN product per expert and
+// projection), and the outputs are combined with the routing weights in fp32.
+//
+// Each projection of all experts is one [E, ...] tensor, expert e's matrix its e-th block, so a
+// contiguous range of experts (what expert parallelism will give a rank) is a contiguous slice.
+//
+// Losses: the router's load-balance and z-losses are added to the training loss with their
+// coefficients once per layer (as Megatron-LM does: coef x loss per layer, added to the mean LM
+// loss). Their gradient needs the training loss's scale (Activations::loss_scale) and, for the
+// load balance, the routing counts of the whole micro-batch over the ranks that split it, which a
+// MoeComm sums.
+#include <cstdint>
+#include <vector>
+
+#include "weft/core/buffer.hpp"
+#include "weft/kernels/moe_dispatch.hpp"
+#include "weft/model/config.hpp"
+#include "weft/model/moe_comm.hpp"
+
+namespace weft::model {
+
+struct MoeWeights {
+    float *router, *w1, *w2, *w3;  // router [E, C]; w1 (gate), w3 (up) [E, F, C]; w2 [E, C, F]
+};
+
+// What one layer keeps from forward for backward, for N tokens (Nk = N x k slots):
+//   probs [N, E], lse [N], weight [N, k], expert [N, k] (int32), the dispatch plan,
+//   gu [Nk, 2F] ([gate | up] per grouped row), act [Nk, F], y [Nk, C] (each expert's output).
+struct MoeLayerActs {
+    MoeLayerActs() = default;
+    MoeLayerActs(const ModelConfig& cfg, int64_t N);
+    // Floats of one layer's buffers (int32 and the plan counted as one float per element).
+    static int64_t floats(const ModelConfig& cfg, int64_t N);
+
+    Buffer probs, lse, weight, gu, act, y;
+    std::vector<int32_t> expert;
+    kernels::MoePlan plan;
+};
+
+class MoeMlp {
+  public:
+    explicit MoeMlp(const ModelConfig& cfg);
+    // Scratch the layer holds for N tokens (router logits, grouped inputs and gradients).
+    static int64_t scratch_floats(const ModelConfig& cfg, int64_t N);
+
+    // out[N, C] = residual + MoE(x). `counts` [E] are the micro-batch's routing counts over the
+    // ranks: computed (and summed through `comm` when training) unless `counts_known` (the
+    // re-run of a recomputed layer). With loss_scale > 0 (training) the losses and routing go
+    // into `stats` (layer `layer`).
+    void forward(MoeLayerActs& a, std::vector<double>& counts, float* out, const float* x,
+                 const float* residual, const MoeWeights& p, int64_t N, double loss_scale,
+                 bool counts_known, MoeComm* comm, MoeStats* stats, int layer);
+    // dx[N, C] (overwritten) from dout[N, C], the gradient of forward's output; the weights'
+    // gradients are added to g. The router's losses' gradients flow back with loss_scale.
+    void backward(float* dx, const float* dout, const float* x, const MoeLayerActs& a,
+                  const std::vector<double>& counts, const MoeWeights& p, const MoeWeights& g,
+                  int64_t N, double loss_scale);
+
+  private:
+    void ensure_scratch(int64_t N);
+
+    ModelConfig cfg_;
+    int64_t E_, k_, F_, C_;
+    int64_t scratch_n_ = 0;
+    // logits_ [N, E] (then dlogits), xp_ [Nk, C] (grouped input, then its gradient),
+    // dyp_ [Nk, C], dact_ [Nk, F], dgu_ [Nk, 2F], dweight_ [N, k].
+    Buffer logits_, xp_, dyp_, dact_, dgu_, dweight_;
+};
+
+}  // namespace weft::model

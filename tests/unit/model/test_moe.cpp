@@ -1,0 +1,222 @@
+// The mixture-of-experts Llama, whole-model: backward (LM loss plus the router's load-balance
+// and z-losses) against finite differences, dropless outputs independent of the batch a token
+// shares, recomputation giving the same gradients, the parameter and activation counts, and the
+// configuration errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "support/check.hpp"
+#include "weft/model/family.hpp"
+#include "weft/model/llama.hpp"
+
+using namespace weft;
+using namespace weft::model;
+
+namespace {
+
+ModelConfig moe_config(bool renormalize, double aux = 0.1, double z = 0.01) {
+    ModelConfig c = model_preset("moe-tiny");
+    c.vocab_size = 97;
+    c.n_positions = 32;
+    c.n_head = 4;
+    c.n_kv_head = 2;
+    c.n_embd = 32;
+    c.n_inner = 24;
+    c.n_experts = 4;
+    c.experts_per_token = 2;
+    c.moe_renormalize = renormalize;
+    c.moe_aux_loss_coef = aux;
+    c.moe_z_loss_coef = z;
+    return c;
+}
+
+void fill_tokens(Activations& a, int64_t V, uint64_t seed) {
+    Philox rng = philox_for(seed, "tokens");
+    for (size_t i = 0; i < a.inputs.size(); ++i) {
+        a.inputs[i] = int32_t(rng.uniform(2 * i) * float(V));
+        a.targets[i] = int32_t(rng.uniform(2 * i + 1) * float(V));
+    }
+}
+
+struct ModelRun {
+    Llama model;
+    Buffer params, grads;
+    explicit ModelRun(const ModelConfig& c, uint64_t seed = 5)
+        : model(c), params(model.layout().total), grads(model.layout().total) {
+        init_params(params.data(), model.layout(), seed);
+    }
+    // The training loss: mean LM loss plus the router losses of every layer.
+    double step(Activations& a, bool backward) {
+        FlatAccess w(model.layout(), params.data(), grads.data());
+        const float scale = 1.0f / float(a.B * a.T);
+        const double lm = model.forward(a, w, /*train=*/true, scale) * scale;
+        if (backward) model.backward(a, w);
+        const MoeStats s = model.take_moe_stats();
+        return lm + s.aux_loss + s.z_loss;
+    }
+};
+
+}  // namespace
+
+class MoeGradient : public ::testing::TestWithParam<bool> {};
+
+TEST_P(MoeGradient, MatchesFiniteDifferences) {
+    const ModelConfig c = moe_config(GetParam());
+    ModelRun run(c);
+    for (int64_t i = 0; i < run.params.size(); ++i) run.params[i] *= 4.0f;
+    LlamaActivations a(c, 2, 12);
+    fill_tokens(a, c.vocab_size, 3);
+    run.step(a, true);
+    const std::vector<float> g(run.grads.data(), run.grads.data() + run.grads.size());
+
+    std::vector<std::vector<int32_t>> routing;
+    for (const MoeLayerActs& m : a.moe) routing.push_back(m.expert);
+
+    // A step that moves a token to another expert makes the loss jump: such points are not
+    // differentiable and are skipped (and counted).
+    std::vector<float> p(run.params.data(), run.params.data() + run.params.size());
+    bool rerouted = false;
+    auto loss = [&] {
+        std::copy(p.begin(), p.end(), run.params.data());
+        const double l = run.step(a, false);
+        for (size_t i = 0; i < a.moe.size(); ++i) rerouted |= a.moe[i].expert != routing[i];
+        return l;
+    };
+    int checked = 0, nonzero = 0, skipped = 0;
+    for (const ParamSpec& t : run.model.layout().tensors) {
+        const int64_t n = t.numel_logical();
+        const bool moe = t.name.find("block_sparse_moe") != std::string::npos;
+        for (int k = 0; k < (moe ? 12 : 4); ++k) {
+            int64_t e = (k * 7919 + 13) % n;
+            if (t.name == "embed_tokens.weight") e = int64_t(a.inputs[size_t(k)]) * c.n_embd + k;
+            const size_t i = size_t(t.offset + e);
+            rerouted = false;
+            const double fd = test::finite_difference(p, loss, {i}, 2e-3f)[0];
+            if (rerouted) {
+                ++skipped;
+                continue;
+            }
+            EXPECT_NEAR(g[i], fd, 2e-3 + 2e-2 * std::abs(fd)) << t.name << " element " << e;
+            ++checked;
+            nonzero += std::abs(fd) > 1e-4;
+        }
+    }
+    EXPECT_LE(skipped, 3) << "too many steps changed the routing";
+    EXPECT_GT(checked, 0);
+    EXPECT_GT(nonzero, checked / 2) << "most checked gradients are zero: the test sees little";
+}
+
+INSTANTIATE_TEST_SUITE_P(Routing, MoeGradient, ::testing::Values(true, false),
+                         [](const auto& i) { return i.param ? "renormalized" : "raw"; });
+
+TEST(Moe, RouterLossGradientsAreThere) {
+    // The same point with and without the router losses: their gradients reach the router.
+    ModelRun with(moe_config(true, 0.5, 0.05)), without(moe_config(true, 0, 0));
+    const ModelConfig c = moe_config(true);
+    LlamaActivations a(c, 2, 12), b(c, 2, 12);
+    fill_tokens(a, c.vocab_size, 3);
+    fill_tokens(b, c.vocab_size, 3);
+    const double l1 = with.step(a, true), l0 = without.step(b, true);
+    EXPECT_GT(l1, l0);
+    const ParamSpec& router = with.model.layout().find("layers.0.block_sparse_moe.gate.weight");
+    EXPECT_GT(test::max_abs_diff(with.grads.data() + router.offset,
+                                 without.grads.data() + router.offset, size_t(router.numel_stored)),
+              1e-6);
+}
+
+// The output of sequence 0 alone and sharing the micro-batch with sequence 1.
+double batch_dependence(const ModelConfig& c) {
+    ModelRun run(c);
+    LlamaActivations two(c, 2, 16), one(c, 1, 16);
+    fill_tokens(two, c.vocab_size, 9);
+    std::copy_n(two.inputs.begin(), 16, one.inputs.begin());
+    std::copy_n(two.targets.begin(), 16, one.targets.begin());
+    FlatAccess w(run.model.layout(), run.params.data(), run.grads.data());
+    run.model.forward(two, w, false, 1.0f);
+    run.model.forward(one, w, false, 1.0f);
+    const int L = int(c.n_layer);
+    return test::max_rel_diff(two.resid_in(L), one.resid_in(L), size_t(16 * c.n_embd), 1e-3);
+}
+
+TEST(Moe, DroplessOutputDoesNotDependOnTheBatch) {
+    // Per-expert products over other row counts may round differently; nothing else may differ.
+    EXPECT_LT(batch_dependence(moe_config(true)), 1e-5);
+    EXPECT_LT(batch_dependence(moe_config(false)), 1e-5);
+    // With a tight capacity the tokens compete for slots: the check can see that.
+    ModelConfig tight = moe_config(true);
+    tight.moe_capacity_factor = 0.5;
+    EXPECT_GT(batch_dependence(tight), 1e-3);
+}
+
+TEST(Moe, RecomputationGivesTheSameGradients) {
+    const ModelConfig c = moe_config(true);
+    ModelRun plain(c), rc(c);
+    LlamaActivations a(c, 2, 12), b(c, 2, 12, LayerSpan{0, -1, true, true});
+    fill_tokens(a, c.vocab_size, 4);
+    fill_tokens(b, c.vocab_size, 4);
+    EXPECT_EQ(plain.step(a, true), rc.step(b, true));
+    EXPECT_EQ(test::max_abs_diff(plain.grads.data(), rc.grads.data(), size_t(plain.grads.size())),
+              0.0);
+}
+
+TEST(Moe, ParameterCountsSplitTotalAndActive) {
+    const ModelConfig c = model_preset("mixtral-8x7b");
+    const int64_t C = c.n_embd, F = c.ffn(), E = c.n_experts, k = c.experts_per_token;
+    const int64_t attn = C * c.n_head * c.head_dim() * 2 + 2 * C * c.kv_heads() * c.head_dim();
+    const int64_t layer = attn + 2 * C + E * C + 3 * E * F * C;
+    const int64_t total = 2 * c.vocab_size * C + c.n_layer * layer + C;
+    EXPECT_EQ(c.num_parameters(), total);
+    EXPECT_EQ(c.active_parameters(), total - c.n_layer * (E - k) * 3 * F * C);
+    // Mixtral-8x7B as Mistral announced it: 46.7B total, 12.9B active.
+    EXPECT_NEAR(double(c.num_parameters()) / 1e9, 46.7, 0.05);
+    EXPECT_NEAR(double(c.active_parameters()) / 1e9, 12.9, 0.05);
+    EXPECT_DOUBLE_EQ(c.train_flops_per_token(1),
+                     6.0 * double(c.active_parameters()) + 6.0 * double(c.n_layer * C));
+}
+
+TEST(Moe, ActivationCountIsWhatIsAllocated) {
+    const ModelConfig c = moe_config(true);
+    for (bool rc : {false, true}) {
+        const LayerSpan span{0, -1, true, rc, 1, false};
+        LlamaActivations a(c, 2, 16, span);
+        int64_t n = 0;
+        for (const Buffer* b :
+             {&a.resid, &a.losses, &a.ln1, &a.rstd1, &a.qkv, &a.atty, &a.lse, &a.resid2, &a.ln2,
+              &a.rstd2, &a.gu, &a.act, &a.lnf, &a.lnf_rstd, &a.dlnf})
+            n += b->size();
+        n += int64_t(a.inputs.size() + a.targets.size());
+        for (const MoeLayerActs& m : a.moe) {
+            for (const Buffer* b : {&m.probs, &m.lse, &m.weight, &m.gu, &m.act, &m.y})
+                n += b->size();
+            n += int64_t(m.expert.size());
+            // The plan, at its largest (dropless: every slot a row).
+            n += 2 * int64_t(m.expert.size()) + 2 * (c.n_experts + 1);
+        }
+        for (const auto& counts : a.moe_counts) n += 2 * int64_t(counts.size());
+        EXPECT_EQ(n, family_of(c).activation_floats(c, 2, 16, span)) << "recompute " << rc;
+    }
+}
+
+TEST(Moe, ConfigErrorsNameTheValues) {
+    ModelConfig c = moe_config(true);
+    c.experts_per_token = 5;
+    EXPECT_NE(test::error_of([&] {
+                  c.validate("test");
+              }).find("experts_per_token (top-k) is 5, expected between 1 and n_experts 4"),
+              std::string::npos);
+    c = moe_config(true);
+    c.moe_capacity_factor = -1;
+    EXPECT_NE(test::error_of([&] { c.validate("test"); }).find("moe_capacity_factor"),
+              std::string::npos);
+    c = model_preset("tiny");
+    c.n_experts = 4;
+    c.experts_per_token = 2;
+    EXPECT_NE(test::error_of([&] { c.validate("test"); }).find("only the llama family"),
+              std::string::npos);
+    EXPECT_NE(test::error_of([&] {
+                  build_param_layout(moe_config(true), ModelShard{{}, 0, 2});
+              }).find("--tp 2"),
+              std::string::npos);
+}
