@@ -14,7 +14,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr std::string_view kSupported = "\"gpt2\" and \"llama\"";
+constexpr std::string_view kSupported = "\"gpt2\", \"llama\" and \"mixtral\"";
 
 // nullptr when the key is absent or null: transformers treats both as "use the default".
 const json* value_of(const json& obj, std::string_view key) {
@@ -63,7 +63,7 @@ int64_t token_id(const json& v, std::string_view key, const fs::path& file) {
 
 // The architectures entry of each family weft reads.
 const std::map<std::string, std::string, std::less<>> kFamilyOfArchitecture = {
-    {"GPT2LMHeadModel", "gpt2"}, {"LlamaForCausalLM", "llama"}};
+    {"GPT2LMHeadModel", "gpt2"}, {"LlamaForCausalLM", "llama"}, {"MixtralForCausalLM", "mixtral"}};
 
 std::string family_of(const json& config, const fs::path& file) {
     std::string from_arch;  // empty when architectures does not name one class weft knows
@@ -93,7 +93,7 @@ std::string family_of(const json& config, const fs::path& file) {
                "{}: model_type \"qwen2\" is not supported: Qwen2 has biases on its q/k/v "
                "projections, which weft's Llama does not (weft supports {})",
                file.string(), kSupported);
-    WEFT_CHECK(t == "gpt2" || t == "llama",
+    WEFT_CHECK(t == "gpt2" || t == "llama" || t == "mixtral",
                "{}: model_type \"{}\" is not supported (weft supports {})", file.string(), t,
                kSupported);
     WEFT_CHECK(from_arch.empty() || from_arch == t,
@@ -181,16 +181,19 @@ HfLlamaConfig read_hf_llama_config(const fs::path& model_dir) {
     const fs::path file = model_dir / "config.json";
     const json config = read_config_json(file, "a Hugging Face model directory");
 
+    std::string family = "llama";
     if (value_of(config, "model_type")) {
-        const std::string family = family_of(config, file);
-        WEFT_CHECK(family == "llama", "{}: model_type is \"{}\", expected \"llama\"", file.string(),
+        family = family_of(config, file);
+        WEFT_CHECK(family == "llama" || family == "mixtral",
+                   "{}: model_type is \"{}\", expected \"llama\" or \"mixtral\"", file.string(),
                    family);
     }
+    const bool mixtral = family == "mixtral";
+    const char* causal_lm = mixtral ? "MixtralForCausalLM" : "LlamaForCausalLM";
     // Other heads on the same body (LlamaForSequenceClassification, ...) have other tensors.
     if (const json* arch = value_of(config, "architectures"))
-        WEFT_CHECK(*arch == json::array({"LlamaForCausalLM"}),
-                   "{}: architectures is {}, expected [\"LlamaForCausalLM\"]", file.string(),
-                   arch->dump());
+        WEFT_CHECK(*arch == json::array({causal_lm}), "{}: architectures is {}, expected [\"{}\"]",
+                   file.string(), arch->dump(), causal_lm);
     if (const json* act = value_of(config, "hidden_act"))
         WEFT_CHECK(*act == "silu",
                    "{}: hidden_act is {}, expected \"silu\" (the SwiGLU MLP weft implements)",
@@ -225,6 +228,29 @@ HfLlamaConfig read_hf_llama_config(const fs::path& model_dir) {
 
     c.rms_norm_eps = number_or(config, "rms_norm_eps", c.rms_norm_eps, file);
     read_rope(config, file, c);
+    if (mixtral) {
+        // MixtralConfig's defaults: 8 experts, top 2, aux coefficient 0.001.
+        c.num_local_experts = value_of(config, "num_local_experts")
+                                  ? positive_int(config, "num_local_experts", file)
+                                  : 8;
+        c.num_experts_per_tok = value_of(config, "num_experts_per_tok")
+                                    ? positive_int(config, "num_experts_per_tok", file)
+                                    : 2;
+        WEFT_CHECK(c.num_experts_per_tok <= c.num_local_experts,
+                   "{}: num_experts_per_tok {} is greater than num_local_experts {}", file.string(),
+                   c.num_experts_per_tok, c.num_local_experts);
+        if (const json* aux = value_of(config, "router_aux_loss_coef")) {
+            WEFT_CHECK(aux->is_number() && aux->get<double>() >= 0,
+                       "{}: \"router_aux_loss_coef\" is {}, expected a number >= 0", file.string(),
+                       aux->dump());
+            c.router_aux_loss_coef = aux->get<double>();
+        }
+        // Mixtral's sliding window changes which keys a query sees; weft attends to all.
+        WEFT_CHECK(!value_of(config, "sliding_window"),
+                   "{}: \"sliding_window\" is {}, but weft's attention has no sliding window "
+                   "(expected null)",
+                   file.string(), config["sliding_window"].dump());
+    }
 
     if (const json* tie = value_of(config, "tie_word_embeddings")) {
         WEFT_CHECK(tie->is_boolean(), "{}: \"tie_word_embeddings\" is {}, expected true or false",
@@ -308,6 +334,44 @@ void write_hf_llama_config(const fs::path& model_dir, const HfLlamaConfig& c) {
     auto id_or_null = [](int64_t id) { return id >= 0 ? json(id) : json(nullptr); };
     const json eos = c.eos_token_ids.empty() ? id_or_null(c.eos_token_id) : json(c.eos_token_ids);
     // Keys as LlamaConfig.to_json_string writes them (sorted); weft trains without dropout.
+    WEFT_CHECK(c.num_local_experts >= 0 && c.num_experts_per_tok <= c.num_local_experts &&
+                   (c.num_local_experts == 0 || c.num_experts_per_tok > 0),
+               "cannot write {}: num_experts_per_tok {} must be between 1 and num_local_experts {}",
+               file.string(), c.num_experts_per_tok, c.num_local_experts);
+    if (c.num_local_experts > 0) {
+        // MixtralConfig.to_json_string's keys (sorted).
+        const json mixtral = {
+            {"architectures", {"MixtralForCausalLM"}},
+            {"attention_dropout", 0.0},
+            {"bos_token_id", id_or_null(c.bos_token_id)},
+            {"eos_token_id", eos},
+            {"head_dim", c.head_dim},
+            {"hidden_act", "silu"},
+            {"hidden_size", c.hidden_size},
+            {"initializer_range", 0.02},
+            {"intermediate_size", c.intermediate_size},
+            {"max_position_embeddings", c.max_position_embeddings},
+            {"model_type", "mixtral"},
+            {"num_attention_heads", c.num_attention_heads},
+            {"num_experts_per_tok", c.num_experts_per_tok},
+            {"num_hidden_layers", c.num_hidden_layers},
+            {"num_key_value_heads", c.num_key_value_heads},
+            {"num_local_experts", c.num_local_experts},
+            {"output_router_logits", false},
+            {"rms_norm_eps", c.rms_norm_eps},
+            {"rope_scaling", rope_scaling},
+            {"rope_theta", c.rope_theta},
+            {"router_aux_loss_coef", c.router_aux_loss_coef},
+            {"router_jitter_noise", 0.0},
+            {"sliding_window", nullptr},
+            {"tie_word_embeddings", c.tie_word_embeddings},
+            {"torch_dtype", "float32"},
+            {"use_cache", true},
+            {"vocab_size", c.vocab_size},
+        };
+        write_file_atomic(file, mixtral.dump(2) + "\n");
+        return;
+    }
     json config = {
         {"architectures", {"LlamaForCausalLM"}},
         {"attention_bias", false},

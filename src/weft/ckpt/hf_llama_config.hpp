@@ -32,26 +32,32 @@ struct HfLlamaConfig {
     // When the file lists several end-of-sequence ids (Llama 3.1: [128001, 128008, 128009]):
     // all of them, eos_token_id being the first; empty when it holds a single id.
     std::vector<int64_t> eos_token_ids;
+    // Mixtral (MixtralForCausalLM) when num_local_experts > 0: each layer's MLP is a router over
+    // that many experts, num_experts_per_tok of which see each token (weights renormalised).
+    int64_t num_local_experts = 0, num_experts_per_tok = 0;
+    double router_aux_loss_coef = 0.001;
 
     bool operator==(const HfLlamaConfig&) const = default;
 };
 
-// Reads MODEL_DIR/config.json. Defaults as transformers' LlamaConfig: num_key_value_heads =
-// num_attention_heads, head_dim = hidden_size / num_attention_heads (which must then divide),
-// rms_norm_eps 1e-6, rope_theta 10000, no rope_scaling, untied embeddings. Throws naming the key
-// and the file on a missing or non-integer size, a model_type other than "llama", architectures
-// other than ["LlamaForCausalLM"], hidden_act other than "silu", attention_bias or mlp_bias true,
-// heads not divisible by key-value heads, or a RoPE scaling other than linear / llama3. Also reads
-// the `rope_parameters` dict newer transformers versions write instead of rope_theta and
-// rope_scaling.
+// Reads MODEL_DIR/config.json (model_type "llama", or "mixtral" with its expert keys). Defaults as
+// transformers' LlamaConfig: num_key_value_heads = num_attention_heads, head_dim = hidden_size /
+// num_attention_heads (which must then divide), rms_norm_eps 1e-6, rope_theta 10000, no
+// rope_scaling, untied embeddings. Throws naming the key and the file on a missing or non-integer
+// size, a model_type other than "llama", architectures other than ["LlamaForCausalLM"], hidden_act
+// other than "silu", attention_bias or mlp_bias true, heads not divisible by key-value heads, or a
+// RoPE scaling other than linear / llama3. Also reads the `rope_parameters` dict newer transformers
+// versions write instead of rope_theta and rope_scaling.
 HfLlamaConfig read_hf_llama_config(const std::filesystem::path& model_dir);
 
-// Writes MODEL_DIR/config.json atomically, with every key transformers writes for a LlamaConfig.
+// Writes MODEL_DIR/config.json atomically, with every key transformers writes for a LlamaConfig
+// (a MixtralConfig when num_local_experts > 0).
 void write_hf_llama_config(const std::filesystem::path& model_dir, const HfLlamaConfig& c);
 
-// The model family MODEL_DIR/config.json describes: "gpt2" or "llama", from "model_type" (or, when
-// that is absent, from "architectures"). "mistral" and "qwen2" are refused with the reason (sliding
-// window attention, q/k/v biases) and any other type with the list of supported ones.
+// The model type MODEL_DIR/config.json describes: "gpt2", "llama" or "mixtral", from "model_type"
+// (or, when that is absent, from "architectures"). "mistral" and "qwen2" are refused with the
+// reason (sliding window attention, q/k/v biases) and any other type with the list of supported
+// ones.
 std::string read_hf_model_type(const std::filesystem::path& model_dir);
 
 }  // namespace weft::ckpt

@@ -43,6 +43,9 @@ struct ActivationTerms {
 struct HfTensorName {
     std::string name;
     bool transposed = false;  // stored [in, out] there (GPT-2's Conv1D)
+    // Stored there as one tensor per index of the first dimension (Mixtral's experts), each
+    // named by `name` with the index in place of its "{}".
+    bool per_index = false;
 };
 
 struct Family {

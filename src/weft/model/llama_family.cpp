@@ -159,6 +159,10 @@ ModelConfig read_hf(const std::filesystem::path& dir) {
     c.rope_scaling = {h.rope_scaling.type, h.rope_scaling.factor, h.rope_scaling.low_freq_factor,
                       h.rope_scaling.high_freq_factor,
                       h.rope_scaling.original_max_position_embeddings};
+    // Mixtral: renormalised top-k, its aux coefficient, no z-loss.
+    c.n_experts = h.num_local_experts;
+    c.experts_per_token = h.num_experts_per_tok;
+    if (c.n_experts > 0) c.moe_aux_loss_coef = h.router_aux_loss_coef;
     c.validate((dir / "config.json").string());
     return c;
 }
@@ -181,13 +185,32 @@ void write_hf(const std::filesystem::path& dir, const ModelConfig& c) {
     h.rope_scaling.low_freq_factor = c.rope_scaling.low_freq_factor;
     h.rope_scaling.high_freq_factor = c.rope_scaling.high_freq_factor;
     h.rope_scaling.original_max_position_embeddings = c.rope_scaling.original_max_position;
+    if (c.n_experts > 0) {
+        // MixtralForCausalLM always renormalises the chosen weights; the z-loss and a capacity
+        // are training settings it has no key for, and are left out.
+        WEFT_CHECK(c.moe_renormalize,
+                   "cannot write {} as MixtralForCausalLM: the model routes without "
+                   "renormalising the top-{} weights, which Mixtral always does",
+                   (dir / "config.json").string(), c.experts_per_token);
+        h.num_local_experts = c.n_experts;
+        h.num_experts_per_tok = c.experts_per_token;
+        h.router_aux_loss_coef = c.moe_aux_loss_coef;
+    }
     ckpt::write_hf_llama_config(dir, h);
 }
 
 HfTensorName hf_tensor(const ModelConfig&, const ParamSpec& p) {
     // LlamaForCausalLM: the decoder under "model.", the untied head beside it; nn.Linear
-    // weights are [out, in] as weft stores them.
-    return {p.name == "lm_head.weight" ? p.name : "model." + p.name, false};
+    // weights are [out, in] as weft stores them. MixtralForCausalLM keeps one tensor per expert
+    // (block_sparse_moe.experts.{e}.w1.weight) where weft has one [E, ...] tensor.
+    if (p.name == "lm_head.weight") return {p.name, false};
+    const std::string experts = "block_sparse_moe.experts.";
+    if (const size_t at = p.name.find(experts); at != std::string::npos) {
+        std::string name = "model." + p.name;
+        name.insert(6 + at + experts.size(), "{}.");
+        return {name, false, true};
+    }
+    return {"model." + p.name, false};
 }
 
 }  // namespace
@@ -195,7 +218,7 @@ HfTensorName hf_tensor(const ModelConfig&, const ParamSpec& p) {
 const Family& llama_family() {
     static const Family f{
         "llama",
-        {"llama"},
+        {"llama", "mixtral"},
         {
             // Tests: 2 layers, 8 query heads sharing 4 key/value heads (so tp 2 and 4 split
             // both), untied head, GPT-2's vocabulary for the bundled corpus.

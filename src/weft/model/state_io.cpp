@@ -23,6 +23,14 @@ void transpose(const float* src, float* dst, int64_t rows, int64_t cols) {
         for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
 }
 
+// `pattern` with `index` in place of its "{}" (HfTensorName::per_index).
+std::string indexed_name(const std::string& pattern, int64_t index) {
+    std::string name = pattern;
+    const size_t at = name.find("{}");
+    WEFT_CHECK(at != std::string::npos, "internal: tensor name pattern '{}' has no {{}}", pattern);
+    return name.replace(at, 2, std::to_string(index));
+}
+
 }  // namespace
 
 namespace {
@@ -43,6 +51,13 @@ std::vector<ckpt::TensorToWrite> tensors_to_write(const std::string& where, cons
         ckpt::TensorToWrite t{prefix + p.name, p.shape, flat + p.offset};
         if (naming == Naming::hf) {
             const HfTensorName hf = family_of(cfg).hf_tensor(cfg, p);
+            if (hf.per_index) {
+                const int64_t n = p.shape[0], per = p.numel_logical() / n;
+                const std::vector<int64_t> shape(p.shape.begin() + 1, p.shape.end());
+                for (int64_t i = 0; i < n; ++i)
+                    out.push_back({indexed_name(hf.name, i), shape, flat + p.offset + i * per});
+                continue;
+            }
             t.name = hf.name;
             if (hf.transposed) {
                 transposed.emplace_back(size_t(p.numel_logical()));
@@ -100,6 +115,23 @@ void read_into(const Source& src, const std::string& where, const ModelConfig& c
             // Files name tensors with the model's prefix ("transformer.", "model.") or without;
             // a missing tensor is named as Hugging Face names it.
             const HfTensorName hf = family_of(cfg).hf_tensor(cfg, p);
+            if (hf.per_index) {
+                // One file tensor per index of the first dimension, into consecutive blocks.
+                WEFT_CHECK(layout.tp == 1, "internal: {} read into a tensor-parallel shard",
+                           hf.name);
+                const int64_t n = p.shape[0], per = p.numel_logical() / n;
+                const std::vector<int64_t> part(p.shape.begin() + 1, p.shape.end());
+                for (int64_t i = 0; i < n; ++i) {
+                    const std::string each = indexed_name(hf.name, i);
+                    WEFT_CHECK(src.has(each), "{}: tensor '{}' is missing (expected shape [{}])",
+                               where, each, fmt::join(part, ", "));
+                    WEFT_CHECK(src.shape(each) == part,
+                               "{}: tensor '{}' has shape [{}], expected [{}]", where, each,
+                               fmt::join(src.shape(each), ", "), fmt::join(part, ", "));
+                    src.read(each, part, flat + p.offset + i * per);
+                }
+                continue;
+            }
             name = src.has(hf.name) || !src.has(p.name) ? hf.name : p.name;
             if (hf.transposed) {
                 shape = {p.shape[1], p.shape[0]};

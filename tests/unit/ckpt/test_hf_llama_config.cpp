@@ -363,7 +363,7 @@ TEST(HfModelType, Families) {
     EXPECT_TRUE(contains(e, file + ": model_type \"mistral\" is not supported: Mistral uses "
                                    "sliding-window attention"))
         << e;
-    EXPECT_TRUE(contains(e, "weft supports \"gpt2\" and \"llama\"")) << e;
+    EXPECT_TRUE(contains(e, "weft supports \"gpt2\", \"llama\" and \"mixtral\"")) << e;
     e = error_of([&] { type_of(R"({"model_type": "qwen2"})"); });
     EXPECT_TRUE(contains(e,
                          "model_type \"qwen2\" is not supported: Qwen2 has biases on its q/k/v "
@@ -371,7 +371,7 @@ TEST(HfModelType, Families) {
         << e;
     e = error_of([&] { type_of(R"({"model_type": "gemma"})"); });
     EXPECT_TRUE(contains(e, file + ": model_type \"gemma\" is not supported (weft supports "
-                                   "\"gpt2\" and \"llama\")"))
+                                   "\"gpt2\", \"llama\" and \"mixtral\")"))
         << e;
     e = error_of([&] { type_of(R"({"n_embd": 768})"); });
     EXPECT_TRUE(contains(e, file + " has no \"model_type\"")) << e;

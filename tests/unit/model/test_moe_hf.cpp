@@ -1,0 +1,117 @@
+// Mixtral directories (MixtralForCausalLM) in and out: export then import gives the same config
+// and bit-identical weights, the names and shapes are transformers', and what Mixtral cannot
+// express is refused.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/check.hpp"
+#include "weft/ckpt/hf_weights.hpp"
+#include "weft/core/buffer.hpp"
+#include "weft/model/state_io.hpp"
+
+using namespace weft;
+using namespace weft::model;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+    fs::path path;
+    TempDir() {
+        path = fs::temp_directory_path() /
+               ("weft_moe_hf_" + std::to_string(::getpid()) + "_" +
+                ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        fs::remove_all(path);
+        fs::create_directories(path);
+    }
+    ~TempDir() { fs::remove_all(path); }
+};
+
+ModelConfig small() {
+    ModelConfig c = model_preset("moe-tiny");
+    c.vocab_size = 300;
+    c.moe_z_loss_coef = 0;  // Mixtral's config has no z-loss key
+    c.moe_aux_loss_coef = 0.02;
+    return c;
+}
+
+}  // namespace
+
+TEST(MoeHf, ExportThenImportIsIdentical) {
+    TempDir tmp;
+    const ModelConfig c = small();
+    const ParamLayout layout = build_param_layout(c);
+    Buffer p(layout.total);
+    init_params(p.data(), layout, 9);
+    write_hf_model(tmp.path / "a", c, layout, p.data());
+
+    const ModelConfig back = read_hf_model_config(tmp.path / "a");
+    EXPECT_EQ(back, c);
+    const ckpt::HfWeights w = ckpt::HfWeights::open(tmp.path / "a");
+    Buffer q(layout.total);
+    q.zero();
+    read_hf_weights(w, back, layout, q.data());
+    EXPECT_EQ(0, std::memcmp(p.data(), q.data(), size_t(layout.total) * sizeof(float)));
+
+    // transformers' names and shapes: one tensor per expert and projection.
+    const int64_t C = c.n_embd, F = c.ffn(), E = c.n_experts;
+    EXPECT_EQ(w.info("model.layers.1.block_sparse_moe.gate.weight").shape,
+              (std::vector<int64_t>{E, C}));
+    for (int64_t e = 0; e < E; ++e) {
+        const std::string h = "model.layers.0.block_sparse_moe.experts." + std::to_string(e);
+        EXPECT_EQ(w.info(h + ".w1.weight").shape, (std::vector<int64_t>{F, C}));
+        EXPECT_EQ(w.info(h + ".w2.weight").shape, (std::vector<int64_t>{C, F}));
+        EXPECT_EQ(w.info(h + ".w3.weight").shape, (std::vector<int64_t>{F, C}));
+    }
+    EXPECT_FALSE(w.has("model.layers.0.mlp.gate_proj.weight"));
+    // Expert 2's down projection is the third block of weft's [E, C, F] tensor.
+    const ParamSpec& w2 = layout.find("layers.0.block_sparse_moe.experts.w2.weight");
+    std::vector<float> e2(size_t(C * F));
+    w.read_f32("model.layers.0.block_sparse_moe.experts.2.w2.weight", std::vector<int64_t>{C, F},
+               e2.data());
+    EXPECT_EQ(0, std::memcmp(e2.data(), p.data() + w2.offset + 2 * C * F, e2.size() * 4));
+
+    std::ifstream in(tmp.path / "a" / "config.json");
+    const nlohmann::json j = nlohmann::json::parse(in);
+    EXPECT_EQ(j["architectures"], nlohmann::json::array({"MixtralForCausalLM"}));
+    EXPECT_EQ(j["model_type"], "mixtral");
+    EXPECT_EQ(j["num_local_experts"], E);
+    EXPECT_EQ(j["num_experts_per_tok"], c.experts_per_token);
+    EXPECT_EQ(j["router_aux_loss_coef"], 0.02);
+    EXPECT_TRUE(j["sliding_window"].is_null());
+}
+
+TEST(MoeHf, MissingExpertIsNamed) {
+    TempDir tmp;
+    const ModelConfig c = small();
+    const ParamLayout layout = build_param_layout(c);
+    Buffer p(layout.total);
+    init_params(p.data(), layout, 9);
+    write_hf_model(tmp.path / "a", c, layout, p.data());
+    ModelConfig more = c;
+    more.n_experts = 5;  // the directory holds 4
+    const ParamLayout bigger = build_param_layout(more);
+    Buffer q(bigger.total);
+    const std::string e = test::error_of(
+        [&] { read_hf_weights(ckpt::HfWeights::open(tmp.path / "a"), more, bigger, q.data()); });
+    EXPECT_NE(e.find("'model.layers.0.block_sparse_moe.gate.weight' has shape [4, 64], expected "
+                     "[5, 64]"),
+              std::string::npos)
+        << e;
+}
+
+TEST(MoeHf, RawTopKIsNotMixtral) {
+    TempDir tmp;
+    ModelConfig c = small();
+    c.moe_renormalize = false;
+    const ParamLayout layout = build_param_layout(c);
+    Buffer p(layout.total);
+    const std::string e =
+        test::error_of([&] { write_hf_model(tmp.path / "a", c, layout, p.data()); });
+    EXPECT_NE(e.find("without renormalising the top-2 weights"), std::string::npos) << e;
+}
