@@ -27,6 +27,15 @@ void add_train_command(CLI::App& app) {
                   "Start from a Hugging Face model directory (GPT2LMHeadModel or "
                   "LlamaForCausalLM: config.json, model.safetensors or its sharded index) instead "
                   "of a fresh initialisation");
+    c->add_option("--moe-aux-loss-coef", o->moe_aux_loss_coef,
+                  "Mixture of experts: load-balance loss coefficient per layer (0: off; default: "
+                  "the model's)");
+    c->add_option("--moe-z-loss-coef", o->moe_z_loss_coef,
+                  "Mixture of experts: router z-loss coefficient per layer (0: off; default: the "
+                  "model's)");
+    c->add_option("--moe-capacity-factor", o->moe_capacity_factor,
+                  "Mixture of experts: each expert takes at most this x tokens x top-k / experts "
+                  "slots of a micro-batch, dropping the lowest-scored (0: dropless, the default)");
     c->add_option("--data", o->data, "Training token file (from `weft prepare`, llm.c or nanoGPT)")
         ->capture_default_str();
     c->add_option(

@@ -3,9 +3,28 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "weft/core/error.hpp"
 
 namespace weft::train {
+
+nlohmann::json moe_metrics(const model::MoeStats& s) {
+    const int64_t E = s.n_experts, layers = E > 0 ? int64_t(s.tokens.size()) / E : 0;
+    nlohmann::json lo = nlohmann::json::array(), hi = nlohmann::json::array();
+    for (int64_t l = 0; l < layers; ++l) {
+        const auto first = s.tokens.begin() + l * E;
+        const auto [mn, mx] = std::minmax_element(first, first + E);
+        lo.push_back(int64_t(*mn));
+        hi.push_back(int64_t(*mx));
+    }
+    return {{"moe_aux_loss", s.aux_loss + s.z_loss},
+            {"moe_load_balance_loss", s.aux_loss},
+            {"moe_z_loss", s.z_loss},
+            {"moe_tokens_min", lo},
+            {"moe_tokens_max", hi},
+            {"moe_dropped_fraction", s.slots > 0 ? s.dropped / s.slots : 0.0}};
+}
 
 MetricsLog::MetricsLog(const std::filesystem::path& file) {
     f_ = std::fopen(file.c_str(), "a");

@@ -8,7 +8,15 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "weft/model/moe_comm.hpp"
+
 namespace weft::train {
+
+// A step's mixture-of-experts fields of metrics.jsonl: moe_aux_loss (what the router losses
+// added to the training loss; moe_load_balance_loss and moe_z_loss its two parts), per layer
+// the fewest and most slots any expert received (moe_tokens_min, moe_tokens_max), and
+// moe_dropped_fraction (slots beyond capacity, of all routed).
+nlohmann::json moe_metrics(const model::MoeStats& s);
 
 class MetricsLog {
   public:

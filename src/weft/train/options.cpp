@@ -1,6 +1,8 @@
 #include "weft/train/options.hpp"
 
+#include <cmath>
 #include <cstdio>
+#include <utility>
 
 #include "weft/core/error.hpp"
 
@@ -40,6 +42,21 @@ model::ModelConfig TrainOptions::model_config() const {
     return reshaped_preset(model, n_layer, n_head, n_embd, n_positions);
 }
 
+void TrainOptions::apply_moe_overrides(model::ModelConfig& cfg) const {
+    const std::pair<const char*, const std::optional<double>*> flags[] = {
+        {"--moe-aux-loss-coef", &moe_aux_loss_coef},
+        {"--moe-z-loss-coef", &moe_z_loss_coef},
+        {"--moe-capacity-factor", &moe_capacity_factor}};
+    for (const auto& [flag, value] : flags)
+        WEFT_CHECK(!*value || cfg.n_experts > 0,
+                   "{} {}: model '{}' has no mixture-of-experts layers (expected a model with "
+                   "experts, e.g. --model moe-tiny)",
+                   flag, **value, model);
+    if (moe_aux_loss_coef) cfg.moe_aux_loss_coef = *moe_aux_loss_coef;
+    if (moe_z_loss_coef) cfg.moe_z_loss_coef = *moe_z_loss_coef;
+    if (moe_capacity_factor) cfg.moe_capacity_factor = *moe_capacity_factor;
+}
+
 std::filesystem::path TrainOptions::val_path() const {
     if (!val_data.empty()) return val_data;
     std::string s = data.string();
@@ -73,6 +90,14 @@ void TrainOptions::validate() const {
     WEFT_CHECK(grad_reduce_dtype == "fp32" || grad_reduce_dtype == "bf16",
                "--grad-reduce-dtype must be fp32 or bf16, got '{}'", grad_reduce_dtype);
     parse_inject_delay(inject_delay, 0);
+    const std::pair<const char*, const std::optional<double>*> moe[] = {
+        {"--moe-aux-loss-coef", &moe_aux_loss_coef},
+        {"--moe-z-loss-coef", &moe_z_loss_coef},
+        {"--moe-capacity-factor", &moe_capacity_factor}};
+    for (const auto& [flag, value] : moe)
+        WEFT_CHECK(!*value || (std::isfinite(**value) && **value >= 0),
+                   "{} must be 0 (off{}) or a positive number, got {}", flag,
+                   value == &moe_capacity_factor ? ": dropless" : "", **value);
     optim.validate();
 }
 

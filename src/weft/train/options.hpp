@@ -2,6 +2,7 @@
 // Everything a training run is told, from the config file and the command line.
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "weft/core/layout.hpp"
@@ -29,6 +30,8 @@ struct TrainOptions {
     std::string model = "tiny";
     int64_t n_layer = 0, n_head = 0, n_embd = 0, n_positions = 0;  // 0: the preset's
     std::filesystem::path model_dir;
+    // Mixture of experts: override the model's router losses and capacity (unset: the model's).
+    std::optional<double> moe_aux_loss_coef, moe_z_loss_coef, moe_capacity_factor;
 
     std::filesystem::path data = "data/tinyshakespeare_train.bin";
     std::filesystem::path val_data;  // default: data with _train replaced by _val, if it exists
@@ -68,6 +71,9 @@ struct TrainOptions {
     // The model shape after applying preset, overrides and (later) the Hugging Face config.
     model::ModelConfig model_config() const;
     std::filesystem::path val_path() const;
+    // The --moe-* overrides applied to `cfg` (the preset's, the checkpoint's or the Hugging Face
+    // directory's); an error naming the flag when the model has no experts.
+    void apply_moe_overrides(model::ModelConfig& cfg) const;
     // Checks every value; errors name the flag and what was expected.
     void validate() const;
 };

@@ -36,6 +36,20 @@ std::unique_ptr<model::CpComm> cp_comm_for(comm::Mesh& mesh) {
     return std::make_unique<parallel::GroupCpComm>(mesh.group(comm::Axis::cp));
 }
 
+// The routing counts of an MoE layer, summed over the ranks that split the batch (the group
+// gradients are reduced over). Every rank of it runs the same forwards in the same order, so a
+// blocking sum between the layers cannot deadlock.
+class GroupMoeComm : public model::MoeComm {
+  public:
+    explicit GroupMoeComm(comm::Group& group) : group_(group) {}
+    void sum_counts(double* counts, int64_t n) override {
+        comm::all_reduce(group_, std::span<double>(counts, size_t(n)));
+    }
+
+  private:
+    comm::Group& group_;
+};
+
 model::ModelShard shard_for(const comm::Mesh& mesh, const pipeline::Partition& part,
                             const model::ModelConfig& cfg) {
     model::ModelShard shard;
@@ -82,6 +96,10 @@ TrainState::TrainState(const model::ModelConfig& cfg, comm::Group& dp,
                "2 x cp x tp = {}",
                l.cp, l.tp, micro, T, micro * (T / l.cp), l.tp, 2 * l.cp * l.tp);
     model_->set_context_parallel(cp_comm_.get(), T, mesh_.layout().cp_kind == CpKind::ulysses);
+    if (cfg.n_experts > 0 && dp.size() > 1) {
+        moe_comm_ = std::make_unique<GroupMoeComm>(dp);
+        model_->set_moe_comm(moe_comm_.get());
+    }
     const int64_t T_local = T / model_->cp_size();
     // A pipeline stage keeps its own Activations per micro-batch; `act_` then only carries the
     // tokens fill() writes.
@@ -117,7 +135,18 @@ StepOutcome TrainState::step(int64_t micro_batches, const std::function<void(int
     // One all-reduce for both: the global loss and the squared norm, each element counted once.
     double sums[2] = {counts_loss() ? loss_sum : 0.0, dp_.grad_sum_squares(counted)};
     sum_over_model(sums);
-    StepOutcome out{sums[0], std::sqrt(sums[1])};
+    StepOutcome out{sums[0], std::sqrt(sums[1]), model_->take_moe_stats()};
+    if (out.moe.n_experts > 0) {
+        // Each layer's counts live on its pipeline stage, each rank's on that rank: one sum
+        // over the world (tp is 1 with experts, so no token is counted twice).
+        model::MoeStats& m = out.moe;
+        std::vector<double> all = m.tokens;
+        all.insert(all.end(), {m.aux_loss, m.z_loss, m.dropped, m.slots});
+        comm::all_reduce(mesh_.group(comm::Axis::world), std::span<double>(all));
+        const size_t n = m.tokens.size();
+        std::copy_n(all.begin(), n, m.tokens.begin());
+        m.aux_loss = all[n], m.z_loss = all[n + 1], m.dropped = all[n + 2], m.slots = all[n + 3];
+    }
     const float scale = optim::clip_scale(oc, out.grad_norm);
     const auto& slices = dp_.update_slices();
     for (size_t i = 0; i < slices.size(); ++i)

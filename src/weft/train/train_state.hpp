@@ -33,6 +33,9 @@ struct ModelParallelOptions {
 struct StepOutcome {
     double loss_sum = 0;   // over the global batch (every rank's tokens)
     double grad_norm = 0;  // of the whole reduced gradient, before clipping
+    // Mixture of experts: the step's routing over the global batch (tokens per layer and expert,
+    // the router losses added to the training loss, dropped slots); n_experts 0 for a dense model.
+    model::MoeStats moe;
 };
 
 class TrainState {
@@ -93,8 +96,9 @@ class TrainState {
     comm::Mesh& mesh_;
     int pp_, pp_rank_, tp_, tp_rank_;
     pipeline::Partition part_;
-    std::unique_ptr<model::TpComm> tp_comm_;  // tp > 1
-    std::unique_ptr<model::CpComm> cp_comm_;  // cp > 1
+    std::unique_ptr<model::TpComm> tp_comm_;    // tp > 1
+    std::unique_ptr<model::CpComm> cp_comm_;    // cp > 1
+    std::unique_ptr<model::MoeComm> moe_comm_;  // the dp (cp x dp) group, for MoE routing counts
     std::unique_ptr<model::Model> model_;
     parallel::DataParallel dp_;
     TiedEmbedding tied_;

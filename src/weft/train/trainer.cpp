@@ -120,6 +120,7 @@ void run_training(const TrainOptions& o_in) {
     } else if (!o.model_dir.empty()) {
         cfg = model::read_hf_model_config(o.model_dir);
     }
+    o.apply_moe_overrides(cfg);
     cfg.validate("model '" + o.model + "'");
     WEFT_CHECK(T <= cfg.n_positions, "--seq-len {} exceeds the model's n_positions {}", T,
                cfg.n_positions);
@@ -300,6 +301,7 @@ void run_training(const TrainOptions& o_in) {
                                {"step_time_s", dt},
                                {"peak_rss_bytes", peak_rss_bytes()},
                                {"activation_bytes", activation_bytes(st)}};
+        if (out.moe.n_experts > 0) line.update(moe_metrics(out.moe));
         const comm::CommStats step_comm = comm_report.take();
         const parallel::OverlapTimes overlap = st.dp().take_overlap_times();
         overlap_total += overlap;

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Mixture of experts (moe-tiny: 2 layers of 4 SwiGLU experts, top 2, load-balance and z-losses
+# on) under data parallelism against its single-process run: np 2, ZeRO 1, 3 steps. The routing
+# counts of the load-balance loss are summed over the dp ranks before the loss, so every step's
+# loss must agree within 1e-5 (relative), the final weights within 1e-4, and the logged routing
+# (tokens per expert, integers) exactly, the router losses within 1e-5. Then the --moe-* flags'
+# errors (--tp with experts is refused in test_moe). moe_train.sh <weft> <dp_check> <source dir>
+set -uo pipefail
+WEFT=$1 CHECK=$2 SRC=$3
+MODEL=moe-tiny
+source "$SRC/tests/mpi/train_lib.sh"
+
+"$WEFT" train "${args[@]}" --steps 3 --out ref >ref.log 2>&1 || { cat ref.log; exit 1; }
+train 2 dp2 --steps 3 --zero 1
+same_as_ref dp2 ref 3
+
+# The logged routing: the same integers, the same router losses.
+for key in moe_tokens_min moe_tokens_max; do
+  check diff <(grep -o "\"$key\":\[[0-9,]*\]" ref/metrics.jsonl) \
+    <(grep -o "\"$key\":\[[0-9,]*\]" dp2/metrics.jsonl)
+done
+aux() { grep -o '"moe_aux_loss":[-0-9.e]*' "$1/metrics.jsonl" | cut -d: -f2; }
+check test "$(aux ref | wc -l)" -eq 3
+check awk 'NR == FNR { r[FNR] = $1; next }
+           { d = $1 - r[FNR]; if (d < 0) d = -d; if (r[FNR] <= 0 || d > 1e-5 * r[FNR]) bad = 1 }
+           END { exit bad }' <(aux ref) <(aux dp2)
+
+refuse() {  # refuse <message> args...: exit 1 with the message, nothing written
+  local msg=$1
+  shift
+  out=$("$WEFT" train "${args[@]}" --steps 1 --out runs/x "$@" 2>&1)
+  check [ $? -eq 1 ]
+  check grep -qF -- "$msg" <<<"$out"
+  check [ ! -e runs/x ]
+}
+refuse "--moe-aux-loss-coef must be 0 (off) or a positive number, got -0.5" --moe-aux-loss-coef -0.5
+refuse "--moe-capacity-factor must be 0 (off: dropless) or a positive number, got -1" \
+  --moe-capacity-factor -1
+refuse "--moe-z-loss-coef 0.1: model 'tiny' has no mixture-of-experts layers" --model tiny \
+  --moe-z-loss-coef 0.1
+finish
