@@ -56,6 +56,10 @@ std::optional<Rejection> check_candidate(const Workload& w, const Candidate& k) 
     if (l.sequence_parallel && l.tp == 1)
         return no("invalid: sequence parallel needs tp > 1", "sp with tp=1");
     if (l.ep != 1) return no("invalid: no experts (ep must be 1)", fmt::format("ep={}", l.ep));
+    // The engine's MoE layers do not split over tensor parallelism (yet).
+    if (cfg.n_experts > 0 && l.tp > 1)
+        return no("unsupported: experts with tp > 1",
+                  fmt::format("{} experts over tp={}", cfg.n_experts, l.tp));
     if (l.pp_schedule == ScheduleKind::interleaved) {
         const int64_t m = k.micro_batches(w);
         if (l.pp == 1 || l.vpp == 1)
