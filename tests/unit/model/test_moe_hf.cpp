@@ -115,3 +115,39 @@ TEST(MoeHf, RawTopKIsNotMixtral) {
         test::error_of([&] { write_hf_model(tmp.path / "a", c, layout, p.data()); });
     EXPECT_NE(e.find("without renormalising the top-2 weights"), std::string::npos) << e;
 }
+
+TEST(MoeHf, ConfigErrorsNameTheKeys) {
+    TempDir tmp;
+    const ModelConfig c = small();
+    const ParamLayout layout = build_param_layout(c);
+    Buffer p(layout.total);
+    init_params(p.data(), layout, 9);
+    write_hf_model(tmp.path / "a", c, layout, p.data());
+    const fs::path file = tmp.path / "a" / "config.json";
+    nlohmann::json j;
+    {
+        std::ifstream in(file);
+        j = nlohmann::json::parse(in);
+    }
+    auto error_with = [&](const char* key, const nlohmann::json& value) {
+        nlohmann::json changed = j;
+        changed[key] = value;
+        std::ofstream(file) << changed.dump(2);
+        return test::error_of([&] { read_hf_model_config(tmp.path / "a"); });
+    };
+    std::string e = error_with("num_experts_per_tok", 5);
+    EXPECT_NE(e.find("num_experts_per_tok 5 is greater than num_local_experts 4"),
+              std::string::npos)
+        << e;
+    e = error_with("sliding_window", 4096);
+    EXPECT_NE(e.find("\"sliding_window\" is 4096, but weft's attention has no sliding window"),
+              std::string::npos)
+        << e;
+    e = error_with("architectures", nlohmann::json::array({"LlamaForCausalLM"}));
+    EXPECT_NE(e.find("model_type is \"mixtral\" but architectures is [\"LlamaForCausalLM\"]"),
+              std::string::npos)
+        << e;
+    e = error_with("router_aux_loss_coef", -1);
+    EXPECT_NE(e.find("\"router_aux_loss_coef\" is -1, expected a number >= 0"), std::string::npos)
+        << e;
+}
