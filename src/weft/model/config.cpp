@@ -33,11 +33,13 @@ void ModelConfig::validate(const std::string& where) const {
 
 void ModelConfig::validate_moe(const std::string& where) const {
     WEFT_CHECK(n_experts >= 0, "{}: n_experts must not be negative, got {}", where, n_experts);
+    WEFT_CHECK(n_shared_experts >= 0, "{}: n_shared_experts must not be negative, got {}", where,
+               n_shared_experts);
     if (n_experts == 0) {
-        WEFT_CHECK(experts_per_token == 0,
-                   "{}: experts_per_token {} without experts (expected n_experts > 0, or no "
-                   "experts_per_token)",
-                   where, experts_per_token);
+        WEFT_CHECK(experts_per_token == 0 && n_shared_experts == 0,
+                   "{}: experts_per_token {} and n_shared_experts {} without routed experts "
+                   "(expected n_experts > 0, or neither)",
+                   where, experts_per_token, n_shared_experts);
         return;
     }
     WEFT_CHECK(family == "llama",
@@ -98,6 +100,7 @@ nlohmann::json ModelConfig::to_json() const {
             j["moe_aux_loss_coef"] = moe_aux_loss_coef;
             j["moe_z_loss_coef"] = moe_z_loss_coef;
             j["moe_capacity_factor"] = moe_capacity_factor;
+            j["n_shared_experts"] = n_shared_experts;
         }
         if (!rope_scaling.type.empty())
             j["rope_scaling"] = {{"type", rope_scaling.type},
@@ -140,6 +143,7 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& w
     get_opt("moe_aux_loss_coef", c.moe_aux_loss_coef);
     get_opt("moe_z_loss_coef", c.moe_z_loss_coef);
     get_opt("moe_capacity_factor", c.moe_capacity_factor);
+    get_opt("n_shared_experts", c.n_shared_experts);
     if (j.contains("rope_scaling")) {
         const nlohmann::json& r = j["rope_scaling"];
         WEFT_CHECK(r.is_object() && r.contains("type") && r["type"].is_string(),

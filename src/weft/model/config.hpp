@@ -48,6 +48,9 @@ struct ModelConfig {
     double moe_aux_loss_coef = 0;    // load-balance loss, per layer; 0: off
     double moe_z_loss_coef = 0;      // router z-loss, per layer; 0: off
     double moe_capacity_factor = 0;  // slots per expert, x tokens k / E; 0: dropless
+    // Experts every token goes through (DeepSeek-MoE's shared experts): one SwiGLU of width
+    // n_shared_experts x ffn() beside the routed ones, its output added unweighted.
+    int64_t n_shared_experts = 0;
 
     int64_t padded_vocab() const {
         return (vocab_size + vocab_multiple - 1) / vocab_multiple * vocab_multiple;

@@ -217,6 +217,15 @@ LlamaBlock Llama::block(float* base, int layer) const {
     if (moe_) {
         b.moe = {unit_tensor(base, layout_, u, 6), unit_tensor(base, layout_, u, 7),
                  unit_tensor(base, layout_, u, 8), unit_tensor(base, layout_, u, 9)};
+        if (cfg_.n_shared_experts > 0) {
+            b.moe.shared_gu = unit_tensor(base, layout_, u, 10);
+            b.moe.shared_down = unit_tensor(base, layout_, u, 12);
+            WEFT_CHECK(unit_tensor(base, layout_, u, 11) ==
+                           b.moe.shared_gu + cfg_.n_shared_experts * F_ * cfg_.n_embd,
+                       "internal: the shared experts' gate/up weights of layer {} are not "
+                       "contiguous",
+                       layer);
+        }
         return b;
     }
     b.gu_w = unit_tensor(base, layout_, u, 6);

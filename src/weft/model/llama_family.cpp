@@ -94,6 +94,13 @@ void declare(const ModelConfig& cfg, ParamDeclarer& d) {
             d.tensor(h + "block_sparse_moe.experts.w1.weight", {E, F, C}, N, std);
             d.tensor(h + "block_sparse_moe.experts.w2.weight", {E, C, F}, N, std);
             d.tensor(h + "block_sparse_moe.experts.w3.weight", {E, F, C}, N, std);
+            if (const int64_t SF = cfg.n_shared_experts * F; SF > 0) {
+                // Gate and up back to back: one [2 SF, C] product, as the dense MLP.
+                const std::string s = h + "block_sparse_moe.shared_experts.";
+                d.tensor(s + "gate_proj.weight", {SF, C}, N, std);
+                d.tensor(s + "up_proj.weight", {SF, C}, N, std);
+                d.tensor(s + "down_proj.weight", {C, SF}, N, std);
+            }
             d.end_unit();
             continue;
         }
@@ -121,7 +128,9 @@ std::vector<LinearShape> layer_linears(const ModelConfig& cfg) {
                 {"self_attn.o_proj", C, cfg.n_head * HS, false},
                 {"block_sparse_moe.gate", cfg.n_experts, C, false},
                 {"block_sparse_moe.experts.w1_w3", k * 2 * F, C, true},
-                {"block_sparse_moe.experts.w2", C, k * F, false}};
+                {"block_sparse_moe.experts.w2", C, k * F, false},
+                {"block_sparse_moe.shared_experts.gate_up", 2 * cfg.n_shared_experts * F, C, true},
+                {"block_sparse_moe.shared_experts.down_proj", C, cfg.n_shared_experts * F, false}};
     }
     return {{"self_attn.qkv", (cfg.n_head + 2 * cfg.kv_heads()) * HS, C, true},
             {"self_attn.o_proj", C, cfg.n_head * HS, false},
@@ -137,7 +146,8 @@ ActivationTerms korthikanti_terms(const ModelConfig& cfg) {
     const double h = double(cfg.n_embd), d = double(cfg.head_dim()), a = double(cfg.n_head);
     // An MoE layer keeps k experts' gate, up and product per token.
     const double kv = double(cfg.kv_heads()),
-                 F = double(cfg.ffn()) * double(cfg.n_experts > 0 ? cfg.experts_per_token : 1);
+                 F = double(cfg.ffn()) *
+                     double(cfg.n_experts > 0 ? cfg.experts_per_token + cfg.n_shared_experts : 1);
     return {8 * h, 4 * a * d + 4 * kv * d + 6 * F, 2 * a};
 }
 
@@ -188,6 +198,10 @@ void write_hf(const std::filesystem::path& dir, const ModelConfig& c) {
     if (c.n_experts > 0) {
         // MixtralForCausalLM always renormalises the chosen weights; the z-loss and a capacity
         // are training settings it has no key for, and are left out.
+        WEFT_CHECK(c.n_shared_experts == 0,
+                   "cannot write {} as MixtralForCausalLM: the model has {} shared experts, which "
+                   "Mixtral has not",
+                   (dir / "config.json").string(), c.n_shared_experts);
         WEFT_CHECK(c.moe_renormalize,
                    "cannot write {} as MixtralForCausalLM: the model routes without "
                    "renormalising the top-{} weights, which Mixtral always does",

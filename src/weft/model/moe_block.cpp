@@ -18,24 +18,34 @@ MoeLayerActs::MoeLayerActs(const ModelConfig& cfg, int64_t N) {
     act = Buffer(N * K * F);
     y = Buffer(N * K * C);
     expert.assign(size_t(N * K), 0);
+    const int64_t SF = cfg.n_shared_experts * F;
+    shared_gu = Buffer(N * 2 * SF);
+    shared_act = Buffer(N * SF);
 }
 
 int64_t MoeLayerActs::floats(const ModelConfig& cfg, int64_t N) {
     const int64_t E = cfg.n_experts, K = cfg.experts_per_token, F = cfg.ffn(), C = cfg.n_embd;
     // The plan: slot_of_row and row_of_slot (N k each, int32), offsets (E + 1 int64).
     const int64_t plan = 2 * N * K + 2 * (E + 1);
-    return N * E + N + N * K + N * K * (3 * F + C) + N * K + plan;
+    const int64_t SF = cfg.n_shared_experts * F;
+    return N * E + N + N * K + N * K * (3 * F + C) + N * K + plan + N * 3 * SF;
 }
 
 MoeMlp::MoeMlp(const ModelConfig& cfg)
-    : cfg_(cfg), E_(cfg.n_experts), k_(cfg.experts_per_token), F_(cfg.ffn()), C_(cfg.n_embd) {
+    : cfg_(cfg),
+      E_(cfg.n_experts),
+      k_(cfg.experts_per_token),
+      F_(cfg.ffn()),
+      C_(cfg.n_embd),
+      SF_(cfg.n_shared_experts * cfg.ffn()) {
     WEFT_CHECK(E_ > 0 && k_ >= 1 && k_ <= E_,
                "internal: an MoE layer of {} experts with {} per token", E_, k_);
 }
 
 int64_t MoeMlp::scratch_floats(const ModelConfig& cfg, int64_t N) {
     const int64_t E = cfg.n_experts, K = cfg.experts_per_token, F = cfg.ffn(), C = cfg.n_embd;
-    return N * E + 2 * N * K * C + N * K * 3 * F + N * K;
+    const int64_t SF = cfg.n_shared_experts * F;
+    return N * E + 2 * N * K * C + N * K * 3 * F + N * K + N * 3 * SF;
 }
 
 void MoeMlp::ensure_scratch(int64_t N) {
@@ -47,6 +57,8 @@ void MoeMlp::ensure_scratch(int64_t N) {
     dact_ = Buffer(S * F_);
     dgu_ = Buffer(S * 2 * F_);
     dweight_ = Buffer(S);
+    sdact_ = Buffer(N * SF_);
+    sdgu_ = Buffer(N * 2 * SF_);
     scratch_n_ = N;
 }
 
@@ -94,6 +106,13 @@ void MoeMlp::forward(MoeLayerActs& a, std::vector<double>& counts, float* out, c
                 C);
     }
     k::moe_unpermute(out, y, a.weight.data(), residual, plan, C);
+    if (SF_ > 0) {
+        // Shared experts: every token, added after the routed ones and the residual.
+        k::matmul_forward(a.shared_gu.data(), x, p.shared_gu, nullptr, N, C, 2 * SF_);
+        k::swiglu_forward(a.shared_act.data(), a.shared_gu.data(), N, SF_);
+        k::gemm(false, true, N, C, SF_, 1.0f, a.shared_act.data(), SF_, p.shared_down, SF_, 1.0f,
+                out, C);
+    }
     if (train && stats && !counts_known) {
         const k::MoeRouterLoss l =
             k::moe_router_loss(a.probs.data(), a.lse.data(), counts.data(), N, E,
@@ -141,6 +160,13 @@ void MoeMlp::backward(float* dx, const float* dout, const float* x, const MoeLay
                 C);
     }
     k::moe_permute_backward(dx, dxp, plan, C, /*accumulate=*/false);
+    if (SF_ > 0) {
+        k::matmul_backward(sdact_.data(), g.shared_down, nullptr, dout, a.shared_act.data(),
+                           p.shared_down, N, SF_, C, false);
+        k::swiglu_backward(sdgu_.data(), sdact_.data(), a.shared_gu.data(), N, SF_);
+        k::matmul_backward(dx, g.shared_gu, nullptr, sdgu_.data(), x, p.shared_gu, N, C, 2 * SF_,
+                           /*accumulate_dinp=*/true);
+    }
     float* dlogits = logits_.data();
     k::moe_router_backward(dlogits, dweight_.data(), a.probs.data(), a.lse.data(), a.expert.data(),
                            counts.data(), N, E, K, cfg_.moe_renormalize,

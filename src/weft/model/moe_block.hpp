@@ -25,18 +25,23 @@ namespace weft::model {
 
 struct MoeWeights {
     float *router, *w1, *w2, *w3;  // router [E, C]; w1 (gate), w3 (up) [E, F, C]; w2 [E, C, F]
+    // Shared experts (n_shared_experts x F = SF wide; null without): [gate; up] [2 SF, C] and
+    // down [C, SF].
+    float* shared_gu = nullptr;
+    float* shared_down = nullptr;
 };
 
 // What one layer keeps from forward for backward, for N tokens (Nk = N x k slots):
 //   probs [N, E], lse [N], weight [N, k], expert [N, k] (int32), the dispatch plan,
-//   gu [Nk, 2F] ([gate | up] per grouped row), act [Nk, F], y [Nk, C] (each expert's output).
+//   gu [Nk, 2F] ([gate | up] per grouped row), act [Nk, F], y [Nk, C] (each expert's output),
+//   and with shared experts shared_gu [N, 2 SF], shared_act [N, SF].
 struct MoeLayerActs {
     MoeLayerActs() = default;
     MoeLayerActs(const ModelConfig& cfg, int64_t N);
     // Floats of one layer's buffers (int32 and the plan counted as one float per element).
     static int64_t floats(const ModelConfig& cfg, int64_t N);
 
-    Buffer probs, lse, weight, gu, act, y;
+    Buffer probs, lse, weight, gu, act, y, shared_gu, shared_act;
     std::vector<int32_t> expert;
     kernels::MoePlan plan;
 };
@@ -64,11 +69,12 @@ class MoeMlp {
     void ensure_scratch(int64_t N);
 
     ModelConfig cfg_;
-    int64_t E_, k_, F_, C_;
+    int64_t E_, k_, F_, C_, SF_;
     int64_t scratch_n_ = 0;
     // logits_ [N, E] (then dlogits), xp_ [Nk, C] (grouped input, then its gradient),
-    // dyp_ [Nk, C], dact_ [Nk, F], dgu_ [Nk, 2F], dweight_ [N, k].
-    Buffer logits_, xp_, dyp_, dact_, dgu_, dweight_;
+    // dyp_ [Nk, C], dact_ [Nk, F], dgu_ [Nk, 2F], dweight_ [N, k]; shared experts: sdact_ [N, SF],
+    // sdgu_ [N, 2 SF].
+    Buffer logits_, xp_, dyp_, dact_, dgu_, dweight_, sdact_, sdgu_;
 };
 
 }  // namespace weft::model

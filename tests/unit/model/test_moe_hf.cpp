@@ -151,3 +151,15 @@ TEST(MoeHf, ConfigErrorsNameTheKeys) {
     EXPECT_NE(e.find("\"router_aux_loss_coef\" is -1, expected a number >= 0"), std::string::npos)
         << e;
 }
+
+TEST(MoeHf, SharedExpertsAreNotMixtral) {
+    TempDir tmp;
+    ModelConfig c = small();
+    c.n_shared_experts = 1;
+    const ParamLayout layout = build_param_layout(c);
+    Buffer p(layout.total);
+    const std::string e =
+        test::error_of([&] { write_hf_model(tmp.path / "a", c, layout, p.data()); });
+    EXPECT_NE(e.find("the model has 1 shared experts, which Mixtral has not"), std::string::npos)
+        << e;
+}
