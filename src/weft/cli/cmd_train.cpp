@@ -24,8 +24,9 @@ void add_train_command(CLI::App& app) {
     add_shape_options(c, {&o->n_layer, &o->n_head, &o->n_embd});
     c->add_option("--n-positions", o->n_positions, "Override the preset's maximum sequence length");
     c->add_option("--model-dir", o->model_dir,
-                  "Start from a Hugging Face model directory (GPT2LMHeadModel or "
-                  "LlamaForCausalLM: config.json, model.safetensors or its sharded index) instead "
+                  "Start from a Hugging Face model directory (GPT2LMHeadModel, "
+                  "LlamaForCausalLM or MixtralForCausalLM: config.json, model.safetensors or its "
+                  "sharded index) instead "
                   "of a fresh initialisation");
     c->add_option("--moe-aux-loss-coef", o->moe_aux_loss_coef,
                   "Mixture of experts: load-balance loss coefficient per layer (0: off; default: "
