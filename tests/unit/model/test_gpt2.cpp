@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "support/check.hpp"
+#include "support/model_run.hpp"
 #include "weft/core/error.hpp"
 #include "weft/kernels/classifier.hpp"
 #include "weft/model/generate.hpp"
@@ -15,6 +16,9 @@ using namespace weft;
 using namespace weft::model;
 
 namespace {
+
+using ModelRun = test::ModelRun<Gpt2>;
+using test::fill_tokens;
 
 ModelConfig small_config() {
     ModelConfig c;
@@ -26,31 +30,6 @@ ModelConfig small_config() {
     c.vocab_multiple = 128;
     return c;
 }
-
-void fill_tokens(Activations& a, int64_t V, uint64_t seed) {
-    Philox rng = philox_for(seed, "tokens");
-    for (size_t i = 0; i < a.inputs.size(); ++i) {
-        a.inputs[i] = int32_t(rng.uniform(2 * i) * float(V));
-        a.targets[i] = int32_t(rng.uniform(2 * i + 1) * float(V));
-    }
-}
-
-struct ModelRun {
-    Gpt2 model;
-    Buffer params, grads;
-    explicit ModelRun(const ModelConfig& c, uint64_t seed = 5)
-        : model(c), params(model.layout().total), grads(model.layout().total) {
-        init_params(params.data(), model.layout(), seed);
-    }
-    // Mean loss over the micro-batch; gradients of that mean accumulated when `grad`.
-    double step(Activations& a, bool grad) {
-        FlatAccess w(model.layout(), params.data(), grads.data());
-        const float scale = 1.0f / float(a.B * a.T);
-        double sum = model.forward(a, w, grad, scale);
-        if (grad) model.backward(a, w);
-        return sum * scale;
-    }
-};
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "support/check.hpp"
+#include "support/model_run.hpp"
 #include "support/thread_tp.hpp"
 #include "support/tp_parity.hpp"
 #include "weft/core/error.hpp"
@@ -23,6 +24,10 @@ using namespace weft;
 using namespace weft::model;
 
 namespace {
+
+using ModelRun = test::ModelRun<Llama>;
+using test::error_of;
+using test::fill_tokens;
 
 ModelConfig small_config(bool tied, const std::string& scaling = "") {
     ModelConfig c = model_preset("llama-tiny");
@@ -40,39 +45,6 @@ ModelConfig small_config(bool tied, const std::string& scaling = "") {
         c.rope_theta = 500.0;
     }
     return c;
-}
-
-void fill_tokens(Activations& a, int64_t V, uint64_t seed) {
-    Philox rng = philox_for(seed, "tokens");
-    for (size_t i = 0; i < a.inputs.size(); ++i) {
-        a.inputs[i] = int32_t(rng.uniform(2 * i) * float(V));
-        a.targets[i] = int32_t(rng.uniform(2 * i + 1) * float(V));
-    }
-}
-
-struct ModelRun {
-    Llama model;
-    Buffer params, grads;
-    explicit ModelRun(const ModelConfig& c, uint64_t seed = 5)
-        : model(c), params(model.layout().total), grads(model.layout().total) {
-        init_params(params.data(), model.layout(), seed);
-    }
-    double step(Activations& a, bool grad) {
-        FlatAccess w(model.layout(), params.data(), grads.data());
-        const float scale = 1.0f / float(a.B * a.T);
-        double sum = model.forward(a, w, grad, scale);
-        if (grad) model.backward(a, w);
-        return sum * scale;
-    }
-};
-
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "no error";
 }
 
 }  // namespace

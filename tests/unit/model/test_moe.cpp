@@ -8,6 +8,7 @@
 #include <string>
 
 #include "support/check.hpp"
+#include "support/model_run.hpp"
 #include "weft/model/family.hpp"
 #include "weft/model/llama.hpp"
 
@@ -15,6 +16,8 @@ using namespace weft;
 using namespace weft::model;
 
 namespace {
+
+using test::fill_tokens;
 
 ModelConfig moe_config(bool renormalize, double aux = 0.1, double z = 0.01, int64_t shared = 0) {
     ModelConfig c = model_preset("moe-tiny");
@@ -33,21 +36,8 @@ ModelConfig moe_config(bool renormalize, double aux = 0.1, double z = 0.01, int6
     return c;
 }
 
-void fill_tokens(Activations& a, int64_t V, uint64_t seed) {
-    Philox rng = philox_for(seed, "tokens");
-    for (size_t i = 0; i < a.inputs.size(); ++i) {
-        a.inputs[i] = int32_t(rng.uniform(2 * i) * float(V));
-        a.targets[i] = int32_t(rng.uniform(2 * i + 1) * float(V));
-    }
-}
-
-struct ModelRun {
-    Llama model;
-    Buffer params, grads;
-    explicit ModelRun(const ModelConfig& c, uint64_t seed = 5)
-        : model(c), params(model.layout().total), grads(model.layout().total) {
-        init_params(params.data(), model.layout(), seed);
-    }
+struct ModelRun : test::ModelRun<Llama> {
+    using test::ModelRun<Llama>::ModelRun;
     // The training loss: mean LM loss plus the router losses of every layer.
     double step(Activations& a, bool backward) {
         FlatAccess w(model.layout(), params.data(), grads.data());

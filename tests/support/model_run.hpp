@@ -1,0 +1,40 @@
+#pragma once
+// What the model unit tests share: a micro-batch of random tokens, and a model in one process
+// with its parameters and gradient buffers.
+#include <cstdint>
+
+#include "weft/core/buffer.hpp"
+#include "weft/core/philox.hpp"
+#include "weft/model/model.hpp"
+#include "weft/model/params.hpp"
+
+namespace weft::test {
+
+// Random inputs and targets below V, the same for the same seed.
+inline void fill_tokens(model::Activations& a, int64_t V, uint64_t seed) {
+    Philox rng = philox_for(seed, "tokens");
+    for (size_t i = 0; i < a.inputs.size(); ++i) {
+        a.inputs[i] = int32_t(rng.uniform(2 * i) * float(V));
+        a.targets[i] = int32_t(rng.uniform(2 * i + 1) * float(V));
+    }
+}
+
+template <class M>
+struct ModelRun {
+    M model;
+    Buffer params, grads;
+    explicit ModelRun(const model::ModelConfig& c, uint64_t seed = 5)
+        : model(c), params(model.layout().total), grads(model.layout().total) {
+        model::init_params(params.data(), model.layout(), seed);
+    }
+    // Mean loss over the micro-batch; gradients of that mean accumulated when `grad`.
+    double step(model::Activations& a, bool grad) {
+        model::FlatAccess w(model.layout(), params.data(), grads.data());
+        const float scale = 1.0f / float(a.B * a.T);
+        double sum = model.forward(a, w, grad, scale);
+        if (grad) model.backward(a, w);
+        return sum * scale;
+    }
+};
+
+}  // namespace weft::test
