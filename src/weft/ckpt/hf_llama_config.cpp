@@ -338,43 +338,9 @@ void write_hf_llama_config(const fs::path& model_dir, const HfLlamaConfig& c) {
                    (c.num_local_experts == 0 || c.num_experts_per_tok > 0),
                "cannot write {}: num_experts_per_tok {} must be between 1 and num_local_experts {}",
                file.string(), c.num_experts_per_tok, c.num_local_experts);
-    if (c.num_local_experts > 0) {
-        // MixtralConfig.to_json_string's keys (sorted).
-        const json mixtral = {
-            {"architectures", {"MixtralForCausalLM"}},
-            {"attention_dropout", 0.0},
-            {"bos_token_id", id_or_null(c.bos_token_id)},
-            {"eos_token_id", eos},
-            {"head_dim", c.head_dim},
-            {"hidden_act", "silu"},
-            {"hidden_size", c.hidden_size},
-            {"initializer_range", 0.02},
-            {"intermediate_size", c.intermediate_size},
-            {"max_position_embeddings", c.max_position_embeddings},
-            {"model_type", "mixtral"},
-            {"num_attention_heads", c.num_attention_heads},
-            {"num_experts_per_tok", c.num_experts_per_tok},
-            {"num_hidden_layers", c.num_hidden_layers},
-            {"num_key_value_heads", c.num_key_value_heads},
-            {"num_local_experts", c.num_local_experts},
-            {"output_router_logits", false},
-            {"rms_norm_eps", c.rms_norm_eps},
-            {"rope_scaling", rope_scaling},
-            {"rope_theta", c.rope_theta},
-            {"router_aux_loss_coef", c.router_aux_loss_coef},
-            {"router_jitter_noise", 0.0},
-            {"sliding_window", nullptr},
-            {"tie_word_embeddings", c.tie_word_embeddings},
-            {"torch_dtype", "float32"},
-            {"use_cache", true},
-            {"vocab_size", c.vocab_size},
-        };
-        write_file_atomic(file, mixtral.dump(2) + "\n");
-        return;
-    }
+    // The keys LlamaConfig and MixtralConfig share (nlohmann::json keeps them sorted, as
+    // to_json_string writes them), then each architecture's own.
     json config = {
-        {"architectures", {"LlamaForCausalLM"}},
-        {"attention_bias", false},
         {"attention_dropout", 0.0},
         {"bos_token_id", id_or_null(c.bos_token_id)},
         {"eos_token_id", eos},
@@ -384,12 +350,9 @@ void write_hf_llama_config(const fs::path& model_dir, const HfLlamaConfig& c) {
         {"initializer_range", 0.02},
         {"intermediate_size", c.intermediate_size},
         {"max_position_embeddings", c.max_position_embeddings},
-        {"mlp_bias", false},
-        {"model_type", "llama"},
         {"num_attention_heads", c.num_attention_heads},
         {"num_hidden_layers", c.num_hidden_layers},
         {"num_key_value_heads", c.num_key_value_heads},
-        {"pretraining_tp", 1},
         {"rms_norm_eps", c.rms_norm_eps},
         {"rope_scaling", rope_scaling},
         {"rope_theta", c.rope_theta},
@@ -398,6 +361,26 @@ void write_hf_llama_config(const fs::path& model_dir, const HfLlamaConfig& c) {
         {"use_cache", true},
         {"vocab_size", c.vocab_size},
     };
+    if (c.num_local_experts > 0) {
+        config.update({
+            {"architectures", {"MixtralForCausalLM"}},
+            {"model_type", "mixtral"},
+            {"num_experts_per_tok", c.num_experts_per_tok},
+            {"num_local_experts", c.num_local_experts},
+            {"output_router_logits", false},
+            {"router_aux_loss_coef", c.router_aux_loss_coef},
+            {"router_jitter_noise", 0.0},
+            {"sliding_window", nullptr},
+        });
+    } else {
+        config.update({
+            {"architectures", {"LlamaForCausalLM"}},
+            {"attention_bias", false},
+            {"mlp_bias", false},
+            {"model_type", "llama"},
+            {"pretraining_tp", 1},
+        });
+    }
     write_file_atomic(file, config.dump(2) + "\n");
 }
 
