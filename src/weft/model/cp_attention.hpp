@@ -41,6 +41,10 @@ class CpAttention {
     int rank() const { return rank_; }
     int size() const { return size_; }
     const kernels::Zigzag& zigzag() const { return z_; }
+    bool ulysses() const { return ulysses_; }
+    // Floats Ulysses holds from forwards whose backward has not run (Activations count them:
+    // LayerSpan::ulysses_kept).
+    int64_t kept_floats() const;
 
     // out (ldo rows) and lse ([B][2][NH][chunk]: per sequence and part, the kernel's layout)
     // of causal attention over the whole sequence for this rank's queries.

@@ -56,6 +56,12 @@ void CpAttention::from_heads(const float* full, int64_t heads, float* x, int64_t
             std::copy_n(recv_.data() + j * n + r * w, w, x + r * ld + j * w);
 }
 
+int64_t CpAttention::kept_floats() const {
+    int64_t n = 0;
+    for (const auto& [lse, b] : saved_) n += b.size();
+    return n;
+}
+
 namespace {
 
 void ensure_buffer(Buffer& b, int64_t n) {

@@ -53,8 +53,13 @@ int64_t Activations::shared_floats(const ModelConfig& cfg, int64_t B, int64_t T,
                                    const LayerSpan& span) {
     check_span(cfg, T, span);
     const int64_t rows = span_rows(B, T, span), tokens = B * T;
-    return (span.layers(cfg.n_layer) + 1) * rows * cfg.n_embd + (span.head ? tokens : 0) +
-           2 * tokens;
+    const int n = span.layers(cfg.n_layer);
+    // Ulysses' whole sequence of heads/cp heads is T/cp rows' worth of all heads: attention runs
+    // on every local row (gathered under sequence parallelism), over this tp rank's heads.
+    const int kept = span.ulysses_kept ? (span.recompute ? std::min(n, 1) : n) : 0;
+    const int64_t heads = 2 * (cfg.n_head / span.tp + cfg.kv_heads() / span.tp);
+    return (n + 1) * rows * cfg.n_embd + (span.head ? tokens : 0) + 2 * tokens +
+           kept * tokens * heads * cfg.head_dim();
 }
 
 KvCache::KvCache(int64_t n_layer, int64_t positions_, int64_t width_)
@@ -115,6 +120,7 @@ std::vector<int64_t> Model::context_positions() const {
 LayerSpan Model::activation_span(LayerSpan span) const {
     span.tp = tp_size_;
     span.sequence_parallel = sp_;
+    span.ulysses_kept = cp_ && cp_->ulysses();
     return span;
 }
 

@@ -66,6 +66,10 @@ struct LayerSpan {
     // divide). Model::activation_span fills these in from the model.
     int tp = 1;
     bool sequence_parallel = false;
+    // Ulysses context parallelism: each layer's forward keeps the whole-sequence q, k, v and out
+    // of this rank's heads until its backward (cp_attention.hpp), as many floats as the layer's
+    // own q, k, v and out of its rows; counted with the activations.
+    bool ulysses_kept = false;
 
     // Layers of the span in a model of n_layer (resolving count = -1).
     int layers(int64_t n_layer) const { return count < 0 ? int(n_layer) - first : count; }
@@ -105,7 +109,9 @@ struct Activations {
     int64_t boundary_floats() const { return rows_ * n_embd_; }
     int slot(int layer) const { return recompute ? 0 : layer - first_layer; }
     // Floats the shared part holds (resid, losses, and the int32 inputs and targets counted as
-    // one float each): the families' activation counts add their buffers to it.
+    // one float each), and what Ulysses keeps per layer for the span's layers (one layer's worth
+    // under recomputation, which re-runs each layer's forward just before its backward): the
+    // families' activation counts add their buffers to it.
     static int64_t shared_floats(const ModelConfig& cfg, int64_t B, int64_t T,
                                  const LayerSpan& span);
 

@@ -115,15 +115,17 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
         // The Activations of each of this stage's chunks, as the model allocates them (the
         // family's count), times the micro-batches the schedule holds at once per chunk, as
         // train::PipelineStage keeps them. Full recomputation keeps each layer's input and one
-        // layer's buffers per micro-batch; selective recomputation is not the engine's.
+        // layer's buffers per micro-batch; selective recomputation is not the engine's. Ulysses
+        // (and the hybrid) also keep each layer's whole-sequence q, k, v, out of its heads.
         const model::Family& f = model::family_of(cfg);
+        const bool ulysses_kept = l.cp > 1 && l.cp_kind != CpKind::ring;
         const int chunks = l.pp * l.vpp, lpc = int(cfg.n_layer) / chunks;
         double floats = 0;
         for (int c = stage; c < chunks; c += l.pp)
             floats += double(
                 f.activation_floats(cfg, b, s,
                                     {c * lpc, lpc, c == chunks - 1, l.recompute == Recompute::full,
-                                     l.tp, l.sequence_parallel}));
+                                     l.tp, l.sequence_parallel, ulysses_kept}));
         m.activations = kEngineBytes * floats * in_flight / l.vpp;
         // Backward scratch (the family's) and the classifier's logits chunk.
         double scratch = double(f.scratch_floats(cfg, b, s, 1, false)) / l.tp;

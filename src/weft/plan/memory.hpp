@@ -4,9 +4,10 @@
 //                et al. 2022, buffers of Megatron/DeepSpeed.
 //   engine       this engine on CPU, fp32 or bf16: model state from the engine's own layout and
 //                parallel::zero_state_bytes (what DataParallel allocates and train::memory_estimate
-//                reports) for every dp x ZeRO x tp x pp layout; fp32 weights, gradients, AdamW
-//                moments and activations whatever --dtype is (bf16 rounds only the products'
-//                operands, into per-thread scratch neither side counts: docs/planner.md).
+//                reports) for every dp x ZeRO x tp x pp x cp layout (ring, Ulysses, hybrid); fp32
+//                weights, gradients, AdamW moments and activations whatever --dtype is (bf16 rounds
+//                only the products' operands, into per-thread scratch neither side counts:
+//                docs/planner.md).
 #include "weft/plan/candidate.hpp"
 #include "weft/plan/cluster.hpp"
 

@@ -2,8 +2,9 @@
 // as threads over an in-process CpComm, each with its zigzag rows of random q, k, v (GQA: 4
 // heads sharing 2 kv heads); outputs and gradients must match the kernel's at those positions.
 // Two micro-batches run in a pipeline's order (forward, forward, backward, backward), so what
-// Ulysses keeps from a forward must reach its own backward; and Ulysses makes four all-to-alls
-// in each direction per call.
+// Ulysses keeps from a forward must reach its own backward, and it keeps what the activation
+// count (LayerSpan::ulysses_kept) says; Ulysses makes four all-to-alls in each direction per
+// call.
 #include <gtest/gtest.h>
 
 #include <barrier>
@@ -15,6 +16,7 @@
 #include "weft/kernels/attention.hpp"
 #include "weft/kernels/attention_zigzag.hpp"
 #include "weft/model/cp_attention.hpp"
+#include "weft/model/model.hpp"
 
 namespace weft::model {
 namespace {
@@ -95,6 +97,17 @@ Case reference_case(uint32_t seed) {
     return c;
 }
 
+// What the activation count says Ulysses keeps for one layer of one micro-batch of B sequences
+// of Tl local rows: the shared part with the count minus without it.
+int64_t ulysses_kept_floats(int64_t Tl) {
+    ModelConfig cfg;
+    cfg.n_layer = 1, cfg.n_head = NH, cfg.n_kv_head = NKV, cfg.n_embd = A, cfg.n_positions = T;
+    LayerSpan with{0, -1, false, false};
+    with.ulysses_kept = true;
+    return Activations::shared_floats(cfg, B, Tl, with) -
+           Activations::shared_floats(cfg, B, Tl, {0, -1, false, false});
+}
+
 void check_against_kernel(int cp, bool ulysses) {
     constexpr int kMicro = 2;
     std::vector<Case> ref;
@@ -106,6 +119,7 @@ void check_against_kernel(int cp, bool ulysses) {
     // got[rank][micro]: this rank's rows of out, dq, dk, dv.
     std::vector<std::vector<Case>> got(static_cast<size_t>(cp), std::vector<Case>(kMicro));
     std::vector<std::vector<int>> a2a(static_cast<size_t>(cp));
+    std::vector<std::vector<int64_t>> kept(static_cast<size_t>(cp));
     std::vector<std::thread> threads;
     for (int r = 0; r < cp; ++r) {
         threads.emplace_back([&, r] {
@@ -134,6 +148,7 @@ void check_against_kernel(int cp, bool ulysses) {
                 att.forward(g.out.data(), lse[size_t(m)].data(), c.q.data(), c.k.data(), c.v.data(),
                             s);
                 a2a[size_t(r)].push_back(comm.all_to_alls);
+                kept[size_t(r)].push_back(att.kept_floats());
             }
             for (int m = 0; m < kMicro; ++m) {
                 const Case& c = in[size_t(m)];
@@ -144,6 +159,7 @@ void check_against_kernel(int cp, bool ulysses) {
                 att.backward(g.dq.data(), g.dk.data(), g.dv.data(), c.dout.data(), c.q.data(),
                              c.k.data(), c.v.data(), g.out.data(), lse[size_t(m)].data(), s);
                 a2a[size_t(r)].push_back(comm.all_to_alls);
+                kept[size_t(r)].push_back(att.kept_floats());
             }
         });
     }
@@ -172,6 +188,10 @@ void check_against_kernel(int cp, bool ulysses) {
         const std::vector<int> want =
             ulysses ? std::vector<int>{4, 8, 12, 16} : std::vector<int>{0, 0, 0, 0};
         EXPECT_EQ(a2a[size_t(r)], want) << "all-to-alls of rank " << r;
+        // Kept after each call: one micro-batch's layer, two, one, none.
+        const int64_t layer = ulysses ? ulysses_kept_floats(Tl) : 0;
+        EXPECT_EQ(kept[size_t(r)], (std::vector<int64_t>{layer, 2 * layer, layer, 0}))
+            << "floats kept by rank " << r;
     }
 }
 

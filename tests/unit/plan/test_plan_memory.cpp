@@ -4,6 +4,7 @@
 
 #include "weft/core/error.hpp"
 #include "weft/kernels/classifier.hpp"
+#include "weft/model/family.hpp"
 #include "weft/model/gpt2.hpp"
 #include "weft/model/params.hpp"
 #include "weft/parallel/data_parallel.hpp"
@@ -260,5 +261,39 @@ TEST(PlanMemory, EngineModelStateEqualsTheTrainersForEveryLayout) {
                             EXPECT_EQ(m.optimizer, 8 * (z == 0 ? total : total / c.dp));
                         }
                     }
+                }
+}
+
+// Context parallelism in the engine profile: each rank holds T/cp rows; Ulysses also keeps
+//  every layer's whole-sequence q, k, v and out of their heads/cp heads until its
+// backward, B·(T/cp)·2(NH + NKV)·HS floats a layer (model::CpAttention::kept_floats, checked
+// against the same count in test_cp_attention), and ZeRO shards over dp x cp, as the trainer's
+// estimate (train::memory_estimate) counts them.
+TEST(PlanMemory, EngineProfileCountsContextParallelism) {
+    for (const char* name : {"tiny", "llama-tiny"})
+        for (int cp : {2, 4})
+            for (CpKind kind : {CpKind::ring, CpKind::ulysses})
+                for (int z : {0, 3}) {
+                    const int64_t B = 2, T = 64, s = T / cp;
+                    const Workload w = workload(name, B, T, "fp32", MemoryProfile::engine);
+                    const model::ModelConfig& cfg = w.model.config;
+                    Candidate k = layout(1, 1, 1, z, B);
+                    k.layout.cp = cp, k.layout.cp_kind = kind;
+                    const MemoryBreakdown m = stage_memory(w, big_cluster(), k, 0, 1);
+                    SCOPED_TRACE(testing::Message() << name << " cp " << cp << " "
+                                                    << cp_kind_name(kind) << " zero " << z);
+                    const model::Family& f = model::family_of(cfg);
+                    const double plain = double(f.activation_floats(cfg, B, s, {}));
+                    const double kept =
+                        kind == CpKind::ring
+                            ? 0.0
+                            : double(cfg.n_layer * B * s * 2 * (cfg.n_head + cfg.kv_heads()) *
+                                     cfg.head_dim());
+                    EXPECT_DOUBLE_EQ(m.activations, 4 * (plain + kept));
+                    const parallel::ZeroLayout zl(model::build_param_layout(cfg), cp, 0);
+                    const double total = double(zl.padded().total),
+                                 shard = double(zl.shard_floats());
+                    EXPECT_DOUBLE_EQ(m.weights, 4 * (z == 3 ? shard : total));
+                    EXPECT_DOUBLE_EQ(m.optimizer, 8 * (z == 0 ? total : shard));
                 }
 }
