@@ -6,7 +6,8 @@
 # is the first whose weights carry two updates and a warmed-up lr), and evaluates 2 batches.
 # cp_train.sh <weft> <dp_check> <source dir> <mode>
 #   gpt2     tiny GPT-2 with 4 layers: Ulysses at cp 4 (8 all-to-alls per layer and step, 4
-#            forward and 4 backward, of B x T/cp x C floats each); ring at cp 2 x pp 2
+#            forward and 4 backward, of B x T/cp x C floats each); the hybrid at cp 4 = 2 x 2
+#            (Ulysses in pairs of ranks, the ring across the pairs); ring at cp 2 x pp 2
 #            (interleaved) and at cp 2 x tp 2 with sequence parallelism (micro-batches of one
 #            sequence, so that a tp rank's rows start mid-sequence), the final evaluation within
 #            1e-5 too; resume: 2 steps at cp 2 (ring), the third at cp 1
@@ -55,6 +56,9 @@ gpt2)
   got=$(step_all_to_alls ulysses4 | uniq -c | sed 's/^ *//')
   echo "ulysses cp 4: steps, all-to-all calls and bytes of each: $got (expected $want)"
   check [ "$got" = "$want" ]
+  # USP: each pair gathers its two zigzag chunks of a ring over 2 for 2 of the 4 heads.
+  train 4 hybrid4 --cp 4 --cp-kind hybrid --cp-ulysses 2
+  same_as_ref hybrid4 ref $STEPS
   # Every stage's ranks hold the same zigzag rows; the pipeline carries cp-local activations.
   # Under tp the cp group is one tp rank's: the ring runs over its heads.
   train 4 cp2_pp2 --cp 2 --pp 2 --pp-schedule interleaved --vpp 2 --micro-batch-size 2
@@ -87,7 +91,10 @@ llama)
   ;;
 errors)
   expect_error 2 "--seq-len 62 with --cp 2: context parallelism cuts every sequence into 2 x cp = 4" --cp 2 --seq-len 62
-  expect_error 2 "--cp-kind must be ring or ulysses, got 'spiral'" --cp 2 --cp-kind spiral
+  expect_error 2 "--cp-kind must be ring, ulysses or hybrid, got 'spiral'" --cp 2 --cp-kind spiral
+  expect_error 4 "--cp-ulysses must divide --cp 4, got 3" --cp 4 --cp-kind hybrid --cp-ulysses 3
+  expect_error 4 "--cp-kind hybrid splits the attention heads over --cp-ulysses 4: this rank's 2 heads" \
+    --cp 4 --cp-kind hybrid --cp-ulysses 4 --n-head 2
   expect_error 4 "this rank's 2 heads and 2 key/value heads (of 2 and 2 over --tp 1) must both be multiples of it" \
     --cp 4 --cp-kind ulysses --n-head 2
   expect_error 3 "world size 3 is not divisible by tp*pp*cp*ep" --cp 2

@@ -53,9 +53,13 @@ void add_layout_options(CLI::App* c, Layout& layout, std::string& pp_layers,
         ->capture_default_str();
     c->add_option_function<std::string>(
          "--cp-kind", [&layout](const std::string& v) { layout.cp_kind = parse_cp_kind(v); },
-         "How --cp splits attention: ring (K/V blocks rotate around the cp ranks) or ulysses "
-         "(all-to-all over heads; heads and kv heads must divide by cp)")
+         "How --cp splits attention: ring (K/V blocks rotate around the cp ranks), ulysses "
+         "(all-to-all over heads; heads and kv heads must divide by cp) or hybrid (Ulysses in "
+         "groups of --cp-ulysses ranks, the ring across the groups)")
         ->default_str(std::string(cp_kind_name(layout.cp_kind)));
+    c->add_option("--cp-ulysses", layout.cp_ulysses,
+                  "With --cp-kind hybrid: ranks of each Ulysses group (consecutive cp ranks; it "
+                  "must divide --cp, and heads and kv heads must divide by it)");
     c->add_option("--ep", layout.ep, "Expert-parallel degree (not supported yet)");
 }
 

@@ -63,11 +63,12 @@ Recompute parse_recompute(std::string_view name) {
 CpKind parse_cp_kind(std::string_view value) {
     if (value == "ring") return CpKind::ring;
     if (value == "ulysses") return CpKind::ulysses;
-    fail("--cp-kind must be ring or ulysses, got '{}'", value);
+    if (value == "hybrid") return CpKind::hybrid;
+    fail("--cp-kind must be ring, ulysses or hybrid, got '{}'", value);
 }
 
 std::string_view cp_kind_name(CpKind kind) {
-    return kind == CpKind::ring ? "ring" : "ulysses";
+    return kind == CpKind::ring ? "ring" : kind == CpKind::ulysses ? "ulysses" : "hybrid";
 }
 
 void Layout::resolve(int world_size) {
@@ -94,6 +95,13 @@ void Layout::resolve(int world_size) {
     // Combinations of options and sizes, after the sizes themselves: a layout that does not fit
     // the world is named first.
     WEFT_CHECK(pp > 1 || vpp == 1, "--vpp {} needs --pp greater than 1", vpp);
+    WEFT_CHECK(cp_kind == CpKind::hybrid || cp_ulysses == 0,
+               "--cp-ulysses {} needs --cp-kind hybrid (got {})", cp_ulysses,
+               cp_kind_name(cp_kind));
+    WEFT_CHECK(cp_kind != CpKind::hybrid || (cp_ulysses >= 1 && cp % cp_ulysses == 0),
+               "--cp-kind hybrid runs Ulysses in groups of --cp-ulysses ranks and the ring across "
+               "them: --cp-ulysses must divide --cp {}, got {}",
+               cp, cp_ulysses);
     WEFT_CHECK(pp_schedule == ScheduleKind::interleaved || vpp == 1,
                "schedule {} has one chunk per rank, expected vpp=1, got vpp={} (use interleaved)",
                format_schedule_kind(pp_schedule), vpp);
@@ -112,7 +120,10 @@ std::string Layout::describe() const {
     const std::string_view again = recompute == Recompute::full        ? " recompute"
                                    : recompute == Recompute::selective ? " recompute=selective"
                                                                        : "";
-    const std::string context = cp > 1 ? fmt::format(" {}", cp_kind_name(cp_kind)) : "";
+    const std::string context = cp == 1 ? ""
+                                : cp_kind == CpKind::hybrid
+                                    ? fmt::format(" hybrid ulysses={}", cp_ulysses)
+                                    : fmt::format(" {}", cp_kind_name(cp_kind));
     return fmt::format("dp={} tp={} pp={} cp={} ep={} zero={}{}{}{}{}", dp, tp, pp, cp, ep, zero,
                        sequence_parallel ? " sp" : "", pipeline, again, context);
 }

@@ -24,10 +24,11 @@ enum class Recompute { none, selective, full };
 std::string_view recompute_name(Recompute r);
 Recompute parse_recompute(std::string_view name);  // throws naming the value
 
-// How context parallelism splits attention: K/V blocks around a ring (ring attention), or
-// all-to-all over heads (DeepSpeed-Ulysses).
-enum class CpKind { ring, ulysses };
-// "ring" | "ulysses", for --cp-kind; throws weft::Error naming the bad value.
+// How context parallelism splits attention: K/V blocks around a ring (ring attention),
+// all-to-all over heads (DeepSpeed-Ulysses), or both (USP): Ulysses inside groups of
+// cp_ulysses consecutive cp ranks, the ring across the groups.
+enum class CpKind { ring, ulysses, hybrid };
+// "ring" | "ulysses" | "hybrid", for --cp-kind; throws weft::Error naming the bad value.
 CpKind parse_cp_kind(std::string_view value);
 std::string_view cp_kind_name(CpKind kind);
 
@@ -50,6 +51,7 @@ struct ParallelOptions {
     int vpp = 1;  // virtual pipeline stages per rank (interleaved)
     Recompute recompute = Recompute::none;
     CpKind cp_kind = CpKind::ring;  // with cp > 1
+    int cp_ulysses = 0;             // hybrid: the Ulysses group's size, dividing cp
 };
 
 // The two parts are bases, not members, so that a degree reads as layout.tp and an option as

@@ -29,15 +29,34 @@ Pair pair_of(const k::ZigzagBlock& blk, int64_t b, const CpAttentionShape& s, in
 
 }  // namespace
 
-CpAttention::CpAttention(CpComm& cp, int64_t T_global, bool ulysses)
+CpAttention::CpAttention(CpComm& cp, int64_t T_global, bool ulysses, CpComm* ring)
     : cp_(cp),
       rank_(cp.rank()),
       size_(cp.size()),
       z_(k::zigzag(T_global, cp.size())),
-      ulysses_(ulysses) {
-    if (ulysses_)
-        for (int r = 0; r < size_; ++r) positions_.push_back(k::zigzag_positions(z_, r));
+      ulysses_(ulysses || ring) {
+    if (ring) {
+        across_ = std::make_unique<CpAttention>(*ring, T_global);
+        const int64_t c = across_->z_.chunk, sub = c / size_;
+        WEFT_CHECK(c % size_ == 0, "internal: chunks of {} over Ulysses groups of {}", c, size_);
+        const std::vector<int64_t>& group = across_->positions();
+        full_T_ = 2 * c;
+        for (int u = 0; u < size_; ++u) {
+            slots_.emplace_back();
+            for (int64_t part = 0; part < 2; ++part)
+                for (int64_t t = 0; t < sub; ++t) slots_.back().push_back(part * c + u * sub + t);
+        }
+        for (int64_t slot : slots_[size_t(rank_)]) positions_.push_back(group[size_t(slot)]);
+        return;
+    }
+    positions_ = k::zigzag_positions(z_, rank_);
+    if (ulysses_) {
+        full_T_ = T_global;
+        for (int r = 0; r < size_; ++r) slots_.push_back(k::zigzag_positions(z_, r));
+    }
 }
+
+CpAttention::~CpAttention() = default;
 
 void CpAttention::ensure(int64_t floats) {
     if (ring_floats_ >= floats) return;

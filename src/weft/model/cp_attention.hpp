@@ -11,6 +11,7 @@
 // the blocks rotate again; each block's dK/dV accumulator travels with it and arrives home after
 // cp shifts, while dQ accumulates here. docs/context_parallel.md counts the bytes.
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -36,11 +37,19 @@ class CpAttention {
     // Ulysses keeps each forward's whole-sequence q, k, v and out until the backward given the
     // same `lse` (one per micro-batch and layer, as the model lays them out), so that backward
     // trades only dout, dq, dk and dv.
-    CpAttention(CpComm& cp, int64_t T_global, bool ulysses = false);
+    // With `ring` as well (the hybrid, USP): `cp` is this rank's Ulysses group of U ranks and
+    // `ring` the ring across the G groups (both must outlive this object). Ranks are numbered
+    // g·U + u; group g holds the zigzag chunks g and 2G-1-g of a ring over G, and its rank u the
+    // u-th 1/U of each, so that Ulysses gathers exactly the group's two chunks for heads/U
+    // heads, and the ring runs on those as it would over G ranks.
+    CpAttention(CpComm& cp, int64_t T_global, bool ulysses = false, CpComm* ring = nullptr);
+    ~CpAttention();
 
-    int rank() const { return rank_; }
-    int size() const { return size_; }
-    const kernels::Zigzag& zigzag() const { return z_; }
+    // This rank's place among all the context-parallel ranks, and their number.
+    int rank() const { return across_ ? across_->rank() * size_ + rank_ : rank_; }
+    int size() const { return across_ ? across_->size() * size_ : size_; }
+    // The absolute position of each of this rank's T_global / size() rows of a sequence.
+    const std::vector<int64_t>& positions() const { return positions_; }
     bool ulysses() const { return ulysses_; }
     // Floats Ulysses holds from forwards whose backward has not run (Activations count them:
     // LayerSpan::ulysses_kept).
@@ -63,20 +72,25 @@ class CpAttention {
                           const float* k, const float* v, const float* out, const float* lse,
                           const CpAttentionShape& s);
     // Ulysses: x's rows (`heads` heads of HS, `ld` apart) to the whole sequence of this rank's
-    // heads/cp heads, [B, T_global, heads/cp * HS] in full; and back (overwriting x's columns).
+    // heads/cp heads, [B, full_T_, heads/cp * HS] in full; and back (overwriting x's columns).
     void to_heads(const float* x, int64_t heads, int64_t ld, float* full,
                   const CpAttentionShape& s);
     void from_heads(const float* full, int64_t heads, float* x, int64_t ld,
                     const CpAttentionShape& s);
 
     CpComm& cp_;
-    int rank_, size_;
+    int rank_, size_;  // in cp_
     kernels::Zigzag z_;
+    std::unique_ptr<CpAttention> across_;  // hybrid: the ring across the Ulysses groups
+    std::vector<int64_t> positions_;
     // Two key/value blocks (and in backward their dK/dV) in flight, and a block's partial result.
     Buffer ring_[2], part_, part_lse_;
     int64_t ring_floats_ = 0;
     bool ulysses_;
-    std::vector<std::vector<int64_t>> positions_;  // Ulysses: every rank's positions
+    // Ulysses: rows per sequence of the whole sequence (hybrid: of the group's two chunks), and
+    // where each rank's rows go in it.
+    int64_t full_T_ = 0;
+    std::vector<std::vector<int64_t>> slots_;
     // Ulysses: the all-to-all's send and receive blocks, and whole-sequence dout, dq, dk, dv
     // for this rank's heads.
     Buffer send_, recv_, dof_, dqf_, dkf_, dvf_;

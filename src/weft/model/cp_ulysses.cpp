@@ -30,17 +30,17 @@ void CpAttention::to_heads(const float* x, int64_t heads, int64_t ld, float* ful
             std::copy_n(x + r * ld + j * w, w, send_.data() + j * n + r * w);
     cp_.all_to_all(send_.data(), recv_.data(), n);
     // Block i holds rank i's rows of this rank's heads: put them at their positions.
-    const int64_t T = z_.T;
+    const int64_t T = full_T_;
     for (int i = 0; i < size_; ++i)
         for (int64_t b = 0; b < s.B; ++b)
             for (int64_t t = 0; t < s.T; ++t)
                 std::copy_n(recv_.data() + i * n + (b * s.T + t) * w, w,
-                            full + (b * T + positions_[size_t(i)][size_t(t)]) * w);
+                            full + (b * T + slots_[size_t(i)][size_t(t)]) * w);
 }
 
 void CpAttention::from_heads(const float* full, int64_t heads, float* x, int64_t ld,
                              const CpAttentionShape& s) {
-    const int64_t w = heads / size_ * s.HS, rows = s.B * s.T, n = rows * w, T = z_.T;
+    const int64_t w = heads / size_ * s.HS, rows = s.B * s.T, n = rows * w, T = full_T_;
     if (send_.size() < size_ * n) {
         send_ = Buffer(size_ * n);
         recv_ = Buffer(size_ * n);
@@ -48,7 +48,7 @@ void CpAttention::from_heads(const float* full, int64_t heads, float* x, int64_t
     for (int i = 0; i < size_; ++i)
         for (int64_t b = 0; b < s.B; ++b)
             for (int64_t t = 0; t < s.T; ++t)
-                std::copy_n(full + (b * T + positions_[size_t(i)][size_t(t)]) * w, w,
+                std::copy_n(full + (b * T + slots_[size_t(i)][size_t(t)]) * w, w,
                             send_.data() + i * n + (b * s.T + t) * w);
     cp_.all_to_all(send_.data(), recv_.data(), n);
     for (int j = 0; j < size_; ++j)
@@ -75,7 +75,7 @@ void CpAttention::ulysses_forward(float* out, float* lse, const float* q, const 
     WEFT_CHECK(s.NH % size_ == 0 && s.NKV % size_ == 0,
                "internal: {} heads and {} kv heads under Ulysses over {} ranks", s.NH, s.NKV,
                size_);
-    const int64_t T = z_.T, Hq = s.NH / size_, Hk = s.NKV / size_;
+    const int64_t T = full_T_, Hq = s.NH / size_, Hk = s.NKV / size_;
     const int64_t nq = s.B * T * Hq * s.HS, nk = s.B * T * Hk * s.HS;
     // A forward again (recomputation, or the next micro-batch in these activations) replaces
     // what the last one kept.
@@ -90,9 +90,15 @@ void CpAttention::ulysses_forward(float* out, float* lse, const float* q, const 
     to_heads(q, s.NH, s.ldq, qf, s);
     to_heads(kk, s.NKV, s.ldkv, kf, s);
     to_heads(v, s.NKV, s.ldkv, vf, s);
-    // lse: [B][NH/cp][T], as many floats as the [B][NH][T/cp] the layer keeps.
-    const k::AttentionShape sh{s.B, T, T, Hq, s.HS, Hq * s.HS, Hk * s.HS, Hq * s.HS, 0, Hk, 0};
-    k::attention_forward(of, lse, qf, kf, vf, sh);
+    // lse: [B][NH/cp][T], as many floats as the [B][NH][T/cp] the layer keeps (the hybrid's
+    // ring: [B][2][NH/U][T/2G], as many again).
+    if (across_) {
+        across_->forward(of, lse, qf, kf, vf,
+                         {s.B, T, Hq, Hk, s.HS, Hq * s.HS, Hk * s.HS, Hq * s.HS});
+    } else {
+        const k::AttentionShape sh{s.B, T, T, Hq, s.HS, Hq * s.HS, Hk * s.HS, Hq * s.HS, 0, Hk, 0};
+        k::attention_forward(of, lse, qf, kf, vf, sh);
+    }
     from_heads(of, s.NH, out, s.ldo, s);
 }
 
@@ -100,7 +106,7 @@ void CpAttention::ulysses_backward(float* dq, float* dk, float* dv, const float*
                                    const float* /*q*/, const float* /*k*/, const float* /*v*/,
                                    const float* /*out*/, const float* lse,
                                    const CpAttentionShape& s) {
-    const int64_t T = z_.T, Hq = s.NH / size_, Hk = s.NKV / size_;
+    const int64_t T = full_T_, Hq = s.NH / size_, Hk = s.NKV / size_;
     const int64_t nq = s.B * T * Hq * s.HS, nk = s.B * T * Hk * s.HS;
     auto it = saved_.find(lse);
     WEFT_CHECK(it != saved_.end(), "internal: a Ulysses backward without its forward");
@@ -113,9 +119,14 @@ void CpAttention::ulysses_backward(float* dq, float* dk, float* dv, const float*
     std::fill_n(dqf_.data(), nq, 0.0f);
     std::fill_n(dkf_.data(), nk, 0.0f);
     std::fill_n(dvf_.data(), nk, 0.0f);
-    const k::AttentionShape sh{s.B, T, T, Hq, s.HS, Hq * s.HS, Hk * s.HS, Hq * s.HS, 0, Hk, 0};
-    k::attention_backward(dqf_.data(), dkf_.data(), dvf_.data(), dof_.data(), qf, kf, vf, of, lse,
-                          sh);
+    if (across_) {
+        across_->backward(dqf_.data(), dkf_.data(), dvf_.data(), dof_.data(), qf, kf, vf, of, lse,
+                          {s.B, T, Hq, Hk, s.HS, Hq * s.HS, Hk * s.HS, Hq * s.HS});
+    } else {
+        const k::AttentionShape sh{s.B, T, T, Hq, s.HS, Hq * s.HS, Hk * s.HS, Hq * s.HS, 0, Hk, 0};
+        k::attention_backward(dqf_.data(), dkf_.data(), dvf_.data(), dof_.data(), qf, kf, vf, of,
+                              lse, sh);
+    }
     spare_.push_back(std::move(it->second));
     saved_.erase(it);
     from_heads(dqf_.data(), s.NH, dq, s.ldq, s);

@@ -93,19 +93,24 @@ Model::Model(const ModelConfig& cfg, const ModelShard& shard, int tp_size, int t
 
 Model::~Model() = default;
 
-void Model::set_context_parallel(CpComm* cp, int64_t T_global, bool ulysses) {
-    if (!cp || cp->size() == 1) {
+void Model::set_context_parallel(CpComm* cp, int64_t T_global, bool ulysses, CpComm* ring) {
+    if (!cp || (cp->size() == 1 && !ring)) {
         cp_.reset();
         return;
     }
     const int64_t NH = cfg_.n_head / tp_size_, NKV = cfg_.kv_heads() / tp_size_;
-    WEFT_CHECK(!ulysses || (NH % cp->size() == 0 && NKV % cp->size() == 0),
+    WEFT_CHECK(ring || !ulysses || (NH % cp->size() == 0 && NKV % cp->size() == 0),
                "--cp-kind ulysses splits the attention heads over --cp {}: this rank's {} heads "
                "and {} key/value heads (of {} and {} over --tp {}) must both be multiples of it "
                "(weft refuses rather than replicates key/value heads; use --cp-kind ring, or a "
                "cp dividing both)",
                cp->size(), NH, NKV, cfg_.n_head, cfg_.kv_heads(), tp_size_);
-    cp_ = std::make_unique<CpAttention>(*cp, T_global, ulysses);
+    WEFT_CHECK(!ring || (NH % cp->size() == 0 && NKV % cp->size() == 0),
+               "--cp-kind hybrid splits the attention heads over --cp-ulysses {}: this rank's {} "
+               "heads and {} key/value heads (of {} and {} over --tp {}) must both be multiples "
+               "of it (use a smaller --cp-ulysses, or --cp-kind ring)",
+               cp->size(), NH, NKV, cfg_.n_head, cfg_.kv_heads(), tp_size_);
+    cp_ = std::make_unique<CpAttention>(*cp, T_global, ulysses, ring);
 }
 
 int Model::cp_size() const {
@@ -114,7 +119,7 @@ int Model::cp_size() const {
 
 std::vector<int64_t> Model::context_positions() const {
     WEFT_CHECK(cp_, "internal: context positions without context parallelism");
-    return kernels::zigzag_positions(cp_->zigzag(), cp_->rank());
+    return cp_->positions();
 }
 
 LayerSpan Model::activation_span(LayerSpan span) const {

@@ -66,9 +66,9 @@ struct LayerSpan {
     // divide). Model::activation_span fills these in from the model.
     int tp = 1;
     bool sequence_parallel = false;
-    // Ulysses context parallelism: each layer's forward keeps the whole-sequence q, k, v and out
-    // of this rank's heads until its backward (cp_attention.hpp), as many floats as the layer's
-    // own q, k, v and out of its rows; counted with the activations.
+    // Ulysses context parallelism (and the hybrid): each layer's forward keeps the whole-sequence
+    // q, k, v and out of this rank's heads until its backward (cp_attention.hpp), as many floats
+    // as the layer's own q, k, v and out of its rows; counted with the activations.
     bool ulysses_kept = false;
 
     // Layers of the span in a model of n_layer (resolving count = -1).
@@ -175,10 +175,12 @@ class Model {
     virtual void logits(Activations& a, UnitAccess& w, int64_t row, float* out) = 0;
     // Context parallelism: each sequence of T_global tokens is split over the ranks of `cp`
     // (which must outlive the model) and attention runs as a ring over them, or with `ulysses`
-    // as all-to-alls over heads (which this rank's heads and kv heads must divide by).
-    // Activations then hold T_global / cp.size() rows per sequence at the positions
-    // context_positions() gives.
-    void set_context_parallel(CpComm* cp, int64_t T_global, bool ulysses = false);
+    // as all-to-alls over heads (which this rank's heads and kv heads must divide by). With
+    // `ring` too (the hybrid), `cp` is this rank's Ulysses group and `ring` the ring across the
+    // groups (cp_attention.hpp). Activations then hold T_global / cp_size() rows per sequence at
+    // the positions context_positions() gives.
+    void set_context_parallel(CpComm* cp, int64_t T_global, bool ulysses = false,
+                              CpComm* ring = nullptr);
     int cp_size() const;
     // This rank's positions of a sequence under context parallelism.
     std::vector<int64_t> context_positions() const;

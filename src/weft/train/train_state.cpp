@@ -29,11 +29,11 @@ std::unique_ptr<model::TpComm> tp_comm_for(comm::Mesh& mesh, bool bf16) {
     return std::make_unique<parallel::GroupTpComm>(mesh.group(comm::Axis::tp), bf16);
 }
 
-std::unique_ptr<model::CpComm> cp_comm_for(comm::Mesh& mesh) {
-    if (mesh.size(comm::Axis::cp) == 1) return nullptr;
+parallel::CpComms cp_comms_for(comm::Mesh& mesh) {
     // The cp axis holds the ranks of one tp rank (and dp, pp coordinates): under tensor
     // parallelism the ring or the all-to-alls run over this rank's heads.
-    return std::make_unique<parallel::GroupCpComm>(mesh.group(comm::Axis::cp));
+    const Layout& l = mesh.layout();
+    return parallel::make_cp_comms(mesh.group(comm::Axis::cp), l.cp_kind, l.cp_ulysses);
 }
 
 // The routing counts of an MoE layer, summed over the ranks that split the batch (the group
@@ -79,7 +79,7 @@ TrainState::TrainState(const model::ModelConfig& cfg, comm::Group& dp,
       tp_rank_(mesh_.rank(comm::Axis::tp)),
       part_(partition_for(cfg, mesh_.layout(), mp)),
       tp_comm_(tp_comm_for(mesh_, mp.bf16_activations)),
-      cp_comm_(cp_comm_for(mesh_)),
+      cp_(cp_comms_for(mesh_)),
       // The vocabulary is padded to a multiple of 128 x tp so that it splits evenly.
       model_(model::make_model(model::config_for_tp(cfg, tp_), shard_for(mesh_, part_, cfg),
                                tp_comm_.get(), mesh_.layout().sequence_parallel)),
@@ -95,7 +95,7 @@ TrainState::TrainState(const model::ModelConfig& cfg, comm::Group& dp,
                "if they are a multiple of --tp {}; use a --seq-len that is a multiple of "
                "2 x cp x tp = {}",
                l.cp, l.tp, micro, T, micro * (T / l.cp), l.tp, 2 * l.cp * l.tp);
-    model_->set_context_parallel(cp_comm_.get(), T, mesh_.layout().cp_kind == CpKind::ulysses);
+    model_->set_context_parallel(cp_.main.get(), T, l.cp_kind != CpKind::ring, cp_.ring.get());
     if (cfg.n_experts > 0 && dp.size() > 1) {
         moe_comm_ = std::make_unique<GroupMoeComm>(dp);
         model_->set_moe_comm(moe_comm_.get());
@@ -106,7 +106,7 @@ TrainState::TrainState(const model::ModelConfig& cfg, comm::Group& dp,
     act_ = model_->new_activations(
         micro, T_local,
         pp_ > 1 ? model::LayerSpan{0, 0, false, false} : model::LayerSpan{0, -1, true, recompute});
-    if (cp_comm_) act_->positions = model_->context_positions();
+    if (cp_.main) act_->positions = model_->context_positions();
     for (const parallel::ShardSlice& s : dp_.update_slices())
         adam_.emplace_back(dp_.padded(), s.begin, s.begin + s.size);
     if (pp_ > 1)
@@ -184,7 +184,7 @@ double TrainState::run_micro_batches(int64_t micro_batches,
 }
 
 EvalResult TrainState::evaluate(const data::TokenFile& file, int64_t B, int64_t batches) {
-    if (cp_comm_) return evaluate_context_parallel(file, B, batches);
+    if (cp_.main) return evaluate_context_parallel(file, B, batches);
     const int n = dp_.group().size();
     WEFT_CHECK(B % (n * act_->B) == 0,
                "internal: evaluation batch {} is not a multiple of dp {} x micro-batch {}", B, n,

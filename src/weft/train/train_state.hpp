@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "weft/data/token_file.hpp"
-#include "weft/model/cp_comm.hpp"
 #include "weft/model/model.hpp"
 #include "weft/model/tp_comm.hpp"
 #include "weft/optim/optimizer.hpp"
+#include "weft/parallel/context_parallel.hpp"
 #include "weft/parallel/data_parallel.hpp"
 #include "weft/train/evaluate.hpp"
 #include "weft/train/pipeline_stage.hpp"
@@ -96,8 +96,8 @@ class TrainState {
     comm::Mesh& mesh_;
     int pp_, pp_rank_, tp_, tp_rank_;
     pipeline::Partition part_;
-    std::unique_ptr<model::TpComm> tp_comm_;    // tp > 1
-    std::unique_ptr<model::CpComm> cp_comm_;    // cp > 1
+    std::unique_ptr<model::TpComm> tp_comm_;  // tp > 1
+    parallel::CpComms cp_;                    // cp > 1
     std::unique_ptr<model::MoeComm> moe_comm_;  // the dp (cp x dp) group, for MoE routing counts
     std::unique_ptr<model::Model> model_;
     parallel::DataParallel dp_;

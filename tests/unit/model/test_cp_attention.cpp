@@ -4,7 +4,8 @@
 // Two micro-batches run in a pipeline's order (forward, forward, backward, backward), so what
 // Ulysses keeps from a forward must reach its own backward, and it keeps what the activation
 // count (LayerSpan::ulysses_kept) says; Ulysses makes four all-to-alls in each direction per
-// call.
+// call. The hybrid (Ulysses in groups of U, the ring across them) runs the same checks at its
+// own positions.
 #include <gtest/gtest.h>
 
 #include <barrier>
@@ -108,24 +109,36 @@ int64_t ulysses_kept_floats(int64_t Tl) {
            Activations::shared_floats(cfg, B, Tl, {0, -1, false, false});
 }
 
-void check_against_kernel(int cp, bool ulysses) {
+// cp ranks; `ulysses` 0: the ring, cp: Ulysses, U < cp: the hybrid with Ulysses groups of U.
+void check_against_kernel(int cp, int ulysses) {
     constexpr int kMicro = 2;
     std::vector<Case> ref;
     for (int m = 0; m < kMicro; ++m) ref.push_back(reference_case(uint32_t(1 + 4 * m)));
 
-    ThreadCp group(cp);
-    const kernels::Zigzag z = kernels::zigzag(T, cp);
+    const bool hybrid = ulysses > 0 && ulysses < cp;
+    const int U = ulysses > 0 ? ulysses : cp, G = cp / U;
+    // Rank g·U + u is rank u of Ulysses group g and rank g of ring u (hybrid); else one group.
+    std::vector<std::unique_ptr<ThreadCp>> groups, rings;
+    for (int g = 0; g < (hybrid ? G : 1); ++g)
+        groups.push_back(std::make_unique<ThreadCp>(hybrid ? U : cp));
+    for (int u = 0; hybrid && u < U; ++u) rings.push_back(std::make_unique<ThreadCp>(G));
     const int64_t Tl = T / cp;
     // got[rank][micro]: this rank's rows of out, dq, dk, dv.
     std::vector<std::vector<Case>> got(static_cast<size_t>(cp), std::vector<Case>(kMicro));
     std::vector<std::vector<int>> a2a(static_cast<size_t>(cp));
-    std::vector<std::vector<int64_t>> kept(static_cast<size_t>(cp));
+    std::vector<std::vector<int64_t>> positions(static_cast<size_t>(cp)),
+        kept(static_cast<size_t>(cp));
     std::vector<std::thread> threads;
     for (int r = 0; r < cp; ++r) {
         threads.emplace_back([&, r] {
-            ThreadCp::Comm comm(group, r);
-            CpAttention att(comm, T, ulysses);
-            const std::vector<int64_t> pos = kernels::zigzag_positions(z, r);
+            ThreadCp::Comm comm(*groups[hybrid ? size_t(r / U) : 0], hybrid ? r % U : r);
+            std::unique_ptr<ThreadCp::Comm> ring;
+            if (hybrid) ring = std::make_unique<ThreadCp::Comm>(*rings[size_t(r % U)], r / U);
+            CpAttention att(comm, T, ulysses > 0, ring.get());
+            EXPECT_EQ(att.rank(), r);
+            EXPECT_EQ(att.size(), cp);
+            const std::vector<int64_t> pos = att.positions();
+            positions[size_t(r)] = pos;
             auto local = [&](const std::vector<float>& x, int64_t w) {
                 std::vector<float> l(size_t(B * Tl * w));
                 for (int64_t b = 0; b < B; ++b)
@@ -164,8 +177,13 @@ void check_against_kernel(int cp, bool ulysses) {
         });
     }
     for (std::thread& t : threads) t.join();
+    // The ranks' positions cover the sequence once.
+    std::vector<int> seen(size_t(T), 0);
+    for (const auto& p : positions)
+        for (int64_t x : p) ++seen[size_t(x)];
+    EXPECT_EQ(seen, std::vector<int>(size_t(T), 1));
     for (int r = 0; r < cp; ++r) {
-        const std::vector<int64_t> pos = kernels::zigzag_positions(z, r);
+        const std::vector<int64_t>& pos = positions[size_t(r)];
         auto expect = [&](const std::vector<float>& want, const std::vector<float>& have, int64_t w,
                           const char* what, int m) {
             for (int64_t b = 0; b < B; ++b)
@@ -196,12 +214,17 @@ void check_against_kernel(int cp, bool ulysses) {
 }
 
 TEST(CpAttention, RingMatchesTheWholeSequenceKernel) {
-    check_against_kernel(2, false);
-    check_against_kernel(4, false);
+    check_against_kernel(2, 0);
+    check_against_kernel(4, 0);
 }
 
 TEST(CpAttention, UlyssesMatchesTheWholeSequenceKernel) {
-    check_against_kernel(2, true);
+    check_against_kernel(2, 2);
+}
+
+// USP: cp 4 as Ulysses over pairs of ranks and a ring over the two pairs.
+TEST(CpAttention, HybridMatchesTheWholeSequenceKernel) {
+    check_against_kernel(4, 2);
 }
 
 }  // namespace

@@ -264,15 +264,15 @@ TEST(PlanMemory, EngineModelStateEqualsTheTrainersForEveryLayout) {
                 }
 }
 
-// Context parallelism in the engine profile: each rank holds T/cp rows; Ulysses also keeps
-//  every layer's whole-sequence q, k, v and out of their heads/cp heads until its
+// Context parallelism in the engine profile: each rank holds T/cp rows; Ulysses and the hybrid
+// also keep every layer's whole-sequence q, k, v and out of their heads/cp heads until its
 // backward, B·(T/cp)·2(NH + NKV)·HS floats a layer (model::CpAttention::kept_floats, checked
 // against the same count in test_cp_attention), and ZeRO shards over dp x cp, as the trainer's
 // estimate (train::memory_estimate) counts them.
 TEST(PlanMemory, EngineProfileCountsContextParallelism) {
     for (const char* name : {"tiny", "llama-tiny"})
         for (int cp : {2, 4})
-            for (CpKind kind : {CpKind::ring, CpKind::ulysses})
+            for (CpKind kind : {CpKind::ring, CpKind::ulysses, CpKind::hybrid})
                 for (int z : {0, 3}) {
                     const int64_t B = 2, T = 64, s = T / cp;
                     const Workload w = workload(name, B, T, "fp32", MemoryProfile::engine);
