@@ -11,9 +11,10 @@ namespace weft::cli {
 
 namespace {
 struct PlanArgs {
-    std::string model, cluster, dtype = "bf16", profile, recompute, schedule;
+    std::string model, cluster, dtype = "bf16", profile, recompute, schedule, cp_kind = "ring";
     int64_t global_batch = 0, seq_len = 0, micro_batch = 0, max_micro_batch = 64;
     int top = 5, devices = 0, nodes = 0, dp = 0, tp = 0, pp = 0, cp = 0, vpp = 0, zero = -1;
+    int cp_ulysses = 0;
     bool sp = false, no_sp = false, json = false;
     double bucket_mb = 25;
 };
@@ -49,6 +50,9 @@ void add_plan_command(CLI::App& app) {
     c->add_option("--tp", a->tp, "Fix the tensor-parallel degree");
     c->add_option("--pp", a->pp, "Fix the pipeline-parallel degree");
     c->add_option("--cp", a->cp, "Fix the context-parallel degree");
+    c->add_option("--cp-kind", a->cp_kind, "How cp splits attention: ring | ulysses | hybrid")
+        ->capture_default_str();
+    c->add_option("--cp-ulysses", a->cp_ulysses, "With --cp-kind hybrid: Ulysses group size");
     c->add_option("--vpp", a->vpp, "Fix the virtual stages per pipeline rank (interleaved)");
     c->add_option("--zero", a->zero, "Fix the ZeRO stage (0-3)");
     c->add_option("--micro-batch", a->micro_batch, "Fix the micro-batch size (sequences)");
@@ -99,6 +103,11 @@ void add_plan_command(CLI::App& app) {
         if (a->sp || a->no_sp) s.sp = a->sp;
         if (!a->recompute.empty()) s.recompute = parse_recompute(a->recompute);
         if (!a->schedule.empty()) s.schedule = parse_pp_schedule_flag(a->schedule);
+        s.cp_kind = parse_cp_kind(a->cp_kind);
+        WEFT_CHECK(s.cp_kind == CpKind::hybrid ? a->cp_ulysses >= 1 : a->cp_ulysses == 0,
+                   "--cp-ulysses {} goes with --cp-kind hybrid (at least 1), got --cp-kind {}",
+                   a->cp_ulysses, a->cp_kind);
+        s.cp_ulysses = a->cp_ulysses;
         s.devices = a->devices;
         WEFT_CHECK(a->max_micro_batch >= 1, "--max-micro-batch must be at least 1, got {}",
                    a->max_micro_batch);

@@ -81,14 +81,27 @@ struct Model {
         // in forward and two in backward; with sequence parallelism (Korthikanti et al. 2022)
         // an all-gather and a reduce-scatter replace each, moving the same bytes.
         const double tp_f = t > 1 ? 2 * all_reduce_time(tp, m * C * act) : 0;
-        // Ring attention (context parallel): each rank receives the other ranks' K and V blocks
-        // while it computes; backward also returns their gradients. Only the excess over the
-        // attention compute shows.
+        // Context parallelism (docs/context_parallel.md counts the bytes). Ring: each rank
+        // receives the other ranks' K and V blocks (kv heads only), cp-1 shifts of 2·m·KV, while
+        // it computes; backward also returns their gradients, about twice that; only the excess
+        // over the attention compute shows. Ulysses: four all-to-alls of [m, width] each way (q,
+        // k, v, out; dout, dq, dk, dv), (cp-1)/cp of each leaving the rank, in line with the
+        // compute. The hybrid: Ulysses over groups of U, then a ring over the cp/U groups with
+        // blocks of the same size (U times the rows, 1/U of the heads).
         double cp_f = 0, cp_b = 0;
         if (k.layout.cp > 1) {
-            const double kv = reduce_scatter_time(cp, 2 * m * k.layout.cp * C / t * act);
-            cp_f = std::max(0.0, kv - attn_f);
-            cp_b = std::max(0.0, 2 * kv - attn_b);
+            const double KV = double(cfg.kv_heads() * cfg.head_dim());
+            const CpKind kind = k.layout.cp_kind;
+            const int U = kind == CpKind::ring      ? 1
+                          : kind == CpKind::ulysses ? k.layout.cp
+                                                    : std::max(1, k.layout.cp_ulysses);
+            Placement ring = cp, heads = cp;
+            ring.size = k.layout.cp / U, heads.size = U;
+            const double kv = reduce_scatter_time(ring, 2 * m * ring.size * KV / t * act);
+            const double a2a = 2 * reduce_scatter_time(heads, m * A / t * act) +
+                               2 * reduce_scatter_time(heads, m * KV / t * act);
+            cp_f = std::max(0.0, kv - attn_f) + a2a;
+            cp_b = std::max(0.0, 2 * kv - attn_b) + a2a;
         }
         l.fwd = fwd + attn_f + elem_f + tp_f + cp_f;
         l.bwd = bwd + attn_b + elem_b + tp_f + cp_b;

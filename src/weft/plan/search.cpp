@@ -53,6 +53,17 @@ std::optional<Rejection> check_candidate(const Workload& w, const Candidate& k) 
     if (l.cp > 1 && w.seq_len % (2 * l.cp) != 0)
         return no("indivisible: seq-len % (2*cp)",
                   fmt::format("sequence {} over 2 x cp={}", w.seq_len, l.cp));
+    // Ulysses (alone, or inside the hybrid's groups) splits this tp rank's heads and kv heads.
+    const int heads = l.cp_kind == CpKind::ulysses  ? l.cp
+                      : l.cp_kind == CpKind::hybrid ? l.cp_ulysses
+                                                    : 1;
+    if (l.cp > 1 && (heads < 1 || l.cp % heads != 0))
+        return no("indivisible: cp % cp-ulysses",
+                  fmt::format("cp={} over groups of {}", l.cp, heads));
+    if (l.cp > 1 && (cfg.n_head / l.tp % heads != 0 || cfg.kv_heads() / l.tp % heads != 0))
+        return no("indivisible: heads/tp % ulysses",
+                  fmt::format("{} heads and {} kv heads over tp={} x {} ({})", cfg.n_head,
+                              cfg.kv_heads(), l.tp, heads, cp_kind_name(l.cp_kind)));
     if (l.sequence_parallel && l.tp == 1)
         return no("invalid: sequence parallel needs tp > 1", "sp with tp=1");
     if (l.ep != 1) return no("invalid: no experts (ep must be 1)", fmt::format("ep={}", l.ep));
@@ -146,6 +157,9 @@ SearchResult search(const Workload& w, const Cluster& c, const SearchSpace& spac
                                     Candidate k;
                                     k.layout.dp = dp, k.layout.tp = tp, k.layout.pp = pp;
                                     k.layout.cp = cp, k.layout.zero = z;
+                                    k.layout.cp_kind = s.cp_kind;
+                                    k.layout.cp_ulysses =
+                                        s.cp_kind == CpKind::hybrid ? s.cp_ulysses : 0;
                                     k.layout.sequence_parallel = sp;
                                     k.layout.pp_schedule = sched, k.layout.vpp = vpp;
                                     k.layout.recompute = r;

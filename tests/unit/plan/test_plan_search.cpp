@@ -118,3 +118,37 @@ TEST(PlanSearch, AxisPlacementFollowsRankOrder) {
     EXPECT_FALSE(place_axis(c, l, MeshAxis::dp).inter_node);  // stride 2, extent 8
     EXPECT_TRUE(place_axis(c, l, MeshAxis::pp).inter_node);
 }
+
+// Context parallelism by kind (docs/context_parallel.md): at GPT-2's shape the ring's K/V blocks
+// hide behind attention, so it shows no cp time; Ulysses adds its 4 + 4 all-to-alls per layer,
+// (cp-1)/cp of [m, q|k|v|out] each, in line with the compute. Ulysses needs heads % cp == 0.
+TEST(PlanSearch, ContextParallelKinds) {
+    const Workload w = workload("gpt2", 1, 1024);
+    const Cluster c = cluster(1, 80);
+    Candidate k;
+    k.layout.dp = 1, k.layout.cp = 2;
+    k.micro_batch = 1;
+    ASSERT_FALSE(check_candidate(w, k).has_value());
+    const Estimate ring = evaluate(w, c, k);
+    EXPECT_EQ(ring.cp_comm_s, 0.0);
+    k.layout.cp_kind = CpKind::ulysses;
+    ASSERT_FALSE(check_candidate(w, k).has_value());
+    const Estimate ulysses = evaluate(w, c, k);
+    const double m = 512, width = 768, bytes = 2;  // tokens per rank, NH·HS = NKV·HS, bf16
+    const double a2a = c.intra.latency + 0.5 * m * width * bytes / c.intra.bandwidth;
+    EXPECT_NEAR(ulysses.cp_comm_s, 12 * 2 * 4 * a2a, 1e-12);
+    EXPECT_GT(ulysses.step_s, ring.step_s);
+    // 12 heads do not split over 8 ranks; the ring does not care.
+    k.layout.cp = 8;
+    const auto no = check_candidate(w, k);
+    ASSERT_TRUE(no.has_value());
+    EXPECT_EQ(no->reason, "indivisible: heads/tp % ulysses");
+    k.layout.cp_kind = CpKind::ring;
+    EXPECT_FALSE(check_candidate(w, k).has_value());
+    // The hybrid: groups of U must divide cp, and heads must divide by U.
+    k.layout.cp_kind = CpKind::hybrid, k.layout.cp_ulysses = 3;
+    ASSERT_TRUE(check_candidate(w, k).has_value());
+    EXPECT_EQ(check_candidate(w, k)->reason, "indivisible: cp % cp-ulysses");
+    k.layout.cp_ulysses = 4;
+    EXPECT_FALSE(check_candidate(w, k).has_value());
+}
