@@ -75,3 +75,25 @@ TEST(Layout, ParsesFlagValuesOnce) {
         EXPECT_EQ(parse_recompute(recompute_name(r)), r);
     EXPECT_THROW(parse_recompute("some"), Error);
 }
+
+// Context parallelism's kinds: the hybrid's Ulysses groups must divide cp, and its group size
+// goes with the hybrid only.
+TEST(Layout, ChecksTheHybridContextParallelism) {
+    for (CpKind k : {CpKind::ring, CpKind::ulysses, CpKind::hybrid})
+        EXPECT_EQ(parse_cp_kind(cp_kind_name(k)), k);
+    EXPECT_THROW(parse_cp_kind("spiral"), Error);
+    Layout l;
+    l.cp = 4, l.cp_kind = CpKind::hybrid, l.cp_ulysses = 3;
+    EXPECT_EQ(error_of(l, 4),
+              "--cp-kind hybrid runs Ulysses in groups of --cp-ulysses ranks and the ring across "
+              "them: --cp-ulysses must divide --cp 4, got 3");
+    l.cp_ulysses = 0;
+    EXPECT_NE(error_of(l, 4).find("--cp-ulysses must divide --cp 4, got 0"), std::string::npos);
+    l.cp_ulysses = 2;
+    EXPECT_EQ(error_of(l, 8), "");
+    l.resolve(8);
+    EXPECT_EQ(l.describe(), "dp=2 tp=1 pp=1 cp=4 ep=1 zero=0 hybrid ulysses=2");
+    l = {};
+    l.cp = 2, l.cp_ulysses = 2;
+    EXPECT_EQ(error_of(l, 2), "--cp-ulysses 2 needs --cp-kind hybrid (got ring)");
+}
