@@ -376,25 +376,61 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
     gemm_impl(false, true, M, N, K, 1.0f, inp, K, weight, K, 0.0f, out, N, bias);
 }
 
+namespace {
+
+// matmul_backward's bf16 products; the input is taken already rounded (inp16) or rounded here.
+void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float* dout,
+                          const float* inp, const uint16_t* inp16, const float* weight, int64_t M,
+                          int64_t K, int64_t N, bool accumulate_dinp) {
+    // dout is rounded once for both products.
+    const uint16_t* d = to_bf16(kRoleA, dout, M, N, N);
+    if (dinp) {
+        WEFT_CHECK(weight, "matmul_backward: dinp asked for without the weight");
+        gemm_bf16(false, false, M, K, N, d, to_bf16(kRoleB, weight, N, K, K),
+                  accumulate_dinp ? 1.0f : 0.0f, dinp, K, nullptr);
+    }
+    if (dweight) {
+        WEFT_CHECK(inp || inp16, "matmul_backward: dweight asked for without the input");
+        gemm_bf16(true, false, N, K, M, d, inp16 ? inp16 : to_bf16(kRoleC, inp, M, K, K), 1.0f,
+                  dweight, K, nullptr);
+    }
+    if (dbias) bias_backward(dbias, dout, M, N);
+}
+
+void check_bf16_input(const char* who) {
+    WEFT_CHECK(use_bf16(),
+               "internal: {} given a bf16 input while the matmul precision is fp32 (the "
+               "activations were built for --dtype bf16)",
+               who);
+}
+
+}  // namespace
+
+void matmul_forward_bf16_input(float* out, const uint16_t* inp, const float* weight,
+                               const float* bias, int64_t M, int64_t K, int64_t N) {
+    WEFT_PROFILE("matmul_fwd");
+    check_bf16_input("matmul_forward_bf16_input");
+    if (!gemm_checks(false, true, M, N, K, K, K, 0.0f, out, N, bias)) return;
+    gemm_bf16(false, true, M, N, K, inp, to_bf16(kRoleB, weight, N, K, K), 0.0f, out, N, bias);
+}
+
+void matmul_backward_bf16_input(float* dinp, float* dweight, float* dbias, const float* dout,
+                                const uint16_t* inp, const float* weight, int64_t M, int64_t K,
+                                int64_t N, bool accumulate_dinp) {
+    WEFT_PROFILE("matmul_bwd");
+    check_bf16_input("matmul_backward_bf16_input");
+    if (M > 0 && N > 0 && K > 0)
+        return matmul_backward_bf16(dinp, dweight, dbias, dout, nullptr, inp, weight, M, K, N,
+                                    accumulate_dinp);
+    matmul_backward(dinp, dweight, dbias, dout, nullptr, weight, M, K, N, accumulate_dinp);
+}
+
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int64_t M, int64_t K, int64_t N, bool accumulate_dinp) {
     WEFT_PROFILE("matmul_bwd");
-    if (use_bf16() && (dinp || dweight) && M > 0 && N > 0 && K > 0) {
-        // dout is rounded once for both products.
-        const uint16_t* d = to_bf16(kRoleA, dout, M, N, N);
-        if (dinp) {
-            WEFT_CHECK(weight, "matmul_backward: dinp asked for without the weight");
-            gemm_bf16(false, false, M, K, N, d, to_bf16(kRoleB, weight, N, K, K),
-                      accumulate_dinp ? 1.0f : 0.0f, dinp, K, nullptr);
-        }
-        if (dweight) {
-            WEFT_CHECK(inp, "matmul_backward: dweight asked for without the input");
-            gemm_bf16(true, false, N, K, M, d, to_bf16(kRoleC, inp, M, K, K), 1.0f, dweight, K,
-                      nullptr);
-        }
-        if (dbias) bias_backward(dbias, dout, M, N);
-        return;
-    }
+    if (use_bf16() && (dinp || dweight) && M > 0 && N > 0 && K > 0)
+        return matmul_backward_bf16(dinp, dweight, dbias, dout, inp, nullptr, weight, M, K, N,
+                                    accumulate_dinp);
     if (dinp)
         gemm_impl(false, false, M, K, N, 1.0f, dout, N, weight, K, accumulate_dinp ? 1.0f : 0.0f,
                   dinp, K, nullptr);

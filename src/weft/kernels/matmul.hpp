@@ -76,6 +76,16 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int64_t M, int64_t K, int64_t N, bool accumulate_dinp);
 
+// The same products with the input already rounded to bf16 (bf16 bit patterns, compact [M,K]): an
+// activation stored as bf16 for backward (model::LayerSpan::bf16). Bit for bit what
+// matmul_forward / matmul_backward give on the fp32 values it was rounded from, since those round
+// their input to nearest even on every call; here it is read as it is. Only with bf16 precision.
+void matmul_forward_bf16_input(float* out, const uint16_t* inp, const float* weight,
+                               const float* bias, int64_t M, int64_t K, int64_t N);
+void matmul_backward_bf16_input(float* dinp, float* dweight, float* dbias, const float* dout,
+                                const uint16_t* inp, const float* weight, int64_t M, int64_t K,
+                                int64_t N, bool accumulate_dinp);
+
 // Measured large-GEMM throughput of this machine in GFLOP/s (fp32), for MFU: repeats an
 // n×n×n product for about `seconds` after a warm-up and returns the best rate.
 double measure_gemm_peak_gflops(int64_t n, double seconds);

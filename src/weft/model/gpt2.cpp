@@ -9,6 +9,7 @@
 #include "weft/kernels/gelu.hpp"
 #include "weft/kernels/layernorm.hpp"
 #include "weft/kernels/matmul.hpp"
+#include "weft/kernels/precision.hpp"
 #include "weft/model/cp_attention.hpp"
 
 namespace weft::model {
@@ -23,6 +24,7 @@ struct Gpt2Sizes {
     int64_t kept;                                    // layers with buffers (1 when recomputing)
     int64_t ln, stats, qkv, atty, lse, resid2, fch;  // per kept layer, each tensor
     int64_t lnf, lnf_stats, dlnf;                    // head
+    bool bf16;                                       // ln1, ln2, fch_gelu stored as bf16
 };
 
 Gpt2Sizes gpt2_sizes(const ModelConfig& cfg, int64_t B, int64_t T, const LayerSpan& span) {
@@ -45,7 +47,27 @@ Gpt2Sizes gpt2_sizes(const ModelConfig& cfg, int64_t B, int64_t T, const LayerSp
     s.lnf = span.head ? BT * C : 0;
     s.lnf_stats = span.head ? rows : 0;
     s.dlnf = span.head ? rows * C : 0;
+    s.bf16 = span.bf16;
     return s;
+}
+
+// out = x · wᵀ + b for x [M, K] in fp32, kept for backward at `kept` + `at`: x already is that
+// place when it is fp32; bf16 rounds it there first and the product reads the rounded copy (the
+// bits the fp32 entry would round it to).
+void keep_and_project(float* out, const float* x, KeptTensor& kept, int64_t at, const float* w,
+                      const float* b, int64_t M, int64_t K, int64_t N) {
+    if (!kept.bf16()) return k::matmul_forward(out, x, w, b, M, K, N);
+    uint16_t* x16 = kept.b16() + at;
+    k::convert_fp32_to_bf16(x16, x, M, K, K);
+    k::matmul_forward_bf16_input(out, x16, w, b, M, K, N);
+}
+
+// matmul_backward with its input read from where keep_and_project kept it.
+void backward_kept(float* dinp, float* dw, float* db, const float* dout, const KeptTensor& kept,
+                   int64_t at, const float* w, int64_t M, int64_t K, int64_t N) {
+    if (!kept.bf16())
+        return k::matmul_backward(dinp, dw, db, dout, kept.f32() + at, w, M, K, N, false);
+    k::matmul_backward_bf16_input(dinp, dw, db, dout, kept.b16() + at, w, M, K, N, false);
 }
 
 }  // namespace
@@ -54,18 +76,19 @@ Gpt2Activations::Gpt2Activations(const ModelConfig& cfg, int64_t B_, int64_t T_,
     : Activations(cfg, B_, T_, span) {
     const Gpt2Sizes s = gpt2_sizes(cfg, B, T, span);
     const int64_t L = s.kept;
-    ln1 = Buffer(L * s.ln);
+    bf16 = s.bf16;
+    ln1 = KeptTensor(L * s.ln, bf16);
     ln1_mean = Buffer(L * s.stats);
     ln1_rstd = Buffer(L * s.stats);
     qkv = Buffer(L * s.qkv);
     atty = Buffer(L * s.atty);
     lse = Buffer(L * s.lse);
     resid2 = Buffer(L * s.resid2);
-    ln2 = Buffer(L * s.ln);
+    ln2 = KeptTensor(L * s.ln, bf16);
     ln2_mean = Buffer(L * s.stats);
     ln2_rstd = Buffer(L * s.stats);
     fch = Buffer(L * s.fch);
-    fch_gelu = Buffer(L * s.fch);
+    fch_gelu = KeptTensor(L * s.fch, bf16);
     if (head) {
         lnf = Buffer(s.lnf);
         lnf_mean = Buffer(s.lnf_stats);
@@ -78,12 +101,14 @@ int64_t Gpt2Activations::floats(const ModelConfig& cfg, int64_t B, int64_t T,
                                 const LayerSpan& span) {
     const int64_t shared = Activations::shared_floats(cfg, B, T, span);
     const Gpt2Sizes s = gpt2_sizes(cfg, B, T, span);
-    // Per kept layer: ln1, ln2, qkv, atty, resid2, fch, fch_gelu, four LayerNorm statistics and
-    // the attention log-sum-exp (at tp = 1: 15 C per token, 4 per token, NH per token); the
-    // head's final norm, its gradient and statistics.
-    const int64_t per_layer =
-        2 * s.ln + s.qkv + s.atty + s.resid2 + 2 * s.fch + 4 * s.stats + s.lse;
-    return shared + s.kept * per_layer + s.lnf + 2 * s.lnf_stats + s.dlnf;
+    // Per kept layer: qkv, atty, resid2, fch, four LayerNorm statistics and the attention
+    // log-sum-exp in fp32 (at tp = 1: 9 C per token, 4 per token, NH per token), and ln1, ln2,
+    // fch_gelu (6 C per token) in fp32 or bf16, as the constructor allocates them; the head's
+    // final norm, its gradient and statistics.
+    const int64_t fp32_per_layer = s.qkv + s.atty + s.resid2 + s.fch + 4 * s.stats + s.lse;
+    const int64_t kept16 =
+        2 * KeptTensor::floats(s.kept * s.ln, s.bf16) + KeptTensor::floats(s.kept * s.fch, s.bf16);
+    return shared + s.kept * fp32_per_layer + kept16 + s.lnf + 2 * s.lnf_stats + s.dlnf;
 }
 
 Gpt2::Gpt2(const ModelConfig& cfg, const ModelShard& shard, TpComm* tp, bool sequence_parallel)
@@ -180,13 +205,16 @@ void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, Uni
     ensure_scratch(BT);
     const int64_t s = a.slot(l);
     const float* x = a.resid_in(l);
-    float* ln1 = a.ln1.data() + s * BT * C;
+    // bf16: the LayerNorm and GELU outputs are made in fp32 in scratch that is free in forward
+    // (dC_, d4C_) and rounded into the kept buffers by keep_and_project.
+    const int64_t at_ln = s * BT * C, at_fc = s * BT * 4 * Cl;
+    float* ln1 = a.bf16 ? dC_.data() : a.ln1.f32() + at_ln;
     float* qkv = a.qkv.data() + s * BT * 3 * Cl;
     float* atty = a.atty.data() + s * BT * Cl;
     float* res2 = a.resid2.data() + s * R * C;
-    float* ln2 = a.ln2.data() + s * BT * C;
-    float* fch = a.fch.data() + s * BT * 4 * Cl;
-    float* fcg = a.fch_gelu.data() + s * BT * 4 * Cl;
+    float* ln2 = a.bf16 ? dC_.data() : a.ln2.f32() + at_ln;
+    float* fch = a.fch.data() + at_fc;
+    float* fcg = a.bf16 ? d4C_.data() : a.fch_gelu.f32() + at_fc;
     float* out = a.resid_in(l + 1);
 
     // Attention: the LayerNorm of this rank's rows, then (sequence parallel) every rank's rows,
@@ -194,7 +222,7 @@ void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, Uni
     k::layernorm_forward(tp_.own_rows(ln1, R), a.ln1_mean.data() + s * R, a.ln1_rstd.data() + s * R,
                          x, p.ln1_w, p.ln1_b, R, C, cfg_.ln_eps);
     tp_.gather_rows(ln1, R);
-    k::matmul_forward(qkv, ln1, p.qkv_w, p.qkv_b, BT, C, 3 * Cl);
+    keep_and_project(qkv, ln1, a.ln1, at_ln, p.qkv_w, p.qkv_b, BT, C, 3 * Cl);
     w.progress();
     if (cp_) {
         cp_->forward(atty, a.lse.data() + s * B * NH * T, qkv, qkv + Cl, qkv + 2 * Cl,
@@ -217,10 +245,17 @@ void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, Uni
     k::layernorm_forward(tp_.own_rows(ln2, R), a.ln2_mean.data() + s * R, a.ln2_rstd.data() + s * R,
                          res2, p.ln2_w, p.ln2_b, R, C, cfg_.ln_eps);
     tp_.gather_rows(ln2, R);
-    k::matmul_forward(fch, ln2, p.fc_w, p.fc_b, BT, C, 4 * Cl);
+    keep_and_project(fch, ln2, a.ln2, at_ln, p.fc_w, p.fc_b, BT, C, 4 * Cl);
     w.progress();
     k::gelu_forward(fcg, fch, BT * 4 * Cl);
-    tp_.row_parallel_forward(out, fcg, p.fcproj_w, p.fcproj_b, res2, BT, 4 * Cl, R, dC_.data());
+    if (a.bf16) {
+        uint16_t* fcg16 = a.fch_gelu.b16() + at_fc;
+        k::convert_fp32_to_bf16(fcg16, fcg, BT, 4 * Cl, 4 * Cl);
+        tp_.row_parallel_forward(out, fcg16, p.fcproj_w, p.fcproj_b, res2, BT, 4 * Cl, R,
+                                 dC_.data());
+    } else {
+        tp_.row_parallel_forward(out, fcg, p.fcproj_w, p.fcproj_b, res2, BT, 4 * Cl, R, dC_.data());
+    }
 }
 
 double Gpt2::head_forward(Activations& base, UnitAccess& w, bool train, float loss_scale) {
@@ -289,13 +324,11 @@ void Gpt2::block_backward(Activations& base, UnitAccess& w, int l) {
     if (a.recompute) block_forward_from(a, p, l, w);
     const int64_t s = a.slot(l);
     const float* x = a.resid_in(l);
-    const float* ln1 = a.ln1.data() + s * BT * C;
+    const int64_t at_ln = s * BT * C, at_fc = s * BT * 4 * Cl;
     const float* qkv = a.qkv.data() + s * BT * 3 * Cl;
     const float* atty = a.atty.data() + s * BT * Cl;
     const float* res2 = a.resid2.data() + s * R * C;
-    const float* ln2 = a.ln2.data() + s * BT * C;
-    const float* fch = a.fch.data() + s * BT * 4 * Cl;
-    const float* fcg = a.fch_gelu.data() + s * BT * 4 * Cl;
+    const float* fch = a.fch.data() + at_fc;
     float *dres = dres_.data(), *d3C = d3C_.data(), *d4C = d4C_.data();
     // Sequence parallel: the LayerNorms' parameters see only this rank's rows; their gradients
     // are collected apart and summed over the ranks at the end.
@@ -313,10 +346,10 @@ void Gpt2::block_backward(Activations& base, UnitAccess& w, int l) {
     // (its last reader, the column-parallel weight gradient, has run) and holds B*T*4C/tp >=
     // rows*C floats.
     const float* dout = tp_.gather_grad(dres, R, dC_.data());
-    k::matmul_backward(d4C, g.fcproj_w, g.fcproj_b, dout, fcg, p.fcproj_w, BT, 4 * Cl, C, false);
+    backward_kept(d4C, g.fcproj_w, g.fcproj_b, dout, a.fch_gelu, at_fc, p.fcproj_w, BT, 4 * Cl, C);
     w.progress();
     k::gelu_backward(d4C, fch, d4C, BT * 4 * Cl);
-    k::matmul_backward(dC_.data(), g.fc_w, g.fc_b, d4C, ln2, p.fc_w, BT, C, 4 * Cl, false);
+    backward_kept(dC_.data(), g.fc_w, g.fc_b, d4C, a.ln2, at_ln, p.fc_w, BT, C, 4 * Cl);
     w.progress();
     k::layernorm_backward(dres, gn.ln2_w, gn.ln2_b, tp_.sum_input_grad(dC_.data(), BT, R, d4C),
                           res2, p.ln2_w, a.ln2_mean.data() + s * R, a.ln2_rstd.data() + s * R, R,
@@ -332,7 +365,7 @@ void Gpt2::block_backward(Activations& base, UnitAccess& w, int l) {
         k::attention_backward_qkv(d3C, datty, qkv, atty, a.lse.data() + s * B * NH * T, B, T, NH,
                                   HS);
     w.progress();
-    k::matmul_backward(dC_.data(), g.qkv_w, g.qkv_b, d3C, ln1, p.qkv_w, BT, C, 3 * Cl, false);
+    backward_kept(dC_.data(), g.qkv_w, g.qkv_b, d3C, a.ln1, at_ln, p.qkv_w, BT, C, 3 * Cl);
     k::layernorm_backward(dres, gn.ln1_w, gn.ln1_b, tp_.sum_input_grad(dC_.data(), BT, R, d4C), x,
                           p.ln1_w, a.ln1_mean.data() + s * R, a.ln1_rstd.data() + s * R, R, C);
     if (sp_) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "weft/core/error.hpp"
+#include "weft/kernels/matmul.hpp"
 #include "weft/model/cp_attention.hpp"
 
 namespace weft::model {
@@ -126,6 +127,7 @@ LayerSpan Model::activation_span(LayerSpan span) const {
     span.tp = tp_size_;
     span.sequence_parallel = sp_;
     span.ulysses_kept = cp_ && cp_->ulysses();
+    span.bf16 = kernels::matmul_precision() == kernels::MatmulPrecision::bf16;
     return span;
 }
 

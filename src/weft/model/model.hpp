@@ -70,6 +70,10 @@ struct LayerSpan {
     // q, k, v and out of this rank's heads until its backward (cp_attention.hpp), as many floats
     // as the layer's own q, k, v and out of its rows; counted with the activations.
     bool ulysses_kept = false;
+    // The run's matrix products are bf16 (--dtype bf16): a family may store the activations that
+    // only those products read as bf16 (GPT-2: docs/performance.md). Model::activation_span
+    // fills it in from kernels::matmul_precision().
+    bool bf16 = false;
 
     // Layers of the span in a model of n_layer (resolving count = -1).
     int layers(int64_t n_layer) const { return count < 0 ? int(n_layer) - first : count; }

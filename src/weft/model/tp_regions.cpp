@@ -34,20 +34,44 @@ void TpRegions::gather_rows(float* full, int64_t rows) {
     tp_->all_gather(full + int64_t(rank_) * n, full, n);
 }
 
+namespace {
+void product(float* out, const float* in, const float* w, const float* b, int64_t M, int64_t K,
+             int64_t N) {
+    k::matmul_forward(out, in, w, b, M, K, N);
+}
+void product(float* out, const uint16_t* in, const float* w, const float* b, int64_t M, int64_t K,
+             int64_t N) {
+    k::matmul_forward_bf16_input(out, in, w, b, M, K, N);
+}
+}  // namespace
+
 void TpRegions::row_parallel_forward(float* out, const float* in, const float* w, const float* b,
                                      const float* resid, int64_t BT, int64_t K, int64_t rows,
                                      float* partial) {
+    row_parallel(out, in, w, b, resid, BT, K, rows, partial);
+}
+
+void TpRegions::row_parallel_forward(float* out, const uint16_t* in, const float* w, const float* b,
+                                     const float* resid, int64_t BT, int64_t K, int64_t rows,
+                                     float* partial) {
+    row_parallel(out, in, w, b, resid, BT, K, rows, partial);
+}
+
+template <typename In>
+void TpRegions::row_parallel(float* out, const In* in, const float* w, const float* b,
+                             const float* resid, int64_t BT, int64_t K, int64_t rows,
+                             float* partial) {
     if (size_ == 1) {
-        k::matmul_forward(out, in, w, b, BT, K, C_);
+        product(out, in, w, b, BT, K, C_);
         k::add_inplace(out, resid, BT * C_);
         return;
     }
     // Each rank's product covers its slice of K, a partial sum; the bias belongs to the sum.
     if (sp_) {
-        k::matmul_forward(partial, in, w, nullptr, BT, K, C_);
+        product(partial, in, w, nullptr, BT, K, C_);
         tp_->reduce_scatter_sum(partial, out, rows * C_);
     } else {
-        k::matmul_forward(out, in, w, nullptr, BT, K, C_);
+        product(out, in, w, nullptr, BT, K, C_);
         tp_->all_reduce_sum(out, BT * C_);
     }
     if (b)

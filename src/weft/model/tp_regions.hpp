@@ -36,6 +36,10 @@ class TpRegions {
     void row_parallel_forward(float* out, const float* in, const float* w, const float* b,
                               const float* resid, int64_t BT, int64_t K, int64_t rows,
                               float* partial);
+    // The same with `in` stored as bf16 (a bf16 activation, model::LayerSpan::bf16).
+    void row_parallel_forward(float* out, const uint16_t* in, const float* w, const float* b,
+                              const float* resid, int64_t BT, int64_t K, int64_t rows,
+                              float* partial);
     // The gradient of a row-parallel region's output for all B*T rows: dres itself, or under
     // sequence parallelism every rank's rows gathered into `full` ([BT, C] scratch).
     const float* gather_grad(const float* dres, int64_t rows, float* full);
@@ -68,6 +72,10 @@ class TpRegions {
     static int64_t head_scratch_floats(int64_t BT, int64_t vocab_shard);
 
   private:
+    template <typename In>
+    void row_parallel(float* out, const In* in, const float* w, const float* b, const float* resid,
+                      int64_t BT, int64_t K, int64_t rows, float* partial);
+
     TpComm* tp_;
     int size_ = 1, rank_ = 0;
     bool sp_ = false;
