@@ -160,8 +160,8 @@ void add_bench_command(CLI::App& app) {
                 "{:.1f} MiB\n",
                 mib(r.peak_rss_max), mib(r.estimate_max));
         if (r.bf16_scratch_bytes > 0)
-            fmt::print("             bf16 operand scratch {:.1f} MiB (not in the estimate)\n",
-                       mib(r.bf16_scratch_bytes));
+            fmt::print("             bf16 operand scratch {:.1f} MiB (estimate {:.1f} MiB)\n",
+                       mib(r.bf16_scratch_bytes), mib(r.estimate.bf16_operands));
         if (r.ranks > 1)
             fmt::print(
                 "comm         {:.0f}% hidden behind compute ({:.3f} s blocked of {:.3f} s "

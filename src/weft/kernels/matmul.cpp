@@ -364,6 +364,39 @@ int64_t matmul_bf16_scratch_bytes() {
     return total;
 }
 
+// The role rules of the products above: gemm_impl rounds A (M·K) into role A and B (K·N) into
+// role B; matmul_backward rounds dout (M·N) into A, the weight (N·K) into B and the input (M·K)
+// into C; gemm_bf16 widens its two operands (the product's M·K and K·N) into t_widened.
+void Bf16ScratchCount::product(int64_t a, int64_t b) {
+    wide_a_ = std::max(wide_a_, a);
+    wide_b_ = std::max(wide_b_, b);
+}
+
+void Bf16ScratchCount::gemm(int64_t M, int64_t N, int64_t K) {
+    a_ = std::max(a_, M * K);
+    b_ = std::max(b_, K * N);
+    product(M * K, K * N);
+}
+
+void Bf16ScratchCount::forward(int64_t M, int64_t K, int64_t N, bool bf16_input) {
+    if (!bf16_input) a_ = std::max(a_, M * K);
+    b_ = std::max(b_, N * K);
+    product(M * K, K * N);
+}
+
+void Bf16ScratchCount::backward(int64_t M, int64_t K, int64_t N, bool bf16_input) {
+    a_ = std::max(a_, M * N);
+    b_ = std::max(b_, N * K);
+    if (!bf16_input) c_ = std::max(c_, M * K);
+    product(M * N, N * K);  // dinp = dout · weight: [M,N] by [N,K]
+    product(N * M, M * K);  // dweight += doutᵀ · inp: [N,M] by [M,K]
+}
+
+int64_t Bf16ScratchCount::bytes(bool emulated) const {
+    return int64_t(sizeof(uint16_t)) * (a_ + b_ + c_) +
+           (emulated ? int64_t(sizeof(float)) * (wide_a_ + wide_b_) : 0);
+}
+
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
     WEFT_PROFILE("gemm");

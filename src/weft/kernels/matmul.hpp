@@ -101,4 +101,24 @@ bool bf16_products_native();
 // fp32 buffers the copies of A and B are widened into.
 int64_t matmul_bf16_scratch_bytes();
 
+// What matmul_bf16_scratch_bytes comes to on a thread that runs the given bf16 products: each
+// operand role's buffer grows to the largest operand of that role, and so (emulated) do the two
+// widened ones. The memory estimate lists a step's products here (model/bf16_scratch.hpp), by the
+// role rules the products above follow (test_gpt2_bf16 checks a step against the real buffers).
+class Bf16ScratchCount {
+  public:
+    // gemm(trans_a, trans_b, M, N, K, ...).
+    void gemm(int64_t M, int64_t N, int64_t K);
+    // matmul_forward (bf16_input: matmul_forward_bf16_input) of [M,K] by [N,K]ᵀ.
+    void forward(int64_t M, int64_t K, int64_t N, bool bf16_input);
+    // matmul_backward (bf16_input: matmul_backward_bf16_input) with dinp and dweight.
+    void backward(int64_t M, int64_t K, int64_t N, bool bf16_input);
+    // Bytes of bf16 copies, and of widened fp32 operands where products are emulated.
+    int64_t bytes(bool emulated = !bf16_products_native()) const;
+
+  private:
+    void product(int64_t a, int64_t b);  // one bf16 product of operands with a and b elements
+    int64_t a_ = 0, b_ = 0, c_ = 0, wide_a_ = 0, wide_b_ = 0;
+};
+
 }  // namespace weft::kernels

@@ -27,6 +27,8 @@ struct LinearShape {
     const char* name;
     int64_t out, in;
     bool column_parallel;
+    // Under --dtype bf16 the family keeps this product's input as bf16 (LayerSpan::bf16).
+    bool bf16_input = false;
 };
 
 // One block's stored activations per token in Korthikanti et al. 2022's accounting (their

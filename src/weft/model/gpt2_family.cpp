@@ -69,10 +69,11 @@ std::unique_ptr<Model> make(const ModelConfig& cfg, const ModelShard& shard, TpC
 
 std::vector<LinearShape> layer_linears(const ModelConfig& cfg) {
     const int64_t C = cfg.n_embd;
-    return {{"attn.c_attn", 3 * C, C, true},
-            {"attn.c_proj", C, C, false},
-            {"mlp.c_fc", 4 * C, C, true},
-            {"mlp.c_proj", C, 4 * C, false}};
+    // The inputs kept as bf16 under --dtype bf16: ln1, ln2 and fch_gelu (gpt2.hpp).
+    return {{"attn.c_attn", 3 * C, C, true, true},
+            {"attn.c_proj", C, C, false, false},
+            {"mlp.c_fc", 4 * C, C, true, true},
+            {"mlp.c_proj", C, 4 * C, false, true}};
 }
 
 ActivationTerms korthikanti_terms(const ModelConfig& cfg) {

@@ -8,6 +8,8 @@
 #include <string>
 
 #include "weft/kernels/classifier.hpp"
+#include "weft/kernels/matmul.hpp"
+#include "weft/model/bf16_scratch.hpp"
 #include "weft/model/family.hpp"
 #include "weft/model/params.hpp"
 #include "weft/parallel/data_parallel.hpp"
@@ -98,7 +100,8 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
     const int64_t b = k.micro_batch, T = w.seq_len, s = T / l.cp;
     const double layers_per_chunk = double(cfg.n_layer) / (l.pp * l.vpp);
     const bool first = stage == 0, last = stage == l.pp - 1;
-    // The engine stores activations, scratch and model state in fp32 whatever --dtype is.
+    // The engine stores scratch and model state in fp32 whatever --dtype is; the families count
+    // their activations in floats' worth of bytes, bf16 buffers at half a float each.
     constexpr double kEngineBytes = sizeof(float);
     const double shards = double(l.dp) * l.cp;  // ZeRO shards over the gradient group, dp x cp
     const double psi = stage_parameters(cfg, l, stage);
@@ -117,15 +120,17 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
         // train::PipelineStage keeps them. Full recomputation keeps each layer's input and one
         // layer's buffers per micro-batch; selective recomputation is not the engine's. Ulysses
         // (and the hybrid) also keep each layer's whole-sequence q, k, v, out of its heads.
+        // Under bf16 the family keeps what only bf16 products read as bf16 (LayerSpan::bf16).
         const model::Family& f = model::family_of(cfg);
         const bool ulysses_kept = l.cp > 1 && l.cp_kind != CpKind::ring;
         const int chunks = l.pp * l.vpp, lpc = int(cfg.n_layer) / chunks;
+        const bool bf16 = p.name == "bf16";
         double floats = 0;
         for (int c = stage; c < chunks; c += l.pp)
             floats += double(
                 f.activation_floats(cfg, b, s,
                                     {c * lpc, lpc, c == chunks - 1, l.recompute == Recompute::full,
-                                     l.tp, l.sequence_parallel, ulysses_kept}));
+                                     l.tp, l.sequence_parallel, ulysses_kept, bf16}));
         m.activations = kEngineBytes * floats * in_flight / l.vpp;
         // Backward scratch (the family's) and the classifier's logits chunk.
         double scratch = double(f.scratch_floats(cfg, b, s, 1, false)) / l.tp;
@@ -137,6 +142,11 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
         // untied head needs no exchange.
         if (cfg.tie_embeddings && l.pp > 1 && (first || last))
             m.buffers += kEngineBytes * double(e.unit0);
+        // bf16's per-thread operand copies, and the widened fp32 buffers where this machine
+        // emulates bf16 products.
+        if (bf16)
+            m.buffers += double(model::bf16_operand_scratch_bytes(
+                cfg, b, s, l.tp, last, !kernels::bf16_products_native()));
         return m;
     }
 

@@ -17,10 +17,12 @@ static std::string mib(int64_t b) {
 std::string MemoryEstimate::describe() const {
     const std::string ckpt =
         checkpoint ? fmt::format(" + checkpoint staging {}", mib(checkpoint)) : "";
+    const std::string bf16 =
+        bf16_operands ? fmt::format(" + bf16 operands {}", mib(bf16_operands)) : "";
     return fmt::format(
-        "weights {} + grads {} + optimizer {} + activations {} + scratch {} + baseline {}{} = {}",
-        mib(weights), mib(grads), mib(optimizer), mib(activations), mib(scratch), mib(baseline),
-        ckpt, mib(total()));
+        "weights {} + grads {} + optimizer {} + activations {} + scratch {}{} + baseline {}{} = {}",
+        mib(weights), mib(grads), mib(optimizer), mib(activations), mib(scratch), bf16,
+        mib(baseline), ckpt, mib(total()));
 }
 
 MemoryEstimate estimate_memory(const model::ModelConfig& cfg, int64_t weights, int64_t grads,

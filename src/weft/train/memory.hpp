@@ -12,8 +12,12 @@ struct MemoryEstimate {
     // The checkpoint staging buffer: every rank's part of weights and AdamW moments, copied for
     // the writer (held while a synchronous save writes; kept by --async-checkpoint).
     int64_t checkpoint = 0;
+    // --dtype bf16: the products' per-thread operand copies and, where bf16 is emulated, the
+    // fp32 buffers they are widened into (model/bf16_scratch.hpp).
+    int64_t bf16_operands = 0;
     int64_t total() const {
-        return weights + grads + optimizer + activations + scratch + baseline + checkpoint;
+        return weights + grads + optimizer + activations + scratch + baseline + checkpoint +
+               bf16_operands;
     }
     std::string describe() const;
 };

@@ -1,6 +1,8 @@
 #include "weft/train/state_memory.hpp"
 
 #include "weft/kernels/classifier_parallel.hpp"
+#include "weft/kernels/matmul.hpp"
+#include "weft/model/bf16_scratch.hpp"
 #include "weft/model/family.hpp"
 #include "weft/parallel/pipeline/simulator.hpp"
 #include "weft/train/state_checkpoint.hpp"
@@ -43,6 +45,12 @@ MemoryEstimate memory_estimate(const TrainState& st, int64_t baseline_rss, int64
                     dp.working_bytes();
     }
     m.scratch += st.tied_embedding().scratch_bytes();
+    if (kernels::matmul_precision() == kernels::MatmulPrecision::bf16) {
+        const int tp = st.mesh().size(comm::Axis::tp);
+        const bool head = !st.stage() || st.pipeline_rank() == st.mesh().layout().pp - 1;
+        m.bf16_operands = model::bf16_operand_scratch_bytes(cfg, act.B, act.T, tp, head,
+                                                            !kernels::bf16_products_native());
+    }
     m.checkpoint += save_state_bytes(st);
     return m;
 }

@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "weft/core/error.hpp"
 #include "weft/core/philox.hpp"
 #include "weft/kernels/matmul.hpp"
+#include "weft/model/bf16_scratch.hpp"
 #include "weft/model/gpt2.hpp"
 
 using namespace weft;
@@ -135,4 +137,34 @@ TEST(Gpt2Bf16, ActivationBytesPerLayerAreTheAnalyticCount) {
     EXPECT_EQ(
         4 * (Gpt2Activations::floats(g, 4, 1024, s32) - Gpt2Activations::floats(g, 4, 1024, s16)),
         2 * 12 * 6 * 768 * 4096LL);
+}
+
+// The estimate's bf16 operand scratch (model/bf16_scratch.hpp, from the family's linear layers
+// and the classifier's products) against what the product buffers of a thread that ran a
+// training step really hold (kernels::matmul_bf16_scratch_bytes). A fresh thread, so that no
+// earlier test's products have grown its buffers; with and without recomputation (the same
+// products), two micro-batch shapes (the classifier's chunk is then the whole batch).
+TEST(Gpt2Bf16, OperandScratchEstimateIsWhatTheProductsHold) {
+    const kernels::MatmulPrecisionScope bf16(kernels::MatmulPrecision::bf16);
+    ModelConfig c = small_config();
+    c.vocab_size = 1000;  // so that the classifier's operands are the largest, as in GPT-2
+    for (const int64_t T : {8, 16}) {
+        int64_t held = -1;
+        std::thread run([&] {
+            Gpt2 model(c);
+            Buffer params(model.layout().total), grads(model.layout().total);
+            init_params(params.data(), model.layout(), 5);
+            Gpt2Activations a(c, 2, T, model.activation_span());
+            fill_tokens(a, c.vocab_size, 3);
+            FlatAccess w(model.layout(), params.data(), grads.data());
+            model.forward(a, w, true, 1.0f);
+            model.backward(a, w);
+            held = kernels::matmul_bf16_scratch_bytes();
+        });
+        run.join();
+        const bool emulated = !kernels::bf16_products_native();
+        EXPECT_EQ(bf16_operand_scratch_bytes(c, 2, T, 1, true, emulated), held) << "T " << T;
+        // Without the head only the blocks' products remain, smaller with this vocabulary.
+        EXPECT_LT(bf16_operand_scratch_bytes(c, 2, T, 1, false, emulated), held);
+    }
 }

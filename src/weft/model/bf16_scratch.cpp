@@ -1,0 +1,31 @@
+#include "weft/model/bf16_scratch.hpp"
+
+#include "weft/kernels/classifier.hpp"
+#include "weft/kernels/matmul.hpp"
+#include "weft/model/family.hpp"
+
+namespace weft::model {
+
+int64_t bf16_operand_scratch_bytes(const ModelConfig& cfg, int64_t B, int64_t T, int tp, bool head,
+                                   bool emulated) {
+    kernels::Bf16ScratchCount count;
+    const int64_t BT = B * T;
+    for (const LinearShape& l : family_of(cfg).layer_linears(cfg)) {
+        const int64_t out = l.column_parallel ? l.out / tp : l.out;
+        const int64_t in = l.column_parallel ? l.in : l.in / tp;
+        count.forward(BT, in, out, l.bf16_input);
+        count.backward(BT, in, out, l.bf16_input);
+    }
+    if (head) {
+        // TpRegions::head: the whole real vocabulary at tp = 1, else this rank's slice (rank 0's,
+        // the largest), chunk by chunk of rows (logits, then dx and the embedding's gradient).
+        const int64_t V = tp == 1 ? cfg.vocab_size : cfg.padded_vocab() / tp;
+        const int64_t r = kernels::classifier_chunk_rows(BT), C = cfg.n_embd;
+        count.gemm(r, V, C);
+        count.gemm(r, C, V);
+        count.gemm(V, C, r);
+    }
+    return count.bytes(emulated);
+}
+
+}  // namespace weft::model
