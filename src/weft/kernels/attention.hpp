@@ -52,4 +52,17 @@ void attention_backward_qkv(float* dqkv, const float* dout, const float* qkv, co
                             const float* lse, int64_t B, int64_t T, int64_t NH, int64_t HS,
                             int64_t NKV = 0);
 
+// bf16 attention (--dtype bf16 activations): q, k, v, dout and out are bf16 bit patterns at the
+// same addressing; lse and the gradients dq, dk, dv stay fp32 (dq, dk, dv accumulate, as above).
+// QKᵀ and PV are accumulated in fp32, and the softmax, its running max and sum and the lse are
+// fp32: each batch's rows are widened to fp32 (exactly) and run through the fp32 kernel above
+// on whatever instruction-set path it picks, and the output is rounded to nearest even once. So
+// the result is the fp32 kernel's on the bf16 inputs, bit for bit. Scratch: one sequence's
+// q, k, v (and dout, out, dq, dk, dv in backward) in fp32, per call.
+void attention_forward_bf16(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
+                            const uint16_t* v, const AttentionShape& s);
+void attention_backward_bf16(float* dq, float* dk, float* dv, const uint16_t* dout,
+                             const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                             const uint16_t* out, const float* lse, const AttentionShape& s);
+
 }  // namespace weft::kernels

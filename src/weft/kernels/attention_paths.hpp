@@ -5,6 +5,12 @@
 // too, but no machine with AVX-512 was at hand to run it, so AVX-512 keeps its own measured
 // implementation (attention_avx512.cpp, attention_avx512_tiles.hpp) until the template has been
 // tested and benchmarked there; then the two should become one.
+//
+// bf16 attention (attention_forward_bf16 / attention_backward_bf16, attention_bf16.cpp) widens
+// each sequence to fp32 and runs the path chosen here: on CPUs without AVX512-BF16 (this
+// project's AVX2 machine) a bf16 dot product is a widening anyway. A path with AVX512-BF16
+// dot products (_mm512_dpbf16_ps on bf16 tiles of Q, K, V) is not written: no machine with
+// AVX512-BF16 is at hand to test it, and an untested kernel is not shipped.
 #include <algorithm>
 #include <cstdint>
 

@@ -1,0 +1,95 @@
+// bf16 attention as the fp32 kernel on widened inputs (attention.hpp). Widening is exact and the
+// fp32 kernel already accumulates, takes the softmax and keeps the lse in fp32, so this is the
+// portable bf16 path for every CPU; on this project's AVX2 machine (no AVX512-BF16) a bf16 dot
+// product would be emulated by the same widening anyway (attention_paths.hpp).
+#include <vector>
+
+#include "weft/core/error.hpp"
+#include "weft/kernels/attention.hpp"
+#include "weft/kernels/precision.hpp"
+#include "weft/kernels/profile.hpp"
+
+namespace weft::kernels {
+
+namespace {
+
+// The fp32 copies of one sequence, kept between calls (per thread) as the products' are.
+struct Widened {
+    std::vector<float> q, k, v, out, dout, dq, dk, dv;
+};
+thread_local Widened t_wide;
+
+// rows x cols of bf16 at leading dimension ld into a compact fp32 block.
+void widen(std::vector<float>& dst, const uint16_t* src, int64_t rows, int64_t cols, int64_t ld) {
+    dst.resize(size_t(rows * cols));
+#pragma omp parallel for schedule(static) if (rows * cols > (1 << 16))
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+            dst[size_t(r * cols + c)] = bf16_to_fp32(src[r * ld + c]);
+}
+
+// Checks the caller's strides (the fp32 kernel checks the rest, on the compact shape) and
+// returns the shape of one compact sequence.
+AttentionShape one_sequence(const AttentionShape& s, const char* where) {
+    const int64_t C = s.NH * s.HS, NKV = s.NKV > 0 ? s.NKV : s.NH, CKV = NKV * s.HS;
+    WEFT_CHECK(s.B >= 0 && s.NH >= 0 && s.HS >= 1 && s.ldq >= C && s.ldo >= C && s.ldkv >= CKV,
+               "{}: B={} NH={} HS={} with strides ldq={} ldo={} ldkv={}; expected B >= 0, "
+               "HS >= 1, ldq and ldo >= NH*HS={}, ldkv >= NKV*HS={}",
+               where, s.B, s.NH, s.HS, s.ldq, s.ldo, s.ldkv, C, CKV);
+    AttentionShape one = s;
+    one.B = 1;
+    one.ldq = one.ldo = C;
+    one.ldkv = CKV;
+    return one;
+}
+
+}  // namespace
+
+void attention_forward_bf16(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
+                            const uint16_t* v, const AttentionShape& s) {
+    const AttentionShape one = one_sequence(s, "attention_forward_bf16");
+    const int64_t C = one.ldq, CKV = one.ldkv;
+    Widened& w = t_wide;
+    for (int64_t b = 0; b < s.B; ++b) {
+        widen(w.q, q + b * s.Tq * s.ldq, s.Tq, C, s.ldq);
+        widen(w.k, k + b * s.Tk * s.ldkv, s.Tk, CKV, s.ldkv);
+        widen(w.v, v + b * s.Tk * s.ldkv, s.Tk, CKV, s.ldkv);
+        w.out.resize(size_t(s.Tq * C));
+        attention_forward(w.out.data(), lse + b * s.NH * s.Tq, w.q.data(), w.k.data(), w.v.data(),
+                          one);
+        // Row by row: the padding past NH*HS of a strided out is not ours to write.
+        for (int64_t r = 0; r < s.Tq; ++r)
+            convert_fp32_to_bf16(out + (b * s.Tq + r) * s.ldo, w.out.data() + r * C, 1, C, C);
+    }
+}
+
+void attention_backward_bf16(float* dq, float* dk, float* dv, const uint16_t* dout,
+                             const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                             const uint16_t* out, const float* lse, const AttentionShape& s) {
+    const AttentionShape one = one_sequence(s, "attention_backward_bf16");
+    const int64_t C = one.ldq, CKV = one.ldkv;
+    Widened& w = t_wide;
+    for (int64_t b = 0; b < s.B; ++b) {
+        widen(w.q, q + b * s.Tq * s.ldq, s.Tq, C, s.ldq);
+        widen(w.k, k + b * s.Tk * s.ldkv, s.Tk, CKV, s.ldkv);
+        widen(w.v, v + b * s.Tk * s.ldkv, s.Tk, CKV, s.ldkv);
+        widen(w.out, out + b * s.Tq * s.ldo, s.Tq, C, s.ldo);
+        widen(w.dout, dout + b * s.Tq * s.ldo, s.Tq, C, s.ldo);
+        w.dq.assign(size_t(s.Tq * C), 0.0f);
+        w.dk.assign(size_t(s.Tk * CKV), 0.0f);
+        w.dv.assign(size_t(s.Tk * CKV), 0.0f);
+        attention_backward(w.dq.data(), w.dk.data(), w.dv.data(), w.dout.data(), w.q.data(),
+                           w.k.data(), w.v.data(), w.out.data(), lse + b * s.NH * s.Tq, one);
+        // Accumulate, as the fp32 entry does, into the caller's strided gradients.
+        for (int64_t r = 0; r < s.Tq; ++r)
+            for (int64_t c = 0; c < C; ++c)
+                dq[(b * s.Tq + r) * s.ldq + c] += w.dq[size_t(r * C + c)];
+        for (int64_t r = 0; r < s.Tk; ++r)
+            for (int64_t c = 0; c < CKV; ++c) {
+                dk[(b * s.Tk + r) * s.ldkv + c] += w.dk[size_t(r * CKV + c)];
+                dv[(b * s.Tk + r) * s.ldkv + c] += w.dv[size_t(r * CKV + c)];
+            }
+    }
+}
+
+}  // namespace weft::kernels
