@@ -16,7 +16,7 @@ expect_error "unknown key 'batch_sise'" runs/a -- train --config typo.toml "${co
 expect_error "--batch-size 3 is not a multiple of --micro-batch-size 2" runs/a -- train "${common[@]}" --batch-size 3 --micro-batch-size 2 --out runs/a
 expect_error "--seq-len 300 exceeds the model's n_positions 256" runs/a -- train "${common[@]}" --seq-len 300 --out runs/a
 expect_error "world size 1" runs/a -- train "${common[@]}" --dp 2 --out runs/a
-expect_error "world size 1 is not divisible by tp*pp*cp*ep = 2*1*1*1 = 2" runs/a -- train "${common[@]}" --tp 2 --out runs/a
+expect_error "world size 1 is not divisible by tp*pp*cp = 2*1*1 = 2" runs/a -- train "${common[@]}" --tp 2 --out runs/a
 expect_error "--sequence-parallel needs --tp greater than 1" runs/a -- train "${common[@]}" --sequence-parallel --out runs/a
 expect_error "--pp-layers '1,1' needs --pp greater than 1" runs/a -- train "${common[@]}" --pp-layers 1,1 --out runs/a
 expect_error "--dtype must be fp32 or bf16, got 'fp16'" runs/a -- train "${common[@]}" --dtype fp16 --out runs/a

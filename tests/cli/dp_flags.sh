@@ -23,7 +23,7 @@ mpi_error() {
 }
 mpi_error "--batch-size 3 is not divisible by the data-parallel degree 2" --batch-size 3
 mpi_error "--batch-size 4 is not a multiple of --micro-batch-size 4 x dp 2 = 8" --micro-batch-size 4
-mpi_error "dp*tp*pp*cp*ep = 4*1*1*1*1 = 4 does not match the world size 2" --dp 4
+mpi_error "dp*tp*pp*cp = 4*1*1*1 = 4 does not match the world size 2" --dp 4
 
 # Threads per rank: cores / ranks on the node when neither --threads nor OMP_NUM_THREADS says.
 cores=$(nproc)

@@ -53,7 +53,7 @@ expect_error() {  # expect_error <np> <message> args...
 expect_error 2 "micro-batches per step = --batch-size 8 / (--micro-batch-size 8 x dp 1) = 1" \
   --pp 2 --pp-schedule interleaved --vpp 2
 expect_error 1 "--sequence-parallel needs --tp greater than 1" --sequence-parallel
-expect_error 2 "world size 2 is not divisible by tp*pp*cp*ep = 4*1*1*1 = 4" --tp 4
+expect_error 2 "world size 2 is not divisible by tp*pp*cp = 4*1*1 = 4" --tp 4
 expect_error 1 "--cp 2: this kind of parallelism is not supported yet" --cp 2
 echo "$failures failed"
 [ "$failures" -eq 0 ]

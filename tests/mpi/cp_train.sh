@@ -97,7 +97,7 @@ errors)
     --cp 4 --cp-kind hybrid --cp-ulysses 4 --n-head 2
   expect_error 4 "this rank's 2 heads and 2 key/value heads (of 2 and 2 over --tp 1) must both be multiples of it" \
     --cp 4 --cp-kind ulysses --n-head 2
-  expect_error 3 "world size 3 is not divisible by tp*pp*cp*ep" --cp 2
+  expect_error 3 "world size 3 is not divisible by tp*pp*cp" --cp 2
   # cp composes with tp and pp; what remains refused is what cannot split evenly.
   expect_error 4 "this rank's 1 heads and 1 key/value heads (of 2 and 2 over --tp 2) must both" \
     --cp 2 --tp 2 --cp-kind ulysses --n-head 2

@@ -57,7 +57,7 @@ mismatch)
   rc=$?
   echo "$out"
   check [ $rc -ne 0 ]
-  check grep -qF "cannot lay out 2 MPI ranks (mpirun -np 2): layout dp*tp*pp*cp*ep = 3*1*1*1*1 = 3 does not match the world size 2" <<<"$out"
+  check grep -qF "cannot lay out 2 MPI ranks (mpirun -np 2): layout dp*tp*pp*cp = 3*1*1*1 = 3 does not match the world size 2" <<<"$out"
   check [ ! -e runs/x ]
   ;;
 hang | exit)

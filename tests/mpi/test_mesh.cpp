@@ -22,10 +22,21 @@ weft::Layout layout_of(const Degrees& d) {
     return l;
 }
 
-// Every assignment of degrees to the five axes whose product is n.
+// Every assignment of degrees to the five axes whose product is n, ep (not a factor: it folds
+// over dp) then set to each divisor of dp.
 void factorizations(int n, int axis, Degrees& d, std::vector<Degrees>& out) {
     if (axis == kMeshAxes) {
-        if (n == 1) out.push_back(d);
+        if (n != 1) return;
+        for (int ep = 1; ep <= d[3]; ++ep) {
+            if (d[3] % ep != 0) continue;
+            Degrees folded = d;
+            folded[2] = ep;
+            out.push_back(folded);
+        }
+        return;
+    }
+    if (axis == 2) {  // ep
+        factorizations(n, axis + 1, d, out);
         return;
     }
     for (int k = 1; k <= n; ++k) {
@@ -35,21 +46,46 @@ void factorizations(int n, int axis, Degrees& d, std::vector<Degrees>& out) {
     }
 }
 
+// Coordinates (tp, cp, ep, dp, pp) of world rank r: ep is dp's coordinate mod ep.
+Degrees coords_of(const Mesh& mesh, int r) {
+    Degrees c{};
+    for (int a : {0, 1, 3, 4}) {
+        c[a] = r % mesh.size(Axis(a));
+        r /= mesh.size(Axis(a));
+    }
+    c[2] = c[3] % mesh.size(Axis::ep);
+    return c;
+}
+
 // World ranks that share every coordinate with `me` except those on the listed axes, in order.
+// Leaving dp free leaves ep free too (it is part of dp); leaving ep free alone keeps dp / ep.
 std::vector<int> expected_members(const Mesh& mesh, std::initializer_list<Axis> free_axes) {
+    auto is_free = [&](Axis a) {
+        return std::find(free_axes.begin(), free_axes.end(), a) != free_axes.end();
+    };
+    const int ep = mesh.size(Axis::ep);
+    const Degrees me = coords_of(mesh, mesh.world_rank());
     std::vector<int> out;
     for (int r = 0; r < mesh.world_size(); ++r) {
+        const Degrees c = coords_of(mesh, r);
         bool same = true;
-        int rest = r;
-        for (int a = 0; a < kMeshAxes; ++a) {
-            int coord = rest % mesh.size(Axis(a));
-            rest /= mesh.size(Axis(a));
-            bool is_free =
-                std::find(free_axes.begin(), free_axes.end(), Axis(a)) != free_axes.end();
-            if (!is_free && coord != mesh.coords()[a]) same = false;
+        for (int a : {0, 1, 4})
+            if (!is_free(Axis(a)) && c[a] != me[a]) same = false;
+        if (!is_free(Axis::dp)) {
+            if (c[3] / ep != me[3] / ep) same = false;
+            if (!is_free(Axis::ep) && c[2] != me[2]) same = false;
         }
         if (same) out.push_back(r);
     }
+    return out;
+}
+
+// The expert-data-parallel group: the dp ranks with this rank's ep rank.
+std::vector<int> expected_edp_members(const Mesh& mesh) {
+    const Degrees me = coords_of(mesh, mesh.world_rank());
+    std::vector<int> out;
+    for (int r : expected_members(mesh, {Axis::dp}))
+        if (coords_of(mesh, r)[2] == me[2]) out.push_back(r);
     return out;
 }
 
@@ -63,8 +99,9 @@ std::vector<int> gathered_members(Group& g, int world_rank) {
 void check_mesh(Mesh& mesh) {
     const auto& c = mesh.coords();
     const weft::Layout& l = mesh.layout();
-    EXPECT_EQ(mesh.world_rank(), c[0] + l.tp * (c[1] + l.cp * (c[2] + l.ep * (c[3] + l.dp * c[4]))))
+    EXPECT_EQ(mesh.world_rank(), c[0] + l.tp * (c[1] + l.cp * (c[3] + l.dp * c[4])))
         << l.describe();
+    EXPECT_EQ(c[2], c[3] % l.ep) << l.describe();
     EXPECT_EQ(mesh.world_rank_of(c), mesh.world_rank());
     for (int a = 0; a < kMeshAxes; ++a) {
         Group& g = mesh.group(Axis(a));
@@ -77,6 +114,11 @@ void check_mesh(Mesh& mesh) {
         EXPECT_EQ(gathered_members(g, mesh.world_rank()), want)
             << l.describe() << " axis " << g.name();
     }
+    Group& edp = mesh.expert_dp();
+    EXPECT_EQ(edp.name(), "edp");
+    EXPECT_EQ(edp.size(), l.dp / l.ep) << l.describe();
+    EXPECT_EQ(edp.rank(), c[3] / l.ep) << l.describe();
+    EXPECT_EQ(gathered_members(edp, mesh.world_rank()), expected_edp_members(mesh)) << l.describe();
     Group& world = mesh.group(Axis::world);
     EXPECT_EQ(world.size(), mesh.world_size());
     EXPECT_EQ(world.rank(), mesh.world_rank());
@@ -133,6 +175,22 @@ TEST(Mesh, NamedLayoutsOfFourRanks) {
     }
 }
 
+TEST(Mesh, EpFoldsOverDpOfFourRanks) {
+    if (world_size() != 4) GTEST_SKIP() << "needs 4 ranks";
+    const int r = world_rank();
+    weft::Layout l;  // mpirun -np 4 --ep 2: dp 4 for attention, ep 2 x edp 2 for experts
+    l.ep = 2;
+    Mesh mesh(l);
+    EXPECT_EQ(mesh.layout().dp, 4);
+    EXPECT_EQ(mesh.rank(Axis::dp), r);
+    EXPECT_EQ(gathered_members(mesh.group(Axis::dp), r), (std::vector<int>{0, 1, 2, 3}));
+    const int first = r - r % 2;
+    EXPECT_EQ(gathered_members(mesh.group(Axis::ep), r), (std::vector<int>{first, first + 1}));
+    EXPECT_EQ(gathered_members(mesh.expert_dp(), r), (std::vector<int>{r % 2, r % 2 + 2}));
+    EXPECT_EQ(mesh.describe_rank(3), "dp 3");
+    EXPECT_THROW(mesh.add_group({Axis::ep, Axis::tp}), weft::Error);
+}
+
 TEST(Mesh, LayoutThatDoesNotMatchTheWorldIsRejected) {
     const int n = world_size();
     weft::Layout wrong;
@@ -142,7 +200,7 @@ TEST(Mesh, LayoutThatDoesNotMatchTheWorldIsRejected) {
         FAIL() << "expected weft::Error";
     } catch (const weft::Error& e) {
         std::string want = fmt::format(
-            "cannot lay out {0} MPI ranks (mpirun -np {0}): layout dp*tp*pp*cp*ep = {1}*1*1*1*1 "
+            "cannot lay out {0} MPI ranks (mpirun -np {0}): layout dp*tp*pp*cp = {1}*1*1*1 "
             "= {1} does not match the world size {0}",
             n, n + 1);
         EXPECT_EQ(std::string(e.what()), want);
@@ -155,10 +213,9 @@ TEST(Mesh, LayoutThatDoesNotMatchTheWorldIsRejected) {
                 try {
                     Mesh mesh(indivisible);
                 } catch (const weft::Error& e) {
-                    EXPECT_NE(
-                        std::string(e.what()).find(fmt::format(
-                            "world size {} is not divisible by tp*pp*cp*ep = 3*1*1*1 = 3", n)),
-                        std::string::npos)
+                    EXPECT_NE(std::string(e.what()).find(fmt::format(
+                                  "world size {} is not divisible by tp*pp*cp = 3*1*1 = 3", n)),
+                              std::string::npos)
                         << e.what();
                     throw;
                 }

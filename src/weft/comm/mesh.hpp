@@ -1,11 +1,18 @@
 #pragma once
 // The process mesh: one Layout laid over MPI_COMM_WORLD in Megatron's rank order, tp fastest:
 //
-//   rank = tp_rank + tp*(cp_rank + cp*(ep_rank + ep*(dp_rank + dp*pp_rank)))
+//   rank = tp_rank + tp*(cp_rank + cp*(dp_rank + dp*pp_rank))
 //
 // so tensor-parallel groups sit on neighbouring ranks. Each axis has its own communicator (a
 // Group); a group's rank is the rank's coordinate on that axis. Groups spanning several axes
 // (say cp*dp, for reducing gradients of a context-parallel run) are added with add_group.
+//
+// Expert parallelism folds over dp (Megatron's MoE parallel folding) instead of multiplying the
+// world: the ep group is ep consecutive dp ranks (ep_rank = dp_rank mod ep), and the
+// expert-data-parallel group ("edp", expert_dp()) the dp ranks with the same ep rank
+// (edp_rank = dp_rank / ep). Attention sees dp ranks; an expert's weights are replicated over
+// edp, and a dp rank's tokens reach their experts over ep. Its coordinate follows from dp's:
+// world_rank_of ignores it and describe_rank leaves it out.
 // mpi.h stays out of this header: callers see groups, not communicators.
 #include <array>
 #include <initializer_list>
@@ -99,6 +106,9 @@ class Mesh {
     std::string describe_rank(int world_rank) const;
 
     Group& group(Axis axis) { return *groups_[static_cast<int>(axis)]; }
+    // The ranks holding the same experts (the same ep rank) among the dp group: expert
+    // gradients are reduced, and their ZeRO shards cut, over it. dp when ep is 1.
+    Group& expert_dp() { return *groups_[kMeshAxes + 1]; }
     // Collective over the world: every rank must add the same groups in the same order. The
     // group spans the listed axes (distinct, not world); its ranks follow world-rank order. Its
     // name joins the axis names in mesh order with '*' ("cp*dp"). Adding it again returns it.
@@ -125,7 +135,8 @@ class Mesh {
     std::array<int, kMeshAxes> strides_{};
     std::array<int, kMeshAxes> coords_{};
     std::unique_ptr<FlightRecorder> flight_;
-    std::vector<std::unique_ptr<Group>> groups_;  // the Axis values first, then added groups
+    // The Axis values first (world last of them), edp, then added groups.
+    std::vector<std::unique_ptr<Group>> groups_;
     std::unique_ptr<detail::Watchdog> watchdog_;
 };
 

@@ -81,17 +81,22 @@ void Layout::resolve(int world_size) {
     WEFT_CHECK(!sequence_parallel || tp > 1,
                "--sequence-parallel needs --tp greater than 1: it splits the LayerNorm and "
                "residual regions over the tensor-parallel ranks");
-    int others = tp * pp * cp * ep;
+    // ep is not a factor: it folds over dp.
+    int others = tp * pp * cp;
     if (dp == 0) {
         WEFT_CHECK(world_size % others == 0,
-                   "world size {} is not divisible by tp*pp*cp*ep = {}*{}*{}*{} = {}", world_size,
-                   tp, pp, cp, ep, others);
+                   "world size {} is not divisible by tp*pp*cp = {}*{}*{} = {}", world_size, tp, pp,
+                   cp, others);
         dp = world_size / others;
     }
     positive("dp", dp);
     WEFT_CHECK(dp * others == world_size,
-               "layout dp*tp*pp*cp*ep = {}*{}*{}*{}*{} = {} does not match the world size {}", dp,
-               tp, pp, cp, ep, dp * others, world_size);
+               "layout dp*tp*pp*cp = {}*{}*{}*{} = {} does not match the world size {}", dp, tp, pp,
+               cp, dp * others, world_size);
+    WEFT_CHECK(dp % ep == 0,
+               "--ep {} does not divide the data-parallel size dp={}: experts are split over ep "
+               "consecutive dp ranks (MoE parallel folding), expected ep among the divisors of {}",
+               ep, dp, dp);
     // Combinations of options and sizes, after the sizes themselves: a layout that does not fit
     // the world is named first.
     WEFT_CHECK(pp > 1 || vpp == 1, "--vpp {} needs --pp greater than 1", vpp);

@@ -1,7 +1,8 @@
 #pragma once
 // One value says how a run is parallelised, in two parts: the sizes of the five mesh axes, and
 // typed options saying how the run uses them. The mesh is built from it in Megatron's rank order
-// (tp fastest, then cp, ep, dp, pp); the planner outputs one and the trainer runs one. Flags are
+// (tp fastest, then cp, dp, pp), with ep folded over dp (Megatron's MoE parallel folding); the
+// planner outputs one and the trainer runs one. Flags are
 // parsed into it once (the parse functions below), and resolve() checks it whole, once, so that
 // code after it reads plain values.
 #include <string>
@@ -34,13 +35,15 @@ std::string_view cp_kind_name(CpKind kind);
 
 // The degree of each mesh axis: what comm::Mesh is built from.
 struct MeshSizes {
-    int dp = 0;  // 0: derived as world size / (tp * pp * cp * ep)
+    int dp = 0;  // 0: derived as world size / (tp * pp * cp)
     int tp = 1;
     int pp = 1;
     int cp = 1;
+    // Experts split over ep consecutive dp ranks: it divides dp and does not multiply the world
+    // (attention sees dp ranks, experts ep x dp/ep of them; comm/mesh.hpp).
     int ep = 1;
 
-    int world_size() const { return dp * tp * pp * cp * ep; }
+    int world_size() const { return dp * tp * pp * cp; }
 };
 
 // How a run uses the mesh.

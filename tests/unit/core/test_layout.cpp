@@ -56,8 +56,25 @@ TEST(Layout, ChecksValuesAndCombinations) {
     l.zero = 2;
     EXPECT_NE(error_of(l, 2).find("--zero 2 with --pp 2"), std::string::npos);
     // The world is checked first: a layout that does not fit it is named, whatever else is wrong.
-    EXPECT_NE(error_of(l, 3).find("world size 3 is not divisible by tp*pp*cp*ep"),
-              std::string::npos);
+    EXPECT_NE(error_of(l, 3).find("world size 3 is not divisible by tp*pp*cp"), std::string::npos);
+}
+
+TEST(Layout, EpFoldsOverDp) {
+    // mpirun -np 4 --ep 2: dp 4 for attention, experts over ep 2 x edp 2; the world is not ep x.
+    Layout l;
+    l.ep = 2;
+    l.resolve(4);
+    EXPECT_EQ(l.dp, 4);
+    EXPECT_EQ(l.world_size(), 4);
+    l = {};
+    l.ep = 4;
+    l.tp = 2;
+    EXPECT_EQ(error_of(l, 4),
+              "--ep 4 does not divide the data-parallel size dp=2: experts are split over ep "
+              "consecutive dp ranks (MoE parallel folding), expected ep among the divisors of 2");
+    l = {};
+    l.ep = 0;
+    EXPECT_EQ(error_of(l, 1), "--ep must be at least 1, got 0");
 }
 
 TEST(Layout, ParsesFlagValuesOnce) {
