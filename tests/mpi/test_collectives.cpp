@@ -24,7 +24,8 @@ std::vector<weft::Layout> layouts() {
     add(2, 1, 1, 1, 1);
     add(2, 1, 1, 2, 1);
     add(1, 1, 1, 2, 2);
-    add(1, 2, 2, 1, 1);
+    add(1, 1, 2, 2, 1);  // ep folds over dp: ep 2 is a group of the dp ranks
+    add(1, 2, 2, 2, 1);
     return out;
 }
 
