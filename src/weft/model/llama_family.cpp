@@ -91,9 +91,9 @@ void declare(const ModelConfig& cfg, ParamDeclarer& d) {
             // Mixtral's names; each projection of all experts is one [E, ...] tensor (expert
             // e's matrix its e-th block: a range of experts is a contiguous slice).
             d.tensor(h + "block_sparse_moe.gate.weight", {E, C}, N, std);
-            d.tensor(h + "block_sparse_moe.experts.w1.weight", {E, F, C}, N, std);
-            d.tensor(h + "block_sparse_moe.experts.w2.weight", {E, C, F}, N, std);
-            d.tensor(h + "block_sparse_moe.experts.w3.weight", {E, F, C}, N, std);
+            d.expert_tensor(h + "block_sparse_moe.experts.w1.weight", {E, F, C}, N, std);
+            d.expert_tensor(h + "block_sparse_moe.experts.w2.weight", {E, C, F}, N, std);
+            d.expert_tensor(h + "block_sparse_moe.experts.w3.weight", {E, F, C}, N, std);
             if (const int64_t SF = cfg.n_shared_experts * F; SF > 0) {
                 // Gate and up back to back: one [2 SF, C] product, as the dense MLP.
                 const std::string s = h + "block_sparse_moe.shared_experts.";

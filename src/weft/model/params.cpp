@@ -37,8 +37,25 @@ ParamDeclarer::ParamDeclarer(ParamLayout& layout, const ModelShard& shard, int64
                units);
     WEFT_CHECK(shard.tp >= 1 && shard.tp_rank >= 0 && shard.tp_rank < shard.tp,
                "internal: tensor-parallel rank {} of {}", shard.tp_rank, shard.tp);
+    WEFT_CHECK(shard.ep >= 1 && shard.ep_rank >= 0 && shard.ep_rank < shard.ep,
+               "internal: expert-parallel rank {} of {}", shard.ep_rank, shard.ep);
     layout.tp_rank = shard.tp_rank;
     layout.tp = shard.tp;
+    layout.ep_rank = shard.ep_rank;
+    layout.ep = shard.ep;
+}
+
+void ParamDeclarer::expert_tensor(std::string name, std::vector<int64_t> shape, Init init,
+                                  float init_std) {
+    const int64_t E = shape[0], ep = shard_.ep;
+    WEFT_CHECK(E % ep == 0, "{}: {} experts do not split over expert-parallel degree {}", name, E,
+               ep);
+    const size_t at = layout_.tensors.size();
+    tensor(std::move(name), std::move(shape), init, init_std, kReplicated, E / ep);
+    if (layout_.tensors.size() == at) return;  // unit not held
+    ParamSpec& p = layout_.tensors.back();
+    p.expert = true;
+    p.first_row = shard_.ep_rank * (E / ep);
 }
 
 void ParamDeclarer::tensor(std::string name, std::vector<int64_t> shape, Init init, float init_std,
@@ -101,6 +118,7 @@ int64_t logical_index(const ParamSpec& p, int tp_rank, int tp, int64_t i) {
     } else if (p.tp_dim == 1) {
         col = int64_t(tp_rank) * p.cols_stored + c;
     }
+    row += p.first_row;                // an expert slice starts at its first expert
     if (row >= p.shape[0]) return -1;  // a padding row of the vocabulary
     return row * cols + col;
 }

@@ -41,6 +41,12 @@ struct ParamSpec {
     // The split dimension is this many blocks, each split over the ranks: qkv is [q; k; v], and
     // a rank keeps its heads of each (Megatron's layout), so 3.
     int tp_blocks = 1;
+    // Expert tensors ([E, ...], dimension 0 the experts) are split over expert parallelism: ep
+    // rank r holds experts [r E/ep, (r+1) E/ep), a contiguous slice whose first logical row is
+    // this. Gradients of such tensors are reduced over the expert-data-parallel group, the rest
+    // over dp.
+    bool expert = false;
+    int64_t first_row = 0;
     int64_t numel_logical() const;
 };
 
@@ -57,6 +63,7 @@ struct Unit {
 struct ModelShard {
     std::vector<bool> units;  // per unit (n_layer + 2); empty: every unit
     int tp_rank = 0, tp = 1;
+    int ep_rank = 0, ep = 1;  // expert parallelism: this rank's slice of the expert tensors
     bool holds(int unit) const { return units.empty() || units[size_t(unit)]; }
 };
 
@@ -65,6 +72,7 @@ struct ParamLayout {
     std::vector<Unit> units;         // n_layer + 2, held or not (size 0)
     int64_t total = 0;               // floats in the flat buffer
     int tp_rank = 0, tp = 1;         // the tensor-parallel shard these tensors are
+    int ep_rank = 0, ep = 1;         // and the expert-parallel one
 
     const ParamSpec& find(const std::string& name) const;  // error naming the tensor if absent
 };
@@ -87,6 +95,9 @@ class ParamDeclarer {
     // unit. Errors name the tensor when a split dimension does not divide by tp.
     void tensor(std::string name, std::vector<int64_t> shape, Init init, float init_std,
                 TpSplit split = kReplicated, int64_t rows_stored = -1);
+    // An expert tensor [E, ...]: this rank holds its ep slice of dimension 0 (ParamSpec::expert).
+    // Errors name the tensor when E does not divide by ep.
+    void expert_tensor(std::string name, std::vector<int64_t> shape, Init init, float init_std);
     void end_unit();
     int unit() const { return unit_; }
     int tp() const { return shard_.tp; }

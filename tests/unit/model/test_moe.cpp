@@ -4,6 +4,7 @@
 // configuration errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -222,5 +223,45 @@ TEST(Moe, ConfigErrorsNameTheValues) {
     EXPECT_NE(test::error_of([&] {
                   build_param_layout(moe_config(true), ModelShard{{}, 0, 2});
               }).find("--tp 2"),
+              std::string::npos);
+}
+
+// Expert parallelism: ep rank r holds experts [r E/ep, (r+1) E/ep) of each expert tensor, a
+// contiguous slice that starts at the logical element r E/ep x (F C); its initial values are the
+// whole model's (initialisation by logical index), everything else is held whole.
+TEST(Moe, ExpertTensorsSplitOverEp) {
+    const ModelConfig c = moe_config(true);
+    const ParamLayout whole = build_param_layout(c);
+    Buffer all(whole.total);
+    init_params(all.data(), whole, 7);
+    const int ep = 2;
+    for (int r = 0; r < ep; ++r) {
+        const ParamLayout part = build_param_layout(c, ModelShard{{}, 0, 1, r, ep});
+        Buffer mine(part.total);
+        init_params(mine.data(), part, 7);
+        int experts = 0;
+        for (const ParamSpec& p : part.tensors) {
+            const ParamSpec& w = whole.find(p.name);
+            const bool expert = p.name.find(".experts.w") != std::string::npos;
+            EXPECT_EQ(p.expert, expert) << p.name;
+            const int64_t rows = expert ? w.rows_stored / ep : w.rows_stored;
+            EXPECT_EQ(p.rows_stored, rows) << p.name;
+            EXPECT_EQ(p.first_row, expert ? r * rows : 0) << p.name;
+            experts += expert;
+            // The slice is contiguous in the logical tensor and holds the whole model's values.
+            const int64_t start = expert ? r * p.numel_stored : 0;
+            for (int64_t i = 0; i < p.numel_stored; ++i) {
+                // -1: a padding row of the vocabulary, in both layouts.
+                const int64_t j = expert ? start + i : logical_index(w, 0, 1, i);
+                ASSERT_EQ(logical_index(p, 0, 1, i), j) << p.name;
+                ASSERT_EQ(mine.data()[p.offset + i], all.data()[w.offset + std::max(j, i)])
+                    << p.name;
+            }
+        }
+        EXPECT_EQ(experts, 3 * c.n_layer);
+    }
+    EXPECT_NE(test::error_of([&] {
+                  build_param_layout(c, ModelShard{{}, 0, 1, 0, 3});
+              }).find("4 experts do not split over expert-parallel degree 3"),
               std::string::npos);
 }
