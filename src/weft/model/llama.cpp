@@ -143,6 +143,10 @@ Llama::Llama(const ModelConfig& cfg, const ModelShard& shard, TpComm* tp, bool s
     }
 }
 
+void Llama::set_expert_comm(ExpertComm* comm) {
+    if (moe_) moe_->set_expert_comm(comm);
+}
+
 MoeStats Llama::take_moe_stats() {
     MoeStats out = moe_stats_;
     std::fill(moe_stats_.tokens.begin(), moe_stats_.tokens.end(), 0.0);

@@ -73,6 +73,7 @@ class Llama : public Model {
     int64_t kv_width() const override { return cfg_.kv_heads() * cfg_.head_dim(); }
     float* dresid(int64_t B, int64_t T) override;
     MoeStats take_moe_stats() override;
+    void set_expert_comm(ExpertComm* comm) override;
 
     static int64_t scratch_floats(const ModelConfig& cfg, int64_t B, int64_t T, int tp = 1,
                                   bool sequence_parallel = false);

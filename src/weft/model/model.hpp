@@ -194,6 +194,9 @@ class Model {
     // statistics of the training forwards since the last take (n_experts 0 for a dense model).
     void set_moe_comm(MoeComm* comm) { moe_comm_ = comm; }
     virtual MoeStats take_moe_stats() { return {}; }
+    // Expert parallelism: the layers hold this rank's experts (ModelShard::ep_rank) and reach the
+    // others through `comm` (must outlive the model). A dense model has nothing to split.
+    virtual void set_expert_comm(ExpertComm*) {}
 
     // Floats per position of one layer's cached keys (and of its values).
     virtual int64_t kv_width() const = 0;

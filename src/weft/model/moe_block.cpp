@@ -37,9 +37,68 @@ MoeMlp::MoeMlp(const ModelConfig& cfg)
       k_(cfg.experts_per_token),
       F_(cfg.ffn()),
       C_(cfg.n_embd),
-      SF_(cfg.n_shared_experts * cfg.ffn()) {
+      SF_(cfg.n_shared_experts * cfg.ffn()),
+      EL_(cfg.n_experts) {
     WEFT_CHECK(E_ > 0 && k_ >= 1 && k_ <= E_,
                "internal: an MoE layer of {} experts with {} per token", E_, k_);
+}
+
+void MoeMlp::set_expert_comm(ExpertComm* comm) {
+    const int ep = comm ? comm->size() : 1;
+    WEFT_CHECK(E_ % ep == 0, "{} experts do not split over expert-parallel degree {}", E_, ep);
+    ep_comm_ = ep > 1 ? comm : nullptr;
+    EL_ = E_ / ep;
+}
+
+void MoeMlp::rank_rows(const MoeLayerActs& a) {
+    const int ep = ep_comm_->size();
+    send_rows_.assign(size_t(ep), 0);
+    recv_rows_.assign(size_t(ep), 0);
+    for (int j = 0; j < ep; ++j)
+        for (int64_t l = 0; l < EL_; ++l) {
+            send_rows_[size_t(j)] += a.ep_send[size_t(j * EL_ + l)];
+            recv_rows_[size_t(j)] += a.ep_recv[size_t(j * EL_ + l)];
+        }
+}
+
+std::vector<MoeMlp::Block> MoeMlp::blocks_of(const MoeLayerActs& a) const {
+    std::vector<Block> blocks;
+    if (!ep_comm_) {
+        for (int64_t e = 0; e < E_; ++e)
+            blocks.push_back({e, a.plan.offsets[size_t(e)], a.plan.rows_of(e)});
+        return blocks;
+    }
+    int64_t r0 = 0;
+    for (size_t i = 0; i < a.ep_recv.size(); ++i) {
+        const int64_t n = a.ep_recv[i];
+        blocks.push_back({int64_t(i) % EL_, r0, n});
+        r0 += n;
+    }
+    return blocks;
+}
+
+std::vector<MoeMlp::Block> MoeMlp::dispatch_forward(MoeLayerActs& a, int64_t* rows) {
+    if (!ep_comm_) {
+        *rows = a.plan.rows();
+        return blocks_of(a);
+    }
+    // The plan groups rows by expert, hence by the rank holding it: rank j's rows are experts
+    // [j EL, (j+1) EL), consecutive and in expert order.
+    const int ep = ep_comm_->size();
+    a.ep_send.assign(size_t(ep * EL_), 0);
+    a.ep_recv.assign(size_t(ep * EL_), 0);
+    for (int64_t e = 0; e < E_; ++e) a.ep_send[size_t(e)] = a.plan.rows_of(e);
+    ep_comm_->exchange_counts(a.ep_send.data(), a.ep_recv.data(), EL_);
+    rank_rows(a);
+    int64_t R = 0;
+    for (int64_t n : recv_rows_) R += n;
+    a.xr.resize(size_t(R * C_));
+    ep_comm_->exchange_rows(xp_.data(), send_rows_.data(), a.xr.data(), recv_rows_.data(), C_);
+    a.gu_r.resize(size_t(R * 2 * F_));
+    a.act_r.resize(size_t(R * F_));
+    yr_.resize(size_t(R * C_));
+    *rows = R;
+    return blocks_of(a);
 }
 
 int64_t MoeMlp::scratch_floats(const ModelConfig& cfg, int64_t N) {
@@ -86,25 +145,32 @@ void MoeMlp::forward(MoeLayerActs& a, std::vector<double>& counts, float* out, c
     k::moe_plan(a.plan, a.expert.data(), a.weight.data(), N, E, K,
                 k::moe_capacity(cfg_.moe_capacity_factor, N, E, K));
     const k::MoePlan& plan = a.plan;
-    const int64_t R = plan.rows();
     k::moe_permute(xp_.data(), x, plan, C);
-    float *gu = a.gu.data(), *act = a.act.data(), *y = a.y.data();
-    for (int64_t e = 0; e < E; ++e) {
-        const int64_t r0 = plan.offsets[size_t(e)], n = plan.rows_of(e);
-        if (n == 0) continue;
+    int64_t Rx = 0;  // rows on the expert side: this rank's own (ep 1) or those received
+    const std::vector<Block> blocks = dispatch_forward(a, &Rx);
+    const bool ep = ep_comm_ != nullptr;
+    const float* xe = ep ? a.xr.data() : xp_.data();
+    float* gu = ep ? a.gu_r.data() : a.gu.data();
+    float* act = ep ? a.act_r.data() : a.act.data();
+    float* ye = ep ? yr_.data() : a.y.data();
+    for (const Block& b : blocks) {
+        if (b.n == 0) continue;
         // [gate | up] rows for the SwiGLU kernel: two products writing the halves of each row.
-        k::gemm(false, true, n, F, C, 1.0f, xp_.data() + r0 * C, C, p.w1 + e * F * C, C, 0.0f,
-                gu + r0 * 2 * F, 2 * F);
-        k::gemm(false, true, n, F, C, 1.0f, xp_.data() + r0 * C, C, p.w3 + e * F * C, C, 0.0f,
-                gu + r0 * 2 * F + F, 2 * F);
+        k::gemm(false, true, b.n, F, C, 1.0f, xe + b.r0 * C, C, p.w1 + b.local * F * C, C, 0.0f,
+                gu + b.r0 * 2 * F, 2 * F);
+        k::gemm(false, true, b.n, F, C, 1.0f, xe + b.r0 * C, C, p.w3 + b.local * F * C, C, 0.0f,
+                gu + b.r0 * 2 * F + F, 2 * F);
     }
-    if (R > 0) k::swiglu_forward(act, gu, R, F);
-    for (int64_t e = 0; e < E; ++e) {
-        const int64_t r0 = plan.offsets[size_t(e)], n = plan.rows_of(e);
-        if (n == 0) continue;
-        k::gemm(false, true, n, C, F, 1.0f, act + r0 * F, F, p.w2 + e * C * F, F, 0.0f, y + r0 * C,
-                C);
+    if (Rx > 0) k::swiglu_forward(act, gu, Rx, F);
+    for (const Block& b : blocks) {
+        if (b.n == 0) continue;
+        k::gemm(false, true, b.n, C, F, 1.0f, act + b.r0 * F, F, p.w2 + b.local * C * F, F, 0.0f,
+                ye + b.r0 * C, C);
     }
+    // The outputs back to the rows' own ranks, in their grouped order.
+    if (ep)
+        ep_comm_->exchange_rows(yr_.data(), recv_rows_.data(), a.y.data(), send_rows_.data(), C);
+    float* y = a.y.data();
     k::moe_unpermute(out, y, a.weight.data(), residual, plan, C);
     if (SF_ > 0) {
         // Shared experts: every token, added after the routed ones and the residual.
@@ -131,34 +197,56 @@ void MoeMlp::backward(float* dx, const float* dout, const float* x, const MoeLay
     const int64_t E = E_, K = k_, F = F_, C = C_;
     const k::MoePlan& plan = a.plan;
     const int64_t R = plan.rows();
-    const float *gu = a.gu.data(), *act = a.act.data();
     float *dyp = dyp_.data(), *dact = dact_.data(), *dgu = dgu_.data(), *xp = xp_.data();
     k::moe_unpermute_backward(dyp, dweight_.data(), dout, a.y.data(), a.weight.data(), plan, C);
-    for (int64_t e = 0; e < E; ++e) {
-        const int64_t r0 = plan.offsets[size_t(e)], n = plan.rows_of(e);
-        if (n == 0) continue;
-        k::gemm(false, false, n, F, C, 1.0f, dyp + r0 * C, C, p.w2 + e * C * F, F, 0.0f,
-                dact + r0 * F, F);
-        k::gemm(true, false, C, F, n, 1.0f, dyp + r0 * C, C, act + r0 * F, F, 1.0f,
-                g.w2 + e * C * F, F);
+    const bool ep = ep_comm_ != nullptr;
+    const std::vector<Block> blocks = blocks_of(a);
+    int64_t Rx = R;
+    if (ep) {
+        // The mirror of forward: output gradients to the experts' ranks, input gradients back.
+        rank_rows(a);
+        Rx = 0;
+        for (int64_t n : recv_rows_) Rx += n;
+        dyr_.resize(size_t(Rx * C));
+        dact_r_.resize(size_t(Rx * F));
+        dgu_r_.resize(size_t(Rx * 2 * F));
+        yr_.resize(size_t(Rx * C));
+        ep_comm_->exchange_rows(dyp, send_rows_.data(), dyr_.data(), recv_rows_.data(), C);
+        dyp = dyr_.data(), dact = dact_r_.data(), dgu = dgu_r_.data();
     }
-    if (R > 0) k::swiglu_backward(dgu, dact, gu, R, F);
-    // The grouped input again (not kept: one copy of rows is cheaper than N k C floats per layer).
-    k::moe_permute(xp, x, plan, C);
-    float* dxp = dyp;  // free again
-    for (int64_t e = 0; e < E; ++e) {
-        const int64_t r0 = plan.offsets[size_t(e)], n = plan.rows_of(e);
-        if (n == 0) continue;
-        const float* dgate = dgu + r0 * 2 * F;
+    const float* gu = ep ? a.gu_r.data() : a.gu.data();
+    const float* act = ep ? a.act_r.data() : a.act.data();
+    for (const Block& b : blocks) {
+        if (b.n == 0) continue;
+        k::gemm(false, false, b.n, F, C, 1.0f, dyp + b.r0 * C, C, p.w2 + b.local * C * F, F, 0.0f,
+                dact + b.r0 * F, F);
+        k::gemm(true, false, C, F, b.n, 1.0f, dyp + b.r0 * C, C, act + b.r0 * F, F, 1.0f,
+                g.w2 + b.local * C * F, F);
+    }
+    if (Rx > 0) k::swiglu_backward(dgu, dact, gu, Rx, F);
+    // The grouped input again (not kept: one copy of rows is cheaper than N k C floats per
+    // layer); with ep the rows received are kept (they came over the wire).
+    const float* xe = xp;
+    if (ep)
+        xe = a.xr.data();
+    else
+        k::moe_permute(xp, x, plan, C);
+    float* dxe = ep ? yr_.data() : dyp;  // free again
+    for (const Block& b : blocks) {
+        if (b.n == 0) continue;
+        const float* dgate = dgu + b.r0 * 2 * F;
         const float* dup = dgate + F;
-        k::gemm(true, false, F, C, n, 1.0f, dgate, 2 * F, xp + r0 * C, C, 1.0f, g.w1 + e * F * C,
-                C);
-        k::gemm(true, false, F, C, n, 1.0f, dup, 2 * F, xp + r0 * C, C, 1.0f, g.w3 + e * F * C, C);
-        k::gemm(false, false, n, C, F, 1.0f, dgate, 2 * F, p.w1 + e * F * C, C, 0.0f, dxp + r0 * C,
-                C);
-        k::gemm(false, false, n, C, F, 1.0f, dup, 2 * F, p.w3 + e * F * C, C, 1.0f, dxp + r0 * C,
-                C);
+        k::gemm(true, false, F, C, b.n, 1.0f, dgate, 2 * F, xe + b.r0 * C, C, 1.0f,
+                g.w1 + b.local * F * C, C);
+        k::gemm(true, false, F, C, b.n, 1.0f, dup, 2 * F, xe + b.r0 * C, C, 1.0f,
+                g.w3 + b.local * F * C, C);
+        k::gemm(false, false, b.n, C, F, 1.0f, dgate, 2 * F, p.w1 + b.local * F * C, C, 0.0f,
+                dxe + b.r0 * C, C);
+        k::gemm(false, false, b.n, C, F, 1.0f, dup, 2 * F, p.w3 + b.local * F * C, C, 1.0f,
+                dxe + b.r0 * C, C);
     }
+    float* dxp = dyp_.data();
+    if (ep) ep_comm_->exchange_rows(dxe, recv_rows_.data(), dxp, send_rows_.data(), C);
     k::moe_permute_backward(dx, dxp, plan, C, /*accumulate=*/false);
     if (SF_ > 0) {
         k::matmul_backward(sdact_.data(), g.shared_down, nullptr, dout, a.shared_act.data(),

@@ -6,7 +6,7 @@
 // projection), and the outputs are combined with the routing weights in fp32.
 //
 // Each projection of all experts is one [E, ...] tensor, expert e's matrix its e-th block, so a
-// contiguous range of experts (what expert parallelism will give a rank) is a contiguous slice.
+// contiguous range of experts (what expert parallelism gives a rank) is a contiguous slice.
 //
 // Losses: the router's load-balance and z-losses are added to the training loss with their
 // coefficients once per layer (as Megatron-LM does: coef x loss per layer, added to the mean LM
@@ -44,11 +44,21 @@ struct MoeLayerActs {
     Buffer probs, lse, weight, gu, act, y, shared_gu, shared_act;
     std::vector<int32_t> expert;
     kernels::MoePlan plan;
+    // Expert parallelism (ep > 1): rows sent to each (rank, local expert) and received from each
+    // (source rank, local expert), [ep x E/ep] each; the rows received (xr [Rr, C]) and the
+    // experts' gu, act over them, in (source rank, local expert) order. Sized per forward.
+    std::vector<int64_t> ep_send, ep_recv;
+    std::vector<float> xr, gu_r, act_r;
 };
 
 class MoeMlp {
   public:
     explicit MoeMlp(const ModelConfig& cfg);
+    // Expert parallelism: the weights given to forward and backward are then this rank's
+    // E/ep experts (ParamSpec::expert), and rows travel to and from their experts' ranks through
+    // `comm` (one row exchange each way per forward and per backward, after one count exchange
+    // in forward). Null: every expert here.
+    void set_expert_comm(ExpertComm* comm);
     // Scratch the layer holds for N tokens (router logits, grouped inputs and gradients).
     static int64_t scratch_floats(const ModelConfig& cfg, int64_t N);
 
@@ -67,6 +77,16 @@ class MoeMlp {
 
   private:
     void ensure_scratch(int64_t N);
+    // One product block: `n` rows from `r0` of the expert-side buffers, for local expert `local`.
+    struct Block {
+        int64_t local, r0, n;
+    };
+    // The blocks of this forward: per expert of the plan (ep 1), or per (source rank, local
+    // expert) of the rows received (ep > 1), after exchanging the counts and the rows.
+    std::vector<Block> dispatch_forward(MoeLayerActs& a, int64_t* rows);
+    std::vector<Block> blocks_of(const MoeLayerActs& a) const;
+    // Rows per rank, to send and to receive, from the (rank, local expert) counts.
+    void rank_rows(const MoeLayerActs& a);
 
     ModelConfig cfg_;
     int64_t E_, k_, F_, C_, SF_;
@@ -75,6 +95,12 @@ class MoeMlp {
     // dyp_ [Nk, C], dact_ [Nk, F], dgu_ [Nk, 2F], dweight_ [N, k]; shared experts: sdact_ [N, SF],
     // sdgu_ [N, 2 SF].
     Buffer logits_, xp_, dyp_, dact_, dgu_, dweight_, sdact_, sdgu_;
+    ExpertComm* ep_comm_ = nullptr;
+    int64_t EL_;  // experts on this rank
+    // ep > 1: rows per rank sent and received; expert-side scratch in received-row order:
+    // yr_ (outputs, then input gradients), dyr_, dact_r_, dgu_r_.
+    std::vector<int64_t> send_rows_, recv_rows_;
+    std::vector<float> yr_, dyr_, dact_r_, dgu_r_;
 };
 
 }  // namespace weft::model

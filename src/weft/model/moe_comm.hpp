@@ -16,6 +16,23 @@ class MoeComm {
     virtual void sum_counts(double* counts, int64_t n) = 0;
 };
 
+// Expert parallelism as the model sees it: each of the ep ranks holds E/ep consecutive experts
+// (ParamSpec::expert), and a layer sends each grouped token row to the rank of its expert and
+// gets the expert's output back (parallel/expert_comm.hpp implements it over the ep group).
+class ExpertComm {
+  public:
+    virtual ~ExpertComm() = default;
+    virtual int size() const = 0;  // ep
+    virtual int rank() const = 0;
+    // All-to-all of n values per rank: block j of send[size() n] goes to rank j, which stores it
+    // as block rank() of recv[size() n].
+    virtual void exchange_counts(const int64_t* send, int64_t* recv, int64_t n) = 0;
+    // All-to-all-v of rows of `width` floats: send_rows[j] consecutive rows (in rank order) go to
+    // rank j; recv gets recv_rows[j] rows from rank j, in rank order.
+    virtual void exchange_rows(const float* send, const int64_t* send_rows, float* recv,
+                               const int64_t* recv_rows, int64_t width) = 0;
+};
+
 // Routing over the forwards since the last take (Model::take_moe_stats): per layer and expert,
 // the slots this rank's tokens sent there; this rank's shares of the router losses (coefficients
 // and loss scale applied, so summed over the ranks they are what the training loss gained); the
