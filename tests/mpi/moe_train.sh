@@ -3,8 +3,9 @@
 # on) under data parallelism against its single-process run: np 2, ZeRO 1, 3 steps. The routing
 # counts of the load-balance loss are summed over the dp ranks before the loss, so every step's
 # loss must agree within 1e-5 (relative), the final weights within 1e-4, and the logged routing
-# (tokens per expert, integers) exactly, the router losses within 1e-5. Then the --moe-* flags'
-# errors (--tp with experts is refused in test_moe). moe_train.sh <weft> <dp_check> <source dir>
+# (tokens per expert, integers) exactly, the router losses within 1e-5. Then expert parallelism
+# (--ep) against the same reference, and the --moe-* and --ep errors (--tp with experts is
+# refused in test_moe). moe_train.sh <weft> <dp_check> <source dir>
 set -uo pipefail
 WEFT=$1 CHECK=$2 SRC=$3
 MODEL=moe-tiny
@@ -25,6 +26,23 @@ check awk 'NR == FNR { r[FNR] = $1; next }
            { d = $1 - r[FNR]; if (d < 0) d = -d; if (r[FNR] <= 0 || d > 1e-5 * r[FNR]) bad = 1 }
            END { exit bad }' <(aux ref) <(aux dp2)
 
+# Expert parallelism folded over dp (ZeRO 0), against the same reference: ep 2 x edp 2 and ep 4
+# on 4 ranks, and ep 2 on 2 ranks for 2 steps resumed in one process for the third (resume
+# across ep). Each MoE layer's forward exchanges the counts once and the rows twice (dispatch,
+# combine), its backward the rows twice: 2 layers x 5 all-to-alls on "ep" per step.
+ep_steps() { grep -o '"ep":{"all_to_all":{[^}]*"calls":10,' "$1/metrics.jsonl" | wc -l; }
+for run in "4 ep2dp4 2" "4 ep4 4"; do
+  read -r np out ep <<<"$run"
+  train "$np" "$out" --steps 3 --ep "$ep"
+  same_as_ref "$out" ref 3
+  check test "$(ep_steps "$out")" -eq 3
+done
+train 2 ep2to1 --steps 3 --ep 2 --exit-after 2
+"$WEFT" train "${args[@]}" --steps 3 --out ep2to1 --resume >ep2to1_resume.log 2>&1 \
+  || { cat ep2to1_resume.log; failures=$((failures + 1)); }
+same_as_ref ep2to1 ref 3
+check test "$(ep_steps ep2to1)" -eq 2
+
 refuse() {  # refuse <message> args...: exit 1 with the message, nothing written
   local msg=$1
   shift
@@ -38,4 +56,12 @@ refuse "--moe-capacity-factor must be 0 (off: dropless) or a positive number, go
   --moe-capacity-factor -1
 refuse "--moe-z-loss-coef 0.1: model 'tiny' has no mixture-of-experts layers" --model tiny \
   --moe-z-loss-coef 0.1
+# --ep folds over dp: it must divide dp, the experts must divide by it, and a dense model has none.
+expect_error 2 "--ep 4 does not divide the data-parallel size dp=2" --ep 4
+expect_error 3 "--ep 3: model 'moe-tiny' has 4 experts per layer, not divisible by ep" --ep 3 \
+  --batch-size 6
+expect_error 2 "--ep 2: model 'tiny' is dense (no mixture-of-experts layers), expected --ep 1" \
+  --model tiny --ep 2
+expect_error 2 "--zero 1 with --ep: ZeRO over the expert-data-parallel group is not built yet" \
+  --ep 2 --zero 1
 finish

@@ -53,6 +53,7 @@ nlohmann::json manifest_to_json(const Manifest& m) {
                           {"bytes", s.bytes},
                           {"digest", digest_text(s.digest)},
                           {"ranges", ranges}});
+        if (s.ep > 1) shards.back().update({{"ep_rank", s.ep_rank}, {"ep", s.ep}});
     }
     return {{"format", kFormat},    {"version", kCheckpointVersion},
             {"step", m.step},       {"layout", m.layout},
@@ -81,6 +82,8 @@ Manifest manifest_from_json(const nlohmann::json& j, const std::string& where) {
             e.rank = s.at("rank").get<int>();
             e.tp_rank = s.at("tp_rank").get<int>();
             e.tp = s.at("tp").get<int>();
+            e.ep_rank = s.value("ep_rank", 0);
+            e.ep = s.value("ep", 1);
             e.bytes = s.at("bytes").get<int64_t>();
             e.digest = parse_digest(s.at("digest").get<std::string>(), where);
             for (const auto& r : s.at("ranges")) {
@@ -104,6 +107,9 @@ Manifest manifest_from_json(const nlohmann::json& j, const std::string& where) {
             WEFT_CHECK(0 <= e.tp_rank && e.tp_rank < e.tp,
                        "{}: shard {} has tp_rank {} of tp {}, expected 0 <= tp_rank < tp", where,
                        e.file, e.tp_rank, e.tp);
+            WEFT_CHECK(0 <= e.ep_rank && e.ep_rank < e.ep,
+                       "{}: shard {} has ep_rank {} of ep {}, expected 0 <= ep_rank < ep", where,
+                       e.file, e.ep_rank, e.ep);
             WEFT_CHECK(e.bytes == 4 * e.floats(),
                        "{}: shard {} is said to hold {} bytes but its ranges add up to {} floats "
                        "({} bytes)",

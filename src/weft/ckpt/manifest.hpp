@@ -35,6 +35,9 @@ struct ShardEntry {
     int64_t bytes = 0;
     uint64_t digest = 0;
     std::vector<ShardRange> ranges;
+    // The expert-parallel slice of the expert tensors the writer held (ModelShard::ep_rank);
+    // written to the manifest only when ep > 1.
+    int ep_rank = 0, ep = 1;
     int64_t floats() const;
 };
 

@@ -121,7 +121,7 @@ void add_train_command(CLI::App& app) {
                   "Testing aid: world rank RANK sleeps MS milliseconds at the start of every step, "
                   "so that its peers wait for it and slow-rank diagnosis names it (RANK:MS)");
     c->callback([o] {
-        check_layout_supported(o->layout, /*context_parallel=*/true);
+        check_layout_supported(o->layout, /*context_parallel=*/true, /*expert_parallel=*/true);
         train::run_training(*o);
     });
 }

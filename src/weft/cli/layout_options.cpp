@@ -60,11 +60,16 @@ void add_layout_options(CLI::App* c, Layout& layout, std::string& pp_layers,
     c->add_option("--cp-ulysses", layout.cp_ulysses,
                   "With --cp-kind hybrid: ranks of each Ulysses group (consecutive cp ranks; it "
                   "must divide --cp, and heads and kv heads must divide by it)");
-    c->add_option("--ep", layout.ep, "Expert-parallel degree (not supported yet)");
+    c->add_option("--ep", layout.ep,
+                  "Expert-parallel degree, folded over the data-parallel ranks: experts split "
+                  "over ep consecutive dp ranks (ep divides dp; mixture-of-experts models)")
+        ->capture_default_str();
 }
 
-void check_layout_supported(const Layout& layout, bool context_parallel) {
-    WEFT_CHECK(layout.ep == 1, "--ep {}: this kind of parallelism is not supported yet (only 1)",
+void check_layout_supported(const Layout& layout, bool context_parallel, bool expert_parallel) {
+    WEFT_CHECK(expert_parallel || layout.ep == 1,
+               "--ep {}: this kind of parallelism is not supported yet by this command (only 1; "
+               "weft train runs it)",
                layout.ep);
     WEFT_CHECK(context_parallel || layout.cp == 1,
                "--cp {}: this kind of parallelism is not supported yet by this command (only "

@@ -23,8 +23,9 @@ void add_shape_options(CLI::App* c, const ShapeOverrides& shape);
 // --pp-layers, --recompute, --cp, --cp-kind and --ep.
 void add_layout_options(CLI::App* c, Layout& layout, std::string& pp_layers,
                         int64_t& micro_batch_size);
-// The degrees the engine cannot run yet (ep; cp where the command has no context-parallel
-// data path, `context_parallel` false) are an error naming the flag.
-void check_layout_supported(const Layout& layout, bool context_parallel = false);
+// The degrees a command cannot run (cp where it has no context-parallel data path,
+// `context_parallel` false; ep likewise with `expert_parallel`) are an error naming the flag.
+void check_layout_supported(const Layout& layout, bool context_parallel = false,
+                            bool expert_parallel = false);
 
 }  // namespace weft::cli

@@ -13,8 +13,15 @@ namespace weft::parallel {
 
 DataParallel::DataParallel(const model::ParamLayout& layout, comm::Group& dp,
                            DataParallelOptions options)
-    : dp_(dp), stage_(options.zero), z_(layout, dp.size(), dp.rank()) {
+    : dp_(dp), edp_(options.expert_dp), stage_(options.zero), z_(layout, dp.size(), dp.rank()) {
     WEFT_CHECK(stage_ >= 0 && stage_ <= 3, "--zero must be 0, 1, 2 or 3, got {}", stage_);
+    // ZeRO would slice the expert ranges over dp, whose ranks hold different experts there.
+    WEFT_CHECK(!edp_ || stage_ == 0,
+               "--zero {} with --ep: ZeRO over the expert-data-parallel group is not built yet; "
+               "use --zero 0 with --ep",
+               stage_);
+    WEFT_CHECK(!edp_ || !options.bf16_grad_reduce,
+               "--grad-reduce-dtype bf16 with --ep is not built yet; use fp32");
     WEFT_CHECK(options.bucket_mb > 0, "--bucket-mb must be positive, got {}", options.bucket_mb);
     bucket_bytes_ = int64_t(options.bucket_mb * (1 << 20));
     buckets_ = make_buckets(z_, bucket_bytes_);
@@ -27,7 +34,7 @@ DataParallel::DataParallel(const model::ParamLayout& layout, comm::Group& dp,
     grads_ = Buffer(stage_ < 2 ? z_.padded().total : z_.shard_floats());
     param_ticket_.resize(size_t(z_.units()));
     reducer_ = std::make_unique<GradReducer>(z_, buckets_, dp_, inflight_, grads_.data(),
-                                             stage_ >= 2, options.bf16_grad_reduce);
+                                             stage_ >= 2, options.bf16_grad_reduce, edp_);
     if (stage_ == 3)
         gatherer_ = std::make_unique<ParamGatherer>(z_, dp_, inflight_, params_.data());
 }
@@ -112,6 +119,21 @@ double DataParallel::grad_sum_squares(const std::function<bool(const model::Para
         for (const ShardSlice& s : update_) mine.push_back({s.begin, s.size, update_grads(s)});
     }
     double sum = 0;
+    if (edp_) {
+        // Stage 0: dense tensors on this rank's 1/dp of the buffer; an expert tensor's elements
+        // differ across ep ranks, so each ep rank counts its own, split over its edp group.
+        const int64_t total = grads_.size();
+        const int64_t part = total / dp_.size(), epart = total / edp_->size();
+        for (const model::ParamSpec& t : z_.padded().tensors) {
+            if (counted && !counted(t)) continue;
+            const int64_t lo = t.expert ? edp_->rank() * epart : dp_.rank() * part;
+            const int64_t hi = lo + (t.expert ? epart : part);
+            const int64_t b = std::max(lo, t.offset);
+            const int64_t e = std::min(hi, t.offset + t.numel_stored);
+            if (b < e) sum += kernels::sum_squares(grads_.data() + b, e - b);
+        }
+        return sum;
+    }
     for (const Range& r : mine) {
         if (!counted) {
             sum += kernels::sum_squares(r.grads, r.size);

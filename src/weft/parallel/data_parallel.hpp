@@ -39,6 +39,9 @@ struct DataParallelOptions {
     double bucket_mb = 25.0;  // gradient bucket size, MiB of fp32
     // --grad-reduce-dtype bf16: gradients travel as bf16, summed in fp32 (zero_grads.hpp).
     bool bf16_grad_reduce = false;
+    // Expert parallelism: the expert-data-parallel group expert tensors' gradients reduce over
+    // (comm::Mesh::expert_dp); null without. Stage 0 and fp32 only so far.
+    comm::Group* expert_dp = nullptr;
 };
 
 // Model-state memory of one rank: parameters, gradients, AdamW's two moments (persistent
@@ -115,6 +118,7 @@ class DataParallel : public model::UnitAccess {
 
   private:
     comm::Group& dp_;
+    comm::Group* edp_;
     int stage_;
     ZeroLayout z_;
     std::vector<Bucket> buckets_;

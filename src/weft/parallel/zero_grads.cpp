@@ -12,7 +12,8 @@
 namespace weft::parallel {
 
 GradReducer::GradReducer(const ZeroLayout& z, const std::vector<Bucket>& buckets, comm::Group& dp,
-                         InFlight& inflight, float* grads, bool sharded, bool bf16)
+                         InFlight& inflight, float* grads, bool sharded, bool bf16,
+                         comm::Group* expert_dp)
     : z_(z),
       buckets_(buckets),
       dp_(dp),
@@ -25,6 +26,28 @@ GradReducer::GradReducer(const ZeroLayout& z, const std::vector<Bucket>& buckets
       summed_(buckets.size()) {
     for (size_t b = 0; b < buckets.size(); ++b)
         for (int u = buckets[b].first_unit; u <= buckets[b].last_unit; ++u) bucket_of_[u] = int(b);
+    if (!expert_dp) return;
+    WEFT_CHECK(!sharded_ && !bf16_,
+               "internal: expert gradients reduce over their own group only whole and in fp32");
+    runs_.resize(buckets.size());
+    for (size_t b = 0; b < buckets.size(); ++b) {
+        std::vector<Run>& runs = runs_[b];
+        auto add = [&runs](int64_t begin, int64_t end, comm::Group* g) {
+            if (begin >= end) return;
+            if (!runs.empty() && runs.back().group == g && runs.back().end == begin)
+                runs.back().end = end;
+            else
+                runs.push_back({begin, end, g});
+        };
+        int64_t at = buckets[b].begin;
+        for (const model::ParamSpec& p : z.padded().tensors) {
+            if (!p.expert || p.offset < buckets[b].begin || p.offset >= buckets[b].end) continue;
+            add(at, p.offset, &dp);
+            add(p.offset, p.offset + p.numel_stored, expert_dp);
+            at = p.offset + p.numel_stored;
+        }
+        add(at, buckets[b].end, &dp);
+    }
 }
 
 float* GradReducer::unit_grads(int unit) {
@@ -44,6 +67,12 @@ void GradReducer::ready(int unit, bool last_micro_batch) {
     if (!sharded_) {
         if (!last_micro_batch) return;
         if (bf16_) return post_whole_bf16(b);
+        if (!runs_.empty()) {
+            for (const Run& r : runs_[size_t(b)])
+                inflight_.add(comm::all_reduce_async(
+                    *r.group, std::span<float>(grads_ + r.begin, size_t(r.end - r.begin))));
+            return;
+        }
         std::span<float> data(grads_ + k.begin, size_t(k.end - k.begin));
         inflight_.add(comm::all_reduce_async(dp_, data));
         return;

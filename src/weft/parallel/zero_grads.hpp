@@ -14,6 +14,10 @@
 // all-to-all of the bucket's bf16 blocks while backward goes on, each rank summing its block in
 // fp32 and rounding the sum once; finish() then all-gathers every bucket's bf16 sums, in bucket
 // order on every rank, so every rank holds the same bits, as the fp32 all-reduce gives.
+//
+// Expert parallelism (`expert_dp`, whole fp32 only): the ranges of expert tensors
+// (ParamSpec::expert) are all-reduced over the expert-data-parallel group, the rest of the
+// bucket over dp, so each expert's gradient sums the shares of exactly the ranks holding it.
 #include <cstdint>
 #include <vector>
 
@@ -28,7 +32,8 @@ class GradReducer {
   public:
     // `grads` is the whole buffer (padded layout) unless `sharded`, then this rank's shard.
     GradReducer(const ZeroLayout& z, const std::vector<Bucket>& buckets, comm::Group& dp,
-                InFlight& inflight, float* grads, bool sharded, bool bf16 = false);
+                InFlight& inflight, float* grads, bool sharded, bool bf16 = false,
+                comm::Group* expert_dp = nullptr);
 
     float* unit_grads(int unit);
     void ready(int unit, bool last_micro_batch);
@@ -51,6 +56,12 @@ class GradReducer {
     // Whole bf16: per bucket, the bf16 sums all-gathered by finish() (this rank's block filled
     // when its all-to-all completes); empty when nothing is pending.
     std::vector<std::vector<uint16_t>> summed_;
+    // Per bucket with expert_dp: its ranges in buffer order and the group each reduces over.
+    struct Run {
+        int64_t begin, end;
+        comm::Group* group;
+    };
+    std::vector<std::vector<Run>> runs_;
 };
 
 }  // namespace weft::parallel

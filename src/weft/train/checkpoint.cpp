@@ -27,7 +27,7 @@ const char* state_name(StateTensors which) {
 }
 
 std::vector<OwnedRange> owned_ranges(const parallel::ZeroLayout& z, const std::vector<bool>& owned,
-                                     int tp_rank) {
+                                     int tp_rank, int edp_rank, int edp) {
     const model::ParamLayout& padded = z.padded();
     std::vector<OwnedRange> out;
     for (int u = 0; u < z.units(); ++u) {
@@ -37,7 +37,12 @@ std::vector<OwnedRange> owned_ranges(const parallel::ZeroLayout& z, const std::v
         for (int t = unit.first_tensor; t < unit.first_tensor + unit.tensors; ++t) {
             const model::ParamSpec& p = padded.tensors[size_t(t)];
             if (p.tp_dim < 0 && tp_rank != 0) continue;
-            const int64_t b = std::max(lo, p.offset), e = std::min(hi, p.offset + p.numel_stored);
+            int64_t l = lo, h = hi;
+            if (p.expert && edp > 0) {
+                l = unit.offset + edp_rank * (unit.size / edp);
+                h = l + unit.size / edp;
+            }
+            const int64_t b = std::max(l, p.offset), e = std::min(h, p.offset + p.numel_stored);
             if (b < e) out.push_back({&p, b - p.offset, e - p.offset, b, u});
         }
     }
@@ -151,16 +156,19 @@ CheckpointReader::CheckpointReader(const CheckpointInfo& ck) : ck_(ck) {
 
 CheckpointReader::~CheckpointReader() = default;
 
-const model::ParamLayout& CheckpointReader::writer_layout(int tp_rank, int tp) const {
-    auto it = writer_layouts_.find({tp_rank, tp});
+const model::ParamLayout& CheckpointReader::writer_layout(int tp_rank, int tp, int ep_rank,
+                                                          int ep) const {
+    const std::array<int, 4> key{tp_rank, tp, ep_rank, ep};
+    auto it = writer_layouts_.find(key);
     if (it != writer_layouts_.end()) return it->second;
     model::ModelShard shard;
     shard.tp_rank = tp_rank;
     shard.tp = tp;
+    shard.ep_rank = ep_rank;
+    shard.ep = ep;
     // The writer padded the vocabulary as its tensor-parallel degree does.
     return writer_layouts_
-        .emplace(std::pair{tp_rank, tp},
-                 model::build_param_layout(model::config_for_tp(ck_.cfg, tp), shard))
+        .emplace(key, model::build_param_layout(model::config_for_tp(ck_.cfg, tp), shard))
         .first->second;
 }
 
@@ -175,7 +183,8 @@ void CheckpointReader::read(StateTensors which, const model::ParamLayout& layout
         if (it != pieces_.end()) {
             for (const Piece& piece : it->second) {
                 const ckpt::ShardEntry& e = ck_.manifest.shards[size_t(piece.shard)];
-                const model::ParamSpec& w = writer_layout(e.tp_rank, e.tp).find(p.name);
+                const model::ParamSpec& w =
+                    writer_layout(e.tp_rank, e.tp, e.ep_rank, e.ep).find(p.name);
                 WEFT_CHECK(piece.end <= w.numel_stored,
                            "{}: {} range [{}, {}) of {} exceeds its {} elements at tp rank {} of "
                            "{}",

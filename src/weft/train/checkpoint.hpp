@@ -6,6 +6,7 @@
 // each writes ~1/dp), in the three states (weights, AdamW's two moments); tensors every tp rank
 // keeps whole are written by tp rank 0 only, and the tied embedding by the first stage only. So
 // every logical element is stored exactly once.
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -40,8 +41,10 @@ struct OwnedRange {
 
 // What the rank holding ZeRO slice z.rank() of `z` writes, for the units `owned` marks (one per
 // unit; the units its stage is the owner of); `tp_rank` 0 also writes the replicated tensors.
+// Expert tensors (ParamSpec::expert) differ across ep ranks, so each ep rank writes its own,
+// split over its expert-data-parallel group (rank `edp_rank` of `edp`) instead of dp.
 std::vector<OwnedRange> owned_ranges(const parallel::ZeroLayout& z, const std::vector<bool>& owned,
-                                     int tp_rank);
+                                     int tp_rank, int edp_rank = 0, int edp = 0);
 // The manifest's ranges of those, state by state in kStateTensorOrder: the order of the data in
 // the shard file.
 std::vector<ckpt::ShardRange> shard_ranges(const std::vector<OwnedRange>& owned);
@@ -84,12 +87,12 @@ class CheckpointReader {
         int64_t begin, end;
         const float* data;
     };
-    const model::ParamLayout& writer_layout(int tp_rank, int tp) const;
+    const model::ParamLayout& writer_layout(int tp_rank, int tp, int ep_rank, int ep) const;
 
     CheckpointInfo ck_;
     std::vector<std::unique_ptr<Mapped>> files_;
     std::map<std::pair<std::string, std::string>, std::vector<Piece>> pieces_;  // (state, tensor)
-    mutable std::map<std::pair<int, int>, model::ParamLayout> writer_layouts_;
+    mutable std::map<std::array<int, 4>, model::ParamLayout> writer_layouts_;
 };
 
 // The whole logical model's parameters (eval, sample, export).

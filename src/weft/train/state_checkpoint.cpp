@@ -91,7 +91,8 @@ RankPlan plan_rank(const TrainState& st, int world_rank) {
     const pipeline::Partition& part = st.partition();
     const int L = int(cfg.n_layer);
     const int tp = mesh.size(comm::Axis::tp), dp = mesh.size(comm::Axis::dp),
-              pp = mesh.size(comm::Axis::pp), cp = mesh.size(comm::Axis::cp);
+              pp = mesh.size(comm::Axis::pp), cp = mesh.size(comm::Axis::cp),
+              ep = mesh.size(comm::Axis::ep);
     // The state is replicated, and ZeRO-sharded, over cp x dp (context-parallel ranks hold the
     // same weights, as data-parallel ones do); a rank's slice is its index in that group, whose
     // ranks follow world-rank order: c + cp * d.
@@ -104,6 +105,8 @@ RankPlan plan_rank(const TrainState& st, int world_rank) {
                     if (pp > 1) shard.units = part.units_of(s, cfg);
                     shard.tp_rank = t;
                     shard.tp = tp;
+                    shard.ep_rank = d % ep;  // ep folds over dp (cp is 1 with ep)
+                    shard.ep = ep;
                     RankPlan plan{world_rank,
                                   t,
                                   tp,
@@ -113,7 +116,9 @@ RankPlan plan_rank(const TrainState& st, int world_rank) {
                     // A unit two stages hold (the tied embedding) is written by its owner only.
                     std::vector<bool> owned(size_t(L + 2));
                     for (int u = 0; u < L + 2; ++u) owned[size_t(u)] = stage_of(part, L, u) == s;
-                    plan.owned = owned_ranges(*plan.z, owned, t);
+                    plan.owned = owned_ranges(*plan.z, owned, t, d / ep, ep > 1 ? dp / ep : 0);
+                    plan.ep_rank = shard.ep_rank;
+                    plan.ep = ep;
                     return plan;
                 }
     fail("internal: world rank {} has no place in the mesh {}", world_rank,
@@ -246,6 +251,8 @@ void CheckpointSaver::commit() {
                            all[size_t(3 * r + 1)],
                            uint64_t(all[size_t(3 * r + 2)]),
                            shard_ranges(rp.owned)};
+        e.ep_rank = rp.ep_rank;
+        e.ep = rp.ep;
         WEFT_CHECK(e.bytes == 4 * e.floats(),
                    "internal: rank {} wrote {} bytes of checkpoint, its plan says {} floats", r,
                    e.bytes, e.floats());

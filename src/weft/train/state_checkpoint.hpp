@@ -29,6 +29,7 @@ struct RankPlan {
     int world_rank, tp_rank, tp;
     std::unique_ptr<parallel::ZeroLayout> z;
     std::vector<OwnedRange> owned;
+    int ep_rank = 0, ep = 1;  // the expert slice it holds
 };
 RankPlan plan_rank(const TrainState& st, int world_rank);
 

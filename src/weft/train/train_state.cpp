@@ -8,6 +8,7 @@
 #include "weft/data/loader.hpp"
 #include "weft/model/family.hpp"
 #include "weft/parallel/context_parallel.hpp"
+#include "weft/parallel/expert_comm.hpp"
 #include "weft/parallel/tensor_parallel.hpp"
 
 namespace weft::train {
@@ -56,7 +57,16 @@ model::ModelShard shard_for(const comm::Mesh& mesh, const pipeline::Partition& p
     if (part.pp > 1) shard.units = part.units_of(mesh.rank(comm::Axis::pp), cfg);
     shard.tp_rank = mesh.rank(comm::Axis::tp);
     shard.tp = mesh.size(comm::Axis::tp);
+    shard.ep_rank = mesh.rank(comm::Axis::ep);
+    shard.ep = mesh.size(comm::Axis::ep);
     return shard;
+}
+
+// Expert gradients reduce over the expert-data-parallel group (the dp ranks holding the same
+// experts), everything else over dp.
+parallel::DataParallelOptions with_expert_dp(parallel::DataParallelOptions o, comm::Mesh& mesh) {
+    if (mesh.size(comm::Axis::ep) > 1) o.expert_dp = &mesh.expert_dp();
+    return o;
 }
 
 // The engine re-runs whole layers or nothing; selective recomputation is the planner's alone.
@@ -83,7 +93,7 @@ TrainState::TrainState(const model::ModelConfig& cfg, comm::Group& dp,
       // The vocabulary is padded to a multiple of 128 x tp so that it splits evenly.
       model_(model::make_model(model::config_for_tp(cfg, tp_), shard_for(mesh_, part_, cfg),
                                tp_comm_.get(), mesh_.layout().sequence_parallel)),
-      dp_(model_->layout(), dp, options),
+      dp_(model_->layout(), dp, with_expert_dp(options, mesh_)),
       tied_(mesh_.group(comm::Axis::pp), part_, model_->config().tie_embeddings,
             dp_.padded().units[0].size, options.bf16_grad_reduce),
       bf16_messages_(mp.bf16_activations) {
@@ -96,6 +106,15 @@ TrainState::TrainState(const model::ModelConfig& cfg, comm::Group& dp,
                "2 x cp x tp = {}",
                l.cp, l.tp, micro, T, micro * (T / l.cp), l.tp, 2 * l.cp * l.tp);
     model_->set_context_parallel(cp_.main.get(), T, l.cp_kind != CpKind::ring, cp_.ring.get());
+    if (l.ep > 1) {
+        // ep folds over dp alone: with cp the expert gradients would reduce over cp x edp.
+        WEFT_CHECK(l.cp == 1 && l.pp == 1,
+                   "--ep {} with --cp {} and --pp {}: expert parallelism runs with data "
+                   "parallelism only so far (use --cp 1 --pp 1)",
+                   l.ep, l.cp, l.pp);
+        ep_comm_ = std::make_unique<parallel::GroupExpertComm>(mesh_.group(comm::Axis::ep));
+        model_->set_expert_comm(ep_comm_.get());
+    }
     if (cfg.n_experts > 0 && dp.size() > 1) {
         moe_comm_ = std::make_unique<GroupMoeComm>(dp);
         model_->set_moe_comm(moe_comm_.get());

@@ -96,9 +96,10 @@ class TrainState {
     comm::Mesh& mesh_;
     int pp_, pp_rank_, tp_, tp_rank_;
     pipeline::Partition part_;
-    std::unique_ptr<model::TpComm> tp_comm_;  // tp > 1
-    parallel::CpComms cp_;                    // cp > 1
-    std::unique_ptr<model::MoeComm> moe_comm_;  // the dp (cp x dp) group, for MoE routing counts
+    std::unique_ptr<model::TpComm> tp_comm_;      // tp > 1
+    parallel::CpComms cp_;                        // cp > 1
+    std::unique_ptr<model::MoeComm> moe_comm_;    // the dp (cp x dp) group, for MoE routing counts
+    std::unique_ptr<model::ExpertComm> ep_comm_;  // ep > 1: token rows to and from the experts
     std::unique_ptr<model::Model> model_;
     parallel::DataParallel dp_;
     TiedEmbedding tied_;

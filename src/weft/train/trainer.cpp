@@ -80,6 +80,18 @@ void check_resume_settings(const nlohmann::json& state, const TrainOptions& o) {
         same("steps", o.steps, "--steps", "the learning-rate schedule");
 }
 
+// --ep splits experts: a dense model has none, and each ep rank must get as many.
+void check_expert_parallel(int ep, const model::ModelConfig& cfg, const std::string& model) {
+    if (ep == 1) return;
+    WEFT_CHECK(cfg.n_experts > 0,
+               "--ep {}: model '{}' is dense (no mixture-of-experts layers), expected --ep 1", ep,
+               model);
+    WEFT_CHECK(cfg.n_experts % ep == 0,
+               "--ep {}: model '{}' has {} experts per layer, not divisible by ep; expected ep "
+               "dividing {}",
+               ep, model, cfg.n_experts, cfg.n_experts);
+}
+
 }  // namespace
 
 void run_training(const TrainOptions& o_in) {
@@ -122,6 +134,7 @@ void run_training(const TrainOptions& o_in) {
     }
     o.apply_moe_overrides(cfg);
     cfg.validate("model '" + o.model + "'");
+    check_expert_parallel(o.layout.ep, cfg, o.model);
     WEFT_CHECK(T <= cfg.n_positions, "--seq-len {} exceeds the model's n_positions {}", T,
                cfg.n_positions);
     data::TokenFile train_file = data::TokenFile::open(o.data);
