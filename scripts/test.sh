@@ -23,7 +23,6 @@ cmake --build build-asan --target unit_tests -j "$jobs"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_UNITY_BUILD=ON \
   -DWEFT_RELEASE_SUITE=ON >/dev/null
 cmake --build build -j "$jobs"
-# Two tests at a time: most multi-rank tests wait on process start-up and messages as much as
-# they compute. Tests that bound a latency (watchdogs, the supervisor, slow-rank diagnosis) are
-# RUN_SERIAL in their CMakeLists, so they run alone.
-cd build && ctest --output-on-failure -j "$jobs"
+# One test at a time: each multi-rank test already fills both cores, and two side by side
+# (ctest -j 2) ran slower in all, their OpenMP threads and polling ranks contending.
+cd build && ctest --output-on-failure
