@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "support/temp_dir.hpp"
 #include "weft/ckpt/hf_weights.hpp"
 #include "weft/ckpt/safetensors.hpp"
 #include "weft/core/buffer.hpp"
@@ -23,16 +24,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        path = fs::temp_directory_path() /
-               ("weft_model_io_" + std::to_string(::getpid()) + "_" +
-                ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~TempDir() { fs::remove_all(path); }
+struct TempDir : test::TempDir {
+    TempDir() : test::TempDir("weft_model_io") {}
 };
 
 ModelConfig small(const std::string& preset, bool tied) {

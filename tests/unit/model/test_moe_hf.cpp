@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/check.hpp"
+#include "support/temp_dir.hpp"
 #include "weft/ckpt/hf_weights.hpp"
 #include "weft/core/buffer.hpp"
 #include "weft/model/state_io.hpp"
@@ -20,16 +21,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        path = fs::temp_directory_path() /
-               ("weft_moe_hf_" + std::to_string(::getpid()) + "_" +
-                ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~TempDir() { fs::remove_all(path); }
+struct TempDir : test::TempDir {
+    TempDir() : test::TempDir("weft_moe_hf") {}
 };
 
 ModelConfig small() {
