@@ -43,17 +43,24 @@ AttentionShape one_sequence(const AttentionShape& s, const char* where) {
     return one;
 }
 
+// Sequence b of q, k and v (shape s), widened into w's buffers in the compact shape `one`.
+void widen_qkv(Widened& w, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+               const AttentionShape& s, const AttentionShape& one, int64_t b) {
+    const int64_t C = one.ldq, CKV = one.ldkv;
+    widen(w.q, q + b * s.Tq * s.ldq, s.Tq, C, s.ldq);
+    widen(w.k, k + b * s.Tk * s.ldkv, s.Tk, CKV, s.ldkv);
+    widen(w.v, v + b * s.Tk * s.ldkv, s.Tk, CKV, s.ldkv);
+}
+
 }  // namespace
 
 void attention_forward_bf16(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
                             const uint16_t* v, const AttentionShape& s) {
     const AttentionShape one = one_sequence(s, "attention_forward_bf16");
-    const int64_t C = one.ldq, CKV = one.ldkv;
+    const int64_t C = one.ldq;
     Widened& w = t_wide;
     for (int64_t b = 0; b < s.B; ++b) {
-        widen(w.q, q + b * s.Tq * s.ldq, s.Tq, C, s.ldq);
-        widen(w.k, k + b * s.Tk * s.ldkv, s.Tk, CKV, s.ldkv);
-        widen(w.v, v + b * s.Tk * s.ldkv, s.Tk, CKV, s.ldkv);
+        widen_qkv(w, q, k, v, s, one, b);
         w.out.resize(size_t(s.Tq * C));
         attention_forward(w.out.data(), lse + b * s.NH * s.Tq, w.q.data(), w.k.data(), w.v.data(),
                           one);
@@ -70,9 +77,7 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, const uint16_t* do
     const int64_t C = one.ldq, CKV = one.ldkv;
     Widened& w = t_wide;
     for (int64_t b = 0; b < s.B; ++b) {
-        widen(w.q, q + b * s.Tq * s.ldq, s.Tq, C, s.ldq);
-        widen(w.k, k + b * s.Tk * s.ldkv, s.Tk, CKV, s.ldkv);
-        widen(w.v, v + b * s.Tk * s.ldkv, s.Tk, CKV, s.ldkv);
+        widen_qkv(w, q, k, v, s, one, b);
         widen(w.out, out + b * s.Tq * s.ldo, s.Tq, C, s.ldo);
         widen(w.dout, dout + b * s.Tq * s.ldo, s.Tq, C, s.ldo);
         w.dq.assign(size_t(s.Tq * C), 0.0f);
