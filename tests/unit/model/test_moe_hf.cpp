@@ -33,15 +33,25 @@ ModelConfig small() {
     return c;
 }
 
+// A model of config c with initialised weights, written as a Hugging Face directory.
+struct Exported {
+    ParamLayout layout;
+    Buffer params;
+    Exported(const ModelConfig& c, const fs::path& dir)
+        : layout(build_param_layout(c)), params(layout.total) {
+        init_params(params.data(), layout, 9);
+        write_hf_model(dir, c, layout, params.data());
+    }
+};
+
 }  // namespace
 
 TEST(MoeHf, ExportThenImportIsIdentical) {
     TempDir tmp;
     const ModelConfig c = small();
-    const ParamLayout layout = build_param_layout(c);
-    Buffer p(layout.total);
-    init_params(p.data(), layout, 9);
-    write_hf_model(tmp.path / "a", c, layout, p.data());
+    const Exported x(c, tmp.path / "a");
+    const ParamLayout& layout = x.layout;
+    const Buffer& p = x.params;
 
     const ModelConfig back = read_hf_model_config(tmp.path / "a");
     EXPECT_EQ(back, c);
@@ -82,10 +92,7 @@ TEST(MoeHf, ExportThenImportIsIdentical) {
 TEST(MoeHf, MissingExpertIsNamed) {
     TempDir tmp;
     const ModelConfig c = small();
-    const ParamLayout layout = build_param_layout(c);
-    Buffer p(layout.total);
-    init_params(p.data(), layout, 9);
-    write_hf_model(tmp.path / "a", c, layout, p.data());
+    const Exported x(c, tmp.path / "a");
     ModelConfig more = c;
     more.n_experts = 5;  // the directory holds 4
     const ParamLayout bigger = build_param_layout(more);
@@ -112,10 +119,7 @@ TEST(MoeHf, RawTopKIsNotMixtral) {
 TEST(MoeHf, ConfigErrorsNameTheKeys) {
     TempDir tmp;
     const ModelConfig c = small();
-    const ParamLayout layout = build_param_layout(c);
-    Buffer p(layout.total);
-    init_params(p.data(), layout, 9);
-    write_hf_model(tmp.path / "a", c, layout, p.data());
+    const Exported x(c, tmp.path / "a");
     const fs::path file = tmp.path / "a" / "config.json";
     nlohmann::json j;
     {
