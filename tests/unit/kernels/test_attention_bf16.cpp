@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "support/attention_reference.hpp"
 #include "support/check.hpp"
 #include "weft/core/error.hpp"
 #include "weft/kernels/attention.hpp"
@@ -32,57 +33,6 @@ Bf16Tensor random_bf16(size_t n, uint64_t seed) {
         t.wide.push_back(bf16_to_fp32(t.bits.back()));
     }
     return t;
-}
-
-// Full softmax attention in double over every visible key, its output and the gradients of
-// sum(out * dout).
-struct Reference {
-    std::vector<double> out, dq, dk, dv;
-};
-Reference reference(const AttentionShape& s, const std::vector<float>& q,
-                    const std::vector<float>& k, const std::vector<float>& v,
-                    const std::vector<float>& dout) {
-    Reference r;
-    r.out.assign(s.B * s.Tq * s.ldo, 0.0);
-    r.dq.assign(q.size(), 0.0);
-    r.dk.assign(k.size(), 0.0);
-    r.dv.assign(v.size(), 0.0);
-    const double scale = 1.0 / std::sqrt(double(s.HS));
-    const int64_t G = s.NKV ? s.NH / s.NKV : 1;
-    for (int64_t b = 0; b < s.B; ++b)
-        for (int64_t h = 0; h < s.NH; ++h)
-            for (int64_t i = 0; i < s.Tq; ++i) {
-                const int64_t qi = (b * s.Tq + i) * s.ldq + h * s.HS;
-                const int64_t oi = (b * s.Tq + i) * s.ldo + h * s.HS;
-                const int64_t n = std::clamp<int64_t>(s.q_pos0 + i + 1 - s.k_pos0, 0, s.Tk);
-                std::vector<double> p(n), dp(n);
-                double mx = -INFINITY, sum = 0, D = 0;
-                auto kv = [&](int64_t j) { return (b * s.Tk + j) * s.ldkv + (h / G) * s.HS; };
-                for (int64_t j = 0; j < n; ++j) {
-                    double dot = 0;
-                    for (int64_t d = 0; d < s.HS; ++d) dot += double(q[qi + d]) * k[kv(j) + d];
-                    mx = std::max(mx, p[j] = dot * scale);
-                }
-                for (int64_t j = 0; j < n; ++j) sum += (p[j] = std::exp(p[j] - mx));
-                for (int64_t j = 0; j < n; ++j) {
-                    p[j] /= sum;
-                    dp[j] = 0;
-                    for (int64_t d = 0; d < s.HS; ++d) {
-                        r.out[oi + d] += p[j] * v[kv(j) + d];
-                        dp[j] += double(dout[oi + d]) * v[kv(j) + d];
-                    }
-                    D += p[j] * dp[j];
-                }
-                for (int64_t j = 0; j < n; ++j) {
-                    const double ds = p[j] * (dp[j] - D) * scale;
-                    for (int64_t d = 0; d < s.HS; ++d) {
-                        r.dq[qi + d] += ds * k[kv(j) + d];
-                        r.dk[kv(j) + d] += ds * q[qi + d];
-                        r.dv[kv(j) + d] += p[j] * dout[oi + d];
-                    }
-                }
-            }
-    return r;
 }
 
 // max |a - b| over the first `cols` of each row, relative to max |b| (at least 0.1).
@@ -136,7 +86,8 @@ void check(const Case& c) {
     EXPECT_EQ(differ, 0u) << "out elements unlike the fp32 kernel's rounded (or padding touched)";
     EXPECT_EQ(std::memcmp(lse.data(), lse32.data(), lse.size() * sizeof(float)), 0) << "lse";
 
-    const Reference r = reference(s, q.wide, k.wide, v.wide, dout.wide);
+    const test::Reference r = test::reference(s, test::to_double(q.wide), test::to_double(k.wide),
+                                              test::to_double(v.wide), test::to_double(dout.wide));
     EXPECT_LT(
         error([&](int64_t i) { return bf16_to_fp32(out[size_t(i)]); }, r.out, s.B * s.Tq, s.ldo, C),
         4e-3);
