@@ -7,8 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/model_run.hpp"
 #include "weft/core/error.hpp"
-#include "weft/core/philox.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/model/bf16_scratch.hpp"
 #include "weft/model/gpt2.hpp"
@@ -17,6 +17,8 @@ using namespace weft;
 using namespace weft::model;
 
 namespace {
+
+using test::fill_tokens;
 
 ModelConfig small_config() {
     ModelConfig c;
@@ -27,14 +29,6 @@ ModelConfig small_config() {
     c.n_embd = 32;
     c.vocab_multiple = 128;
     return c;
-}
-
-void fill_tokens(Activations& a, int64_t V, uint64_t seed) {
-    Philox rng = philox_for(seed, "tokens");
-    for (size_t i = 0; i < a.inputs.size(); ++i) {
-        a.inputs[i] = int32_t(rng.uniform(2 * i) * float(V));
-        a.targets[i] = int32_t(rng.uniform(2 * i + 1) * float(V));
-    }
 }
 
 struct Trace {
