@@ -5,8 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-# A unity build (each folder's files compiled together) takes a third of the time of a plain one;
-# the main job needs only the weft command, not the tests and benchmarks.
+# A unity build (each folder's files compiled together) takes about half the CPU time of a plain
+# one; the main job needs only the weft command, not the tests and benchmarks.
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_UNITY_BUILD=ON >/dev/null
 cmake --build build -j "$(nproc)" --target weft
 build/weft prepare --input data/tinyshakespeare.txt --out data
