@@ -17,10 +17,15 @@
 namespace weft::cli {
 
 int main(int argc, char** argv) {
-    // MPI is up for the whole command, whether it runs as a plain process or under mpirun;
-    // except for `weft run`, which starts MPI jobs and must not be an MPI process itself.
+    // Under mpirun MPI is up for the whole command, so every rank knows its rank before parsing.
+    // A plain process starts MPI only when a command builds its process mesh (train, bench
+    // train, profile): the singleton start costs about 0.35 s, which help, refused flags and the
+    // commands that never communicate do not pay. `weft run` starts MPI jobs and must not be an
+    // MPI process itself.
     std::optional<comm::MpiEnv> mpi_env;
-    if (argc < 2 || std::string_view(argv[1]) != "run") mpi_env.emplace(&argc, &argv);
+    const bool launcher = argc >= 2 && std::string_view(argv[1]) == "run";
+    if (!launcher && comm::under_mpirun()) mpi_env.emplace(&argc, &argv);
+    if (!launcher && !comm::under_mpirun()) mpi_env.emplace(comm::MpiEnv::Deferred{});
     const int rank = mpi_env ? mpi_env->rank() : 0, size = mpi_env ? mpi_env->size() : 1;
     CLI::App app{
         "weft: train GPT-2-style transformers with data, tensor, pipeline and context "

@@ -8,6 +8,7 @@
 
 #include "weft/comm/detail.hpp"
 #include "weft/comm/flight_signals.hpp"
+#include "weft/comm/mpi_env.hpp"
 #include "weft/core/error.hpp"
 
 namespace weft::comm {
@@ -80,6 +81,7 @@ Group::~Group() {
 }
 
 Mesh::Mesh(const Layout& layout, MeshOptions options) : layout_(layout), options_(options) {
+    ensure_mpi();
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
     set_timeout(options.timeout_s);

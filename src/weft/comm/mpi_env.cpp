@@ -25,9 +25,26 @@ bool mpi_live() {
     return initialized && !finalized;
 }
 
+// The deferred MpiEnv of this process, started by ensure_mpi().
+MpiEnv* deferred_env = nullptr;
+
 }  // namespace
 
 MpiEnv::MpiEnv(int* argc, char*** argv) {
+    start(argc, argv);
+}
+
+MpiEnv::MpiEnv(Deferred) {
+    deferred_env = this;
+}
+
+void ensure_mpi() {
+    if (mpi_live()) return;
+    WEFT_CHECK(deferred_env != nullptr, "MPI is not initialised and no MpiEnv was made");
+    deferred_env->start(nullptr, nullptr);
+}
+
+void MpiEnv::start(int* argc, char*** argv) {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (initialized) {
@@ -44,6 +61,7 @@ MpiEnv::MpiEnv(int* argc, char*** argv) {
 }
 
 MpiEnv::~MpiEnv() {
+    if (deferred_env == this) deferred_env = nullptr;
     if (!owns_ || !mpi_live()) return;
     if (std::uncaught_exceptions() > 0 && size_ > 1) {
         abort_job("unwinding an exception past MpiEnv; aborting the job so no rank waits for us");

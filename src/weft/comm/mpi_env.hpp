@@ -1,7 +1,7 @@
 #pragma once
-// Process-wide MPI lifetime. One MpiEnv lives in main(); everything else in weft::comm assumes
-// MPI is initialised. The same binary runs as a plain process (MPI singleton, world size 1) and
-// under mpirun.
+// Process-wide MPI lifetime. One MpiEnv lives in main(); everything else in weft::comm calls
+// ensure_mpi() first or assumes MPI is initialised. The same binary runs as a plain process (MPI
+// singleton, world size 1) and under mpirun.
 #include <string_view>
 
 namespace weft::comm {
@@ -12,6 +12,11 @@ class MpiEnv {
     // threads compute, never communicate). Throws weft::Error if the library offers less.
     // If MPI is already initialised (a host program did it), adopts it and will not finalise.
     explicit MpiEnv(int* argc = nullptr, char*** argv = nullptr);
+    // Deferred: MPI starts at the first ensure_mpi(), if any. For a plain process, whose MPI
+    // singleton start costs about 0.35 s (Open MPI spawns its orted helper), a cost that `--help`,
+    // a refused flag, `plan`, `prepare` or `sample` (which never communicate) should not pay.
+    struct Deferred {};
+    explicit MpiEnv(Deferred);
     // MPI_Finalize. When destroyed while an exception unwinds in a job of several ranks it calls
     // MPI_Abort instead: the other ranks would otherwise wait for this one until their watchdog
     // fires (or forever, inside MPI_Finalize's fence).
@@ -24,11 +29,18 @@ class MpiEnv {
     int thread_level() const { return thread_level_; }  // the MPI_THREAD_* level granted
 
   private:
+    friend void ensure_mpi();
+    void start(int* argc, char*** argv);
+
     bool owns_ = false;
     int rank_ = 0;
     int size_ = 1;
     int thread_level_ = 0;
 };
+
+// Starts MPI if the process's MpiEnv was deferred and MPI is not running yet; a no-op otherwise.
+// Throws weft::Error if there is no MpiEnv and MPI is not initialised.
+void ensure_mpi();
 
 // True when started by mpirun/mpiexec (Open MPI, MPICH/Hydra or a PMIx launcher), judged from the
 // launcher's environment, so it can be asked before MPI is initialised.
