@@ -5,7 +5,7 @@ SRC=$2
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+source "$(dirname "${BASH_SOURCE[0]}")/../mpi_env.sh"
 cd "$WORK"
 failures=0
 passes=0

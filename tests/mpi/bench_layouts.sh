@@ -5,7 +5,7 @@
 #   bash tests/mpi/bench_layouts.sh <weft>
 set -uo pipefail
 WEFT=$1
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+source "$(dirname "${BASH_SOURCE[0]}")/../mpi_env.sh"
 failures=0
 check() { "$@" || { echo "FAILED: $*"; failures=$((failures + 1)); }; }
 common=(--preset tiny --n-layer 4 --batch-size 8 --seq-len 32 --steps 1 --peak-gflops 10

@@ -10,7 +10,7 @@ set -u
 helper=$1 case=$2
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+source "$(dirname "${BASH_SOURCE[0]}")/../mpi_env.sh"
 fail=0
 start=$(date +%s.%N)
 if [ "$case" = timeout ]; then

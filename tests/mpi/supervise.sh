@@ -18,7 +18,7 @@ WEFT=$1 SRC=$2 MODE=$3
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+source "$(dirname "${BASH_SOURCE[0]}")/../mpi_env.sh"
 unset OMP_NUM_THREADS WEFT_TEST_FAULT WEFT_ATTEMPT
 failures=0
 check() { "$@" || { echo "FAILED: $*"; failures=$((failures + 1)); }; }

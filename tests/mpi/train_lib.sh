@@ -4,7 +4,7 @@
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+source "$(dirname "${BASH_SOURCE[0]}")/../mpi_env.sh"
 unset OMP_NUM_THREADS
 failures=0
 check() { "$@" || { echo "FAILED: $*"; failures=$((failures + 1)); }; }
