@@ -1,7 +1,8 @@
 // bf16 training tracks fp32 training: the same model, initialisation and batches of the bundled
 // corpus (tinyshakespeare, tokenised here) trained for 200 AdamW steps once with fp32 and once
-// with bf16 matrix products, for `tiny` and for a GPT-2-shaped small model (4 layers, 4 heads,
-// width 128). The documented tolerance (docs/performance.md): over the last 50 steps the mean
+// with bf16 matrix products, for a GPT-2-shaped small model (GPT-2's vocabulary, 4 layers, 4
+// heads, width 128). `tiny` (2 layers, width 64) ran here too until it was dropped to save the
+// suite 33 s: the same code path at a smaller width, it passed with more margin. The documented tolerance (docs/performance.md): over the last 50 steps the mean
 // |loss_bf16 - loss_fp32| is below 0.05 nats, and the final losses (means of the last 10 steps)
 // are within 2% of each other. The two runs must also differ, so that the test fails if the
 // bf16 setting were ignored.
@@ -113,10 +114,6 @@ void expect_bf16_tracks_fp32(const model::ModelConfig& cfg) {
 }
 
 }  // namespace
-
-TEST(Bf16Accuracy, TinyTracksFp32) {
-    expect_bf16_tracks_fp32(model::model_preset("tiny"));
-}
 
 TEST(Bf16Accuracy, Gpt2ShapedSmallTracksFp32) {
     model::ModelConfig c = model::model_preset("gpt2");  // GPT-2's vocabulary and positions
