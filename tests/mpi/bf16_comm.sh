@@ -19,8 +19,7 @@
 set -uo pipefail
 WEFT=$1 CHECK=$2 SRC=$3 MODE=$4
 source "$SRC/tests/mpi/train_lib.sh"
-# Three steps and one evaluation batch: each run is a few seconds on a shared machine.
-args+=(--eval-batches 1)
+# Three steps (and train_lib's one evaluation batch): each run is a few seconds.
 steps=3
 
 ref() {  # ref <out> args...: one process
