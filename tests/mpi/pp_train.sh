@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Pipeline parallelism end to end: pp_train.sh <weft> <dp_check> <source dir> <mode> [N]
-#   parity N   tiny with 8 layers, 5 steps, pp N x every schedule x m in {N, 2N}, and 1f1b with
-#              --recompute, against the single-process run: every step's loss within 1e-5
-#              (relative), final weights within 1e-4 (the checkpoint is assembled from the stages)
+#   parity N   tiny with 8 layers, 5 steps, pp N x every schedule at m = N, 1F1B and interleaved
+#              also at m = 2N (a steady state; GPipe's m = 2N is its m = N twice over), and (pp 2)
+#              1f1b with --recompute, against the single-process run: every step's loss within
+#              1e-5 (relative), final weights within 1e-4 (the checkpoint is assembled from the
+#              stages)
 #   dp         pp 2 x dp 2 at ZeRO 0 and 1 (1f1b and interleaved), and dp 2 with --recompute,
 #              the same parity
 #   memory     at the same m, 1F1B holds fewer activations than GPipe on the first stage
 #              (allocated bytes as the schedule predicts, and peak resident memory), and
 #              --recompute fewer still
-#   resume     a checkpoint written at pp 2 resumes at pp 1 and pp 4 and back
+#   resume     a checkpoint written at pp 2 resumes at pp 4, one written at pp 4 at pp 1
+#              (more stages and fewer; ckpt_shards_reshard covers other layouts)
 #   errors     layers that do not split, a --pp-layers that does not add up, too few
 #              micro-batches for interleaving, ZeRO 2 with a pipeline: one clear error each,
 #              before the run directory exists
@@ -23,6 +26,7 @@ parity)
   "$WEFT" train "${args[@]}" --steps 5 --out ref >ref.log 2>&1 || { cat ref.log; exit 1; }
   for m in "$N" $((2 * N)); do
     for sched in gpipe 1f1b interleaved; do
+      [ $sched = gpipe ] && [ "$m" -ne "$N" ] && continue
       extra=()
       [ $sched = interleaved ] && extra+=(--vpp 2)
       run=pp${N}_${sched}_m$m
@@ -30,8 +34,10 @@ parity)
       same_as_ref $run ref
     done
   done
-  train "$N" pp${N}_recompute --steps 5 --pp "$N" --micro-batch-size 2 --recompute
-  same_as_ref pp${N}_recompute ref
+  if [ "$N" -eq 2 ]; then
+    train "$N" pp${N}_recompute --steps 5 --pp "$N" --micro-batch-size 2 --recompute
+    same_as_ref pp${N}_recompute ref
+  fi
   ;;
 dp)
   "$WEFT" train "${args[@]}" --steps 5 --out ref >ref.log 2>&1 || { cat ref.log; exit 1; }
@@ -66,7 +72,7 @@ memory)
   ;;
 resume)
   train 2 straight --steps 6 --pp 2 --micro-batch-size 2
-  for pair in "2 1" "2 4" "1 2" "4 2"; do
+  for pair in "2 4" "4 1"; do
     read -r p1 p2 <<<"$pair"
     run=from${p1}_to${p2}
     np1=$p1 np2=$p2
