@@ -4,8 +4,11 @@
 # each, before anything is written.
 source "$(dirname "$0")/lib.sh"
 prepare_data
-"$WEFT" train --model llama-tiny --data data/tinyshakespeare_train.bin --out run --steps 30 \
-  --batch-size 8 --seq-len 64 --lr 3e-3 --warmup 5 --peak-gflops 100 >train.log 2>&1 || cat train.log
+# 15 steps: the loss falls by 1.7 nats (10.82 -> 9.10), and 30 took twice the time for the same
+# verdict.
+"$WEFT" train --model llama-tiny --data data/tinyshakespeare_train.bin --out run --steps 15 \
+  --batch-size 8 --seq-len 64 --lr 3e-3 --warmup 3 --eval-batches 2 --peak-gflops 100 \
+  >train.log 2>&1 || cat train.log
 first=$(metric run/metrics.jsonl loss | head -1) last=$(metric run/metrics.jsonl loss | tail -1)
 echo "loss $first -> $last"
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1.0) }' && ok "loss falls by more than 1 nat" \
