@@ -4,8 +4,8 @@
 # counts of the load-balance loss are summed over the dp ranks before the loss, so every step's
 # loss must agree within 1e-5 (relative), the final weights within 1e-4, and the logged routing
 # (tokens per expert, integers) exactly, the router losses within 1e-5. Then expert parallelism
-# (--ep) against the same reference, and the --moe-* and --ep errors (--tp with experts is
-# refused in test_moe). moe_train.sh <weft> <dp_check> <source dir>
+# (--ep, with ZeRO 1-3 and pipeline stages) against the same reference, and the --moe-* and
+# --ep errors (--tp with experts is refused in test_moe). moe_train.sh <weft> <dp_check> <source dir>
 set -uo pipefail
 WEFT=$1 CHECK=$2 SRC=$3
 MODEL=moe-tiny
@@ -26,22 +26,24 @@ check awk 'NR == FNR { r[FNR] = $1; next }
            { d = $1 - r[FNR]; if (d < 0) d = -d; if (r[FNR] <= 0 || d > 1e-5 * r[FNR]) bad = 1 }
            END { exit bad }' <(aux ref) <(aux dp2)
 
-# Expert parallelism folded over dp (ZeRO 0), against the same reference: ep 2 x edp 2 and ep 4
-# on 4 ranks, and ep 2 on 2 ranks for 2 steps resumed in one process for the third (resume
-# across ep). Each MoE layer's forward exchanges the counts once and the rows twice (dispatch,
-# combine), its backward the rows twice: 2 layers x 5 all-to-alls on "ep" per step.
-ep_steps() { grep -o '"ep":{"all_to_all":{[^}]*"calls":10,' "$1/metrics.jsonl" | wc -l; }
-for run in "4 ep2dp4 2" "4 ep4 4"; do
-  read -r np out ep <<<"$run"
-  train "$np" "$out" --steps 3 --ep "$ep"
+# Expert parallelism folded over dp, against the same reference: ep 2 x edp 2 with ZeRO 1 and
+# ep 4 with ZeRO 2 (expert slices over edp, the rest over dp), and ep 2 x edp 2 with ZeRO 1 for
+# 2 steps resumed in one process (ep 1, ZeRO 0) for the third: the expert moments go by logical
+# index. Each MoE layer's forward exchanges the counts once and the rows twice (dispatch,
+# combine), its backward the rows twice: 5 all-to-alls on "ep" per layer and step, 2 layers.
+ep_steps() { grep -o "\"ep\":{\"all_to_all\":{[^}]*\"calls\":$2," "$1/metrics.jsonl" | wc -l; }
+for run in "4 ep2z1 10 --ep 2 --zero 1" "4 ep4z2 10 --ep 4 --zero 2"; do
+  read -r np out calls flags <<<"$run"
+  # shellcheck disable=SC2086
+  train "$np" "$out" --steps 3 $flags
   same_as_ref "$out" ref 3
-  check test "$(ep_steps "$out")" -eq 3
+  check test "$(ep_steps "$out" "$calls")" -eq 3
 done
-train 2 ep2to1 --steps 3 --ep 2 --exit-after 2
-"$WEFT" train "${args[@]}" --steps 3 --out ep2to1 --resume >ep2to1_resume.log 2>&1 \
-  || { cat ep2to1_resume.log; failures=$((failures + 1)); }
-same_as_ref ep2to1 ref 3
-check test "$(ep_steps ep2to1)" -eq 2
+train 4 ep2z1to1 --steps 3 --ep 2 --zero 1 --exit-after 2
+"$WEFT" train "${args[@]}" --steps 3 --out ep2z1to1 --resume >ep2z1to1_resume.log 2>&1 \
+  || { cat ep2z1to1_resume.log; failures=$((failures + 1)); }
+same_as_ref ep2z1to1 ref 3
+check test "$(ep_steps ep2z1to1 10)" -eq 2
 
 refuse() {  # refuse <message> args...: exit 1 with the message, nothing written
   local msg=$1
@@ -62,6 +64,8 @@ expect_error 3 "--ep 3: model 'moe-tiny' has 4 experts per layer, not divisible 
   --batch-size 6
 expect_error 2 "--ep 2: model 'tiny' is dense (no mixture-of-experts layers), expected --ep 1" \
   --model tiny --ep 2
-expect_error 2 "--zero 1 with --ep: ZeRO over the expert-data-parallel group is not built yet" \
-  --ep 2 --zero 1
+expect_error 2 "--zero 3 with --ep: gathering expert parameters over the expert-data-parallel" \
+  --ep 2 --zero 3
+expect_error 2 "--grad-reduce-dtype bf16 with --ep is not built yet" --ep 2 \
+  --grad-reduce-dtype bf16
 finish

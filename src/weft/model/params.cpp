@@ -51,11 +51,11 @@ void ParamDeclarer::expert_tensor(std::string name, std::vector<int64_t> shape, 
     WEFT_CHECK(E % ep == 0, "{}: {} experts do not split over expert-parallel degree {}", name, E,
                ep);
     const size_t at = layout_.tensors.size();
+    expert_ = true;
     tensor(std::move(name), std::move(shape), init, init_std, kReplicated, E / ep);
+    expert_ = false;
     if (layout_.tensors.size() == at) return;  // unit not held
-    ParamSpec& p = layout_.tensors.back();
-    p.expert = true;
-    p.first_row = shard_.ep_rank * (E / ep);
+    layout_.tensors.back().first_row = shard_.ep_rank * (E / ep);
 }
 
 void ParamDeclarer::tensor(std::string name, std::vector<int64_t> shape, Init init, float init_std,
@@ -75,6 +75,12 @@ void ParamDeclarer::tensor(std::string name, std::vector<int64_t> shape, Init in
     if (split.dim == 1) p.cols_stored /= tp;
     p.shape = std::move(shape);
     p.numel_stored = p.rows_stored * p.cols_stored;
+    p.expert = expert_;
+    if (int64_t(layout_.tensors.size()) > first_tensor_ &&
+        layout_.tensors.back().expert != p.expert) {
+        const int64_t a = shard_.expert_align, in_unit = cursor_ - unit_start_;
+        cursor_ = unit_start_ + (in_unit + a - 1) / a * a;
+    }
     p.offset = cursor_;
     p.unit = unit_;
     p.decay = p.shape.size() >= 2;

@@ -64,6 +64,9 @@ struct ModelShard {
     std::vector<bool> units;  // per unit (n_layer + 2); empty: every unit
     int tp_rank = 0, tp = 1;
     int ep_rank = 0, ep = 1;  // expert parallelism: this rank's slice of the expert tensors
+    // Floats: a run of expert tensors starts, and the tensor after it, on a multiple of this
+    // from the unit's start (ZeRO slices expert runs over another group than the rest).
+    int64_t expert_align = 16;
     bool holds(int unit) const { return units.empty() || units[size_t(unit)]; }
 };
 
@@ -107,6 +110,7 @@ class ParamDeclarer {
     const ModelShard& shard_;
     int64_t cursor_ = 0, unit_start_ = 0;
     int unit_ = 0, first_tensor_ = 0;
+    bool expert_ = false;  // the tensor being declared is an expert tensor
 };
 
 // The family's tensors for `shard`; errors when the shard names another count of units.

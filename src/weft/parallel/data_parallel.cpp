@@ -15,11 +15,14 @@ DataParallel::DataParallel(const model::ParamLayout& layout, comm::Group& dp,
                            DataParallelOptions options)
     : dp_(dp), edp_(options.expert_dp), stage_(options.zero), z_(layout, dp.size(), dp.rank()) {
     WEFT_CHECK(stage_ >= 0 && stage_ <= 3, "--zero must be 0, 1, 2 or 3, got {}", stage_);
-    // ZeRO would slice the expert ranges over dp, whose ranks hold different experts there.
-    WEFT_CHECK(!edp_ || stage_ == 0,
-               "--zero {} with --ep: ZeRO over the expert-data-parallel group is not built yet; "
-               "use --zero 0 with --ep",
-               stage_);
+    // The layout slices expert parts over edp (zero_layout.hpp), so the group must be there.
+    WEFT_CHECK((edp_ != nullptr) == (z_.ep() > 1) && (!edp_ || edp_->size() * z_.ep() == dp.size()),
+               "internal: a layout of expert-parallel degree {} over dp {} with an expert-data-"
+               "parallel group of {}",
+               z_.ep(), dp.size(), edp_ ? edp_->size() : 0);
+    WEFT_CHECK(!edp_ || stage_ < 3,
+               "--zero 3 with --ep: gathering expert parameters over the expert-data-parallel "
+               "group is not built yet; use --zero 1 or 2 with --ep");
     WEFT_CHECK(!edp_ || !options.bf16_grad_reduce,
                "--grad-reduce-dtype bf16 with --ep is not built yet; use fp32");
     WEFT_CHECK(options.bucket_mb > 0, "--bucket-mb must be positive, got {}", options.bucket_mb);
@@ -32,7 +35,7 @@ DataParallel::DataParallel(const model::ParamLayout& layout, comm::Group& dp,
     }
     params_ = Buffer(stage_ < 3 ? z_.padded().total : z_.shard_floats());
     grads_ = Buffer(stage_ < 2 ? z_.padded().total : z_.shard_floats());
-    param_ticket_.resize(size_t(z_.units()));
+    param_ticket_.resize(z_.slices().size());
     reducer_ = std::make_unique<GradReducer>(z_, buckets_, dp_, inflight_, grads_.data(),
                                              stage_ >= 2, options.bf16_grad_reduce, edp_);
     if (stage_ == 3)
@@ -58,6 +61,8 @@ const float* DataParallel::gather_params(float* out) {
 void DataParallel::gather_shard(const float* shard, float* out) {
     // Slice by slice, so that no message exceeds a unit and rank 0 receives in place.
     constexpr int kTag = comm::tags::kZeroShardGather;
+    // Rank 0 holds its own experts only: the other ep ranks' slices have no place in its buffer.
+    WEFT_CHECK(!edp_, "internal: gathering the whole model on one rank under expert parallelism");
     const auto& slices = z_.slices();
     if (dp_.rank() != 0) {
         for (const ShardSlice& s : slices)
@@ -68,8 +73,7 @@ void DataParallel::gather_shard(const float* shard, float* out) {
     for (const ShardSlice& s : slices) std::copy_n(shard + s.shard_offset, s.size, out + s.begin);
     for (int r = 1; r < dp_.size(); ++r)
         for (const ShardSlice& s : slices)
-            comm::recv(dp_, std::span<float>(out + z_.slice_begin(s.unit, r), size_t(s.size)), r,
-                       kTag);
+            comm::recv(dp_, std::span<float>(out + z_.slice_begin(s, r), size_t(s.size)), r, kTag);
 }
 
 void DataParallel::begin_step() {
@@ -119,7 +123,7 @@ double DataParallel::grad_sum_squares(const std::function<bool(const model::Para
         for (const ShardSlice& s : update_) mine.push_back({s.begin, s.size, update_grads(s)});
     }
     double sum = 0;
-    if (edp_) {
+    if (edp_ && stage_ == 0) {
         // Stage 0: dense tensors on this rank's 1/dp of the buffer; an expert tensor's elements
         // differ across ep ranks, so each ep rank counts its own, split over its edp group.
         const int64_t total = grads_.size();
@@ -151,12 +155,14 @@ double DataParallel::grad_sum_squares(const std::function<bool(const model::Para
 
 void DataParallel::after_update() {
     if (stage_ != 1 && stage_ != 2) return;
-    const auto& units = z_.padded().units;
-    for (const ShardSlice& s : z_.slices()) {
-        float* unit = params_.data() + units[s.unit].offset;
-        param_ticket_[s.unit] = inflight_.add(comm::all_gather_async(
-            dp_, std::span<const float>(params_.data() + s.begin, size_t(s.size)),
-            std::span<float>(unit, size_t(units[s.unit].size))));
+    const auto& slices = z_.slices();
+    for (size_t i = 0; i < slices.size(); ++i) {
+        const ShardSlice& s = slices[i];
+        float* part = params_.data() + s.part_begin;
+        param_ticket_[i] = inflight_.add(comm::all_gather_async(
+            s.expert ? *edp_ : dp_,
+            std::span<const float>(params_.data() + s.begin, size_t(s.size)),
+            std::span<float>(part, size_t(s.size) * size_t(z_.group_size(s)))));
     }
 }
 
@@ -196,10 +202,11 @@ int64_t DataParallel::working_bytes() const {
 float* DataParallel::params(int unit) {
     inflight_.poll();
     if (gatherer_) return gatherer_->acquire(unit);
-    if (auto& t = param_ticket_[unit]) {
-        inflight_.wait(*t);
-        t.reset();
-    }
+    for (int i = z_.first_slice(unit); i < z_.first_slice(unit + 1); ++i)
+        if (auto& t = param_ticket_[size_t(i)]) {
+            inflight_.wait(*t);
+            t.reset();
+        }
     return params_.data() + z_.padded().units[unit].offset;
 }
 

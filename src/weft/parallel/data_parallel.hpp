@@ -40,7 +40,8 @@ struct DataParallelOptions {
     // --grad-reduce-dtype bf16: gradients travel as bf16, summed in fp32 (zero_grads.hpp).
     bool bf16_grad_reduce = false;
     // Expert parallelism: the expert-data-parallel group expert tensors' gradients reduce over
-    // (comm::Mesh::expert_dp); null without. Stage 0 and fp32 only so far.
+    // and their ZeRO slices are cut over (comm::Mesh::expert_dp); null without. Needs the
+    // layout's ep > 1 and expert runs aligned (zero_layout.hpp); fp32 reduction only so far.
     comm::Group* expert_dp = nullptr;
 };
 
@@ -127,7 +128,7 @@ class DataParallel : public model::UnitAccess {
     InFlight inflight_;
     Buffer params_;  // stages 0-2: whole (padded layout); stage 3: this rank's shard
     Buffer grads_;   // stages 0-1: whole; stages 2-3: this rank's shard
-    std::vector<std::optional<uint64_t>> param_ticket_;  // stages 1-2: pending gather per unit
+    std::vector<std::optional<uint64_t>> param_ticket_;  // stages 1-2: pending gather per slice
     std::unique_ptr<GradReducer> reducer_;
     std::unique_ptr<ParamGatherer> gatherer_;  // stage 3
     bool last_micro_ = true;

@@ -23,12 +23,13 @@ GradReducer::GradReducer(const ZeroLayout& z, const std::vector<Bucket>& buckets
       bucket_of_(size_t(z.units()), -1),
       temp_(buckets.size()),
       bf16_(bf16 && dp.size() > 1),
-      summed_(buckets.size()) {
+      summed_(buckets.size()),
+      edp_(expert_dp) {
     for (size_t b = 0; b < buckets.size(); ++b)
         for (int u = buckets[b].first_unit; u <= buckets[b].last_unit; ++u) bucket_of_[u] = int(b);
     if (!expert_dp) return;
-    WEFT_CHECK(!sharded_ && !bf16_,
-               "internal: expert gradients reduce over their own group only whole and in fp32");
+    WEFT_CHECK(!bf16_, "internal: expert gradients reduce over their own group only in fp32");
+    if (sharded_) return;  // the layout's parts say which group each slice reduces over
     runs_.resize(buckets.size());
     for (size_t b = 0; b < buckets.size(); ++b) {
         std::vector<Run>& runs = runs_[b];
@@ -77,6 +78,7 @@ void GradReducer::ready(int unit, bool last_micro_batch) {
         inflight_.add(comm::all_reduce_async(dp_, data));
         return;
     }
+    if (edp_) return post_sharded_parts(b);
     // The send buffer must hold rank r's slices of every unit of the bucket as block r.
     struct Pending {
         Buffer send, recv;
@@ -91,8 +93,8 @@ void GradReducer::ready(int unit, bool last_micro_batch) {
         const Buffer& t = temp_[b];
         for (int r = 0; r < n; ++r)
             for (int u = k.first_unit; u <= k.last_unit; ++u) {
-                const ShardSlice& s = z_.slices()[u];
-                std::copy_n(t.data() + (z_.slice_begin(u, r) - k.begin), s.size,
+                const ShardSlice& s = z_.slices()[size_t(z_.first_slice(u))];
+                std::copy_n(t.data() + (z_.slice_begin(s, r) - k.begin), s.size,
                             p->send.data() + r * block + (s.shard_offset - k.shard_begin));
             }
         temp_[b] = Buffer();
@@ -122,6 +124,46 @@ void GradReducer::ready(int unit, bool last_micro_batch) {
     float* dst = grads_ + k.shard_begin;
     inflight_.add(std::move(req),
                   [p, dst, block] { kernels::add_inplace(dst, p->recv.data(), block); });
+}
+
+void GradReducer::post_sharded_parts(int b) {
+    const Bucket& k = buckets_[b];
+    const Buffer temp = std::move(temp_[b]);
+    const auto& slices = z_.slices();
+    const int first = z_.first_slice(k.first_unit), last = z_.first_slice(k.last_unit + 1);
+    // One reduce-scatter per group: block r holds group rank r's slices of the group's parts.
+    for (bool expert : {false, true}) {
+        std::vector<int> mine;
+        int64_t block = 0;
+        for (int i = first; i < last; ++i)
+            if (slices[size_t(i)].expert == expert && slices[size_t(i)].size > 0) {
+                mine.push_back(i);
+                block += slices[size_t(i)].size;
+            }
+        if (block == 0) continue;
+        comm::Group& g = expert ? *edp_ : dp_;
+        const int n = g.size();
+        auto send = std::make_shared<Buffer>(n * block);
+        auto recv = std::make_shared<Buffer>(block);
+        for (int r = 0; r < n; ++r) {
+            float* at = send->data() + r * block;
+            for (int i : mine) {
+                const ShardSlice& s = slices[size_t(i)];
+                at = std::copy_n(temp.data() + (z_.slice_begin(s, r) - k.begin), s.size, at);
+            }
+        }
+        comm::Request req = comm::reduce_scatter_async(
+            g, std::span<const float>(send->data(), size_t(send->size())),
+            std::span<float>(recv->data(), size_t(block)));
+        inflight_.add(std::move(req), [this, send, recv, mine = std::move(mine)] {
+            const float* from = recv->data();
+            for (int i : mine) {
+                const ShardSlice& s = z_.slices()[size_t(i)];
+                kernels::add_inplace(grads_ + s.shard_offset, from, s.size);
+                from += s.size;
+            }
+        });
+    }
 }
 
 void GradReducer::post_whole_bf16(int b) {

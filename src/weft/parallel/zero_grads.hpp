@@ -15,9 +15,11 @@
 // fp32 and rounding the sum once; finish() then all-gathers every bucket's bf16 sums, in bucket
 // order on every rank, so every rank holds the same bits, as the fp32 all-reduce gives.
 //
-// Expert parallelism (`expert_dp`, whole fp32 only): the ranges of expert tensors
-// (ParamSpec::expert) are all-reduced over the expert-data-parallel group, the rest of the
-// bucket over dp, so each expert's gradient sums the shares of exactly the ranks holding it.
+// Expert parallelism (`expert_dp`, fp32 only): the ranges of expert tensors (ParamSpec::expert)
+// are reduced over the expert-data-parallel group, the rest of the bucket over dp, so each
+// expert's gradient sums the shares of exactly the ranks holding it. Whole: each run of the
+// bucket is all-reduced over its group. Sharded: one reduce-scatter per group, of the bucket's
+// parts of that group packed group-rank-major (the layout's expert parts are sliced over edp).
 #include <cstdint>
 #include <vector>
 
@@ -43,6 +45,8 @@ class GradReducer {
 
   private:
     void post_whole_bf16(int bucket);
+    // Sharded with expert parallelism: a reduce-scatter over dp and one over edp.
+    void post_sharded_parts(int bucket);
 
     const ZeroLayout& z_;
     const std::vector<Bucket>& buckets_;
@@ -62,6 +66,7 @@ class GradReducer {
         comm::Group* group;
     };
     std::vector<std::vector<Run>> runs_;
+    comm::Group* edp_;
 };
 
 }  // namespace weft::parallel

@@ -7,12 +7,18 @@
 
 namespace weft::parallel {
 
+int64_t zero_expert_align(int dp) {
+    return 16 * int64_t(dp);
+}
+
 ZeroLayout::ZeroLayout(const model::ParamLayout& logical, int dp, int rank)
-    : padded_(logical), dp_(dp), rank_(rank) {
+    : padded_(logical), dp_(dp), rank_(rank), ep_(logical.ep) {
     WEFT_CHECK(dp >= 1 && rank >= 0 && rank < dp, "internal: rank {} of a dp group of {}", rank,
                dp);
+    WEFT_CHECK(ep_ >= 1 && dp % ep_ == 0,
+               "internal: expert-parallel degree {} does not divide dp {}", ep_, dp);
     const int64_t multiple = 16 * int64_t(dp);
-    int64_t cursor = 0, shard = 0;
+    int64_t cursor = 0;
     for (size_t u = 0; u < padded_.units.size(); ++u) {
         const model::Unit old = logical.units[u];
         const int64_t size = (old.size + multiple - 1) / multiple * multiple;
@@ -20,15 +26,35 @@ ZeroLayout::ZeroLayout(const model::ParamLayout& logical, int dp, int rank)
             if (t.unit == int(u)) t.offset = t.offset - old.offset + cursor;
         padded_.units[u].offset = cursor;
         padded_.units[u].size = size;
-        slices_.push_back({int(u), cursor + rank * (size / dp), size / dp, shard});
-        shard += size / dp;
+        first_slice_.push_back(int(slices_.size()));
+        // Parts: runs of expert or other tensors (one run without ep), from unit offset `at`.
+        int64_t at = 0;
+        bool expert = false;
+        auto cut = [&](int64_t end) {
+            ShardSlice s{int(u), 0, 0, shard_floats_, cursor + at, expert};
+            s.size = (end - at) / group_size(s);
+            s.begin = slice_begin(s, group_rank(s));
+            slices_.push_back(s);
+            shard_floats_ += s.size;
+            at = end;
+        };
+        for (int t = old.first_tensor; ep_ > 1 && t < old.first_tensor + old.tensors; ++t) {
+            const model::ParamSpec& p = logical.tensors[size_t(t)];
+            if (p.expert == expert) continue;
+            const int64_t begin = p.offset - old.offset;
+            WEFT_CHECK(begin % multiple == 0,
+                       "internal: tensor {} starts {} floats into its unit, not on a multiple of "
+                       "{} (build the layout with ModelShard::expert_align = "
+                       "zero_expert_align(dp))",
+                       p.name, begin, multiple);
+            if (begin > at) cut(begin);
+            expert = p.expert;
+        }
+        cut(size);
         cursor += size;
     }
+    first_slice_.push_back(int(slices_.size()));
     padded_.total = cursor;
-}
-
-int64_t ZeroLayout::slice_begin(int unit, int r) const {
-    return padded_.units[unit].offset + r * slices_[unit].size;
 }
 
 model::ParamLayout unit_layout(const model::ParamLayout& layout, int unit) {
@@ -59,8 +85,10 @@ void fill_units(const ZeroLayout& z, const UnitFill& fill, float* dst, bool whol
         if (tmp.size() < units[u].size) tmp = Buffer(units[u].size);
         std::fill_n(tmp.data(), units[u].size, 0.0f);
         fill(u, tmp.data());
-        const ShardSlice& s = z.slices()[u];
-        std::copy_n(tmp.data() + z.rank() * s.size, s.size, dst + s.shard_offset);
+        for (int i = z.first_slice(u); i < z.first_slice(u + 1); ++i) {
+            const ShardSlice& s = z.slices()[size_t(i)];
+            std::copy_n(tmp.data() + (s.begin - units[u].offset), s.size, dst + s.shard_offset);
+        }
     }
 }
 
@@ -80,8 +108,10 @@ std::vector<Bucket> make_buckets(const ZeroLayout& z, int64_t min_bytes) {
         if (last < 0) last = u;
         bytes += units[u].size * int64_t(sizeof(float));
         if (bytes < min_bytes && u > lowest) continue;
+        const ShardSlice& end = slices[size_t(z.first_slice(last + 1) - 1)];
         buckets.push_back({u, last, units[u].offset, units[last].offset + units[last].size,
-                           slices[u].shard_offset, slices[last].shard_offset + slices[last].size});
+                           slices[size_t(z.first_slice(u))].shard_offset,
+                           end.shard_offset + end.size});
         last = -1;
         bytes = 0;
     }

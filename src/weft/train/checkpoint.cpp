@@ -27,23 +27,21 @@ const char* state_name(StateTensors which) {
 }
 
 std::vector<OwnedRange> owned_ranges(const parallel::ZeroLayout& z, const std::vector<bool>& owned,
-                                     int tp_rank, int edp_rank, int edp) {
+                                     int tp_rank) {
     const model::ParamLayout& padded = z.padded();
     std::vector<OwnedRange> out;
     for (int u = 0; u < z.units(); ++u) {
         const model::Unit& unit = padded.units[size_t(u)];
         if (!owned[size_t(u)] || !unit.held || unit.tensors == 0) continue;
-        const int64_t lo = z.slice_begin(u, z.rank()), hi = lo + unit.size / z.dp();
-        for (int t = unit.first_tensor; t < unit.first_tensor + unit.tensors; ++t) {
-            const model::ParamSpec& p = padded.tensors[size_t(t)];
-            if (p.tp_dim < 0 && tp_rank != 0) continue;
-            int64_t l = lo, h = hi;
-            if (p.expert && edp > 0) {
-                l = unit.offset + edp_rank * (unit.size / edp);
-                h = l + unit.size / edp;
+        for (int i = z.first_slice(u); i < z.first_slice(u + 1); ++i) {
+            const parallel::ShardSlice& s = z.slices()[size_t(i)];
+            for (int t = unit.first_tensor; t < unit.first_tensor + unit.tensors; ++t) {
+                const model::ParamSpec& p = padded.tensors[size_t(t)];
+                if (p.tp_dim < 0 && tp_rank != 0) continue;
+                const int64_t b = std::max(s.begin, p.offset);
+                const int64_t e = std::min(s.begin + s.size, p.offset + p.numel_stored);
+                if (b < e) out.push_back({&p, b - p.offset, e - p.offset, b, u});
             }
-            const int64_t b = std::max(l, p.offset), e = std::min(h, p.offset + p.numel_stored);
-            if (b < e) out.push_back({&p, b - p.offset, e - p.offset, b, u});
         }
     }
     return out;

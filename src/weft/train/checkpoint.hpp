@@ -39,12 +39,13 @@ struct OwnedRange {
     int64_t floats() const { return end - begin; }
 };
 
-// What the rank holding ZeRO slice z.rank() of `z` writes, for the units `owned` marks (one per
-// unit; the units its stage is the owner of); `tp_rank` 0 also writes the replicated tensors.
-// Expert tensors (ParamSpec::expert) differ across ep ranks, so each ep rank writes its own,
-// split over its expert-data-parallel group (rank `edp_rank` of `edp`) instead of dp.
+// What the rank holding the ZeRO slices of `z` (rank z.rank()) writes, for the units `owned`
+// marks (one per unit; the units its stage is the owner of); `tp_rank` 0 also writes the
+// replicated tensors. Expert tensors (ParamSpec::expert) differ across ep ranks; their slices
+// are cut over the expert-data-parallel group (zero_layout.hpp), so each ep rank writes its
+// own experts, split over its edp group.
 std::vector<OwnedRange> owned_ranges(const parallel::ZeroLayout& z, const std::vector<bool>& owned,
-                                     int tp_rank, int edp_rank = 0, int edp = 0);
+                                     int tp_rank);
 // The manifest's ranges of those, state by state in kStateTensorOrder: the order of the data in
 // the shard file.
 std::vector<ckpt::ShardRange> shard_ranges(const std::vector<OwnedRange>& owned);

@@ -101,12 +101,7 @@ RankPlan plan_rank(const TrainState& st, int world_rank) {
             for (int c = 0; c < cp; ++c)
                 for (int t = 0; t < tp; ++t) {
                     if (mesh.world_rank_of({t, c, 0, d, s}) != world_rank) continue;
-                    model::ModelShard shard;
-                    if (pp > 1) shard.units = part.units_of(s, cfg);
-                    shard.tp_rank = t;
-                    shard.tp = tp;
-                    shard.ep_rank = d % ep;  // ep folds over dp (cp is 1 with ep)
-                    shard.ep = ep;
+                    const model::ModelShard shard = model_shard(mesh, s, t, d, part, cfg);
                     RankPlan plan{world_rank,
                                   t,
                                   tp,
@@ -116,7 +111,7 @@ RankPlan plan_rank(const TrainState& st, int world_rank) {
                     // A unit two stages hold (the tied embedding) is written by its owner only.
                     std::vector<bool> owned(size_t(L + 2));
                     for (int u = 0; u < L + 2; ++u) owned[size_t(u)] = stage_of(part, L, u) == s;
-                    plan.owned = owned_ranges(*plan.z, owned, t, d / ep, ep > 1 ? dp / ep : 0);
+                    plan.owned = owned_ranges(*plan.z, owned, t);
                     plan.ep_rank = shard.ep_rank;
                     plan.ep = ep;
                     return plan;
@@ -140,8 +135,16 @@ void stage_state(TrainState& st, const RankPlan& plan, float* out) {
     const auto& slices = dp.update_slices();
     for (StateTensors which : kStateTensorOrder) {
         for (const OwnedRange& r : plan.owned) {
-            // Stage 0 updates the whole buffer as one slice; the others one slice per unit.
-            const size_t i = dp.stage() == 0 ? 0 : size_t(r.unit);
+            // Stage 0 updates the whole buffer as one slice; the others their ZeRO slices, of
+            // which r (cut from one) lies in the last that starts at or before it.
+            size_t i = 0;
+            if (dp.stage() > 0) {
+                const auto& z = dp.zero_layout();
+                i = size_t(z.first_slice(r.unit));
+                while (i + 1 < size_t(z.first_slice(r.unit + 1)) &&
+                       slices[i + 1].begin <= r.padded_begin)
+                    ++i;
+            }
             const parallel::ShardSlice& s = slices[i];
             const int64_t at = r.padded_begin - s.begin;
             const float* src = nullptr;

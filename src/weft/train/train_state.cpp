@@ -51,15 +51,35 @@ class GroupMoeComm : public model::MoeComm {
     comm::Group& group_;
 };
 
+}  // namespace
+
+model::ModelShard model_shard(const comm::Mesh& mesh, int pp_rank, int tp_rank, int dp_rank,
+                              const pipeline::Partition& part, const model::ModelConfig& cfg) {
+    model::ModelShard shard;
+    if (part.pp > 1) shard.units = part.units_of(pp_rank, cfg);
+    shard.tp_rank = tp_rank;
+    shard.tp = mesh.size(comm::Axis::tp);
+    // ep folds over dp (cp is 1 with ep): ep rank = dp rank mod ep. ZeRO slices the expert runs
+    // over edp and the rest over dp, so the runs start on a slice boundary of both.
+    shard.ep = mesh.size(comm::Axis::ep);
+    shard.ep_rank = dp_rank % shard.ep;
+    if (shard.ep > 1) shard.expert_align = parallel::zero_expert_align(mesh.size(comm::Axis::dp));
+    return shard;
+}
+
+namespace {
+
+// Checks the layout first: the shard is what the model, then ZeRO, are built from.
 model::ModelShard shard_for(const comm::Mesh& mesh, const pipeline::Partition& part,
                             const model::ModelConfig& cfg) {
-    model::ModelShard shard;
-    if (part.pp > 1) shard.units = part.units_of(mesh.rank(comm::Axis::pp), cfg);
-    shard.tp_rank = mesh.rank(comm::Axis::tp);
-    shard.tp = mesh.size(comm::Axis::tp);
-    shard.ep_rank = mesh.rank(comm::Axis::ep);
-    shard.ep = mesh.size(comm::Axis::ep);
-    return shard;
+    // ep folds over dp alone: with cp the expert gradients would reduce over cp x edp.
+    const Layout& l = mesh.layout();
+    WEFT_CHECK(l.ep == 1 || (l.cp == 1 && l.pp == 1),
+               "--ep {} with --cp {} and --pp {}: expert parallelism runs with data "
+               "parallelism only so far (use --cp 1 --pp 1)",
+               l.ep, l.cp, l.pp);
+    return model_shard(mesh, mesh.rank(comm::Axis::pp), mesh.rank(comm::Axis::tp),
+                       mesh.rank(comm::Axis::dp), part, cfg);
 }
 
 // Expert gradients reduce over the expert-data-parallel group (the dp ranks holding the same
@@ -107,11 +127,6 @@ TrainState::TrainState(const model::ModelConfig& cfg, comm::Group& dp,
                l.cp, l.tp, micro, T, micro * (T / l.cp), l.tp, 2 * l.cp * l.tp);
     model_->set_context_parallel(cp_.main.get(), T, l.cp_kind != CpKind::ring, cp_.ring.get());
     if (l.ep > 1) {
-        // ep folds over dp alone: with cp the expert gradients would reduce over cp x edp.
-        WEFT_CHECK(l.cp == 1 && l.pp == 1,
-                   "--ep {} with --cp {} and --pp {}: expert parallelism runs with data "
-                   "parallelism only so far (use --cp 1 --pp 1)",
-                   l.ep, l.cp, l.pp);
         ep_comm_ = std::make_unique<parallel::GroupExpertComm>(mesh_.group(comm::Axis::ep));
         model_->set_expert_comm(ep_comm_.get());
     }

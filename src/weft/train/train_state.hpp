@@ -38,6 +38,12 @@ struct StepOutcome {
     model::MoeStats moe;
 };
 
+// The part of the model the rank at pipeline rank `pp_rank`, tp rank `tp_rank` and dp rank
+// `dp_rank` of `mesh` holds: its units, tp shard, ep slice of the experts and the alignment
+// of its expert runs (what TrainState builds its model with, and a checkpoint plan describes).
+model::ModelShard model_shard(const comm::Mesh& mesh, int pp_rank, int tp_rank, int dp_rank,
+                              const pipeline::Partition& part, const model::ModelConfig& cfg);
+
 class TrainState {
   public:
     // `micro` sequences of T tokens per forward pass. `dp` is the group gradients are reduced

@@ -1,7 +1,8 @@
 // The logical-index metadata of sharded checkpoints, without MPI: for layouts of dp (ZeRO
-// slices), tp and pp and their combinations, on GPT-2 and Llama, the ranks' owned ranges store
-// every logical element exactly once; and shards written by one layout read back into every
-// other (tp shards of any degree, the whole model) as exactly the logical tensors.
+// slices), tp, pp and ep (expert slices over dp / ep) and their combinations, on GPT-2, Llama and
+// its MoE, the ranks' owned ranges store every logical element exactly once; and shards written by
+// one layout read back into every other (tp shards of any degree, the whole model) as exactly the
+// logical tensors.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -29,6 +30,7 @@ const int kOneThread = (omp_set_num_threads(1), 0);
 struct Shape {
     const char* model;
     int dp, tp, pp;
+    int ep = 1;  // expert parallelism folded over dp: the experts' slices go over dp / ep
 };
 
 // A value that names (state, tensor, element): a misplaced element cannot match by chance.
@@ -58,7 +60,7 @@ Logical logical_tensors(const model::ModelConfig& cfg, int state) {
 // What every rank of `s` writes, as the trainer plans it: ZeRO slice d of the (stage, tp)
 // shard's padded buffer, the units the stage owns (the tied embedding: the first stage).
 struct Writer {
-    int rank, tp_rank;
+    int rank, tp_rank, ep_rank;
     std::unique_ptr<parallel::ZeroLayout> z;
     std::vector<OwnedRange> owned;
 };
@@ -75,9 +77,13 @@ std::vector<Writer> writers(const model::ModelConfig& cfg, const Shape& s) {
                 if (s.pp > 1) shard.units = part.units_of(stage, cfg);
                 shard.tp_rank = t;
                 shard.tp = s.tp;
+                shard.ep_rank = d % s.ep;
+                shard.ep = s.ep;
+                if (s.ep > 1) shard.expert_align = parallel::zero_expert_align(s.dp);
                 Writer w{
                     rank++,
                     t,
+                    shard.ep_rank,
                     std::make_unique<parallel::ZeroLayout>(
                         model::build_param_layout(model::config_for_tp(cfg, s.tp), shard), s.dp, d),
                     {}};
@@ -90,10 +96,11 @@ std::vector<Writer> writers(const model::ModelConfig& cfg, const Shape& s) {
     return out;
 }
 
-const Shape kShapes[] = {{"tiny", 1, 1, 1},      {"tiny", 2, 1, 1},       {"tiny", 3, 1, 1},
-                         {"tiny", 1, 2, 1},      {"tiny", 1, 1, 2},       {"tiny", 2, 2, 2},
-                         {"tiny", 1, 4, 1},      {"llama-tiny", 2, 1, 1}, {"llama-tiny", 1, 2, 2},
-                         {"llama-tiny", 2, 2, 1}};
+const Shape kShapes[] = {
+    {"tiny", 1, 1, 1},       {"tiny", 2, 1, 1},        {"tiny", 3, 1, 1},
+    {"tiny", 1, 2, 1},       {"tiny", 1, 1, 2},        {"tiny", 2, 2, 2},
+    {"tiny", 1, 4, 1},       {"llama-tiny", 2, 1, 1},  {"llama-tiny", 1, 2, 2},
+    {"llama-tiny", 2, 2, 1}, {"moe-tiny", 4, 1, 1, 2}, {"moe-tiny", 2, 1, 2, 2}};
 
 TEST(CheckpointShards, EveryElementStoredOnce) {
     for (const Shape& s : kShapes) {
@@ -109,8 +116,9 @@ TEST(CheckpointShards, EveryElementStoredOnce) {
                 }
         for (const auto& [name, counts] : seen)
             for (size_t j = 0; j < counts.size(); ++j)
-                ASSERT_EQ(counts[j], 1) << s.model << " dp " << s.dp << " tp " << s.tp << " pp "
-                                        << s.pp << ": " << name << " element " << j;
+                ASSERT_EQ(counts[j], 1)
+                    << s.model << " dp " << s.dp << " tp " << s.tp << " pp " << s.pp << " ep "
+                    << s.ep << ": " << name << " element " << j;
     }
 }
 
@@ -139,6 +147,8 @@ void write_checkpoint(const fs::path& dir, const model::ModelConfig& cfg, const 
         const ckpt::FileDigest d = writer.wait();
         m.shards.push_back({ckpt::shard_file_name(w.rank), w.rank, w.tp_rank, s.tp, d.bytes,
                             d.digest, shard_ranges(w.owned)});
+        m.shards.back().ep_rank = w.ep_rank;
+        m.shards.back().ep = s.ep;
     }
     ckpt::write_manifest(dir, m);
 }
@@ -156,25 +166,32 @@ TEST(CheckpointShards, AnyLayoutReadsAnyOther) {
         EXPECT_EQ(ck.state.at("step"), 3);
         EXPECT_EQ(ck.cfg.to_json(), cfg.to_json());
         const CheckpointReader reader(ck);
-        for (int tp : {1, 2}) {
-            for (int t = 0; t < tp; ++t) {
+        // Read back at tp 1 and 2, or for a MoE (no tp) whole and as ep 2 slices of the experts.
+        const bool experts = cfg.n_experts > 0;
+        for (int n : {1, 2}) {
+            const int tp = experts ? 1 : n, ep = experts ? n : 1;
+            for (int t = 0; t < n; ++t) {
                 model::ModelShard shard;
-                shard.tp_rank = t;
+                shard.tp_rank = experts ? 0 : t;
                 shard.tp = tp;
+                shard.ep_rank = experts ? t : 0;
+                shard.ep = ep;
                 const model::ParamLayout layout =
                     model::build_param_layout(model::config_for_tp(cfg, tp), shard);
                 for (int state = 0; state < 3; ++state) {
                     std::vector<float> got(size_t(layout.total), -1.0f), want(got.size(), -1.0f);
                     reader.read(kinds[state], layout, got.data());
                     for (const model::ParamSpec& p : layout.tensors)
-                        model::take_shard(p, t, tp, states[size_t(state)].at(p.name).data(),
+                        model::take_shard(p, shard.tp_rank, tp,
+                                          states[size_t(state)].at(p.name).data(),
                                           want.data() + p.offset);
                     for (const model::ParamSpec& p : layout.tensors)
                         for (int64_t i = 0; i < p.numel_stored; ++i)
                             ASSERT_EQ(got[size_t(p.offset + i)], want[size_t(p.offset + i)])
                                 << s.model << " written at dp " << s.dp << " tp " << s.tp << " pp "
-                                << s.pp << ", read at tp rank " << t << " of " << tp << ": "
-                                << state_name(kinds[state]) << " " << p.name << " [" << i << "]";
+                                << s.pp << ", read at rank " << t << " of tp " << tp << " ep " << ep
+                                << ": " << state_name(kinds[state]) << " " << p.name << " [" << i
+                                << "]";
                 }
             }
         }
