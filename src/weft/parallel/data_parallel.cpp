@@ -20,9 +20,6 @@ DataParallel::DataParallel(const model::ParamLayout& layout, comm::Group& dp,
                "internal: a layout of expert-parallel degree {} over dp {} with an expert-data-"
                "parallel group of {}",
                z_.ep(), dp.size(), edp_ ? edp_->size() : 0);
-    WEFT_CHECK(!edp_ || stage_ < 3,
-               "--zero 3 with --ep: gathering expert parameters over the expert-data-parallel "
-               "group is not built yet; use --zero 1 or 2 with --ep");
     WEFT_CHECK(!edp_ || !options.bf16_grad_reduce,
                "--grad-reduce-dtype bf16 with --ep is not built yet; use fp32");
     WEFT_CHECK(options.bucket_mb > 0, "--bucket-mb must be positive, got {}", options.bucket_mb);
@@ -39,7 +36,7 @@ DataParallel::DataParallel(const model::ParamLayout& layout, comm::Group& dp,
     reducer_ = std::make_unique<GradReducer>(z_, buckets_, dp_, inflight_, grads_.data(),
                                              stage_ >= 2, options.bf16_grad_reduce, edp_);
     if (stage_ == 3)
-        gatherer_ = std::make_unique<ParamGatherer>(z_, dp_, inflight_, params_.data());
+        gatherer_ = std::make_unique<ParamGatherer>(z_, dp_, inflight_, params_.data(), edp_);
 }
 
 DataParallel::~DataParallel() {

@@ -1,6 +1,8 @@
 #pragma once
 // ZeRO-3 parameters: each rank keeps its slice of every unit; a unit is all-gathered into a
-// temporary just before it is used and freed when the model releases it.
+// temporary just before it is used and freed when the model releases it. With expert
+// parallelism a unit's expert part is gathered over the expert-data-parallel group, the rest
+// over dp (zero_layout.hpp): one gather per part.
 //
 // Forward uses units 0, 1, ..., L+1 and backward L+1, ..., 1 (the embedding backward needs no
 // weights; the tied head uses unit 0 at the end of forward, which stays gathered from the
@@ -20,7 +22,9 @@ namespace weft::parallel {
 
 class ParamGatherer {
   public:
-    ParamGatherer(const ZeroLayout& z, comm::Group& dp, InFlight& inflight, const float* shard);
+    // `edp`: the group expert parts are gathered over (expert parallelism), else null.
+    ParamGatherer(const ZeroLayout& z, comm::Group& dp, InFlight& inflight, const float* shard,
+                  comm::Group* edp = nullptr);
 
     void begin_phase(bool forward);
     float* acquire(int unit);
@@ -31,10 +35,11 @@ class ParamGatherer {
 
     const ZeroLayout& z_;
     comm::Group& dp_;
+    comm::Group* edp_;
     InFlight& inflight_;
     const float* shard_;
     std::vector<Buffer> full_;
-    std::vector<std::optional<uint64_t>> ticket_;
+    std::vector<std::vector<uint64_t>> tickets_;  // per unit: its parts' gathers in flight
     std::vector<int> order_;
     size_t cursor_ = 0;
 };
