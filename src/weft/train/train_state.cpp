@@ -72,12 +72,14 @@ namespace {
 // Checks the layout first: the shard is what the model, then ZeRO, are built from.
 model::ModelShard shard_for(const comm::Mesh& mesh, const pipeline::Partition& part,
                             const model::ModelConfig& cfg) {
-    // ep folds over dp alone: with cp the expert gradients would reduce over cp x edp.
+    // ep folds over dp alone: with cp the expert gradients would reduce over cp x edp, and ZeRO
+    // would slice them over it; not built. Each pipeline stage has its own ep and edp groups
+    // (the mesh splits dp per stage), so pipelines compose.
     const Layout& l = mesh.layout();
-    WEFT_CHECK(l.ep == 1 || (l.cp == 1 && l.pp == 1),
-               "--ep {} with --cp {} and --pp {}: expert parallelism runs with data "
-               "parallelism only so far (use --cp 1 --pp 1)",
-               l.ep, l.cp, l.pp);
+    WEFT_CHECK(l.ep == 1 || l.cp == 1,
+               "--ep {} with --cp {}: expert parallelism does not run with context parallelism "
+               "yet (expert gradients would reduce over cp x edp); use --cp 1",
+               l.ep, l.cp);
     return model_shard(mesh, mesh.rank(comm::Axis::pp), mesh.rank(comm::Axis::tp),
                        mesh.rank(comm::Axis::dp), part, cfg);
 }
