@@ -24,7 +24,8 @@ struct Gpt2Sizes {
     int64_t kept;                                    // layers with buffers (1 when recomputing)
     int64_t ln, stats, qkv, atty, lse, resid2, fch;  // per kept layer, each tensor
     int64_t lnf, lnf_stats, dlnf;                    // head
-    bool bf16;                                       // ln1, ln2, fch_gelu stored as bf16
+    bool bf16;                                       // ln1, ln2, fch and fch_gelu stored as bf16
+    bool attn16;  // qkv and atty stored as bf16 (the bf16 attention kernel's)
 };
 
 Gpt2Sizes gpt2_sizes(const ModelConfig& cfg, int64_t B, int64_t T, const LayerSpan& span) {
@@ -48,26 +49,8 @@ Gpt2Sizes gpt2_sizes(const ModelConfig& cfg, int64_t B, int64_t T, const LayerSp
     s.lnf_stats = span.head ? rows : 0;
     s.dlnf = span.head ? rows * C : 0;
     s.bf16 = span.bf16;
+    s.attn16 = span.bf16 && !span.context_parallel;
     return s;
-}
-
-// out = x · wᵀ + b for x [M, K] in fp32, kept for backward at `kept` + `at`: x already is that
-// place when it is fp32; bf16 rounds it there first and the product reads the rounded copy (the
-// bits the fp32 entry would round it to).
-void keep_and_project(float* out, const float* x, KeptTensor& kept, int64_t at, const float* w,
-                      const float* b, int64_t M, int64_t K, int64_t N) {
-    if (!kept.bf16()) return k::matmul_forward(out, x, w, b, M, K, N);
-    uint16_t* x16 = kept.b16() + at;
-    k::convert_fp32_to_bf16(x16, x, M, K, K);
-    k::matmul_forward_bf16_input(out, x16, w, b, M, K, N);
-}
-
-// matmul_backward with its input read from where keep_and_project kept it.
-void backward_kept(float* dinp, float* dw, float* db, const float* dout, const KeptTensor& kept,
-                   int64_t at, const float* w, int64_t M, int64_t K, int64_t N) {
-    if (!kept.bf16())
-        return k::matmul_backward(dinp, dw, db, dout, kept.f32() + at, w, M, K, N, false);
-    k::matmul_backward_bf16_input(dinp, dw, db, dout, kept.b16() + at, w, M, K, N, false);
 }
 
 }  // namespace
@@ -80,14 +63,14 @@ Gpt2Activations::Gpt2Activations(const ModelConfig& cfg, int64_t B_, int64_t T_,
     ln1 = KeptTensor(L * s.ln, bf16);
     ln1_mean = Buffer(L * s.stats);
     ln1_rstd = Buffer(L * s.stats);
-    qkv = Buffer(L * s.qkv);
-    atty = Buffer(L * s.atty);
+    qkv = KeptTensor(L * s.qkv, s.attn16);
+    atty = KeptTensor(L * s.atty, s.attn16);
     lse = Buffer(L * s.lse);
     resid2 = Buffer(L * s.resid2);
     ln2 = KeptTensor(L * s.ln, bf16);
     ln2_mean = Buffer(L * s.stats);
     ln2_rstd = Buffer(L * s.stats);
-    fch = Buffer(L * s.fch);
+    fch = KeptTensor(L * s.fch, bf16);
     fch_gelu = KeptTensor(L * s.fch, bf16);
     if (head) {
         lnf = Buffer(s.lnf);
@@ -101,14 +84,16 @@ int64_t Gpt2Activations::floats(const ModelConfig& cfg, int64_t B, int64_t T,
                                 const LayerSpan& span) {
     const int64_t shared = Activations::shared_floats(cfg, B, T, span);
     const Gpt2Sizes s = gpt2_sizes(cfg, B, T, span);
-    // Per kept layer: qkv, atty, resid2, fch, four LayerNorm statistics and the attention
-    // log-sum-exp in fp32 (at tp = 1: 9 C per token, 4 per token, NH per token), and ln1, ln2,
-    // fch_gelu (6 C per token) in fp32 or bf16, as the constructor allocates them; the head's
-    // final norm, its gradient and statistics.
-    const int64_t fp32_per_layer = s.qkv + s.atty + s.resid2 + s.fch + 4 * s.stats + s.lse;
-    const int64_t kept16 =
-        2 * KeptTensor::floats(s.kept * s.ln, s.bf16) + KeptTensor::floats(s.kept * s.fch, s.bf16);
-    return shared + s.kept * fp32_per_layer + kept16 + s.lnf + 2 * s.lnf_stats + s.dlnf;
+    // Per kept layer: resid2, four LayerNorm statistics and the attention log-sum-exp in fp32
+    // (at tp = 1: C per token, 4 per token, NH per token); ln1, ln2, fch, fch_gelu (10 C per
+    // token) and qkv, atty (4 C per token) in fp32 or bf16, as the constructor allocates them;
+    // the head's final norm, its gradient and statistics.
+    const int64_t fp32_per_layer = s.resid2 + 4 * s.stats + s.lse;
+    const int64_t L = s.kept;
+    const int64_t kept =
+        2 * KeptTensor::floats(L * s.ln, s.bf16) + 2 * KeptTensor::floats(L * s.fch, s.bf16) +
+        KeptTensor::floats(L * s.qkv, s.attn16) + KeptTensor::floats(L * s.atty, s.attn16);
+    return shared + L * fp32_per_layer + kept + s.lnf + 2 * s.lnf_stats + s.dlnf;
 }
 
 Gpt2::Gpt2(const ModelConfig& cfg, const ModelShard& shard, TpComm* tp, bool sequence_parallel)
@@ -205,15 +190,19 @@ void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, Uni
     ensure_scratch(BT);
     const int64_t s = a.slot(l);
     const float* x = a.resid_in(l);
-    // bf16: the LayerNorm and GELU outputs are made in fp32 in scratch that is free in forward
-    // (dC_, d4C_) and rounded into the kept buffers by keep_and_project.
-    const int64_t at_ln = s * BT * C, at_fc = s * BT * 4 * Cl;
+    // bf16: the LayerNorm, qkv, attention, fc and GELU outputs are made in fp32 in scratch that
+    // is free in forward (dC_, d3C_, d4C_) and rounded into the kept buffers.
+    const bool attn16 = a.qkv.bf16();
+    const int64_t at_ln = s * BT * C, at_qkv = s * BT * 3 * Cl, at_att = s * BT * Cl;
+    const int64_t at_fc = s * BT * 4 * Cl;
     float* ln1 = a.bf16 ? dC_.data() : a.ln1.f32() + at_ln;
-    float* qkv = a.qkv.data() + s * BT * 3 * Cl;
-    float* atty = a.atty.data() + s * BT * Cl;
+    float* qkv = attn16 ? d3C_.data() : a.qkv.f32() + at_qkv;
+    float* atty = attn16 ? d4C_.data() : a.atty.f32() + at_att;
+    float* lse = a.lse.data() + s * B * NH * T;
     float* res2 = a.resid2.data() + s * R * C;
     float* ln2 = a.bf16 ? dC_.data() : a.ln2.f32() + at_ln;
-    float* fch = a.fch.data() + at_fc;
+    // bf16: the GELU runs in place, from the fp32 fch before it is rounded.
+    float* fch = a.bf16 ? d4C_.data() : a.fch.f32() + at_fc;
     float* fcg = a.bf16 ? d4C_.data() : a.fch_gelu.f32() + at_fc;
     float* out = a.resid_in(l + 1);
 
@@ -223,23 +212,36 @@ void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, Uni
                          x, p.ln1_w, p.ln1_b, R, C, cfg_.ln_eps);
     tp_.gather_rows(ln1, R);
     keep_and_project(qkv, ln1, a.ln1, at_ln, p.qkv_w, p.qkv_b, BT, C, 3 * Cl);
+    if (attn16) keep_rounded(a.qkv, at_qkv, qkv, BT, 3 * Cl);
     w.progress();
     if (cp_) {
-        cp_->forward(atty, a.lse.data() + s * B * NH * T, qkv, qkv + Cl, qkv + 2 * Cl,
+        WEFT_CHECK(!attn16, "internal: bf16 q, k, v under context parallelism");
+        cp_->forward(atty, lse, qkv, qkv + Cl, qkv + 2 * Cl,
                      {B, T, NH, NH, HS, 3 * Cl, 3 * Cl, Cl});
+    } else if (!cache && attn16) {
+        const uint16_t* q16 = a.qkv.b16() + at_qkv;
+        k::attention_forward_bf16(a.atty.b16() + at_att, lse, q16, q16 + Cl, q16 + 2 * Cl,
+                                  {B, T, T, NH, HS, 3 * Cl, 3 * Cl, Cl});
     } else if (!cache) {
-        k::attention_forward_qkv(atty, a.lse.data() + s * B * NH * T, qkv, B, T, NH, HS);
+        k::attention_forward_qkv(atty, lse, qkv, B, T, NH, HS);
     } else {
         // Generation (tp = 1, one sequence): these positions' keys and values join the cache,
-        // and the queries attend to every cached position up to their own.
+        // and the queries attend to every cached position up to their own; under bf16 the
+        // rounded q, k, v, as the bf16 kernel would read them.
+        if (attn16) widen_bf16(qkv, a.qkv.b16() + at_qkv, BT * 3 * C);
         cache->store(l, pos0, T, qkv + C, qkv + 2 * C, 3 * C);
         float* kc = cache->k_at(l);
         float* vc = cache->v_at(l);
         const k::AttentionShape shape{1, T, pos0 + T, NH, HS, 3 * C, C, C, pos0};
-        k::attention_forward(atty, a.lse.data() + s * B * NH * T, qkv, kc, vc, shape);
+        k::attention_forward(atty, lse, qkv, kc, vc, shape);
+        if (attn16) keep_rounded(a.atty, at_att, atty, BT, C);
     }
     w.progress();
-    tp_.row_parallel_forward(res2, atty, p.proj_w, p.proj_b, x, BT, Cl, R, dC_.data());
+    if (attn16)
+        tp_.row_parallel_forward(res2, a.atty.b16() + at_att, p.proj_w, p.proj_b, x, BT, Cl, R,
+                                 dC_.data());
+    else
+        tp_.row_parallel_forward(res2, atty, p.proj_w, p.proj_b, x, BT, Cl, R, dC_.data());
     w.progress();
     // MLP, the same way.
     k::layernorm_forward(tp_.own_rows(ln2, R), a.ln2_mean.data() + s * R, a.ln2_rstd.data() + s * R,
@@ -247,12 +249,12 @@ void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, Uni
     tp_.gather_rows(ln2, R);
     keep_and_project(fch, ln2, a.ln2, at_ln, p.fc_w, p.fc_b, BT, C, 4 * Cl);
     w.progress();
+    if (a.bf16) keep_rounded(a.fch, at_fc, fch, BT, 4 * Cl);
     k::gelu_forward(fcg, fch, BT * 4 * Cl);
     if (a.bf16) {
-        uint16_t* fcg16 = a.fch_gelu.b16() + at_fc;
-        k::convert_fp32_to_bf16(fcg16, fcg, BT, 4 * Cl, 4 * Cl);
-        tp_.row_parallel_forward(out, fcg16, p.fcproj_w, p.fcproj_b, res2, BT, 4 * Cl, R,
-                                 dC_.data());
+        keep_rounded(a.fch_gelu, at_fc, fcg, BT, 4 * Cl);
+        tp_.row_parallel_forward(out, a.fch_gelu.b16() + at_fc, p.fcproj_w, p.fcproj_b, res2, BT,
+                                 4 * Cl, R, dC_.data());
     } else {
         tp_.row_parallel_forward(out, fcg, p.fcproj_w, p.fcproj_b, res2, BT, 4 * Cl, R, dC_.data());
     }
@@ -324,11 +326,11 @@ void Gpt2::block_backward(Activations& base, UnitAccess& w, int l) {
     if (a.recompute) block_forward_from(a, p, l, w);
     const int64_t s = a.slot(l);
     const float* x = a.resid_in(l);
-    const int64_t at_ln = s * BT * C, at_fc = s * BT * 4 * Cl;
-    const float* qkv = a.qkv.data() + s * BT * 3 * Cl;
-    const float* atty = a.atty.data() + s * BT * Cl;
+    const bool attn16 = a.qkv.bf16();
+    const int64_t at_ln = s * BT * C, at_qkv = s * BT * 3 * Cl, at_att = s * BT * Cl;
+    const int64_t at_fc = s * BT * 4 * Cl;
+    const float* lse = a.lse.data() + s * B * NH * T;
     const float* res2 = a.resid2.data() + s * R * C;
-    const float* fch = a.fch.data() + at_fc;
     float *dres = dres_.data(), *d3C = d3C_.data(), *d4C = d4C_.data();
     // Sequence parallel: the LayerNorms' parameters see only this rank's rows; their gradients
     // are collected apart and summed over the ranks at the end.
@@ -348,7 +350,15 @@ void Gpt2::block_backward(Activations& base, UnitAccess& w, int l) {
     const float* dout = tp_.gather_grad(dres, R, dC_.data());
     backward_kept(d4C, g.fcproj_w, g.fcproj_b, dout, a.fch_gelu, at_fc, p.fcproj_w, BT, 4 * Cl, C);
     w.progress();
-    k::gelu_backward(d4C, fch, d4C, BT * 4 * Cl);
+    if (a.bf16) {
+        // The fp32 fch a piece at a time, in d3C_ (free until the attention's backward).
+        for_widened(a.fch, at_fc, BT * 4 * Cl, d3C, BT * 3 * Cl,
+                    [&](const float* fch, int64_t off, int64_t n) {
+                        k::gelu_backward(d4C + off, fch, d4C + off, n);
+                    });
+    } else {
+        k::gelu_backward(d4C, a.fch.f32() + at_fc, d4C, BT * 4 * Cl);
+    }
     backward_kept(dC_.data(), g.fc_w, g.fc_b, d4C, a.ln2, at_ln, p.fc_w, BT, C, 4 * Cl);
     w.progress();
     k::layernorm_backward(dres, gn.ln2_w, gn.ln2_b, tp_.sum_input_grad(dC_.data(), BT, R, d4C),
@@ -356,14 +366,26 @@ void Gpt2::block_backward(Activations& base, UnitAccess& w, int l) {
                           C);
     dout = tp_.gather_grad(dres, R, dC_.data());
     float* datty = d4C;  // free again: [B*T, C/tp] fits in [B*T, 4C/tp]
-    k::matmul_backward(datty, g.proj_w, g.proj_b, dout, atty, p.proj_w, BT, Cl, C, false);
+    backward_kept(datty, g.proj_w, g.proj_b, dout, a.atty, at_att, p.proj_w, BT, Cl, C);
     w.progress();
-    if (cp_)
-        cp_->backward(d3C, d3C + Cl, d3C + 2 * Cl, datty, qkv, qkv + Cl, qkv + 2 * Cl, atty,
-                      a.lse.data() + s * B * NH * T, {B, T, NH, NH, HS, 3 * Cl, 3 * Cl, Cl});
-    else
-        k::attention_backward_qkv(d3C, datty, qkv, atty, a.lse.data() + s * B * NH * T, B, T, NH,
-                                  HS);
+    if (cp_) {
+        const float* qkv = a.qkv.f32() + at_qkv;
+        cp_->backward(d3C, d3C + Cl, d3C + 2 * Cl, datty, qkv, qkv + Cl, qkv + 2 * Cl,
+                      a.atty.f32() + at_att, lse, {B, T, NH, NH, HS, 3 * Cl, 3 * Cl, Cl});
+    } else if (attn16) {
+        // The bf16 kernel takes the output's gradient rounded to bf16 too, as the products
+        // round it; dC_ is free (its last reader, the projection's backward, has run).
+        uint16_t* datty16 = reinterpret_cast<uint16_t*>(dC_.data());
+        k::convert_fp32_to_bf16(datty16, datty, BT, Cl, Cl);
+        d3C_.zero();  // the bf16 kernel accumulates
+        const uint16_t* q16 = a.qkv.b16() + at_qkv;
+        k::attention_backward_bf16(d3C, d3C + Cl, d3C + 2 * Cl, datty16, q16, q16 + Cl,
+                                   q16 + 2 * Cl, a.atty.b16() + at_att, lse,
+                                   {B, T, T, NH, HS, 3 * Cl, 3 * Cl, Cl});
+    } else {
+        k::attention_backward_qkv(d3C, datty, a.qkv.f32() + at_qkv, a.atty.f32() + at_att, lse, B,
+                                  T, NH, HS);
+    }
     w.progress();
     backward_kept(dC_.data(), g.qkv_w, g.qkv_b, d3C, a.ln1, at_ln, p.qkv_w, BT, C, 3 * Cl);
     k::layernorm_backward(dres, gn.ln1_w, gn.ln1_b, tp_.sum_input_grad(dC_.data(), BT, R, d4C), x,

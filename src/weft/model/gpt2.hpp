@@ -9,33 +9,12 @@
 #include <memory>
 
 #include "weft/core/buffer.hpp"
+#include "weft/model/kept_tensor.hpp"
 #include "weft/model/model.hpp"
 #include "weft/model/tp_comm.hpp"
 #include "weft/model/tp_regions.hpp"
 
 namespace weft::model {
-
-// An activation buffer kept for backward: fp32, or bf16 bit patterns (half the bytes) when the
-// span stores bf16 and only bf16 products read the buffer (LayerSpan::bf16).
-class KeptTensor {
-  public:
-    KeptTensor() = default;
-    KeptTensor(int64_t n, bool bf16) : raw_(floats(n, bf16)), bf16_(bf16) {}
-    // Floats of storage n elements take.
-    static int64_t floats(int64_t n, bool bf16) { return bf16 ? (n + 1) / 2 : n; }
-
-    bool bf16() const { return bf16_; }
-    float* f32() { return raw_.data(); }
-    const float* f32() const { return raw_.data(); }
-    // Storage from aligned_alloc has no declared type, so reading it as uint16_t is sound.
-    uint16_t* b16() { return reinterpret_cast<uint16_t*>(raw_.data()); }
-    const uint16_t* b16() const { return reinterpret_cast<const uint16_t*>(raw_.data()); }
-    int64_t bytes() const { return raw_.bytes(); }
-
-  private:
-    Buffer raw_;
-    bool bf16_ = false;
-};
 
 // What a GPT-2 micro-batch keeps, per layer of the span (one layer when recomputing), indexed by
 // slot(layer):
@@ -46,17 +25,27 @@ class KeptTensor {
 //   resid2              [rows, C]
 // and for the head: lnf [B*T, C] (gathered under sequence parallelism), its statistics [rows],
 // dlnf [rows, C] the gradient of the final norm's output from the fused head.
-// ln1, ln2 and fch_gelu are read only by matrix products, so with bf16 products (span.bf16) they
-// are stored as bf16: the products round them to nearest even anyway, so the numbers do not
-// change. lnf stays fp32: only the head's forward reads it, and the fused classifier takes fp32.
+// Under bf16 products (span.bf16) the layer's activations are stored as bf16 (KeptTensor):
+// - ln1, ln2 and fch_gelu are read only by matrix products, which round them to nearest even
+//   anyway, so storing them rounded changes no number;
+// - qkv and atty are the bf16 attention kernel's inputs and output (attention.hpp), and fch the
+//   GELU's input: rounding them does change the numbers (docs/performance.md measures by how
+//   much). Under context parallelism qkv and atty stay fp32: the ring and Ulysses regions take
+//   fp32 (span.context_parallel).
+// The statistics, the lse and the residual stream (resid, resid2) stay fp32. The residual stream
+// accumulates every layer's update: bf16 keeps 8 significant bits, so an update smaller than
+// 2^-9 of the stream's magnitude would vanish in the sum (why Megatron-LM keeps it in fp32 with
+// --fp32-residual-connection, and PyTorch autocast leaves additions in fp32); the LayerNorm
+// statistics are computed from it in fp32 too. lnf stays fp32: only the head's forward reads
+// it, and the fused classifier takes fp32.
 struct Gpt2Activations : Activations {
     Gpt2Activations(const ModelConfig& cfg, int64_t B, int64_t T, LayerSpan span = {});
     // Floats the whole value holds for (cfg, B, T, span): what the constructor allocates.
     static int64_t floats(const ModelConfig& cfg, int64_t B, int64_t T, const LayerSpan& span = {});
 
-    bool bf16;  // ln1, ln2 and fch_gelu are bf16
-    KeptTensor ln1, ln2, fch_gelu;
-    Buffer ln1_mean, ln1_rstd, qkv, atty, lse, resid2, ln2_mean, ln2_rstd, fch;
+    bool bf16;  // ln1, ln2, fch and fch_gelu are bf16 (qkv and atty too unless context parallel)
+    KeptTensor ln1, ln2, fch, fch_gelu, qkv, atty;
+    Buffer ln1_mean, ln1_rstd, lse, resid2, ln2_mean, ln2_rstd;
     Buffer lnf, lnf_mean, lnf_rstd, dlnf;
 };
 

@@ -74,6 +74,10 @@ struct LayerSpan {
     // only those products read as bf16 (GPT-2: docs/performance.md). Model::activation_span
     // fills it in from kernels::matmul_precision().
     bool bf16 = false;
+    // Context parallelism (ring, Ulysses or both) runs attention: its regions take fp32 q, k, v
+    // and output, so a family keeps those in fp32 even under bf16. Model::activation_span fills
+    // it in.
+    bool context_parallel = false;
 
     // Layers of the span in a model of n_layer (resolving count = -1).
     int layers(int64_t n_layer) const { return count < 0 ? int(n_layer) - first : count; }

@@ -1,8 +1,12 @@
-// GPT-2's activations under --dtype bf16: ln1, ln2 and fch_gelu stored as bf16 change no bit of
-// the losses or gradients of the run that keeps them in fp32 (the products round them to
-// nearest even either way), and the activation sizes equal the analytic count in both dtypes.
+// GPT-2's activations under --dtype bf16: stored as bf16 (ln1, ln2, fch_gelu losslessly; qkv,
+// atty and fch through the bf16 attention kernel and rounding), training tracks the run that
+// keeps them in fp32 within a stated tolerance, recomputation reproduces the stored run bit for
+// bit, and the activation sizes equal the analytic count in both dtypes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -62,26 +66,45 @@ bool same_bits(double x, double y) {
 
 }  // namespace
 
-// The buffers are read only as operands of bf16 products, which round them to nearest even on
-// every read; storing them rounded must therefore give every bit of the fp32-stored run.
-TEST(Gpt2Bf16, KeptBf16ActivationsChangeNoBit) {
+double rel_l2(const std::vector<float>& x, const std::vector<float>& y) {
+    double d = 0, n = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        d += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
+        n += double(y[i]) * y[i];
+    }
+    return std::sqrt(d / n);
+}
+
+// Both runs under bf16 products; the only difference is where the activations are kept. Rounding
+// q, k, v, the attention output, fch and the attention's output gradient to bf16 (8 significant
+// bits, a relative error up to 2^-9 each) moves the losses by ~1e-4 here and the gradients by
+// ~1e-3 relative (measured: 6.7e-5 and 1.8e-3); the bounds leave 10x room or more. The runs must
+// differ: if the bf16 buffers were not used (or not rounded), they would be equal.
+TEST(Gpt2Bf16, Bf16ActivationsTrackFp32Activations) {
     const kernels::MatmulPrecisionScope bf16(kernels::MatmulPrecision::bf16);
     const ModelConfig c = small_config();
-    for (bool recompute : {false, true}) {
-        LayerSpan fp32_span, bf16_span;
-        fp32_span.recompute = bf16_span.recompute = recompute;
-        bf16_span.bf16 = true;
-        const Trace kept32 = train(c, fp32_span), kept16 = train(c, bf16_span);
-        for (size_t i = 0; i < kept32.losses.size(); ++i)
-            EXPECT_TRUE(same_bits(kept32.losses[i], kept16.losses[i]))
-                << "recompute " << recompute << " step " << i << ": " << kept32.losses[i] << " vs "
-                << kept16.losses[i];
-        ASSERT_EQ(kept32.grads.size(), kept16.grads.size());
-        size_t differ = 0;
-        for (size_t i = 0; i < kept32.grads.size(); ++i)
-            differ += std::memcmp(&kept32.grads[i], &kept16.grads[i], sizeof(float)) != 0;
-        EXPECT_EQ(differ, 0u) << "gradient elements differing, recompute " << recompute;
-    }
+    LayerSpan fp32_span, bf16_span, bf16_recompute;
+    bf16_span.bf16 = bf16_recompute.bf16 = true;
+    bf16_recompute.recompute = true;
+    const Trace kept32 = train(c, fp32_span), kept16 = train(c, bf16_span);
+    double max_loss_diff = 0;
+    for (size_t i = 0; i < kept32.losses.size(); ++i)
+        max_loss_diff = std::max(max_loss_diff, std::abs(kept32.losses[i] - kept16.losses[i]));
+    const double grad_diff = rel_l2(kept16.grads, kept32.grads);
+    EXPECT_LT(max_loss_diff, 2e-3) << "loss " << kept32.losses.back();
+    EXPECT_LT(grad_diff, 2e-2);
+    EXPECT_GT(grad_diff, 0.0) << "bf16 activations changed nothing";
+    std::printf("bf16 vs fp32 activations: max |loss diff| %.3g, gradient relative L2 %.3g\n",
+                max_loss_diff, grad_diff);
+
+    // Recomputation re-runs the same forward into the same kind of buffers.
+    const Trace recomputed = train(c, bf16_recompute);
+    for (size_t i = 0; i < kept16.losses.size(); ++i)
+        EXPECT_TRUE(same_bits(kept16.losses[i], recomputed.losses[i])) << "step " << i;
+    size_t differ = 0;
+    for (size_t i = 0; i < kept16.grads.size(); ++i)
+        differ += std::memcmp(&kept16.grads[i], &recomputed.grads[i], sizeof(float)) != 0;
+    EXPECT_EQ(differ, 0u) << "gradient elements differing under recomputation";
 }
 
 TEST(Gpt2Bf16, Bf16ActivationsNeedBf16Products) {
@@ -97,40 +120,43 @@ TEST(Gpt2Bf16, Bf16ActivationsNeedBf16Products) {
     EXPECT_THROW(model.forward(a, w, false, 1.0f), Error);
 }
 
-// Bytes per kept layer, analytically (tp = 1, B*T = N tokens): qkv 3C, atty C, resid2 C, fch 4C,
-// four LayerNorm statistics and NH log-sum-exps per token in fp32; ln1, ln2 (C each) and
-// fch_gelu (4C) in fp32 or bf16.
+// Bytes per kept layer, analytically (tp = 1, B*T = N tokens): resid2 C, four LayerNorm
+// statistics and NH log-sum-exps per token in fp32; ln1, ln2 (C each), fch, fch_gelu (4C each),
+// qkv 3C and atty C in fp32 or bf16; under context parallelism qkv and atty stay fp32.
 TEST(Gpt2Bf16, ActivationBytesPerLayerAreTheAnalyticCount) {
     ModelConfig c = small_config();
     c.n_layer = 3;
     const int64_t B = 2, T = 16, N = B * T, C = c.n_embd, NH = c.n_head;
-    for (bool bf16 : {false, true}) {
-        const int64_t kept_bytes = bf16 ? 2 : 4;
-        const int64_t per_layer = 4 * (9 * C + 4 + NH) * N + kept_bytes * 6 * C * N;
-        LayerSpan one, two;
-        one.count = 1, two.count = 2;
-        one.head = two.head = false;
-        one.bf16 = two.bf16 = bf16;
-        const int64_t layer_bytes =
-            4 * (Gpt2Activations::floats(c, B, T, two) - Gpt2Activations::floats(c, B, T, one));
-        // A layer more also keeps one more layer input in the residual stream (C per token).
-        EXPECT_EQ(layer_bytes, per_layer + 4 * C * N) << "bf16 " << bf16;
-        // What the constructor allocates for the layers' buffers is that count too.
-        Gpt2Activations a(c, B, T, two);
-        const int64_t allocated = a.ln1.bytes() + a.ln2.bytes() + a.fch_gelu.bytes() +
-                                  a.ln1_mean.bytes() + a.ln1_rstd.bytes() + a.ln2_mean.bytes() +
-                                  a.ln2_rstd.bytes() + a.qkv.bytes() + a.atty.bytes() +
-                                  a.lse.bytes() + a.resid2.bytes() + a.fch.bytes();
-        EXPECT_EQ(allocated, 2 * per_layer) << "bf16 " << bf16;
-    }
-    // GPT-2 124M at B = 4, T = 1024: the lossless tier saves 2·6C bytes per token and layer
-    // (docs/performance.md: 2·(12·6)·768·4096 bytes, with lnf kept fp32).
+    for (bool bf16 : {false, true})
+        for (bool cp : {false, true}) {
+            const int64_t kept_bytes = bf16 ? 2 : 4, attn_bytes = bf16 && !cp ? 2 : 4;
+            const int64_t per_layer =
+                4 * (C + 4 + NH) * N + kept_bytes * 10 * C * N + attn_bytes * 4 * C * N;
+            LayerSpan one, two;
+            one.count = 1, two.count = 2;
+            one.head = two.head = false;
+            one.bf16 = two.bf16 = bf16;
+            one.context_parallel = two.context_parallel = cp;
+            const int64_t layer_bytes =
+                4 * (Gpt2Activations::floats(c, B, T, two) - Gpt2Activations::floats(c, B, T, one));
+            // A layer more also keeps one more layer input in the residual stream (C per token).
+            EXPECT_EQ(layer_bytes, per_layer + 4 * C * N) << "bf16 " << bf16 << " cp " << cp;
+            // What the constructor allocates for the layers' buffers is that count too.
+            Gpt2Activations a(c, B, T, two);
+            const int64_t allocated = a.ln1.bytes() + a.ln2.bytes() + a.fch_gelu.bytes() +
+                                      a.ln1_mean.bytes() + a.ln1_rstd.bytes() + a.ln2_mean.bytes() +
+                                      a.ln2_rstd.bytes() + a.qkv.bytes() + a.atty.bytes() +
+                                      a.lse.bytes() + a.resid2.bytes() + a.fch.bytes();
+            EXPECT_EQ(allocated, 2 * per_layer) << "bf16 " << bf16 << " cp " << cp;
+        }
+    // GPT-2 124M at B = 4, T = 1024: bf16 saves 2·14C bytes per token and layer
+    // (docs/performance.md: 2·(12·14)·768·4096 bytes, with lnf and the residual stream fp32).
     const ModelConfig g = model_preset("gpt2");
     LayerSpan s32, s16;
     s16.bf16 = true;
     EXPECT_EQ(
         4 * (Gpt2Activations::floats(g, 4, 1024, s32) - Gpt2Activations::floats(g, 4, 1024, s16)),
-        2 * 12 * 6 * 768 * 4096LL);
+        2 * 12 * 14 * 768 * 4096LL);
 }
 
 // The estimate's bf16 operand scratch (model/bf16_scratch.hpp, from the family's linear layers

@@ -259,11 +259,11 @@ TEST(ThreadTpGroup, AFailingRankEndsTheOthersCollectives) {
 // Floats of every buffer an Activations value holds.
 int64_t allocated(const Gpt2Activations& a) {
     int64_t n = int64_t(a.inputs.size() + a.targets.size());
-    for (const Buffer* b :
-         {&a.resid, &a.ln1_mean, &a.ln1_rstd, &a.qkv, &a.atty, &a.lse, &a.resid2, &a.ln2_mean,
-          &a.ln2_rstd, &a.fch, &a.lnf, &a.lnf_mean, &a.lnf_rstd, &a.dlnf, &a.losses})
+    for (const Buffer* b : {&a.resid, &a.ln1_mean, &a.ln1_rstd, &a.lse, &a.resid2, &a.ln2_mean,
+                            &a.ln2_rstd, &a.lnf, &a.lnf_mean, &a.lnf_rstd, &a.dlnf, &a.losses})
         n += b->size();
-    for (const KeptTensor* t : {&a.ln1, &a.ln2, &a.fch_gelu}) n += t->bytes() / 4;
+    for (const KeptTensor* t : {&a.ln1, &a.qkv, &a.atty, &a.ln2, &a.fch, &a.fch_gelu})
+        n += t->size();
     return n;
 }
 

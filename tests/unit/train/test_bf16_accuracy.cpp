@@ -1,11 +1,12 @@
 // bf16 training tracks fp32 training: the same model, initialisation and batches of the bundled
 // corpus (tinyshakespeare, tokenised here) trained for 200 AdamW steps once with fp32 and once
-// with bf16 matrix products, for a GPT-2-shaped small model (GPT-2's vocabulary, 4 layers, 4
-// heads, width 128). `tiny` (2 layers, width 64) ran here too until it was dropped to save the
-// suite 33 s: the same code path at a smaller width, it passed with more margin. The documented tolerance (docs/performance.md): over the last 50 steps the mean
-// |loss_bf16 - loss_fp32| is below 0.05 nats, and the final losses (means of the last 10 steps)
-// are within 2% of each other. The two runs must also differ, so that the test fails if the
-// bf16 setting were ignored.
+// with bf16 matrix products and activations stored as bf16 (as `weft train --dtype bf16` runs),
+// for a GPT-2-shaped small model (GPT-2's vocabulary, 4 layers, 4 heads, width 128). `tiny`
+// (2 layers, width 64) ran here too until it was dropped to save the suite 33 s: the same code
+// path at a smaller width, it passed with more margin. The documented tolerance
+// (docs/performance.md): over the last 50 steps the mean |loss_bf16 - loss_fp32| is below 0.05
+// nats, and the final losses (means of the last 10 steps) are within 2% of each other. The two
+// runs must also differ, so that the test fails if the bf16 setting were ignored.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -63,7 +64,8 @@ std::vector<double> train_losses(const model::ModelConfig& cfg,
     // over the last 50 steps, and bf16 by 0.04-0.07 (docs/performance.md).
     oc.lr = 1e-3f;
     oc.warmup = 10;
-    model::Gpt2Activations act(cfg, kBatch, kSeq);
+    // The activations stored as the run stores them: bf16 under bf16 products.
+    model::Gpt2Activations act(cfg, kBatch, kSeq, gpt.activation_span());
     model::FlatAccess access(gpt.layout(), params.data(), grads.data());
     const float scale = 1.0f / float(kBatch * kSeq);
     std::vector<double> losses;

@@ -1,0 +1,40 @@
+#include "weft/model/kept_tensor.hpp"
+
+#include <cstring>
+
+#include "weft/kernels/matmul.hpp"
+#include "weft/kernels/precision.hpp"
+
+namespace weft::model {
+
+namespace k = weft::kernels;
+
+void keep_and_project(float* out, const float* x, KeptTensor& kept, int64_t at, const float* w,
+                      const float* b, int64_t M, int64_t K, int64_t N) {
+    if (!kept.bf16()) return k::matmul_forward(out, x, w, b, M, K, N);
+    uint16_t* x16 = kept.b16() + at;
+    k::convert_fp32_to_bf16(x16, x, M, K, K);
+    k::matmul_forward_bf16_input(out, x16, w, b, M, K, N);
+}
+
+void backward_kept(float* dinp, float* dw, float* db, const float* dout, const KeptTensor& kept,
+                   int64_t at, const float* w, int64_t M, int64_t K, int64_t N) {
+    if (!kept.bf16())
+        return k::matmul_backward(dinp, dw, db, dout, kept.f32() + at, w, M, K, N, false);
+    k::matmul_backward_bf16_input(dinp, dw, db, dout, kept.b16() + at, w, M, K, N, false);
+}
+
+void keep_rounded(KeptTensor& kept, int64_t at, const float* src, int64_t rows, int64_t cols) {
+    k::convert_fp32_to_bf16(kept.b16() + at, src, rows, cols, cols);
+}
+
+void widen_bf16(float* dst, const uint16_t* src, int64_t n) {
+    // The bits shifted into the top half: exact, and simple enough for the compiler to vectorise.
+#pragma omp parallel for schedule(static) if (n >= (1 << 16))
+    for (int64_t i = 0; i < n; ++i) {
+        const uint32_t u = uint32_t(src[i]) << 16;
+        std::memcpy(dst + i, &u, sizeof u);
+    }
+}
+
+}  // namespace weft::model
