@@ -7,6 +7,7 @@
 #include "weft/kernels/classifier.hpp"
 #include "weft/kernels/elementwise.hpp"
 #include "weft/kernels/matmul.hpp"
+#include "weft/kernels/precision.hpp"
 #include "weft/kernels/rmsnorm.hpp"
 #include "weft/kernels/swiglu.hpp"
 #include "weft/model/cp_attention.hpp"
@@ -30,6 +31,9 @@ Widths widths(const ModelConfig& cfg, int tp) {
 // The sizes of one LlamaActivations' own buffers, in floats (see Gpt2's Sizes).
 struct Sizes {
     int64_t kept, ln, stats, qkv, atty, lse, resid2, gu, act, lnf, lnf_stats, dlnf;
+    bool bf16;    // ln1, gu, act stored as bf16 (and ln2 without experts)
+    bool ln2_16;  // ln2 stored as bf16: the MoE block reads it in fp32
+    bool attn16;  // qkv and atty stored as bf16 (the bf16 attention kernel's)
 };
 
 Sizes sizes(const ModelConfig& cfg, int64_t B, int64_t T, const LayerSpan& span) {
@@ -56,6 +60,9 @@ Sizes sizes(const ModelConfig& cfg, int64_t B, int64_t T, const LayerSpan& span)
     s.lnf = span.head ? BT * C : 0;
     s.lnf_stats = span.head ? rows : 0;
     s.dlnf = span.head ? rows * C : 0;
+    s.bf16 = span.bf16;
+    s.ln2_16 = span.bf16 && !moe;
+    s.attn16 = span.bf16 && !span.context_parallel;
     return s;
 }
 
@@ -98,16 +105,16 @@ LlamaActivations::LlamaActivations(const ModelConfig& cfg, int64_t B_, int64_t T
     : Activations(cfg, B_, T_, span) {
     const Sizes s = sizes(cfg, B, T, span);
     const int64_t L = s.kept;
-    ln1 = Buffer(L * s.ln);
+    ln1 = KeptTensor(L * s.ln, s.bf16);
     rstd1 = Buffer(L * s.stats);
-    qkv = Buffer(L * s.qkv);
-    atty = Buffer(L * s.atty);
+    qkv = KeptTensor(L * s.qkv, s.attn16);
+    atty = KeptTensor(L * s.atty, s.attn16);
     lse = Buffer(L * s.lse);
     resid2 = Buffer(L * s.resid2);
-    ln2 = Buffer(L * s.ln);
+    ln2 = KeptTensor(L * s.ln, s.ln2_16);
     rstd2 = Buffer(L * s.stats);
-    gu = Buffer(L * s.gu);
-    act = Buffer(L * s.act);
+    gu = KeptTensor(L * s.gu, s.bf16);
+    act = KeptTensor(L * s.act, s.bf16);
     if (head) {
         lnf = Buffer(s.lnf);
         lnf_rstd = Buffer(s.lnf_stats);
@@ -122,13 +129,18 @@ LlamaActivations::LlamaActivations(const ModelConfig& cfg, int64_t B_, int64_t T
 int64_t LlamaActivations::floats(const ModelConfig& cfg, int64_t B, int64_t T,
                                  const LayerSpan& span) {
     const Sizes s = sizes(cfg, B, T, span);
-    const int64_t per_layer =
-        2 * s.ln + 2 * s.stats + s.qkv + s.atty + s.lse + s.resid2 + s.gu + s.act;
+    // Per kept layer: the RMSNorm statistics, lse and resid2 in fp32, the rest in fp32 or bf16
+    // as the constructor allocates them.
+    const int64_t L = s.kept, fp32_per_layer = 2 * s.stats + s.lse + s.resid2;
+    const int64_t kept =
+        KeptTensor::floats(L * s.ln, s.bf16) + KeptTensor::floats(L * s.ln, s.ln2_16) +
+        KeptTensor::floats(L * s.qkv, s.attn16) + KeptTensor::floats(L * s.atty, s.attn16) +
+        KeptTensor::floats(L * s.gu, s.bf16) + KeptTensor::floats(L * s.act, s.bf16);
     const int64_t moe = cfg.n_experts > 0 ? s.kept * MoeLayerActs::floats(cfg, B * T) +
                                                 span.layers(cfg.n_layer) * 2 * cfg.n_experts
                                           : 0;
-    return Activations::shared_floats(cfg, B, T, span) + s.kept * per_layer + s.lnf + s.lnf_stats +
-           s.dlnf + moe;
+    return Activations::shared_floats(cfg, B, T, span) + L * fp32_per_layer + kept + s.lnf +
+           s.lnf_stats + s.dlnf + moe;
 }
 
 Llama::Llama(const ModelConfig& cfg, const ModelShard& shard, TpComm* tp, bool sequence_parallel)
@@ -273,39 +285,57 @@ void Llama::block_forward_from(LlamaActivations& a, const LlamaBlock& p, int l, 
     ensure_scratch(BT);
     const int64_t s = a.slot(l);
     const float* x = a.resid_in(l);
-    float* ln1 = a.ln1.data() + s * BT * C;
-    float* qkv = a.qkv.data() + s * BT * qkv_;
-    float* atty = a.atty.data() + s * BT * A;
+    // bf16: the norms', q/k/v, attention, gate/up and SwiGLU outputs are made in fp32 in scratch
+    // that is free in forward (dC_, dqkv_, wide_, dact_) and rounded into the kept buffers.
+    const bool attn16 = a.qkv.bf16();
+    const int64_t at_ln = s * BT * C, at_qkv = s * BT * qkv_, at_att = s * BT * A;
+    const int64_t at_gu = s * BT * 2 * F_, at_act = s * BT * F_;
+    float* ln1 = a.ln1.bf16() ? dC_.data() : a.ln1.f32() + at_ln;
+    float* qkv = attn16 ? dqkv_.data() : a.qkv.f32() + at_qkv;
+    float* atty = attn16 ? wide_.data() : a.atty.f32() + at_att;
     float* lse = a.lse.data() + s * B * NH_ * T;
     float* res2 = a.resid2.data() + s * R * C;
-    float* ln2 = a.ln2.data() + s * BT * C;
+    float* ln2 = a.ln2.bf16() ? dC_.data() : a.ln2.f32() + at_ln;
     // Empty with experts (no offset into a null buffer).
-    float* gu = moe_ ? nullptr : a.gu.data() + s * BT * 2 * F_;
-    float* act = moe_ ? nullptr : a.act.data() + s * BT * F_;
+    float* gu = moe_ ? nullptr : a.gu.bf16() ? wide_.data() : a.gu.f32() + at_gu;
+    float* act = moe_ ? nullptr : a.act.bf16() ? dact_.data() : a.act.f32() + at_act;
     float* out = a.resid_in(l + 1);
 
     k::rmsnorm_forward(tp_.own_rows(ln1, R), a.rstd1.data() + s * R, x, p.ln1_w, R, C, cfg_.ln_eps);
     tp_.gather_rows(ln1, R);
-    k::matmul_forward(qkv, ln1, p.qkv_w, nullptr, BT, C, qkv_);
+    keep_and_project(qkv, ln1, a.ln1, at_ln, p.qkv_w, nullptr, BT, C, qkv_);
     w.progress();
     const kernels::RopeTable& table = rope(cfg_.n_positions);
     rope_rows(qkv, B, T, NH_, HS_, qkv_, pos0, a.positions, table, false);
     rope_rows(qkv + A, B, T, NKV_, HS_, qkv_, pos0, a.positions, table, false);
+    if (attn16) keep_rounded(a.qkv, at_qkv, qkv, BT, qkv_);
     if (cp_) {
+        WEFT_CHECK(!attn16, "internal: bf16 q, k, v under context parallelism");
         cp_->forward(atty, lse, qkv, qkv + A, qkv + A + KV, {B, T, NH_, NKV_, HS_, qkv_, qkv_, A});
+    } else if (!cache && attn16) {
+        const uint16_t* q16 = a.qkv.b16() + at_qkv;
+        k::attention_forward_bf16(a.atty.b16() + at_att, lse, q16, q16 + A, q16 + A + KV,
+                                  {B, T, T, NH_, HS_, qkv_, qkv_, A, 0, NKV_});
     } else if (!cache) {
         k::attention_forward_qkv(atty, lse, qkv, B, T, NH_, HS_, NKV_);
     } else {
         // Generation (tp = 1, one sequence): these positions' keys and values join the cache,
-        // and the queries attend to every cached position up to their own.
+        // and the queries attend to every cached position up to their own; under bf16 the
+        // rounded q, k, v, as the bf16 kernel would read them.
+        if (attn16) widen_bf16(qkv, a.qkv.b16() + at_qkv, BT * qkv_);
         cache->store(l, pos0, T, qkv + A, qkv + A + KV, qkv_);
         float* kc = cache->k_at(l);
         float* vc = cache->v_at(l);
         const k::AttentionShape shape{1, T, pos0 + T, NH_, HS_, qkv_, KV, A, pos0, NKV_};
         k::attention_forward(atty, lse, qkv, kc, vc, shape);
+        if (attn16) keep_rounded(a.atty, at_att, atty, BT, A);
     }
     w.progress();
-    tp_.row_parallel_forward(res2, atty, p.o_w, nullptr, x, BT, A, R, dC_.data());
+    if (attn16)
+        tp_.row_parallel_forward(res2, a.atty.b16() + at_att, p.o_w, nullptr, x, BT, A, R,
+                                 dC_.data());
+    else
+        tp_.row_parallel_forward(res2, atty, p.o_w, nullptr, x, BT, A, R, dC_.data());
     w.progress();
     k::rmsnorm_forward(tp_.own_rows(ln2, R), a.rstd2.data() + s * R, res2, p.ln2_w, R, C,
                        cfg_.ln_eps);
@@ -315,10 +345,17 @@ void Llama::block_forward_from(LlamaActivations& a, const LlamaBlock& p, int l, 
                       p.moe, BT, a.loss_scale, recomputing, moe_comm_, &moe_stats_, l);
         return;
     }
-    k::matmul_forward(gu, ln2, p.gu_w, nullptr, BT, C, 2 * F_);
+    keep_and_project(gu, ln2, a.ln2, at_ln, p.gu_w, nullptr, BT, C, 2 * F_);
     w.progress();
     k::swiglu_forward(act, gu, BT, F_);
-    tp_.row_parallel_forward(out, act, p.down_w, nullptr, res2, BT, F_, R, dC_.data());
+    if (a.act.bf16()) {
+        keep_rounded(a.gu, at_gu, gu, BT, 2 * F_);
+        keep_rounded(a.act, at_act, act, BT, F_);
+        tp_.row_parallel_forward(out, a.act.b16() + at_act, p.down_w, nullptr, res2, BT, F_, R,
+                                 dC_.data());
+    } else {
+        tp_.row_parallel_forward(out, act, p.down_w, nullptr, res2, BT, F_, R, dC_.data());
+    }
 }
 
 double Llama::head_forward(Activations& base, UnitAccess& w, bool train, float loss_scale) {
@@ -381,14 +418,11 @@ void Llama::block_backward(Activations& base, UnitAccess& w, int l) {
     if (a.recompute) block_forward_from(a, p, l, w, nullptr, 0, /*recomputing=*/true);
     const int64_t s = a.slot(l);
     const float* x = a.resid_in(l);
-    const float* ln1 = a.ln1.data() + s * BT * C;
-    const float* qkv = a.qkv.data() + s * BT * qkv_;
-    const float* atty = a.atty.data() + s * BT * A;
+    const bool attn16 = a.qkv.bf16();
+    const int64_t at_ln = s * BT * C, at_qkv = s * BT * qkv_, at_att = s * BT * A;
+    const int64_t at_gu = s * BT * 2 * F_, at_act = s * BT * F_;
     const float* lse = a.lse.data() + s * B * NH_ * T;
     const float* res2 = a.resid2.data() + s * R * C;
-    const float* ln2 = a.ln2.data() + s * BT * C;
-    const float* gu = moe_ ? nullptr : a.gu.data() + s * BT * 2 * F_;
-    const float* act = moe_ ? nullptr : a.act.data() + s * BT * F_;
     float *dres = dres_.data(), *dC = dC_.data(), *wide = wide_.data();
     // Sequence parallel: the norms' weights see only this rank's rows; their gradients are
     // collected apart and summed over the ranks at the end.
@@ -404,35 +438,63 @@ void Llama::block_backward(Activations& base, UnitAccess& w, int l) {
     const float* dout = tp_.gather_grad(dres, R, dC);
     if (moe_) {
         // tp 1 (declare refuses more): dout is dres itself, and dC free for the input gradient.
-        moe_->backward(dC, dout, ln2, a.moe[size_t(s)], a.moe_counts[size_t(l - a.first_layer)],
-                       p.moe, g.moe, BT, a.loss_scale);
+        moe_->backward(dC, dout, a.ln2.f32() + at_ln, a.moe[size_t(s)],
+                       a.moe_counts[size_t(l - a.first_layer)], p.moe, g.moe, BT, a.loss_scale);
     } else {
-        k::matmul_backward(dact_.data(), g.down_w, nullptr, dout, act, p.down_w, BT, F_, C, false);
+        backward_kept(dact_.data(), g.down_w, nullptr, dout, a.act, at_act, p.down_w, BT, F_, C);
         w.progress();
-        k::swiglu_backward(wide, dact_.data(), gu, BT, F_);
-        k::matmul_backward(dC, g.gu_w, nullptr, wide, ln2, p.gu_w, BT, C, 2 * F_, false);
+        if (a.gu.bf16()) {
+            // The fp32 [gate | up] rows, as many whole rows at a time as dqkv_ holds (free until
+            // the attention's backward).
+            const int64_t rows = std::max<int64_t>(1, BT * qkv_ / (2 * F_));
+            WEFT_CHECK(rows * 2 * F_ <= BT * qkv_,
+                       "internal: one [gate | up] row ({} floats) exceeds the q/k/v scratch",
+                       2 * F_);
+            for_widened(a.gu, at_gu, BT * 2 * F_, dqkv_.data(), rows * 2 * F_,
+                        [&](const float* gu, int64_t off, int64_t n) {
+                            const int64_t r0 = off / (2 * F_);
+                            k::swiglu_backward(wide + off, dact_.data() + r0 * F_, gu, n / (2 * F_),
+                                               F_);
+                        });
+        } else {
+            k::swiglu_backward(wide, dact_.data(), a.gu.f32() + at_gu, BT, F_);
+        }
+        backward_kept(dC, g.gu_w, nullptr, wide, a.ln2, at_ln, p.gu_w, BT, C, 2 * F_);
     }
     w.progress();
     k::rmsnorm_backward(dres, gln2, tp_.sum_input_grad(dC, BT, R, rows_.data()), res2, p.ln2_w,
                         a.rstd2.data() + s * R, R, C);
     dout = tp_.gather_grad(dres, R, dC);
     float* datty = wide;  // free again
-    k::matmul_backward(datty, g.o_w, nullptr, dout, atty, p.o_w, BT, A, C, false);
+    backward_kept(datty, g.o_w, nullptr, dout, a.atty, at_att, p.o_w, BT, A, C);
     w.progress();
+    float* dqkv = dqkv_.data();
     if (cp_) {
         const int64_t KV = NKV_ * HS_;
-        float* d = dqkv_.data();
-        cp_->backward(d, d + A, d + A + KV, datty, qkv, qkv + A, qkv + A + KV, atty, lse,
-                      {B, T, NH_, NKV_, HS_, qkv_, qkv_, A});
+        const float* qkv = a.qkv.f32() + at_qkv;
+        cp_->backward(dqkv, dqkv + A, dqkv + A + KV, datty, qkv, qkv + A, qkv + A + KV,
+                      a.atty.f32() + at_att, lse, {B, T, NH_, NKV_, HS_, qkv_, qkv_, A});
+    } else if (attn16) {
+        // The bf16 kernel takes the output's gradient rounded to bf16 too, as the products
+        // round it; dC_ is free (its last reader, o_proj's backward, has run).
+        const int64_t KV = NKV_ * HS_;
+        uint16_t* datty16 = reinterpret_cast<uint16_t*>(dC);
+        k::convert_fp32_to_bf16(datty16, datty, BT, A, A);
+        dqkv_.zero();  // the bf16 kernel accumulates
+        const uint16_t* q16 = a.qkv.b16() + at_qkv;
+        k::attention_backward_bf16(dqkv, dqkv + A, dqkv + A + KV, datty16, q16, q16 + A,
+                                   q16 + A + KV, a.atty.b16() + at_att, lse,
+                                   {B, T, T, NH_, HS_, qkv_, qkv_, A, 0, NKV_});
     } else {
-        k::attention_backward_qkv(dqkv_.data(), datty, qkv, atty, lse, B, T, NH_, HS_, NKV_);
+        k::attention_backward_qkv(dqkv, datty, a.qkv.f32() + at_qkv, a.atty.f32() + at_att, lse, B,
+                                  T, NH_, HS_, NKV_);
     }
     w.progress();
     // The rotary embedding is a rotation: its backward rotates the gradients back.
     const kernels::RopeTable& table = rope(cfg_.n_positions);
     rope_rows(dqkv_.data(), B, T, NH_, HS_, qkv_, 0, a.positions, table, true);
     rope_rows(dqkv_.data() + A, B, T, NKV_, HS_, qkv_, 0, a.positions, table, true);
-    k::matmul_backward(dC, g.qkv_w, nullptr, dqkv_.data(), ln1, p.qkv_w, BT, C, qkv_, false);
+    backward_kept(dC, g.qkv_w, nullptr, dqkv_.data(), a.ln1, at_ln, p.qkv_w, BT, C, qkv_);
     k::rmsnorm_backward(dres, gln1, tp_.sum_input_grad(dC, BT, R, rows_.data()), x, p.ln1_w,
                         a.rstd1.data() + s * R, R, C);
     if (sp_) {

@@ -19,6 +19,7 @@
 
 #include "weft/core/buffer.hpp"
 #include "weft/kernels/rope.hpp"
+#include "weft/model/kept_tensor.hpp"
 #include "weft/model/model.hpp"
 #include "weft/model/moe_block.hpp"
 #include "weft/model/tp_comm.hpp"
@@ -38,11 +39,20 @@ namespace weft::model {
 // gu and act are empty and each slot keeps a MoeLayerActs instead, and each layer of the span
 // its micro-batch's routing counts [E] (doubles; kept per layer, not per slot, so that a
 // recomputed layer routes with the counts its forward summed over the ranks).
+//
+// Under bf16 products (span.bf16) ln1, ln2, gu, act, qkv and atty are stored as bf16
+// (KeptTensor), as GPT-2's are (gpt2.hpp): ln1, ln2 and act only feed products, which round
+// them anyway; qkv (rounded after the rotary embedding) and atty are the bf16 attention kernel's
+// (grouped-query: NKV < NH), and gu the SwiGLU's input, which changes the numbers. Kept fp32:
+// the RMSNorm statistics, the lse, the residual stream (resid, resid2; gpt2.hpp says why), lnf;
+// qkv and atty under context parallelism (its regions take fp32); and with experts ln2 and the
+// MoE block's own buffers (MoeLayerActs: the expert products and the router read fp32).
 struct LlamaActivations : Activations {
     LlamaActivations(const ModelConfig& cfg, int64_t B, int64_t T, LayerSpan span = {});
     static int64_t floats(const ModelConfig& cfg, int64_t B, int64_t T, const LayerSpan& span = {});
 
-    Buffer ln1, rstd1, qkv, atty, lse, resid2, ln2, rstd2, gu, act;
+    KeptTensor ln1, qkv, atty, ln2, gu, act;
+    Buffer rstd1, lse, resid2, rstd2;
     Buffer lnf, lnf_rstd, dlnf;
     std::vector<MoeLayerActs> moe;                // per slot
     std::vector<std::vector<double>> moe_counts;  // per layer of the span

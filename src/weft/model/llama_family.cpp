@@ -124,18 +124,21 @@ std::vector<LinearShape> layer_linears(const ModelConfig& cfg) {
     if (cfg.n_experts > 0) {
         // Per token: the router, and the k experts it is routed to.
         const int64_t k = cfg.experts_per_token;
-        return {{"self_attn.qkv", (cfg.n_head + 2 * cfg.kv_heads()) * HS, C, true},
-                {"self_attn.o_proj", C, cfg.n_head * HS, false},
+        // Under --dtype bf16 ln1 and the attention output are kept as bf16; the MoE block's
+        // inputs stay fp32 (llama.hpp).
+        return {{"self_attn.qkv", (cfg.n_head + 2 * cfg.kv_heads()) * HS, C, true, true},
+                {"self_attn.o_proj", C, cfg.n_head * HS, false, true},
                 {"block_sparse_moe.gate", cfg.n_experts, C, false},
                 {"block_sparse_moe.experts.w1_w3", k * 2 * F, C, true},
                 {"block_sparse_moe.experts.w2", C, k * F, false},
                 {"block_sparse_moe.shared_experts.gate_up", 2 * cfg.n_shared_experts * F, C, true},
                 {"block_sparse_moe.shared_experts.down_proj", C, cfg.n_shared_experts * F, false}};
     }
-    return {{"self_attn.qkv", (cfg.n_head + 2 * cfg.kv_heads()) * HS, C, true},
-            {"self_attn.o_proj", C, cfg.n_head * HS, false},
-            {"mlp.gate_up", 2 * F, C, true},
-            {"mlp.down_proj", C, F, false}};
+    // Under --dtype bf16 every product's input is kept as bf16: ln1, atty, ln2, act (llama.hpp).
+    return {{"self_attn.qkv", (cfg.n_head + 2 * cfg.kv_heads()) * HS, C, true, true},
+            {"self_attn.o_proj", C, cfg.n_head * HS, false, true},
+            {"mlp.gate_up", 2 * F, C, true, true},
+            {"mlp.down_proj", C, F, false, true}};
 }
 
 ActivationTerms korthikanti_terms(const ModelConfig& cfg) {

@@ -154,9 +154,9 @@ TEST(Llama, ActivationCountIsWhatIsAllocated) {
                 const LayerSpan span{0, -1, true, rc, tp, sp && tp > 1};
                 LlamaActivations a(c, 2, 16, span);
                 int64_t n = 0;
-                for (const Buffer* b :
-                     {&a.resid, &a.losses, &a.ln1, &a.rstd1, &a.qkv, &a.atty, &a.lse, &a.resid2,
-                      &a.ln2, &a.rstd2, &a.gu, &a.act, &a.lnf, &a.lnf_rstd, &a.dlnf})
+                for (const Buffer* b : std::initializer_list<const Buffer*>{
+                         &a.resid, &a.losses, &a.ln1, &a.rstd1, &a.qkv, &a.atty, &a.lse, &a.resid2,
+                         &a.ln2, &a.rstd2, &a.gu, &a.act, &a.lnf, &a.lnf_rstd, &a.dlnf})
                     n += b->size();
                 n += int64_t(a.inputs.size() + a.targets.size());
                 EXPECT_EQ(n, family_of(c).activation_floats(c, 2, 16, span))
