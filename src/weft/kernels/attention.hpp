@@ -64,5 +64,8 @@ void attention_forward_bf16(uint16_t* out, float* lse, const uint16_t* q, const 
 void attention_backward_bf16(float* dq, float* dk, float* dv, const uint16_t* dout,
                              const uint16_t* q, const uint16_t* k, const uint16_t* v,
                              const uint16_t* out, const float* lse, const AttentionShape& s);
+// Bytes of those fp32 copies this thread holds (kept between calls, as the products' operand
+// copies are; model::bf16_attention_scratch_bytes estimates them).
+int64_t attention_bf16_scratch_bytes();
 
 }  // namespace weft::kernels

@@ -97,4 +97,12 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, const uint16_t* do
     }
 }
 
+int64_t attention_bf16_scratch_bytes() {
+    const Widened& w = t_wide;
+    size_t n = 0;
+    for (const std::vector<float>* v : {&w.q, &w.k, &w.v, &w.out, &w.dout, &w.dq, &w.dk, &w.dv})
+        n += v->capacity();
+    return int64_t(n * sizeof(float));
+}
+
 }  // namespace weft::kernels

@@ -28,4 +28,9 @@ int64_t bf16_operand_scratch_bytes(const ModelConfig& cfg, int64_t B, int64_t T,
     return count.bytes(emulated);
 }
 
+int64_t bf16_attention_scratch_bytes(const ModelConfig& cfg, int64_t T, int tp) {
+    const int64_t HS = cfg.head_dim(), C = cfg.n_head / tp * HS, CKV = cfg.kv_heads() / tp * HS;
+    return int64_t(sizeof(float)) * 4 * T * (C + CKV);
+}
+
 }  // namespace weft::model

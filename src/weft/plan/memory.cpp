@@ -120,7 +120,8 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
         // train::PipelineStage keeps them. Full recomputation keeps each layer's input and one
         // layer's buffers per micro-batch; selective recomputation is not the engine's. Ulysses
         // (and the hybrid) also keep each layer's whole-sequence q, k, v, out of its heads.
-        // Under bf16 the family keeps what only bf16 products read as bf16 (LayerSpan::bf16).
+        // Under bf16 the family keeps its activations as bf16 (LayerSpan::bf16), q, k, v and the
+        // attention output in fp32 under context parallelism (LayerSpan::context_parallel).
         const model::Family& f = model::family_of(cfg);
         const bool ulysses_kept = l.cp > 1 && l.cp_kind != CpKind::ring;
         const int chunks = l.pp * l.vpp, lpc = int(cfg.n_layer) / chunks;
@@ -130,7 +131,7 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
             floats += double(
                 f.activation_floats(cfg, b, s,
                                     {c * lpc, lpc, c == chunks - 1, l.recompute == Recompute::full,
-                                     l.tp, l.sequence_parallel, ulysses_kept, bf16}));
+                                     l.tp, l.sequence_parallel, ulysses_kept, bf16, l.cp > 1}));
         m.activations = kEngineBytes * floats * in_flight / l.vpp;
         // Backward scratch (the family's) and the classifier's logits chunk.
         double scratch = double(f.scratch_floats(cfg, b, s, 1, false)) / l.tp;
@@ -143,10 +144,13 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
         if (cfg.tie_embeddings && l.pp > 1 && (first || last))
             m.buffers += kEngineBytes * double(e.unit0);
         // bf16's per-thread operand copies, and the widened fp32 buffers where this machine
-        // emulates bf16 products.
+        // emulates bf16 products; and the bf16 attention kernel's fp32 copies of a sequence
+        // (attention stays fp32 under context parallelism).
         if (bf16)
             m.buffers += double(model::bf16_operand_scratch_bytes(
                 cfg, b, s, l.tp, last, !kernels::bf16_products_native()));
+        if (bf16 && l.cp == 1)
+            m.buffers += double(model::bf16_attention_scratch_bytes(cfg, s, l.tp));
         return m;
     }
 

@@ -18,7 +18,8 @@ std::string MemoryEstimate::describe() const {
     const std::string ckpt =
         checkpoint ? fmt::format(" + checkpoint staging {}", mib(checkpoint)) : "";
     const std::string bf16 =
-        bf16_operands ? fmt::format(" + bf16 operands {}", mib(bf16_operands)) : "";
+        (bf16_operands ? fmt::format(" + bf16 operands {}", mib(bf16_operands)) : "") +
+        (bf16_attention ? fmt::format(" + bf16 attention {}", mib(bf16_attention)) : "");
     return fmt::format(
         "weights {} + grads {} + optimizer {} + activations {} + scratch {}{} + baseline {}{} = {}",
         mib(weights), mib(grads), mib(optimizer), mib(activations), mib(scratch), bf16,

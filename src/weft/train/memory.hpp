@@ -15,9 +15,12 @@ struct MemoryEstimate {
     // --dtype bf16: the products' per-thread operand copies and, where bf16 is emulated, the
     // fp32 buffers they are widened into (model/bf16_scratch.hpp).
     int64_t bf16_operands = 0;
+    // --dtype bf16: the bf16 attention kernel's fp32 copies of one sequence
+    // (model::bf16_attention_scratch_bytes).
+    int64_t bf16_attention = 0;
     int64_t total() const {
         return weights + grads + optimizer + activations + scratch + baseline + checkpoint +
-               bf16_operands;
+               bf16_operands + bf16_attention;
     }
     std::string describe() const;
 };

@@ -13,6 +13,7 @@
 
 #include "support/model_run.hpp"
 #include "weft/core/error.hpp"
+#include "weft/kernels/attention.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/model/bf16_scratch.hpp"
 #include "weft/model/gpt2.hpp"
@@ -161,15 +162,16 @@ TEST(Gpt2Bf16, ActivationBytesPerLayerAreTheAnalyticCount) {
 
 // The estimate's bf16 operand scratch (model/bf16_scratch.hpp, from the family's linear layers
 // and the classifier's products) against what the product buffers of a thread that ran a
-// training step really hold (kernels::matmul_bf16_scratch_bytes). A fresh thread, so that no
-// earlier test's products have grown its buffers; with and without recomputation (the same
-// products), two micro-batch shapes (the classifier's chunk is then the whole batch).
+// training step really hold (kernels::matmul_bf16_scratch_bytes), and likewise the bf16
+// attention kernel's copies of a sequence (kernels::attention_bf16_scratch_bytes). A fresh thread,
+// so that no earlier test's products have grown its buffers; with and without recomputation (the
+// same products), two micro-batch shapes (the classifier's chunk is then the whole batch).
 TEST(Gpt2Bf16, OperandScratchEstimateIsWhatTheProductsHold) {
     const kernels::MatmulPrecisionScope bf16(kernels::MatmulPrecision::bf16);
     ModelConfig c = small_config();
     c.vocab_size = 1000;  // so that the classifier's operands are the largest, as in GPT-2
     for (const int64_t T : {8, 16}) {
-        int64_t held = -1;
+        int64_t held = -1, attention_held = -1;
         std::thread run([&] {
             Gpt2 model(c);
             Buffer params(model.layout().total), grads(model.layout().total);
@@ -180,8 +182,10 @@ TEST(Gpt2Bf16, OperandScratchEstimateIsWhatTheProductsHold) {
             model.forward(a, w, true, 1.0f);
             model.backward(a, w);
             held = kernels::matmul_bf16_scratch_bytes();
+            attention_held = kernels::attention_bf16_scratch_bytes();
         });
         run.join();
+        EXPECT_EQ(bf16_attention_scratch_bytes(c, T, 1), attention_held) << "T " << T;
         const bool emulated = !kernels::bf16_products_native();
         EXPECT_EQ(bf16_operand_scratch_bytes(c, 2, T, 1, true, emulated), held) << "T " << T;
         // Without the head only the blocks' products remain, smaller with this vocabulary.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "support/model_run.hpp"
+#include "weft/kernels/attention.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/model/bf16_scratch.hpp"
 #include "weft/model/llama.hpp"
@@ -145,19 +146,22 @@ TEST(LlamaBf16, ActivationBytesPerLayerAreTheAnalyticCount) {
 }
 
 // The estimate's bf16 operand scratch (model/bf16_scratch.hpp, from layer_linears' bf16 inputs)
-// against what a fresh thread's product buffers hold after a training step.
+// and attention copies against what a fresh thread's buffers hold after a training step.
 TEST(LlamaBf16, OperandScratchEstimateIsWhatTheProductsHold) {
     const kernels::MatmulPrecisionScope bf16(kernels::MatmulPrecision::bf16);
     const ModelConfig c = tiny();
-    int64_t held = -1;
+    int64_t held = -1, attention_held = -1;
     std::thread run([&] {
         test::ModelRun<Llama> r(c);
         LlamaActivations a(c, 2, 16, r.model.activation_span());
         fill_tokens(a, c.vocab_size, 3);
         r.step(a, true);
         held = kernels::matmul_bf16_scratch_bytes();
+        attention_held = kernels::attention_bf16_scratch_bytes();
     });
     run.join();
+    // Grouped-query: k, v, dk, dv are NKV heads wide.
+    EXPECT_EQ(bf16_attention_scratch_bytes(c, 16, 1), attention_held);
     EXPECT_EQ(bf16_operand_scratch_bytes(c, 2, 16, 1, true, !kernels::bf16_products_native()),
               held);
 }

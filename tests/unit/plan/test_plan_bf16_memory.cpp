@@ -1,0 +1,71 @@
+// The planner's engine profile under bf16 (issue 16): its activation bytes are what the engine's
+// model allocates for the run (the family's count for the span Model::activation_span fills in
+// under bf16 products), and under context parallelism q, k, v and the attention output are
+// counted in fp32, as the families keep them.
+#include <gtest/gtest.h>
+
+#include "weft/kernels/matmul.hpp"
+#include "weft/model/family.hpp"
+#include "weft/model/model.hpp"
+#include "weft/plan/memory.hpp"
+
+using namespace weft;
+using namespace weft::plan;
+
+namespace {
+
+Cluster one_device() {
+    Cluster c;
+    c.name = "test";
+    c.device.name = "dev";
+    c.device.peak_flops = {{"bf16", 100e12}, {"fp32", 10e12}};
+    c.device.memory_bytes = 80.0 * (1 << 30);
+    c.device.memory_bandwidth = 2e12;
+    c.devices_per_node = 8, c.nodes = 1;
+    c.intra = {300e9, 2e-6}, c.inter = {25e9, 5e-6};
+    return c;
+}
+
+MemoryBreakdown engine_memory(const std::string& model, int64_t B, int64_t T, int cp,
+                              CpKind kind = CpKind::ring) {
+    Workload w;
+    w.model = load_model(model);
+    w.global_batch = B, w.seq_len = T;
+    w.prec = precision("bf16");
+    w.profile = MemoryProfile::engine;
+    Candidate k;
+    k.micro_batch = B;
+    k.layout.dp = k.layout.tp = k.layout.pp = 1;
+    k.layout.cp = cp, k.layout.cp_kind = kind;
+    return stage_memory(w, one_device(), k, 0, 1);
+}
+
+}  // namespace
+
+TEST(PlanBf16Memory, ActivationsAreWhatTheEngineAllocates) {
+    const kernels::MatmulPrecisionScope bf16(kernels::MatmulPrecision::bf16);
+    for (const char* name : {"gpt2", "llama-tiny"}) {
+        const model::ModelConfig cfg = load_model(name).config;
+        const int64_t B = 2, T = 64;
+        const std::unique_ptr<model::Model> m = model::family_of(cfg).make(cfg, {}, nullptr, false);
+        const model::LayerSpan span = m->activation_span();
+        ASSERT_TRUE(span.bf16);
+        EXPECT_EQ(engine_memory(name, B, T, 1).activations,
+                  4.0 * double(model::family_of(cfg).activation_floats(cfg, B, T, span)))
+            << name;
+    }
+}
+
+// Ring context parallelism keeps no whole-sequence copies, so the only difference from one rank
+// holding T/cp rows is q, k, v and the attention output in fp32: per layer and token,
+// (NH + 2 NKV) HS + NH HS elements at 2 bytes more each.
+TEST(PlanBf16Memory, ContextParallelKeepsAttentionInFp32) {
+    for (const char* name : {"gpt2", "llama-tiny"}) {
+        const model::ModelConfig cfg = load_model(name).config;
+        const int64_t B = 2, T = 64, cp = 2, s = T / cp;
+        const double cp_bytes = engine_memory(name, B, T, int(cp)).activations;
+        const double local_bytes = engine_memory(name, B, s, 1).activations;
+        const double attn = double((2 * cfg.n_head + 2 * cfg.kv_heads()) * cfg.head_dim());
+        EXPECT_DOUBLE_EQ(cp_bytes - local_bytes, 2.0 * attn * double(cfg.n_layer * B * s)) << name;
+    }
+}
