@@ -17,6 +17,7 @@
 #include "weft/core/error.hpp"
 #include "weft/supervise/child.hpp"
 #include "weft/supervise/command.hpp"
+#include "weft/supervise/elastic.hpp"
 #include "weft/supervise/flight.hpp"
 #include "weft/supervise/heartbeats.hpp"
 #include "weft/supervise/report.hpp"
@@ -250,6 +251,11 @@ void SuperviseOptions::validate() const {
                heartbeat_timeout);
     WEFT_CHECK(grace >= 0 && std::isfinite(grace), "weft run --grace {}: expected seconds >= 0",
                grace);
+    WEFT_CHECK(min_ranks >= 0, "weft run --min-ranks {}: expected a whole number >= 0", min_ranks);
+    WEFT_CHECK(elastic || min_ranks == 0,
+               "weft run --min-ranks {} without --elastic: only an elastic restart changes the "
+               "number of ranks",
+               min_ranks);
 }
 
 double heartbeat_margin(double comm_timeout) {
@@ -259,11 +265,27 @@ double heartbeat_margin(double comm_timeout) {
 
 int supervise(const SuperviseOptions& o, const std::vector<std::string>& command) {
     o.validate();
-    const TrainCommand cmd = parse_train_command(command);
+    TrainCommand cmd = parse_train_command(command);
     WEFT_CHECK(find_program(cmd.argv[0]),
                "weft run: cannot run '{}': no such program (not a path to an executable, nor in "
                "$PATH)",
                cmd.argv[0]);
+    // --elastic changes the world through the launcher's rank count: without one it could not.
+    std::optional<RankCount> rank_count;
+    int world = 0;
+    if (o.elastic) {
+        rank_count = find_rank_count(cmd.argv);
+        WEFT_CHECK(rank_count,
+                   "weft run --elastic: the command '{}' has no launcher rank count; expected "
+                   "`mpirun -np N` (or -n N, --np N), which an elastic restart rewrites",
+                   fmt::join(cmd.argv, " "));
+        world = rank_count->ranks;
+        WEFT_CHECK(o.min_ranks <= world,
+                   "weft run --min-ranks {}: larger than the command's world of {} rank(s); "
+                   "expected at most {}",
+                   o.min_ranks, world, world);
+    }
+    const std::vector<std::string> base_argv = cmd.argv;
     std::optional<double> add_timeout;
     double comm_timeout = default_comm_timeout();
     if (o.comm_timeout > 0) {
@@ -310,9 +332,28 @@ int supervise(const SuperviseOptions& o, const std::vector<std::string>& command
             return 0;
         }
         Fault& f = a.fault;
-        const bool restart = !a.startup_error && attempt < o.max_restarts;
+        bool restart = !a.startup_error && attempt < o.max_restarts;
+        // A fault that names lost ranks restarts on those left (a non-finite loss names none).
+        std::optional<ElasticPlan> plan;
+        std::string elastic_refused;
+        if (restart && o.elastic && f.cause != Cause::non_finite && !f.ranks.empty()) {
+            try {
+                if (const std::optional<SavedLayout> saved = read_saved_layout(cmd.out)) {
+                    plan = plan_elastic(*saved, world, f.ranks, o.min_ranks);
+                    elastic_refused = plan->refused;
+                } else {
+                    elastic_refused =
+                        "no committed checkpoint to read the layout and batch settings from";
+                }
+            } catch (const Error& e) {
+                elastic_refused = e.what();
+            }
+            restart = elastic_refused.empty();
+        }
         nlohmann::json report = fault_json(f);
         report["restarting"] = restart;
+        if (plan) report["elastic"] = plan->to_json();
+        if (!elastic_refused.empty()) report["elastic_refused"] = elastic_refused;
         // A command that failed before training started gets no report file: it touched
         // nothing, and neither does weft run.
         std::string line = fault_line(f);
@@ -322,10 +363,14 @@ int supervise(const SuperviseOptions& o, const std::vector<std::string>& command
             line +=
                 "; not restarting: the command failed before training started, and would "
                 "again";
+        } else if (!elastic_refused.empty()) {
+            line +=
+                "; giving up: --elastic finds no layout for the next attempt: " + elastic_refused;
         } else if (restart) {
             line += fmt::format("; restarting from {} (restart {} of at most {})",
                                 f.resume_from.empty() ? "the start" : f.resume_from, attempt + 1,
                                 o.max_restarts);
+            if (plan) line += "; elastic: " + plan->describe();
         } else {
             line += fmt::format("; giving up: {} restart(s) used of --max-restarts {}", attempt,
                                 o.max_restarts);
@@ -334,6 +379,11 @@ int supervise(const SuperviseOptions& o, const std::vector<std::string>& command
         if (!restart) {
             fmt::print(stderr, "weft run: failed: {}\n", f.what);
             return a.exit_code;
+        }
+        if (plan) {
+            world = plan->new_world;
+            cmd.argv = with_rank_count(base_argv, *rank_count, world);
+            for (const std::string& w : elastic_flags(*plan)) cmd.argv.push_back(w);
         }
         last_report = report;
     }

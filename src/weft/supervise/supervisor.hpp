@@ -13,6 +13,10 @@ struct SuperviseOptions {
     double heartbeat_timeout = 0;  // 0: the comm timeout plus heartbeat_margin(comm timeout)
     double grace = 10;             // seconds between SIGTERM and SIGKILL when stopping a job
     double poll = 0.05;            // seconds between looks at the heartbeats
+    // After a fault that names lost ranks, restart on the ranks left with a re-planned layout
+    // (elastic.hpp); never on fewer than min_ranks (0: no bound).
+    bool elastic = false;
+    int min_ranks = 0;
 
     // Every value in range; errors name the flag. Called before any process or file is touched.
     void validate() const;
