@@ -9,12 +9,17 @@
 #   hang       WEFT_TEST_FAULT=hang: a report naming the hang and rank 1, then a restart; and a
 #              hang of a single process, seen by its heartbeat alone
 #   nan        WEFT_TEST_FAULT=nan: a report naming the non-finite loss and rank 1, then a restart
+#   elastic    --elastic: rank 1 of `mpirun -np 4 ... --dp 4 --batch-size 8` killed at step 3;
+#              the restart runs on the ranks left with dp 2 (8 does not split over 3) and twice
+#              the gradient accumulation; its losses and final weights match an uninterrupted
+#              dp 4 run (dp_check), and the report records the re-plan
 #   exhausted  --max-restarts 0 and a fault: non-zero exit naming the fault, no restart
 #   errors     no command, no --out, a negative --max-restarts: one clear error each, no files;
 #              bad input to the train command: its error, no restart, no files
+#              (and --elastic's: no launcher rank count, --min-ranks above the world)
 # SUPERVISE_SEED=<n> repeats the random choices of a failed run (the seed is printed).
 set -uo pipefail
-WEFT=$1 SRC=$2 MODE=$3
+WEFT=$1 SRC=$2 MODE=$3 DP_CHECK=${4:-}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
@@ -166,6 +171,35 @@ nan)
   check grep -qE 'attempt 0: non-finite loss on rank 1; rank 1: loss nan at step 3' nan.log
   check grep -q "the run finished on attempt 1" nan.log
   ;;
+elastic)
+  # Tolerances: dp 2 with two micro-batches sums the same samples as dp 4 in another order.
+  dp4() { echo mpirun -np 4 "$WEFT" train "${args[@]}" --batch-size 8 --dp 4 --out "$1"; }
+  eval "$(dp4 ref)" >ref.log 2>&1 || { echo "FAILED: reference run"; cat ref.log; exit 1; }
+  WEFT_TEST_FAULT=kill:1:3 "$WEFT" run --grace 3 --elastic --max-restarts 1 -- $(dp4 el) >el.log 2>&1
+  rc=$?
+  grep "^weft run" el.log
+  check [ "$rc" -eq 0 ]
+  check grep -q "the run finished on attempt 1" el.log
+  check grep -qF "elastic: world 4 -> 2 (3 rank(s) left), dp 4 -> 2, gradient accumulation 1 -> 2" el.log
+  check grep -qE "^weft run: attempt 1: mpirun -np 2 .* --dp 2 --micro-batch-size 2 --resume$" el.log
+  report=el/faults/attempt_0.json
+  for kv in old_world:4 ranks_left:3 new_world:2 old_dp:4 new_dp:2 old_accumulation:1 new_accumulation:2; do
+    check [ "$(field $report ${kv%%:*})" = "${kv#*:}" ]
+  done
+  # The steps after the restart (metrics.jsonl is appended to: the last start line begins them)
+  # against the same steps of the uninterrupted run.
+  mkdir -p after refafter
+  awk '/"event": *"start"/ { n = NR } { line[NR] = $0 } END { for (i = n + 1; i <= NR; i++) print line[i] }' \
+    el/metrics.jsonl >after/metrics.jsonl
+  first=$(grep -o '"step": *[0-9]*' after/metrics.jsonl | head -1 | grep -o '[0-9]*$')
+  echo "resumed at step $first"
+  check [ -n "$first" ]
+  awk -v first="${first:-1}" 'match($0, /"step": *[0-9]+/) { s = substr($0, RSTART, RLENGTH); sub(/.*: */, "", s); if (s + 0 >= first) print }' \
+    ref/metrics.jsonl >refafter/metrics.jsonl
+  check "$DP_CHECK" losses refafter after 1e-5
+  last=step_$(printf %06d $STEPS)
+  check "$DP_CHECK" weights "ref/checkpoints/$last" "el/checkpoints/$last" 1e-4
+  ;;
 exhausted)
   WEFT_TEST_FAULT=exit:1:2 supervised out --max-restarts 0
   wait_supervised
@@ -194,6 +228,12 @@ errors)
   expect "weft run --comm-timeout 5 but the command says --comm-timeout 3" --comm-timeout 5 -- \
     "$WEFT" train --out runs/x --comm-timeout 3
   expect "weft run: cannot run 'no-such-launcher': no such program" -- no-such-launcher --out runs/x
+  expect "weft run --elastic: the command '$WEFT train --out runs/x' has no launcher rank count" \
+    --elastic -- "$WEFT" train --out runs/x
+  expect "weft run --min-ranks 5: larger than the command's world of 4 rank(s)" --elastic \
+    --min-ranks 5 -- mpirun -np 4 "$WEFT" train --out runs/x
+  expect "weft run --min-ranks 2 without --elastic" --min-ranks 2 -- \
+    mpirun -np 4 "$WEFT" train --out runs/x
   # Bad input to the train command: its own error, no restart, nothing written.
   out=$("$WEFT" run -- "$WEFT" train --data no-such.bin --out runs/x 2>&1)
   rc=$?
