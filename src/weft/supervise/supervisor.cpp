@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <optional>
+#include <set>
 
 #include "weft/core/error.hpp"
 #include "weft/supervise/child.hpp"
@@ -336,7 +337,13 @@ int supervise(const SuperviseOptions& o, const std::vector<std::string>& command
         // A fault that names lost ranks restarts on those left (a non-finite loss names none).
         std::optional<ElasticPlan> plan;
         std::string elastic_refused;
-        if (restart && o.elastic && f.cause != Cause::non_finite && !f.ranks.empty()) {
+        // A fault naming every rank (a hang seen by heartbeats alone stalls them all) says
+        // nothing of which are lost: the same world restarts.
+        std::set<int> named;
+        for (int r : f.ranks)
+            if (r >= 0 && r < world) named.insert(r);
+        if (restart && o.elastic && f.cause != Cause::non_finite && !named.empty() &&
+            int(named.size()) < world) {
             try {
                 if (const std::optional<SavedLayout> saved = read_saved_layout(cmd.out)) {
                     plan = plan_elastic(*saved, world, f.ranks, o.min_ranks);
