@@ -17,6 +17,8 @@ struct PlanArgs {
     int cp_ulysses = 0;
     bool sp = false, no_sp = false, json = false;
     double bucket_mb = 25;
+    int ep = 0;
+    double moe_imbalance = 0;
 };
 
 template <typename T>
@@ -53,6 +55,12 @@ void add_plan_command(CLI::App& app) {
     c->add_option("--cp-kind", a->cp_kind, "How cp splits attention: ring | ulysses | hybrid")
         ->capture_default_str();
     c->add_option("--cp-ulysses", a->cp_ulysses, "With --cp-kind hybrid: Ulysses group size");
+    c->add_option("--ep", a->ep,
+                  "Fix the expert-parallel degree (MoE models; folds over dp: divides dp and the "
+                  "experts)");
+    c->add_option("--moe-imbalance", a->moe_imbalance,
+                  "Rows the busiest ep rank's experts get, over the balanced share (default: "
+                  "the model's capacity factor, or 1 when dropless)");
     c->add_option("--vpp", a->vpp, "Fix the virtual stages per pipeline rank (interleaved)");
     c->add_option("--zero", a->zero, "Fix the ZeRO stage (0-3)");
     c->add_option("--micro-batch", a->micro_batch, "Fix the micro-batch size (sequences)");
@@ -81,6 +89,11 @@ void add_plan_command(CLI::App& app) {
         if (w.profile == plan::MemoryProfile::engine) w.prec = plan::engine_precision(a->dtype);
         WEFT_CHECK(a->bucket_mb > 0, "--bucket-mb must be positive, got {}", a->bucket_mb);
         w.bucket_mb = a->bucket_mb;
+        WEFT_CHECK(a->moe_imbalance == 0 || a->moe_imbalance >= 1,
+                   "--moe-imbalance must be at least 1 (the busiest rank over the balanced share), "
+                   "got {}",
+                   a->moe_imbalance);
+        w.moe_imbalance = a->moe_imbalance;
         plan::Cluster cluster = plan::load_cluster(plan::find_cluster_file(a->cluster));
         WEFT_CHECK(a->nodes >= 0, "--nodes must be at least 1, got {}", a->nodes);
         if (a->nodes) cluster.nodes = a->nodes;
@@ -91,10 +104,11 @@ void add_plan_command(CLI::App& app) {
                                {a->pp, "pp"},
                                {a->cp, "cp"},
                                {a->vpp, "vpp"},
+                               {a->ep, "ep"},
                                {a->devices, "devices"}})
             WEFT_CHECK(v >= 0, "--{} must be at least 1, got {}", name, v);
         s.dp = given(a->dp, 0), s.tp = given(a->tp, 0), s.pp = given(a->pp, 0);
-        s.cp = given(a->cp, 0), s.vpp = given(a->vpp, 0);
+        s.cp = given(a->cp, 0), s.vpp = given(a->vpp, 0), s.ep = given(a->ep, 0);
         WEFT_CHECK(a->zero >= -1 && a->zero <= 3, "--zero must be 0, 1, 2 or 3, got {}", a->zero);
         s.zero = given(a->zero, -1);
         WEFT_CHECK(a->micro_batch >= 0, "--micro-batch must be at least 1, got {}", a->micro_batch);

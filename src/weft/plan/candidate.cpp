@@ -33,12 +33,20 @@ MemoryProfile parse_profile(std::string_view name) {
     fail("--memory-profile must be engine or korthikanti, got '{}'", name);
 }
 
+double moe_imbalance(const Workload& w) {
+    if (w.moe_imbalance > 0) return w.moe_imbalance;
+    // With a capacity, no expert takes more than capacity_factor x its balanced share.
+    const double cf = w.model.config.moe_capacity_factor;
+    return cf > 0 ? cf : 1.0;
+}
+
 std::string Candidate::describe() const {
     const Layout& l = layout;
     std::string pipe = l.pp > 1 ? fmt::format(" {}", format_schedule_kind(l.pp_schedule)) : "";
     if (l.vpp > 1) pipe += fmt::format(" vpp={}", l.vpp);
-    return fmt::format("dp={} tp={} pp={} cp={} zero={}{} mb={}{} recompute={}", l.dp, l.tp, l.pp,
-                       l.cp, l.zero, l.sequence_parallel ? " sp" : "", micro_batch, pipe,
+    const std::string ep = l.ep > 1 ? fmt::format(" ep={}", l.ep) : "";
+    return fmt::format("dp={}{} tp={} pp={} cp={} zero={}{} mb={}{} recompute={}", l.dp, ep, l.tp,
+                       l.pp, l.cp, l.zero, l.sequence_parallel ? " sp" : "", micro_batch, pipe,
                        recompute_name(l.recompute));
 }
 
@@ -67,7 +75,8 @@ double memoized(std::string key, Make make) {
     return value;
 }
 
-double count_stage_parameters(const model::ModelConfig& cfg, const Layout& l, int stage) {
+double count_stage_parameters(const model::ModelConfig& cfg, const Layout& l, int stage,
+                              bool experts_only) {
     // The tensors the model family declares, as one tp rank of this stage stores them (the
     // engine's own layout, model::build_param_layout: one source for every count).
     model::ModelShard shard;
@@ -78,7 +87,7 @@ double count_stage_parameters(const model::ModelConfig& cfg, const Layout& l, in
     double p = 0;
     for (const model::ParamSpec& t :
          model::build_param_layout(model::config_for_tp(cfg, l.tp), shard).tensors)
-        p += double(t.numel_stored);
+        if (t.expert || !experts_only) p += double(t.numel_stored);
     return p;
 }
 
@@ -98,7 +107,14 @@ double count_unit_parameters(const model::ModelConfig& cfg, int tp, int unit) {
 double stage_parameters(const model::ModelConfig& cfg, const Layout& l, int stage) {
     const std::string key =
         fmt::format("stage {} {} {} {} {}", l.tp, l.pp, l.vpp, stage, cfg.to_json().dump());
-    return memoized(key, [&] { return count_stage_parameters(cfg, l, stage); });
+    return memoized(key, [&] { return count_stage_parameters(cfg, l, stage, false); });
+}
+
+double stage_expert_parameters(const model::ModelConfig& cfg, const Layout& l, int stage) {
+    if (cfg.n_experts == 0) return 0;
+    const std::string key =
+        fmt::format("experts {} {} {} {} {}", l.tp, l.pp, l.vpp, stage, cfg.to_json().dump());
+    return memoized(key, [&] { return count_stage_parameters(cfg, l, stage, true); });
 }
 
 double unit_parameters(const model::ModelConfig& cfg, int tp, int unit) {

@@ -38,7 +38,14 @@ struct Workload {
     Precision prec;
     MemoryProfile profile = MemoryProfile::korthikanti;
     double bucket_mb = 25;  // gradient bucket (the engine's --bucket-mb)
+    // Mixture of experts, expert parallelism: the rows the busiest ep rank's experts receive per
+    // MoE layer, over the balanced k x tokens (--moe-imbalance; 0: the model's capacity factor
+    // when it drops tokens, else 1, a balanced dropless router).
+    double moe_imbalance = 0;
 };
+
+// The imbalance factor `w` prices (Workload::moe_imbalance, its default resolved).
+double moe_imbalance(const Workload& w);
 
 struct Candidate {
     Layout layout;
@@ -47,7 +54,8 @@ struct Candidate {
     int64_t micro_batches(const Workload& w) const {
         return w.global_batch / (int64_t(layout.dp) * micro_batch);
     }
-    std::string describe() const;  // "dp=8 tp=8 pp=16 cp=1 zero=1 sp mb=1 1f1b recompute=none"
+    // "dp=8 tp=8 pp=16 cp=1 zero=1 sp mb=1 1f1b recompute=none" (" ep=2" after dp when ep > 1)
+    std::string describe() const;
 };
 
 // Parameters one device holds whole (before ZeRO sharding) on pipeline rank `stage`: its layers
@@ -58,6 +66,9 @@ struct Candidate {
 double stage_parameters(const model::ModelConfig& cfg, const Layout& l, int stage);
 // Parameters of one unit (0 the embedding, 1 the first block) as one tp rank stores it.
 double unit_parameters(const model::ModelConfig& cfg, int tp, int unit);
+// Of stage_parameters, those in expert tensors (ParamSpec::expert) at ep = 1: expert
+// parallelism divides these by ep, the rest stay whole on every rank.
+double stage_expert_parameters(const model::ModelConfig& cfg, const Layout& l, int stage);
 int64_t tp_padded_vocab(const model::ModelConfig& cfg, int tp);  // padded to 128 * tp
 
 }  // namespace weft::plan

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string_view>
 #include <tuple>
 
 #include "weft/core/error.hpp"
@@ -26,7 +27,7 @@ Placement place(const Cluster& c, int stride, int size) {
 
 // Per-layer and per-chunk costs of one micro-batch on one device, seconds.
 struct LayerCost {
-    double fwd = 0, bwd = 0, tp = 0, cp = 0;  // tp / cp: collective time within fwd + bwd
+    double fwd = 0, bwd = 0, tp = 0, cp = 0, ep = 0;  // tp / cp / ep: collectives in fwd + bwd
 };
 
 struct Model {
@@ -34,7 +35,7 @@ struct Model {
     const Cluster& c;
     const Candidate& k;
     double peak, C, t, tokens, act;
-    Placement tp, cp;
+    Placement tp, cp, ep;
 
     double overhead() const { return c.device.kernel_overhead; }
     // 2MNK FLOPs at the shape's efficiency.
@@ -57,11 +58,17 @@ struct Model {
         // The block's matrix products as the model family declares them (GPT-2: QKV, attention
         // projection, MLP up and down; Llama: QKV with its kv heads, output, gate-up, down),
         // split the Megatron way (column-parallel: out / t; row-parallel: in / t).
+        // Routed experts count the k a token goes to (active parameters); with ep > 1 the
+        // busiest rank's experts multiply the imbalance factor times the balanced rows.
         const model::ModelConfig& cfg = w.model.config;
+        const double routed_rows = k.layout.ep > 1 ? m * moe_imbalance(w) : m;
         for (const model::LinearShape& s : model::family_of(cfg).layer_linears(cfg)) {
+            if (s.out == 0 || s.in == 0) continue;  // no shared experts: no product (0/0 otherwise)
             const double out = double(s.out), in = double(s.in);
-            fwd += s.column_parallel ? gemm_fwd_bwd(m, out / t, in, bwd)
-                                     : gemm_fwd_bwd(m, out, in / t, bwd);
+            const bool routed = std::string_view(s.name).find(".experts.") != std::string::npos;
+            const double rows = routed ? routed_rows : m;
+            fwd += s.column_parallel ? gemm_fwd_bwd(rows, out / t, in, bwd)
+                                     : gemm_fwd_bwd(rows, out, in / t, bwd);
         }
         // Causal attention core: 2·T·(heads·head width) FLOPs per token forward (QKᵀ and PV,
         // halved by the mask, as model::ModelConfig::train_flops_per_token counts), backward
@@ -103,14 +110,22 @@ struct Model {
             cp_f = std::max(0.0, kv - attn_f) + a2a;
             cp_b = std::max(0.0, 2 * kv - attn_b) + a2a;
         }
-        l.fwd = fwd + attn_f + elem_f + tp_f + cp_f;
-        l.bwd = bwd + attn_b + elem_b + tp_f + cp_b;
+        // Expert parallelism: two row all-to-alls forward (dispatch, combine) and two backward,
+        // in line with the compute (the experts wait for their rows).
+        const double ep_f = k.layout.ep > 1
+                                ? 2 * reduce_scatter_time(ep, moe_all_to_all_bytes(w, k.layout, m) *
+                                                                  ep.size / (ep.size - 1))
+                                : 0;
+        l.fwd = fwd + attn_f + elem_f + tp_f + cp_f + ep_f;
+        l.bwd = bwd + attn_b + elem_b + tp_f + cp_b + ep_f;
         l.tp = 2 * tp_f;
         l.cp = cp_f + cp_b;
+        l.ep = 2 * ep_f;
         if (k.layout.recompute == Recompute::full) {  // the forward runs again inside backward
             l.bwd += l.fwd;
             l.tp += tp_f;
             l.cp += cp_f;
+            l.ep += ep_f;
         } else if (k.layout.recompute == Recompute::selective) {
             l.bwd += attn_f;
         }
@@ -135,11 +150,28 @@ struct Model {
 }  // namespace
 
 Placement place_axis(const Cluster& c, const Layout& l, MeshAxis axis) {
-    const int degrees[] = {l.tp, l.cp, l.ep, l.dp, l.pp};
-    const int a = static_cast<int>(axis);
-    int stride = 1;
-    for (int i = 0; i < a; ++i) stride *= degrees[i];
-    return place(c, stride, degrees[a]);
+    // ep folds over dp: both start after cp, and dp's extent already spans ep's.
+    switch (axis) {
+        case MeshAxis::tp:
+            return place(c, 1, l.tp);
+        case MeshAxis::cp:
+            return place(c, l.tp, l.cp);
+        case MeshAxis::ep:
+            return place(c, l.tp * l.cp, l.ep);
+        case MeshAxis::dp:
+            return place(c, l.tp * l.cp, l.dp);
+        case MeshAxis::pp:
+            return place(c, l.tp * l.cp * l.dp, l.pp);
+    }
+    fail("internal: mesh axis {}", int(axis));
+}
+
+double moe_all_to_all_bytes(const Workload& w, const Layout& l, double tokens) {
+    const model::ModelConfig& cfg = w.model.config;
+    if (cfg.n_experts == 0 || l.ep <= 1) return 0;
+    const double bytes = w.profile == MemoryProfile::engine ? sizeof(float) : w.prec.activation;
+    return moe_imbalance(w) * double(cfg.experts_per_token) * tokens * double(cfg.n_embd) * bytes *
+           (l.ep - 1) / l.ep;
 }
 
 double all_reduce_time(const Placement& p, double bytes) {
@@ -184,7 +216,7 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
                "layout {}: global batch {} is not a multiple of dp x micro-batch", k.describe(),
                w.global_batch);
     const Placement tp = place_axis(c, l, MeshAxis::tp), cp = place_axis(c, l, MeshAxis::cp);
-    const Placement pp = place_axis(c, l, MeshAxis::pp);
+    const Placement pp = place_axis(c, l, MeshAxis::pp), ep = place_axis(c, l, MeshAxis::ep);
     Model m{w,
             c,
             k,
@@ -194,7 +226,8 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
             double(k.micro_batch * w.seq_len / l.cp),
             w.prec.activation,
             tp,
-            cp};
+            cp,
+            ep};
 
     // Pipeline: chunk costs per micro-batch, the shared schedule generator and simulator.
     const LayerCost layer = m.layer();
@@ -231,24 +264,34 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
     const double M = double(e.micro_batches);
     e.tp_comm_s = M * (cfg.n_layer / l.pp * layer.tp + head_comm);
     e.cp_comm_s = M * cfg.n_layer / l.pp * layer.cp;
+    e.ep_comm_s = M * cfg.n_layer / l.pp * layer.ep;
     e.pp_comm_s = l.pp > 1 ? 2 * M * p2p : 0;
 
     // Data parallel, on the stage with the most parameters; the gradient group is dp x cp.
-    double psi = 0, fwd_mb = 0, bwd_mb = 0;
+    // Expert tensors (E/ep experts of them here) reduce over the expert-data-parallel group
+    // instead, dp/ep x cp ranks: priced as one more reduction of their bytes on that group.
+    double psi = 0, psi_e = 0, fwd_mb = 0, bwd_mb = 0;
     for (int r = 0; r < l.pp; ++r) {
-        psi = std::max(psi, stage_parameters(cfg, l, r));
+        if (stage_parameters(cfg, l, r) > psi)
+            psi = stage_parameters(cfg, l, r), psi_e = stage_expert_parameters(cfg, l, r) / l.ep;
         double f = 0, b = 0;
         for (int ch = r; ch < chunks; ch += l.pp)
             f += costs.chunk_forward[ch], b += costs.chunk_backward[ch];
         fwd_mb = std::max(fwd_mb, f), bwd_mb = std::max(bwd_mb, b);
     }
-    const Placement dpg = place(c, l.tp, l.cp * l.ep * l.dp);
-    Placement grad_group = dpg;
+    const double psi_d = psi - psi_e * l.ep;  // the dense part
+    const Placement dpg = place(c, l.tp, l.cp * l.dp);
+    Placement grad_group = dpg, expert_group = dpg;
     grad_group.size = l.dp * l.cp;
-    const double G = psi * w.prec.grad, P = psi * w.prec.param;
+    expert_group.size = l.dp / l.ep * l.cp;
+    auto over = [&](double (*op)(const Placement&, double), double per_param) {
+        return op(grad_group, psi_d * per_param) + op(expert_group, psi_e * per_param);
+    };
+    const double G = (psi_d + psi_e) * w.prec.grad;
     const double tail = all_reduce_time(grad_group, std::min(G, w.bucket_mb * (1 << 20)));
-    const double ar = all_reduce_time(grad_group, G), rs = reduce_scatter_time(grad_group, G);
-    const double ag = reduce_scatter_time(grad_group, P);
+    const double ar = over(all_reduce_time, w.prec.grad),
+                 rs = over(reduce_scatter_time, w.prec.grad);
+    const double ag = over(reduce_scatter_time, w.prec.param);
     double comm = 0, exposed = 0;
     if (grad_group.size > 1) {
         // Gradients are reduced bucket by bucket as backward produces them, so only what
@@ -284,7 +327,8 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
     e.dp_comm_s = comm;
     e.dp_exposed_s = exposed;
     // AdamW is memory-bound: every state read and written once, plus the norm and zeroing.
-    const double updated = psi / (l.zero >= 1 ? double(l.dp) * l.cp : 1);
+    const double updated = psi_d / (l.zero >= 1 ? double(l.dp) * l.cp : 1) +
+                           psi_e / (l.zero >= 1 ? double(l.dp / l.ep) * l.cp : 1);
     e.optimizer_s = updated * w.prec.update / c.device.memory_bandwidth + 4 * m.overhead();
 
     for (int r = 0; r < l.pp; ++r) {
@@ -313,8 +357,11 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
     if (cc.flops_per_token == 0) cc.flops_per_token = cfg.train_flops_per_token(w.seq_len);
     e.mfu = cc.flops_per_token * e.tokens_per_s / (double(l.world_size()) * m.peak);
 
-    const std::pair<const char*, MeshAxis> names[] = {
-        {"tp", MeshAxis::tp}, {"cp", MeshAxis::cp}, {"dp", MeshAxis::dp}, {"pp", MeshAxis::pp}};
+    const std::pair<const char*, MeshAxis> names[] = {{"tp", MeshAxis::tp},
+                                                      {"cp", MeshAxis::cp},
+                                                      {"ep", MeshAxis::ep},
+                                                      {"dp", MeshAxis::dp},
+                                                      {"pp", MeshAxis::pp}};
     for (auto [name, axis] : names) {
         Placement p = place_axis(c, l, axis);
         if (p.size > 1)

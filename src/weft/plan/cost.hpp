@@ -20,8 +20,9 @@ namespace weft::plan {
 enum class MeshAxis { tp, cp, ep, dp, pp };
 
 // Megatron's rank order (tp fastest, then cp, ep, dp, pp; see comm::Mesh): the members of an
-// axis group are `stride` apart, stride = the product of the faster axes. The group lies within
-// one node when its whole extent stays inside a node's block of ranks.
+// axis group are `stride` apart, stride = the product of the faster axes. ep folds over dp (it
+// is the dp ranks' fastest part: ep's stride is tp x cp, dp's too, pp's tp x cp x dp). The group
+// lies within one node when its whole extent stays inside a node's block of ranks.
 struct Placement {
     int size = 1;
     bool inter_node = false;
@@ -36,14 +37,21 @@ double all_reduce_time(const Placement& p, double bytes);
 double reduce_scatter_time(const Placement& p, double bytes);  // == all-gather
 double p2p_time(const Placement& p, double bytes);
 
+// Mixture of experts with ep > 1: the bytes one rank sends in one of an MoE layer's four row
+// all-to-alls (dispatch and combine forward, their mirrors backward) for one micro-batch of
+// `tokens`: its k x tokens rows of width C, at the imbalance factor, of which (ep-1)/ep leave
+// the rank (a balanced router sends each ep rank an equal share). fp32 rows under the engine
+// profile (the engine's ExpertComm), else the activation size. 0 at ep 1.
+double moe_all_to_all_bytes(const Workload& w, const Layout& l, double tokens);
+
 struct Estimate {
     Candidate cand;
     int64_t micro_batches = 0;
     double step_s = 0, tokens_per_s = 0, mfu = 0;
-    // Components of the step, seconds: the simulated pipeline (compute + tp/cp collectives +
+    // Components of the step, seconds: the simulated pipeline (compute + tp/cp/ep collectives +
     // p2p + bubble), its bubble fraction, the parts of it that are collectives, the
     // data-parallel communication and what of it is not hidden, the optimizer step.
-    double pipeline_s = 0, bubble = 0, tp_comm_s = 0, cp_comm_s = 0, pp_comm_s = 0;
+    double pipeline_s = 0, bubble = 0, tp_comm_s = 0, cp_comm_s = 0, pp_comm_s = 0, ep_comm_s = 0;
     double dp_comm_s = 0, dp_exposed_s = 0, optimizer_s = 0;
     MemoryBreakdown memory;  // of the pipeline stage that needs most
     int memory_stage = 0;

@@ -51,13 +51,23 @@ double engine_head_floats(const model::ModelConfig& cfg, int64_t seq, int64_t b,
     return double(f.activation_floats(cfg, b, seq, head) - f.activation_floats(cfg, b, seq, none));
 }
 
+double moe_received_floats(const model::ModelConfig& cfg, int64_t tokens, int ep,
+                           double imbalance) {
+    if (cfg.n_experts == 0 || ep <= 1) return 0;
+    const double rows = imbalance * double(tokens) * double(cfg.experts_per_token);
+    return rows * double(cfg.n_embd + 3 * cfg.ffn());
+}
+
 namespace {
 
 // Model state of the engine on pipeline rank `stage` (tp rank 0: every tp rank holds the same
 // sizes), exactly as TrainState allocates it: the family's tensors for this stage's units and
 // this tp shard (model::build_param_layout, the Model's own layout), cut by ZeRO over the
 // gradient group dp x cp, counted by parallel::zero_state_bytes and zero_working_bytes, the
-// functions DataParallel itself reports. fp32 whatever the dtype: see docs/planner.md.
+// functions DataParallel itself reports. With ep > 1 the rank holds E/ep experts (the layout's
+// own ep shard); at ZeRO >= 1 its expert tensors are cut over the expert-data-parallel group
+// (dp/ep x cp ranks holding the same experts) and the rest over dp x cp, each part padded as
+// ZeroLayout pads a unit. fp32 whatever the dtype: see docs/planner.md.
 // Memoized: a search prices many candidates of few shapes, and building a layout declares
 // every tensor.
 struct EngineState {
@@ -69,8 +79,8 @@ EngineState engine_state(const model::ModelConfig& cfg, const Layout& l, int sta
                          double bucket_mb) {
     static std::mutex mutex;
     static std::map<std::string, EngineState> cache;
-    const std::string key = fmt::format("{} {} {} {} {} {} {} {}", l.tp, l.pp, l.vpp, stage,
-                                        l.dp * l.cp, l.zero, bucket_mb, cfg.to_json().dump());
+    const std::string key = fmt::format("{} {} {} {} {} {} {} {} {}", l.tp, l.pp, l.vpp, stage,
+                                        l.dp * l.cp, l.ep, l.zero, bucket_mb, cfg.to_json().dump());
     {
         std::lock_guard lock(mutex);
         if (auto it = cache.find(key); it != cache.end()) return it->second;
@@ -80,8 +90,13 @@ EngineState engine_state(const model::ModelConfig& cfg, const Layout& l, int sta
         shard.units =
             pipeline::partition_layers(int(cfg.n_layer), l.pp, l.vpp, "").units_of(stage, cfg);
     shard.tp = l.tp;
-    const parallel::ZeroLayout z(model::build_param_layout(model::config_for_tp(cfg, l.tp), shard),
-                                 l.dp * l.cp, 0);
+    shard.ep = l.ep;
+    // As the trainer lays out an ep shard (train::model_shard): expert runs aligned so that
+    // ZeRO slices them over the expert-data-parallel group and the rest over dp.
+    if (l.ep > 1) shard.expert_align = parallel::zero_expert_align(l.dp * l.cp);
+    const model::ParamLayout full =
+        model::build_param_layout(model::config_for_tp(cfg, l.tp), shard);
+    const parallel::ZeroLayout z(full, l.dp * l.cp, 0);
     EngineState e{parallel::zero_state_bytes(z, l.zero),
                   parallel::zero_working_bytes(z, l.zero, int64_t(bucket_mb * (1 << 20))),
                   z.padded().units[0].size};
@@ -132,9 +147,17 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
                 f.activation_floats(cfg, b, s,
                                     {c * lpc, lpc, c == chunks - 1, l.recompute == Recompute::full,
                                      l.tp, l.sequence_parallel, ulysses_kept, bf16, l.cp > 1}));
+        // Expert parallelism: each MoE layer also keeps the rows its experts received.
+        const double layers = double(lpc) * l.vpp;
+        floats += layers * moe_received_floats(cfg, b * s, l.ep, moe_imbalance(w));
         m.activations = kEngineBytes * floats * in_flight / l.vpp;
         // Backward scratch (the family's) and the classifier's logits chunk.
         double scratch = double(f.scratch_floats(cfg, b, s, 1, false)) / l.tp;
+        // ... and with ep > 1 the experts' scratch over the received rows (outputs, their
+        // gradients, the gradients of gate|up and of the product: 2C + 3F a row, one layer's).
+        if (l.ep > 1)
+            scratch += moe_received_floats(cfg, b * s, l.ep, moe_imbalance(w)) /
+                       double(cfg.n_embd + 3 * cfg.ffn()) * double(2 * cfg.n_embd + 3 * cfg.ffn());
         if (last)
             scratch += double(kernels::classifier_scratch_floats(b * s, cfg.vocab_size)) / l.tp;
         m.buffers += kEngineBytes * scratch;
@@ -156,9 +179,14 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
 
     // Rajbhandari et al. 2020 (ZeRO), Sec. 5.1 / Fig. 1: (2 + 2 + K)Ψ per device for stage 0;
     // stage 1 divides the K term by Nd, stage 2 also the gradients, stage 3 also the parameters.
-    m.weights = p.param * psi / (l.zero == 3 ? shards : 1);
-    m.grads = p.grad * psi / (l.zero >= 2 ? shards : 1);
-    m.optimizer = p.optimizer * psi / (l.zero >= 1 ? shards : 1);
+    // With experts, a device holds E/ep of them, cut by ZeRO over the dp/ep x cp ranks that hold
+    // the same ones (the expert-data-parallel group); the rest over dp x cp.
+    const double psi_e = stage_expert_parameters(cfg, l, stage), psi_d = psi - psi_e;
+    const double eshards = double(l.dp / l.ep) * l.cp, pe = psi_e / l.ep;
+    m.weights = p.param * (psi_d / (l.zero == 3 ? shards : 1) + pe / (l.zero == 3 ? eshards : 1));
+    m.grads = p.grad * (psi_d / (l.zero >= 2 ? shards : 1) + pe / (l.zero >= 2 ? eshards : 1));
+    m.optimizer =
+        p.optimizer * (psi_d / (l.zero >= 1 ? shards : 1) + pe / (l.zero >= 1 ? eshards : 1));
 
     const double sbh = double(s * b * cfg.n_embd);
     const double t = l.tp;
@@ -169,6 +197,9 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
     // flight, / t with sequence parallelism) on the first stage; on the last, the final norm and
     // output projection inputs (4sbh/t) and the fp32 logits of the cross entropy (4sbv/t).
     if (first) m.activations += in_flight * sbh / (l.sequence_parallel ? t : 1);
+    // Expert parallelism: the rows each MoE layer's experts receive (at the activation size).
+    m.activations += in_flight * layers_per_chunk *
+                     moe_received_floats(cfg, b * s, l.ep, moe_imbalance(w)) * p.activation;
     if (last) m.activations += 4 * sbh / t + 4 * double(s * b * tp_padded_vocab(cfg, l.tp)) / t;
 
     const double bucket = w.bucket_mb * (1 << 20);

@@ -4,7 +4,9 @@
 //                et al. 2022, buffers of Megatron/DeepSpeed.
 //   engine       this engine on CPU, fp32 or bf16: model state from the engine's own layout and
 //                parallel::zero_state_bytes (what DataParallel allocates and train::memory_estimate
-//                reports) for every dp x ZeRO x tp x pp x cp layout (ring, Ulysses, hybrid); fp32
+//                reports) for every dp x ZeRO x tp x pp x cp layout (ring, Ulysses, hybrid), and
+//                with experts, each rank's E/ep experts sharded by ZeRO over the
+//                expert-data-parallel group (dp/ep x cp ranks) and the rest over dp x cp; fp32
 //                weights, gradients, AdamW moments and activations whatever --dtype is (bf16 rounds
 //                only the products' operands, into per-thread scratch neither side counts:
 //                docs/planner.md).
@@ -40,6 +42,12 @@ double engine_layer_floats(const model::ModelConfig& cfg, int64_t seq, int64_t b
                            Recompute r);
 // Floats the head adds (final norm, its gradient and statistics, per-token losses).
 double engine_head_floats(const model::ModelConfig& cfg, int64_t seq, int64_t b, int tp, bool sp);
+
+// Mixture of experts with ep > 1: the floats one MoE layer keeps, per micro-batch of `tokens`,
+// for the rows its experts receive from the ep group (the received inputs [R, C], the experts'
+// gate|up [R, 2F] and product [R, F]; R = imbalance x tokens x k, the busiest rank's share), beside
+// what the family counts for the k rows a token sends. 0 at ep 1, where no row travels.
+double moe_received_floats(const model::ModelConfig& cfg, int64_t tokens, int ep, double imbalance);
 
 // One device of pipeline rank `stage` whose schedule holds at most `in_flight` (micro-batch,
 // chunk) activations at once (from the pipeline simulator).

@@ -57,6 +57,7 @@ nlohmann::json estimate_json(const Estimate& e) {
               {"bubble", e.bubble},
               {"tp_comm_s", e.tp_comm_s},
               {"cp_comm_s", e.cp_comm_s},
+              {"ep_comm_s", e.ep_comm_s},
               {"pp_comm_s", e.pp_comm_s},
               {"dp_comm_s", e.dp_comm_s},
               {"dp_exposed_s", e.dp_exposed_s},
@@ -101,6 +102,9 @@ static std::string estimate_rows(int rank, const Estimate& e) {
         seconds(e.pipeline_s), 100 * e.bubble, seconds(e.tp_comm_s), seconds(e.cp_comm_s),
         seconds(e.pp_comm_s), seconds(e.dp_comm_s), seconds(e.dp_exposed_s),
         seconds(e.optimizer_s));
+    if (e.cand.layout.ep > 1)
+        s += fmt::format("    ep {}: all-to-all {} (within the pipeline time)\n", e.cand.layout.ep,
+                         seconds(e.ep_comm_s));
     s += fmt::format(
         "    memory/device (stage {}): weights {:.2f} + grads {:.2f} + optimizer {:.2f} + "
         "activations {:.2f} + buffers {:.2f} + runtime {:.2f} = {:.2f} GiB of {:.1f}\n",

@@ -66,7 +66,16 @@ std::optional<Rejection> check_candidate(const Workload& w, const Candidate& k) 
                               cfg.kv_heads(), l.tp, heads, cp_kind_name(l.cp_kind)));
     if (l.sequence_parallel && l.tp == 1)
         return no("invalid: sequence parallel needs tp > 1", "sp with tp=1");
-    if (l.ep != 1) return no("invalid: no experts (ep must be 1)", fmt::format("ep={}", l.ep));
+    if (l.ep < 1) return no("invalid: ep < 1", fmt::format("ep={}", l.ep));
+    if (cfg.n_experts == 0 && l.ep != 1)
+        return no("invalid: no experts (ep must be 1)", fmt::format("ep={}", l.ep));
+    // ep folds over dp (Megatron's MoE parallel folding): the ep group is ep of the dp ranks,
+    // each holding E/ep whole experts.
+    if (l.dp % l.ep != 0)
+        return no("indivisible: dp % ep", fmt::format("dp={} over ep={}", l.dp, l.ep));
+    if (cfg.n_experts % l.ep != 0)
+        return no("indivisible: experts % ep",
+                  fmt::format("{} experts over ep={}", cfg.n_experts, l.ep));
     // The engine's MoE layers do not split over tensor parallelism (yet).
     if (cfg.n_experts > 0 && l.tp > 1)
         return no("unsupported: experts with tp > 1",
@@ -144,53 +153,63 @@ SearchResult search(const Workload& w, const Cluster& c, const SearchSpace& spac
                             if (v > 1 && cfg.n_layer % (int64_t(pp) * v) == 0)
                                 scheds.push_back({ScheduleKind::interleaved, v});
                 }
-                for (int64_t mb : choices(s.micro_batch, mbs))
-                    for (auto [sched, vpp] : scheds)
-                        for (bool sp : choices<bool>(s.sp, tp > 1 ? std::vector<bool>{false, true}
-                                                                  : std::vector<bool>{false}))
-                            for (Recompute r : choices<Recompute>(
-                                     s.recompute,
-                                     {Recompute::none, Recompute::selective, Recompute::full}))
-                                for (int z :
-                                     choices<int>(s.zero, dp * cp > 1 ? std::vector<int>{0, 1, 2, 3}
-                                                                      : std::vector<int>{0})) {
-                                    Candidate k;
-                                    k.layout.dp = dp, k.layout.tp = tp, k.layout.pp = pp;
-                                    k.layout.cp = cp, k.layout.zero = z;
-                                    k.layout.cp_kind = s.cp_kind;
-                                    k.layout.cp_ulysses =
-                                        s.cp_kind == CpKind::hybrid ? s.cp_ulysses : 0;
-                                    k.layout.sequence_parallel = sp;
-                                    k.layout.pp_schedule = sched, k.layout.vpp = vpp;
-                                    k.layout.recompute = r;
-                                    k.micro_batch = mb;
-                                    ++res.considered;
-                                    if (auto why = check_candidate(w, k)) {
-                                        reject(why->reason, why->detail);
-                                        continue;
+                // Expert parallelism: every ep dividing dp and the experts (1 for a dense model).
+                std::vector<int> eps = {1};
+                if (cfg.n_experts > 0)
+                    for (int64_t e : divisors(dp, dp))
+                        if (e > 1 && cfg.n_experts % e == 0) eps.push_back(int(e));
+                for (int ep : choices(s.ep, eps))
+                    for (int64_t mb : choices(s.micro_batch, mbs))
+                        for (auto [sched, vpp] : scheds)
+                            for (bool sp :
+                                 choices<bool>(s.sp, tp > 1 ? std::vector<bool>{false, true}
+                                                            : std::vector<bool>{false}))
+                                for (Recompute r : choices<Recompute>(
+                                         s.recompute,
+                                         {Recompute::none, Recompute::selective, Recompute::full}))
+                                    for (int z : choices<int>(
+                                             s.zero, dp * cp > 1 ? std::vector<int>{0, 1, 2, 3}
+                                                                 : std::vector<int>{0})) {
+                                        Candidate k;
+                                        k.layout.dp = dp, k.layout.tp = tp, k.layout.pp = pp;
+                                        k.layout.ep = ep;
+                                        k.layout.cp = cp, k.layout.zero = z;
+                                        k.layout.cp_kind = s.cp_kind;
+                                        k.layout.cp_ulysses =
+                                            s.cp_kind == CpKind::hybrid ? s.cp_ulysses : 0;
+                                        k.layout.sequence_parallel = sp;
+                                        k.layout.pp_schedule = sched, k.layout.vpp = vpp;
+                                        k.layout.recompute = r;
+                                        k.micro_batch = mb;
+                                        ++res.considered;
+                                        if (auto why = check_candidate(w, k)) {
+                                            reject(why->reason, why->detail);
+                                            continue;
+                                        }
+                                        Estimate e = evaluate(w, c, k, &cache);
+                                        if (e.memory.total() > e.capacity) {
+                                            reject("out of memory",
+                                                   fmt::format("{} needs {:.1f} GiB of {:.1f}",
+                                                               k.describe(),
+                                                               e.memory.total() / (1 << 30),
+                                                               e.capacity / (1 << 30)));
+                                            if (!e.pruned &&
+                                                (!res.best_unfitting ||
+                                                 e.step_s < res.best_unfitting->step_s))
+                                                res.best_unfitting = e;
+                                            continue;
+                                        }
+                                        ++res.fitting;
+                                        if (e.pruned) continue;  // slower than the top list
+                                        res.best.push_back(std::move(e));
+                                        // Keep the list short: sort and trim now and then.
+                                        if (res.best.size() > size_t(4 * top + 64)) {
+                                            std::stable_sort(res.best.begin(), res.best.end(),
+                                                             faster);
+                                            res.best.resize(top);
+                                            cache.prune_above = res.best.back().step_s;
+                                        }
                                     }
-                                    Estimate e = evaluate(w, c, k, &cache);
-                                    if (e.memory.total() > e.capacity) {
-                                        reject(
-                                            "out of memory",
-                                            fmt::format("{} needs {:.1f} GiB of {:.1f}",
-                                                        k.describe(), e.memory.total() / (1 << 30),
-                                                        e.capacity / (1 << 30)));
-                                        if (!e.pruned && (!res.best_unfitting ||
-                                                          e.step_s < res.best_unfitting->step_s))
-                                            res.best_unfitting = e;
-                                        continue;
-                                    }
-                                    ++res.fitting;
-                                    if (e.pruned) continue;  // slower than the top list
-                                    res.best.push_back(std::move(e));
-                                    // Keep the list short: sort and trim now and then.
-                                    if (res.best.size() > size_t(4 * top + 64)) {
-                                        std::stable_sort(res.best.begin(), res.best.end(), faster);
-                                        res.best.resize(top);
-                                        cache.prune_above = res.best.back().step_s;
-                                    }
-                                }
             }
     std::stable_sort(res.best.begin(), res.best.end(), faster);
     if (res.best.size() > size_t(top)) res.best.resize(top);

@@ -1,5 +1,6 @@
 #pragma once
-// The layout search: every combination of degrees (dp, tp, pp, cp), micro-batch size, ZeRO
+// The layout search: every combination of degrees (dp, tp, pp, cp; for a mixture of experts, ep
+// folded over dp: each ep dividing dp and the experts), micro-batch size, ZeRO
 // stage, sequence parallelism, recomputation and pipeline schedule (1F1B, interleaved with each
 // vpp that divides the layers) that the fixed choices allow, ranked by predicted step time.
 // Candidates that cannot run are counted by reason.
@@ -14,7 +15,7 @@ namespace weft::plan {
 
 // Values the user fixed; unset ones are searched.
 struct SearchSpace {
-    std::optional<int> dp, tp, pp, cp, vpp, zero;
+    std::optional<int> dp, tp, pp, cp, vpp, zero, ep;
     std::optional<int64_t> micro_batch;
     std::optional<bool> sp;
     std::optional<Recompute> recompute;
