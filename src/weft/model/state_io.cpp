@@ -119,16 +119,18 @@ void read_into(const Source& src, const std::string& where, const ModelConfig& c
                 // One file tensor per index of the first dimension, into consecutive blocks.
                 WEFT_CHECK(layout.tp == 1, "internal: {} read into a tensor-parallel shard",
                            hf.name);
+                // An expert-parallel shard holds rows [first_row, first_row + held) of them.
                 const int64_t n = p.shape[0], per = p.numel_logical() / n;
+                const int64_t held = p.numel_stored / per;
                 const std::vector<int64_t> part(p.shape.begin() + 1, p.shape.end());
-                for (int64_t i = 0; i < n; ++i) {
+                for (int64_t i = p.first_row; i < p.first_row + held; ++i) {
                     const std::string each = indexed_name(hf.name, i);
                     WEFT_CHECK(src.has(each), "{}: tensor '{}' is missing (expected shape [{}])",
                                where, each, fmt::join(part, ", "));
                     WEFT_CHECK(src.shape(each) == part,
                                "{}: tensor '{}' has shape [{}], expected [{}]", where, each,
                                fmt::join(src.shape(each), ", "), fmt::join(part, ", "));
-                    src.read(each, part, flat + p.offset + i * per);
+                    src.read(each, part, flat + p.offset + (i - p.first_row) * per);
                 }
                 continue;
             }

@@ -89,6 +89,32 @@ TEST(MoeHf, ExportThenImportIsIdentical) {
     EXPECT_TRUE(j["sliding_window"].is_null());
 }
 
+// An expert-parallel shard reads its E/ep experts of each per-expert tensor, and nothing past
+// its buffer (each rank of `weft train --model-dir --ep N`).
+TEST(MoeHf, EpShardReadsItsExperts) {
+    TempDir tmp;
+    const ModelConfig c = small();
+    const Exported x(c, tmp.path / "a");
+    const ckpt::HfWeights w = ckpt::HfWeights::open(tmp.path / "a");
+    const int ep = 2;
+    for (int r = 0; r < ep; ++r) {
+        ModelShard shard;
+        shard.ep = ep, shard.ep_rank = r;
+        const ParamLayout part = build_param_layout(c, shard);
+        Buffer q(part.total);
+        q.zero();
+        read_hf_weights(w, c, part, q.data());
+        for (const ParamSpec& t : part.tensors) {
+            const ParamSpec& whole = x.layout.find(t.name);
+            // An expert slice starts at its first expert's block of the whole tensor.
+            const int64_t skip = t.expert ? t.first_row * (whole.numel_stored / whole.shape[0]) : 0;
+            EXPECT_EQ(0, std::memcmp(q.data() + t.offset, x.params.data() + whole.offset + skip,
+                                     size_t(t.numel_stored) * sizeof(float)))
+                << t.name << " ep rank " << r;
+        }
+    }
+}
+
 TEST(MoeHf, MissingExpertIsNamed) {
     TempDir tmp;
     const ModelConfig c = small();
