@@ -31,7 +31,8 @@ std::vector<double> fractions(const double* counts, int64_t E) {
 }  // namespace
 
 void moe_router_forward(float* probs, float* lse, int32_t* expert, float* weight,
-                        const float* logits, int64_t N, int64_t E, int64_t k, bool renormalize) {
+                        const float* logits, int64_t N, int64_t E, int64_t k, bool renormalize,
+                        const float* selection_bias) {
     WEFT_PROFILE("moe_router_fwd");
     check_shape("moe_router_forward", N, E, k);
 #pragma omp parallel for schedule(static) if (N * E >= kMinParallel)
@@ -48,11 +49,12 @@ void moe_router_forward(float* probs, float* lse, int32_t* expert, float* weight
         int32_t* ex = expert + t * k;
         float* w = weight + t * k;
         float chosen = 0;
+        auto score = [&](int64_t e) { return selection_bias ? p[e] + selection_bias[e] : p[e]; };
         for (int64_t j = 0; j < k; ++j) {
             int64_t best = -1;
             for (int64_t e = 0; e < E; ++e) {
                 if (std::find(ex, ex + j, int32_t(e)) != ex + j) continue;
-                if (best < 0 || p[e] > p[best]) best = e;
+                if (best < 0 || score(e) > score(best)) best = e;
             }
             ex[j] = int32_t(best);
             w[j] = p[best];

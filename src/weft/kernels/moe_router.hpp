@@ -23,8 +23,13 @@ namespace weft::kernels {
 // probs[N, E] = softmax(logits[N, E]) per row; lse[N] = logsumexp of each row; expert[N, k] the
 // chosen experts, largest probability first; weight[N, k] their probabilities, divided by their
 // sum when `renormalize`. 1 <= k <= E.
+//
+// `selection_bias` [E] (null: none) is aux-loss-free balancing (DeepSeek-V3, Wang et al. 2024):
+// the k experts are those of the largest probs + bias, while the weights stay the unbiased
+// probabilities. The choice is not differentiated, so backward needs no bias.
 void moe_router_forward(float* probs, float* lse, int32_t* expert, float* weight,
-                        const float* logits, int64_t N, int64_t E, int64_t k, bool renormalize);
+                        const float* logits, int64_t N, int64_t E, int64_t k, bool renormalize,
+                        const float* selection_bias = nullptr);
 
 // counts[e] += how many of the N * k slots of expert[N, k] chose e (counts[E] is the caller's, so
 // parts of a batch add up).

@@ -156,6 +156,48 @@ TEST(MoeRouter, CombineWeightGradientMatchesFiniteDifferences) {
     check_backward(false, true, {0.5, 0.3});
 }
 
+// Aux-loss-free balancing: the bias picks the experts (the k largest probs + bias, against a
+// brute-force sort) and leaves the weights the unbiased probabilities of the chosen ones.
+TEST(MoeRouter, SelectionBiasChangesTheChoiceNotTheWeights) {
+    const int64_t N = 32, E = 8;
+    const std::vector<float> x = spaced_logits(N, E, 11);
+    // Large enough to overturn the order: +1 for the last two experts, -1 for the first.
+    std::vector<float> bias(size_t(E), 0.0f);
+    bias[0] = -1.0f, bias[6] = 1.0f, bias[7] = 1.0f;
+    for (int64_t k : {1, 2, 3})
+        for (bool renorm : {false, true}) {
+            const Routed plain = route(x, N, E, k, renorm);
+            Routed r = plain;
+            moe_router_forward(r.probs.data(), r.lse.data(), r.expert.data(), r.weight.data(),
+                               x.data(), N, E, k, renorm, bias.data());
+            EXPECT_EQ(r.probs, plain.probs);
+            EXPECT_EQ(r.lse, plain.lse);
+            EXPECT_NE(r.expert, plain.expert) << "k " << k;
+            for (int64_t t = 0; t < N; ++t) {
+                std::vector<int> order(static_cast<size_t>(E));
+                std::iota(order.begin(), order.end(), 0);
+                const float* p = r.probs.data() + t * E;
+                std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+                    return p[a] + bias[size_t(a)] > p[b] + bias[size_t(b)];
+                });
+                double chosen = 0;
+                for (int64_t j = 0; j < k; ++j) chosen += p[order[size_t(j)]];
+                for (int64_t j = 0; j < k; ++j) {
+                    const int e = order[size_t(j)];
+                    ASSERT_EQ(r.expert[size_t(t * k + j)], e) << "token " << t << " k " << k;
+                    EXPECT_NE(e, 0);  // probs are at most 1: the -1 bias keeps expert 0 out
+                    EXPECT_NEAR(r.weight[size_t(t * k + j)], renorm ? p[e] / chosen : p[e], 1e-6);
+                }
+            }
+        }
+    // A zero bias chooses as no bias does.
+    const std::vector<float> zero(size_t(E), 0.0f);
+    Routed z = route(x, N, E, 2, true);
+    moe_router_forward(z.probs.data(), z.lse.data(), z.expert.data(), z.weight.data(), x.data(), N,
+                       E, 2, true, zero.data());
+    EXPECT_EQ(z.expert, route(x, N, E, 2, true).expert);
+}
+
 TEST(MoeRouter, RefusesTopKAboveExperts) {
     std::vector<float> x(8), p(8), lse(2), w(10);
     std::vector<int32_t> ex(10);
