@@ -37,6 +37,11 @@ void add_train_command(CLI::App& app) {
     c->add_option("--moe-capacity-factor", o->moe_capacity_factor,
                   "Mixture of experts: each expert takes at most this x tokens x top-k / experts "
                   "slots of a micro-batch, dropping the lowest-scored (0: dropless, the default)");
+    c->add_option("--moe-router-bias-update-rate", o->moe_router_bias_update_rate,
+                  "Mixture of experts: aux-loss-free balancing (DeepSeek-V3): a per-expert bias "
+                  "added to the router's scores for the top-k choice only, moved by this much "
+                  "towards balance after each step, from the batch's counts over the ranks; "
+                  "saved in checkpoints (0: off, the default)");
     c->add_option("--data", o->data, "Training token file (from `weft prepare`, llm.c or nanoGPT)")
         ->capture_default_str();
     c->add_option(

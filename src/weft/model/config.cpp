@@ -55,6 +55,7 @@ void ModelConfig::validate_moe(const std::string& where) const {
     non_negative("moe_aux_loss_coef", moe_aux_loss_coef);
     non_negative("moe_z_loss_coef", moe_z_loss_coef);
     non_negative("moe_capacity_factor", moe_capacity_factor);
+    non_negative("moe_router_bias_rate", moe_router_bias_rate);
 }
 
 double ModelConfig::ln_eps_decimal() const {
@@ -100,6 +101,8 @@ nlohmann::json ModelConfig::to_json() const {
             j["moe_aux_loss_coef"] = moe_aux_loss_coef;
             j["moe_z_loss_coef"] = moe_z_loss_coef;
             j["moe_capacity_factor"] = moe_capacity_factor;
+            // Only when on: configs and checkpoints from before it read and compare the same.
+            if (moe_router_bias_rate != 0) j["moe_router_bias_rate"] = moe_router_bias_rate;
             j["n_shared_experts"] = n_shared_experts;
         }
         if (!rope_scaling.type.empty())
@@ -143,6 +146,7 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& w
     get_opt("moe_aux_loss_coef", c.moe_aux_loss_coef);
     get_opt("moe_z_loss_coef", c.moe_z_loss_coef);
     get_opt("moe_capacity_factor", c.moe_capacity_factor);
+    get_opt("moe_router_bias_rate", c.moe_router_bias_rate);
     get_opt("n_shared_experts", c.n_shared_experts);
     if (j.contains("rope_scaling")) {
         const nlohmann::json& r = j["rope_scaling"];

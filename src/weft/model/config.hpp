@@ -48,6 +48,9 @@ struct ModelConfig {
     double moe_aux_loss_coef = 0;    // load-balance loss, per layer; 0: off
     double moe_z_loss_coef = 0;      // router z-loss, per layer; 0: off
     double moe_capacity_factor = 0;  // slots per expert, x tokens k / E; 0: dropless
+    // Aux-loss-free balancing (DeepSeek-V3): each step every layer's per-expert selection bias
+    // moves by this rate x sign(mean load - load) (model/moe_block.hpp); 0: off.
+    double moe_router_bias_rate = 0;
     // Experts every token goes through (DeepSeek-MoE's shared experts): one SwiGLU of width
     // n_shared_experts x ffn() beside the routed ones, its output added unweighted.
     int64_t n_shared_experts = 0;

@@ -152,6 +152,7 @@ Llama::Llama(const ModelConfig& cfg, const ModelShard& shard, TpComm* tp, bool s
         moe_ = std::make_unique<MoeMlp>(cfg_);
         moe_stats_.n_experts = cfg_.n_experts;
         moe_stats_.tokens.assign(size_t(cfg_.n_layer * cfg_.n_experts), 0.0);
+        router_bias_.assign(size_t(cfg_.n_layer * cfg_.n_experts), 0.0f);
     }
 }
 
@@ -341,8 +342,10 @@ void Llama::block_forward_from(LlamaActivations& a, const LlamaBlock& p, int l, 
                        cfg_.ln_eps);
     tp_.gather_rows(ln2, R);
     if (moe_) {
-        moe_->forward(a.moe[size_t(s)], a.moe_counts[size_t(l - a.first_layer)], out, ln2, res2,
-                      p.moe, BT, a.loss_scale, recomputing, moe_comm_, &moe_stats_, l);
+        moe_->forward(
+            a.moe[size_t(s)], a.moe_counts[size_t(l - a.first_layer)], out, ln2, res2, p.moe, BT,
+            a.loss_scale, recomputing, moe_comm_, &moe_stats_, l,
+            cfg_.moe_router_bias_rate > 0 ? router_bias_.data() + l * cfg_.n_experts : nullptr);
         return;
     }
     keep_and_project(gu, ln2, a.ln2, at_ln, p.gu_w, nullptr, BT, C, 2 * F_);

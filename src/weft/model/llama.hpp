@@ -83,6 +83,7 @@ class Llama : public Model {
     int64_t kv_width() const override { return cfg_.kv_heads() * cfg_.head_dim(); }
     float* dresid(int64_t B, int64_t T) override;
     MoeStats take_moe_stats() override;
+    std::vector<float>* moe_router_bias() override { return moe_ ? &router_bias_ : nullptr; }
     void set_expert_comm(ExpertComm* comm) override;
 
     static int64_t scratch_floats(const ModelConfig& cfg, int64_t B, int64_t T, int tp = 1,
@@ -111,6 +112,7 @@ class Llama : public Model {
     Buffer dres_, dC_, dqkv_, dact_, wide_, rows_, ln_grads_;
     std::unique_ptr<MoeMlp> moe_;  // n_experts > 0
     MoeStats moe_stats_;
+    std::vector<float> router_bias_;  // [n_layer, n_experts], zero until balancing moves it
 };
 
 }  // namespace weft::model

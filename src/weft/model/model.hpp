@@ -201,6 +201,9 @@ class Model {
     // Expert parallelism: the layers hold this rank's experts (ModelShard::ep_rank) and reach the
     // others through `comm` (must outlive the model). A dense model has nothing to split.
     virtual void set_expert_comm(ExpertComm*) {}
+    // Aux-loss-free balancing: every MoE layer's selection bias, [n_layer, n_experts] (state, not
+    // a parameter: no gradient; the trainer updates and checkpoints it). Null for a dense model.
+    virtual std::vector<float>* moe_router_bias() { return nullptr; }
 
     // Floats per position of one layer's cached keys (and of its values).
     virtual int64_t kv_width() const = 0;

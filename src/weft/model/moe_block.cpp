@@ -31,6 +31,14 @@ int64_t MoeLayerActs::floats(const ModelConfig& cfg, int64_t N) {
     return N * E + N + N * K + N * K * (3 * F + C) + N * K + plan + N * 3 * SF;
 }
 
+void moe_update_router_bias(float* bias, const double* load, int64_t E, double rate) {
+    double mean = 0;
+    for (int64_t e = 0; e < E; ++e) mean += load[e];
+    mean /= double(E);
+    for (int64_t e = 0; e < E; ++e)
+        bias[e] += float(load[e] < mean ? rate : load[e] > mean ? -rate : 0.0);
+}
+
 MoeMlp::MoeMlp(const ModelConfig& cfg)
     : cfg_(cfg),
       E_(cfg.n_experts),
@@ -123,7 +131,8 @@ void MoeMlp::ensure_scratch(int64_t N) {
 
 void MoeMlp::forward(MoeLayerActs& a, std::vector<double>& counts, float* out, const float* x,
                      const float* residual, const MoeWeights& p, int64_t N, double loss_scale,
-                     bool counts_known, MoeComm* comm, MoeStats* stats, int layer) {
+                     bool counts_known, MoeComm* comm, MoeStats* stats, int layer,
+                     const float* selection_bias) {
     ensure_scratch(N);
     const int64_t E = E_, K = k_, F = F_, C = C_;
     const bool train = loss_scale > 0;
@@ -134,7 +143,7 @@ void MoeMlp::forward(MoeLayerActs& a, std::vector<double>& counts, float* out, c
         k::matmul_forward(logits_.data(), x, p.router, nullptr, N, C, E);
     }
     k::moe_router_forward(a.probs.data(), a.lse.data(), a.expert.data(), a.weight.data(),
-                          logits_.data(), N, E, K, cfg_.moe_renormalize);
+                          logits_.data(), N, E, K, cfg_.moe_renormalize, selection_bias);
     if (!counts_known) {
         counts.assign(size_t(E), 0.0);
         k::moe_router_counts(counts.data(), a.expert.data(), N, K, E);

@@ -51,6 +51,12 @@ struct MoeLayerActs {
     std::vector<float> xr, gu_r, act_r;
 };
 
+// Aux-loss-free balancing (DeepSeek-V3, Wang et al. 2024), after each step: every expert's
+// selection bias moves by `rate` towards balance, bias[e] += rate x sign(mean load - load[e]),
+// load[e] the slots the step's whole batch sent to e (summed over micro-batches and ranks, so
+// every rank moves alike) and the mean over the E experts. An expert at the mean keeps its bias.
+void moe_update_router_bias(float* bias, const double* load, int64_t E, double rate);
+
 class MoeMlp {
   public:
     explicit MoeMlp(const ModelConfig& cfg);
@@ -62,13 +68,16 @@ class MoeMlp {
     // Scratch the layer holds for N tokens (router logits, grouped inputs and gradients).
     static int64_t scratch_floats(const ModelConfig& cfg, int64_t N);
 
+    // `selection_bias` [E] (null: none): the layer's aux-loss-free balancing bias, added to the
+    // router's probabilities for the top-k choice only (kernels::moe_router_forward).
     // out[N, C] = residual + MoE(x). `counts` [E] are the micro-batch's routing counts over the
     // ranks: computed (and summed through `comm` when training) unless `counts_known` (the
     // re-run of a recomputed layer). With loss_scale > 0 (training) the losses and routing go
     // into `stats` (layer `layer`).
     void forward(MoeLayerActs& a, std::vector<double>& counts, float* out, const float* x,
                  const float* residual, const MoeWeights& p, int64_t N, double loss_scale,
-                 bool counts_known, MoeComm* comm, MoeStats* stats, int layer);
+                 bool counts_known, MoeComm* comm, MoeStats* stats, int layer,
+                 const float* selection_bias = nullptr);
     // dx[N, C] (overwritten) from dout[N, C], the gradient of forward's output; the weights'
     // gradients are added to g. The router's losses' gradients flow back with loss_scale.
     void backward(float* dx, const float* dout, const float* x, const MoeLayerActs& a,

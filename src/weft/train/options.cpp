@@ -46,7 +46,8 @@ void TrainOptions::apply_moe_overrides(model::ModelConfig& cfg) const {
     const std::pair<const char*, const std::optional<double>*> flags[] = {
         {"--moe-aux-loss-coef", &moe_aux_loss_coef},
         {"--moe-z-loss-coef", &moe_z_loss_coef},
-        {"--moe-capacity-factor", &moe_capacity_factor}};
+        {"--moe-capacity-factor", &moe_capacity_factor},
+        {"--moe-router-bias-update-rate", &moe_router_bias_update_rate}};
     for (const auto& [flag, value] : flags)
         WEFT_CHECK(!*value || cfg.n_experts > 0,
                    "{} {}: model '{}' has no mixture-of-experts layers (expected a model with "
@@ -55,6 +56,7 @@ void TrainOptions::apply_moe_overrides(model::ModelConfig& cfg) const {
     if (moe_aux_loss_coef) cfg.moe_aux_loss_coef = *moe_aux_loss_coef;
     if (moe_z_loss_coef) cfg.moe_z_loss_coef = *moe_z_loss_coef;
     if (moe_capacity_factor) cfg.moe_capacity_factor = *moe_capacity_factor;
+    if (moe_router_bias_update_rate) cfg.moe_router_bias_rate = *moe_router_bias_update_rate;
 }
 
 std::filesystem::path TrainOptions::val_path() const {
@@ -93,7 +95,8 @@ void TrainOptions::validate() const {
     const std::pair<const char*, const std::optional<double>*> moe[] = {
         {"--moe-aux-loss-coef", &moe_aux_loss_coef},
         {"--moe-z-loss-coef", &moe_z_loss_coef},
-        {"--moe-capacity-factor", &moe_capacity_factor}};
+        {"--moe-capacity-factor", &moe_capacity_factor},
+        {"--moe-router-bias-update-rate", &moe_router_bias_update_rate}};
     for (const auto& [flag, value] : moe)
         WEFT_CHECK(!*value || (std::isfinite(**value) && **value >= 0),
                    "{} must be 0 (off{}) or a positive number, got {}", flag,

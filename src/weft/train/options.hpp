@@ -32,6 +32,7 @@ struct TrainOptions {
     std::filesystem::path model_dir;
     // Mixture of experts: override the model's router losses and capacity (unset: the model's).
     std::optional<double> moe_aux_loss_coef, moe_z_loss_coef, moe_capacity_factor;
+    std::optional<double> moe_router_bias_update_rate;
 
     std::filesystem::path data = "data/tinyshakespeare_train.bin";
     std::filesystem::path val_data;  // default: data with _train replaced by _val, if it exists

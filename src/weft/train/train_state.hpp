@@ -70,6 +70,7 @@ class TrainState {
 
     comm::Mesh& mesh() const { return mesh_; }
     const model::Model& model() const { return *model_; }
+    model::Model& model() { return *model_; }
     parallel::DataParallel& dp() { return dp_; }
     const parallel::DataParallel& dp() const { return dp_; }
     // One per slice of dp().update_slices(), holding that slice's AdamW moments.

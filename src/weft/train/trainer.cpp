@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "weft/data/loader.hpp"
 #include "weft/data/token_file.hpp"
 #include "weft/kernels/matmul.hpp"
+#include "weft/model/moe_block.hpp"
 #include "weft/model/state_io.hpp"
 #include "weft/train/batch_split.hpp"
 #include "weft/train/checkpoint.hpp"
@@ -34,19 +36,29 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-nlohmann::json run_state(const TrainOptions& o, int64_t micro) {
-    return {{"seed", o.seed},
-            {"batch_size", o.batch_size},
-            {"micro_batch_size", micro},
-            {"seq_len", o.seq_len},
-            {"sequential", o.sequential},
-            {"data", o.data.string()},
-            {"steps", o.steps},
-            {"layout", o.layout.describe()},
-            {"lr", o.optim.lr},
-            {"lr_schedule", o.optim.lr_schedule},
-            {"warmup", o.optim.warmup},
-            {"min_lr_ratio", o.optim.min_lr_ratio}};
+// `bias`: the MoE layers' aux-loss-free balancing bias when it is on (state the next steps route
+// by, identical on every rank), else null.
+nlohmann::json run_state(const TrainOptions& o, int64_t micro, const std::vector<float>* bias) {
+    nlohmann::json j = {{"seed", o.seed},
+                        {"batch_size", o.batch_size},
+                        {"micro_batch_size", micro},
+                        {"seq_len", o.seq_len},
+                        {"sequential", o.sequential},
+                        {"data", o.data.string()},
+                        {"steps", o.steps},
+                        {"layout", o.layout.describe()},
+                        {"lr", o.optim.lr},
+                        {"lr_schedule", o.optim.lr_schedule},
+                        {"warmup", o.optim.warmup},
+                        {"min_lr_ratio", o.optim.min_lr_ratio}};
+    if (bias) j["moe_router_bias"] = *bias;
+    return j;
+}
+
+// The balancing bias of the run's model, when the model has one and it is on.
+std::vector<float>* router_bias(TrainState& st) {
+    std::vector<float>* bias = st.model().moe_router_bias();
+    return bias && st.model().config().moe_router_bias_rate > 0 ? bias : nullptr;
 }
 
 double seconds_since(Clock::time_point t) {
@@ -165,6 +177,16 @@ void run_training(const TrainOptions& o_in) {
     if (resume_from) {
         load_state(st, *resume_from);
         start_step = resume_from->state.at("step").get<int64_t>();
+        // The balancing bias resumes as saved (a run that turns it on at resume starts at 0).
+        if (std::vector<float>* bias = router_bias(st);
+            bias && resume_from->state.contains("moe_router_bias")) {
+            const auto saved = resume_from->state.at("moe_router_bias").get<std::vector<float>>();
+            WEFT_CHECK(saved.size() == bias->size(),
+                       "{}: moe_router_bias has {} values, expected {} ({} layers x {} experts)",
+                       resume_from->dir.string(), saved.size(), bias->size(), cfg.n_layer,
+                       cfg.n_experts);
+            *bias = saved;
+        }
     } else if (!o.model_dir.empty()) {
         load_hf_state(st, o.model_dir);
     } else {
@@ -236,7 +258,7 @@ void run_training(const TrainOptions& o_in) {
         });
     auto save = [&](int64_t step) {
         heartbeat.beat(Phase::checkpoint, step);
-        saver.save(step, run_state(o, micro));
+        saver.save(step, run_state(o, micro, router_bias(st)));
     };
     auto eval = [&](int64_t step) {
         if (!val_file) return;
@@ -315,6 +337,17 @@ void run_training(const TrainOptions& o_in) {
                                {"peak_rss_bytes", peak_rss_bytes()},
                                {"activation_bytes", activation_bytes(st)}};
         if (out.moe.n_experts > 0) line.update(moe_metrics(out.moe));
+        // Aux-loss-free balancing: each layer's bias moves against the load of this step's
+        // batch (counts summed over every rank, so every rank moves alike).
+        if (std::vector<float>* bias = router_bias(st)) {
+            const int64_t E = out.moe.n_experts;
+            for (int64_t l = 0; l < cfg.n_layer; ++l)
+                model::moe_update_router_bias(bias->data() + l * E, out.moe.tokens.data() + l * E,
+                                              E, cfg.moe_router_bias_rate);
+            double spread = 0;
+            for (float b : *bias) spread = std::max(spread, double(std::abs(b)));
+            line["moe_router_bias_max_abs"] = spread;
+        }
         const comm::CommStats step_comm = comm_report.take();
         const parallel::OverlapTimes overlap = st.dp().take_overlap_times();
         overlap_total += overlap;
