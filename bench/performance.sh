@@ -2,7 +2,8 @@
 # Regenerates the figures of docs/performance.md on this machine (run it on an otherwise idle
 # machine: the two cores are the whole machine). Usage: bash bench/performance.sh [build dir]
 # The mixed-precision and scaling tables are bench/scaling.sh's; the tensor- and pipeline-parallel
-# ones come from bench/tensor_parallel.sh and bench/pipeline_bubble.sh, which it runs at the end.
+# ones come from bench/tensor_parallel.sh and bench/pipeline_bubble.sh, and the MoE one from
+# bench/moe.sh, which it runs at the end.
 set -euo pipefail
 W=${1:-build}/weft
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -26,3 +27,5 @@ echo "== tensor parallel: tp 2 (one thread per rank), with and without sequence 
 bash "$(dirname "$0")/tensor_parallel.sh" "${1:-build}"
 echo "== pipeline parallel: measured against simulated bubble, pp 2, 8 micro-batches"
 bash "$(dirname "$0")/pipeline_bubble.sh" "${1:-build}" 2 8
+echo "== mixture of experts: tiny Mixtral at ep 1 and ep 2 against a dense Llama (np 2)"
+bash "$(dirname "$0")/moe.sh" "${1:-build}" 20
