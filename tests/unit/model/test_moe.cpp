@@ -265,3 +265,16 @@ TEST(Moe, ExpertTensorsSplitOverEp) {
               }).find("4 experts do not split over expert-parallel degree 3"),
               std::string::npos);
 }
+
+// Aux-loss-free balancing: each expert's bias moves by the rate against its load's side of the
+// mean (DeepSeek-V3's sign rule); one at the mean keeps its bias.
+TEST(Moe, RouterBiasMovesAgainstTheLoad) {
+    const double load[4] = {10, 30, 20, 20};  // mean 20
+    std::vector<float> bias = {0.5f, 0.5f, 0.5f, -0.25f};
+    moe_update_router_bias(bias.data(), load, 4, 0.125);
+    EXPECT_EQ(bias, (std::vector<float>{0.625f, 0.375f, 0.5f, -0.25f}));
+    // A balanced batch leaves every bias as it is.
+    const double even[4] = {7, 7, 7, 7};
+    moe_update_router_bias(bias.data(), even, 4, 0.125);
+    EXPECT_EQ(bias, (std::vector<float>{0.625f, 0.375f, 0.5f, -0.25f}));
+}
