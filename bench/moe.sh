@@ -13,6 +13,12 @@
 # the run (mean over layers), and max/mean (the busiest expert over the balanced share: what
 # `weft plan --moe-imbalance` prices) over the run. Also writes the table to $OUT (default build/moe_bench.md).
 set -euo pipefail
+# The model directories and the tables are written by python3 (bench/moe_model.py), which a
+# fresh Debian lacks: a benchmark, unlike the engine and its tests, may ask for it.
+command -v python3 >/dev/null || {
+  echo "bench/moe.sh needs python3 (apt-get install python3); nothing was run" >&2
+  exit 2
+}
 BUILD=${1:-build} STEPS=${2:-20}
 WEFT=$(realpath "$BUILD/weft")
 BUILD_DIR=$(realpath "$BUILD")
