@@ -10,7 +10,9 @@
 #            (Ulysses in pairs of ranks, the ring across the pairs); ring at cp 2 x pp 2
 #            (interleaved) and at cp 2 x tp 2 with sequence parallelism (micro-batches of one
 #            sequence, so that a tp rank's rows start mid-sequence), the final evaluation within
-#            1e-5 too; resume: 2 steps at cp 2 (ring), the third at cp 1
+#            1e-5 too; resume: 2 steps at cp 2 (ring), the third at cp 1; TokenRing
+#            (--ring-bidirectional) at cp 2 and 4, its cp sends each step exactly the analytic
+#            count (queries out, partial results back; docs/context_parallel.md)
 #   llama    llama-tiny (8 heads sharing 4 kv heads, RoPE): ring at cp 4; cp 2 x dp 2 ring at
 #            ZeRO 1 with gradient accumulation and --recompute (the ring re-run in backward);
 #            Ulysses at cp 2 x dp 2 ZeRO 3, at cp 2 x pp 2 (1F1B) and cp 2 x tp 2 with sequence
@@ -35,6 +37,11 @@ same_val_loss() {  # same_val_loss <run> <ref>: the last evaluation within 1e-5 
 step_all_to_alls() {  # step_all_to_alls <run>: "calls bytes" of the cp all-to-alls, per step
   grep '"tokens_per_s"' "$1/metrics.jsonl" | grep -o '"all_to_all":{[^}]*}' \
     | sed -E 's/.*"bytes":([0-9]+),"calls":([0-9]+).*/\2 \1/'
+}
+
+step_cp_sends() {  # step_cp_sends <run>: "calls bytes" of the cp point-to-point sends, per step
+  grep '"tokens_per_s"' "$1/metrics.jsonl" | grep -o '"cp":{"recv":{[^}]*},"send":{[^}]*}' \
+    | sed -E 's/.*"send":\{[^}]*"bytes":([0-9]+),"calls":([0-9]+).*/\2 \1/'
 }
 
 reference() {  # reference <name> args...: the single-process run
@@ -67,6 +74,17 @@ gpt2)
     same_as_ref $run ref $STEPS
     same_val_loss $run ref
   done
+  # TokenRing: per layer and step, cp-1 times each, queries (rows x C) and partial results
+  # (rows x (C + heads)) forward, queries, dO, out and lse (rows x (3C + heads)) and dQ
+  # (rows x C) backward: (cp-1) x rows x (6C + 2 heads) floats, 4 sends, with rows = 8 x 64/cp.
+  for cp in 2 4; do
+    train $cp token$cp --cp $cp --ring-bidirectional
+    same_as_ref token$cp ref $STEPS
+    want="$STEPS $((4 * 4 * (cp - 1))) $((4 * (cp - 1) * 8 * 64 / cp * (6 * 64 + 2 * 4) * 4))"
+    got=$(step_cp_sends token$cp | uniq -c | sed 's/^ *//')
+    echo "TokenRing cp $cp: steps, cp sends and bytes of each step: $got (expected $want)"
+    check [ "$got" = "$want" ]
+  done
   # Resume across cp: the checkpoint is the logical model.
   train 2 hop --cp 2 --exit-after 2
   train 1 hop --resume
@@ -97,6 +115,8 @@ errors)
     --cp 4 --cp-kind hybrid --cp-ulysses 4 --n-head 2
   expect_error 4 "this rank's 2 heads and 2 key/value heads (of 2 and 2 over --tp 1) must both be multiples of it" \
     --cp 4 --cp-kind ulysses --n-head 2
+  expect_error 2 "--ring-bidirectional is a kind of ring (TokenRing): it needs --cp-kind ring, got --cp-kind ulysses" \
+    --cp 2 --cp-kind ulysses --ring-bidirectional
   expect_error 3 "world size 3 is not divisible by tp*pp*cp" --cp 2
   # cp composes with tp and pp; what remains refused is what cannot split evenly.
   expect_error 4 "this rank's 1 heads and 1 key/value heads (of 2 and 2 over --tp 2) must both" \

@@ -60,6 +60,9 @@ void add_layout_options(CLI::App* c, Layout& layout, std::string& pp_layers,
     c->add_option("--cp-ulysses", layout.cp_ulysses,
                   "With --cp-kind hybrid: ranks of each Ulysses group (consecutive cp ranks; it "
                   "must divide --cp, and heads and kv heads must divide by it)");
+    c->add_flag("--ring-bidirectional", layout.ring_bidirectional,
+                "With --cp-kind ring: TokenRing, query blocks travel one way round the ring and "
+                "partial results come back the other, keys and values stay home");
     c->add_option("--ep", layout.ep,
                   "Expert-parallel degree, folded over the data-parallel ranks: experts split "
                   "over ep consecutive dp ranks (ep divides dp; mixture-of-experts models)")

@@ -103,6 +103,10 @@ void Layout::resolve(int world_size) {
     WEFT_CHECK(cp_kind == CpKind::hybrid || cp_ulysses == 0,
                "--cp-ulysses {} needs --cp-kind hybrid (got {})", cp_ulysses,
                cp_kind_name(cp_kind));
+    WEFT_CHECK(!ring_bidirectional || cp_kind == CpKind::ring,
+               "--ring-bidirectional is a kind of ring (TokenRing): it needs --cp-kind ring, got "
+               "--cp-kind {} (ulysses and hybrid have no bidirectional form)",
+               cp_kind_name(cp_kind));
     WEFT_CHECK(cp_kind != CpKind::hybrid || (cp_ulysses >= 1 && cp % cp_ulysses == 0),
                "--cp-kind hybrid runs Ulysses in groups of --cp-ulysses ranks and the ring across "
                "them: --cp-ulysses must divide --cp {}, got {}",
@@ -125,10 +129,11 @@ std::string Layout::describe() const {
     const std::string_view again = recompute == Recompute::full        ? " recompute"
                                    : recompute == Recompute::selective ? " recompute=selective"
                                                                        : "";
-    const std::string context = cp == 1 ? ""
-                                : cp_kind == CpKind::hybrid
-                                    ? fmt::format(" hybrid ulysses={}", cp_ulysses)
-                                    : fmt::format(" {}", cp_kind_name(cp_kind));
+    const std::string context =
+        cp == 1                     ? ""
+        : cp_kind == CpKind::hybrid ? fmt::format(" hybrid ulysses={}", cp_ulysses)
+        : ring_bidirectional && cp_kind == CpKind::ring ? std::string(" ring bidirectional")
+                                                        : fmt::format(" {}", cp_kind_name(cp_kind));
     return fmt::format("dp={} tp={} pp={} cp={} ep={} zero={}{}{}{}{}", dp, tp, pp, cp, ep, zero,
                        sequence_parallel ? " sp" : "", pipeline, again, context);
 }

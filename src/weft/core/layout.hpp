@@ -53,8 +53,9 @@ struct ParallelOptions {
     ScheduleKind pp_schedule = ScheduleKind::one_f_one_b;
     int vpp = 1;  // virtual pipeline stages per rank (interleaved)
     Recompute recompute = Recompute::none;
-    CpKind cp_kind = CpKind::ring;  // with cp > 1
-    int cp_ulysses = 0;             // hybrid: the Ulysses group's size, dividing cp
+    CpKind cp_kind = CpKind::ring;    // with cp > 1
+    int cp_ulysses = 0;               // hybrid: the Ulysses group's size, dividing cp
+    bool ring_bidirectional = false;  // ring only: TokenRing (queries out, partial results back)
 };
 
 // The two parts are bases, not members, so that a degree reads as layout.tp and an option as

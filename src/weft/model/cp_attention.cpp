@@ -29,12 +29,16 @@ Pair pair_of(const k::ZigzagBlock& blk, int64_t b, const CpAttentionShape& s, in
 
 }  // namespace
 
-CpAttention::CpAttention(CpComm& cp, int64_t T_global, bool ulysses, CpComm* ring)
+CpAttention::CpAttention(CpComm& cp, int64_t T_global, bool ulysses, CpComm* ring,
+                         bool bidirectional)
     : cp_(cp),
       rank_(cp.rank()),
       size_(cp.size()),
       z_(k::zigzag(T_global, cp.size())),
-      ulysses_(ulysses || ring) {
+      ulysses_(ulysses || ring),
+      bidirectional_(bidirectional) {
+    WEFT_CHECK(!bidirectional || !ulysses_,
+               "internal: the bidirectional ring (TokenRing) with Ulysses or the hybrid");
     if (ring) {
         across_ = std::make_unique<CpAttention>(*ring, T_global);
         const int64_t c = across_->z_.chunk, sub = c / size_;
@@ -68,6 +72,7 @@ void CpAttention::ensure(int64_t floats) {
 void CpAttention::forward(float* out, float* lse, const float* q, const float* kk, const float* v,
                           const CpAttentionShape& s) {
     if (ulysses_) return ulysses_forward(out, lse, q, kk, v, s);
+    if (bidirectional_) return token_ring_forward(out, lse, q, kk, v, s);
     const int64_t c = z_.chunk, KV = s.NKV * s.HS, n = s.B * s.T * KV;
     WEFT_CHECK(s.T == 2 * c, "internal: {} local positions at cp {} of a sequence of {}", s.T,
                size_, z_.T);
@@ -107,6 +112,7 @@ void CpAttention::backward(float* dq, float* dk, float* dv, const float* dout, c
                            const float* kk, const float* v, const float* out, const float* lse,
                            const CpAttentionShape& s) {
     if (ulysses_) return ulysses_backward(dq, dk, dv, dout, q, kk, v, out, lse, s);
+    if (bidirectional_) return token_ring_backward(dq, dk, dv, dout, q, kk, v, out, lse, s);
     const int64_t c = z_.chunk, KV = s.NKV * s.HS, n = s.B * s.T * KV;
     ensure(4 * n);
     for (int64_t r = 0; r < s.B * s.T; ++r) {

@@ -42,7 +42,11 @@ class CpAttention {
     // g·U + u; group g holds the zigzag chunks g and 2G-1-g of a ring over G, and its rank u the
     // u-th 1/U of each, so that Ulysses gathers exactly the group's two chunks for heads/U
     // heads, and the ring runs on those as it would over G ranks.
-    CpAttention(CpComm& cp, int64_t T_global, bool ulysses = false, CpComm* ring = nullptr);
+    // With `bidirectional` (ring only: TokenRing, cp_token_ring.cpp), keys and values stay home:
+    // query blocks travel round the ring and each partial (out, lse) goes back to the rank whose
+    // queries it answers, so both directions of the links carry data.
+    CpAttention(CpComm& cp, int64_t T_global, bool ulysses = false, CpComm* ring = nullptr,
+                bool bidirectional = false);
     ~CpAttention();
 
     // This rank's place among all the context-parallel ranks, and their number.
@@ -51,6 +55,7 @@ class CpAttention {
     // The absolute position of each of this rank's T_global / size() rows of a sequence.
     const std::vector<int64_t>& positions() const { return positions_; }
     bool ulysses() const { return ulysses_; }
+    bool bidirectional() const { return bidirectional_; }
     // Floats Ulysses holds from forwards whose backward has not run (Activations count them:
     // LayerSpan::ulysses_kept).
     int64_t kept_floats() const;
@@ -66,6 +71,11 @@ class CpAttention {
 
   private:
     void ensure(int64_t floats);
+    void token_ring_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                            const CpAttentionShape& s);
+    void token_ring_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                             const float* k, const float* v, const float* out, const float* lse,
+                             const CpAttentionShape& s);
     void ulysses_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                          const CpAttentionShape& s);
     void ulysses_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
@@ -86,7 +96,11 @@ class CpAttention {
     // Two key/value blocks (and in backward their dK/dV) in flight, and a block's partial result.
     Buffer ring_[2], part_, part_lse_;
     int64_t ring_floats_ = 0;
-    bool ulysses_;
+    bool ulysses_, bidirectional_;
+    // TokenRing: the home keys and values (and in backward their dK/dV), the partial results
+    // sent back (two: one in flight while the next is computed), the one received, and this
+    // rank's own dQ.
+    Buffer home_kv_, returns_[2], returned_, own_dq_;
     // Ulysses: rows per sequence of the whole sequence (hybrid: of the group's two chunks), and
     // where each rank's rows go in it.
     int64_t full_T_ = 0;

@@ -17,6 +17,12 @@ class CpComm {
     // recv; neither buffer may be touched until wait_shift(). One shift in flight at a time.
     virtual void start_shift(const float* send, float* recv, int64_t n) = 0;
     virtual void wait_shift() = 0;
+    // TokenRing's other link direction: starts sending send[n] to rank - hops and receiving n
+    // floats from rank + hops (mod size) into recv, while a shift may be in flight; one return in
+    // flight at a time, completed by wait_return(). Partial results go straight to the rank whose
+    // queries they answer, as the TokenRing paper's fully connected GPUs do.
+    virtual void start_return(const float* send, float* recv, int64_t n, int hops) = 0;
+    virtual void wait_return() = 0;
     // Ulysses: block j of in[size * n] goes to rank j, which stores it as block rank() of out.
     virtual void all_to_all(const float* in, float* out, int64_t n) = 0;
 };

@@ -94,7 +94,8 @@ Model::Model(const ModelConfig& cfg, const ModelShard& shard, int tp_size, int t
 
 Model::~Model() = default;
 
-void Model::set_context_parallel(CpComm* cp, int64_t T_global, bool ulysses, CpComm* ring) {
+void Model::set_context_parallel(CpComm* cp, int64_t T_global, bool ulysses, CpComm* ring,
+                                 bool bidirectional) {
     if (!cp || (cp->size() == 1 && !ring)) {
         cp_.reset();
         return;
@@ -111,7 +112,7 @@ void Model::set_context_parallel(CpComm* cp, int64_t T_global, bool ulysses, CpC
                "heads and {} key/value heads (of {} and {} over --tp {}) must both be multiples "
                "of it (use a smaller --cp-ulysses, or --cp-kind ring)",
                cp->size(), NH, NKV, cfg_.n_head, cfg_.kv_heads(), tp_size_);
-    cp_ = std::make_unique<CpAttention>(*cp, T_global, ulysses, ring);
+    cp_ = std::make_unique<CpAttention>(*cp, T_global, ulysses, ring, bidirectional);
 }
 
 int Model::cp_size() const {

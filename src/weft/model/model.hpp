@@ -186,9 +186,9 @@ class Model {
     // as all-to-alls over heads (which this rank's heads and kv heads must divide by). With
     // `ring` too (the hybrid), `cp` is this rank's Ulysses group and `ring` the ring across the
     // groups (cp_attention.hpp). Activations then hold T_global / cp_size() rows per sequence at
-    // the positions context_positions() gives.
+    // the positions context_positions() gives. `bidirectional`: the ring as TokenRing.
     void set_context_parallel(CpComm* cp, int64_t T_global, bool ulysses = false,
-                              CpComm* ring = nullptr);
+                              CpComm* ring = nullptr, bool bidirectional = false);
     int cp_size() const;
     // This rank's positions of a sequence under context parallelism.
     std::vector<int64_t> context_positions() const;

@@ -28,6 +28,22 @@ void GroupCpComm::wait_shift() {
     send_.wait();
 }
 
+// Returns carry their own tag so that they never match a shift between the same two ranks (at
+// cp 2 both go to the other rank).
+constexpr int kReturnTag = 1;
+
+void GroupCpComm::start_return(const float* send, float* recv, int64_t n, int hops) {
+    return_recv_ = comm::recv_async(group_, std::span<float>(recv, size_t(n)), member(rank_ + hops),
+                                    kReturnTag);
+    return_send_ = comm::send_async(group_, std::span<const float>(send, size_t(n)),
+                                    member(rank_ - hops), kReturnTag);
+}
+
+void GroupCpComm::wait_return() {
+    return_recv_.wait();
+    return_send_.wait();
+}
+
 void GroupCpComm::all_to_all(const float* in, float* out, int64_t n) {
     const size_t all = size_t(n) * size_t(size_);
     if (size_ == group_.size()) {

@@ -25,6 +25,8 @@ class GroupCpComm : public model::CpComm {
     int size() const override { return size_; }
     void start_shift(const float* send, float* recv, int64_t n) override;
     void wait_shift() override;
+    void start_return(const float* send, float* recv, int64_t n, int hops) override;
+    void wait_return() override;
     void all_to_all(const float* in, float* out, int64_t n) override;
 
   private:
@@ -32,7 +34,7 @@ class GroupCpComm : public model::CpComm {
 
     comm::Group& group_;
     int first_, stride_, size_, rank_;
-    comm::Request send_, recv_;
+    comm::Request send_, recv_, return_send_, return_recv_;
 };
 
 // What Model::set_context_parallel takes: for ring and Ulysses the whole cp group (`ring` null);

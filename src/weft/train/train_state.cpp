@@ -127,7 +127,8 @@ TrainState::TrainState(const model::ModelConfig& cfg, comm::Group& dp,
                "if they are a multiple of --tp {}; use a --seq-len that is a multiple of "
                "2 x cp x tp = {}",
                l.cp, l.tp, micro, T, micro * (T / l.cp), l.tp, 2 * l.cp * l.tp);
-    model_->set_context_parallel(cp_.main.get(), T, l.cp_kind != CpKind::ring, cp_.ring.get());
+    model_->set_context_parallel(cp_.main.get(), T, l.cp_kind != CpKind::ring, cp_.ring.get(),
+                                 l.ring_bidirectional);
     if (l.ep > 1) {
         ep_comm_ = std::make_unique<parallel::GroupExpertComm>(mesh_.group(comm::Axis::ep));
         model_->set_expert_comm(ep_comm_.get());

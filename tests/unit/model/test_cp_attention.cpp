@@ -1,11 +1,11 @@
-// CpAttention (ring and Ulysses) against the whole-sequence kernel in one process: cp ranks run
-// as threads over an in-process CpComm, each with its zigzag rows of random q, k, v (GQA: 4
-// heads sharing 2 kv heads); outputs and gradients must match the kernel's at those positions.
+// CpAttention (ring, TokenRing and Ulysses) against the whole-sequence kernel in one process: cp
+// ranks run as threads over an in-process CpComm, each with its zigzag rows of random q, k, v (GQA:
+// 4 heads sharing 2 kv heads); outputs and gradients must match the kernel's at those positions.
 // Two micro-batches run in a pipeline's order (forward, forward, backward, backward), so what
 // Ulysses keeps from a forward must reach its own backward, and it keeps what the activation
 // count (LayerSpan::ulysses_kept) says; Ulysses makes four all-to-alls in each direction per
 // call. The hybrid (Ulysses in groups of U, the ring across them) runs the same checks at its
-// own positions.
+// own positions. The ring and TokenRing send the floats docs/context_parallel.md counts.
 #include <gtest/gtest.h>
 
 #include <barrier>
@@ -33,13 +33,15 @@ class ThreadCp {
         int rank() const override { return rank_; }
         int size() const override { return g_.size_; }
         void start_shift(const float* send, float* recv, int64_t n) override {
-            g_.sent_[size_t(rank_)] = send;
-            g_.bar_.arrive_and_wait();
-            const float* from = g_.sent_[size_t((rank_ + g_.size_ - 1) % g_.size_)];
-            std::copy_n(from, n, recv);
-            g_.bar_.arrive_and_wait();
+            shifted += n;
+            exchange(send, recv, n, g_.size_ - 1);
         }
         void wait_shift() override {}
+        void start_return(const float* send, float* recv, int64_t n, int hops) override {
+            returned += n;
+            exchange(send, recv, n, hops);
+        }
+        void wait_return() override {}
         void all_to_all(const float* in, float* out, int64_t n) override {
             ++all_to_alls;
             g_.sent_[size_t(rank_)] = in;
@@ -50,8 +52,17 @@ class ThreadCp {
         }
 
         int all_to_alls = 0;
+        int64_t shifted = 0, returned = 0;  // floats sent each way
 
       private:
+        // Every rank sends `send`; this one receives rank + `from`'s (mod size).
+        void exchange(const float* send, float* recv, int64_t n, int from) {
+            g_.sent_[size_t(rank_)] = send;
+            g_.bar_.arrive_and_wait();
+            std::copy_n(g_.sent_[size_t((rank_ + from) % g_.size_)], n, recv);
+            g_.bar_.arrive_and_wait();
+        }
+
         ThreadCp& g_;
         int rank_;
     };
@@ -109,8 +120,9 @@ int64_t ulysses_kept_floats(int64_t Tl) {
            Activations::shared_floats(cfg, B, Tl, {0, -1, false, false});
 }
 
-// cp ranks; `ulysses` 0: the ring, cp: Ulysses, U < cp: the hybrid with Ulysses groups of U.
-void check_against_kernel(int cp, int ulysses) {
+// cp ranks; `ulysses` 0: the ring, cp: Ulysses, U < cp: the hybrid with Ulysses groups of U;
+// `bidirectional`: the ring as TokenRing.
+void check_against_kernel(int cp, int ulysses, bool bidirectional = false) {
     constexpr int kMicro = 2;
     std::vector<Case> ref;
     for (int m = 0; m < kMicro; ++m) ref.push_back(reference_case(uint32_t(1 + 4 * m)));
@@ -126,6 +138,7 @@ void check_against_kernel(int cp, int ulysses) {
     // got[rank][micro]: this rank's rows of out, dq, dk, dv.
     std::vector<std::vector<Case>> got(static_cast<size_t>(cp), std::vector<Case>(kMicro));
     std::vector<std::vector<int>> a2a(static_cast<size_t>(cp));
+    std::vector<int64_t> shifted(static_cast<size_t>(cp)), returned(static_cast<size_t>(cp));
     std::vector<std::vector<int64_t>> positions(static_cast<size_t>(cp)),
         kept(static_cast<size_t>(cp));
     std::vector<std::thread> threads;
@@ -134,7 +147,7 @@ void check_against_kernel(int cp, int ulysses) {
             ThreadCp::Comm comm(*groups[hybrid ? size_t(r / U) : 0], hybrid ? r % U : r);
             std::unique_ptr<ThreadCp::Comm> ring;
             if (hybrid) ring = std::make_unique<ThreadCp::Comm>(*rings[size_t(r % U)], r / U);
-            CpAttention att(comm, T, ulysses > 0, ring.get());
+            CpAttention att(comm, T, ulysses > 0, ring.get(), bidirectional);
             EXPECT_EQ(att.rank(), r);
             EXPECT_EQ(att.size(), cp);
             const std::vector<int64_t> pos = att.positions();
@@ -174,6 +187,8 @@ void check_against_kernel(int cp, int ulysses) {
                 a2a[size_t(r)].push_back(comm.all_to_alls);
                 kept[size_t(r)].push_back(att.kept_floats());
             }
+            shifted[size_t(r)] = comm.shifted;
+            returned[size_t(r)] = comm.returned;
         });
     }
     for (std::thread& t : threads) t.join();
@@ -210,12 +225,30 @@ void check_against_kernel(int cp, int ulysses) {
         const int64_t layer = ulysses ? ulysses_kept_floats(Tl) : 0;
         EXPECT_EQ(kept[size_t(r)], (std::vector<int64_t>{layer, 2 * layer, layer, 0}))
             << "floats kept by rank " << r;
+        // Floats each way over both micro-batches (docs/context_parallel.md), per micro-batch:
+        // the ring shifts 2·B·Tl·KV cp-1 times forward, and K/V plus dK/dV cp-1 and cp times
+        // backward; TokenRing shifts queries (B·Tl·A) forward and queries, dO, out and lse
+        // (B·Tl·(3A + NH)) backward, cp-1 times each, and returns (out, lse) forward and dQ
+        // backward cp-1 times.
+        if (ulysses) continue;
+        const int64_t rows = B * Tl, steps = cp - 1;
+        const int64_t shift = bidirectional
+                                  ? steps * rows * (A + 3 * A + NH)
+                                  : steps * 2 * rows * KV + (2 * steps + 1) * 2 * rows * KV;
+        const int64_t back = bidirectional ? steps * (rows * (A + NH) + rows * A) : 0;
+        EXPECT_EQ(shifted[size_t(r)], kMicro * shift) << "floats shifted by rank " << r;
+        EXPECT_EQ(returned[size_t(r)], kMicro * back) << "floats returned to rank " << r;
     }
 }
 
 TEST(CpAttention, RingMatchesTheWholeSequenceKernel) {
     check_against_kernel(2, 0);
     check_against_kernel(4, 0);
+}
+
+TEST(CpAttention, TokenRingMatchesTheWholeSequenceKernel) {
+    check_against_kernel(2, 0, true);
+    check_against_kernel(4, 0, true);
 }
 
 TEST(CpAttention, UlyssesMatchesTheWholeSequenceKernel) {

@@ -1,0 +1,183 @@
+// TokenRing (Wang et al. 2024), `--cp-kind ring --ring-bidirectional`, the third region of
+// CpAttention: keys and values stay home and the query block travels one way round the ring
+// (to rank + 1), while the partial (out, lse) a rank has just computed for another rank's
+// queries goes straight back to that rank (step i: i hops the other way), so both directions
+// of every link carry data at once. Backward mirrors it: the query block travels with its dO,
+// final out and lse, dQ partials go back, and dK/dV accumulate at home with no rotation.
+//
+// Per step and rank (B sequences of T local rows, A = NH·HS, KV = NKV·HS): forward sends B·T·A
+// floats of queries and B·T·(A + NH) of partial result, against 2·B·T·KV for the one-way ring;
+// backward B·T·(3A + NH) and B·T·A, against 4·B·T·KV. So it moves more than the one-way ring
+// under GQA and as much as MHA's in forward: the gain the paper reports is from both link
+// directions running at once (docs/context_parallel.md).
+#include <algorithm>
+#include <limits>
+
+#include "weft/core/error.hpp"
+#include "weft/kernels/attention.hpp"
+#include "weft/kernels/attention_merge.hpp"
+#include "weft/model/cp_attention.hpp"
+
+namespace weft::model {
+
+namespace k = weft::kernels;
+
+namespace {
+
+constexpr float kNoKeys = -std::numeric_limits<float>::infinity();
+
+void ensure_buffer(Buffer& b, int64_t n) {
+    if (b.size() < n) b = Buffer(n);
+}
+
+// The kernel shape of one (query part, key part) pair: travelling blocks are dense (queries,
+// dO and out A floats a row), home keys and values KV floats a row.
+k::AttentionShape pair_shape(const k::ZigzagBlock& blk, const CpAttentionShape& s, int64_t c) {
+    const int64_t A = s.NH * s.HS;
+    return k::AttentionShape{1, c,          c,     s.NH,      s.HS, A, s.NKV * s.HS,
+                             A, blk.q_pos0, s.NKV, blk.k_pos0};
+}
+
+// Folds a partial result laid out dense (rows A apart, its lse [B][2][NH][c] after B·T rows)
+// into this rank's running (out, lse).
+void merge_returned(float* out, float* lse, const float* part, const CpAttentionShape& s,
+                    int64_t c) {
+    const int64_t A = s.NH * s.HS;
+    const float* part_lse = part + s.B * s.T * A;
+    for (int64_t b = 0; b < s.B; ++b)
+        for (int64_t p = 0; p < 2; ++p)
+            k::attention_merge(out + (b * s.T + p * c) * s.ldo, lse + (b * 2 + p) * s.NH * c,
+                               part + (b * s.T + p * c) * A, part_lse + (b * 2 + p) * s.NH * c,
+                               k::MergeShape{1, c, s.NH, s.HS, s.ldo, A});
+}
+
+}  // namespace
+
+void CpAttention::token_ring_forward(float* out, float* lse, const float* q, const float* kk,
+                                     const float* v, const CpAttentionShape& s) {
+    const int64_t c = z_.chunk, A = s.NH * s.HS, KV = s.NKV * s.HS, rows = s.B * s.T;
+    WEFT_CHECK(s.T == 2 * c, "internal: {} local positions at cp {} of a sequence of {}", s.T,
+               size_, z_.T);
+    const int64_t nq = rows * A, nkv = rows * KV, nret = nq + s.B * 2 * s.NH * c;
+    ensure(nq);
+    ensure_buffer(home_kv_, 2 * nkv);
+    ensure_buffer(returns_[0], nret);
+    ensure_buffer(returns_[1], nret);
+    ensure_buffer(returned_, nret);
+    ensure_buffer(part_, c * A);
+    ensure_buffer(part_lse_, s.NH * c);
+    float* kvd = home_kv_.data();
+    for (int64_t r = 0; r < rows; ++r) {
+        std::copy_n(q + r * s.ldq, A, ring_[0].data() + r * A);
+        std::copy_n(kk + r * s.ldkv, KV, kvd + r * KV);
+        std::copy_n(v + r * s.ldkv, KV, kvd + nkv + r * KV);
+    }
+    std::fill_n(lse, s.B * 2 * s.NH * c, kNoKeys);
+    bool returning = false;
+    for (int step = 0; step < size_; ++step) {
+        const float* cur = ring_[step % 2].data();
+        if (step + 1 < size_) cp_.start_shift(cur, ring_[(step + 1) % 2].data(), nq);
+        // Step 0 answers this rank's own queries, straight into (out, lse); later steps those
+        // of the block's owner, into a partial result that goes back to it.
+        const int owner = (rank_ - step + size_) % size_;
+        float* dst = step == 0 ? out : returns_[step % 2].data();
+        float* dst_lse = step == 0 ? lse : dst + nq;
+        const int64_t ld = step == 0 ? s.ldo : A;
+        if (step > 0) std::fill_n(dst_lse, s.B * 2 * s.NH * c, kNoKeys);
+        for (const k::ZigzagBlock& blk : k::zigzag_blocks(z_, owner, rank_)) {
+            if (blk.mask == k::BlockMask::masked) continue;
+            const k::AttentionShape sh = pair_shape(blk, s, c);
+            for (int64_t b = 0; b < s.B; ++b) {
+                const int64_t qrow = b * s.T + blk.q_part * c, krow = b * s.T + blk.k_part * c;
+                k::attention_forward(part_.data(), part_lse_.data(), cur + qrow * A,
+                                     kvd + krow * KV, kvd + nkv + krow * KV, sh);
+                k::attention_merge(dst + qrow * ld, dst_lse + (b * 2 + blk.q_part) * s.NH * c,
+                                   part_.data(), part_lse_.data(),
+                                   k::MergeShape{1, c, s.NH, s.HS, ld, A});
+            }
+        }
+        // The previous step's return was in flight during this step's attention.
+        if (returning) {
+            cp_.wait_return();
+            merge_returned(out, lse, returned_.data(), s, c);
+            returning = false;
+        }
+        if (step > 0) {
+            cp_.start_return(dst, returned_.data(), nret, step);
+            returning = true;
+        }
+        if (step + 1 < size_) cp_.wait_shift();
+    }
+    if (returning) {
+        cp_.wait_return();
+        merge_returned(out, lse, returned_.data(), s, c);
+    }
+}
+
+void CpAttention::token_ring_backward(float* dq, float* dk, float* dv, const float* dout,
+                                      const float* q, const float* kk, const float* v,
+                                      const float* out, const float* lse,
+                                      const CpAttentionShape& s) {
+    const int64_t c = z_.chunk, A = s.NH * s.HS, KV = s.NKV * s.HS, rows = s.B * s.T;
+    const int64_t nq = rows * A, nkv = rows * KV, nlse = s.B * 2 * s.NH * c;
+    // The travelling block: queries | dO | final out | final lse of one rank.
+    const int64_t travel = 3 * nq + nlse;
+    ensure(travel);
+    ensure_buffer(home_kv_, 4 * nkv);
+    ensure_buffer(returns_[0], nq);
+    ensure_buffer(returns_[1], nq);
+    ensure_buffer(returned_, nq);
+    ensure_buffer(own_dq_, nq);
+    float* kvd = home_kv_.data();
+    float* block = ring_[0].data();
+    for (int64_t r = 0; r < rows; ++r) {
+        std::copy_n(q + r * s.ldq, A, block + r * A);
+        std::copy_n(dout + r * s.ldo, A, block + nq + r * A);
+        std::copy_n(out + r * s.ldo, A, block + 2 * nq + r * A);
+        std::copy_n(kk + r * s.ldkv, KV, kvd + r * KV);
+        std::copy_n(v + r * s.ldkv, KV, kvd + nkv + r * KV);
+    }
+    std::copy_n(lse, nlse, block + 3 * nq);
+    std::fill_n(kvd + 2 * nkv, 2 * nkv, 0.0f);
+    std::fill_n(own_dq_.data(), nq, 0.0f);
+    bool returning = false;
+    for (int step = 0; step < size_; ++step) {
+        const float* cur = ring_[step % 2].data();
+        if (step + 1 < size_) cp_.start_shift(cur, ring_[(step + 1) % 2].data(), travel);
+        const int owner = (rank_ - step + size_) % size_;
+        float* dst = step == 0 ? own_dq_.data() : returns_[step % 2].data();
+        if (step > 0) std::fill_n(dst, nq, 0.0f);
+        for (const k::ZigzagBlock& blk : k::zigzag_blocks(z_, owner, rank_)) {
+            if (blk.mask == k::BlockMask::masked) continue;
+            const k::AttentionShape sh = pair_shape(blk, s, c);
+            for (int64_t b = 0; b < s.B; ++b) {
+                const int64_t qrow = b * s.T + blk.q_part * c, krow = b * s.T + blk.k_part * c;
+                k::attention_backward(
+                    dst + qrow * A, kvd + 2 * nkv + krow * KV, kvd + 3 * nkv + krow * KV,
+                    cur + nq + qrow * A, cur + qrow * A, kvd + krow * KV, kvd + nkv + krow * KV,
+                    cur + 2 * nq + qrow * A, cur + 3 * nq + (b * 2 + blk.q_part) * s.NH * c, sh);
+            }
+        }
+        if (returning) {
+            cp_.wait_return();
+            for (int64_t i = 0; i < nq; ++i) own_dq_.data()[i] += returned_.data()[i];
+            returning = false;
+        }
+        if (step > 0) {
+            cp_.start_return(dst, returned_.data(), nq, step);
+            returning = true;
+        }
+        if (step + 1 < size_) cp_.wait_shift();
+    }
+    if (returning) {
+        cp_.wait_return();
+        for (int64_t i = 0; i < nq; ++i) own_dq_.data()[i] += returned_.data()[i];
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+        std::copy_n(own_dq_.data() + r * A, A, dq + r * s.ldq);
+        std::copy_n(kvd + 2 * nkv + r * KV, KV, dk + r * s.ldkv);
+        std::copy_n(kvd + 3 * nkv + r * KV, KV, dv + r * s.ldkv);
+    }
+}
+
+}  // namespace weft::model
