@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `weft bench train` runs the layouts `weft train` runs: one process, tensor parallel with
-# sequence parallelism, and an interleaved pipeline, each timing the same global batch; the
+# sequence parallelism, an interleaved pipeline and context parallelism (TokenRing and
+# Ulysses, whose cp sends per step are counted), each timing the same global batch; the
 # model state per rank shrinks as the layout splits it; impossible layouts fail before any work.
 #   bash tests/mpi/bench_layouts.sh <weft>
 set -uo pipefail
@@ -21,16 +22,25 @@ bench() {  # bench <np> args...: the JSON line of rank 0
 one=$(bench 1)
 tp=$(bench 2 --tp 2 --sequence-parallel)
 pp=$(bench 2 --pp 2 --pp-schedule interleaved --vpp 2 --micro-batch-size 2)
-for j in "$one" "$tp" "$pp"; do
+token=$(bench 2 --cp 2 --ring-bidirectional)
+ulysses=$(bench 2 --cp 2 --cp-kind ulysses)
+for j in "$one" "$tp" "$pp" "$token" "$ulysses"; do
   echo "$(field "$j" layout): $(field "$j" micro_batches) x $(field "$j" micro_batch_size), $(field "$j" tokens_per_s) tokens/s, model state $(field "$j" model_state_bytes) B, estimate $(field "$j" estimate_bytes) B"
 done
 check [ "$(field "$one" layout)" = "dp=1 tp=1 pp=1 cp=1 ep=1 zero=0" ]
 check [ "$(field "$tp" layout)" = "dp=1 tp=2 pp=1 cp=1 ep=1 zero=0 sp" ]
 check [ "$(field "$pp" layout)" = "dp=1 tp=1 pp=2 cp=1 ep=1 zero=0 interleaved vpp=2" ]
+check [ "$(field "$token" layout)" = "dp=1 tp=1 pp=1 cp=2 ep=1 zero=0 ring bidirectional" ]
+check [ "$(field "$ulysses" layout)" = "dp=1 tp=1 pp=1 cp=2 ep=1 zero=0 ulysses" ]
+# The cp sends of one step (docs/context_parallel.md): TokenRing, 4 layers x (rows 8 x 32/2) x
+# (6C + 2 heads) floats; Ulysses, 4 layers x 8 all-to-alls of rows x C floats.
+cp_bytes() { grep -o '"cp":{.*' <<<"$1" | grep -o "\"$2\":{[^}]*}" | grep -o '"bytes":[0-9]*' | cut -d: -f2; }
+check [ "$(cp_bytes "$token" send)" = $((4 * 128 * (6 * 64 + 2 * 4) * 4)) ]
+check [ "$(cp_bytes "$ulysses" all_to_all)" = $((4 * 8 * 128 * 64 * 4)) ]
 check [ "$(field "$pp" micro_batches)" = 4 ]
 check [ "$(field "$pp" ranks)" = 2 ]
 # Every layout times the whole global batch: tokens per step are the same.
-for j in "$one" "$tp" "$pp"; do
+for j in "$one" "$tp" "$pp" "$token" "$ulysses"; do
   check awk -v t="$(field "$j" tokens_per_s)" -v s="$(field "$j" step_s)" \
     'BEGIN { exit !(t > 0 && (t * s - 256) ^ 2 < 1e-6) }'
 done
@@ -54,6 +64,7 @@ expect_error 2 "micro-batches per step = --batch-size 8 / (--micro-batch-size 8 
   --pp 2 --pp-schedule interleaved --vpp 2
 expect_error 1 "--sequence-parallel needs --tp greater than 1" --sequence-parallel
 expect_error 2 "world size 2 is not divisible by tp*pp*cp = 4*1*1 = 4" --tp 4
-expect_error 1 "--cp 2: this kind of parallelism is not supported yet" --cp 2
+expect_error 2 "sequence length T=30 must be a positive multiple of 2*cp=4 (cp=2)" \
+  --cp 2 --seq-len 30
 echo "$failures failed"
 [ "$failures" -eq 0 ]

@@ -99,7 +99,7 @@ void add_bench_command(CLI::App& app) {
                  "Time every kernel of the timed steps and print a per-kernel breakdown");
     tr->add_flag("--json", t->json, "Print one JSON object");
     tr->callback([t] {
-        check_layout_supported(t->o.layout);
+        check_layout_supported(t->o.layout, /*context_parallel=*/true);
         train::BenchTrainResult r = train::bench_train(t->o);
         if (!r.root) return;
         if (t->json) {
@@ -167,6 +167,21 @@ void add_bench_command(CLI::App& app) {
                 "comm         {:.0f}% hidden behind compute ({:.3f} s blocked of {:.3f} s "
                 "outstanding per step)\n",
                 100 * r.comm_hidden, r.comm_blocked_s, r.comm_outstanding_s);
+        if (r.layout.cp > 1 && r.comm.contains("cp")) {
+            // The cp axis's sends and waits (ring shifts, TokenRing returns, Ulysses'
+            // all-to-alls): the time blocked is the part the attention did not hide.
+            // Bytes sent: every operation's but the receives (an all-to-all counts its input).
+            double sent = 0;
+            for (const auto& [op, v] : r.comm.at("cp").items())
+                if (op != "total" && op != "size" && op != "recv")
+                    sent += v.at("bytes").get<double>();
+            const nlohmann::json& cp = r.comm.at("cp").at("total");
+            const double n = double(t->o.steps), wait = cp.at("wait_seconds").get<double>() / n;
+            fmt::print(
+                "cp comm      {:.2f} MiB sent per rank and step, {:.3f} s blocked per step "
+                "({:.1f}% of the step)\n",
+                mib(int64_t(sent / n)), wait, 100 * wait / r.step_s);
+        }
         if (t->o.profile)
             fmt::print("profile      per timed step, main thread of rank 0\n{}",
                        train::profile_table(r, t->o.steps));

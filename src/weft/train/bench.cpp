@@ -46,19 +46,24 @@ BenchTrainResult bench_train(const BenchTrainOptions& o) {
     const int64_t baseline = current_rss_bytes();
     const int64_t B = o.batch_size / dp, T = o.seq_len, micro = split.micro;
 
-    TrainState st(cfg, mesh.group(comm::Axis::dp), {r.layout.zero, o.bucket_mb}, micro, T,
+    // Context parallel: gradients over cp x dp, as weft train reduces them.
+    comm::Group& grad_group = r.layout.cp > 1 ? mesh.add_group({comm::Axis::cp, comm::Axis::dp})
+                                              : mesh.group(comm::Axis::dp);
+    TrainState st(cfg, grad_group, {r.layout.zero, o.bucket_mb}, micro, T,
                   {o.pp_layers, o.dtype == "bf16"});
     init_state(st, 1);
     optim::OptimConfig oc;
     model::Activations& act = st.activations();
     // Synthetic tokens by global row, so that every layout sees the same batch (and every rank of
-    // a tensor- or pipeline-parallel group the same micro-batch).
+    // a tensor- or pipeline-parallel group the same micro-batch); context parallel: this rank's
+    // positions of each sequence, act.T of them.
     const int64_t row0 = mesh.rank(comm::Axis::dp) * B;
     auto fill = [&](int64_t m) {
         const Philox rng = philox_for(7, "bench-tokens");
-        const int64_t first = (row0 + m * micro) * T;
-        for (int64_t i = 0; i < micro * T; ++i) {
-            const uint64_t g = uint64_t(first + i);
+        const int64_t first = (row0 + m * micro) * T, Tl = act.T;
+        for (int64_t i = 0; i < micro * Tl; ++i) {
+            const int64_t t = i % Tl, at = act.positions.empty() ? t : act.positions[size_t(t)];
+            const uint64_t g = uint64_t(first + i / Tl * T + at);
             act.inputs[i] = int32_t(rng.uniform(2 * g) * float(cfg.vocab_size));
             act.targets[i] = int32_t(rng.uniform(2 * g + 1) * float(cfg.vocab_size));
         }
