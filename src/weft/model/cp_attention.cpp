@@ -62,6 +62,37 @@ CpAttention::CpAttention(CpComm& cp, int64_t T_global, bool ulysses, CpComm* rin
 
 CpAttention::~CpAttention() = default;
 
+int64_t CpAttention::scratch_floats(CpRegion region, int64_t B, int64_t T, int64_t NH, int64_t NKV,
+                                    int64_t HS, int64_t U) {
+    const int64_t A = NH * HS, KV = NKV * HS, rows = B * T;
+    // One (query part, key part) pair's result: a chunk of T/2 rows and its lse.
+    const int64_t part = T / 2 * (A + NH);
+    switch (region) {
+        case CpRegion::ring:
+            return 8 * rows * KV + part;
+        case CpRegion::token_ring:
+            // Travelling blocks 2 x (q, dO, out, lse); home K/V and dK/dV; two partials sent
+            // and one received (out and lse); this rank's dQ.
+            return 2 * rows * (3 * A + NH) + 4 * rows * KV + 3 * rows * (A + NH) + rows * A + part;
+        case CpRegion::ulysses:
+            // Send and receive staging of a query-width tensor; dO, dQ, dK, dV of the heads.
+            return 2 * rows * A + 2 * rows * A + 2 * rows * KV;
+        case CpRegion::hybrid:
+            return scratch_floats(CpRegion::ulysses, B, T, NH, NKV, HS) +
+                   scratch_floats(CpRegion::ring, B, T * U, NH / U, NKV / U, HS);
+    }
+    return 0;
+}
+
+int64_t CpAttention::allocated_scratch_floats() const {
+    int64_t n = 0;
+    for (const Buffer* b :
+         {&ring_[0], &ring_[1], &part_, &part_lse_, &home_kv_, &returns_[0], &returns_[1],
+          &returned_, &own_dq_, &send_, &recv_, &dof_, &dqf_, &dkf_, &dvf_})
+        n += b->size();
+    return n + (across_ ? across_->allocated_scratch_floats() : 0);
+}
+
 void CpAttention::ensure(int64_t floats) {
     if (ring_floats_ >= floats) return;
     ring_[0] = Buffer(floats);

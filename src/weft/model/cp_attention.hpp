@@ -28,6 +28,9 @@ struct CpAttentionShape {
     int64_t ldq, ldkv, ldo;
 };
 
+// The four ways CpAttention runs (scratch_floats counts each).
+enum class CpRegion { ring, token_ring, ulysses, hybrid };
+
 class CpAttention {
   public:
     // `cp` must outlive this object; T_global is the whole sequence length. With `ulysses`,
@@ -56,9 +59,28 @@ class CpAttention {
     const std::vector<int64_t>& positions() const { return positions_; }
     bool ulysses() const { return ulysses_; }
     bool bidirectional() const { return bidirectional_; }
+    CpRegion region() const {
+        return across_          ? CpRegion::hybrid
+               : ulysses_       ? CpRegion::ulysses
+               : bidirectional_ ? CpRegion::token_ring
+                                : CpRegion::ring;
+    }
+    // The hybrid's Ulysses group size (1 otherwise).
+    int ulysses_group() const { return across_ ? size_ : 1; }
     // Floats Ulysses holds from forwards whose backward has not run (Activations count them:
     // LayerSpan::ulysses_kept).
     int64_t kept_floats() const;
+    // Floats of scratch the region allocates for micro-batches of B sequences of T local rows
+    // (NH, NKV: this tp rank's heads; U: the hybrid's Ulysses group), held for the run and
+    // reused by every layer: the ring's two K/V (and dK/dV) blocks; TokenRing's two travelling
+    // query blocks with dO, out and lse, its home K/V and dK/dV, returned partials and dQ;
+    // Ulysses' all-to-all staging and whole-sequence dO, dQ, dK, dV (the hybrid: those and its
+    // ring's); each plus one block's partial result. Independent of cp for all but the hybrid's
+    // ring. What Ulysses keeps between forward and backward is activations (kept_floats).
+    static int64_t scratch_floats(CpRegion region, int64_t B, int64_t T, int64_t NH, int64_t NKV,
+                                  int64_t HS, int64_t U = 1);
+    // What this region has allocated so far, kept floats aside.
+    int64_t allocated_scratch_floats() const;
 
     // out (ldo rows) and lse ([B][2][NH][chunk]: per sequence and part, the kernel's layout)
     // of causal attention over the whole sequence for this rank's queries.

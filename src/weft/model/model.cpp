@@ -119,6 +119,13 @@ int Model::cp_size() const {
     return cp_ ? cp_->size() : 1;
 }
 
+int64_t Model::cp_scratch_floats(int64_t B, int64_t T) const {
+    if (!cp_) return 0;
+    return CpAttention::scratch_floats(cp_->region(), B, T, cfg_.n_head / tp_size_,
+                                       cfg_.kv_heads() / tp_size_, cfg_.head_dim(),
+                                       cp_->ulysses_group());
+}
+
 std::vector<int64_t> Model::context_positions() const {
     WEFT_CHECK(cp_, "internal: context positions without context parallelism");
     return cp_->positions();

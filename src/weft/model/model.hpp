@@ -190,6 +190,9 @@ class Model {
     void set_context_parallel(CpComm* cp, int64_t T_global, bool ulysses = false,
                               CpComm* ring = nullptr, bool bidirectional = false);
     int cp_size() const;
+    // Floats of scratch the context-parallel region holds for micro-batches of B sequences of T
+    // local rows (CpAttention::scratch_floats); 0 without context parallelism.
+    int64_t cp_scratch_floats(int64_t B, int64_t T) const;
     // This rank's positions of a sequence under context parallelism.
     std::vector<int64_t> context_positions() const;
 

@@ -10,6 +10,7 @@
 #include "weft/kernels/classifier.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/model/bf16_scratch.hpp"
+#include "weft/model/cp_attention.hpp"
 #include "weft/model/family.hpp"
 #include "weft/model/params.hpp"
 #include "weft/parallel/data_parallel.hpp"
@@ -160,6 +161,16 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
                        double(cfg.n_embd + 3 * cfg.ffn()) * double(2 * cfg.n_embd + 3 * cfg.ffn());
         if (last)
             scratch += double(kernels::classifier_scratch_floats(b * s, cfg.vocab_size)) / l.tp;
+        // Context parallel: the region's own scratch (ring blocks, Ulysses' staging) for this
+        // tp rank's heads (CpAttention::scratch_floats; the planner prices the one-way ring).
+        if (l.cp > 1) {
+            const model::CpRegion region = l.cp_kind == CpKind::ring      ? model::CpRegion::ring
+                                           : l.cp_kind == CpKind::ulysses ? model::CpRegion::ulysses
+                                                                          : model::CpRegion::hybrid;
+            scratch += double(model::CpAttention::scratch_floats(
+                region, b, s, cfg.n_head / l.tp, cfg.kv_heads() / l.tp, cfg.head_dim(),
+                l.cp_kind == CpKind::hybrid ? std::max(l.cp_ulysses, 1) : 1));
+        }
         m.buffers += kEngineBytes * scratch;
         // With a pipeline, the first and last stages each receive the other's gradient of the
         // tied embeddings (the embedding unit as this tp rank stores it) to sum them; an

@@ -45,6 +45,8 @@ MemoryEstimate memory_estimate(const TrainState& st, int64_t baseline_rss, int64
                     dp.working_bytes();
     }
     m.scratch += st.tied_embedding().scratch_bytes();
+    // Context parallel: the ring's blocks or Ulysses' staging, one set for every layer.
+    m.scratch += 4 * model.cp_scratch_floats(act.B, act.T);
     if (kernels::matmul_precision() == kernels::MatmulPrecision::bf16) {
         const int tp = st.mesh().size(comm::Axis::tp);
         const bool head = !st.stage() || st.pipeline_rank() == st.mesh().layout().pp - 1;

@@ -5,7 +5,8 @@
 // Ulysses keeps from a forward must reach its own backward, and it keeps what the activation
 // count (LayerSpan::ulysses_kept) says; Ulysses makes four all-to-alls in each direction per
 // call. The hybrid (Ulysses in groups of U, the ring across them) runs the same checks at its
-// own positions. The ring and TokenRing send the floats docs/context_parallel.md counts.
+// own positions. The ring and TokenRing send the floats docs/context_parallel.md counts, and
+// every region allocates the scratch CpAttention::scratch_floats (the memory estimates) says.
 #include <gtest/gtest.h>
 
 #include <barrier>
@@ -139,6 +140,7 @@ void check_against_kernel(int cp, int ulysses, bool bidirectional = false) {
     std::vector<std::vector<Case>> got(static_cast<size_t>(cp), std::vector<Case>(kMicro));
     std::vector<std::vector<int>> a2a(static_cast<size_t>(cp));
     std::vector<int64_t> shifted(static_cast<size_t>(cp)), returned(static_cast<size_t>(cp));
+    std::vector<int64_t> scratch(static_cast<size_t>(cp)), predicted(static_cast<size_t>(cp));
     std::vector<std::vector<int64_t>> positions(static_cast<size_t>(cp)),
         kept(static_cast<size_t>(cp));
     std::vector<std::thread> threads;
@@ -187,6 +189,9 @@ void check_against_kernel(int cp, int ulysses, bool bidirectional = false) {
                 a2a[size_t(r)].push_back(comm.all_to_alls);
                 kept[size_t(r)].push_back(att.kept_floats());
             }
+            scratch[size_t(r)] = att.allocated_scratch_floats();
+            predicted[size_t(r)] =
+                CpAttention::scratch_floats(att.region(), B, Tl, NH, NKV, HS, hybrid ? U : 1);
             shifted[size_t(r)] = comm.shifted;
             returned[size_t(r)] = comm.returned;
         });
@@ -230,6 +235,8 @@ void check_against_kernel(int cp, int ulysses, bool bidirectional = false) {
         // backward; TokenRing shifts queries (B·Tl·A) forward and queries, dO, out and lse
         // (B·Tl·(3A + NH)) backward, cp-1 times each, and returns (out, lse) forward and dQ
         // backward cp-1 times.
+        // The memory estimates' count of the region's scratch is what it allocated.
+        EXPECT_EQ(scratch[size_t(r)], predicted[size_t(r)]) << "scratch floats of rank " << r;
         if (ulysses) continue;
         const int64_t rows = B * Tl, steps = cp - 1;
         const int64_t shift = bidirectional
