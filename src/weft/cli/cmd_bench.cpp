@@ -169,14 +169,17 @@ void add_bench_command(CLI::App& app) {
                 100 * r.comm_hidden, r.comm_blocked_s, r.comm_outstanding_s);
         if (r.layout.cp > 1 && r.comm.contains("cp")) {
             // The cp axis's sends and waits (ring shifts, TokenRing returns, Ulysses'
-            // all-to-alls): the time blocked is the part the attention did not hide.
+            // all-to-alls): the time in the calls (a blocking all-to-all) and in waits is the
+            // part the attention did not hide.
             // Bytes sent: every operation's but the receives (an all-to-all counts its input).
             double sent = 0;
             for (const auto& [op, v] : r.comm.at("cp").items())
                 if (op != "total" && op != "size" && op != "recv")
                     sent += v.at("bytes").get<double>();
             const nlohmann::json& cp = r.comm.at("cp").at("total");
-            const double n = double(t->o.steps), wait = cp.at("wait_seconds").get<double>() / n;
+            const double n = double(t->o.steps), wait = (cp.at("seconds").get<double>() +
+                                                         cp.at("wait_seconds").get<double>()) /
+                                                        n;
             fmt::print(
                 "cp comm      {:.2f} MiB sent per rank and step, {:.3f} s blocked per step "
                 "({:.1f}% of the step)\n",
