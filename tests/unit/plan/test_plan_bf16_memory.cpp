@@ -4,6 +4,7 @@
 // counted in fp32, as the families keep them.
 #include <gtest/gtest.h>
 
+#include "support/plan_cluster.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/model/family.hpp"
 #include "weft/model/model.hpp"
@@ -15,15 +16,7 @@ using namespace weft::plan;
 namespace {
 
 Cluster one_device() {
-    Cluster c;
-    c.name = "test";
-    c.device.name = "dev";
-    c.device.peak_flops = {{"bf16", 100e12}, {"fp32", 10e12}};
-    c.device.memory_bytes = 80.0 * (1 << 30);
-    c.device.memory_bandwidth = 2e12;
-    c.devices_per_node = 8, c.nodes = 1;
-    c.intra = {300e9, 2e-6}, c.inter = {25e9, 5e-6};
-    return c;
+    return test::plan_cluster(1);
 }
 
 MemoryBreakdown engine_memory(const std::string& model, int64_t B, int64_t T, int cp,

@@ -2,6 +2,7 @@
 // al.'s activations, and the engine profile against the engine's own allocation formulas.
 #include <gtest/gtest.h>
 
+#include "support/plan_cluster.hpp"
 #include "weft/core/error.hpp"
 #include "weft/kernels/classifier.hpp"
 #include "weft/model/family.hpp"
@@ -18,15 +19,7 @@ using namespace weft::plan;
 namespace {
 
 Cluster big_cluster() {
-    Cluster c;
-    c.name = "test";
-    c.device.name = "dev";
-    c.device.peak_flops = {{"bf16", 100e12}, {"fp32", 10e12}};
-    c.device.memory_bytes = 80.0 * (1 << 30);
-    c.device.memory_bandwidth = 2e12;
-    c.devices_per_node = 8, c.nodes = 4;
-    c.intra = {300e9, 2e-6}, c.inter = {25e9, 5e-6};
-    return c;
+    return test::plan_cluster(4);
 }
 
 Workload workload(const std::string& model, int64_t batch, int64_t seq, const std::string& dtype,

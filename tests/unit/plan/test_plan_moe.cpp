@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <set>
 
+#include "support/plan_cluster.hpp"
 #include "support/temp_dir.hpp"
 #include "weft/model/family.hpp"
 #include "weft/model/params.hpp"
@@ -20,16 +21,10 @@ using namespace weft::plan;
 namespace {
 
 Cluster cluster() {
-    Cluster c;
-    c.name = "test";
-    c.device.name = "dev";
+    Cluster c = test::plan_cluster(4);
     c.device.peak_flops = {{"bf16", 300e12}, {"fp32", 20e12}};
-    c.device.memory_bytes = 80.0 * (1 << 30);
-    c.device.memory_bandwidth = 2e12;
     c.device.gemm = {0.8, 64, 64, 64};
     c.device.kernel_overhead = 5e-6;
-    c.devices_per_node = 8, c.nodes = 4;
-    c.intra = {300e9, 2e-6}, c.inter = {25e9, 5e-6};
     return c;
 }
 

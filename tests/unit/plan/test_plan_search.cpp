@@ -1,6 +1,7 @@
 // The search returns only layouts that fit and divide; evaluation is deterministic.
 #include <gtest/gtest.h>
 
+#include "support/plan_cluster.hpp"
 #include "weft/plan/report.hpp"
 
 using namespace weft;
@@ -9,17 +10,12 @@ using namespace weft::plan;
 namespace {
 
 Cluster cluster(int nodes, double gib) {
-    Cluster c;
-    c.name = "test";
-    c.device.name = "dev";
+    Cluster c = test::plan_cluster(nodes);
     c.device.peak_flops = {{"bf16", 300e12}, {"fp32", 20e12}};
     c.device.memory_bytes = gib * (1 << 30);
-    c.device.memory_bandwidth = 2e12;
     c.device.gemm = {0.8, 64, 64, 64};
     c.device.kernel_overhead = 5e-6;
     c.device.runtime_bytes = 2.0 * (1 << 30);
-    c.devices_per_node = 8, c.nodes = nodes;
-    c.intra = {300e9, 2e-6}, c.inter = {25e9, 5e-6};
     return c;
 }
 
