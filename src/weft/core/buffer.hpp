@@ -43,6 +43,11 @@ class Buffer {
     void zero() {
         if (n_) std::memset(data_, 0, size_t(n_) * sizeof(float));
     }
+    // At least n floats, reallocated (zeroed, contents lost) only when smaller: scratch that
+    // is sized by its first use and reused after.
+    void ensure(int64_t n) {
+        if (n_ < n) *this = Buffer(n);
+    }
 
   private:
     float* data_ = nullptr;

@@ -26,10 +26,6 @@ namespace {
 
 constexpr float kNoKeys = -std::numeric_limits<float>::infinity();
 
-void ensure_buffer(Buffer& b, int64_t n) {
-    if (b.size() < n) b = Buffer(n);
-}
-
 // The kernel shape of one (query part, key part) pair: travelling blocks are dense (queries,
 // dO and out A floats a row), home keys and values KV floats a row.
 k::AttentionShape pair_shape(const k::ZigzagBlock& blk, const CpAttentionShape& s, int64_t c) {
@@ -60,12 +56,12 @@ void CpAttention::token_ring_forward(float* out, float* lse, const float* q, con
                size_, z_.T);
     const int64_t nq = rows * A, nkv = rows * KV, nret = nq + s.B * 2 * s.NH * c;
     ensure(nq);
-    ensure_buffer(home_kv_, 2 * nkv);
-    ensure_buffer(returns_[0], nret);
-    ensure_buffer(returns_[1], nret);
-    ensure_buffer(returned_, nret);
-    ensure_buffer(part_, c * A);
-    ensure_buffer(part_lse_, s.NH * c);
+    home_kv_.ensure(2 * nkv);
+    returns_[0].ensure(nret);
+    returns_[1].ensure(nret);
+    returned_.ensure(nret);
+    part_.ensure(c * A);
+    part_lse_.ensure(s.NH * c);
     float* kvd = home_kv_.data();
     for (int64_t r = 0; r < rows; ++r) {
         std::copy_n(q + r * s.ldq, A, ring_[0].data() + r * A);
@@ -123,11 +119,11 @@ void CpAttention::token_ring_backward(float* dq, float* dk, float* dv, const flo
     // The travelling block: queries | dO | final out | final lse of one rank.
     const int64_t travel = 3 * nq + nlse;
     ensure(travel);
-    ensure_buffer(home_kv_, 4 * nkv);
-    ensure_buffer(returns_[0], nq);
-    ensure_buffer(returns_[1], nq);
-    ensure_buffer(returned_, nq);
-    ensure_buffer(own_dq_, nq);
+    home_kv_.ensure(4 * nkv);
+    returns_[0].ensure(nq);
+    returns_[1].ensure(nq);
+    returned_.ensure(nq);
+    own_dq_.ensure(nq);
     float* kvd = home_kv_.data();
     float* block = ring_[0].data();
     for (int64_t r = 0; r < rows; ++r) {

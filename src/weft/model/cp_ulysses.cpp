@@ -62,14 +62,6 @@ int64_t CpAttention::kept_floats() const {
     return n;
 }
 
-namespace {
-
-void ensure_buffer(Buffer& b, int64_t n) {
-    if (b.size() < n) b = Buffer(n);
-}
-
-}  // namespace
-
 void CpAttention::ulysses_forward(float* out, float* lse, const float* q, const float* kk,
                                   const float* v, const CpAttentionShape& s) {
     WEFT_CHECK(s.NH % size_ == 0 && s.NKV % size_ == 0,
@@ -85,7 +77,7 @@ void CpAttention::ulysses_forward(float* out, float* lse, const float* q, const 
         keep = std::move(spare_.back());
         spare_.pop_back();
     }
-    ensure_buffer(keep, 2 * nq + 2 * nk);
+    keep.ensure(2 * nq + 2 * nk);
     float *qf = keep.data(), *kf = qf + nq, *vf = kf + nk, *of = vf + nk;
     to_heads(q, s.NH, s.ldq, qf, s);
     to_heads(kk, s.NKV, s.ldkv, kf, s);
@@ -111,10 +103,10 @@ void CpAttention::ulysses_backward(float* dq, float* dk, float* dv, const float*
     auto it = saved_.find(lse);
     WEFT_CHECK(it != saved_.end(), "internal: a Ulysses backward without its forward");
     const float *qf = it->second.data(), *kf = qf + nq, *vf = kf + nk, *of = vf + nk;
-    ensure_buffer(dof_, nq);
-    ensure_buffer(dqf_, nq);
-    ensure_buffer(dkf_, nk);
-    ensure_buffer(dvf_, nk);
+    dof_.ensure(nq);
+    dqf_.ensure(nq);
+    dkf_.ensure(nk);
+    dvf_.ensure(nk);
     to_heads(dout, s.NH, s.ldo, dof_.data(), s);
     std::fill_n(dqf_.data(), nq, 0.0f);
     std::fill_n(dkf_.data(), nk, 0.0f);
