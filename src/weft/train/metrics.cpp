@@ -58,10 +58,14 @@ static std::string format_duration(double s) {
 }
 
 void Progress::step(int64_t step, double loss, double tokens_per_s, double mfu, double lr) {
-    double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    int64_t done = step - first_, left = total_ - step;
-    double eta = done > 0 ? elapsed / double(done) * double(left) : -1;
+    const auto now = std::chrono::steady_clock::now();
+    // The rate is timed from the end of the first step this run reports: what came before it
+    // (the step-0 evaluation, the first step's allocations and page faults) made the main job's
+    // first ETA five times too long (37 minutes for 7). The first step shows "?".
+    if (!timing_) timing_ = true, first_ = step, start_ = now;
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    const int64_t done = step - first_, left = total_ - step;
+    const double eta = left == 0 ? 0 : done > 0 ? elapsed / double(done) * double(left) : -1;
     std::string line = fmt::format(
         "step {:>{}}/{} | loss {:.4f} | lr {:.2e} | {:.0f} tok/s | mfu {:.1f}% | eta {}", step,
         std::to_string(total_).size(), total_, loss, lr, tokens_per_s, mfu * 100,

@@ -43,6 +43,7 @@ class Progress {
   private:
     bool tty_;
     bool open_line_ = false;
+    bool timing_ = false;  // set at the first step(): first_ and start_ are then that step's
     int64_t first_, total_;
     std::chrono::steady_clock::time_point start_;
 };
