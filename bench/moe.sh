@@ -20,17 +20,11 @@ command -v python3 >/dev/null || {
   exit 2
 }
 BUILD=${1:-build} STEPS=${2:-20}
-WEFT=$(realpath "$BUILD/weft")
-BUILD_DIR=$(realpath "$BUILD")
-SRC=$(cd "$(dirname "$0")/.." && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cd "$WORK"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-"$WEFT" prepare --input "$SRC/data/tinyshakespeare.txt" --out data --tokenizer-dir "$SRC/data" >/dev/null
+source "$(dirname "$0")/lib.sh"
+bench_start "$BUILD"
 python3 "$SRC/bench/moe_model.py" moe --experts 8 --top-k 2 --ffn 512
 python3 "$SRC/bench/moe_model.py" dense --experts 0 --ffn 1024
-echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "load before: $(bench_load)"
 PEAK=$(OMP_NUM_THREADS=2 "$WEFT" bench peak --size 2048 --seconds 3 --json |
   python3 -c 'import json, sys; print(json.load(sys.stdin)["fp32_gflops"])')
 echo "fp32 GEMM peak, 2 threads: $PEAK GFLOP/s"
@@ -45,7 +39,7 @@ run() {  # run <name> <args...>
 run moe_ep1 --model-dir moe
 run moe_ep2 --model-dir moe --ep 2
 run dense --model-dir dense
-echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "load after: $(bench_load)"
 OUT=${OUT:-$BUILD_DIR/moe_bench.md}
 python3 - moe_ep1 moe_ep2 dense <<'PY' | tee "$OUT"
 import json, sys

@@ -9,14 +9,9 @@
 # pp 2, 16 layers split so that both stages do the same work per micro-batch.
 set -euo pipefail
 BUILD=${1:-build} PP=${2:-2} M=${3:-8}
-WEFT=$(realpath "$BUILD/weft")
-SRC=$(cd "$(dirname "$0")/.." && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cd "$WORK"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-"$WEFT" prepare --input "$SRC/data/tinyshakespeare.txt" --out data --tokenizer-dir "$SRC/data" >/dev/null
-echo "load: $(cut -d' ' -f1-3 /proc/loadavg); pp $PP, $M micro-batches of 1 x 256 tokens, 1 thread per rank"
+source "$(dirname "$0")/lib.sh"
+bench_start "$BUILD"
+echo "load: $(bench_load); pp $PP, $M micro-batches of 1 x 256 tokens, 1 thread per rank"
 printf "%-7s %-8s %-12s %-9s %-9s %-7s %-7s %s\n" layers split schedule measured simulated \
   ideal step "per rank: mean forward / backward per chunk (ms)"
 
@@ -56,4 +51,4 @@ if [ "$PP" = 2 ]; then
   run 16 1f1b --pp-layers 12,4
   run 16 interleaved --pp-layers 6,2,6,2
 fi
-echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "load after: $(bench_load)"

@@ -7,16 +7,11 @@
 # and rank 0's peak resident memory by the end of that step (before the final checkpoint).
 set -euo pipefail
 BUILD=${1:-build} STEPS=${2:-3}
-WEFT=$(realpath "$BUILD/weft")
-SRC=$(cd "$(dirname "$0")/.." && pwd)
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cd "$WORK"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-"$WEFT" prepare --input "$SRC/data/tinyshakespeare.txt" --out data --tokenizer-dir "$SRC/data" >/dev/null
+source "$(dirname "$0")/lib.sh"
+bench_start "$BUILD"
 args=(--model gpt2 --data data/tinyshakespeare_train.bin --batch-size 4 --seq-len 1024
       --steps "$STEPS" --peak-gflops 1)
-echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "load before: $(bench_load)"
 field() { grep "\"step\":$STEPS," "$1/metrics.jsonl" | grep -o "\"$2\":[0-9.e+-]*" | head -1 | cut -d: -f2; }
 report() {  # report <name> <run dir>
   local tps dt rss tp share="-" bus="-"
@@ -37,4 +32,4 @@ mpirun -np 2 --bind-to none "$WEFT" train "${args[@]}" --threads 1 --tp 2 --out 
 report "tp 2, 1 thread per rank" tp2
 mpirun -np 2 --bind-to none "$WEFT" train "${args[@]}" --threads 1 --tp 2 --sequence-parallel --out tp2sp >/dev/null
 report "tp 2 + sequence parallel" tp2sp
-echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "load after: $(bench_load)"

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The set-up the benchmark scripts share. Source it, then call bench_start with the build
+# directory: it sets WEFT (the binary), BUILD_DIR and SRC (absolute), moves into a scratch
+# directory WORK that is removed on exit, lets Open MPI run as root and start more ranks than
+# cores, and tokenises tinyshakespeare into data/ (data/tinyshakespeare_train.bin).
+
+bench_start() {  # bench_start <build dir>
+  WEFT=$(realpath "$1/weft")
+  BUILD_DIR=$(realpath "$1")
+  SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  WORK=$(mktemp -d)
+  trap 'rm -rf "$WORK"' EXIT
+  cd "$WORK"
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  export OMPI_MCA_rmaps_base_oversubscribe=1
+  "$WEFT" prepare --input "$SRC/data/tinyshakespeare.txt" --out data --tokenizer-dir "$SRC/data" \
+    >/dev/null
+}
+
+# The 1-, 5- and 15-minute load averages: other jobs on the cores inflate every measured time.
+bench_load() { cut -d' ' -f1-3 /proc/loadavg; }
