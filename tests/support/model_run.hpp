@@ -1,7 +1,9 @@
 #pragma once
 // What the model unit tests share: a micro-batch of random tokens, and a model in one process
 // with its parameters and gradient buffers.
+#include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "weft/core/buffer.hpp"
 #include "weft/core/philox.hpp"
@@ -36,5 +38,34 @@ struct ModelRun {
         return sum * scale;
     }
 };
+
+// The losses of a few plain SGD steps on one micro-batch and the last step's gradients: what the
+// bf16 tests compare between ways of running the same model.
+struct SgdTrace {
+    std::vector<double> losses;
+    std::vector<float> grads;
+};
+
+template <class M>
+SgdTrace sgd_trace(ModelRun<M>& run, model::Activations& a, int steps, float lr) {
+    SgdTrace t;
+    for (int step = 0; step < steps; ++step) {
+        run.grads.zero();
+        t.losses.push_back(run.step(a, true));
+        for (int64_t i = 0; i < run.params.size(); ++i) run.params[i] -= lr * run.grads[i];
+    }
+    t.grads.assign(run.grads.data(), run.grads.data() + run.grads.size());
+    return t;
+}
+
+// ||x - y|| / ||y||, in double.
+inline double rel_l2(const std::vector<float>& x, const std::vector<float>& y) {
+    double d = 0, n = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        d += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
+        n += double(y[i]) * y[i];
+    }
+    return std::sqrt(d / n);
+}
 
 }  // namespace weft::test

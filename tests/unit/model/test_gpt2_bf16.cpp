@@ -36,29 +36,14 @@ ModelConfig small_config() {
     return c;
 }
 
-struct Trace {
-    std::vector<double> losses;
-    std::vector<float> grads;  // of the last step
-};
+using Trace = test::SgdTrace;
 
-// Three SGD steps of one micro-batch, the activations stored as `span` says.
+// Three SGD steps (lr 0.5) of one micro-batch, the activations stored as `span` says.
 Trace train(const ModelConfig& c, LayerSpan span) {
-    Gpt2 model(c);
-    Buffer params(model.layout().total), grads(model.layout().total);
-    init_params(params.data(), model.layout(), 5);
+    test::ModelRun<Gpt2> run(c);
     Gpt2Activations a(c, 2, 16, span);
     fill_tokens(a, c.vocab_size, 3);
-    Trace t;
-    for (int step = 0; step < 3; ++step) {
-        grads.zero();
-        FlatAccess w(model.layout(), params.data(), grads.data());
-        const float scale = 1.0f / float(a.B * a.T);
-        t.losses.push_back(model.forward(a, w, true, scale) * scale);
-        model.backward(a, w);
-        for (int64_t i = 0; i < params.size(); ++i) params[i] -= 0.5f * grads[i];
-    }
-    t.grads.assign(grads.data(), grads.data() + grads.size());
-    return t;
+    return test::sgd_trace(run, a, 3, 0.5f);
 }
 
 bool same_bits(double x, double y) {
@@ -66,15 +51,6 @@ bool same_bits(double x, double y) {
 }
 
 }  // namespace
-
-double rel_l2(const std::vector<float>& x, const std::vector<float>& y) {
-    double d = 0, n = 0;
-    for (size_t i = 0; i < x.size(); ++i) {
-        d += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
-        n += double(y[i]) * y[i];
-    }
-    return std::sqrt(d / n);
-}
 
 // Both runs under bf16 products; the only difference is where the activations are kept. Rounding
 // q, k, v, the attention output, fch and the attention's output gradient to bf16 (8 significant
@@ -91,7 +67,7 @@ TEST(Gpt2Bf16, Bf16ActivationsTrackFp32Activations) {
     double max_loss_diff = 0;
     for (size_t i = 0; i < kept32.losses.size(); ++i)
         max_loss_diff = std::max(max_loss_diff, std::abs(kept32.losses[i] - kept16.losses[i]));
-    const double grad_diff = rel_l2(kept16.grads, kept32.grads);
+    const double grad_diff = test::rel_l2(kept16.grads, kept32.grads);
     EXPECT_LT(max_loss_diff, 2e-3) << "loss " << kept32.losses.back();
     EXPECT_LT(grad_diff, 2e-2);
     EXPECT_GT(grad_diff, 0.0) << "bf16 activations changed nothing";

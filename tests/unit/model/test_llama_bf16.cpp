@@ -34,10 +34,7 @@ ModelConfig tiny() {
     return c;
 }
 
-struct Trace {
-    std::vector<double> losses;
-    std::vector<float> grads;  // of the last step
-};
+using Trace = test::SgdTrace;
 
 // Four SGD steps (lr 0.1) of one micro-batch (B = 2, T = 16) with the products in `precision` and
 // the activations stored as `span` says.
@@ -46,14 +43,7 @@ Trace train(const ModelConfig& c, kernels::MatmulPrecision precision, LayerSpan 
     test::ModelRun<Llama> run(c);
     LlamaActivations a(c, 2, 16, span);
     fill_tokens(a, c.vocab_size, 3);
-    Trace t;
-    for (int step = 0; step < 4; ++step) {
-        run.grads.zero();
-        t.losses.push_back(run.step(a, true));
-        for (int64_t i = 0; i < run.params.size(); ++i) run.params[i] -= 0.1f * run.grads[i];
-    }
-    t.grads.assign(run.grads.data(), run.grads.data() + run.grads.size());
-    return t;
+    return test::sgd_trace(run, a, 4, 0.1f);
 }
 
 double max_loss_diff(const Trace& x, const Trace& y) {
@@ -64,12 +54,7 @@ double max_loss_diff(const Trace& x, const Trace& y) {
 }
 
 double grad_rel_l2(const Trace& x, const Trace& y) {
-    double d = 0, n = 0;
-    for (size_t i = 0; i < x.grads.size(); ++i) {
-        d += (double(x.grads[i]) - y.grads[i]) * (double(x.grads[i]) - y.grads[i]);
-        n += double(y.grads[i]) * y.grads[i];
-    }
-    return std::sqrt(d / n);
+    return test::rel_l2(x.grads, y.grads);
 }
 
 }  // namespace
