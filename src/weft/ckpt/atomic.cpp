@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <system_error>
@@ -95,6 +96,37 @@ void AtomicFileWriter::write(const void* data, size_t size) {
         p += n;
         size -= size_t(n);
     }
+}
+
+void AtomicFileWriter::write_uncached(const void* data, size_t size) {
+    WEFT_CHECK(fd_ >= 0, "write to {} after commit", target_.string());
+    constexpr size_t kPage = 4096;
+    const off_t at = ::lseek(fd_, 0, SEEK_CUR);
+    const size_t bulk = size / kPage * kPage;
+    if (bulk == 0 || at < 0 || size_t(at) % kPage != 0 ||
+        reinterpret_cast<uintptr_t>(data) % kPage != 0)
+        return write(data, size);
+    const int direct = ::open(tmp_.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+    if (direct < 0) return write(data, size);
+    const char* p = static_cast<const char*>(data);
+    size_t done = 0;
+    while (done < bulk) {
+        ssize_t n = ::pwrite(direct, p + done, std::min<size_t>(bulk - done, size_t(1) << 30),
+                             at + off_t(done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EINVAL && done == 0) break;  // O_DIRECT refused at the first write
+        if (n <= 0) {
+            const int err = errno;
+            ::close(direct);
+            fail("cannot write {} bytes to {}: {}", bulk - done, tmp_.string(),
+                 n < 0 ? errno_text(err) : std::string("no progress"));
+        }
+        done += size_t(n);
+    }
+    ::close(direct);
+    WEFT_CHECK(::lseek(fd_, at + off_t(done), SEEK_SET) >= 0, "cannot seek in {}: {}",
+               tmp_.string(), errno_text(errno));
+    write(p + done, size - done);
 }
 
 void AtomicFileWriter::commit() {

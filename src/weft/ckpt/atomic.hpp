@@ -24,6 +24,12 @@ class AtomicFileWriter {
     AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
 
     void write(const void* data, size_t size);
+    // The same bytes, the page-aligned part written past the page cache (O_DIRECT) when `data`
+    // and the file position are page-aligned, the rest as write() does. On this project's
+    // virtual disk a buffered write of a 747 MB shard cost 2.5 s of kernel CPU and a direct one
+    // 0.2 s (dd, with fsync): CPU an asynchronous save takes from training. Falls back to
+    // write() where the filesystem refuses O_DIRECT (tmpfs).
+    void write_uncached(const void* data, size_t size);
     // fsync, rename over the target, fsync the directory. No further writes afterwards.
     void commit();
 

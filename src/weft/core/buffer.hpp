@@ -1,6 +1,8 @@
 #pragma once
 // A 64-byte-aligned, zero-filled float buffer that owns its memory. Pages are touched at
-// allocation so that resident memory matches what the memory estimate counts.
+// allocation so that resident memory matches what the memory estimate counts. Buffers of 1 MiB
+// and more start on a page, so that a file can be written from them past the page cache
+// (O_DIRECT: ckpt::AtomicFileWriter::write_uncached).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -15,8 +17,9 @@ class Buffer {
     Buffer() = default;
     explicit Buffer(int64_t n) : n_(n) {
         if (n == 0) return;
-        size_t bytes = (size_t(n) * sizeof(float) + 63) / 64 * 64;
-        data_ = static_cast<float*>(std::aligned_alloc(64, bytes));
+        const size_t align = size_t(n) * sizeof(float) >= (size_t(1) << 20) ? 4096 : 64;
+        size_t bytes = (size_t(n) * sizeof(float) + align - 1) / align * align;
+        data_ = static_cast<float*>(std::aligned_alloc(align, bytes));
         if (!data_) throw std::bad_alloc();
         std::memset(data_, 0, bytes);
     }

@@ -4,6 +4,7 @@
 
 #include "unit/ckpt/ckpt_test_util.hpp"
 #include "weft/ckpt/atomic.hpp"
+#include "weft/core/buffer.hpp"
 
 namespace weft::ckpt {
 namespace {
@@ -37,6 +38,36 @@ TEST(Atomic, UncommittedWriterLeavesTargetIntact) {
     }  // destroyed without commit, as when an exception unwinds
     EXPECT_EQ(read_bytes(p), "old");
     EXPECT_TRUE(test::temporaries_in(tmp.path()).empty());
+}
+
+// write_uncached writes the same bytes as write() whatever the alignment: page-aligned bulk past
+// the cache, then the tail; an unaligned file position or pointer goes through write().
+TEST(Atomic, UncachedWriteKeepsEveryByte) {
+    TempDir tmp;
+    Buffer b(1 << 20);  // 4 MiB: page-aligned
+    ASSERT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 4096, 0u);
+    auto* bytes = reinterpret_cast<char*>(b.data());
+    for (int64_t i = 0; i < b.bytes(); ++i) bytes[i] = char((i * 131 + i / 4099) & 0xff);
+    const fs::path p = tmp / "shard.bin";
+    AtomicFileWriter w(p);
+    w.write_uncached(bytes, 3 * 4096 + 100);         // bulk direct, tail buffered
+    w.write_uncached(bytes + 3 * 4096 + 100, 8192);  // file position unaligned
+    w.write_uncached(bytes + 5 * 4096 + 7, 4096);    // pointer unaligned
+    w.write_uncached(bytes + 6 * 4096 + 7, 50);      // shorter than a page
+    w.commit();
+    std::string want(bytes, 3 * 4096 + 100 + 8192);
+    want.append(bytes + 5 * 4096 + 7, 4096);
+    want.append(bytes + 6 * 4096 + 7, 50);
+    EXPECT_EQ(read_bytes(p), want);
+    EXPECT_EQ(fs::file_size(p), want.size());
+
+    // A whole aligned shard in 1 MiB pieces, as the checkpoint writer sends it.
+    const fs::path q = tmp / "whole.bin";
+    AtomicFileWriter v(q);
+    for (int64_t at = 0; at < b.bytes() - 10; at += 1 << 20)
+        v.write_uncached(bytes + at, size_t(std::min<int64_t>(1 << 20, b.bytes() - 10 - at)));
+    v.commit();
+    EXPECT_EQ(read_bytes(q), std::string(bytes, size_t(b.bytes() - 10)));
 }
 
 TEST(Atomic, FsyncPath) {
