@@ -4,7 +4,7 @@
 # counts of the load-balance loss are summed over the dp ranks before the loss, so every step's
 # loss must agree within 1e-5 (relative), the final weights within 1e-4, and the logged routing
 # (tokens per expert, integers) exactly, the router losses within 1e-5. Then expert parallelism
-# (--ep, with ZeRO 1-3 and pipeline stages) against the same reference, and the --moe-* and
+# (--ep, with ZeRO 1-3, pipeline stages and context parallelism) against the same reference, and the --moe-* and
 # --ep errors (--tp with experts is refused in test_moe). moe_train.sh <weft> <dp_check> <source dir>
 set -uo pipefail
 WEFT=$1 CHECK=$2 SRC=$3
@@ -46,6 +46,16 @@ train 4 ep2z3to1 --steps 3 --ep 2 --zero 3 --exit-after 2
 same_as_ref ep2z3to1 ref 3
 check test "$(ep_steps ep2z3to1 10)" -eq 2
 
+# With context parallelism ep folds over cp x dp (the ranks that split the tokens): ep 2 over the
+# two cp ranks of a ring (np 2), and ep 4 over cp 2 x dp 2 with Ulysses and ZeRO 3 (np 4, expert
+# slices over edp of size 1, the rest over cp x dp).
+train 2 cp2ep2 --steps 3 --cp 2 --ep 2 --zero 1
+same_as_ref cp2ep2 ref 3
+check test "$(ep_steps cp2ep2 10)" -eq 3
+train 4 cp2dp2ep4 --steps 3 --cp 2 --cp-kind ulysses --ep 4 --zero 3
+same_as_ref cp2dp2ep4 ref 3
+check test "$(ep_steps cp2dp2ep4 10)" -eq 3
+
 refuse() {  # refuse <message> args...: exit 1 with the message, nothing written
   local msg=$1
   shift
@@ -65,8 +75,7 @@ expect_error 3 "--ep 3: model 'moe-tiny' has 4 experts per layer, not divisible 
   --batch-size 6
 expect_error 2 "--ep 2: model 'tiny' is dense (no mixture-of-experts layers), expected --ep 1" \
   --model tiny --ep 2
-expect_error 4 "--ep 2 with --cp 2: expert parallelism does not run with context parallelism" \
-  --ep 2 --cp 2
+expect_error 2 "--ep 4 does not divide cp x dp = 2 x 1 = 2" --ep 4 --cp 2
 expect_error 2 "--grad-reduce-dtype bf16 with --ep is not built yet" --ep 2 \
   --grad-reduce-dtype bf16
 finish

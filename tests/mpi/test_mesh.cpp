@@ -23,12 +23,12 @@ weft::Layout layout_of(const Degrees& d) {
 }
 
 // Every assignment of degrees to the five axes whose product is n, ep (not a factor: it folds
-// over dp) then set to each divisor of dp.
+// over cp x dp) then set to each divisor of cp x dp.
 void factorizations(int n, int axis, Degrees& d, std::vector<Degrees>& out) {
     if (axis == kMeshAxes) {
         if (n != 1) return;
-        for (int ep = 1; ep <= d[3]; ++ep) {
-            if (d[3] % ep != 0) continue;
+        for (int ep = 1; ep <= d[1] * d[3]; ++ep) {
+            if ((d[1] * d[3]) % ep != 0) continue;
             Degrees folded = d;
             folded[2] = ep;
             out.push_back(folded);
@@ -46,19 +46,25 @@ void factorizations(int n, int axis, Degrees& d, std::vector<Degrees>& out) {
     }
 }
 
-// Coordinates (tp, cp, ep, dp, pp) of world rank r: ep is dp's coordinate mod ep.
+// A rank's index in the cp x dp group: cp + cp_size * dp, what ep folds over.
+int data_index(const Mesh& mesh, const Degrees& c) {
+    return c[1] + mesh.size(Axis::cp) * c[3];
+}
+
+// Coordinates (tp, cp, ep, dp, pp) of world rank r: ep is the cp x dp index mod ep.
 Degrees coords_of(const Mesh& mesh, int r) {
     Degrees c{};
     for (int a : {0, 1, 3, 4}) {
         c[a] = r % mesh.size(Axis(a));
         r /= mesh.size(Axis(a));
     }
-    c[2] = c[3] % mesh.size(Axis::ep);
+    c[2] = data_index(mesh, c) % mesh.size(Axis::ep);
     return c;
 }
 
 // World ranks that share every coordinate with `me` except those on the listed axes, in order.
-// Leaving dp free leaves ep free too (it is part of dp); leaving ep free alone keeps dp / ep.
+// ep is not a coordinate of its own: leaving ep free alone frees cp and dp within my block of
+// ep consecutive cp x dp ranks.
 std::vector<int> expected_members(const Mesh& mesh, std::initializer_list<Axis> free_axes) {
     auto is_free = [&](Axis a) {
         return std::find(free_axes.begin(), free_axes.end(), a) != free_axes.end();
@@ -69,22 +75,24 @@ std::vector<int> expected_members(const Mesh& mesh, std::initializer_list<Axis> 
     for (int r = 0; r < mesh.world_size(); ++r) {
         const Degrees c = coords_of(mesh, r);
         bool same = true;
-        for (int a : {0, 1, 4})
+        for (int a : {0, 4})
             if (!is_free(Axis(a)) && c[a] != me[a]) same = false;
-        if (!is_free(Axis::dp)) {
-            if (c[3] / ep != me[3] / ep) same = false;
-            if (!is_free(Axis::ep) && c[2] != me[2]) same = false;
+        if (is_free(Axis::ep)) {
+            if (data_index(mesh, c) / ep != data_index(mesh, me) / ep) same = false;
+        } else {
+            for (int a : {1, 3})
+                if (!is_free(Axis(a)) && c[a] != me[a]) same = false;
         }
         if (same) out.push_back(r);
     }
     return out;
 }
 
-// The expert-data-parallel group: the dp ranks with this rank's ep rank.
+// The expert-data-parallel group: the cp x dp ranks with this rank's ep rank.
 std::vector<int> expected_edp_members(const Mesh& mesh) {
     const Degrees me = coords_of(mesh, mesh.world_rank());
     std::vector<int> out;
-    for (int r : expected_members(mesh, {Axis::dp}))
+    for (int r : expected_members(mesh, {Axis::cp, Axis::dp}))
         if (coords_of(mesh, r)[2] == me[2]) out.push_back(r);
     return out;
 }
@@ -101,7 +109,7 @@ void check_mesh(Mesh& mesh) {
     const weft::Layout& l = mesh.layout();
     EXPECT_EQ(mesh.world_rank(), c[0] + l.tp * (c[1] + l.cp * (c[3] + l.dp * c[4])))
         << l.describe();
-    EXPECT_EQ(c[2], c[3] % l.ep) << l.describe();
+    EXPECT_EQ(c[2], (c[1] + l.cp * c[3]) % l.ep) << l.describe();
     EXPECT_EQ(mesh.world_rank_of(c), mesh.world_rank());
     for (int a = 0; a < kMeshAxes; ++a) {
         Group& g = mesh.group(Axis(a));
@@ -116,8 +124,8 @@ void check_mesh(Mesh& mesh) {
     }
     Group& edp = mesh.expert_dp();
     EXPECT_EQ(edp.name(), "edp");
-    EXPECT_EQ(edp.size(), l.dp / l.ep) << l.describe();
-    EXPECT_EQ(edp.rank(), c[3] / l.ep) << l.describe();
+    EXPECT_EQ(edp.size(), l.cp * l.dp / l.ep) << l.describe();
+    EXPECT_EQ(edp.rank(), (c[1] + l.cp * c[3]) / l.ep) << l.describe();
     EXPECT_EQ(gathered_members(edp, mesh.world_rank()), expected_edp_members(mesh)) << l.describe();
     Group& world = mesh.group(Axis::world);
     EXPECT_EQ(world.size(), mesh.world_size());

@@ -92,15 +92,19 @@ Mesh::Mesh(const Layout& layout, MeshOptions options) : layout_(layout), options
     }
     sizes_ = {layout_.tp, layout_.cp, layout_.ep, layout_.dp, layout_.pp};
     flight_ = std::make_unique<FlightRecorder>(world_rank_, options_.flight_dir);
-    const int ep = static_cast<int>(Axis::ep), dp = static_cast<int>(Axis::dp);
+    const int ep = static_cast<int>(Axis::ep), dp = static_cast<int>(Axis::dp),
+              cp = static_cast<int>(Axis::cp);
     int stride = 1;
     for (int a = 0; a < kMeshAxes; ++a) {
-        if (a == ep) continue;  // folded over dp: no stride of its own
+        if (a == ep) continue;  // folded over cp x dp: no stride of its own
         strides_[a] = stride;
         coords_[a] = (world_rank_ / stride) % sizes_[a];
         stride *= sizes_[a];
     }
-    coords_[ep] = coords_[dp] % sizes_[ep];
+    // cp and dp are adjacent in the rank order, so d = cp + cp_size * dp steps world ranks by
+    // cp's stride.
+    const int d = coords_[cp] + sizes_[cp] * coords_[dp];
+    coords_[ep] = d % sizes_[ep];
     // Created first: its bounded wait is also the check that every rank reached this point, so
     // the blocking MPI_Comm_split calls below cannot hang on a missing rank.
     watchdog_ = std::make_unique<detail::Watchdog>(*this, MPI_COMM_WORLD);
@@ -111,12 +115,12 @@ Mesh::Mesh(const Layout& layout, MeshOptions options) : layout_(layout), options
         groups_.push_back(
             std::unique_ptr<Group>(new Group(*this, index, std::move(name), std::move(comm))));
     };
-    // The dp coordinate split in two: edp rank (dp / ep) above the ep rank (dp mod ep).
-    const int edp_rank = coords_[dp] / sizes_[ep];
+    // The cp x dp index split in two: edp rank (d / ep) above the ep rank (d mod ep).
+    const int edp_rank = d / sizes_[ep];
     for (int a = 0; a < kMeshAxes; ++a) {
         // Ranks that differ only in coordinate a share a color; the key orders them by it. The
-        // ep group: the dp ranks that differ only in dp mod ep.
-        const int stride_a = a == ep ? strides_[dp] : strides_[a];
+        // ep group: the cp x dp ranks that differ only in d mod ep.
+        const int stride_a = a == ep ? strides_[cp] : strides_[a];
         split(a, std::string(axis_name(Axis(a))), world_rank_ - coords_[a] * stride_a, coords_[a]);
     }
     auto world = std::make_unique<detail::GroupComm>();
@@ -124,7 +128,7 @@ Mesh::Mesh(const Layout& layout, MeshOptions options) : layout_(layout), options
     groups_.push_back(
         std::unique_ptr<Group>(new Group(*this, kMeshAxes, "world", std::move(world))));
     flight_->name_group(kMeshAxes, "world");
-    split(kMeshAxes + 1, "edp", world_rank_ - edp_rank * sizes_[ep] * strides_[dp], edp_rank);
+    split(kMeshAxes + 1, "edp", world_rank_ - edp_rank * sizes_[ep] * strides_[cp], edp_rank);
     if (!options_.flight_dir.empty()) install_flight_signals(*flight_);
 }
 
@@ -156,7 +160,7 @@ int Mesh::world_rank_of(const std::array<int, kMeshAxes>& coords) const {
 std::string Mesh::describe_rank(int world_rank) const {
     std::string out;
     for (int a = 0; a < kMeshAxes; ++a) {
-        if (sizes_[a] == 1 || Axis(a) == Axis::ep) continue;  // ep: dp's coordinate says it
+        if (sizes_[a] == 1 || Axis(a) == Axis::ep) continue;  // ep: cp's and dp's say it
         if (!out.empty()) out += ", ";
         out += fmt::format("{} {}", axis_name(Axis(a)), (world_rank / strides_[a]) % sizes_[a]);
     }
@@ -168,7 +172,7 @@ Group& Mesh::add_group(std::initializer_list<Axis> axes) {
     for (Axis axis : axes) {
         WEFT_CHECK(axis != Axis::world, "add_group: axis 'world' cannot be combined, use group()");
         WEFT_CHECK(axis != Axis::ep,
-                   "add_group: axis 'ep' folds over dp and cannot be combined, use group() or "
+                   "add_group: axis 'ep' folds over cp x dp and cannot be combined, use group() or "
                    "expert_dp()");
         int a = static_cast<int>(axis);
         WEFT_CHECK(!used[a], "add_group: axis '{}' is listed twice", axis_name(axis));

@@ -7,12 +7,13 @@
 // Group); a group's rank is the rank's coordinate on that axis. Groups spanning several axes
 // (say cp*dp, for reducing gradients of a context-parallel run) are added with add_group.
 //
-// Expert parallelism folds over dp (Megatron's MoE parallel folding) instead of multiplying the
-// world: the ep group is ep consecutive dp ranks (ep_rank = dp_rank mod ep), and the
-// expert-data-parallel group ("edp", expert_dp()) the dp ranks with the same ep rank
-// (edp_rank = dp_rank / ep). Attention sees dp ranks; an expert's weights are replicated over
-// edp, and a dp rank's tokens reach their experts over ep. Its coordinate follows from dp's:
-// world_rank_of ignores it and describe_rank leaves it out.
+// Expert parallelism folds over the ranks that split the tokens, cp x dp (Megatron's MoE
+// parallel folding), instead of multiplying the world. With d = cp_rank + cp*dp_rank, a rank's
+// index in the cp x dp group (just dp_rank without cp), the ep group is ep consecutive such
+// ranks (ep_rank = d mod ep), and the expert-data-parallel group ("edp", expert_dp()) those with
+// the same ep rank (edp_rank = d / ep). Attention sees cp and dp ranks; an expert's weights are
+// replicated over edp, and a rank's tokens reach their experts over ep. Its coordinate follows
+// from cp's and dp's: world_rank_of ignores it and describe_rank leaves it out.
 // mpi.h stays out of this header: callers see groups, not communicators.
 #include <array>
 #include <initializer_list>
@@ -106,8 +107,8 @@ class Mesh {
     std::string describe_rank(int world_rank) const;
 
     Group& group(Axis axis) { return *groups_[static_cast<int>(axis)]; }
-    // The ranks holding the same experts (the same ep rank) among the dp group: expert
-    // gradients are reduced, and their ZeRO shards cut, over it. dp when ep is 1.
+    // The ranks holding the same experts (the same ep rank) among the cp x dp group: expert
+    // gradients are reduced, and their ZeRO shards cut, over it. cp x dp when ep is 1.
     Group& expert_dp() { return *groups_[kMeshAxes + 1]; }
     // Collective over the world: every rank must add the same groups in the same order. The
     // group spans the listed axes (distinct, not world); its ranks follow world-rank order. Its

@@ -93,10 +93,15 @@ void Layout::resolve(int world_size) {
     WEFT_CHECK(dp * others == world_size,
                "layout dp*tp*pp*cp = {}*{}*{}*{} = {} does not match the world size {}", dp, tp, pp,
                cp, dp * others, world_size);
-    WEFT_CHECK(dp % ep == 0,
+    WEFT_CHECK(cp > 1 || dp % ep == 0,
                "--ep {} does not divide the data-parallel size dp={}: experts are split over ep "
                "consecutive dp ranks (MoE parallel folding), expected ep among the divisors of {}",
                ep, dp, dp);
+    WEFT_CHECK((cp * dp) % ep == 0,
+               "--ep {} does not divide cp x dp = {} x {} = {}: with context parallelism experts "
+               "are split over ep consecutive ranks of the cp x dp group (MoE parallel folding), "
+               "expected ep among the divisors of {}",
+               ep, cp, dp, cp * dp, cp * dp);
     // Combinations of options and sizes, after the sizes themselves: a layout that does not fit
     // the world is named first.
     WEFT_CHECK(pp > 1 || vpp == 1, "--vpp {} needs --pp greater than 1", vpp);

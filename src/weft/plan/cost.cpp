@@ -156,8 +156,8 @@ Placement place_axis(const Cluster& c, const Layout& l, MeshAxis axis) {
             return place(c, 1, l.tp);
         case MeshAxis::cp:
             return place(c, l.tp, l.cp);
-        case MeshAxis::ep:
-            return place(c, l.tp * l.cp, l.ep);
+        case MeshAxis::ep:  // ep consecutive ranks of cp x dp (MoE parallel folding)
+            return place(c, l.tp, l.ep);
         case MeshAxis::dp:
             return place(c, l.tp * l.cp, l.dp);
         case MeshAxis::pp:
@@ -283,7 +283,7 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
     const Placement dpg = place(c, l.tp, l.cp * l.dp);
     Placement grad_group = dpg, expert_group = dpg;
     grad_group.size = l.dp * l.cp;
-    expert_group.size = l.dp / l.ep * l.cp;
+    expert_group.size = l.dp * l.cp / l.ep;
     auto over = [&](double (*op)(const Placement&, double), double per_param) {
         return op(grad_group, psi_d * per_param) + op(expert_group, psi_e * per_param);
     };
@@ -328,7 +328,7 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
     e.dp_exposed_s = exposed;
     // AdamW is memory-bound: every state read and written once, plus the norm and zeroing.
     const double updated = psi_d / (l.zero >= 1 ? double(l.dp) * l.cp : 1) +
-                           psi_e / (l.zero >= 1 ? double(l.dp / l.ep) * l.cp : 1);
+                           psi_e / (l.zero >= 1 ? double(l.dp * l.cp / l.ep) : 1);
     e.optimizer_s = updated * w.prec.update / c.device.memory_bandwidth + 4 * m.overhead();
 
     for (int r = 0; r < l.pp; ++r) {

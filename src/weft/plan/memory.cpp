@@ -193,7 +193,7 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
     // With experts, a device holds E/ep of them, cut by ZeRO over the dp/ep x cp ranks that hold
     // the same ones (the expert-data-parallel group); the rest over dp x cp.
     const double psi_e = stage_expert_parameters(cfg, l, stage), psi_d = psi - psi_e;
-    const double eshards = double(l.dp / l.ep) * l.cp, pe = psi_e / l.ep;
+    const double eshards = double(l.dp * l.cp / l.ep), pe = psi_e / l.ep;
     m.weights = p.param * (psi_d / (l.zero == 3 ? shards : 1) + pe / (l.zero == 3 ? eshards : 1));
     m.grads = p.grad * (psi_d / (l.zero >= 2 ? shards : 1) + pe / (l.zero >= 2 ? eshards : 1));
     m.optimizer =

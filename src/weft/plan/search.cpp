@@ -69,10 +69,11 @@ std::optional<Rejection> check_candidate(const Workload& w, const Candidate& k) 
     if (l.ep < 1) return no("invalid: ep < 1", fmt::format("ep={}", l.ep));
     if (cfg.n_experts == 0 && l.ep != 1)
         return no("invalid: no experts (ep must be 1)", fmt::format("ep={}", l.ep));
-    // ep folds over dp (Megatron's MoE parallel folding): the ep group is ep of the dp ranks,
-    // each holding E/ep whole experts.
-    if (l.dp % l.ep != 0)
-        return no("indivisible: dp % ep", fmt::format("dp={} over ep={}", l.dp, l.ep));
+    // ep folds over cp x dp (Megatron's MoE parallel folding): the ep group is ep of those
+    // ranks, each holding E/ep whole experts.
+    if ((l.dp * l.cp) % l.ep != 0)
+        return no("indivisible: cp x dp % ep",
+                  fmt::format("cp x dp={} over ep={}", l.dp * l.cp, l.ep));
     if (cfg.n_experts % l.ep != 0)
         return no("indivisible: experts % ep",
                   fmt::format("{} experts over ep={}", cfg.n_experts, l.ep));

@@ -155,7 +155,7 @@ ElasticPlan plan_elastic(const SavedLayout& saved, int world, const std::vector<
     const int model_parallel = saved.tp * saved.pp * saved.cp;
     for (int dp = p.ranks_left / model_parallel; dp >= 1; --dp) {
         if (saved.batch_size % (int64_t(dp) * saved.micro_batch_size) != 0) continue;
-        if (dp % saved.ep != 0) continue;
+        if ((dp * saved.cp) % saved.ep != 0) continue;  // ep folds over cp x dp
         p.new_dp = dp;
         break;
     }

@@ -101,7 +101,7 @@ RankPlan plan_rank(const TrainState& st, int world_rank) {
             for (int c = 0; c < cp; ++c)
                 for (int t = 0; t < tp; ++t) {
                     if (mesh.world_rank_of({t, c, 0, d, s}) != world_rank) continue;
-                    const model::ModelShard shard = model_shard(mesh, s, t, d, part, cfg);
+                    const model::ModelShard shard = model_shard(mesh, s, t, c + cp * d, part, cfg);
                     RankPlan plan{world_rank,
                                   t,
                                   tp,

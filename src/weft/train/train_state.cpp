@@ -53,17 +53,19 @@ class GroupMoeComm : public model::MoeComm {
 
 }  // namespace
 
-model::ModelShard model_shard(const comm::Mesh& mesh, int pp_rank, int tp_rank, int dp_rank,
+model::ModelShard model_shard(const comm::Mesh& mesh, int pp_rank, int tp_rank, int data_rank,
                               const pipeline::Partition& part, const model::ModelConfig& cfg) {
     model::ModelShard shard;
     if (part.pp > 1) shard.units = part.units_of(pp_rank, cfg);
     shard.tp_rank = tp_rank;
     shard.tp = mesh.size(comm::Axis::tp);
-    // ep folds over dp (cp is 1 with ep): ep rank = dp rank mod ep. ZeRO slices the expert runs
-    // over edp and the rest over dp, so the runs start on a slice boundary of both.
+    // ep folds over cp x dp: ep rank = data rank mod ep. ZeRO slices the expert runs over edp
+    // and the rest over cp x dp, so the runs start on a slice boundary of both.
     shard.ep = mesh.size(comm::Axis::ep);
-    shard.ep_rank = dp_rank % shard.ep;
-    if (shard.ep > 1) shard.expert_align = parallel::zero_expert_align(mesh.size(comm::Axis::dp));
+    shard.ep_rank = data_rank % shard.ep;
+    if (shard.ep > 1)
+        shard.expert_align =
+            parallel::zero_expert_align(mesh.size(comm::Axis::cp) * mesh.size(comm::Axis::dp));
     return shard;
 }
 
@@ -72,16 +74,13 @@ namespace {
 // Checks the layout first: the shard is what the model, then ZeRO, are built from.
 model::ModelShard shard_for(const comm::Mesh& mesh, const pipeline::Partition& part,
                             const model::ModelConfig& cfg) {
-    // ep folds over dp alone: with cp the expert gradients would reduce over cp x edp, and ZeRO
-    // would slice them over it; not built. Each pipeline stage has its own ep and edp groups
-    // (the mesh splits dp per stage), so pipelines compose.
-    const Layout& l = mesh.layout();
-    WEFT_CHECK(l.ep == 1 || l.cp == 1,
-               "--ep {} with --cp {}: expert parallelism does not run with context parallelism "
-               "yet (expert gradients would reduce over cp x edp); use --cp 1",
-               l.ep, l.cp);
-    return model_shard(mesh, mesh.rank(comm::Axis::pp), mesh.rank(comm::Axis::tp),
-                       mesh.rank(comm::Axis::dp), part, cfg);
+    // ep folds over cp x dp: expert gradients reduce, and ZeRO slices them, over edp (the
+    // cp x dp ranks with the same ep rank). Each pipeline stage has its own ep and edp groups
+    // (the mesh splits cp x dp per stage), so pipelines compose.
+    return model_shard(
+        mesh, mesh.rank(comm::Axis::pp), mesh.rank(comm::Axis::tp),
+        mesh.rank(comm::Axis::cp) + mesh.size(comm::Axis::cp) * mesh.rank(comm::Axis::dp), part,
+        cfg);
 }
 
 // Expert gradients reduce over the expert-data-parallel group (the dp ranks holding the same

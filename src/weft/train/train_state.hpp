@@ -38,10 +38,11 @@ struct StepOutcome {
     model::MoeStats moe;
 };
 
-// The part of the model the rank at pipeline rank `pp_rank`, tp rank `tp_rank` and dp rank
-// `dp_rank` of `mesh` holds: its units, tp shard, ep slice of the experts and the alignment
-// of its expert runs (what TrainState builds its model with, and a checkpoint plan describes).
-model::ModelShard model_shard(const comm::Mesh& mesh, int pp_rank, int tp_rank, int dp_rank,
+// The part of the model the rank at pipeline rank `pp_rank`, tp rank `tp_rank` and index
+// `data_rank` in the cp x dp group (cp_rank + cp * dp_rank) of `mesh` holds: its units, tp
+// shard, ep slice of the experts and the alignment of its expert runs (what TrainState builds
+// its model with, and a checkpoint plan describes).
+model::ModelShard model_shard(const comm::Mesh& mesh, int pp_rank, int tp_rank, int data_rank,
                               const pipeline::Partition& part, const model::ModelConfig& cfg);
 
 class TrainState {

@@ -163,8 +163,17 @@ TEST(PlanMoe, EpThatDoesNotDivideIsRejectedWithTheReason) {
     const Workload w = workload("moe-tiny", 12, 64, "bf16", MemoryProfile::korthikanti);
     auto why = check_candidate(w, layout(6, 4, 0, 1));
     ASSERT_TRUE(why);
-    EXPECT_EQ(why->reason, "indivisible: dp % ep");
-    EXPECT_EQ(why->detail, "dp=6 over ep=4");
+    EXPECT_EQ(why->reason, "indivisible: cp x dp % ep");
+    EXPECT_EQ(why->detail, "cp x dp=6 over ep=4");
+    // ep folds over cp x dp: ep 4 over cp 2 x dp 2 is a layout, as ep 2 over cp 2 x dp 1.
+    Candidate folded = layout(2, 4, 0, 1);
+    folded.layout.cp = 2;
+    EXPECT_FALSE(check_candidate(w, folded));
+    folded = layout(1, 4, 0, 1);
+    folded.layout.cp = 2;
+    why = check_candidate(w, folded);
+    ASSERT_TRUE(why);
+    EXPECT_EQ(why->detail, "cp x dp=2 over ep=4");
     why = check_candidate(w, layout(6, 3, 0, 1));  // moe-tiny has 4 experts
     ASSERT_TRUE(why);
     EXPECT_EQ(why->reason, "indivisible: experts % ep");
