@@ -20,8 +20,6 @@ DataParallel::DataParallel(const model::ParamLayout& layout, comm::Group& dp,
                "internal: a layout of expert-parallel degree {} over dp {} with an expert-data-"
                "parallel group of {}",
                z_.ep(), dp.size(), edp_ ? edp_->size() : 0);
-    WEFT_CHECK(!edp_ || !options.bf16_grad_reduce,
-               "--grad-reduce-dtype bf16 with --ep is not built yet; use fp32");
     WEFT_CHECK(options.bucket_mb > 0, "--bucket-mb must be positive, got {}", options.bucket_mb);
     bucket_bytes_ = int64_t(options.bucket_mb * (1 << 20));
     buckets_ = make_buckets(z_, bucket_bytes_);

@@ -23,12 +23,10 @@ GradReducer::GradReducer(const ZeroLayout& z, const std::vector<Bucket>& buckets
       bucket_of_(size_t(z.units()), -1),
       temp_(buckets.size()),
       bf16_(bf16 && dp.size() > 1),
-      summed_(buckets.size()),
       edp_(expert_dp) {
     for (size_t b = 0; b < buckets.size(); ++b)
         for (int u = buckets[b].first_unit; u <= buckets[b].last_unit; ++u) bucket_of_[u] = int(b);
     if (!expert_dp) return;
-    WEFT_CHECK(!bf16_, "internal: expert gradients reduce over their own group only in fp32");
     if (sharded_) return;  // the layout's parts say which group each slice reduces over
     runs_.resize(buckets.size());
     for (size_t b = 0; b < buckets.size(); ++b) {
@@ -67,13 +65,17 @@ void GradReducer::ready(int unit, bool last_micro_batch) {
     if (unit != k.first_unit) return;  // backward completes a bucket with its first unit
     if (!sharded_) {
         if (!last_micro_batch) return;
-        if (bf16_) return post_whole_bf16(b);
         if (!runs_.empty()) {
-            for (const Run& r : runs_[size_t(b)])
-                inflight_.add(comm::all_reduce_async(
-                    *r.group, std::span<float>(grads_ + r.begin, size_t(r.end - r.begin))));
+            for (const Run& r : runs_[size_t(b)]) {
+                if (bf16_)
+                    post_run_bf16(*r.group, r.begin, r.end);
+                else
+                    inflight_.add(comm::all_reduce_async(
+                        *r.group, std::span<float>(grads_ + r.begin, size_t(r.end - r.begin))));
+            }
             return;
         }
+        if (bf16_) return post_run_bf16(dp_, k.begin, k.end);
         std::span<float> data(grads_ + k.begin, size_t(k.end - k.begin));
         inflight_.add(comm::all_reduce_async(dp_, data));
         return;
@@ -144,7 +146,6 @@ void GradReducer::post_sharded_parts(int b) {
         comm::Group& g = expert ? *edp_ : dp_;
         const int n = g.size();
         auto send = std::make_shared<Buffer>(n * block);
-        auto recv = std::make_shared<Buffer>(block);
         for (int r = 0; r < n; ++r) {
             float* at = send->data() + r * block;
             for (int i : mine) {
@@ -152,6 +153,26 @@ void GradReducer::post_sharded_parts(int b) {
                 at = std::copy_n(temp.data() + (z_.slice_begin(s, r) - k.begin), s.size, at);
             }
         }
+        if (bf16_ && n > 1) {  // as without ep: the blocks cross in bf16, summed in fp32
+            const int64_t total = int64_t(n) * block;
+            auto wsend = std::make_shared<std::vector<uint16_t>>(size_t(total));
+            auto wrecv = std::make_shared<std::vector<uint16_t>>(size_t(total));
+            round_to_bf16(wsend->data(), send->data(), total);
+            comm::Request req = comm::all_to_all_async(
+                g, wire_bytes(std::as_const(*wsend), 0, total), wire_bytes(*wrecv, 0, total));
+            inflight_.add(std::move(req), [this, wsend, wrecv, n, block, mine = std::move(mine)] {
+                for (int r = 0; r < n; ++r) {
+                    const uint16_t* from = wrecv->data() + r * block;
+                    for (int i : mine) {
+                        const ShardSlice& s = z_.slices()[size_t(i)];
+                        add_widened_bf16(grads_ + s.shard_offset, from, s.size);
+                        from += s.size;
+                    }
+                }
+            });
+            continue;
+        }
+        auto recv = std::make_shared<Buffer>(block);
         comm::Request req = comm::reduce_scatter_async(
             g, std::span<const float>(send->data(), size_t(send->size())),
             std::span<float>(recv->data(), size_t(block)));
@@ -166,37 +187,38 @@ void GradReducer::post_sharded_parts(int b) {
     }
 }
 
-void GradReducer::post_whole_bf16(int b) {
-    const Bucket& k = buckets_[b];
-    const int n = z_.dp(), rank = dp_.rank();
-    // Units are padded to 16·dp floats, so a bucket splits into dp equal blocks.
-    const int64_t size = k.end - k.begin, block = size / n;
+void GradReducer::post_run_bf16(comm::Group& g, int64_t begin, int64_t end) {
+    const int n = g.size(), rank = g.rank();
+    // Units are padded to 16·dp floats and expert runs aligned to them, so a run splits into
+    // equal blocks over dp and over edp.
+    const int64_t size = end - begin, block = size / n;
+    WEFT_CHECK(size % n == 0, "internal: a run of {} floats does not split over {} ranks", size, n);
+    if (n == 1) return;  // nothing to sum (an edp group of one rank)
     auto send = std::make_shared<std::vector<uint16_t>>(size_t(size));
     auto recv = std::make_shared<std::vector<uint16_t>>(size_t(size));
-    round_to_bf16(send->data(), grads_ + k.begin, size);
-    std::vector<uint16_t>& summed = summed_[b];
-    summed.assign(size_t(size), 0);
-    comm::Request req = comm::all_to_all_async(dp_, wire_bytes(std::as_const(*send), 0, size),
+    round_to_bf16(send->data(), grads_ + begin, size);
+    auto summed = std::make_shared<std::vector<uint16_t>>(size_t(size), 0);
+    bf16_runs_.push_back({&g, begin, end, summed});
+    comm::Request req = comm::all_to_all_async(g, wire_bytes(std::as_const(*send), 0, size),
                                                wire_bytes(*recv, 0, size));
-    inflight_.add(std::move(req), [send, recv, &summed, block, n, rank] {
+    inflight_.add(std::move(req), [send, recv, summed, block, n, rank] {
         std::vector<float> sum(size_t(block), 0.0f);
         for (int r = 0; r < n; ++r) add_widened_bf16(sum.data(), recv->data() + r * block, block);
-        round_to_bf16(summed.data() + int64_t(rank) * block, sum.data(), block);
+        round_to_bf16(summed->data() + int64_t(rank) * block, sum.data(), block);
     });
 }
 
 void GradReducer::finish() {
-    const int n = z_.dp(), rank = dp_.rank();
-    for (size_t b = 0; b < buckets_.size(); ++b) {
-        std::vector<uint16_t>& summed = summed_[b];
-        if (summed.empty()) continue;
-        const Bucket& k = buckets_[b];
-        const int64_t size = k.end - k.begin, block = size / n;
-        comm::all_gather(dp_, wire_bytes(std::as_const(summed), rank * block, block),
+    // In the order posted: every rank of a group posted its runs in the same order.
+    for (Bf16Run& r : bf16_runs_) {
+        const int n = r.group->size(), rank = r.group->rank();
+        const int64_t size = r.end - r.begin, block = size / n;
+        std::vector<uint16_t>& summed = *r.summed;
+        comm::all_gather(*r.group, wire_bytes(std::as_const(summed), rank * block, block),
                          wire_bytes(summed, 0, size));
-        widen_bf16(grads_ + k.begin, summed.data(), size);
-        summed = {};
+        widen_bf16(grads_ + r.begin, summed.data(), size);
     }
+    bf16_runs_.clear();
 }
 
 }  // namespace weft::parallel

@@ -21,6 +21,7 @@
 // bucket is all-reduced over its group. Sharded: one reduce-scatter per group, of the bucket's
 // parts of that group packed group-rank-major (the layout's expert parts are sliced over edp).
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "weft/comm/mesh.hpp"
@@ -44,7 +45,8 @@ class GradReducer {
     void finish();
 
   private:
-    void post_whole_bf16(int bucket);
+    // Whole bf16: the run [begin, end) of the buffer over group g, in g.size() equal blocks.
+    void post_run_bf16(comm::Group& g, int64_t begin, int64_t end);
     // Sharded with expert parallelism: a reduce-scatter over dp and one over edp.
     void post_sharded_parts(int bucket);
 
@@ -57,9 +59,15 @@ class GradReducer {
     std::vector<int> bucket_of_;  // per unit
     std::vector<Buffer> temp_;    // per bucket, sharded only
     bool bf16_;
-    // Whole bf16: per bucket, the bf16 sums all-gathered by finish() (this rank's block filled
-    // when its all-to-all completes); empty when nothing is pending.
-    std::vector<std::vector<uint16_t>> summed_;
+    // Whole bf16: per run posted (a bucket, or with expert_dp each of its runs), the bf16 sums
+    // all-gathered by finish() in the order posted (this rank's block filled when its
+    // all-to-all completes).
+    struct Bf16Run {
+        comm::Group* group;
+        int64_t begin, end;
+        std::shared_ptr<std::vector<uint16_t>> summed;
+    };
+    std::vector<Bf16Run> bf16_runs_;
     // Per bucket with expert_dp: its ranges in buffer order and the group each reduces over.
     struct Run {
         int64_t begin, end;
