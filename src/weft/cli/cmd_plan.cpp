@@ -15,6 +15,7 @@ struct PlanArgs {
     int64_t global_batch = 0, seq_len = 0, micro_batch = 0, max_micro_batch = 64;
     int top = 5, devices = 0, nodes = 0, dp = 0, tp = 0, pp = 0, cp = 0, vpp = 0, zero = -1;
     int cp_ulysses = 0;
+    bool ring_bidirectional = false;
     bool sp = false, no_sp = false, json = false;
     double bucket_mb = 25;
     int ep = 0;
@@ -55,6 +56,9 @@ void add_plan_command(CLI::App& app) {
     c->add_option("--cp-kind", a->cp_kind, "How cp splits attention: ring | ulysses | hybrid")
         ->capture_default_str();
     c->add_option("--cp-ulysses", a->cp_ulysses, "With --cp-kind hybrid: Ulysses group size");
+    c->add_flag("--ring-bidirectional", a->ring_bidirectional,
+                "With --cp-kind ring: price TokenRing (queries one way, partial results back; "
+                "both link directions at once)");
     c->add_option("--ep", a->ep,
                   "Fix the expert-parallel degree (MoE models; folds over dp: divides dp and the "
                   "experts)");
@@ -122,6 +126,11 @@ void add_plan_command(CLI::App& app) {
                    "--cp-ulysses {} goes with --cp-kind hybrid (at least 1), got --cp-kind {}",
                    a->cp_ulysses, a->cp_kind);
         s.cp_ulysses = a->cp_ulysses;
+        WEFT_CHECK(!a->ring_bidirectional || s.cp_kind == CpKind::ring,
+                   "--ring-bidirectional is a kind of ring (TokenRing): it needs --cp-kind ring, "
+                   "got --cp-kind {}",
+                   a->cp_kind);
+        s.ring_bidirectional = a->ring_bidirectional;
         s.devices = a->devices;
         WEFT_CHECK(a->max_micro_batch >= 1, "--max-micro-batch must be at least 1, got {}",
                    a->max_micro_batch);

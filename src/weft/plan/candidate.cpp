@@ -45,8 +45,15 @@ std::string Candidate::describe() const {
     std::string pipe = l.pp > 1 ? fmt::format(" {}", format_schedule_kind(l.pp_schedule)) : "";
     if (l.vpp > 1) pipe += fmt::format(" vpp={}", l.vpp);
     const std::string ep = l.ep > 1 ? fmt::format(" ep={}", l.ep) : "";
-    return fmt::format("dp={}{} tp={} pp={} cp={} zero={}{} mb={}{} recompute={}", l.dp, ep, l.tp,
-                       l.pp, l.cp, l.zero, l.sequence_parallel ? " sp" : "", micro_batch, pipe,
+    // The kind of cp only where there is one; TokenRing is a ring.
+    std::string cp;
+    if (l.cp > 1)
+        cp = l.cp_kind == CpKind::hybrid    ? fmt::format(" hybrid ulysses={}", l.cp_ulysses)
+             : l.cp_kind == CpKind::ulysses ? std::string(" ulysses")
+             : l.ring_bidirectional         ? std::string(" ring bidirectional")
+                                            : std::string(" ring");
+    return fmt::format("dp={}{} tp={} pp={} cp={}{} zero={}{} mb={}{} recompute={}", l.dp, ep, l.tp,
+                       l.pp, l.cp, cp, l.zero, l.sequence_parallel ? " sp" : "", micro_batch, pipe,
                        recompute_name(l.recompute));
 }
 

@@ -94,7 +94,11 @@ struct Model {
         // over the attention compute shows. Ulysses: four all-to-alls of [m, width] each way (q,
         // k, v, out; dout, dq, dk, dv), (cp-1)/cp of each leaving the rank, in line with the
         // compute. The hybrid: Ulysses over groups of U, then a ring over the cp/U groups with
-        // blocks of the same size (U times the rows, 1/U of the heads).
+        // blocks of the same size (U times the rows, 1/U of the heads). TokenRing
+        // (--ring-bidirectional): K/V stay home; forward a rank's queries (m·A) go one way while
+        // the partial (out, lse) of the queries it served (m·(A + heads)) come back the other,
+        // backward queries, dO, out and lse (m·(3A + heads)) one way and dQ (m·A) back. Both
+        // directions of a link run at once, so each shift costs its larger direction.
         double cp_f = 0, cp_b = 0;
         if (k.layout.cp > 1) {
             const double KV = double(cfg.kv_heads() * cfg.head_dim());
@@ -109,6 +113,14 @@ struct Model {
                                2 * reduce_scatter_time(heads, m * KV / t * act);
             cp_f = std::max(0.0, kv - attn_f) + a2a;
             cp_b = std::max(0.0, 2 * kv - attn_b) + a2a;
+            if (kind == CpKind::ring && k.layout.ring_bidirectional) {
+                const double NH = double(cfg.n_head);
+                cp_f = std::max(
+                    0.0, reduce_scatter_time(ring, m * ring.size * (A + NH) / t * act) - attn_f);
+                cp_b = std::max(
+                    0.0,
+                    reduce_scatter_time(ring, m * ring.size * (3 * A + NH) / t * act) - attn_b);
+            }
         }
         // Expert parallelism: two row all-to-alls forward (dispatch, combine) and two backward,
         // in line with the compute (the experts wait for their rows).

@@ -178,6 +178,8 @@ SearchResult search(const Workload& w, const Cluster& c, const SearchSpace& spac
                                         k.layout.cp_kind = s.cp_kind;
                                         k.layout.cp_ulysses =
                                             s.cp_kind == CpKind::hybrid ? s.cp_ulysses : 0;
+                                        k.layout.ring_bidirectional =
+                                            s.cp_kind == CpKind::ring && s.ring_bidirectional;
                                         k.layout.sequence_parallel = sp;
                                         k.layout.pp_schedule = sched, k.layout.vpp = vpp;
                                         k.layout.recompute = r;

@@ -20,8 +20,9 @@ struct SearchSpace {
     std::optional<bool> sp;
     std::optional<Recompute> recompute;
     std::optional<ScheduleKind> schedule;
-    CpKind cp_kind = CpKind::ring;  // how cp > 1 splits attention
-    int cp_ulysses = 0;             // hybrid: the Ulysses group's size
+    CpKind cp_kind = CpKind::ring;    // how cp > 1 splits attention
+    int cp_ulysses = 0;               // hybrid: the Ulysses group's size
+    bool ring_bidirectional = false;  // ring: TokenRing
     int devices = 0;               // 0: every device of the cluster (or dp*tp*pp*cp when all fixed)
     int64_t max_micro_batch = 64;  // largest micro-batch tried when not fixed
 };

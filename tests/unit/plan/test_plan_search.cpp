@@ -148,3 +148,26 @@ TEST(PlanSearch, ContextParallelKinds) {
     k.layout.cp_ulysses = 4;
     EXPECT_FALSE(check_candidate(w, k).has_value());
 }
+
+// TokenRing against the one-way ring on a link slow enough that neither hides behind attention:
+// per layer the ring shows (kv - attn_f) + (2 kv - attn_b), TokenRing (q_f - attn_f) + (q_b -
+// attn_b), so the difference is the analytic one with attention cancelled. At cp 2 a shift is
+// latency + m·x·bytes / bandwidth: kv with x = 2·KV, q_f with x = A + heads (its larger
+// direction: out and lse back), q_b with x = 3A + heads (q, dO, out, lse one way).
+TEST(PlanSearch, TokenRingPricesItsOwnVolume) {
+    const Workload w = workload("gpt2", 1, 1024);
+    Cluster c = cluster(1, 80);
+    c.intra.bandwidth = 1e6;  // bytes/s: every shift far slower than its attention
+    Candidate k;
+    k.layout.dp = 1, k.layout.cp = 2;
+    k.micro_batch = 1;
+    const Estimate ring = evaluate(w, c, k);
+    k.layout.ring_bidirectional = true;
+    ASSERT_FALSE(check_candidate(w, k).has_value());
+    const Estimate token = evaluate(w, c, k);
+    const double m = 512, A = 768, KV = 768, heads = 12, bytes = 2, lat = c.intra.latency;
+    auto shift = [&](double x) { return lat + m * x * bytes / c.intra.bandwidth; };
+    const double per_layer = shift(A + heads) + shift(3 * A + heads) - 3 * shift(2 * KV);
+    EXPECT_NEAR(token.cp_comm_s - ring.cp_comm_s, 12 * per_layer, 1e-9 * ring.cp_comm_s);
+    EXPECT_LT(token.cp_comm_s, ring.cp_comm_s);  // MHA: fewer bytes in the busier direction
+}
