@@ -16,7 +16,7 @@
 #   llama    llama-tiny (8 heads sharing 4 kv heads, RoPE): ring at cp 4; cp 2 x dp 2 ring at
 #            ZeRO 1 with gradient accumulation and --recompute (the ring re-run in backward);
 #            Ulysses at cp 2 x dp 2 ZeRO 3, at cp 2 x pp 2 (1F1B) and cp 2 x tp 2 with sequence
-#            parallelism, the last two with the final evaluation; TokenRing at cp 2
+#            parallelism, the last two with the final evaluation; TokenRing at cp 2 x tp 2 (SP)
 #   errors   the clear errors (also those cp x tp keeps: Ulysses heads per tp rank, rows under SP)
 # So each kind runs at cp 2 and at cp 4, each family with each kind, and every composition once.
 set -uo pipefail
@@ -101,8 +101,11 @@ llama)
   # Recomputation re-runs the ring in backward: every cp rank must do so in step.
   train 4 cp2_dp2_zero1 --cp 2 --zero 1 --micro-batch-size 2 --recompute
   train 4 cp2_dp2_zero3 --cp 2 --zero 3 --cp-kind ulysses
-  train 2 token2 --cp 2 --ring-bidirectional  # GQA: queries travel, 4 kv heads stay home
-  for run in ring4 cp2_dp2_zero1 cp2_dp2_zero3 token2; do same_as_ref $run ref $STEPS; done
+  # TokenRing with GQA (queries travel, 4 kv heads stay home) under tp 2 with sequence
+  # parallelism: each tp rank's queries are its 4 of the 8 heads, and the rows a cp rank holds
+  # start mid-sequence after the sequence-parallel split.
+  train 4 token2_tp2_sp --cp 2 --tp 2 --sequence-parallel --ring-bidirectional
+  for run in ring4 cp2_dp2_zero1 cp2_dp2_zero3 token2_tp2_sp; do same_as_ref $run ref $STEPS; done
   train 4 cp2_pp2 --cp 2 --pp 2 --pp-schedule 1f1b --cp-kind ulysses --micro-batch-size 2
   train 4 cp2_tp2_sp --cp 2 --tp 2 --sequence-parallel --cp-kind ulysses
   for run in cp2_pp2 cp2_tp2_sp; do
