@@ -4,8 +4,8 @@
 # counts of the load-balance loss are summed over the dp ranks before the loss, so every step's
 # loss must agree within 1e-5 (relative), the final weights within 1e-4, and the logged routing
 # (tokens per expert, integers) exactly, the router losses within 1e-5. Then expert parallelism
-# (--ep, with ZeRO 1-3, pipeline stages and context parallelism) against the same reference, and the --moe-* and
-# --ep errors (--tp with experts is refused in test_moe). moe_train.sh <weft> <dp_check> <source dir>
+# (--ep, with ZeRO 1-3, pipeline stages, tensor and context parallelism) against the same
+# reference, and the --moe-* and --ep errors. moe_train.sh <weft> <dp_check> <source dir>
 set -uo pipefail
 WEFT=$1 CHECK=$2 SRC=$3
 MODEL=moe-tiny
@@ -55,6 +55,18 @@ for zero in 1 2; do
   check "$CHECK" losses ref ep2z${zero}bf16 2e-3
 done
 
+# Under tensor parallelism the MoE block runs replicated on every tp rank (the same rows, the
+# same routing, its ep slice of the experts whole), attention split over tp: tp 2 (np 2), and
+# tp 2 x dp 2 with ep 2 at ZeRO 1 (np 4, each tp rank's ep group its own dp ranks) for 2 steps,
+# resumed in one process (tp 1, ep 1) for the third: expert tensors are saved by tp rank 0.
+train 2 tp2 --steps 3 --tp 2
+same_as_ref tp2 ref 3
+train 4 tp2ep2 --steps 3 --tp 2 --ep 2 --zero 1 --exit-after 2
+"$WEFT" train "${args[@]}" --steps 3 --out tp2ep2 --resume >tp2ep2_resume.log 2>&1 \
+  || { cat tp2ep2_resume.log; failures=$((failures + 1)); }
+same_as_ref tp2ep2 ref 3
+check test "$(ep_steps tp2ep2 10)" -eq 2
+
 # With context parallelism ep folds over cp x dp (the ranks that split the tokens): ep 2 over the
 # two cp ranks of a ring (np 2), and ep 4 over cp 2 x dp 2 with Ulysses and ZeRO 3 (np 4, expert
 # slices over edp of size 1, the rest over cp x dp).
@@ -85,4 +97,6 @@ expect_error 3 "--ep 3: model 'moe-tiny' has 4 experts per layer, not divisible 
 expect_error 2 "--ep 2: model 'tiny' is dense (no mixture-of-experts layers), expected --ep 1" \
   --model tiny --ep 2
 expect_error 2 "--ep 4 does not divide cp x dp = 2 x 1 = 2" --ep 4 --cp 2
+expect_error 2 "--tp 2 with --sequence-parallel: weft's mixture-of-experts layers (4 experts) run replicated on every tp rank" \
+  --tp 2 --sequence-parallel
 finish

@@ -149,6 +149,14 @@ Llama::Llama(const ModelConfig& cfg, const ModelShard& shard, TpComm* tp, bool s
     const Widths w = widths(cfg_, tp_size_);
     NH_ = w.NH, NKV_ = w.NKV, HS_ = w.HS, F_ = w.F, qkv_ = w.qkv;
     if (cfg_.n_experts > 0) {
+        // Under tp the MoE block is replicated: every tp rank holds the same rows (so the same
+        // routing) and its experts whole, and computes the block itself. With sequence
+        // parallelism a rank's residual rows are its slice only; not built.
+        WEFT_CHECK(tp_size_ == 1 || !sequence_parallel,
+                   "--tp {} with --sequence-parallel: weft's mixture-of-experts layers ({} "
+                   "experts) run replicated on every tp rank, on the rows all of them hold; "
+                   "drop --sequence-parallel",
+                   tp_size_, cfg_.n_experts);
         moe_ = std::make_unique<MoeMlp>(cfg_);
         moe_stats_.n_experts = cfg_.n_experts;
         moe_stats_.tokens.assign(size_t(cfg_.n_layer * cfg_.n_experts), 0.0);
@@ -440,7 +448,8 @@ void Llama::block_backward(Activations& base, UnitAccess& w, int l) {
     // both residual connections; the norms' backwards add their share into it.
     const float* dout = tp_.gather_grad(dres, R, dC);
     if (moe_) {
-        // tp 1 (declare refuses more): dout is dres itself, and dC free for the input gradient.
+        // dout is dres itself (no sequence parallelism with experts), and dC free for the input
+        // gradient: whole and the same on every tp rank, as the block ran replicated.
         moe_->backward(dC, dout, a.ln2.f32() + at_ln, a.moe[size_t(s)],
                        a.moe_counts[size_t(l - a.first_layer)], p.moe, g.moe, BT, a.loss_scale);
     } else {
@@ -465,8 +474,10 @@ void Llama::block_backward(Activations& base, UnitAccess& w, int l) {
         backward_kept(dC, g.gu_w, nullptr, wide, a.ln2, at_ln, p.gu_w, BT, C, 2 * F_);
     }
     w.progress();
-    k::rmsnorm_backward(dres, gln2, tp_.sum_input_grad(dC, BT, R, rows_.data()), res2, p.ln2_w,
-                        a.rstd2.data() + s * R, R, C);
+    // The dense MLP's column-parallel input gradient is a partial sum over tp; the replicated
+    // MoE block's is already whole.
+    k::rmsnorm_backward(dres, gln2, moe_ ? dC : tp_.sum_input_grad(dC, BT, R, rows_.data()), res2,
+                        p.ln2_w, a.rstd2.data() + s * R, R, C);
     dout = tp_.gather_grad(dres, R, dC);
     float* datty = wide;  // free again
     backward_kept(datty, g.o_w, nullptr, dout, a.atty, at_att, p.o_w, BT, A, C);

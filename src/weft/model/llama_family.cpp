@@ -73,10 +73,6 @@ void declare(const ModelConfig& cfg, ParamDeclarer& d) {
     const float std = 0.02f;
     const Init N = Init::normal, O = Init::ones;
     const int64_t E = cfg.n_experts;
-    WEFT_CHECK(E == 0 || d.tp() == 1,
-               "--tp {}: weft's mixture-of-experts layers ({} experts) do not split over tensor "
-               "parallelism yet; use --tp 1 (data, context and pipeline parallelism work)",
-               d.tp(), E);
     d.tensor("embed_tokens.weight", {cfg.vocab_size, C}, N, std, kColumn, cfg.padded_vocab());
     d.end_unit();
     for (int64_t l = 0; l < cfg.n_layer; ++l) {
@@ -89,7 +85,9 @@ void declare(const ModelConfig& cfg, ParamDeclarer& d) {
         d.tensor(h + "post_attention_layernorm.weight", {C}, O, 0);
         if (E > 0) {
             // Mixtral's names; each projection of all experts is one [E, ...] tensor (expert
-            // e's matrix its e-th block: a range of experts is a contiguous slice).
+            // e's matrix its e-th block: a range of experts is a contiguous slice). None splits
+            // over tp: under tensor parallelism every tp rank holds its ep slice of the experts
+            // whole and runs the MoE block on the rows every tp rank holds (llama.hpp).
             d.tensor(h + "block_sparse_moe.gate.weight", {E, C}, N, std);
             d.expert_tensor(h + "block_sparse_moe.experts.w1.weight", {E, F, C}, N, std);
             d.expert_tensor(h + "block_sparse_moe.experts.w2.weight", {E, C, F}, N, std);

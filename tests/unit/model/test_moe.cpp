@@ -220,10 +220,24 @@ TEST(Moe, ConfigErrorsNameTheValues) {
     c.experts_per_token = 2;
     EXPECT_NE(test::error_of([&] { c.validate("test"); }).find("only the llama family"),
               std::string::npos);
-    EXPECT_NE(test::error_of([&] {
-                  build_param_layout(moe_config(true), ModelShard{{}, 0, 2});
-              }).find("--tp 2"),
-              std::string::npos);
+}
+
+// Under tp the MoE block runs replicated: tp rank 1 of 2 holds the router and every expert whole
+// (attention split as usual), the same logical tensors as one process.
+TEST(Moe, ExpertTensorsStayWholeUnderTp) {
+    const ParamLayout whole = build_param_layout(moe_config(true));
+    const ParamLayout tp2 = build_param_layout(moe_config(true), ModelShard{{}, 1, 2});
+    int experts = 0;
+    for (const ParamSpec& p : tp2.tensors) {
+        if (p.name.find("block_sparse_moe") == std::string::npos) continue;
+        const ParamSpec& w = whole.find(p.name);
+        EXPECT_EQ(p.tp_dim, -1) << p.name;
+        EXPECT_EQ(p.numel_stored, w.numel_stored) << p.name;
+        experts += p.expert;
+    }
+    EXPECT_EQ(experts, 3 * 2);  // w1, w2, w3 of 2 layers
+    EXPECT_LT(tp2.find("layers.0.self_attn.q_proj.weight").numel_stored,
+              whole.find("layers.0.self_attn.q_proj.weight").numel_stored);
 }
 
 // Expert parallelism: ep rank r holds experts [r E/ep, (r+1) E/ep) of each expert tensor, a
