@@ -105,12 +105,19 @@ kill)
   mark=$(grep -o 'stops at [0-9.]*' fault.log | head -1 | cut -d' ' -f3)
   report_times fault "$mark"
 
-  # 2. This script kills a rank after a random short sleep, at whatever it is doing then.
+  # 2. This script kills a rank at whatever it is doing a random short time after its heartbeat
+  # reaches a random step (a time after the first beat alone outlived the whole run once saves
+  # went past the page cache: the five steps and saves take well under a second).
   rank=$((RANDOM % 2))
-  delay=$(calc "0.1 + ($RANDOM % 900) / 1000")  # the run lasts a few seconds after its first beat
-  echo "--- kill -9 of rank $rank's pid $delay s after its first heartbeat"
+  at=$((1 + RANDOM % (STEPS - 2)))
+  delay=$(calc "($RANDOM % 100) / 1000")
+  echo "--- kill -9 of rank $rank's pid $delay s after its heartbeat reaches step $at"
   supervised pid --max-restarts 2
-  for i in $(seq 600); do [ -s pid/heartbeat/rank_$rank.json ] && break; sleep 0.05; done
+  for i in $(seq 6000); do
+    s=$(field pid/heartbeat/rank_$rank.json step)
+    [ -n "$s" ] && [ "$s" -ge "$at" ] && break
+    sleep 0.005
+  done
   sleep "$delay"
   victim=$(beat_field pid/heartbeat/rank_$rank.json pid)
   phase=$(beat_field pid/heartbeat/rank_$rank.json phase)
