@@ -19,6 +19,7 @@
 #include "weft/kernels/attention_merge.hpp"
 #include "weft/kernels/attention_zigzag.hpp"
 #include "weft/kernels/isa.hpp"
+#include "weft/kernels/precision.hpp"
 
 namespace {
 
@@ -74,6 +75,66 @@ void BM_attention_backward(benchmark::State& state) {
     for (auto _ : state) {
         weft::kernels::attention_backward_qkv(t.dqkv.data(), t.dout.data(), t.qkv.data(),
                                               t.out.data(), t.lse.data(), kB, T, kNH, kHS);
+        benchmark::DoNotOptimize(t.dqkv.data());
+    }
+    state.counters["GFLOP/s"] = benchmark::Counter(
+        2.5 * forward_flops(T) * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+
+// The same in bf16 (attention_forward_bf16 / attention_backward_bf16, the --dtype bf16 model's
+// calls): labelled "native" where the AVX512-BF16 path runs, else "widened" and the fp32 path.
+struct Bf16Tensors {
+    std::vector<uint16_t> qkv, out, dout;
+    std::vector<float> lse, dqkv;
+    weft::kernels::AttentionShape s;
+    explicit Bf16Tensors(int64_t T)
+        : out(kB * T * kC), lse(kB * kNH * T), dqkv(kB * T * 3 * kC), s{kB,  T,      T,      kNH,
+                                                                        kHS, 3 * kC, 3 * kC, kC} {
+        const Tensors t(T);
+        for (float x : t.qkv) qkv.push_back(weft::kernels::fp32_to_bf16(x));
+        for (float x : t.dout) dout.push_back(weft::kernels::fp32_to_bf16(x));
+    }
+    void forward() {
+        weft::kernels::attention_forward_bf16(out.data(), lse.data(), qkv.data(), qkv.data() + kC,
+                                              qkv.data() + 2 * kC, s);
+    }
+    void backward() {
+        std::fill(dqkv.begin(), dqkv.end(), 0.0f);
+        weft::kernels::attention_backward_bf16(dqkv.data(), dqkv.data() + kC, dqkv.data() + 2 * kC,
+                                               dout.data(), qkv.data(), qkv.data() + kC,
+                                               qkv.data() + 2 * kC, out.data(), lse.data(), s);
+    }
+};
+
+void use_isa_bf16(benchmark::State& state) {
+    use_isa(state);
+    if (weft::kernels::attention_bf16_native(kHS))
+        state.SetLabel("native bf16");
+    else
+        state.SetLabel(std::string("widened, ") +
+                       weft::kernels::isa_name(weft::kernels::kernel_isa()));
+}
+
+void BM_attention_bf16_forward(benchmark::State& state) {
+    const int64_t T = state.range(0);
+    use_isa_bf16(state);
+    Bf16Tensors t(T);
+    for (auto _ : state) {
+        t.forward();
+        benchmark::DoNotOptimize(t.out.data());
+    }
+    state.counters["GFLOP/s"] = benchmark::Counter(
+        forward_flops(T) * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+
+// Includes zeroing dqkv, as attention_backward_qkv's timing does.
+void BM_attention_bf16_backward(benchmark::State& state) {
+    const int64_t T = state.range(0);
+    use_isa_bf16(state);
+    Bf16Tensors t(T);
+    t.forward();
+    for (auto _ : state) {
+        t.backward();
         benchmark::DoNotOptimize(t.dqkv.data());
     }
     state.counters["GFLOP/s"] = benchmark::Counter(
@@ -176,6 +237,18 @@ BENCHMARK(BM_attention_forward)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_attention_backward)
+    ->Arg(256)
+    ->Arg(1024)
+    ->Arg(4096)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_attention_bf16_forward)
+    ->Arg(256)
+    ->Arg(1024)
+    ->Arg(4096)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_attention_bf16_backward)
     ->Arg(256)
     ->Arg(1024)
     ->Arg(4096)

@@ -206,10 +206,6 @@ void attention_backward_portable(float* dq, float* dk, float* dv, const float* d
     plan.finish();
 }
 
-}  // namespace detail
-
-namespace {
-
 void check_shape(const AttentionShape& s, const char* where) {
     WEFT_CHECK(s.B >= 0 && s.Tq >= 0 && s.Tk >= 0 && s.NH >= 0,
                "{}: B={}, Tq={}, Tk={}, NH={} must not be negative", where, s.B, s.Tq, s.Tk, s.NH);
@@ -234,7 +230,9 @@ void check_shape(const AttentionShape& s, const char* where) {
                s.q_pos0 + s.Tq);
 }
 
-}  // namespace
+}  // namespace detail
+
+using detail::check_shape;
 
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                        const AttentionShape& s) {

@@ -54,18 +54,27 @@ void attention_backward_qkv(float* dqkv, const float* dout, const float* qkv, co
 
 // bf16 attention (--dtype bf16 activations): q, k, v, dout and out are bf16 bit patterns at the
 // same addressing; lse and the gradients dq, dk, dv stay fp32 (dq, dk, dv accumulate, as above).
-// QKᵀ and PV are accumulated in fp32, and the softmax, its running max and sum and the lse are
-// fp32: each batch's rows are widened to fp32 (exactly) and run through the fp32 kernel above
-// on whatever instruction-set path it picks, and the output is rounded to nearest even once. So
-// the result is the fp32 kernel's on the bf16 inputs, bit for bit. Scratch: one sequence's
-// q, k, v (and dout, out, dq, dk, dv in backward) in fp32, per call.
+// Two paths, by attention_bf16_native():
+//   native   (AVX512-BF16, even HS) QKᵀ, PV and backward's five products on bf16 dot products
+//            with fp32 accumulation; the scores, softmax, running max and sum, lse and D are
+//            fp32, and P and dS are rounded to bf16 for their products, as FlashAttention's bf16
+//            kernels do. Within the bounds of test_attention_bf16 of a float64 reference.
+//   widened  (elsewhere) each batch's rows widened to fp32 (exactly) and run through the fp32
+//            kernel above, the output rounded to nearest even once: the fp32 kernel's result on
+//            the bf16 inputs, bit for bit.
 void attention_forward_bf16(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
                             const uint16_t* v, const AttentionShape& s);
 void attention_backward_bf16(float* dq, float* dk, float* dv, const uint16_t* dout,
                              const uint16_t* q, const uint16_t* k, const uint16_t* v,
                              const uint16_t* out, const float* lse, const AttentionShape& s);
-// Bytes of those fp32 copies this thread holds (kept between calls, as the products' operand
-// copies are; model::bf16_attention_scratch_bytes estimates them).
+// Whether bf16 attention of head size HS runs on bf16 dot products here (AVX512-BF16 compiled
+// in, the AVX-512 path not forced off, HS even).
+bool attention_bf16_native(int64_t HS);
+// Bytes of scratch this thread holds for bf16 attention (kept between calls, as the products'
+// operand copies are): the widened path's fp32 copies of a sequence and the native path's tiles.
 int64_t attention_bf16_scratch_bytes();
+// What a thread that runs bf16 attention forward and backward on shape s comes to hold
+// (model::bf16_attention_scratch_bytes reads it for the memory estimate).
+int64_t attention_bf16_scratch_bytes(const AttentionShape& s);
 
 }  // namespace weft::kernels

@@ -29,20 +29,28 @@ constexpr int64_t kAhead = 8;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-// A thread's scratch, kept between calls: fresh megabytes every call would be fresh pages, and
-// faulting them in costs more than a small attention call computes.
-inline float* thread_scratch(size_t n) {
-    struct Buffer {
-        float* p = nullptr;
-        size_t n = 0;
-        ~Buffer() { ::operator delete[](p, std::align_val_t{64}); }
-    };
-    thread_local Buffer buf;
+// A thread's scratch of T, kept between calls: fresh megabytes every call would be fresh pages,
+// and faulting them in costs more than a small attention call computes. It only grows; n() is
+// what it holds (one buffer per thread and element type).
+template <class T = float>
+struct ThreadScratch {
+    T* p = nullptr;
+    size_t n = 0;
+    ~ThreadScratch() { ::operator delete[](p, std::align_val_t{64}); }
+};
+template <class T = float>
+inline ThreadScratch<T>& thread_scratch_buffer() {
+    thread_local ThreadScratch<T> buf;
+    return buf;
+}
+template <class T = float>
+inline T* thread_scratch(size_t n) {
+    ThreadScratch<T>& buf = thread_scratch_buffer<T>();
     if (buf.n < n) {
         ::operator delete[](buf.p, std::align_val_t{64});
         buf.p = nullptr;  // stays consistent if the allocation throws
         buf.n = 0;
-        buf.p = static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t{64}));
+        buf.p = static_cast<T*>(::operator new[](n * sizeof(T), std::align_val_t{64}));
         buf.n = n;
     }
     return buf.p;

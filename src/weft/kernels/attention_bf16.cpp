@@ -1,13 +1,20 @@
-// bf16 attention as the fp32 kernel on widened inputs (attention.hpp). Widening is exact and the
-// fp32 kernel already accumulates, takes the softmax and keeps the lse in fp32, so this is the
-// portable bf16 path for every CPU; on this project's AVX2 machine (no AVX512-BF16) a bf16 dot
-// product would be emulated by the same widening anyway (attention_paths.hpp).
+// bf16 attention (attention.hpp): on AVX512-BF16 dot products where the CPU has them and the
+// head size is even (attention_avx512_bf16.cpp), else as the fp32 kernel on widened inputs.
+// Widening is exact and the fp32 kernel already accumulates, takes the softmax and keeps the lse
+// in fp32, so that path is the portable one for every CPU: without AVX512-BF16 a bf16 dot
+// product would be emulated by the same widening anyway.
 #include <vector>
 
 #include "weft/core/error.hpp"
 #include "weft/kernels/attention.hpp"
+#include "weft/kernels/attention_paths.hpp"
+#include "weft/kernels/isa.hpp"
 #include "weft/kernels/precision.hpp"
 #include "weft/kernels/profile.hpp"
+
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+#include "weft/kernels/attention_bf16_tiles.hpp"
+#endif
 
 namespace weft::kernels {
 
@@ -54,9 +61,27 @@ void widen_qkv(Widened& w, const uint16_t* q, const uint16_t* k, const uint16_t*
 
 }  // namespace
 
+bool attention_bf16_native(int64_t HS) {
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+    return kernel_isa() == Isa::avx512 && HS % 2 == 0;
+#else
+    (void)HS;
+    return false;
+#endif
+}
+
 void attention_forward_bf16(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
                             const uint16_t* v, const AttentionShape& s) {
     const AttentionShape one = one_sequence(s, "attention_forward_bf16");
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+    if (attention_bf16_native(s.HS)) {
+        WEFT_PROFILE("attention_fwd");
+        detail::check_shape(s, "attention_forward_bf16");
+        if (s.B > 0 && s.NH > 0 && s.Tq > 0)
+            detail::attention_forward_bf16_avx512(out, lse, q, k, v, s);
+        return;
+    }
+#endif
     const int64_t C = one.ldq;
     Widened& w = t_wide;
     for (int64_t b = 0; b < s.B; ++b) {
@@ -74,6 +99,15 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, const uint16_t* do
                              const uint16_t* q, const uint16_t* k, const uint16_t* v,
                              const uint16_t* out, const float* lse, const AttentionShape& s) {
     const AttentionShape one = one_sequence(s, "attention_backward_bf16");
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+    if (attention_bf16_native(s.HS)) {
+        WEFT_PROFILE("attention_bwd");
+        detail::check_shape(s, "attention_backward_bf16");
+        if (s.B > 0 && s.NH > 0 && s.Tq > 0)
+            detail::attention_backward_bf16_avx512(dq, dk, dv, dout, q, k, v, out, lse, s);
+        return;
+    }
+#endif
     const int64_t C = one.ldq, CKV = one.ldkv;
     Widened& w = t_wide;
     for (int64_t b = 0; b < s.B; ++b) {
@@ -102,7 +136,22 @@ int64_t attention_bf16_scratch_bytes() {
     size_t n = 0;
     for (const std::vector<float>* v : {&w.q, &w.k, &w.v, &w.out, &w.dout, &w.dq, &w.dk, &w.dv})
         n += v->capacity();
-    return int64_t(n * sizeof(float));
+    int64_t bytes = int64_t(n * sizeof(float));
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+    bytes += int64_t(detail::avx512::thread_scratch_buffer<detail::avx512::Pair>().n *
+                     sizeof(detail::avx512::Pair));
+#endif
+    return bytes;
+}
+
+int64_t attention_bf16_scratch_bytes(const AttentionShape& s) {
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+    if (attention_bf16_native(s.HS))
+        return detail::attention_bf16_avx512_scratch_words(s) * int64_t(sizeof(uint32_t));
+#endif
+    // One sequence of q, k, v, out, dout, dq, dk and dv in fp32.
+    const int64_t C = s.NH * s.HS, CKV = detail::kv_heads(s) * s.HS;
+    return int64_t(sizeof(float)) * 4 * (s.Tq * C + s.Tk * CKV);
 }
 
 }  // namespace weft::kernels

@@ -6,17 +6,18 @@
 // implementation (attention_avx512.cpp, attention_avx512_tiles.hpp) until the template has been
 // tested and benchmarked there; then the two should become one.
 //
-// bf16 attention (attention_forward_bf16 / attention_backward_bf16, attention_bf16.cpp) widens
-// each sequence to fp32 and runs the path chosen here: on CPUs without AVX512-BF16 (this
-// project's AVX2 machine) a bf16 dot product is a widening anyway. A path with AVX512-BF16
-// dot products (_mm512_dpbf16_ps on bf16 tiles of Q, K, V) is not written: no machine with
-// AVX512-BF16 is at hand to test it, and an untested kernel is not shipped.
+// bf16 attention (attention_forward_bf16 / attention_backward_bf16, attention_bf16.cpp) runs on
+// AVX512-BF16 dot products where the CPU has them (attention_avx512_bf16.cpp: the tiling here
+// with bf16 operands) and elsewhere widens each sequence to fp32 and runs the path chosen here.
 #include <algorithm>
 #include <cstdint>
 
 #include "weft/kernels/attention.hpp"
 
 namespace weft::kernels::detail {
+
+// Checks a shape's sizes, strides and positions (attention.hpp's contract), naming `where`.
+void check_shape(const AttentionShape& s, const char* where);
 
 // Whether a call has enough work to wake a thread team: tiny calls (a finite-difference test,
 // decoding a short prompt) run faster alone than across a barrier on a busy machine.
@@ -92,6 +93,16 @@ void attention_forward_avx512(float* out, float* lse, const float* q, const floa
 void attention_backward_avx512(float* dq, float* dk, float* dv, const float* dout, const float* q,
                                const float* k, const float* v, const float* out, const float* lse,
                                const AttentionShape& s);
+#endif
+
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+void attention_forward_bf16_avx512(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
+                                   const uint16_t* v, const AttentionShape& s);
+void attention_backward_bf16_avx512(float* dq, float* dk, float* dv, const uint16_t* dout,
+                                    const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                    const uint16_t* out, const float* lse, const AttentionShape& s);
+// The 4-byte words of scratch a thread running both on shape s holds.
+int64_t attention_bf16_avx512_scratch_words(const AttentionShape& s);
 #endif
 
 #if defined(__AVX2__) && defined(__FMA__)

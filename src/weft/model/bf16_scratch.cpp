@@ -1,5 +1,6 @@
 #include "weft/model/bf16_scratch.hpp"
 
+#include "weft/kernels/attention.hpp"
 #include "weft/kernels/classifier.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/model/family.hpp"
@@ -29,8 +30,10 @@ int64_t bf16_operand_scratch_bytes(const ModelConfig& cfg, int64_t B, int64_t T,
 }
 
 int64_t bf16_attention_scratch_bytes(const ModelConfig& cfg, int64_t T, int tp) {
-    const int64_t HS = cfg.head_dim(), C = cfg.n_head / tp * HS, CKV = cfg.kv_heads() / tp * HS;
-    return int64_t(sizeof(float)) * 4 * T * (C + CKV);
+    const int64_t HS = cfg.head_dim(), NH = cfg.n_head / tp, NKV = cfg.kv_heads() / tp;
+    kernels::AttentionShape s{1, T, T, NH, HS, NH * HS, NKV * HS, NH * HS};
+    s.NKV = NKV;
+    return kernels::attention_bf16_scratch_bytes(s);
 }
 
 }  // namespace weft::model

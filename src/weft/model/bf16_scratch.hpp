@@ -18,9 +18,10 @@ namespace weft::model {
 int64_t bf16_operand_scratch_bytes(const ModelConfig& cfg, int64_t B, int64_t T, int tp, bool head,
                                    bool emulated);
 
-// The bf16 attention kernel's fp32 copies of one sequence, kept on the thread that runs it
-// (kernels/attention_bf16.cpp: q, out, dout, dq [T, NH·HS/tp] and k, v, dk, dv
-// [T, NKV·HS/tp]). Under context parallelism attention stays fp32 and the caller counts none.
+// The bf16 attention kernel's scratch for one sequence of T, kept on the thread that runs it
+// (kernels::attention_bf16_scratch_bytes: tiles on AVX512-BF16, else fp32 copies of q, out,
+// dout, dq [T, NH·HS/tp] and k, v, dk, dv [T, NKV·HS/tp]). Under context parallelism
+// attention stays fp32 and the caller counts none.
 int64_t bf16_attention_scratch_bytes(const ModelConfig& cfg, int64_t T, int tp);
 
 }  // namespace weft::model
