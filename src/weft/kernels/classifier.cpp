@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "weft/core/error.hpp"
 #include "weft/kernels/matmul.hpp"
@@ -82,6 +83,10 @@ void classifier_forward_backward(float* loss, float* dx, float* dwte, const floa
     }
     float* logits = s.data.get();
     const detail::SoftmaxRowOps ops = detail::softmax_row_ops();
+    // With bf16 products, the table is rounded once for every chunk's two products that read it,
+    // and each chunk's logits once for dx and dwte (the largest operands of a step: GPT-2's
+    // table is 38.6M values, a chunk of logits 51.5M).
+    const Bf16OperandScope pin_table(wte, V, C, C);
 
     for (int64_t n0 = 0; n0 < N; n0 += R) {
         const int64_t r = std::min(R, N - n0);
@@ -98,6 +103,8 @@ void classifier_forward_backward(float* loss, float* dx, float* dwte, const floa
                 std::memset(row, 0, size_t(V) * sizeof(float));  // no gradient from this row
             if (loss) loss[n0 + i] = l;
         }
+        std::optional<Bf16OperandScope> pin_logits;
+        if (grad) pin_logits.emplace(logits, r, V, V);
         if (dx) gemm(false, false, r, C, V, 1.0f, logits, V, wte, C, 0.0f, dx + n0 * C, C);
         if (dwte) gemm(true, false, V, C, r, 1.0f, logits, V, xc, C, 1.0f, dwte, C);
     }

@@ -372,10 +372,15 @@ void Bf16ScratchCount::product(int64_t a, int64_t b) {
     wide_b_ = std::max(wide_b_, b);
 }
 
-void Bf16ScratchCount::gemm(int64_t M, int64_t N, int64_t K) {
-    a_ = std::max(a_, M * K);
-    b_ = std::max(b_, K * N);
+void Bf16ScratchCount::gemm(int64_t M, int64_t N, int64_t K, bool a_pinned, bool b_pinned) {
+    if (!a_pinned) a_ = std::max(a_, M * K);
+    if (!b_pinned) b_ = std::max(b_, K * N);
     product(M * K, K * N);
+}
+
+void Bf16ScratchCount::pin(int depth, int64_t n) {
+    WEFT_CHECK(depth >= 0 && depth < 4, "Bf16ScratchCount::pin: depth {} outside 0..3", depth);
+    pins_[depth] = std::max(pins_[depth], n);
 }
 
 void Bf16ScratchCount::forward(int64_t M, int64_t K, int64_t N, bool bf16_input) {
@@ -393,7 +398,7 @@ void Bf16ScratchCount::backward(int64_t M, int64_t K, int64_t N, bool bf16_input
 }
 
 int64_t Bf16ScratchCount::bytes(bool emulated) const {
-    return int64_t(sizeof(uint16_t)) * (a_ + b_ + c_) +
+    return int64_t(sizeof(uint16_t)) * (a_ + b_ + c_ + pins_[0] + pins_[1] + pins_[2] + pins_[3]) +
            (emulated ? int64_t(sizeof(float)) * (wide_a_ + wide_b_) : 0);
 }
 

@@ -107,8 +107,11 @@ int64_t matmul_bf16_scratch_bytes();
 // role rules the products above follow (test_gpt2_bf16 checks a step against the real buffers).
 class Bf16ScratchCount {
   public:
-    // gemm(trans_a, trans_b, M, N, K, ...).
-    void gemm(int64_t M, int64_t N, int64_t K);
+    // gemm(trans_a, trans_b, M, N, K, ...); an operand under a Bf16OperandScope (pinned) is not
+    // rounded into its role's buffer.
+    void gemm(int64_t M, int64_t N, int64_t K, bool a_pinned = false, bool b_pinned = false);
+    // A Bf16OperandScope of n values opened at nesting depth `depth`.
+    void pin(int depth, int64_t n);
     // matmul_forward (bf16_input: matmul_forward_bf16_input) of [M,K] by [N,K]ᵀ.
     void forward(int64_t M, int64_t K, int64_t N, bool bf16_input);
     // matmul_backward (bf16_input: matmul_backward_bf16_input) with dinp and dweight.
@@ -119,6 +122,7 @@ class Bf16ScratchCount {
   private:
     void product(int64_t a, int64_t b);  // one bf16 product of operands with a and b elements
     int64_t a_ = 0, b_ = 0, c_ = 0, wide_a_ = 0, wide_b_ = 0;
+    int64_t pins_[4] = {};
 };
 
 }  // namespace weft::kernels

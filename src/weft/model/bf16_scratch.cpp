@@ -22,9 +22,18 @@ int64_t bf16_operand_scratch_bytes(const ModelConfig& cfg, int64_t B, int64_t T,
         // the largest), chunk by chunk of rows (logits, then dx and the embedding's gradient).
         const int64_t V = tp == 1 ? cfg.vocab_size : cfg.padded_vocab() / tp;
         const int64_t r = kernels::classifier_chunk_rows(BT), C = cfg.n_embd;
-        count.gemm(r, V, C);
-        count.gemm(r, C, V);
-        count.gemm(V, C, r);
+        if (tp == 1) {
+            // kernels/classifier.cpp pins the table (depth 0) and each chunk's logits (depth 1).
+            count.pin(0, V * C);
+            count.pin(1, r * V);
+            count.gemm(r, V, C, false, true);
+            count.gemm(r, C, V, true, true);
+            count.gemm(V, C, r, true, false);
+        } else {
+            count.gemm(r, V, C);
+            count.gemm(r, C, V);
+            count.gemm(V, C, r);
+        }
     }
     return count.bytes(emulated);
 }
