@@ -12,6 +12,7 @@ namespace weft::cli {
 namespace {
 struct PlanArgs {
     std::string model, cluster, dtype = "bf16", profile, recompute, schedule, cp_kind = "ring";
+    std::string grad_reduce_dtype;
     int64_t global_batch = 0, seq_len = 0, micro_batch = 0, max_micro_batch = 64;
     int top = 5, devices = 0, nodes = 0, dp = 0, tp = 0, pp = 0, cp = 0, vpp = 0, zero = -1;
     int cp_ulysses = 0;
@@ -41,6 +42,10 @@ void add_plan_command(CLI::App& app) {
     c->add_option("--seq-len", a->seq_len, "Tokens per sequence (default: the model's context)");
     c->add_option("--dtype", a->dtype, "bf16 | fp16 (mixed precision) | fp32")
         ->capture_default_str();
+    c->add_option("--grad-reduce-dtype", a->grad_reduce_dtype,
+                  "fp32 | bf16: what data-parallel gradient reductions carry (the engine's "
+                  "--grad-reduce-dtype); default: fp32 under the engine profile, the --dtype's "
+                  "gradient bytes under korthikanti");
     c->add_option("--memory-profile", a->profile,
                   "engine (this engine, fp32 CPU) | korthikanti (GPU mixed precision); default: "
                   "engine for fp32, else korthikanti");
@@ -91,6 +96,8 @@ void add_plan_command(CLI::App& app) {
                     : w.prec.name == "fp32" ? plan::MemoryProfile::engine
                                             : plan::MemoryProfile::korthikanti;
         if (w.profile == plan::MemoryProfile::engine) w.prec = plan::engine_precision(a->dtype);
+        if (!a->grad_reduce_dtype.empty())
+            w.prec = plan::with_grad_reduce(w.prec, a->grad_reduce_dtype);
         WEFT_CHECK(a->bucket_mb > 0, "--bucket-mb must be positive, got {}", a->bucket_mb);
         w.bucket_mb = a->bucket_mb;
         WEFT_CHECK(a->moe_imbalance == 0 || a->moe_imbalance >= 1,

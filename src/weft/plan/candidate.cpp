@@ -12,15 +12,25 @@
 namespace weft::plan {
 
 Precision precision(const std::string& dtype) {
-    if (dtype == "bf16" || dtype == "fp16") return {dtype, 2, 2, 12, 2, 32};
-    if (dtype == "fp32") return {dtype, 4, 4, 8, 4, 36};
+    if (dtype == "bf16" || dtype == "fp16") return {dtype, 2, 2, 12, 2, 32, 2};
+    if (dtype == "fp32") return {dtype, 4, 4, 8, 4, 36, 4};
     fail("--dtype must be bf16, fp16 or fp32, got '{}'", dtype);
 }
 
 Precision engine_precision(const std::string& dtype) {
-    if (dtype == "bf16") return {dtype, 4, 4, 8, 2, 36};
+    if (dtype == "bf16") return {dtype, 4, 4, 8, 2, 36, 4};
     if (dtype == "fp32") return precision(dtype);
     fail("--dtype {} with --memory-profile engine: the engine trains in fp32 or bf16", dtype);
+}
+
+Precision with_grad_reduce(Precision p, const std::string& dtype) {
+    if (dtype == "bf16")
+        p.grad_wire = 2;
+    else if (dtype == "fp32")
+        p.grad_wire = 4;
+    else
+        fail("--grad-reduce-dtype must be fp32 or bf16, got '{}'", dtype);
+    return p;
 }
 
 std::string_view profile_name(MemoryProfile p) {

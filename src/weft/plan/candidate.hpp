@@ -20,13 +20,22 @@ namespace weft::plan {
 struct Precision {
     std::string name;
     double param = 0, grad = 0, optimizer = 0, activation = 0, update = 0;
+    // Bytes per gradient element that data-parallel reductions (and the tied embedding's
+    // exchange) put on the wire: `grad` unless --grad-reduce-dtype says otherwise. The engine's
+    // bf16 reduction (an all-to-all of bf16 blocks, fp32 sums, then ZeRO 0-1 an all-gather of
+    // the rounded sums) moves exactly what a ring all-reduce or reduce-scatter of 2-byte
+    // elements would, so it is priced as one.
+    double grad_wire = 0;
 };
 Precision precision(const std::string& dtype);  // bf16 | fp16 | fp32
 // This engine's bytes (the engine memory profile): fp32 weights, gradients and moments, and an
 // fp32 update, for fp32 and bf16 alike (docs/planner.md); `activation` is what tensor- and
 // pipeline-parallel messages carry: 2 bytes under bf16 (bf16 on the wire), else 4. Gradients
-// are reduced in fp32, the engine's default (--grad-reduce-dtype fp32). fp16 is an error.
+// are reduced in fp32, the engine's default (--grad-reduce-dtype fp32; see with_grad_reduce).
+// fp16 is an error.
 Precision engine_precision(const std::string& dtype);
+// `p` with gradients reduced in `dtype` (fp32 | bf16, the engine's --grad-reduce-dtype).
+Precision with_grad_reduce(Precision p, const std::string& dtype);
 
 enum class MemoryProfile { engine, korthikanti };
 std::string_view profile_name(MemoryProfile p);

@@ -299,10 +299,12 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
     auto over = [&](double (*op)(const Placement&, double), double per_param) {
         return op(grad_group, psi_d * per_param) + op(expert_group, psi_e * per_param);
     };
-    const double G = (psi_d + psi_e) * w.prec.grad;
-    const double tail = all_reduce_time(grad_group, std::min(G, w.bucket_mb * (1 << 20)));
-    const double ar = over(all_reduce_time, w.prec.grad),
-                 rs = over(reduce_scatter_time, w.prec.grad);
+    // Buckets hold fp32 (prec.grad) gradients; each goes on the wire as prec.grad_wire bytes.
+    const double G = (psi_d + psi_e) * w.prec.grad_wire;
+    const double bucket = w.bucket_mb * (1 << 20) * w.prec.grad_wire / w.prec.grad;
+    const double tail = all_reduce_time(grad_group, std::min(G, bucket));
+    const double ar = over(all_reduce_time, w.prec.grad_wire),
+                 rs = over(reduce_scatter_time, w.prec.grad_wire);
     const double ag = over(reduce_scatter_time, w.prec.param);
     double comm = 0, exposed = 0;
     if (grad_group.size > 1) {
@@ -332,8 +334,8 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
     if (l.pp > 1) {  // tied word embeddings: first and last stage all-reduce their gradient
         Placement pair = pp;
         pair.size = 2;
-        const double tied =
-            all_reduce_time(pair, double(tp_padded_vocab(cfg, l.tp)) * m.C / m.t * w.prec.grad);
+        const double tied = all_reduce_time(
+            pair, double(tp_padded_vocab(cfg, l.tp)) * m.C / m.t * w.prec.grad_wire);
         comm += tied, exposed += tied;
     }
     e.dp_comm_s = comm;

@@ -77,6 +77,7 @@ nlohmann::json result_json(const Workload& w, const Cluster& c, const SearchResu
                         {"global_batch", w.global_batch},
                         {"seq_len", w.seq_len},
                         {"dtype", w.prec.name},
+                        {"grad_reduce_dtype", w.prec.grad_wire == 2 ? "bf16" : "fp32"},
                         {"memory_profile", std::string(profile_name(w.profile))},
                         {"considered", r.considered},
                         {"fitting", r.fitting},
@@ -116,9 +117,10 @@ static std::string estimate_rows(int rank, const Estimate& e) {
 
 std::string result_text(const Workload& w, const Cluster& c, const SearchResult& r) {
     std::string s = fmt::format(
-        "model    {} ({} parameters), global batch {} x {} tokens, {} (memory profile {})\n",
+        "model    {} ({} parameters), global batch {} x {} tokens, {} (memory profile {}, "
+        "gradients reduced in {})\n",
         w.model.name, quantity(double(w.model.config.num_parameters())), w.global_batch, w.seq_len,
-        w.prec.name, profile_name(w.profile));
+        w.prec.name, profile_name(w.profile), w.prec.grad_wire == 2 ? "bf16" : "fp32");
     const double peak = c.device.peak(w.prec.name);
     s += fmt::format("cluster  {}: {} devices ({} nodes x {}) of {}, {} {}, {:.1f} GiB\n", c.name,
                      r.world, c.nodes, c.devices_per_node, c.device.name,

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "support/plan_cluster.hpp"
+#include "weft/core/error.hpp"
 #include "weft/plan/report.hpp"
 
 using namespace weft;
@@ -170,4 +171,35 @@ TEST(PlanSearch, TokenRingPricesItsOwnVolume) {
     const double per_layer = shift(A + heads) + shift(3 * A + heads) - 3 * shift(2 * KV);
     EXPECT_NEAR(token.cp_comm_s - ring.cp_comm_s, 12 * per_layer, 1e-9 * ring.cp_comm_s);
     EXPECT_LT(token.cp_comm_s, ring.cp_comm_s);  // MHA: fewer bytes in the busier direction
+}
+
+// --grad-reduce-dtype bf16 (the engine's bf16 gradient reduction) puts 2 bytes per gradient on
+// the wire instead of 4: with latencies zeroed, ZeRO 0's all-reduce time halves exactly; ZeRO 2's
+// reduce-scatters halve while its fp32 parameter all-gather does not.
+TEST(PlanSearch, Bf16GradientReductionHalvesTheGradientBytes) {
+    Workload w = workload("gpt2", 8, 1024);
+    w.profile = MemoryProfile::engine;
+    w.prec = engine_precision("bf16");
+    Cluster c = cluster(2, 80);
+    c.intra.latency = c.inter.latency = 0;
+    Candidate k;
+    k.layout.dp = 8;
+    k.micro_batch = 1;
+    for (int zero : {0, 2}) {
+        SCOPED_TRACE(zero);
+        k.layout.zero = zero;
+        const Estimate fp32 = evaluate(w, c, k);
+        Workload half = w;
+        half.prec = with_grad_reduce(w.prec, "bf16");
+        const Estimate bf16 = evaluate(half, c, k);
+        ASSERT_GT(fp32.dp_comm_s, 0);
+        if (zero == 0)
+            EXPECT_NEAR(bf16.dp_comm_s, fp32.dp_comm_s / 2, 1e-12 * fp32.dp_comm_s);
+        else
+            EXPECT_LT(bf16.dp_comm_s, fp32.dp_comm_s);
+        EXPECT_GT(bf16.dp_comm_s, fp32.dp_comm_s / 2 - 1e-12 * fp32.dp_comm_s);
+        EXPECT_EQ(bf16.memory.total(), fp32.memory.total());  // buckets stay fp32
+    }
+    EXPECT_EQ(with_grad_reduce(w.prec, "fp32").grad_wire, 4);
+    EXPECT_THROW(with_grad_reduce(w.prec, "fp16"), Error);
 }
