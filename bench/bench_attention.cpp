@@ -2,7 +2,8 @@
 // backward. FLOPs count the causal half: forward 4·B·NH·HS·T²/2, backward 2.5× that.
 // The zigzag benchmarks run one rank's share of context-parallel ring attention (every ring
 // step's blocks and merges, no communication) to show what cutting the keys into blocks costs:
-// the same GFLOP/s as the whole-sequence kernel means nothing is lost.
+// the same GFLOP/s as the whole-sequence kernel means nothing is lost. The causal-share
+// benchmarks time each rank's blocks with zigzag and with a contiguous split (causal balance).
 // Run with OMP_NUM_THREADS set; times are wall-clock. Each benchmark is labelled with the kernel
 // path it ran; WEFT_BENCH_ISA=portable|avx2|avx512 forces one (where this CPU has it), so one
 // binary measures a path against another.
@@ -230,6 +231,53 @@ void BM_attention_zigzag_backward(benchmark::State& state) {
         2.5 * r.flops() * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
 }
 
+// Causal balance across the cp ranks (issue 13): one rank's attention, forward and backward, over
+// the blocks its queries score, with zigzag sharding (chunks r and 2cp-1-r) or a contiguous
+// split (rank r holds positions [rT/cp, (r+1)T/cp) and sees keys [0, (r+1)T/cp)). No merges and
+// no communication: the kernel time each rank spends, to read max/min across ranks from.
+// Arguments: T, cp, rank, zigzag (1) or contiguous (0).
+void BM_attention_causal_share(benchmark::State& state) {
+    const int64_t T = state.range(0), cp = state.range(1), rank = state.range(2);
+    const bool zig = state.range(3) != 0;
+    use_isa(state);
+    struct Block {
+        int64_t q_pos0, k_pos0, n;
+    };
+    std::vector<Block> blocks;
+    if (zig) {
+        const weft::kernels::Zigzag z = weft::kernels::zigzag(T, cp);
+        for (int64_t kv = 0; kv < cp; ++kv)
+            for (const auto& b : weft::kernels::zigzag_blocks(z, rank, kv))
+                if (b.mask != weft::kernels::BlockMask::masked)
+                    blocks.push_back({b.q_pos0, b.k_pos0, z.chunk});
+    } else {
+        const int64_t n = T / cp;
+        for (int64_t j = 0; j <= rank; ++j) blocks.push_back({rank * n, j * n, n});
+    }
+    const int64_t n = blocks.front().n;
+    Tensors t(n);  // one block's q, k, v, dout and outputs, reused for every block
+    float* dq = t.dqkv.data();
+    double pairs = 0;  // (query, key) pairs scored, for the FLOP count
+    for (const Block& b : blocks)
+        for (int64_t i = 0; i < b.n; ++i)
+            pairs += double(std::clamp<int64_t>(b.q_pos0 + i - b.k_pos0 + 1, 0, b.n));
+    for (auto _ : state) {
+        for (const Block& b : blocks) {
+            weft::kernels::AttentionShape s{kB, n, n, kNH, kHS, 3 * kC, 3 * kC, kC, b.q_pos0};
+            s.k_pos0 = b.k_pos0;
+            const float* q = t.qkv.data();
+            weft::kernels::attention_forward(t.out.data(), t.lse.data(), q, q + kC, q + 2 * kC, s);
+            weft::kernels::attention_backward(dq, dq + kC, dq + 2 * kC, t.dout.data(), q, q + kC,
+                                              q + 2 * kC, t.out.data(), t.lse.data(), s);
+        }
+        benchmark::DoNotOptimize(dq);
+    }
+    state.counters["blocks"] = double(blocks.size());
+    state.counters["GFLOP/s"] =
+        benchmark::Counter(3.5 * 4.0 * kB * kNH * kHS * pairs * double(state.iterations()) / 1e9,
+                           benchmark::Counter::kIsRate);
+}
+
 BENCHMARK(BM_attention_forward)
     ->Arg(256)
     ->Arg(1024)
@@ -252,6 +300,14 @@ BENCHMARK(BM_attention_bf16_backward)
     ->Arg(256)
     ->Arg(1024)
     ->Arg(4096)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_attention_causal_share)
+    ->Apply([](benchmark::internal::Benchmark* b) {
+        for (int64_t cp : {2, 4})
+            for (int64_t zig : {1, 0})
+                for (int64_t rank = 0; rank < cp; ++rank) b->Args({4096, cp, rank, zig});
+    })
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_attention_zigzag_forward)

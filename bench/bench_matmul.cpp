@@ -344,6 +344,51 @@ void BM_classifier_gemm(benchmark::State& state) {
     run(state, 2.0 * R * kVocab * kC, body);
 }
 
+double bf16_peak_gflops() {
+    static double peak = [] {
+        double p = measure_gemm_peak_bf16_gflops(2048, 2.0);
+        std::printf("measured bf16 GEMM peak (n=2048, best of ~2 s): %.1f GFLOP/s\n", p);
+        return p;
+    }();
+    return peak;
+}
+
+// One product of a chunk of R = 1024 rows as --dtype bf16 runs it (weft's gemm under bf16
+// precision, oneDNN's bf16 primitive), every operand pinned (Bf16OperandScope) so that only the
+// product is timed, not the rounding: 0 logits, 1 dx, 2 dwte as above. pct_bf16_peak is against
+// the bf16 GEMM peak.
+void BM_classifier_gemm_bf16(benchmark::State& state) {
+    const int64_t R = 1024;
+    const int which = int(state.range(0));
+    const char* names[] = {"logits x·wteᵀ", "dx dlogits·wte", "dwte += dlogitsᵀ·x"};
+    state.SetLabel(std::string("R=1024 bf16 ") + names[which]);
+    const MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+    auto x = filled(R * kC, 0.1f), wte = filled(kVocab * kC, 0.2f);
+    auto logits = filled(R * kVocab, 0.3f);
+    std::vector<float> dx(static_cast<size_t>(R * kC)),
+        dwte(static_cast<size_t>(kVocab * kC), 0.0f);
+    const Bf16OperandScope px(x.data(), R, kC, kC), pw(wte.data(), kVocab, kC, kC),
+        pl(logits.data(), R, kVocab, kVocab);
+    std::function<void()> body;
+    if (which == 0)
+        body = [&] {
+            gemm(false, true, R, kVocab, kC, 1.0f, x.data(), kC, wte.data(), kC, 0.0f,
+                 logits.data(), kVocab);
+        };
+    else if (which == 1)
+        body = [&] {
+            gemm(false, false, R, kC, kVocab, 1.0f, logits.data(), kVocab, wte.data(), kC, 0.0f,
+                 dx.data(), kC);
+        };
+    else
+        body = [&] {
+            gemm(true, false, kVocab, kC, R, 1.0f, logits.data(), kVocab, x.data(), kC, 1.0f,
+                 dwte.data(), kC);
+        };
+    run(state, 2.0 * R * kVocab * kC, body);
+    state.counters["pct_bf16_peak"] = 100.0 * state.counters["GFLOPs"] / bf16_peak_gflops();
+}
+
 // The fused kernel on a whole GPT-2 batch; FLOPs counted are the three GEMMs (6·N·V·C).
 void BM_classifier_forward_backward(benchmark::State& state) {
     const int64_t N = kRows;
@@ -408,6 +453,7 @@ BENCHMARK(BM_classifier_chunk_gemms)
     ->ArgsProduct({{256, 512, 1024, 2048}, {kWeft}})
     ->MinTime(0.5)
     ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_classifier_gemm_bf16)->DenseRange(0, 2)->MinTime(1.0)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_classifier_forward_backward)->MinTime(2.0)->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();
