@@ -162,11 +162,14 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
         if (last)
             scratch += double(kernels::classifier_scratch_floats(b * s, cfg.vocab_size)) / l.tp;
         // Context parallel: the region's own scratch (ring blocks, Ulysses' staging) for this
-        // tp rank's heads (CpAttention::scratch_floats; the planner prices the one-way ring).
+        // tp rank's heads (CpAttention::scratch_floats), TokenRing's when the ring runs both
+        // ways.
         if (l.cp > 1) {
-            const model::CpRegion region = l.cp_kind == CpKind::ring      ? model::CpRegion::ring
-                                           : l.cp_kind == CpKind::ulysses ? model::CpRegion::ulysses
-                                                                          : model::CpRegion::hybrid;
+            const model::CpRegion region =
+                l.cp_kind == CpKind::ring
+                    ? (l.ring_bidirectional ? model::CpRegion::token_ring : model::CpRegion::ring)
+                : l.cp_kind == CpKind::ulysses ? model::CpRegion::ulysses
+                                               : model::CpRegion::hybrid;
             scratch += double(model::CpAttention::scratch_floats(
                 region, b, s, cfg.n_head / l.tp, cfg.kv_heads() / l.tp, cfg.head_dim(),
                 l.cp_kind == CpKind::hybrid ? std::max(l.cp_ulysses, 1) : 1));
