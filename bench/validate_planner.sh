@@ -57,9 +57,11 @@ if [ $MPI = 1 ] || [ $CP != 0 ]; then
   fi
 fi
 if [ $CP != 0 ]; then
-  # Context parallelism over 2 ranks: a sequence of 256 and of 1024 split in two, each kind.
+  # Context parallelism over 2 ranks: a sequence of 256 and of 1024 split in two, each kind
+  # (TokenRing for GPT-2), and GPT-2 at a batch of 4 sequences of 1024.
   LAYOUTS+=("tiny 8 256 2 0 --cp 2 --cp-kind ring" "tiny 8 256 2 0 --cp 2 --cp-kind ulysses"
-            "gpt2 1 1024 2 0 --cp 2 --cp-kind ring" "gpt2 1 1024 2 0 --cp 2 --cp-kind ulysses")
+            "gpt2 1 1024 2 0 --cp 2 --cp-kind ring" "gpt2 1 1024 2 0 --cp 2 --cp-kind ulysses"
+            "gpt2 1 1024 2 0 --cp 2 --ring-bidirectional" "gpt2 4 1024 2 0 --cp 2 --cp-kind ring")
   "$WEFT" prepare --input data/tinyshakespeare.txt --out "$OUT/data" --tokenizer-dir data >/dev/null
 fi
 if [ $MPI = 1 ]; then
@@ -85,6 +87,7 @@ plan_args() {  # plan_args <preset> <seq> <ranks> <engine flags...>
       --pp) pp=$2; shift ;;
       --cp) cp=$2; shift ;;
       --cp-kind) extra+=("$1" "$2"); shift ;;
+      --ring-bidirectional) extra+=("$1") ;;
       --sequence-parallel) sp=--sp ;;
       --pp-schedule|--vpp) extra+=("$1" "$2"); shift ;;
       --micro-batch-size) micro=$2; shift ;;
