@@ -6,7 +6,8 @@
 // count (LayerSpan::ulysses_kept) says; Ulysses makes four all-to-alls in each direction per
 // call. The hybrid (Ulysses in groups of U, the ring across them) runs the same checks at its
 // own positions. The ring and TokenRing send the floats docs/context_parallel.md counts, and
-// every region allocates the scratch CpAttention::scratch_floats (the memory estimates) says.
+// every region allocates the scratch CpAttention::scratch_floats (the memory estimates) says;
+// Ulysses' all-to-all volume per rank stays constant when T and cp grow together.
 #include <gtest/gtest.h>
 
 #include <barrier>
@@ -45,6 +46,8 @@ class ThreadCp {
         void wait_return() override {}
         void all_to_all(const float* in, float* out, int64_t n) override {
             ++all_to_alls;
+            a2a_local += n * g_.size_;
+            a2a_sent += n * (g_.size_ - 1);  // the block to itself stays
             g_.sent_[size_t(rank_)] = in;
             g_.bar_.arrive_and_wait();
             for (int j = 0; j < g_.size_; ++j)
@@ -53,7 +56,8 @@ class ThreadCp {
         }
 
         int all_to_alls = 0;
-        int64_t shifted = 0, returned = 0;  // floats sent each way
+        int64_t shifted = 0, returned = 0;    // floats sent each way
+        int64_t a2a_local = 0, a2a_sent = 0;  // floats given to all-to-alls, and sent to others
 
       private:
         // Every rank sends `send`; this one receives rank + `from`'s (mod size).
@@ -265,6 +269,48 @@ TEST(CpAttention, UlyssesMatchesTheWholeSequenceKernel) {
 // USP: cp 4 as Ulysses over pairs of ranks and a ring over the two pairs.
 TEST(CpAttention, HybridMatchesTheWholeSequenceKernel) {
     check_against_kernel(4, 2);
+}
+
+// The Ulysses paper's claim: when the sequence and the cp degree grow together, what each rank
+// puts into the all-to-alls stays the same (its T/cp rows of q, k, v, out forward and dout, dq,
+// dk, dv backward, for every head), and it sends (cp-1)/cp of that to the others: T = 32 at
+// cp 2 against T = 64 at cp 4, multi-head (4 heads and kv heads, dividing by both).
+TEST(CpAttention, UlyssesVolumePerRankStaysWhenSequenceAndCpGrowTogether) {
+    constexpr int64_t H = 4, W = H * HS;
+    std::vector<int64_t> local, sent;
+    for (const auto& [cp, Tg] : {std::pair{2, int64_t(32)}, std::pair{4, int64_t(64)}}) {
+        ThreadCp group(cp);
+        std::vector<int64_t> l(static_cast<size_t>(cp)), x(static_cast<size_t>(cp));
+        std::vector<std::thread> threads;
+        for (int r = 0; r < cp; ++r)
+            threads.emplace_back([&, r, cp = cp, Tg = Tg] {
+                ThreadCp::Comm comm(group, r);
+                CpAttention att(comm, Tg, true);
+                const int64_t Tl = Tg / cp, n = B * Tl * W;
+                const CpAttentionShape s{B, Tl, H, H, HS, W, W, W};
+                const std::vector<float> q = random(n, 11), k = random(n, 12), v = random(n, 13),
+                                         dout = random(n, 14);
+                std::vector<float> out(static_cast<size_t>(n)),
+                    lse(static_cast<size_t>(B * H * Tl)), dq(static_cast<size_t>(n)),
+                    dk(static_cast<size_t>(n)), dv(static_cast<size_t>(n));
+                att.forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s);
+                att.backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
+                             v.data(), out.data(), lse.data(), s);
+                l[size_t(r)] = comm.a2a_local;
+                x[size_t(r)] = comm.a2a_sent;
+            });
+        for (std::thread& t : threads) t.join();
+        for (int r = 0; r < cp; ++r) {
+            // 8 all-to-alls of the rank's B x T/cp rows of every head.
+            EXPECT_EQ(l[size_t(r)], 8 * B * (Tg / cp) * W) << "cp " << cp << " rank " << r;
+            EXPECT_EQ(x[size_t(r)] * cp, l[size_t(r)] * (cp - 1)) << "cp " << cp << " rank " << r;
+        }
+        local.push_back(l[0]);
+        sent.push_back(x[0]);
+    }
+    EXPECT_EQ(local[0], local[1]);         // constant: 8 x 2 x 16 x 32 floats at both
+    EXPECT_EQ(sent[0] * 2, local[0]);      // cp 2 sends 1/2 of it
+    EXPECT_EQ(sent[1] * 4, local[1] * 3);  // cp 4 sends 3/4
 }
 
 }  // namespace
