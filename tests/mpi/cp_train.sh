@@ -12,8 +12,8 @@
 #            sequence, so that a tp rank's rows start mid-sequence), the final evaluation within
 #            1e-5 too; resume: 2 steps at cp 2 (ring), the rest at cp 1; TokenRing
 #            (--ring-bidirectional) at cp 4, its cp sends each step exactly the analytic
-#            count (queries out, partial results back; docs/context_parallel.md); TokenRing at
-#            cp 2 x pp 2 (1F1B)
+#            count (queries out, partial results back; docs/context_parallel.md), and its
+#            --trace timeline shows each of those sends; TokenRing at cp 2 x pp 2 (1F1B)
 #   llama    llama-tiny (8 heads sharing 4 kv heads, RoPE): ring at cp 4; cp 2 x dp 2 ring at
 #            ZeRO 1 with gradient accumulation and --recompute (the ring re-run in backward);
 #            Ulysses at cp 2 x dp 2 ZeRO 3, at cp 2 x pp 2 (1F1B) and cp 2 x tp 2 with sequence
@@ -82,13 +82,19 @@ gpt2)
   # (rows x C) backward: (cp-1) x rows x (6C + 2 heads) floats, 4 sends, with rows = 8 x 64/cp.
   # cp 4 only: there partials go back over several hops to their owner (at cp 2 the owner is
   # the neighbour); cp_train_llama runs cp 2 with GQA.
+  # --trace without a pipeline: the last step's communication, every rank's track; its cp sends
+  # are the ones the counters saw (4 ranks x 4 x 4 x (cp-1)).
   for cp in 4; do
-    train $cp token$cp --cp $cp --ring-bidirectional
+    train $cp token$cp --cp $cp --ring-bidirectional --trace token$cp.json
     same_as_ref token$cp ref $STEPS
     want="$STEPS $((4 * 4 * (cp - 1))) $((4 * (cp - 1) * 8 * 64 / cp * (6 * 64 + 2 * 4) * 4))"
     got=$(step_cp_sends token$cp | uniq -c | sed 's/^ *//')
     echo "TokenRing cp $cp: steps, cp sends and bytes of each step: $got (expected $want)"
     check [ "$got" = "$want" ]
+    sends=$(grep -o '"name": *"cp send [^"]*to rank' token$cp.json | wc -l)
+    echo "TokenRing cp $cp: cp sends in the --trace timeline: $sends (expected $((cp * 4 * 4 * (cp - 1))))"
+    check [ "$sends" -eq $((cp * 4 * 4 * (cp - 1))) ]
+    check grep -q '"name": *"step (rank 3)"' token$cp.json
   done
   # Resume across cp: the checkpoint is the logical model.
   train 2 hop --cp 2 --exit-after 2

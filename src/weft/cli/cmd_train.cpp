@@ -112,7 +112,9 @@ void add_train_command(CLI::App& app) {
     add_layout_options(c, o->layout, o->pp_layers, o->micro_batch_size);
     c->add_option("--trace", o->trace,
                   "Write the measured timeline of the last step as Chrome-trace JSON (one track "
-                  "per rank; open in Perfetto)");
+                  "per rank; open in Perfetto): with --pp the pipeline schedule's forwards, "
+                  "backwards, sends and receives; otherwise every communication operation of "
+                  "the step (dp, tp, cp, ep: group, operation, bytes, peer)");
     c->add_option("--dtype", o->dtype,
                   "Matrix products in fp32, or bf16 with fp32 accumulation (master weights, "
                   "optimizer states, LayerNorm, softmax and loss stay fp32); bf16 also sends "

@@ -67,6 +67,13 @@ class FlightRecorder {
     double blocked_seconds() const { return blocked_s_; }
 
     uint64_t recorded() const { return count_.load(std::memory_order_acquire); }
+    // Seconds since the recorder started, on the clock of the entries' start_s and end_s.
+    double now_s() const { return since_start(Clock::now()); }
+    // The name group `index` was given ("" if none).
+    std::string_view group_name(int index) const {
+        return index >= 0 && index < kMaxGroups ? std::string_view(names_[size_t(index)].data())
+                                                : std::string_view();
+    }
     // The entries held, oldest first (at most kFlightEntries).
     std::array<FlightEntry, kFlightEntries> entries(int* n) const;
 

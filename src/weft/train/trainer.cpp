@@ -19,6 +19,7 @@
 #include "weft/train/batch_split.hpp"
 #include "weft/train/checkpoint.hpp"
 #include "weft/train/comm_report.hpp"
+#include "weft/train/comm_trace.hpp"
 #include "weft/train/heartbeat.hpp"
 #include "weft/train/memory.hpp"
 #include "weft/train/metrics.hpp"
@@ -165,9 +166,6 @@ void run_training(const TrainOptions& o_in) {
     }
     if (resume_from) check_resume_settings(resume_from->state, o);
 
-    WEFT_CHECK(o.trace.empty() || o.layout.pp > 1,
-               "--trace {}: the timeline is of a pipeline schedule; it needs --pp greater than 1",
-               o.trace.string());
     // Context parallel: gradients (and ZeRO shards) over cp x dp, as Megatron-LM reduces them.
     comm::Group& grad_group = o.layout.cp > 1 ? mesh.add_group({comm::Axis::cp, comm::Axis::dp})
                                               : mesh.group(comm::Axis::dp);
@@ -281,7 +279,8 @@ void run_training(const TrainOptions& o_in) {
         }
     };
     std::vector<int32_t> seq_in(static_cast<size_t>(T)),
-        seq_tg(static_cast<size_t>(T));  // cp: one whole sequence
+        seq_tg(static_cast<size_t>(T));   // cp: one whole sequence
+    double trace_from = 0, trace_to = 0;  // the traced step on the flight recorder's clock
     for (int64_t step = start_step; step < end_step; ++step) {
         saver.poll();  // commits an asynchronous checkpoint once every rank has written it
         // Setup, evaluation and checkpoints count in the run's total, not in a step's.
@@ -290,12 +289,14 @@ void run_training(const TrainOptions& o_in) {
         heartbeat.beat(Phase::step, step);
         fault.at_step(mesh.world_rank(), step + 1);
         const double blocked0 = mesh.flight().blocked_seconds();
+        const bool traced = !o.trace.empty() && step + 1 == end_step;
+        if (traced) trace_from = mesh.flight().now_s();
         auto t0 = Clock::now();
         if (delay.rank == mesh.world_rank())
             std::this_thread::sleep_for(std::chrono::milliseconds(delay.ms));
         model::Activations& act = st.activations();
         // The timeline of the run's last step.
-        st.set_trace(!o.trace.empty() && step + 1 == end_step);
+        st.set_trace(traced);
         // This rank's rows of the global batch, in the single-process sample order; context
         // parallel: of each, this rank's positions.
         auto fill = [&](int64_t m) {
@@ -319,6 +320,7 @@ void run_training(const TrainOptions& o_in) {
         const double loss =
             fault.loss(mesh.world_rank(), step + 1, out.loss_sum / double(o.batch_size * T));
         const double dt = seconds_since(t0);
+        if (traced) trace_to = mesh.flight().now_s();
         const double tps = double(o.batch_size * T) / dt;
         const double mfu = tps * flops_per_token / (peak_gflops * 1e9);
         if (!std::isfinite(loss)) {
@@ -368,7 +370,13 @@ void run_training(const TrainOptions& o_in) {
     }
     report_slow(slow_ranks.finish());
     if (root) progress.finish();
-    if (!o.trace.empty()) {
+    if (!o.trace.empty() && o.layout.pp == 1) {
+        const int ops = write_comm_trace(mesh, trace_from, trace_to, o.trace);
+        note(
+            fmt::format("wrote the last step's communication timeline to {} ({} operations of "
+                        "rank 0)",
+                        o.trace.string(), ops));
+    } else if (!o.trace.empty()) {
         const BubbleReport bubble = write_pipeline_trace(mesh, st.schedule(), st.trace(), o.trace);
         metrics->write({{"event", "pipeline_trace"},
                         {"step", end_step},
