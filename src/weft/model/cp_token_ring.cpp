@@ -47,6 +47,39 @@ void merge_returned(float* out, float* lse, const float* part, const CpAttention
                                k::MergeShape{1, c, s.NH, s.HS, s.ldo, A});
 }
 
+// The step loop forward and backward share. At step i this rank works on the block that
+// started at rank - i (its owner) while the block moves on to rank + 1; `compute(step, owner,
+// block, dst)` writes its result for the owner (from step 1 on into dst, a return buffer), which
+// then goes straight back to the owner while the next step computes; what comes back to this
+// rank, the previous step's return, is handed to `merge`.
+template <class Compute, class Merge>
+void run_steps(CpComm& cp, int rank, int size, Buffer (&ring)[2], int64_t travel,
+               Buffer (&returns)[2], Buffer& returned, int64_t nret, Compute&& compute,
+               Merge&& merge) {
+    bool returning = false;
+    for (int step = 0; step < size; ++step) {
+        const float* cur = ring[step % 2].data();
+        if (step + 1 < size) cp.start_shift(cur, ring[(step + 1) % 2].data(), travel);
+        float* dst = returns[step % 2].data();
+        compute(step, (rank - step + size) % size, cur, dst);
+        // The previous step's return was in flight during this step's work.
+        if (returning) {
+            cp.wait_return();
+            merge(returned.data());
+            returning = false;
+        }
+        if (step > 0) {
+            cp.start_return(dst, returned.data(), nret, step);
+            returning = true;
+        }
+        if (step + 1 < size) cp.wait_shift();
+    }
+    if (returning) {
+        cp.wait_return();
+        merge(returned.data());
+    }
+}
+
 }  // namespace
 
 void CpAttention::token_ring_forward(float* out, float* lse, const float* q, const float* kk,
@@ -69,14 +102,10 @@ void CpAttention::token_ring_forward(float* out, float* lse, const float* q, con
         std::copy_n(v + r * s.ldkv, KV, kvd + nkv + r * KV);
     }
     std::fill_n(lse, s.B * 2 * s.NH * c, kNoKeys);
-    bool returning = false;
-    for (int step = 0; step < size_; ++step) {
-        const float* cur = ring_[step % 2].data();
-        if (step + 1 < size_) cp_.start_shift(cur, ring_[(step + 1) % 2].data(), nq);
+    auto compute = [&](int step, int owner, const float* cur, float* ret) {
         // Step 0 answers this rank's own queries, straight into (out, lse); later steps those
         // of the block's owner, into a partial result that goes back to it.
-        const int owner = (rank_ - step + size_) % size_;
-        float* dst = step == 0 ? out : returns_[step % 2].data();
+        float* dst = step == 0 ? out : ret;
         float* dst_lse = step == 0 ? lse : dst + nq;
         const int64_t ld = step == 0 ? s.ldo : A;
         if (step > 0) std::fill_n(dst_lse, s.B * 2 * s.NH * c, kNoKeys);
@@ -92,22 +121,9 @@ void CpAttention::token_ring_forward(float* out, float* lse, const float* q, con
                                    k::MergeShape{1, c, s.NH, s.HS, ld, A});
             }
         }
-        // The previous step's return was in flight during this step's attention.
-        if (returning) {
-            cp_.wait_return();
-            merge_returned(out, lse, returned_.data(), s, c);
-            returning = false;
-        }
-        if (step > 0) {
-            cp_.start_return(dst, returned_.data(), nret, step);
-            returning = true;
-        }
-        if (step + 1 < size_) cp_.wait_shift();
-    }
-    if (returning) {
-        cp_.wait_return();
-        merge_returned(out, lse, returned_.data(), s, c);
-    }
+    };
+    run_steps(cp_, rank_, size_, ring_, nq, returns_, returned_, nret, compute,
+              [&](const float* part) { merge_returned(out, lse, part, s, c); });
 }
 
 void CpAttention::token_ring_backward(float* dq, float* dk, float* dv, const float* dout,
@@ -136,12 +152,8 @@ void CpAttention::token_ring_backward(float* dq, float* dk, float* dv, const flo
     std::copy_n(lse, nlse, block + 3 * nq);
     std::fill_n(kvd + 2 * nkv, 2 * nkv, 0.0f);
     std::fill_n(own_dq_.data(), nq, 0.0f);
-    bool returning = false;
-    for (int step = 0; step < size_; ++step) {
-        const float* cur = ring_[step % 2].data();
-        if (step + 1 < size_) cp_.start_shift(cur, ring_[(step + 1) % 2].data(), travel);
-        const int owner = (rank_ - step + size_) % size_;
-        float* dst = step == 0 ? own_dq_.data() : returns_[step % 2].data();
+    auto compute = [&](int step, int owner, const float* cur, float* ret) {
+        float* dst = step == 0 ? own_dq_.data() : ret;
         if (step > 0) std::fill_n(dst, nq, 0.0f);
         for (const k::ZigzagBlock& blk : k::zigzag_blocks(z_, owner, rank_)) {
             if (blk.mask == k::BlockMask::masked) continue;
@@ -154,21 +166,11 @@ void CpAttention::token_ring_backward(float* dq, float* dk, float* dv, const flo
                     cur + 2 * nq + qrow * A, cur + 3 * nq + (b * 2 + blk.q_part) * s.NH * c, sh);
             }
         }
-        if (returning) {
-            cp_.wait_return();
-            for (int64_t i = 0; i < nq; ++i) own_dq_.data()[i] += returned_.data()[i];
-            returning = false;
-        }
-        if (step > 0) {
-            cp_.start_return(dst, returned_.data(), nq, step);
-            returning = true;
-        }
-        if (step + 1 < size_) cp_.wait_shift();
-    }
-    if (returning) {
-        cp_.wait_return();
-        for (int64_t i = 0; i < nq; ++i) own_dq_.data()[i] += returned_.data()[i];
-    }
+    };
+    run_steps(cp_, rank_, size_, ring_, travel, returns_, returned_, nq, compute,
+              [&](const float* part) {
+                  for (int64_t i = 0; i < nq; ++i) own_dq_.data()[i] += part[i];
+              });
     for (int64_t r = 0; r < rows; ++r) {
         std::copy_n(own_dq_.data() + r * A, A, dq + r * s.ldq);
         std::copy_n(kvd + 2 * nkv + r * KV, KV, dk + r * s.ldkv);
