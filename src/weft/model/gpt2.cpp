@@ -49,7 +49,7 @@ Gpt2Sizes gpt2_sizes(const ModelConfig& cfg, int64_t B, int64_t T, const LayerSp
     s.lnf_stats = span.head ? rows : 0;
     s.dlnf = span.head ? rows * C : 0;
     s.bf16 = span.bf16;
-    s.attn16 = span.bf16 && !span.context_parallel;
+    s.attn16 = span.bf16;
     return s;
 }
 
@@ -215,9 +215,12 @@ void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, Uni
     if (attn16) keep_rounded(a.qkv, at_qkv, qkv, BT, 3 * Cl);
     w.progress();
     if (cp_) {
-        WEFT_CHECK(!attn16, "internal: bf16 q, k, v under context parallelism");
+        // bf16: the cp regions compute and exchange fp32. They take the rounded q, k, v, as
+        // kept (what backward will read), and their output is rounded into the kept atty.
+        if (attn16) widen_bf16(qkv, a.qkv.b16() + at_qkv, BT * 3 * Cl);
         cp_->forward(atty, lse, qkv, qkv + Cl, qkv + 2 * Cl,
                      {B, T, NH, NH, HS, 3 * Cl, 3 * Cl, Cl});
+        if (attn16) keep_rounded(a.atty, at_att, atty, BT, Cl);
     } else if (!cache && attn16) {
         const uint16_t* q16 = a.qkv.b16() + at_qkv;
         k::attention_forward_bf16(a.atty.b16() + at_att, lse, q16, q16 + Cl, q16 + 2 * Cl,
@@ -369,9 +372,16 @@ void Gpt2::block_backward(Activations& base, UnitAccess& w, int l) {
     backward_kept(datty, g.proj_w, g.proj_b, dout, a.atty, at_att, p.proj_w, BT, Cl, C);
     w.progress();
     if (cp_) {
-        const float* qkv = a.qkv.f32() + at_qkv;
-        cp_->backward(d3C, d3C + Cl, d3C + 2 * Cl, datty, qkv, qkv + Cl, qkv + 2 * Cl,
-                      a.atty.f32() + at_att, lse, {B, T, NH, NH, HS, 3 * Cl, 3 * Cl, Cl});
+        const float* qkv = attn16 ? d4C + BT * Cl : a.qkv.f32() + at_qkv;
+        const float* att = attn16 ? dC_.data() : a.atty.f32() + at_att;
+        if (attn16) {
+            // The kept bf16 q, k, v and output widened for the fp32 cp region, into scratch
+            // free here: d4C_ past datty ([B*T, 3C/tp] fits) and dC_.
+            widen_bf16(d4C + BT * Cl, a.qkv.b16() + at_qkv, BT * 3 * Cl);
+            widen_bf16(dC_.data(), a.atty.b16() + at_att, BT * Cl);
+        }
+        cp_->backward(d3C, d3C + Cl, d3C + 2 * Cl, datty, qkv, qkv + Cl, qkv + 2 * Cl, att, lse,
+                      {B, T, NH, NH, HS, 3 * Cl, 3 * Cl, Cl});
     } else if (attn16) {
         // The bf16 kernel takes the output's gradient rounded to bf16 too, as the products
         // round it; dC_ is free (its last reader, the projection's backward, has run).

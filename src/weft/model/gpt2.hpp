@@ -30,8 +30,8 @@ namespace weft::model {
 //   anyway, so storing them rounded changes no number;
 // - qkv and atty are the bf16 attention kernel's inputs and output (attention.hpp), and fch the
 //   GELU's input: rounding them does change the numbers (docs/performance.md measures by how
-//   much). Under context parallelism qkv and atty stay fp32: the ring and Ulysses regions take
-//   fp32 (span.context_parallel).
+//   much). Under context parallelism they are kept as bf16 too; the cp regions compute and
+//   exchange fp32, on the rounded q, k, v widened into scratch, and their output is rounded.
 // The statistics, the lse and the residual stream (resid, resid2) stay fp32. The residual stream
 // accumulates every layer's update: bf16 keeps 8 significant bits, so an update smaller than
 // 2^-9 of the stream's magnitude would vanish in the sum (why Megatron-LM keeps it in fp32 with

@@ -28,6 +28,12 @@ Widths widths(const ModelConfig& cfg, int tp) {
     return {NH, NKV, HS, cfg.ffn() / tp, (NH + 2 * NKV) * HS};
 }
 
+// Columns of wide_ a row: forward's [gate | up] (2F); backward's attention-output gradient (A)
+// and, under context parallelism with bf16 activations, the widened q, k, v after it.
+int64_t wide_width(const Widths& w) {
+    return std::max(2 * w.F, w.NH * w.HS + w.qkv);
+}
+
 // The sizes of one LlamaActivations' own buffers, in floats (see Gpt2's Sizes).
 struct Sizes {
     int64_t kept, ln, stats, qkv, atty, lse, resid2, gu, act, lnf, lnf_stats, dlnf;
@@ -62,7 +68,7 @@ Sizes sizes(const ModelConfig& cfg, int64_t B, int64_t T, const LayerSpan& span)
     s.dlnf = span.head ? rows * C : 0;
     s.bf16 = span.bf16;
     s.ln2_16 = span.bf16 && !moe;
-    s.attn16 = span.bf16 && !span.context_parallel;
+    s.attn16 = span.bf16;
     return s;
 }
 
@@ -191,7 +197,7 @@ int64_t Llama::scratch_floats(const ModelConfig& cfg, int64_t B, int64_t T, int 
     const bool sp = sequence_parallel && tp > 1;
     const Widths w = widths(cfg, tp);
     const int64_t BT = B * T, C = cfg.n_embd, rows = sp ? BT / tp : BT;
-    return rows * C + BT * C + BT * w.qkv + BT * w.F + BT * std::max(2 * w.F, w.NH * w.HS) +
+    return rows * C + BT * C + BT * w.qkv + BT * w.F + BT * wide_width(w) +
            (sp ? rows * C + 2 * C : 0) + (cfg.n_experts > 0 ? MoeMlp::scratch_floats(cfg, BT) : 0);
 }
 
@@ -202,7 +208,7 @@ void Llama::ensure_scratch(int64_t BT) {
     dC_ = Buffer(BT * C);
     dqkv_ = Buffer(BT * qkv_);
     dact_ = Buffer(BT * F_);
-    wide_ = Buffer(BT * std::max(2 * F_, NH_ * HS_));
+    wide_ = Buffer(BT * wide_width(widths(cfg_, tp_size_)));
     if (sp_) {
         rows_ = Buffer(rows * C);
         ln_grads_ = Buffer(2 * C);
@@ -319,8 +325,11 @@ void Llama::block_forward_from(LlamaActivations& a, const LlamaBlock& p, int l, 
     rope_rows(qkv + A, B, T, NKV_, HS_, qkv_, pos0, a.positions, table, false);
     if (attn16) keep_rounded(a.qkv, at_qkv, qkv, BT, qkv_);
     if (cp_) {
-        WEFT_CHECK(!attn16, "internal: bf16 q, k, v under context parallelism");
+        // bf16: the cp regions compute and exchange fp32. They take the rounded q, k, v, as
+        // kept (what backward will read), and their output is rounded into the kept atty.
+        if (attn16) widen_bf16(qkv, a.qkv.b16() + at_qkv, BT * qkv_);
         cp_->forward(atty, lse, qkv, qkv + A, qkv + A + KV, {B, T, NH_, NKV_, HS_, qkv_, qkv_, A});
+        if (attn16) keep_rounded(a.atty, at_att, atty, BT, A);
     } else if (!cache && attn16) {
         const uint16_t* q16 = a.qkv.b16() + at_qkv;
         k::attention_forward_bf16(a.atty.b16() + at_att, lse, q16, q16 + A, q16 + A + KV,
@@ -485,9 +494,16 @@ void Llama::block_backward(Activations& base, UnitAccess& w, int l) {
     float* dqkv = dqkv_.data();
     if (cp_) {
         const int64_t KV = NKV_ * HS_;
-        const float* qkv = a.qkv.f32() + at_qkv;
-        cp_->backward(dqkv, dqkv + A, dqkv + A + KV, datty, qkv, qkv + A, qkv + A + KV,
-                      a.atty.f32() + at_att, lse, {B, T, NH_, NKV_, HS_, qkv_, qkv_, A});
+        const float* qkv = attn16 ? wide + BT * A : a.qkv.f32() + at_qkv;
+        const float* att = attn16 ? dC : a.atty.f32() + at_att;
+        if (attn16) {
+            // The kept bf16 q, k, v and output widened for the fp32 cp region, into scratch
+            // free here: wide_ past datty (wide_width leaves room) and dC_.
+            widen_bf16(wide + BT * A, a.qkv.b16() + at_qkv, BT * qkv_);
+            widen_bf16(dC, a.atty.b16() + at_att, BT * A);
+        }
+        cp_->backward(dqkv, dqkv + A, dqkv + A + KV, datty, qkv, qkv + A, qkv + A + KV, att, lse,
+                      {B, T, NH_, NKV_, HS_, qkv_, qkv_, A});
     } else if (attn16) {
         // The bf16 kernel takes the output's gradient rounded to bf16 too, as the products
         // round it; dC_ is free (its last reader, o_proj's backward, has run).

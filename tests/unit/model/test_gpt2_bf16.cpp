@@ -99,14 +99,14 @@ TEST(Gpt2Bf16, Bf16ActivationsNeedBf16Products) {
 
 // Bytes per kept layer, analytically (tp = 1, B*T = N tokens): resid2 C, four LayerNorm
 // statistics and NH log-sum-exps per token in fp32; ln1, ln2 (C each), fch, fch_gelu (4C each),
-// qkv 3C and atty C in fp32 or bf16; under context parallelism qkv and atty stay fp32.
+// qkv 3C and atty C in fp32 or bf16, with or without context parallelism.
 TEST(Gpt2Bf16, ActivationBytesPerLayerAreTheAnalyticCount) {
     ModelConfig c = small_config();
     c.n_layer = 3;
     const int64_t B = 2, T = 16, N = B * T, C = c.n_embd, NH = c.n_head;
     for (bool bf16 : {false, true})
         for (bool cp : {false, true}) {
-            const int64_t kept_bytes = bf16 ? 2 : 4, attn_bytes = bf16 && !cp ? 2 : 4;
+            const int64_t kept_bytes = bf16 ? 2 : 4, attn_bytes = bf16 ? 2 : 4;
             const int64_t per_layer =
                 4 * (C + 4 + NH) * N + kept_bytes * 10 * C * N + attn_bytes * 4 * C * N;
             LayerSpan one, two;

@@ -99,8 +99,8 @@ TEST(LlamaBf16, Bf16ActivationsTrackFp32) {
 
 // Bytes per kept layer, analytically (tp = 1, N = B*T tokens, A = NH*HS, KV = NKV*HS): two
 // RMSNorm statistics, NH log-sum-exps and resid2 (C) per token in fp32; ln1, ln2 (C each),
-// gu (2F), act (F), qkv (A + 2 KV) and atty (A) in fp32 or bf16; under context parallelism
-// qkv and atty stay fp32.
+// gu (2F), act (F), qkv (A + 2 KV) and atty (A) in fp32 or bf16, with or without context
+// parallelism.
 TEST(LlamaBf16, ActivationBytesPerLayerAreTheAnalyticCount) {
     ModelConfig c = tiny();
     c.n_layer = 3;
@@ -108,7 +108,7 @@ TEST(LlamaBf16, ActivationBytesPerLayerAreTheAnalyticCount) {
     const int64_t A = NH * c.head_dim(), KV = c.kv_heads() * c.head_dim();
     for (bool bf16 : {false, true})
         for (bool cp : {false, true}) {
-            const int64_t kept_bytes = bf16 ? 2 : 4, attn_bytes = bf16 && !cp ? 2 : 4;
+            const int64_t kept_bytes = bf16 ? 2 : 4, attn_bytes = bf16 ? 2 : 4;
             const int64_t per_layer = 4 * (2 + NH + C) * N + kept_bytes * (2 * C + 3 * F) * N +
                                       attn_bytes * (2 * A + 2 * KV) * N;
             LayerSpan one, two;

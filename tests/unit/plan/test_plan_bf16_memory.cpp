@@ -1,7 +1,7 @@
 // The planner's engine profile under bf16 (issue 16): its activation bytes are what the engine's
 // model allocates for the run (the family's count for the span Model::activation_span fills in
-// under bf16 products), and under context parallelism q, k, v and the attention output are
-// counted in fp32, as the families keep them.
+// under bf16 products), under context parallelism too (q, k, v and the attention output kept as
+// bf16, as the families keep them).
 #include <gtest/gtest.h>
 
 #include "support/plan_cluster.hpp"
@@ -49,16 +49,15 @@ TEST(PlanBf16Memory, ActivationsAreWhatTheEngineAllocates) {
     }
 }
 
-// Ring context parallelism keeps no whole-sequence copies, so the only difference from one rank
-// holding T/cp rows is q, k, v and the attention output in fp32: per layer and token,
-// (NH + 2 NKV) HS + NH HS elements at 2 bytes more each.
-TEST(PlanBf16Memory, ContextParallelKeepsAttentionInFp32) {
+// Ring context parallelism keeps no whole-sequence copies, and q, k, v and the attention output
+// stay bf16 under it: a cp rank keeps what one rank holding its T/cp rows keeps.
+TEST(PlanBf16Memory, ContextParallelKeepsWhatItsRowsKeep) {
     for (const char* name : {"gpt2", "llama-tiny"}) {
         const model::ModelConfig cfg = load_model(name).config;
         const int64_t B = 2, T = 64, cp = 2, s = T / cp;
         const double cp_bytes = engine_memory(name, B, T, int(cp)).activations;
         const double local_bytes = engine_memory(name, B, s, 1).activations;
-        const double attn = double((2 * cfg.n_head + 2 * cfg.kv_heads()) * cfg.head_dim());
-        EXPECT_DOUBLE_EQ(cp_bytes - local_bytes, 2.0 * attn * double(cfg.n_layer * B * s)) << name;
+        EXPECT_GT(cp_bytes, 0);
+        EXPECT_DOUBLE_EQ(cp_bytes, local_bytes) << name;
     }
 }
