@@ -127,7 +127,6 @@ inline __m512 load_bf16(const uint16_t* p, __mmask16 m) {
         m[j] = _mm512_set1_ps(-3.0e38f);  // lowest finite: m - m_new is never inf - inf
         l[j] = _mm512_setzero_ps();
     }
-    const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
     for (int64_t k0 = 0; k0 < kend; k0 += kTile) {
         const int64_t nk = std::min<int64_t>(kTile, kend - k0), npair = (nk + 1) / 2;
         tile_product_bf16<Init::zero, false>(st, kTile, nk, width, kd + k0 * HP, HP, qt, kTile, HP);
@@ -135,19 +134,8 @@ inline __m512 load_bf16(const uint16_t* p, __mmask16 m) {
         const int64_t shift = k0 - (s.q_pos0 - s.k_pos0) - i0;
         const bool diagonal = nk - 1 + shift > 0;
         for (int64_t vq = 0; vq < nqv; ++vq) {
-            const __m512i lane = lane_index(int(vq));
             float* col = st + 16 * vq;
-            __m512 mx = m[vq];
-            for (int64_t j = 0; j < nk; ++j) {
-                __m512 x = _mm512_mul_ps(_mm512_load_ps(col + j * kTile), c);
-                if (diagonal) {
-                    const __mmask16 vis =
-                        _mm512_cmpge_epi32_mask(lane, _mm512_set1_epi32(int(j + shift)));
-                    x = _mm512_mask_mov_ps(neg_inf, vis, x);
-                }
-                _mm512_store_ps(col + j * kTile, x);
-                mx = _mm512_max_ps(mx, x);
-            }
+            const __m512 mx = scan_column(col, nk, lane_index(int(vq)), shift, diagonal, m[vq], &c);
             // P in fp32 for the sum, in bf16 pairs of keys for the product (an odd last key
             // pairs with a zero).
             __m512 sum = _mm512_setzero_ps();
@@ -170,23 +158,11 @@ inline __m512 load_bf16(const uint16_t* p, __mmask16 m) {
                                                   npair, alpha, {Band::upper, -shift});
     }
 
-    alignas(64) float mrow[kTile], lrow[kTile];
-    for (int j = 0; j < kVecs; ++j) {
-        _mm512_store_ps(mrow + 16 * j, m[j]);
-        _mm512_store_ps(lrow + 16 * j, l[j]);
-    }
-    float* lse_b = lse + (b * s.NH + h) * s.Tq + i0;
-    for (int64_t i = 0; i < nq; ++i) {
-        // A row that saw no key (a block wholly after it) has l = 0: zeros and -inf, not 0·∞.
-        const bool seen = lrow[i] > 0.0f;
-        lse_b[i] = seen ? (mrow[i] + std::log2(lrow[i])) * kLn2 : -INFINITY;
-        const __m512 inv = _mm512_set1_ps(seen ? 1.0f / lrow[i] : 0.0f);
-        for (int64_t d = 0; d < HS; d += 16) {
-            const __mmask16 msk = tail_mask(std::min<int64_t>(16, HS - d));
-            const __m512 o = _mm512_mul_ps(_mm512_maskz_loadu_ps(msk, oacc + i * HS + d), inv);
-            _mm256_mask_storeu_epi16(ob + i * s.ldo + d, msk, (__m256i)_mm512_cvtneps_pbh(o));
-        }
-    }
+    finish_rows(m, l, nq, lse + (b * s.NH + h) * s.Tq + i0, oacc, HS,
+                [&](int64_t i, int64_t d, __mmask16 msk, __m512 o) {
+                    _mm256_mask_storeu_epi16(ob + i * s.ldo + d, msk,
+                                             (__m256i)_mm512_cvtneps_pbh(o));
+                });
 }
 
 // Rows `rows` of fp32 tile `src` (16·nv lanes each, rows kTile apart) as bf16 pairs of
@@ -277,31 +253,14 @@ void pair_rows(Pair* dst, const float* src, int64_t rows, int64_t nv) {
             const int64_t nq = std::min<int64_t>(kTile, Tq - i0), nqp = (nq + 1) / 2;
             tile_product_bf16<Init::zero, false>(pb, kTile, nq, width, qd + i0 * HP, HP, kt, kTile,
                                                  HP);
-            for (int64_t i = 0; i < nq; ++i) {
-                // Keys k0 + j with j <= last are visible to query i0 + i (and exist).
-                const int64_t last = std::min(rel + i0 + i - k0, nk - 1);
-                const __m512 lse_i = _mm512_set1_ps(lse2[i0 + i]);
-                for (int64_t vk = 0; vk < nkv; ++vk) {
-                    float* p = pb + i * kTile + 16 * vk;
-                    const __mmask16 vis =
-                        _mm512_cmple_epi32_mask(lane_index(int(vk)), _mm512_set1_epi32(int(last)));
-                    const __m512 x = _mm512_fmsub_ps(_mm512_load_ps(p), _mm512_set1_ps(c), lse_i);
-                    _mm512_store_ps(p, _mm512_maskz_mov_ps(vis, exp2_avx512(x)));
-                }
-            }
+            probabilities(pb, nq, nkv, rel + i0 - k0, nk, c, lse2 + i0);
             tile_product_bf16<Init::zero, false>(dsb, kTile, nq, width, dod + i0 * HP, HP, vt,
                                                  kTile, HP);
-            // dS = P ⊙ (dP - D) with the 1/√HS of the scores folded in, so that dK and dQ are
-            // plain products; then its bf16 rows, 32 keys (16 pairs) at a time.
+            // dS with the 1/√HS of the scores folded in, so that dK and dQ are plain products;
+            // then its bf16 rows, 32 keys (16 pairs) at a time.
+            score_grads(dsb, pb, nq, nkv, Dr + i0, scale);
             for (int64_t i = 0; i < nq; ++i) {
-                const __m512 D_i = _mm512_set1_ps(Dr[i0 + i]);
-                float* ds = dsb + i * kTile;
-                for (int64_t vk = 0; vk < nkv; ++vk) {
-                    const __m512 p = _mm512_load_ps(pb + i * kTile + 16 * vk);
-                    const __m512 gr = _mm512_mul_ps(
-                        _mm512_sub_ps(_mm512_load_ps(ds + 16 * vk), D_i), _mm512_set1_ps(scale));
-                    _mm512_store_ps(ds + 16 * vk, _mm512_mul_ps(p, gr));
-                }
+                const float* ds = dsb + i * kTile;
                 for (int64_t vk = 0; vk < nkv; vk += 2) {
                     const __m512 hi =
                         vk + 1 < nkv ? _mm512_load_ps(ds + 16 * (vk + 1)) : _mm512_setzero_ps();

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <new>
@@ -88,12 +89,26 @@ inline __m512 exp2_avx512(__m512 x) {
 // softmax's rescaling of the output, folded into the load).
 enum class Init { zero, load, scale_rows };
 
+// The arithmetic of a micro-kernel: what A and X hold, how a vector of X is loaded, how an
+// element of A is broadcast, and the multiply-add. fp32 here; attention_bf16_tiles.hpp's
+// Bf16Ops multiplies pairs of bf16 values (kGroup = 2 contraction elements a word).
+struct Fp32Ops {
+    using A = float;
+    using X = __m512;
+    static constexpr int64_t kGroup = 1;
+    static X load(const A* p) { return _mm512_loadu_ps(p); }
+    static X load(__mmask16 m, const A* p) { return _mm512_maskz_loadu_ps(m, p); }
+    static X broadcast(A a) { return _mm512_set1_ps(a); }
+    static __m512 fma(__m512 acc, X b, X x) { return _mm512_fmadd_ps(b, x, acc); }
+};
+
 // C[R][NV·16] = init + Σ_{t<n} A(r, t) · X[t][:], with A(r, t) = a[r·lda + t] (row-major A) or
-// a[r + t·lda] (column-major A). The last vector of each row is masked by `last`, so any width
-// works and nothing past it is read or written.
-template <int R, int NV, Init I, bool kColMajorA>
-void micro_kernel(float* c, int64_t ldc, const float* a, int64_t lda, const float* x, int64_t ldx,
-                  int64_t n, __mmask16 last, const float* rowscale) {
+// a[r + t·lda] (column-major A), in Ops' arithmetic. The last vector of each row is masked by
+// `last`, so any width works and nothing past it is read or written.
+template <class Ops, int R, int NV, Init I, bool kColMajorA>
+void micro_kernel(float* c, int64_t ldc, const typename Ops::A* a, int64_t lda,
+                  const typename Ops::A* x, int64_t ldx, int64_t n, __mmask16 last,
+                  const float* rowscale) {
     // A flat array and unroll pragmas: GCC then keeps every accumulator in a register; with
     // acc[R][NV] and plain loops it spills them all to the stack on every iteration.
     __m512 acc[R * NV];
@@ -111,16 +126,15 @@ void micro_kernel(float* c, int64_t ldc, const float* a, int64_t lda, const floa
             }
         }
     for (int64_t t = 0; t < n; ++t) {
-        __m512 xv[NV];
+        typename Ops::X xv[NV];
 #pragma GCC unroll 8
-        for (int v = 0; v < NV - 1; ++v) xv[v] = _mm512_loadu_ps(x + t * ldx + 16 * v);
-        xv[NV - 1] = _mm512_maskz_loadu_ps(last, x + t * ldx + 16 * (NV - 1));
+        for (int v = 0; v < NV - 1; ++v) xv[v] = Ops::load(x + t * ldx + 16 * v);
+        xv[NV - 1] = Ops::load(last, x + t * ldx + 16 * (NV - 1));
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-            const __m512 b = _mm512_set1_ps(kColMajorA ? a[r + t * lda] : a[r * lda + t]);
+            const typename Ops::X b = Ops::broadcast(kColMajorA ? a[r + t * lda] : a[r * lda + t]);
 #pragma GCC unroll 8
-            for (int v = 0; v < NV; ++v)
-                acc[r * NV + v] = _mm512_fmadd_ps(b, xv[v], acc[r * NV + v]);
+            for (int v = 0; v < NV; ++v) acc[r * NV + v] = Ops::fma(acc[r * NV + v], b, xv[v]);
         }
     }
 #pragma GCC unroll 8
@@ -131,15 +145,18 @@ void micro_kernel(float* c, int64_t ldc, const float* a, int64_t lda, const floa
     }
 }
 
-using MicroKernel = void (*)(float*, int64_t, const float*, int64_t, const float*, int64_t, int64_t,
-                             __mmask16, const float*);
+template <class Ops>
+using MicroKernel = void (*)(float*, int64_t, const typename Ops::A*, int64_t,
+                             const typename Ops::A*, int64_t, int64_t, __mmask16, const float*);
 
-template <Init I, bool kColMajorA, int... Rs>
-constexpr std::array<std::array<MicroKernel, kVecs>, kRows> make_kernels(
+template <class Ops, Init I, bool kColMajorA, int... Rs>
+constexpr std::array<std::array<MicroKernel<Ops>, kVecs>, kRows> make_kernels(
     std::integer_sequence<int, Rs...>) {
     static_assert(kVecs == 4);
-    return {{{micro_kernel<Rs + 1, 1, I, kColMajorA>, micro_kernel<Rs + 1, 2, I, kColMajorA>,
-              micro_kernel<Rs + 1, 3, I, kColMajorA>, micro_kernel<Rs + 1, 4, I, kColMajorA>}...}};
+    return {
+        {{micro_kernel<Ops, Rs + 1, 1, I, kColMajorA>, micro_kernel<Ops, Rs + 1, 2, I, kColMajorA>,
+          micro_kernel<Ops, Rs + 1, 3, I, kColMajorA>,
+          micro_kernel<Ops, Rs + 1, 4, I, kColMajorA>}...}};
 }
 
 // Which terms of a contraction a causal mask leaves: row r of C needs terms t with
@@ -150,14 +167,15 @@ struct Band {
     int64_t offset = 0;
 };
 
-// C[M][N] (+)= A[M][n] · X[n][N] for a tile: column chunks of 64 outermost so the chunk of X
-// stays in L1 while every row block of C passes over it.
-template <Init I, bool kColMajorA>
-void tile_product(float* c, int64_t ldc, int64_t M, int64_t N, const float* a, int64_t lda,
-                  const float* x, int64_t ldx, int64_t n, const float* rowscale = nullptr,
-                  Band band = {}) {
-    static constexpr auto kernels =
-        make_kernels<I, kColMajorA>(std::make_integer_sequence<int, kRows>{});
+// The loop of every tile product: column chunks of 64 outermost so the chunk of X stays in L1
+// while every row block of C passes over it, each row block running the micro-kernel of its
+// size over the contraction terms its band leaves. The contraction index counts elements of A's
+// rows in groups of `group` (1: fp32; 2: attention_bf16_tiles.hpp's bf16 pairs): the band is
+// in elements and a group half inside it is run whole.
+template <class Kernels, class T>
+void tile_loop(const Kernels& kernels, bool col_major_a, float* c, int64_t ldc, int64_t M,
+               int64_t N, const T* a, int64_t lda, const T* x, int64_t ldx, int64_t n,
+               const float* rowscale, Band band, int64_t group) {
     for (int64_t n0 = 0; n0 < N; n0 += kTile) {
         const int64_t width = std::min<int64_t>(kTile, N - n0);
         const int64_t nv = (width + 15) / 16;
@@ -165,11 +183,99 @@ void tile_product(float* c, int64_t ldc, int64_t M, int64_t N, const float* a, i
         for (int64_t m0 = 0; m0 < M; m0 += kRows) {
             const int64_t rows = std::min<int64_t>(kRows, M - m0);
             int64_t t0 = 0, t1 = n;
-            if (band.kind == Band::upper) t1 = std::clamp<int64_t>(m0 + rows + band.offset, 0, n);
-            if (band.kind == Band::lower) t0 = std::clamp<int64_t>(m0 + band.offset, 0, n);
-            const float* am = kColMajorA ? a + m0 + t0 * lda : a + m0 * lda + t0;
+            if (band.kind == Band::upper)
+                t1 = std::clamp<int64_t>((m0 + rows + band.offset + group - 1) / group, 0, n);
+            if (band.kind == Band::lower)
+                t0 = std::clamp<int64_t>((m0 + band.offset) / group, 0, n);
+            const T* am = col_major_a ? a + m0 + t0 * lda : a + m0 * lda + t0;
             kernels[rows - 1][nv - 1](c + m0 * ldc + n0, ldc, am, lda, x + t0 * ldx + n0, ldx,
-                                      t1 - t0, last, rowscale ? rowscale + m0 : nullptr);
+                                      std::max<int64_t>(t1 - t0, 0), last,
+                                      rowscale ? rowscale + m0 : nullptr);
+        }
+    }
+}
+
+// C[M][N] (+)= A[M][n] · X[n][N] for a tile, in Ops' arithmetic (n counts A's words: pairs of
+// contraction elements under Bf16Ops).
+template <Init I, bool kColMajorA, class Ops = Fp32Ops>
+void tile_product(float* c, int64_t ldc, int64_t M, int64_t N, const typename Ops::A* a,
+                  int64_t lda, const typename Ops::A* x, int64_t ldx, int64_t n,
+                  const float* rowscale = nullptr, Band band = {}) {
+    static constexpr auto kernels =
+        make_kernels<Ops, I, kColMajorA>(std::make_integer_sequence<int, kRows>{});
+    tile_loop(kernels, kColMajorA, c, ldc, M, N, a, lda, x, ldx, n, rowscale, band, Ops::kGroup);
+}
+
+// The online softmax's column pass over a forward score tile (keys × query lanes, rows kTile
+// apart): each of the nk scores of lane vector `lane` times `scale` (if given), masked to -inf
+// where key j is after the query (lane < j + shift, on a diagonal tile), written back where it
+// changed; returns the running max mx raised to the column's.
+inline __m512 scan_column(float* col, int64_t nk, __m512i lane, int64_t shift, bool diagonal,
+                          __m512 mx, const __m512* scale) {
+    const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+    for (int64_t j = 0; j < nk; ++j) {
+        __m512 x = _mm512_load_ps(col + j * kTile);
+        if (scale) x = _mm512_mul_ps(x, *scale);
+        if (diagonal) {
+            const __mmask16 vis = _mm512_cmpge_epi32_mask(lane, _mm512_set1_epi32(int(j + shift)));
+            x = _mm512_mask_mov_ps(neg_inf, vis, x);
+        }
+        if (scale || diagonal) _mm512_store_ps(col + j * kTile, x);
+        mx = _mm512_max_ps(mx, x);
+    }
+    return mx;
+}
+
+// The end of a forward block: each of its nq query rows' lse from the running max m and sum l
+// (in log2 units), and `store(i, d, mask, o)` given its output row's 16-lane pieces o = oacc/l.
+template <class Store>
+void finish_rows(const __m512 (&m)[kVecs], const __m512 (&l)[kVecs], int64_t nq, float* lse,
+                 const float* oacc, int64_t HS, Store&& store) {
+    alignas(64) float mrow[kTile], lrow[kTile];
+    for (int j = 0; j < kVecs; ++j) {
+        _mm512_store_ps(mrow + 16 * j, m[j]);
+        _mm512_store_ps(lrow + 16 * j, l[j]);
+    }
+    for (int64_t i = 0; i < nq; ++i) {
+        // A row that saw no key (a block wholly after it) has l = 0: zeros and -inf, not 0·∞.
+        const bool seen = lrow[i] > 0.0f;
+        lse[i] = seen ? (mrow[i] + std::log2(lrow[i])) * kLn2 : -INFINITY;
+        const __m512 inv = _mm512_set1_ps(seen ? 1.0f / lrow[i] : 0.0f);
+        for (int64_t d = 0; d < HS; d += 16) {
+            const __mmask16 msk = tail_mask(std::min<int64_t>(16, HS - d));
+            store(i, d, msk, _mm512_mul_ps(_mm512_maskz_loadu_ps(msk, oacc + i * HS + d), inv));
+        }
+    }
+}
+
+// Backward's probabilities of a (query tile, key block): P[i][j] = exp2(S[i][j]·c - lse2[i]) for
+// the keys j <= rel_i0 + i (visible and < nk), else 0; rows kTile apart, nkv vectors each.
+inline void probabilities(float* pb, int64_t nq, int64_t nkv, int64_t rel_i0, int64_t nk, float c,
+                          const float* lse2) {
+    for (int64_t i = 0; i < nq; ++i) {
+        const int64_t last = std::min(rel_i0 + i, nk - 1);
+        const __m512 lse_i = _mm512_set1_ps(lse2[i]);
+        for (int64_t vk = 0; vk < nkv; ++vk) {
+            float* p = pb + i * kTile + 16 * vk;
+            const __mmask16 vis =
+                _mm512_cmple_epi32_mask(lane_index(int(vk)), _mm512_set1_epi32(int(last)));
+            const __m512 x = _mm512_fmsub_ps(_mm512_load_ps(p), _mm512_set1_ps(c), lse_i);
+            _mm512_store_ps(p, _mm512_maskz_mov_ps(vis, exp2_avx512(x)));
+        }
+    }
+}
+
+// dS = P ⊙ (dP - D) with the score scale folded in, in place of dP (rows kTile apart).
+inline void score_grads(float* dsb, const float* pb, int64_t nq, int64_t nkv, const float* D,
+                        float scale) {
+    for (int64_t i = 0; i < nq; ++i) {
+        const __m512 D_i = _mm512_set1_ps(D[i]);
+        for (int64_t vk = 0; vk < nkv; ++vk) {
+            float* ds = dsb + i * kTile + 16 * vk;
+            const __m512 p = _mm512_load_ps(pb + i * kTile + 16 * vk);
+            const __m512 g =
+                _mm512_mul_ps(_mm512_sub_ps(_mm512_load_ps(ds), D_i), _mm512_set1_ps(scale));
+            _mm512_store_ps(ds, _mm512_mul_ps(p, g));
         }
     }
 }

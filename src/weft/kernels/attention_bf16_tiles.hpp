@@ -39,87 +39,27 @@ inline __m512i bf16_words(__m512 first, __m512 second) {
     return (__m512i)_mm512_cvtne2ps_pbh(second, first);
 }
 
-// C[R][NV·16] = init + Σ_{t<n} A(r, t) · X[t][:], A(r, t) a pair (the words a[r·lda + t]
-// row-major, a[r + t·lda] column-major) and X[t][:] pairs: every lane gains
-// a_lo·x_lo + a_hi·x_hi in fp32. As micro_kernel, the last vector of each row is masked.
-template <int R, int NV, Init I, bool kColMajorA>
-void micro_kernel_bf16(float* c, int64_t ldc, const Pair* a, int64_t lda, const Pair* x,
-                       int64_t ldx, int64_t n, __mmask16 last, const float* rowscale) {
-    __m512 acc[R * NV];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-        for (int v = 0; v < NV; ++v) {
-            if constexpr (I == Init::zero) {
-                acc[r * NV + v] = _mm512_setzero_ps();
-            } else {
-                const __mmask16 m = v == NV - 1 ? last : kAll;
-                acc[r * NV + v] = _mm512_maskz_loadu_ps(m, c + r * ldc + 16 * v);
-                if constexpr (I == Init::scale_rows)
-                    acc[r * NV + v] = _mm512_mul_ps(acc[r * NV + v], _mm512_set1_ps(rowscale[r]));
-            }
-        }
-    for (int64_t t = 0; t < n; ++t) {
-        __m512bh xv[NV];
-#pragma GCC unroll 8
-        for (int v = 0; v < NV - 1; ++v) xv[v] = as_bh(_mm512_loadu_si512(x + t * ldx + 16 * v));
-        xv[NV - 1] = as_bh(_mm512_maskz_loadu_epi32(last, x + t * ldx + 16 * (NV - 1)));
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-            const Pair w = kColMajorA ? a[r + t * lda] : a[r * lda + t];
-            const __m512bh b = as_bh(_mm512_set1_epi32(int(w)));
-#pragma GCC unroll 8
-            for (int v = 0; v < NV; ++v)
-                acc[r * NV + v] = _mm512_dpbf16_ps(acc[r * NV + v], b, xv[v]);
-        }
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-        for (int v = 0; v < NV - 1; ++v) _mm512_storeu_ps(c + r * ldc + 16 * v, acc[r * NV + v]);
-        _mm512_mask_storeu_ps(c + r * ldc + 16 * (NV - 1), last, acc[r * NV + NV - 1]);
-    }
-}
+// The micro-kernels' arithmetic on pairs (attention_avx512_tiles.hpp's Fp32Ops): A(r, t) and
+// X[t][:] are words of two bf16 values, and every lane gains a_lo·x_lo + a_hi·x_hi in fp32.
+struct Bf16Ops {
+    using A = Pair;
+    using X = __m512bh;
+    static constexpr int64_t kGroup = 2;
+    static X load(const A* p) { return as_bh(_mm512_loadu_si512(p)); }
+    static X load(__mmask16 m, const A* p) { return as_bh(_mm512_maskz_loadu_epi32(m, p)); }
+    static X broadcast(A a) { return as_bh(_mm512_set1_epi32(int(a))); }
+    static __m512 fma(__m512 acc, X b, X x) { return _mm512_dpbf16_ps(acc, b, x); }
+};
 
-using MicroKernelBf16 = void (*)(float*, int64_t, const Pair*, int64_t, const Pair*, int64_t,
-                                 int64_t, __mmask16, const float*);
-
-template <Init I, bool kColMajorA, int... Rs>
-constexpr std::array<std::array<MicroKernelBf16, kVecs>, kRows> make_kernels_bf16(
-    std::integer_sequence<int, Rs...>) {
-    static_assert(kVecs == 4);
-    return {
-        {{micro_kernel_bf16<Rs + 1, 1, I, kColMajorA>, micro_kernel_bf16<Rs + 1, 2, I, kColMajorA>,
-          micro_kernel_bf16<Rs + 1, 3, I, kColMajorA>,
-          micro_kernel_bf16<Rs + 1, 4, I, kColMajorA>}...}};
-}
-
-// C[M][N] (+)= A[M][2n] · X[2n][N] with A and X in pairs (n pairs of the contraction), as
-// tile_product. The band is given in elements, as there; a pair half inside it is computed
-// whole, which is exact because the terms a causal mask removes are zeros in the operands
-// (probabilities of masked scores, and the zero padding of an odd count).
+// C[M][N] (+)= A[M][2n] · X[2n][N] with A and X in pairs (n pairs of the contraction). The band
+// is given in elements; a pair half inside it is computed whole, which is exact because the
+// terms a causal mask removes are zeros in the operands (probabilities of masked scores, and
+// the zero padding of an odd count).
 template <Init I, bool kColMajorA>
 void tile_product_bf16(float* c, int64_t ldc, int64_t M, int64_t N, const Pair* a, int64_t lda,
                        const Pair* x, int64_t ldx, int64_t n, const float* rowscale = nullptr,
                        Band band = {}) {
-    static constexpr auto kernels =
-        make_kernels_bf16<I, kColMajorA>(std::make_integer_sequence<int, kRows>{});
-    for (int64_t n0 = 0; n0 < N; n0 += kTile) {
-        const int64_t width = std::min<int64_t>(kTile, N - n0);
-        const int64_t nv = (width + 15) / 16;
-        const __mmask16 last = tail_mask(width - 16 * (nv - 1));
-        for (int64_t m0 = 0; m0 < M; m0 += kRows) {
-            const int64_t rows = std::min<int64_t>(kRows, M - m0);
-            int64_t t0 = 0, t1 = n;
-            if (band.kind == Band::upper)
-                t1 = std::clamp<int64_t>((m0 + rows + band.offset + 1) / 2, 0, n);
-            if (band.kind == Band::lower) t0 = std::clamp<int64_t>((m0 + band.offset) / 2, 0, n);
-            const Pair* am = kColMajorA ? a + m0 + t0 * lda : a + m0 * lda + t0;
-            kernels[rows - 1][nv - 1](c + m0 * ldc + n0, ldc, am, lda, x + t0 * ldx + n0, ldx,
-                                      std::max<int64_t>(t1 - t0, 0), last,
-                                      rowscale ? rowscale + m0 : nullptr);
-        }
-    }
+    tile_product<I, kColMajorA, Bf16Ops>(c, ldc, M, N, a, lda, x, ldx, n, rowscale, band);
 }
 
 // dst[t][c] = pair (src[2t][c], src[2t + 1][c]) for 2t < rows (a missing odd row is zero) and
