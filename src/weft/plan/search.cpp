@@ -77,7 +77,8 @@ std::optional<Rejection> check_candidate(const Workload& w, const Candidate& k) 
     if (cfg.n_experts % l.ep != 0)
         return no("indivisible: experts % ep",
                   fmt::format("{} experts over ep={}", cfg.n_experts, l.ep));
-    // The engine's MoE layers do not split over tensor parallelism (yet).
+    // The engine runs MoE layers replicated on every tp rank (no expert tensor parallelism):
+    // every tp rank does the whole block's work, which the cost model does not price.
     if (cfg.n_experts > 0 && l.tp > 1)
         return no("unsupported: experts with tp > 1",
                   fmt::format("{} experts over tp={}", cfg.n_experts, l.tp));
