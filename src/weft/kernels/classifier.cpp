@@ -83,14 +83,18 @@ void classifier_forward_backward(float* loss, float* dx, float* dwte, const floa
     }
     float* logits = s.data.get();
     const detail::SoftmaxRowOps ops = detail::softmax_row_ops();
-    // With bf16 products, the table is rounded once for every chunk's two products that read it,
-    // and each chunk's logits once for dx and dwte (the largest operands of a step: GPT-2's
-    // table is 38.6M values, a chunk of logits 51.5M).
+    // With bf16 products, the table is rounded (and packed, once for the logits' layout and once
+    // for dx's) once per call instead of twice per chunk, and each chunk's logits once for dx and
+    // dwte (the largest operands of a step: GPT-2's table is 38.6M values, a chunk of logits
+    // 51.5M). The chunk's input is pinned too: packed as dwte's B, it saves oneDNN repacking it
+    // for every block of the 50257 rows (bench_matmul: 561 -> 683 GFLOP/s).
+    // model/bf16_scratch.cpp counts these copies; keep the two in step.
     const Bf16OperandScope pin_table(wte, V, C, C);
 
     for (int64_t n0 = 0; n0 < N; n0 += R) {
         const int64_t r = std::min(R, N - n0);
         const float* xc = x + n0 * C;
+        const Bf16OperandScope pin_x(xc, r, C, C);
         gemm(false, true, r, V, C, 1.0f, xc, C, wte, C, 0.0f, logits, V);
 #pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < r; ++i) {

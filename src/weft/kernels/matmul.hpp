@@ -42,12 +42,14 @@ class MatmulPrecisionScope {
     MatmulPrecision saved_;
 };
 
-// A matrix several bf16 products of one caller read (the classifier's embedding table feeds three
-// products per chunk of rows, its logits two): while the scope lives, bf16 products on this
-// thread that read exactly this stored block (same pointer, rows, cols and leading dimension;
-// alpha = 1) use one bf16 copy made when the scope opened, instead of rounding it again on every
-// call. The caller must not write the block while the scope lives. Does nothing with fp32
-// precision. Scopes nest (up to 4), innermost last.
+// A matrix several bf16 products of one caller read (the classifier's embedding table feeds two
+// products per chunk of rows, each chunk's input and logits two): while the scope lives, bf16
+// products on this thread that read exactly this stored block (same pointer, rows, cols and
+// leading dimension; alpha = 1) reuse the copies made at its first reads instead of rounding it
+// again on every call. Read as A, one compact bf16 copy; read as B by a native bf16 product, one
+// copy per layout in oneDNN's packed weights format (rounded and packed in one pass), which also
+// spares oneDNN repacking it on every call. The caller must not write the block while the scope
+// lives. Does nothing with fp32 precision. Scopes nest (up to 4), innermost last.
 class Bf16OperandScope {
   public:
     Bf16OperandScope(const float* x, int64_t rows, int64_t cols, int64_t ld);
@@ -110,8 +112,14 @@ class Bf16ScratchCount {
     // gemm(trans_a, trans_b, M, N, K, ...); an operand under a Bf16OperandScope (pinned) is not
     // rounded into its role's buffer.
     void gemm(int64_t M, int64_t N, int64_t K, bool a_pinned = false, bool b_pinned = false);
-    // A Bf16OperandScope of n values opened at nesting depth `depth`.
-    void pin(int depth, int64_t n);
+    // The block pinned at nesting depth `depth` (a Bf16OperandScope) read as A: its compact copy
+    // of n values.
+    void pinned_a(int depth, int64_t n);
+    // ... read as B by the product gemm(trans_a, trans_b, M, N, K, beta = accumulate), the
+    // layout's `slot`-th distinct packed layout in the scope's life: on a native CPU a copy in
+    // oneDNN's packed layout for that product, where emulated the compact copy.
+    void pinned_b(int depth, int slot, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                  bool accumulate);
     // matmul_forward (bf16_input: matmul_forward_bf16_input) of [M,K] by [N,K]ᵀ.
     void forward(int64_t M, int64_t K, int64_t N, bool bf16_input);
     // matmul_backward (bf16_input: matmul_backward_bf16_input) with dinp and dweight.
@@ -122,7 +130,7 @@ class Bf16ScratchCount {
   private:
     void product(int64_t a, int64_t b);  // one bf16 product of operands with a and b elements
     int64_t a_ = 0, b_ = 0, c_ = 0, wide_a_ = 0, wide_b_ = 0;
-    int64_t pins_[4] = {};
+    int64_t pin_a_[4] = {}, pin_b_[4] = {}, packed_[8] = {};  // 4 scopes, 2 packed layouts each
 };
 
 }  // namespace weft::kernels

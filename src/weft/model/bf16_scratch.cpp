@@ -23,12 +23,16 @@ int64_t bf16_operand_scratch_bytes(const ModelConfig& cfg, int64_t B, int64_t T,
         const int64_t V = tp == 1 ? cfg.vocab_size : cfg.padded_vocab() / tp;
         const int64_t r = kernels::classifier_chunk_rows(BT), C = cfg.n_embd;
         if (tp == 1) {
-            // kernels/classifier.cpp pins the table (depth 0) and each chunk's logits (depth 1).
-            count.pin(0, V * C);
-            count.pin(1, r * V);
-            count.gemm(r, V, C, false, true);
+            // kernels/classifier.cpp pins the table (depth 0), each chunk's input (1) and its
+            // logits (2). logits = x·tableᵀ, dx = dlogits·table, dtable += dlogitsᵀ·x.
+            count.pinned_a(1, r * C);
+            count.pinned_b(0, 0, false, true, r, V, C, false);
+            count.gemm(r, V, C, true, true);
+            count.pinned_a(2, r * V);
+            count.pinned_b(0, 1, false, false, r, C, V, false);
             count.gemm(r, C, V, true, true);
-            count.gemm(V, C, r, true, false);
+            count.pinned_b(1, 0, true, false, V, C, r, true);
+            count.gemm(V, C, r, true, true);
         } else {
             count.gemm(r, V, C);
             count.gemm(r, C, V);
