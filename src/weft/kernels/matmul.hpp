@@ -109,9 +109,10 @@ int64_t matmul_bf16_scratch_bytes();
 // role rules the products above follow (test_gpt2_bf16 checks a step against the real buffers).
 class Bf16ScratchCount {
   public:
-    // gemm(trans_a, trans_b, M, N, K, ...); an operand under a Bf16OperandScope (pinned) is not
-    // rounded into its role's buffer.
-    void gemm(int64_t M, int64_t N, int64_t K, bool a_pinned = false, bool b_pinned = false);
+    // gemm(trans_a, trans_b, M, N, K, ..., beta = accumulate, ...); an operand under a
+    // Bf16OperandScope (pinned) is not rounded into its role's buffer.
+    void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, bool accumulate,
+              bool a_pinned = false, bool b_pinned = false);
     // The block pinned at nesting depth `depth` (a Bf16OperandScope) read as A: its compact copy
     // of n values.
     void pinned_a(int depth, int64_t n);
@@ -129,7 +130,10 @@ class Bf16ScratchCount {
 
   private:
     void product(int64_t a, int64_t b);  // one bf16 product of operands with a and b elements
-    int64_t a_ = 0, b_ = 0, c_ = 0, wide_a_ = 0, wide_b_ = 0;
+    // A native product's B packed into role B's buffer (ldb the stored width, ldc = N).
+    void packed_b(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, bool accumulate,
+                  bool b_bf16 = false);
+    int64_t a_ = 0, b_ = 0, c_ = 0, packed_b_ = 0, wide_a_ = 0, wide_b_ = 0;
     int64_t pin_a_[4] = {}, pin_b_[4] = {}, packed_[8] = {};  // 4 scopes, 2 packed layouts each
 };
 

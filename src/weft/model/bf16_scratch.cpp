@@ -27,16 +27,16 @@ int64_t bf16_operand_scratch_bytes(const ModelConfig& cfg, int64_t B, int64_t T,
             // logits (2). logits = x·tableᵀ, dx = dlogits·table, dtable += dlogitsᵀ·x.
             count.pinned_a(1, r * C);
             count.pinned_b(0, 0, false, true, r, V, C, false);
-            count.gemm(r, V, C, true, true);
+            count.gemm(false, true, r, V, C, false, true, true);
             count.pinned_a(2, r * V);
             count.pinned_b(0, 1, false, false, r, C, V, false);
-            count.gemm(r, C, V, true, true);
+            count.gemm(false, false, r, C, V, false, true, true);
             count.pinned_b(1, 0, true, false, V, C, r, true);
-            count.gemm(V, C, r, true, true);
+            count.gemm(true, false, V, C, r, true, true, true);
         } else {
-            count.gemm(r, V, C);
-            count.gemm(r, C, V);
-            count.gemm(V, C, r);
+            count.gemm(false, true, r, V, C, false);
+            count.gemm(false, false, r, C, V, false);
+            count.gemm(true, false, V, C, r, true);
         }
     }
     return count.bytes(emulated);
