@@ -701,4 +701,15 @@ double measure_gemm_peak_bf16_gflops(int64_t n, double seconds) {
     return best_gflops(n, seconds, run);
 }
 
+PeakMeasure measure_best_peak(bool bf16, double seconds, const int64_t* sizes, int count) {
+    WEFT_CHECK(count > 0, "measure_best_peak: no sizes");
+    PeakMeasure best;
+    for (int i = 0; i < count; ++i) {
+        const double g = bf16 ? measure_gemm_peak_bf16_gflops(sizes[i], seconds)
+                              : measure_gemm_peak_gflops(sizes[i], seconds);
+        if (g > best.gflops) best = {g, sizes[i]};
+    }
+    return best;
+}
+
 }  // namespace weft::kernels

@@ -14,6 +14,7 @@
 // operands are widened back and multiplied in fp32, which gives the same products (a product of
 // two bf16 values is exact in fp32) at fp32 speed, so a bf16 run trains the same model anywhere.
 #include <cstdint>
+#include <iterator>
 #include <string_view>
 
 namespace weft::kernels {
@@ -94,6 +95,19 @@ double measure_gemm_peak_gflops(int64_t n, double seconds);
 // The same for bf16 inputs with fp32 accumulation and output (oneDNN's matmul primitive; AMX or
 // AVX512-BF16 where the CPU has them). Where bf16 is emulated, the fp32 peak.
 double measure_gemm_peak_bf16_gflops(int64_t n, double seconds);
+// The best of measure_gemm_peak_gflops / measure_gemm_peak_bf16_gflops (bf16) over the sizes in
+// `sizes` (kPeakSizes by default), `seconds` each: the peak MFU is measured against, what the
+// matrix units can do. One size is not enough: on 2 Zen 5 cores oneDNN's bf16 product runs at
+// 940-990 GFLOP/s (the AVX512-BF16 units' limit, twice the fp32 FMAs' 480-490) at n = 512 and
+// 1024 but at 780-930 at 2048, varying from run to run; the fp32 one is the same at all three.
+inline constexpr int64_t kPeakSizes[] = {512, 1024, 2048};
+struct PeakMeasure {
+    double gflops = 0;
+    int64_t size = 0;  // where the best was measured
+};
+PeakMeasure measure_best_peak(bool bf16, double seconds, const int64_t* sizes = kPeakSizes,
+                              int count = int(std::size(kPeakSizes)));
+
 // Whether this CPU runs bf16 products natively (oneDNN has a bf16 matmul for it); false: they
 // are emulated on the fp32 units.
 bool bf16_products_native();

@@ -42,7 +42,7 @@ BenchTrainResult bench_train(const BenchTrainOptions& o) {
     r.micro_batch_size = split.micro;
     r.micro_batches = split.micro_batches;
     r.threads = set_threads_per_rank(o.threads);
-    r.peak_gflops = job_peak_gflops(mesh, o.peak_gflops, 2048, 2.0);
+    r.peak_gflops = job_peak_gflops(mesh, o.peak_gflops, 1.0);
     const int64_t baseline = current_rss_bytes();
     const int64_t B = o.batch_size / dp, T = o.seq_len, micro = split.micro;
 

@@ -20,12 +20,11 @@
 
 namespace weft::train {
 
-double job_peak_gflops(comm::Mesh& mesh, double per_rank, int64_t n, double seconds) {
+double job_peak_gflops(comm::Mesh& mesh, double per_rank, double seconds) {
     if (per_rank > 0) return per_rank * mesh.world_size();
     // MFU is against the peak of the precision the matrix products run in.
-    double peak = kernels::matmul_precision() == kernels::MatmulPrecision::bf16
-                      ? kernels::measure_gemm_peak_bf16_gflops(n, seconds)
-                      : kernels::measure_gemm_peak_gflops(n, seconds);
+    const bool bf16 = kernels::matmul_precision() == kernels::MatmulPrecision::bf16;
+    double peak = kernels::measure_best_peak(bf16, seconds).gflops;
     comm::all_reduce(mesh.group(comm::Axis::world), std::span<double>(&peak, 1));
     return peak;
 }

@@ -10,10 +10,10 @@ class Mesh;
 
 namespace weft::train {
 
-// The job's fp32 GEMM peak in GFLOP/s, for MFU: `per_rank` times the ranks when it is positive,
-// else the sum of what every rank measures with its own threads (an n x n x n product for about
-// `seconds`). Collective over the world.
-double job_peak_gflops(comm::Mesh& mesh, double per_rank, int64_t n, double seconds);
+// The job's GEMM peak in GFLOP/s (of the matmul precision), for MFU: `per_rank` times the ranks
+// when it is positive, else the sum of what every rank measures with its own threads
+// (kernels::measure_best_peak, about `seconds` per size). Collective over the world.
+double job_peak_gflops(comm::Mesh& mesh, double per_rank, double seconds);
 
 // OpenMP threads for this rank: `requested` if positive, else $OMP_NUM_THREADS if set, else
 // max(1, cores of the node / ranks on the node) (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE; 1 rank

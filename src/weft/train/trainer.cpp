@@ -208,7 +208,7 @@ void run_training(const TrainOptions& o_in) {
     const parallel::ModelStateBytes state_bytes = st.model_state_bytes();
     const double flops_per_token = cfg.train_flops_per_token(T);
     // A short measurement: a run should not spend seconds on its own MFU denominator.
-    const double peak_gflops = job_peak_gflops(mesh, o.peak_gflops, 1024, 0.3);
+    const double peak_gflops = job_peak_gflops(mesh, o.peak_gflops, 0.2);
     note(fmt::format(
         "weft train: {} parameters, {} layers x {} heads x {} width, batch {} = {} x {} x {} "
         "micro-batches of {} tokens (accumulation x dp x micro), {} thread(s) per rank, {} "
