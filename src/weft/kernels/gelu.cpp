@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "weft/core/error.hpp"
 #include "weft/kernels/isa.hpp"
+#include "weft/kernels/precision.hpp"
 #include "weft/kernels/profile.hpp"
 #include "weft/kernels/simd.hpp"
 
@@ -139,6 +141,83 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) 
             n, [=](int64_t lo, int64_t hi) { backward_avx512(dinp, inp, dout, lo, hi); });
 #endif
     for_blocks(n, [=](int64_t lo, int64_t hi) { backward_portable(dinp, inp, dout, lo, hi); });
+}
+
+namespace {
+
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+// 16 bf16 values widened in registers (bf16 is the top half of an fp32: exact).
+inline __m512 load_bf16(const uint16_t* p, __mmask16 k = 0xffff) {
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+
+void forward_bf16_avx512(uint16_t* out, const uint16_t* x, int64_t lo, int64_t hi) {
+    int64_t i = lo;
+    for (; i + 16 <= hi; i += 16)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                            (__m256i)_mm512_cvtneps_pbh(forward_vec(load_bf16(x + i))));
+    if (i < hi) {
+        const __mmask16 k = tail_mask(hi - i);
+        _mm256_mask_storeu_epi16(out + i, k,
+                                 (__m256i)_mm512_cvtneps_pbh(forward_vec(load_bf16(x + i, k))));
+    }
+}
+
+void backward_bf16_avx512(float* dx, const uint16_t* x, const float* dy, int64_t lo, int64_t hi) {
+    int64_t i = lo;
+    for (; i + 16 <= hi; i += 16)
+        _mm512_storeu_ps(dx + i, backward_vec(load_bf16(x + i), _mm512_loadu_ps(dy + i)));
+    if (i < hi) {
+        const __mmask16 k = tail_mask(hi - i);
+        _mm512_mask_storeu_ps(dx + i, k,
+                              backward_vec(load_bf16(x + i, k), _mm512_maskz_loadu_ps(k, dy + i)));
+    }
+}
+constexpr bool kBf16Kernels = true;
+#else
+constexpr bool kBf16Kernels = false;
+#endif
+
+// Elsewhere: each block widened into a buffer on the thread's stack (32 KiB, so it stays in L1)
+// and handed to f(widened, lo, hi).
+template <typename F>
+void for_widened_blocks(const uint16_t* inp, int64_t n, F&& f) {
+    for_blocks(n, [&](int64_t lo, int64_t hi) {
+        float x[kBlock];
+        for (int64_t i = lo; i < hi; ++i) x[i - lo] = bf16_to_fp32(inp[i]);
+        f(static_cast<float*>(x), lo, hi);
+    });
+}
+
+}  // namespace
+
+void gelu_forward_bf16(uint16_t* out, const uint16_t* inp, int64_t n) {
+    WEFT_PROFILE("gelu_fwd");
+    WEFT_CHECK(n >= 0, "gelu_forward_bf16: n={}, expected n >= 0", n);
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+    if (kBf16Kernels && bf16_conversion_vectorised())
+        return for_blocks(n,
+                          [=](int64_t lo, int64_t hi) { forward_bf16_avx512(out, inp, lo, hi); });
+#endif
+    for_widened_blocks(inp, n, [=](float* x, int64_t lo, int64_t hi) {
+        forward_portable(x, x, 0, hi - lo);
+        for (int64_t i = lo; i < hi; ++i) out[i] = fp32_to_bf16(x[i - lo]);
+    });
+}
+
+void gelu_backward_bf16_input(float* dinp, const uint16_t* inp, const float* dout, int64_t n) {
+    WEFT_PROFILE("gelu_bwd");
+    WEFT_CHECK(n >= 0, "gelu_backward_bf16_input: n={}, expected n >= 0", n);
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+    if (kBf16Kernels && bf16_conversion_vectorised())
+        return for_blocks(
+            n, [=](int64_t lo, int64_t hi) { backward_bf16_avx512(dinp, inp, dout, lo, hi); });
+#endif
+    // The block's x is at x[0], its dout and dinp at lo.
+    for_widened_blocks(inp, n, [=](float* x, int64_t lo, int64_t hi) {
+        backward_portable(dinp + lo, x, dout + lo, 0, hi - lo);
+    });
 }
 
 }  // namespace weft::kernels

@@ -28,6 +28,7 @@ struct GemmKey {
     // B is given in the layout the primitive prefers (oneDNN's blocked weights format), packed
     // beforehand from a plain fp32 or bf16 block that ldb and trans_b describe.
     enum class Pack : uint8_t { none, from_f32, from_bf16 } packed_b = Pack::none;
+    bool c_bf16 = false;  // C is written rounded to bf16 (beta = 0 only)
     bool operator==(const GemmKey&) const = default;
 };
 
@@ -40,7 +41,8 @@ struct GemmKeyHash {
         std::memcpy(&a, &k.alpha, sizeof a);
         mix(a);
         mix(uint64_t(k.trans_a) | uint64_t(k.trans_b) << 1 | uint64_t(k.accumulate) << 2 |
-            uint64_t(k.bias) << 3 | uint64_t(k.bf16) << 4 | uint64_t(k.packed_b) << 5);
+            uint64_t(k.bias) << 3 | uint64_t(k.bf16) << 4 | uint64_t(k.packed_b) << 5 |
+            uint64_t(k.c_bf16) << 8);
         return size_t(h);
     }
 };
@@ -91,7 +93,7 @@ std::shared_ptr<const Primitive> make_primitive(const GemmKey& k) {
         k.packed_b != GemmKey::Pack::none
             ? dnnl::memory::desc({k.K, k.N}, in, dnnl::memory::format_tag::any)
             : dnnl::memory::desc({k.K, k.N}, in, k.trans_b ? dims{1, k.ldb} : dims{k.ldb, 1});
-    dnnl::memory::desc c({k.M, k.N}, dt::f32, dims{k.ldc, 1});
+    dnnl::memory::desc c({k.M, k.N}, k.c_bf16 ? dt::bf16 : dt::f32, dims{k.ldc, 1});
     dnnl::memory::desc bias({1, k.N}, dt::f32, dims{k.N, 1});
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -136,7 +138,7 @@ std::shared_ptr<const Primitive> cached_primitive(const GemmKey& k) {
 }
 
 // A and B are float or (key.bf16) uint16_t bf16 bit patterns.
-void run_primitive(const GemmKey& k, const void* A, const void* B, const float* bias, float* C) {
+void run_primitive(const GemmKey& k, const void* A, const void* B, const float* bias, void* C) {
     auto p = cached_primitive(k);
     const dnnl::engine& engine = dnnl_state().engine;
     // oneDNN takes non-const handles; it never writes the inputs.
@@ -319,7 +321,7 @@ void pack_b(const Primitive& p, const void* B, uint16_t* dst) {
 // Packing is oneDNN's own first step for a plain B; done in one pass with the rounding it saves
 // the compact copy's write and read. bench_matmul's GPT-2 layer products: 2.5% less time over
 // the twelve of a block (rounding included).
-void gemm_bf16_packed(const GemmKey& key, const uint16_t* A, const void* B, float* C,
+void gemm_bf16_packed(const GemmKey& key, const uint16_t* A, const void* B, void* C,
                       const float* bias) {
     auto p = cached_primitive(key);
     uint16_t* dst = bf16_buffer(kRoleB, int64_t(p->b.get_size() / sizeof(uint16_t)));
@@ -596,6 +598,20 @@ void matmul_forward_bf16_input(float* out, const uint16_t* inp, const float* wei
         return gemm_bf16_packed(packed_b_key(false, true, M, N, K, K, N, false, bias != nullptr),
                                 inp, weight, out, bias);
     gemm_bf16(false, true, M, N, K, inp, to_bf16(kRoleB, weight, N, K, K), 0.0f, out, N, bias);
+}
+
+void matmul_forward_bf16_in_out(uint16_t* out, const uint16_t* inp, const float* weight,
+                                const float* bias, int64_t M, int64_t K, int64_t N) {
+    WEFT_PROFILE("matmul_fwd");
+    check_bf16_input("matmul_forward_bf16_in_out");
+    WEFT_CHECK(bf16_products_native(),
+               "internal: matmul_forward_bf16_in_out needs native bf16 products (this CPU "
+               "emulates them)");
+    WEFT_CHECK(M >= 0 && N >= 0 && K > 0, "matmul_forward_bf16_in_out: M={} N={} K={}", M, N, K);
+    if (M == 0 || N == 0) return;
+    GemmKey key = packed_b_key(false, true, M, N, K, K, N, false, bias != nullptr);
+    key.c_bf16 = true;
+    gemm_bf16_packed(key, inp, weight, out, bias);
 }
 
 void matmul_backward_bf16_input(float* dinp, float* dweight, float* dbias, const float* dout,

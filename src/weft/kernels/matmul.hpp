@@ -85,6 +85,11 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
 // their input to nearest even on every call; here it is read as it is. Only with bf16 precision.
 void matmul_forward_bf16_input(float* out, const uint16_t* inp, const float* weight,
                                const float* bias, int64_t M, int64_t K, int64_t N);
+// matmul_forward_bf16_input with the output rounded to bf16 (to nearest even) as oneDNN writes it,
+// for a layer whose output is only kept as bf16: it spares writing, re-reading and rounding an
+// fp32 copy. Only where bf16 products are native (bf16_products_native()).
+void matmul_forward_bf16_in_out(uint16_t* out, const uint16_t* inp, const float* weight,
+                                const float* bias, int64_t M, int64_t K, int64_t N);
 void matmul_backward_bf16_input(float* dinp, float* dweight, float* dbias, const float* dout,
                                 const uint16_t* inp, const float* weight, int64_t M, int64_t K,
                                 int64_t N, bool accumulate_dinp);

@@ -201,9 +201,6 @@ void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, Uni
     float* lse = a.lse.data() + s * B * NH * T;
     float* res2 = a.resid2.data() + s * R * C;
     float* ln2 = a.bf16 ? dC_.data() : a.ln2.f32() + at_ln;
-    // bf16: the GELU runs in place, from the fp32 fch before it is rounded.
-    float* fch = a.bf16 ? d4C_.data() : a.fch.f32() + at_fc;
-    float* fcg = a.bf16 ? d4C_.data() : a.fch_gelu.f32() + at_fc;
     float* out = a.resid_in(l + 1);
 
     // Attention: the LayerNorm of this rank's rows, then (sequence parallel) every rank's rows,
@@ -211,8 +208,14 @@ void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, Uni
     k::layernorm_forward(tp_.own_rows(ln1, R), a.ln1_mean.data() + s * R, a.ln1_rstd.data() + s * R,
                          x, p.ln1_w, p.ln1_b, R, C, cfg_.ln_eps);
     tp_.gather_rows(ln1, R);
-    keep_and_project(qkv, ln1, a.ln1, at_ln, p.qkv_w, p.qkv_b, BT, C, 3 * Cl);
-    if (attn16) keep_rounded(a.qkv, at_qkv, qkv, BT, 3 * Cl);
+    if (attn16) {
+        // q, k, v are only wanted as bf16 (every path below reads the kept copy): the product
+        // writes them rounded.
+        keep_rounded(a.ln1, at_ln, ln1, BT, C);
+        project_into_kept(a.qkv, at_qkv, a.ln1.b16() + at_ln, p.qkv_w, p.qkv_b, BT, C, 3 * Cl, qkv);
+    } else {
+        keep_and_project(qkv, ln1, a.ln1, at_ln, p.qkv_w, p.qkv_b, BT, C, 3 * Cl);
+    }
     w.progress();
     if (cp_) {
         // bf16: the cp regions compute and exchange fp32. They take the rounded q, k, v, as
@@ -250,15 +253,23 @@ void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, Uni
     k::layernorm_forward(tp_.own_rows(ln2, R), a.ln2_mean.data() + s * R, a.ln2_rstd.data() + s * R,
                          res2, p.ln2_w, p.ln2_b, R, C, cfg_.ln_eps);
     tp_.gather_rows(ln2, R);
-    keep_and_project(fch, ln2, a.ln2, at_ln, p.fc_w, p.fc_b, BT, C, 4 * Cl);
-    w.progress();
-    if (a.bf16) keep_rounded(a.fch, at_fc, fch, BT, 4 * Cl);
-    k::gelu_forward(fcg, fch, BT * 4 * Cl);
     if (a.bf16) {
-        keep_rounded(a.fch_gelu, at_fc, fcg, BT, 4 * Cl);
+        // fch is kept as bf16 and the GELU reads it so, as its backward will: the product writes
+        // it rounded, and the GELU rounds its output into the kept fch_gelu, with no fp32 copy
+        // of either [B*T, 4C] (62 ms of a 4.3 s GPT-2 step went to rounding such copies).
+        keep_rounded(a.ln2, at_ln, ln2, BT, C);
+        project_into_kept(a.fch, at_fc, a.ln2.b16() + at_ln, p.fc_w, p.fc_b, BT, C, 4 * Cl,
+                          d4C_.data());
+        w.progress();
+        k::gelu_forward_bf16(a.fch_gelu.b16() + at_fc, a.fch.b16() + at_fc, BT * 4 * Cl);
         tp_.row_parallel_forward(out, a.fch_gelu.b16() + at_fc, p.fcproj_w, p.fcproj_b, res2, BT,
                                  4 * Cl, R, dC_.data());
     } else {
+        float* fch = a.fch.f32() + at_fc;
+        float* fcg = a.fch_gelu.f32() + at_fc;
+        keep_and_project(fch, ln2, a.ln2, at_ln, p.fc_w, p.fc_b, BT, C, 4 * Cl);
+        w.progress();
+        k::gelu_forward(fcg, fch, BT * 4 * Cl);
         tp_.row_parallel_forward(out, fcg, p.fcproj_w, p.fcproj_b, res2, BT, 4 * Cl, R, dC_.data());
     }
 }
@@ -354,11 +365,7 @@ void Gpt2::block_backward(Activations& base, UnitAccess& w, int l) {
     backward_kept(d4C, g.fcproj_w, g.fcproj_b, dout, a.fch_gelu, at_fc, p.fcproj_w, BT, 4 * Cl, C);
     w.progress();
     if (a.bf16) {
-        // The fp32 fch a piece at a time, in d3C_ (free until the attention's backward).
-        for_widened(a.fch, at_fc, BT * 4 * Cl, d3C, BT * 3 * Cl,
-                    [&](const float* fch, int64_t off, int64_t n) {
-                        k::gelu_backward(d4C + off, fch, d4C + off, n);
-                    });
+        k::gelu_backward_bf16_input(d4C, a.fch.b16() + at_fc, d4C, BT * 4 * Cl);
     } else {
         k::gelu_backward(d4C, a.fch.f32() + at_fc, d4C, BT * 4 * Cl);
     }

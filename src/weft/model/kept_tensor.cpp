@@ -4,6 +4,7 @@
 
 #include "weft/kernels/matmul.hpp"
 #include "weft/kernels/precision.hpp"
+#include "weft/kernels/profile.hpp"
 
 namespace weft::model {
 
@@ -13,8 +14,19 @@ void keep_and_project(float* out, const float* x, KeptTensor& kept, int64_t at, 
                       const float* b, int64_t M, int64_t K, int64_t N) {
     if (!kept.bf16()) return k::matmul_forward(out, x, w, b, M, K, N);
     uint16_t* x16 = kept.b16() + at;
-    k::convert_fp32_to_bf16(x16, x, M, K, K);
+    {
+        WEFT_PROFILE("bf16_keep");
+        k::convert_fp32_to_bf16(x16, x, M, K, K);
+    }
     k::matmul_forward_bf16_input(out, x16, w, b, M, K, N);
+}
+
+void project_into_kept(KeptTensor& out_kept, int64_t at, const uint16_t* x16, const float* w,
+                       const float* b, int64_t M, int64_t K, int64_t N, float* scratch) {
+    if (k::bf16_products_native())
+        return k::matmul_forward_bf16_in_out(out_kept.b16() + at, x16, w, b, M, K, N);
+    k::matmul_forward_bf16_input(scratch, x16, w, b, M, K, N);
+    keep_rounded(out_kept, at, scratch, M, N);
 }
 
 void backward_kept(float* dinp, float* dw, float* db, const float* dout, const KeptTensor& kept,
@@ -25,10 +37,12 @@ void backward_kept(float* dinp, float* dw, float* db, const float* dout, const K
 }
 
 void keep_rounded(KeptTensor& kept, int64_t at, const float* src, int64_t rows, int64_t cols) {
+    WEFT_PROFILE("bf16_keep");
     k::convert_fp32_to_bf16(kept.b16() + at, src, rows, cols, cols);
 }
 
 void widen_bf16(float* dst, const uint16_t* src, int64_t n) {
+    WEFT_PROFILE("bf16_widen");
     // The bits shifted into the top half: exact, and simple enough for the compiler to vectorise.
 #pragma omp parallel for schedule(static) if (n >= (1 << 16))
     for (int64_t i = 0; i < n; ++i) {

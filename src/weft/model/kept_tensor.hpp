@@ -36,6 +36,12 @@ class KeptTensor : public Buffer {
 void keep_and_project(float* out, const float* x, KeptTensor& kept, int64_t at, const float* w,
                       const float* b, int64_t M, int64_t K, int64_t N);
 
+// out = x · wᵀ + b for x [M, K] kept as bf16 (x16), the output [M, N] only wanted rounded into
+// the bf16 `out_kept` at element `at`: natively the product writes it rounded; where bf16
+// products are emulated it goes through `scratch` (room for M·N floats) in fp32.
+void project_into_kept(KeptTensor& out_kept, int64_t at, const uint16_t* x16, const float* w,
+                       const float* b, int64_t M, int64_t K, int64_t N, float* scratch);
+
 // kernels::matmul_backward with its input [M, K] read from where keep_and_project kept it.
 void backward_kept(float* dinp, float* dw, float* db, const float* dout, const KeptTensor& kept,
                    int64_t at, const float* w, int64_t M, int64_t K, int64_t N);

@@ -7,6 +7,7 @@
 #include "support/isa_test.hpp"
 #include "weft/kernels/gelu.hpp"
 #include "weft/kernels/isa.hpp"
+#include "weft/kernels/precision.hpp"
 
 namespace wk = weft::kernels;
 using weft::test::random_vector;
@@ -87,6 +88,29 @@ TEST_P(Gelu, BackwardMatchesFiniteDifferences) {
     const auto fd = weft::test::finite_difference(x, loss, all);
     for (int64_t i = 0; i < n; ++i)
         EXPECT_NEAR(fd[i], dinp[i], 1e-3 * (std::abs(dinp[i]) + 0.1)) << "x[" << i << "]";
+}
+
+// The entries on a bf16 input (--dtype bf16 keeps the GELU's input so): bit for bit the fp32
+// kernel on the widened input, the forward's output rounded to nearest even.
+TEST_P(Gelu, Bf16InputGivesTheFp32KernelsBitsOnTheWidenedValues) {
+    for (int64_t n : {1, 15, 17, 1000 + 7, 3 * 8192 + 5}) {
+        const auto x = inputs(n, 7), dy = random_vector(n, 8);
+        std::vector<uint16_t> x16(n), want16(n), out16(n, 0xffff);
+        wk::convert_fp32_to_bf16(x16.data(), x.data(), 1, n, n);
+        std::vector<float> wide(n), want(n), dinp(n, 123.0f), want_dinp(n);
+        for (int64_t i = 0; i < n; ++i) wide[i] = wk::bf16_to_fp32(x16[i]);
+        wk::gelu_forward(want.data(), wide.data(), n);
+        wk::convert_fp32_to_bf16(want16.data(), want.data(), 1, n, n);
+        wk::gelu_forward_bf16(out16.data(), x16.data(), n);
+        EXPECT_EQ(out16, want16) << "n=" << n;
+
+        wk::gelu_backward(want_dinp.data(), wide.data(), dy.data(), n);
+        wk::gelu_backward_bf16_input(dinp.data(), x16.data(), dy.data(), n);
+        EXPECT_EQ(dinp, want_dinp) << "n=" << n;
+        std::vector<float> inplace = dy;  // dinp may alias dout
+        wk::gelu_backward_bf16_input(inplace.data(), x16.data(), inplace.data(), n);
+        EXPECT_EQ(inplace, want_dinp) << "n=" << n;
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, Gelu, ::testing::Values(wk::Isa::portable, wk::Isa::avx512),

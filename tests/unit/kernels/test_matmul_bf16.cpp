@@ -288,6 +288,30 @@ TEST(MatmulBf16, ForwardAndBackwardMatchReferences) {
     }
 }
 
+// A layer whose output is only kept as bf16 has the product write it rounded: the same values as
+// rounding matmul_forward_bf16_input's fp32 output, to within one bf16 step where oneDNN's
+// fp32 sums differ in their last bits.
+TEST(MatmulBf16, Bf16OutputIsTheRoundedFp32Output) {
+    if (!bf16_products_native()) GTEST_SKIP() << "bf16 products are emulated on this CPU";
+    MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+    const int64_t M = 75, K = 48, N = 61;
+    const auto inp = random_vector(size_t(M * K), 30), w = random_vector(size_t(N * K), 31),
+               bias = random_vector(size_t(N), 32);
+    std::vector<uint16_t> inp16(inp.size()), out16(size_t(M * N), 0xffff), want16(out16.size());
+    convert_fp32_to_bf16(inp16.data(), inp.data(), M, K, K);
+    std::vector<float> out(size_t(M * N));
+    matmul_forward_bf16_input(out.data(), inp16.data(), w.data(), bias.data(), M, K, N);
+    convert_fp32_to_bf16(want16.data(), out.data(), M, N, N);
+    matmul_forward_bf16_in_out(out16.data(), inp16.data(), w.data(), bias.data(), M, K, N);
+    int64_t same = 0;
+    for (size_t i = 0; i < out16.size(); ++i) {
+        const float got = bf16_to_fp32(out16[i]), want = bf16_to_fp32(want16[i]);
+        ASSERT_LE(std::abs(got - want), std::abs(want) / 128.0f) << i;
+        same += out16[i] == want16[i];
+    }
+    EXPECT_GE(same, int64_t(out16.size()) * 99 / 100);
+}
+
 TEST(MatmulBf16, ScratchIsReusedAcrossCalls) {
     MatmulPrecisionScope bf16(MatmulPrecision::bf16);
     const int64_t M = 64, K = 96, N = 80;
