@@ -11,6 +11,7 @@
 
 #include "weft/core/error.hpp"
 #include "weft/kernels/matmul.hpp"
+#include "weft/kernels/precision.hpp"
 #include "weft/kernels/profile.hpp"
 #include "weft/kernels/softmax_rows.hpp"
 
@@ -23,13 +24,21 @@ namespace {
 // are 206 MB, which a 124M-parameter run can afford.
 constexpr int64_t kMaxChunkRows = 1024;
 
-// One row of logits -> its loss; when `grad`, the row becomes scale * (softmax - onehot).
+// One row of logits -> its loss; when `grad`, the row becomes scale * (softmax - onehot), or,
+// given grad16, that rounded to bf16 is written there instead (the same bits as rounding the fp32
+// gradient) and the row keeps its exponentials.
 float row_loss(const detail::SoftmaxRowOps& ops, float* row, int64_t V, int32_t target, float scale,
-               bool grad) {
+               bool grad, uint16_t* grad16) {
     const float max = ops.max(row, V);
     const float target_logit = row[target];  // read before the exponentials overwrite it
     const float sum = ops.exp_sum(row, V, max, grad);
-    if (grad) {
+    if (grad && grad16) {
+        ops.scale_bf16(grad16, row, V, scale / sum);
+        float g = row[target];
+        ops.scale(&g, 1, scale / sum);  // the product as the fp32 path rounds it, then the step
+        g -= scale;
+        grad16[target] = fp32_to_bf16(g);
+    } else if (grad) {
         ops.scale(row, V, scale / sum);
         row[target] -= scale;
     }
@@ -96,19 +105,26 @@ void classifier_forward_backward(float* loss, float* dx, float* dwte, const floa
         const float* xc = x + n0 * C;
         const Bf16OperandScope pin_x(xc, r, C, C);
         gemm(false, true, r, V, C, 1.0f, xc, C, wte, C, 0.0f, logits, V);
+        // With bf16 products the gradient is only read rounded, by dx and dwte: the row loop
+        // writes it so, into the scope's copy, and never in fp32 (one pass over 206 MB of fp32
+        // less per chunk).
+        std::optional<Bf16OperandScope> pin_logits;
+        if (grad) pin_logits.emplace(logits, r, V, V, Bf16OperandScope::CallerRounds{});
+        uint16_t* grad16 = pin_logits ? pin_logits->copy() : nullptr;
 #pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < r; ++i) {
             float* row = logits + i * V;
+            uint16_t* row16 = grad16 ? grad16 + i * V : nullptr;
             const int32_t t = targets[n0 + i];
             float l = 0.0f;
             if (t >= 0)
-                l = row_loss(ops, row, V, t, scale, grad);
+                l = row_loss(ops, row, V, t, scale, grad, row16);
+            else if (row16)
+                std::memset(row16, 0, size_t(V) * sizeof(uint16_t));  // no gradient from this row
             else if (grad)
-                std::memset(row, 0, size_t(V) * sizeof(float));  // no gradient from this row
+                std::memset(row, 0, size_t(V) * sizeof(float));
             if (loss) loss[n0 + i] = l;
         }
-        std::optional<Bf16OperandScope> pin_logits;
-        if (grad) pin_logits.emplace(logits, r, V, V);
         if (dx) gemm(false, false, r, C, V, 1.0f, logits, V, wte, C, 0.0f, dx + n0 * C, C);
         if (dwte) gemm(true, false, V, C, r, 1.0f, logits, V, xc, C, 1.0f, dwte, C);
     }

@@ -452,6 +452,15 @@ Bf16OperandScope::Bf16OperandScope(const float* x, int64_t rows, int64_t cols, i
     active_ = true;
 }
 
+Bf16OperandScope::Bf16OperandScope(const float* x, int64_t rows, int64_t cols, int64_t ld,
+                                   CallerRounds)
+    : Bf16OperandScope(x, rows, cols, ld) {
+    if (!active_) return;
+    Pin& pin = t_pins.back();
+    copy_ = bf16_buffer(kPin0 + pin.depth, rows * cols);
+    pin.copy = copy_;
+}
+
 Bf16OperandScope::~Bf16OperandScope() {
     if (active_) t_pins.pop_back();
 }

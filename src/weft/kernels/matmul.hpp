@@ -54,12 +54,21 @@ class MatmulPrecisionScope {
 class Bf16OperandScope {
   public:
     Bf16OperandScope(const float* x, int64_t rows, int64_t cols, int64_t ld);
+    // A scope on a block whose compact bf16 copy the caller writes, into copy() (rows·cols
+    // values), before a product reads it: a kernel that produces the block can round it as it
+    // goes and need not store it in fp32 at all (the classifier's logits gradient). copy() is
+    // null with fp32 precision; write the block itself then.
+    struct CallerRounds {};
+    Bf16OperandScope(const float* x, int64_t rows, int64_t cols, int64_t ld, CallerRounds);
     ~Bf16OperandScope();
     Bf16OperandScope(const Bf16OperandScope&) = delete;
     Bf16OperandScope& operator=(const Bf16OperandScope&) = delete;
 
+    uint16_t* copy() const { return copy_; }
+
   private:
     bool active_ = false;
+    uint16_t* copy_ = nullptr;
 };
 
 // C[M,N] = alpha * op(A)[M,K] · op(B)[K,N] + beta * C, with op(X) = X or Xᵀ, leading dimensions

@@ -13,6 +13,9 @@ struct SoftmaxRowOps {
     float (*exp_sum)(float* row, int64_t V, float max, bool keep);
     // row[v] *= k.
     void (*scale)(float* row, int64_t V, float k);
+    // out[v] = row[v] * k rounded to bf16 (nearest even): the same bits as scale and then
+    // convert_fp32_to_bf16, in one pass that leaves row as it was.
+    void (*scale_bf16)(uint16_t* out, const float* row, int64_t V, float k);
 };
 
 // The portable or the AVX-512 loops, as the kernel ISA now in force says.

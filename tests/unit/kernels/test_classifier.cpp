@@ -12,6 +12,8 @@
 #include "weft/core/error.hpp"
 #include "weft/kernels/classifier.hpp"
 #include "weft/kernels/isa.hpp"
+#include "weft/kernels/matmul.hpp"
+#include "weft/kernels/softmax_rows.hpp"
 
 namespace weft::kernels {
 namespace {
@@ -143,6 +145,38 @@ TEST(Classifier, MatchesReferenceAcrossChunksWithIgnoredTargets) {
     // leaves a one-element vector tail.
     Problem p = make_problem(2101, 24, 257, 0.3f, 1, true);
     for_each_isa([&] { expect_matches_reference(p); });
+}
+
+// With bf16 products the kernel rounds the logits' gradient as its row loop writes it and packs
+// its pinned operands once: the same bits as the plain pipeline of separate bf16 products and an
+// fp32 softmax whose gradient the product then rounds.
+TEST(Classifier, Bf16GivesThePlainPipelinesBits) {
+    const MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+    for_each_isa([] {
+        const Problem p = make_problem(37, 24, 101, 0.5f, 11, true);
+        const int64_t N = p.N, C = p.C, V = p.V;
+        const auto initial = random_vector(size_t(V * C), 98, 0.01f);
+        const Result got = run(p, initial);
+
+        std::vector<float> logits(size_t(N * V)), dx(size_t(N * C)), dwte = initial;
+        gemm(false, true, N, V, C, 1.0f, p.x.data(), C, p.wte.data(), C, 0.0f, logits.data(), V);
+        const detail::SoftmaxRowOps ops = detail::softmax_row_ops();
+        for (int64_t n = 0; n < N; ++n) {
+            float* row = logits.data() + n * V;
+            const int32_t t = p.targets[n];
+            if (t < 0) {
+                std::fill(row, row + V, 0.0f);
+                continue;
+            }
+            const float sum = ops.exp_sum(row, V, ops.max(row, V), true);
+            ops.scale(row, V, p.scale / sum);
+            row[t] -= p.scale;
+        }
+        gemm(false, false, N, C, V, 1.0f, logits.data(), V, p.wte.data(), C, 0.0f, dx.data(), C);
+        gemm(true, false, V, C, N, 1.0f, logits.data(), V, p.x.data(), C, 1.0f, dwte.data(), C);
+        EXPECT_EQ(std::vector<float>(got.dx.begin(), got.dx.end()), dx);
+        EXPECT_EQ(std::vector<float>(got.dwte.begin(), got.dwte.begin() + V * C), dwte);
+    });
 }
 
 TEST(Classifier, VocabularySizesAroundTheVectorWidth) {
