@@ -9,4 +9,11 @@ void swiglu_forward(float* out, const float* gu, int64_t N, int64_t F);
 // dgu[N, 2F] is overwritten with [dgate | dup]; it must not alias dout.
 void swiglu_backward(float* dgu, const float* dout, const float* gu, int64_t N, int64_t F);
 
+// The same on gu kept as bf16 (--dtype bf16): the forward writes its output rounded to bf16 (to
+// nearest even), bit for bit round(swiglu_forward(widened gu)); the backward is swiglu_backward
+// on the widened gu. Both widen in registers, with no fp32 copy of gu.
+void swiglu_forward_bf16(uint16_t* out, const uint16_t* gu, int64_t N, int64_t F);
+void swiglu_backward_bf16_input(float* dgu, const float* dout, const uint16_t* gu, int64_t N,
+                                int64_t F);
+
 }  // namespace weft::kernels

@@ -365,15 +365,20 @@ void Llama::block_forward_from(LlamaActivations& a, const LlamaBlock& p, int l, 
             cfg_.moe_router_bias_rate > 0 ? router_bias_.data() + l * cfg_.n_experts : nullptr);
         return;
     }
-    keep_and_project(gu, ln2, a.ln2, at_ln, p.gu_w, nullptr, BT, C, 2 * F_);
-    w.progress();
-    k::swiglu_forward(act, gu, BT, F_);
     if (a.act.bf16()) {
-        keep_rounded(a.gu, at_gu, gu, BT, 2 * F_);
-        keep_rounded(a.act, at_act, act, BT, F_);
+        // [gate | up] is kept as bf16 and the SwiGLU reads it so, as its backward will: the
+        // product writes it rounded and the SwiGLU rounds its output into the kept act, with no
+        // fp32 copy of either (as GPT-2's fc and GELU).
+        keep_rounded(a.ln2, at_ln, ln2, BT, C);
+        project_into_kept(a.gu, at_gu, a.ln2.b16() + at_ln, p.gu_w, nullptr, BT, C, 2 * F_, gu);
+        w.progress();
+        k::swiglu_forward_bf16(a.act.b16() + at_act, a.gu.b16() + at_gu, BT, F_);
         tp_.row_parallel_forward(out, a.act.b16() + at_act, p.down_w, nullptr, res2, BT, F_, R,
                                  dC_.data());
     } else {
+        keep_and_project(gu, ln2, a.ln2, at_ln, p.gu_w, nullptr, BT, C, 2 * F_);
+        w.progress();
+        k::swiglu_forward(act, gu, BT, F_);
         tp_.row_parallel_forward(out, act, p.down_w, nullptr, res2, BT, F_, R, dC_.data());
     }
 }
@@ -465,18 +470,7 @@ void Llama::block_backward(Activations& base, UnitAccess& w, int l) {
         backward_kept(dact_.data(), g.down_w, nullptr, dout, a.act, at_act, p.down_w, BT, F_, C);
         w.progress();
         if (a.gu.bf16()) {
-            // The fp32 [gate | up] rows, as many whole rows at a time as dqkv_ holds (free until
-            // the attention's backward).
-            const int64_t rows = std::max<int64_t>(1, BT * qkv_ / (2 * F_));
-            WEFT_CHECK(rows * 2 * F_ <= BT * qkv_,
-                       "internal: one [gate | up] row ({} floats) exceeds the q/k/v scratch",
-                       2 * F_);
-            for_widened(a.gu, at_gu, BT * 2 * F_, dqkv_.data(), rows * 2 * F_,
-                        [&](const float* gu, int64_t off, int64_t n) {
-                            const int64_t r0 = off / (2 * F_);
-                            k::swiglu_backward(wide + off, dact_.data() + r0 * F_, gu, n / (2 * F_),
-                                               F_);
-                        });
+            k::swiglu_backward_bf16_input(wide, dact_.data(), a.gu.b16() + at_gu, BT, F_);
         } else {
             k::swiglu_backward(wide, dact_.data(), a.gu.f32() + at_gu, BT, F_);
         }

@@ -9,6 +9,7 @@
 #include "support/check.hpp"
 #include "support/isa_test.hpp"
 #include "weft/core/error.hpp"
+#include "weft/kernels/precision.hpp"
 #include "weft/kernels/rmsnorm.hpp"
 #include "weft/kernels/rope.hpp"
 #include "weft/kernels/swiglu.hpp"
@@ -144,6 +145,29 @@ TEST_P(SwiGlu, ForwardMatchesReferenceAndBackwardFiniteDifferences) {
     std::vector<double> fd = test::finite_difference(gu, loss, idx, 1e-3f);
     for (size_t j = 0; j < idx.size(); ++j)
         EXPECT_NEAR(dgu[idx[j]], fd[j], 1e-3 + 1e-2 * std::abs(fd[j])) << idx[j];
+}
+
+// On gu kept as bf16: bit for bit the fp32 kernel on the widened gu, the forward's output rounded
+// to nearest even. F = 37 leaves a 5-lane tail after two 16-lane steps.
+TEST_P(SwiGlu, Bf16InputGivesTheFp32KernelsBitsOnTheWidenedValues) {
+    const int64_t N = 9, F = 37, n = N * 2 * F;
+    std::vector<float> gu = test::random_vector(size_t(n), 8, 3.0f);
+    gu[0] = 100.0f, gu[1] = -100.0f;
+    std::vector<uint16_t> gu16(static_cast<size_t>(n)), y16(static_cast<size_t>(N * F), 0xffff),
+        want16(y16.size());
+    convert_fp32_to_bf16(gu16.data(), gu.data(), 1, n, n);
+    std::vector<float> wide(static_cast<size_t>(n)), y(static_cast<size_t>(N * F));
+    for (int64_t i = 0; i < n; ++i) wide[size_t(i)] = bf16_to_fp32(gu16[size_t(i)]);
+    swiglu_forward(y.data(), wide.data(), N, F);
+    convert_fp32_to_bf16(want16.data(), y.data(), 1, N * F, N * F);
+    swiglu_forward_bf16(y16.data(), gu16.data(), N, F);
+    EXPECT_EQ(y16, want16);
+
+    const std::vector<float> dy = test::random_vector(size_t(N * F), 9);
+    std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n), 123.0f);
+    swiglu_backward(want.data(), dy.data(), wide.data(), N, F);
+    swiglu_backward_bf16_input(got.data(), dy.data(), gu16.data(), N, F);
+    EXPECT_EQ(got, want);
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, SwiGlu, ::testing::Values(Isa::portable, Isa::avx512),
