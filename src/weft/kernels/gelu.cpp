@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
+#include <type_traits>
 
 #include "weft/core/error.hpp"
 #include "weft/kernels/isa.hpp"
-#include "weft/kernels/precision.hpp"
+#include "weft/kernels/lanes.hpp"
 #include "weft/kernels/profile.hpp"
 #include "weft/kernels/simd.hpp"
 
@@ -36,24 +36,26 @@ inline float sigmoid_2u(float x, float* du) {
     return 1.0f / (1.0f + std::exp(-2.0f * kSqrt2OverPi * x * (1.0f + kCubic * x2)));
 }
 
-void forward_portable(float* out, const float* x, int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) out[i] = x[i] * sigmoid_2u(x[i], nullptr);
+template <typename In, typename Out>
+void forward_portable(Out* out, const In* x, int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+        const float xi = lanes::load(x + i);
+        lanes::store(out + i, xi * sigmoid_2u(xi, nullptr));
+    }
 }
 
 // gelu'(x) = s + x · 2s(1 - s) · du/dx with s = σ(2u), since ½(1 - tanh²u) = 2s(1 - s).
-void backward_portable(float* dx, const float* x, const float* dy, int64_t lo, int64_t hi) {
+template <typename In>
+void backward_portable(float* dx, const In* x, const float* dy, int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
         float du;
-        const float s = sigmoid_2u(x[i], &du);
-        dx[i] = (s + 2.0f * x[i] * s * (1.0f - s) * du) * dy[i];
+        const float xi = lanes::load(x + i);
+        const float s = sigmoid_2u(xi, &du);
+        dx[i] = (s + 2.0f * xi * s * (1.0f - s) * du) * dy[i];
     }
 }
 
 #if defined(__AVX512F__)
-inline __mmask16 tail_mask(int64_t rest) {
-    return __mmask16((1u << rest) - 1);
-}
-
 // eˣ by Cody-Waite range reduction to r ∈ [-ln2/2, ln2/2] and Cephes' degree-6 polynomial
 // (about 1 ulp); scalef applies 2ⁿ without the bit tricks that break at the exponent's ends.
 inline __m512 exp_avx512(__m512 x) {
@@ -97,127 +99,80 @@ inline __m512 backward_vec(__m512 x, __m512 dy) {
     return _mm512_mul_ps(g, dy);
 }
 
-void forward_avx512(float* out, const float* x, int64_t lo, int64_t hi) {
+template <typename In, typename Out>
+void forward_avx512(Out* out, const In* x, int64_t lo, int64_t hi) {
     int64_t i = lo;
-    for (; i + 16 <= hi; i += 16) _mm512_storeu_ps(out + i, forward_vec(_mm512_loadu_ps(x + i)));
+    for (; i + 16 <= hi; i += 16) lanes::store16(out + i, forward_vec(lanes::load16(x + i)));
     if (i < hi) {
-        const __mmask16 k = tail_mask(hi - i);
-        _mm512_mask_storeu_ps(out + i, k, forward_vec(_mm512_maskz_loadu_ps(k, x + i)));
+        const __mmask16 k = lanes::tail_mask(hi - i);
+        lanes::store16(out + i, forward_vec(lanes::load16(x + i, k)), k);
     }
 }
 
 // dx may alias dy: each lane reads dy before writing dx.
-void backward_avx512(float* dx, const float* x, const float* dy, int64_t lo, int64_t hi) {
+template <typename In>
+void backward_avx512(float* dx, const In* x, const float* dy, int64_t lo, int64_t hi) {
     int64_t i = lo;
     for (; i + 16 <= hi; i += 16)
-        _mm512_storeu_ps(dx + i, backward_vec(_mm512_loadu_ps(x + i), _mm512_loadu_ps(dy + i)));
+        lanes::store16(dx + i, backward_vec(lanes::load16(x + i), lanes::load16(dy + i)));
     if (i < hi) {
-        const __mmask16 k = tail_mask(hi - i);
-        const __m512 g =
-            backward_vec(_mm512_maskz_loadu_ps(k, x + i), _mm512_maskz_loadu_ps(k, dy + i));
-        _mm512_mask_storeu_ps(dx + i, k, g);
+        const __mmask16 k = lanes::tail_mask(hi - i);
+        lanes::store16(dx + i, backward_vec(lanes::load16(x + i, k), lanes::load16(dy + i, k)), k);
     }
 }
 #endif
+
+}  // namespace
+
+namespace {
+
+// The forward on In, written as Out, and the backward on In: the 16-lane path where
+// lanes::vectors allows it for the bf16 side, else the portable loop.
+template <typename In, typename Out>
+void forward(Out* out, const In* inp, int64_t n) {
+    WEFT_CHECK(n >= 0, "gelu_forward: n={}, expected n >= 0", n);
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<Out, float> || lanes::kBf16Vectors) {
+        if (lanes::vectors<Out>())
+            return for_blocks(n, [=](int64_t lo, int64_t hi) { forward_avx512(out, inp, lo, hi); });
+    }
+#endif
+    for_blocks(n, [=](int64_t lo, int64_t hi) { forward_portable(out, inp, lo, hi); });
+}
+
+template <typename In>
+void backward(float* dinp, const In* inp, const float* dout, int64_t n) {
+    WEFT_CHECK(n >= 0, "gelu_backward: n={}, expected n >= 0", n);
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<In, float> || lanes::kBf16Vectors) {
+        if (lanes::vectors<In>())
+            return for_blocks(
+                n, [=](int64_t lo, int64_t hi) { backward_avx512(dinp, inp, dout, lo, hi); });
+    }
+#endif
+    for_blocks(n, [=](int64_t lo, int64_t hi) { backward_portable(dinp, inp, dout, lo, hi); });
+}
 
 }  // namespace
 
 void gelu_forward(float* out, const float* inp, int64_t n) {
     WEFT_PROFILE("gelu_fwd");
-    WEFT_CHECK(n >= 0, "gelu_forward: n={}, expected n >= 0", n);
-#if defined(__AVX512F__)
-    if (use_avx512())
-        return for_blocks(n, [=](int64_t lo, int64_t hi) { forward_avx512(out, inp, lo, hi); });
-#endif
-    for_blocks(n, [=](int64_t lo, int64_t hi) { forward_portable(out, inp, lo, hi); });
+    forward(out, inp, n);
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
     WEFT_PROFILE("gelu_bwd");
-    WEFT_CHECK(n >= 0, "gelu_backward: n={}, expected n >= 0", n);
-#if defined(__AVX512F__)
-    if (use_avx512())
-        return for_blocks(
-            n, [=](int64_t lo, int64_t hi) { backward_avx512(dinp, inp, dout, lo, hi); });
-#endif
-    for_blocks(n, [=](int64_t lo, int64_t hi) { backward_portable(dinp, inp, dout, lo, hi); });
+    backward(dinp, inp, dout, n);
 }
-
-namespace {
-
-#if defined(__AVX512BF16__) && defined(__AVX512BW__)
-// 16 bf16 values widened in registers (bf16 is the top half of an fp32: exact).
-inline __m512 load_bf16(const uint16_t* p, __mmask16 k = 0xffff) {
-    const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
-}
-
-void forward_bf16_avx512(uint16_t* out, const uint16_t* x, int64_t lo, int64_t hi) {
-    int64_t i = lo;
-    for (; i + 16 <= hi; i += 16)
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
-                            (__m256i)_mm512_cvtneps_pbh(forward_vec(load_bf16(x + i))));
-    if (i < hi) {
-        const __mmask16 k = tail_mask(hi - i);
-        _mm256_mask_storeu_epi16(out + i, k,
-                                 (__m256i)_mm512_cvtneps_pbh(forward_vec(load_bf16(x + i, k))));
-    }
-}
-
-void backward_bf16_avx512(float* dx, const uint16_t* x, const float* dy, int64_t lo, int64_t hi) {
-    int64_t i = lo;
-    for (; i + 16 <= hi; i += 16)
-        _mm512_storeu_ps(dx + i, backward_vec(load_bf16(x + i), _mm512_loadu_ps(dy + i)));
-    if (i < hi) {
-        const __mmask16 k = tail_mask(hi - i);
-        _mm512_mask_storeu_ps(dx + i, k,
-                              backward_vec(load_bf16(x + i, k), _mm512_maskz_loadu_ps(k, dy + i)));
-    }
-}
-constexpr bool kBf16Kernels = true;
-#else
-constexpr bool kBf16Kernels = false;
-#endif
-
-// Elsewhere: each block widened into a buffer on the thread's stack (32 KiB, so it stays in L1)
-// and handed to f(widened, lo, hi).
-template <typename F>
-void for_widened_blocks(const uint16_t* inp, int64_t n, F&& f) {
-    for_blocks(n, [&](int64_t lo, int64_t hi) {
-        float x[kBlock];
-        for (int64_t i = lo; i < hi; ++i) x[i - lo] = bf16_to_fp32(inp[i]);
-        f(static_cast<float*>(x), lo, hi);
-    });
-}
-
-}  // namespace
 
 void gelu_forward_bf16(uint16_t* out, const uint16_t* inp, int64_t n) {
     WEFT_PROFILE("gelu_fwd");
-    WEFT_CHECK(n >= 0, "gelu_forward_bf16: n={}, expected n >= 0", n);
-#if defined(__AVX512BF16__) && defined(__AVX512BW__)
-    if (kBf16Kernels && bf16_conversion_vectorised())
-        return for_blocks(n,
-                          [=](int64_t lo, int64_t hi) { forward_bf16_avx512(out, inp, lo, hi); });
-#endif
-    for_widened_blocks(inp, n, [=](float* x, int64_t lo, int64_t hi) {
-        forward_portable(x, x, 0, hi - lo);
-        for (int64_t i = lo; i < hi; ++i) out[i] = fp32_to_bf16(x[i - lo]);
-    });
+    forward(out, inp, n);
 }
 
 void gelu_backward_bf16_input(float* dinp, const uint16_t* inp, const float* dout, int64_t n) {
     WEFT_PROFILE("gelu_bwd");
-    WEFT_CHECK(n >= 0, "gelu_backward_bf16_input: n={}, expected n >= 0", n);
-#if defined(__AVX512BF16__) && defined(__AVX512BW__)
-    if (kBf16Kernels && bf16_conversion_vectorised())
-        return for_blocks(
-            n, [=](int64_t lo, int64_t hi) { backward_bf16_avx512(dinp, inp, dout, lo, hi); });
-#endif
-    // The block's x is at x[0], its dout and dinp at lo.
-    for_widened_blocks(inp, n, [=](float* x, int64_t lo, int64_t hi) {
-        backward_portable(dinp + lo, x, dout + lo, 0, hi - lo);
-    });
+    backward(dinp, inp, dout, n);
 }
 
 }  // namespace weft::kernels

@@ -6,7 +6,7 @@
 #include "weft/core/error.hpp"
 #include "weft/kernels/exp_nonpositive.hpp"
 #include "weft/kernels/isa.hpp"
-#include "weft/kernels/precision.hpp"
+#include "weft/kernels/lanes.hpp"
 #include "weft/kernels/profile.hpp"
 #include "weft/kernels/simd.hpp"
 
@@ -24,41 +24,7 @@ inline float sigmoid(float g) {
     return (g >= 0 ? 1.0f : e) / (1.0f + e);
 }
 
-// Elements in fp32 or as bf16 bit patterns (--dtype bf16 keeps gu and the output so): widened
-// exactly on load, rounded to nearest even on store.
-inline float scalar(float x) {
-    return x;
-}
-inline float scalar(uint16_t x) {
-    return bf16_to_fp32(x);
-}
-inline void put(float* p, float x) {
-    *p = x;
-}
-inline void put(uint16_t* p, float x) {
-    *p = fp32_to_bf16(x);
-}
-
 #if defined(__AVX512F__)
-inline __m512 load16(const float* p) {
-    return _mm512_loadu_ps(p);
-}
-inline __m512 load16(const uint16_t* p) {
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-inline void store16(float* p, __m512 x) {
-    _mm512_storeu_ps(p, x);
-}
-#if defined(__AVX512BF16__) && defined(__AVX512BW__)
-constexpr bool kBf16Store = true;
-inline void store16(uint16_t* p, __m512 x) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), (__m256i)_mm512_cvtneps_pbh(x));
-}
-#else
-constexpr bool kBf16Store = false;
-#endif
-
 // σ(g) from e = exp(-|g|), as sigmoid() does, 16 lanes at a time.
 inline __m512 sigmoid16(__m512 g) {
     const __m512 one = _mm512_set1_ps(1.0f);
@@ -68,33 +34,23 @@ inline __m512 sigmoid16(__m512 g) {
 }
 #endif
 
-// Whether the 16-lane loop can run for output Out: AVX-512, and for a bf16 output AVX512-BF16's
-// rounding too.
-template <typename Out>
-bool vector_path(bool avx512) {
-    if constexpr (std::is_same_v<Out, uint16_t>) {
-        return avx512 && bf16_conversion_vectorised();
-    } else {
-        return avx512;
-    }
-}
-
 template <typename In, typename Out>
 void forward_row(Out* y, const In* g, const In* u, int64_t F, bool vec) {
     int64_t j = 0;
 #if defined(__AVX512F__)
-    if constexpr (std::is_same_v<Out, float> || kBf16Store) {
+    if constexpr (std::is_same_v<Out, float> || lanes::kBf16Vectors) {
         if (vec)
             for (; j + 16 <= F; j += 16) {
-                const __m512 gv = load16(g + j);
-                store16(y + j, _mm512_mul_ps(_mm512_mul_ps(gv, sigmoid16(gv)), load16(u + j)));
+                const __m512 gv = lanes::load16(g + j);
+                lanes::store16(
+                    y + j, _mm512_mul_ps(_mm512_mul_ps(gv, sigmoid16(gv)), lanes::load16(u + j)));
             }
     }
 #endif
     (void)vec;
     for (; j < F; ++j) {
-        const float gj = scalar(g[j]);
-        put(y + j, gj * sigmoid(gj) * scalar(u[j]));
+        const float gj = lanes::load(g + j);
+        lanes::store(y + j, gj * sigmoid(gj) * lanes::load(u + j));
     }
 }
 
@@ -104,20 +60,23 @@ void backward_row(float* dg, float* du, const float* dy, const In* g, const In* 
                   bool vec) {
     int64_t j = 0;
 #if defined(__AVX512F__)
-    if (vec) {
+    if constexpr (std::is_same_v<In, float> || lanes::kBf16Vectors) {
         const __m512 one = _mm512_set1_ps(1.0f);
-        for (; j + 16 <= F; j += 16) {
-            const __m512 gv = load16(g + j), dyv = _mm512_loadu_ps(dy + j);
-            const __m512 s = sigmoid16(gv);
-            const __m512 dsilu = _mm512_mul_ps(s, _mm512_fmadd_ps(gv, _mm512_sub_ps(one, s), one));
-            _mm512_storeu_ps(dg + j, _mm512_mul_ps(_mm512_mul_ps(dyv, load16(u + j)), dsilu));
-            _mm512_storeu_ps(du + j, _mm512_mul_ps(dyv, _mm512_mul_ps(gv, s)));
-        }
+        if (vec)
+            for (; j + 16 <= F; j += 16) {
+                const __m512 gv = lanes::load16(g + j), dyv = _mm512_loadu_ps(dy + j);
+                const __m512 s = sigmoid16(gv);
+                const __m512 dsilu =
+                    _mm512_mul_ps(s, _mm512_fmadd_ps(gv, _mm512_sub_ps(one, s), one));
+                _mm512_storeu_ps(dg + j,
+                                 _mm512_mul_ps(_mm512_mul_ps(dyv, lanes::load16(u + j)), dsilu));
+                _mm512_storeu_ps(du + j, _mm512_mul_ps(dyv, _mm512_mul_ps(gv, s)));
+            }
     }
 #endif
     (void)vec;
     for (; j < F; ++j) {
-        const float gj = scalar(g[j]), uj = scalar(u[j]);
+        const float gj = lanes::load(g + j), uj = lanes::load(u + j);
         const float s = sigmoid(gj);
         dg[j] = dy[j] * uj * s * (1.0f + gj * (1.0f - s));
         du[j] = dy[j] * gj * s;
@@ -127,7 +86,7 @@ void backward_row(float* dg, float* du, const float* dy, const In* g, const In* 
 template <typename In, typename Out>
 void forward(Out* out, const In* gu, int64_t N, int64_t F) {
     WEFT_CHECK(N >= 0 && F > 0, "swiglu_forward: shape N={} F={}, expected N >= 0 and F > 0", N, F);
-    const bool vec = vector_path<Out>(use_avx512());
+    const bool vec = lanes::vectors<Out>();
 #pragma omp parallel for schedule(static) if (N * F >= kMinParallel)
     for (int64_t i = 0; i < N; ++i)
         forward_row(out + i * F, gu + i * 2 * F, gu + i * 2 * F + F, F, vec);
@@ -137,7 +96,7 @@ template <typename In>
 void backward(float* dgu, const float* dout, const In* gu, int64_t N, int64_t F) {
     WEFT_CHECK(N >= 0 && F > 0, "swiglu_backward: shape N={} F={}, expected N >= 0 and F > 0", N,
                F);
-    const bool vec = use_avx512();
+    const bool vec = lanes::vectors<In>();
 #pragma omp parallel for schedule(static) if (N * F >= kMinParallel)
     for (int64_t i = 0; i < N; ++i)
         backward_row(dgu + i * 2 * F, dgu + i * 2 * F + F, dout + i * F, gu + i * 2 * F,

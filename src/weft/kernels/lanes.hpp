@@ -1,0 +1,67 @@
+#pragma once
+// Loads and stores for elementwise kernels that run on fp32 or on bf16 bit patterns (--dtype bf16
+// keeps activations so). bf16 is widened exactly on load (it is the top half of an fp32) and
+// rounded to nearest even on store, so a kernel written once over these gives, on bf16, the fp32
+// kernel's bits on the widened input, rounded once at the end.
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "weft/kernels/isa.hpp"
+#include "weft/kernels/precision.hpp"
+#include "weft/kernels/simd.hpp"
+
+namespace weft::kernels::lanes {
+
+inline float load(const float* p) {
+    return *p;
+}
+inline float load(const uint16_t* p) {
+    const uint32_t u = uint32_t(*p) << 16;
+    float x;
+    std::memcpy(&x, &u, sizeof x);
+    return x;
+}
+inline void store(float* p, float x) {
+    *p = x;
+}
+inline void store(uint16_t* p, float x) {
+    *p = fp32_to_bf16(x);
+}
+
+#if defined(__AVX512F__)
+inline __mmask16 tail_mask(int64_t rest) {
+    return __mmask16((1u << rest) - 1);
+}
+inline __m512 load16(const float* p, __mmask16 k = 0xffff) {
+    return _mm512_maskz_loadu_ps(k, p);
+}
+inline void store16(float* p, __m512 x, __mmask16 k = 0xffff) {
+    _mm512_mask_storeu_ps(p, k, x);
+}
+#endif
+
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+inline constexpr bool kBf16Vectors = true;
+inline __m512 load16(const uint16_t* p, __mmask16 k = 0xffff) {
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+inline void store16(uint16_t* p, __m512 x, __mmask16 k = 0xffff) {
+    _mm256_mask_storeu_epi16(p, k, (__m256i)_mm512_cvtneps_pbh(x));
+}
+#else
+inline constexpr bool kBf16Vectors = false;
+#endif
+
+// Whether a kernel on T (every operand that is not fp32 is bf16) may take its 16-lane path now:
+// the kernel ISA is AVX-512 and, for bf16, AVX512-BF16's rounding is compiled in and usable.
+template <typename T>
+bool vectors() {
+    if constexpr (std::is_same_v<T, uint16_t>)
+        return kBf16Vectors && bf16_conversion_vectorised();
+    else
+        return use_avx512();
+}
+
+}  // namespace weft::kernels::lanes
