@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "weft/kernels/classifier.hpp"
+#include "weft/kernels/gemm_peak.hpp"
 #include "weft/kernels/matmul.hpp"
 
 namespace {

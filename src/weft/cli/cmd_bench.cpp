@@ -8,6 +8,7 @@
 
 #include "weft/cli/commands.hpp"
 #include "weft/cli/layout_options.hpp"
+#include "weft/kernels/gemm_peak.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/model/config.hpp"
 #include "weft/train/bench.hpp"

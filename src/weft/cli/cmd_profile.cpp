@@ -14,6 +14,7 @@
 #include "weft/comm/mesh.hpp"
 #include "weft/core/error.hpp"
 #include "weft/kernels/attention.hpp"
+#include "weft/kernels/gemm_peak.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/train/memory.hpp"
 #include "weft/train/process.hpp"
@@ -187,7 +188,7 @@ void add_profile_command(CLI::App& app) {
         const bool root = world.rank() == 0;
         if (root) fmt::print(stderr, "weft profile: {} rank(s) x {} thread(s)\n", ranks, threads);
         // Every rank measures at once, as ranks of a job would run: they share the node.
-        double peak = kernels::measure_gemm_peak_gflops(2048, 1.0) * 1e9;
+        double peak = kernels::measure_best_peak(false, 0.5).gflops * 1e9;
         double overhead = 0;
         nlohmann::json gemm = fit_gemm(peak, a->seconds, overhead);
         double attn = attention_efficiency(peak, a->seconds);

@@ -14,7 +14,6 @@
 // operands are widened back and multiplied in fp32, which gives the same products (a product of
 // two bf16 values is exact in fp32) at fp32 speed, so a bf16 run trains the same model anywhere.
 #include <cstdint>
-#include <iterator>
 #include <string_view>
 
 namespace weft::kernels {
@@ -102,25 +101,6 @@ void matmul_forward_bf16_in_out(uint16_t* out, const uint16_t* inp, const float*
 void matmul_backward_bf16_input(float* dinp, float* dweight, float* dbias, const float* dout,
                                 const uint16_t* inp, const float* weight, int64_t M, int64_t K,
                                 int64_t N, bool accumulate_dinp);
-
-// Measured large-GEMM throughput of this machine in GFLOP/s (fp32), for MFU: repeats an
-// n×n×n product for about `seconds` after a warm-up and returns the best rate.
-double measure_gemm_peak_gflops(int64_t n, double seconds);
-// The same for bf16 inputs with fp32 accumulation and output (oneDNN's matmul primitive; AMX or
-// AVX512-BF16 where the CPU has them). Where bf16 is emulated, the fp32 peak.
-double measure_gemm_peak_bf16_gflops(int64_t n, double seconds);
-// The best of measure_gemm_peak_gflops / measure_gemm_peak_bf16_gflops (bf16) over the sizes in
-// `sizes` (kPeakSizes by default), `seconds` each: the peak MFU is measured against, what the
-// matrix units can do. One size is not enough: on 2 Zen 5 cores oneDNN's bf16 product runs at
-// 940-990 GFLOP/s (the AVX512-BF16 units' limit, twice the fp32 FMAs' 480-490) at n = 512 and
-// 1024 but at 780-930 at 2048, varying from run to run; the fp32 one is the same at all three.
-inline constexpr int64_t kPeakSizes[] = {512, 1024, 2048};
-struct PeakMeasure {
-    double gflops = 0;
-    int64_t size = 0;  // where the best was measured
-};
-PeakMeasure measure_best_peak(bool bf16, double seconds, const int64_t* sizes = kPeakSizes,
-                              int count = int(std::size(kPeakSizes)));
 
 // Whether this CPU runs bf16 products natively (oneDNN has a bf16 matmul for it); false: they
 // are emulated on the fp32 units.

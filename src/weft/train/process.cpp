@@ -16,6 +16,7 @@
 #include "weft/comm/collectives.hpp"
 #include "weft/comm/mpi_env.hpp"
 #include "weft/core/error.hpp"
+#include "weft/kernels/gemm_peak.hpp"
 #include "weft/kernels/matmul.hpp"
 
 namespace weft::train {

@@ -8,6 +8,7 @@
 
 #include "support/check.hpp"
 #include "weft/core/error.hpp"
+#include "weft/kernels/gemm_peak.hpp"
 #include "weft/kernels/matmul.hpp"
 
 namespace weft::kernels {
