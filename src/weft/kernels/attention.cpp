@@ -190,20 +190,19 @@ void BackwardPlan::finish() const {
 void attention_backward_portable(float* dq, float* dk, float* dv, const float* dout, const float* q,
                                  const float* k, const float* v, const float* out, const float* lse,
                                  const AttentionShape& s) {
-    const BackwardPlan plan(dk, dv, s);
-#pragma omp parallel if (plan.threads())
-    {
-        std::vector<float> D(s.Tq), dkacc(kBlock * s.HS), dvacc(kBlock * s.HS);
-        // An item owns its query heads, so their dQ rows are written by no one else.
-#pragma omp for schedule(dynamic)
-        for (int64_t it = 0; it < plan.items(); ++it)
-            for (int64_t j = 0; j < plan.heads_per_item(); ++j) {
-                const int64_t bh = it * plan.heads_per_item() + j, b = bh / s.NH, h = bh % s.NH;
-                backward_head(dq, plan.kv_grad(b, h), dout, q, k, v, out, lse, s, b, h, D.data(),
-                              dkacc.data(), dvacc.data());
-            }
-    }
-    plan.finish();
+    struct Scratch {
+        std::vector<float> D, dkacc, dvacc;
+    };
+    BackwardPlan(dk, dv, s).run(
+        [&] {
+            return Scratch{std::vector<float>(size_t(s.Tq)),
+                           std::vector<float>(size_t(kBlock * s.HS)),
+                           std::vector<float>(size_t(kBlock * s.HS))};
+        },
+        [&](Scratch& w, int64_t b, int64_t h, const KvGrad& g) {
+            backward_head(dq, g, dout, q, k, v, out, lse, s, b, h, w.D.data(), w.dkacc.data(),
+                          w.dvacc.data());
+        });
 }
 
 void check_shape(const AttentionShape& s, const char* where) {

@@ -337,19 +337,11 @@ void attention_backward_bf16_avx512(float* dq, float* dk, float* dv, const uint1
                                     const uint16_t* q, const uint16_t* k, const uint16_t* v,
                                     const uint16_t* out, const float* lse,
                                     const AttentionShape& s) {
-    const BackwardPlan plan(dk, dv, s);
     const int64_t words = attention_bf16_avx512_scratch_words(s);
-#pragma omp parallel if (plan.threads())
-    {
-        Pair* work = thread_scratch<Pair>(size_t(words));
-#pragma omp for schedule(dynamic)
-        for (int64_t it = 0; it < plan.items(); ++it)
-            for (int64_t j = 0; j < plan.heads_per_item(); ++j) {
-                const int64_t bh = it * plan.heads_per_item() + j, b = bh / s.NH, h = bh % s.NH;
-                backward_head(dq, plan.kv_grad(b, h), dout, q, k, v, out, lse, s, b, h, work);
-            }
-    }
-    plan.finish();
+    BackwardPlan(dk, dv, s).run([&] { return thread_scratch<Pair>(size_t(words)); },
+                                [&](Pair* work, int64_t b, int64_t h, const KvGrad& g) {
+                                    backward_head(dq, g, dout, q, k, v, out, lse, s, b, h, work);
+                                });
 }
 
 }  // namespace weft::kernels::detail

@@ -71,6 +71,24 @@ class BackwardPlan {
     KvGrad kv_grad(int64_t b, int64_t h) const;
     // Adds the private partials into dk and dv (nothing to do for shared items).
     void finish() const;
+    // The whole backward over the plan's items, on the threads it chose, then finish(): each
+    // thread makes its scratch once (make_scratch()), then runs head(scratch, b, h, kv_grad(b, h))
+    // for the query heads of each item it takes, in order. An item owns its query heads, so
+    // their dQ rows are written by no one else.
+    template <class MakeScratch, class Head>
+    void run(MakeScratch&& make_scratch, Head&& head) const {
+#pragma omp parallel if (threads_)
+        {
+            auto scratch = make_scratch();
+#pragma omp for schedule(dynamic)
+            for (int64_t it = 0; it < items_; ++it)
+                for (int64_t j = 0; j < per_item_; ++j) {
+                    const int64_t bh = it * per_item_ + j, b = bh / s_.NH, h = bh % s_.NH;
+                    head(scratch, b, h, kv_grad(b, h));
+                }
+        }
+        finish();
+    }
 
   private:
     AttentionShape s_;

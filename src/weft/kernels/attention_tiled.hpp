@@ -274,18 +274,13 @@ void forward(float* out, float* lse, const float* q, const float* k, const float
 template <class V>
 void backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
               const float* v, const float* out, const float* lse, const AttentionShape& s) {
-    const BackwardPlan plan(dk, dv, s);
-#pragma omp parallel if (plan.threads())
-    {
-        float* work = thread_scratch(5 * s.HS * kTile + 2 * kTile * kTile + (3 * s.HS + 2) * s.Tq);
-#pragma omp for schedule(dynamic)
-        for (int64_t it = 0; it < plan.items(); ++it)
-            for (int64_t j = 0; j < plan.heads_per_item(); ++j) {
-                const int64_t bh = it * plan.heads_per_item() + j, b = bh / s.NH, h = bh % s.NH;
-                backward_head<V>(dq, plan.kv_grad(b, h), dout, q, k, v, out, lse, s, b, h, work);
-            }
-    }
-    plan.finish();
+    BackwardPlan(dk, dv, s).run(
+        [&] {
+            return thread_scratch(5 * s.HS * kTile + 2 * kTile * kTile + (3 * s.HS + 2) * s.Tq);
+        },
+        [&](float* work, int64_t b, int64_t h, const KvGrad& g) {
+            backward_head<V>(dq, g, dout, q, k, v, out, lse, s, b, h, work);
+        });
 }
 
 }  // namespace weft::kernels::detail::tiled
