@@ -211,8 +211,8 @@ void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, Uni
     if (attn16) {
         // q, k, v are only wanted as bf16 (every path below reads the kept copy): the product
         // writes them rounded.
-        keep_rounded(a.ln1, at_ln, ln1, BT, C);
-        project_into_kept(a.qkv, at_qkv, a.ln1.b16() + at_ln, p.qkv_w, p.qkv_b, BT, C, 3 * Cl, qkv);
+        keep_and_project_kept(a.qkv, at_qkv, ln1, a.ln1, at_ln, p.qkv_w, p.qkv_b, BT, C, 3 * Cl,
+                              qkv);
     } else {
         keep_and_project(qkv, ln1, a.ln1, at_ln, p.qkv_w, p.qkv_b, BT, C, 3 * Cl);
     }
@@ -257,9 +257,8 @@ void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, Uni
         // fch is kept as bf16 and the GELU reads it so, as its backward will: the product writes
         // it rounded, and the GELU rounds its output into the kept fch_gelu, with no fp32 copy
         // of either [B*T, 4C] (62 ms of a 4.3 s GPT-2 step went to rounding such copies).
-        keep_rounded(a.ln2, at_ln, ln2, BT, C);
-        project_into_kept(a.fch, at_fc, a.ln2.b16() + at_ln, p.fc_w, p.fc_b, BT, C, 4 * Cl,
-                          d4C_.data());
+        keep_and_project_kept(a.fch, at_fc, ln2, a.ln2, at_ln, p.fc_w, p.fc_b, BT, C, 4 * Cl,
+                              d4C_.data());
         w.progress();
         k::gelu_forward_bf16(a.fch_gelu.b16() + at_fc, a.fch.b16() + at_fc, BT * 4 * Cl);
         tp_.row_parallel_forward(out, a.fch_gelu.b16() + at_fc, p.fcproj_w, p.fcproj_b, res2, BT,

@@ -13,20 +13,19 @@ namespace k = weft::kernels;
 void keep_and_project(float* out, const float* x, KeptTensor& kept, int64_t at, const float* w,
                       const float* b, int64_t M, int64_t K, int64_t N) {
     if (!kept.bf16()) return k::matmul_forward(out, x, w, b, M, K, N);
-    uint16_t* x16 = kept.b16() + at;
-    {
-        WEFT_PROFILE("bf16_keep");
-        k::convert_fp32_to_bf16(x16, x, M, K, K);
-    }
-    k::matmul_forward_bf16_input(out, x16, w, b, M, K, N);
+    keep_rounded(kept, at, x, M, K);
+    k::matmul_forward_bf16_input(out, kept.b16() + at, w, b, M, K, N);
 }
 
-void project_into_kept(KeptTensor& out_kept, int64_t at, const uint16_t* x16, const float* w,
-                       const float* b, int64_t M, int64_t K, int64_t N, float* scratch) {
+void keep_and_project_kept(KeptTensor& out_kept, int64_t out_at, const float* x, KeptTensor& kept,
+                           int64_t at, const float* w, const float* b, int64_t M, int64_t K,
+                           int64_t N, float* scratch) {
+    keep_rounded(kept, at, x, M, K);
+    const uint16_t* x16 = kept.b16() + at;
     if (k::bf16_products_native())
-        return k::matmul_forward_bf16_in_out(out_kept.b16() + at, x16, w, b, M, K, N);
+        return k::matmul_forward_bf16_in_out(out_kept.b16() + out_at, x16, w, b, M, K, N);
     k::matmul_forward_bf16_input(scratch, x16, w, b, M, K, N);
-    keep_rounded(out_kept, at, scratch, M, N);
+    keep_rounded(out_kept, out_at, scratch, M, N);
 }
 
 void backward_kept(float* dinp, float* dw, float* db, const float* dout, const KeptTensor& kept,

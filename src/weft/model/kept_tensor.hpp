@@ -1,9 +1,8 @@
 #pragma once
 // An activation a layer keeps for backward, in fp32 or as bf16 bit patterns (--dtype bf16,
 // LayerSpan::bf16), and the few ways the families make and read one: rounded into place after
-// an fp32 computation, read as a product's input, widened back to fp32 piece by piece for an
-// elementwise backward.
-#include <algorithm>
+// an fp32 computation, read as a product's input, written rounded by a product, widened back to
+// fp32.
 #include <cstdint>
 
 #include "weft/core/buffer.hpp"
@@ -36,11 +35,13 @@ class KeptTensor : public Buffer {
 void keep_and_project(float* out, const float* x, KeptTensor& kept, int64_t at, const float* w,
                       const float* b, int64_t M, int64_t K, int64_t N);
 
-// out = x · wᵀ + b for x [M, K] kept as bf16 (x16), the output [M, N] only wanted rounded into
-// the bf16 `out_kept` at element `at`: natively the product writes it rounded; where bf16
-// products are emulated it goes through `scratch` (room for M·N floats) in fp32.
-void project_into_kept(KeptTensor& out_kept, int64_t at, const uint16_t* x16, const float* w,
-                       const float* b, int64_t M, int64_t K, int64_t N, float* scratch);
+// keep_and_project into a bf16 `kept` (at element `at`) whose output [M, N] is only wanted kept
+// too, rounded into the bf16 `out_kept` at element `out_at`: natively the product writes it
+// rounded; where bf16 products are emulated it goes through `scratch` (room for M·N floats) in
+// fp32.
+void keep_and_project_kept(KeptTensor& out_kept, int64_t out_at, const float* x, KeptTensor& kept,
+                           int64_t at, const float* w, const float* b, int64_t M, int64_t K,
+                           int64_t N, float* scratch);
 
 // kernels::matmul_backward with its input [M, K] read from where keep_and_project kept it.
 void backward_kept(float* dinp, float* dw, float* db, const float* dout, const KeptTensor& kept,
@@ -51,18 +52,5 @@ void keep_rounded(KeptTensor& kept, int64_t at, const float* src, int64_t rows, 
 
 // dst[i] = the fp32 value of src[i] (exact), for i < n.
 void widen_bf16(float* dst, const uint16_t* src, int64_t n);
-
-// f(x, off, len) over n elements of a bf16 `kept` from element `at`, x the fp32 values of
-// elements off .. off + len - 1 widened into `scratch` (room for `room` floats) a piece at a
-// time: an elementwise backward that needs its fp32 input, with no fp32 copy of the whole.
-template <typename F>
-void for_widened(const KeptTensor& kept, int64_t at, int64_t n, float* scratch, int64_t room,
-                 F&& f) {
-    for (int64_t off = 0; off < n; off += room) {
-        const int64_t len = std::min(room, n - off);
-        widen_bf16(scratch, kept.b16() + at + off, len);
-        f(static_cast<const float*>(scratch), off, len);
-    }
-}
 
 }  // namespace weft::model

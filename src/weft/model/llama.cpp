@@ -369,8 +369,7 @@ void Llama::block_forward_from(LlamaActivations& a, const LlamaBlock& p, int l, 
         // [gate | up] is kept as bf16 and the SwiGLU reads it so, as its backward will: the
         // product writes it rounded and the SwiGLU rounds its output into the kept act, with no
         // fp32 copy of either (as GPT-2's fc and GELU).
-        keep_rounded(a.ln2, at_ln, ln2, BT, C);
-        project_into_kept(a.gu, at_gu, a.ln2.b16() + at_ln, p.gu_w, nullptr, BT, C, 2 * F_, gu);
+        keep_and_project_kept(a.gu, at_gu, ln2, a.ln2, at_ln, p.gu_w, nullptr, BT, C, 2 * F_, gu);
         w.progress();
         k::swiglu_forward_bf16(a.act.b16() + at_act, a.gu.b16() + at_gu, BT, F_);
         tp_.row_parallel_forward(out, a.act.b16() + at_act, p.down_w, nullptr, res2, BT, F_, R,
