@@ -306,6 +306,11 @@ GemmKey packed_b_key(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
     return k;
 }
 
+// Elements (bf16) of a primitive's packed B.
+int64_t packed_elements(const Primitive& p) {
+    return int64_t(p.b.get_size() / sizeof(uint16_t));
+}
+
 // Rounds (from fp32) and packs B, stored as key's plain block, into dst in key's layout.
 void pack_b(const Primitive& p, const void* B, uint16_t* dst) {
     WEFT_PROFILE("bf16_convert");
@@ -323,7 +328,7 @@ void pack_b(const Primitive& p, const void* B, uint16_t* dst) {
 void gemm_bf16_packed(const GemmKey& key, const uint16_t* A, const void* B, void* C,
                       const float* bias) {
     auto p = cached_primitive(key);
-    uint16_t* dst = bf16_buffer(kRoleB, int64_t(p->b.get_size() / sizeof(uint16_t)));
+    uint16_t* dst = bf16_buffer(kRoleB, packed_elements(*p));
     pack_b(*p, B, dst);
     run_primitive(key, A, dst, bias, C);
 }
@@ -340,8 +345,7 @@ const uint16_t* packed_copy(Pin& pin, const GemmKey& key) {
     // Layouts beyond the slots share the last one, repacked when it alternates.
     const int slot = std::min<int>(int(pin.packed.size()), kPackedSlots - 1);
     if (slot < int(pin.packed.size())) pin.packed.erase(pin.packed.begin() + slot);
-    uint16_t* dst = bf16_buffer(kPacked0 + pin.depth * kPackedSlots + slot,
-                                int64_t(p->b.get_size() / sizeof(uint16_t)));
+    uint16_t* dst = bf16_buffer(kPacked0 + pin.depth * kPackedSlots + slot, packed_elements(*p));
     pack_b(*p, pin.x, dst);
     pin.packed.push_back({p->b, dst});
     return dst;
@@ -479,13 +483,22 @@ void Bf16ScratchCount::product(int64_t a, int64_t b) {
     wide_b_ = std::max(wide_b_, b);
 }
 
+namespace {
+// What a native product gemm(trans_a, trans_b, M, N, K, ..., beta = accumulate) on a compact B
+// (ldb its stored width, ldc = N) packs B into, in elements; 0 where products are emulated (no
+// packed layouts to ask oneDNN for).
+int64_t packed_b_elements(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                          bool accumulate, bool b_bf16) {
+    if (!bf16_products_native()) return 0;
+    return packed_elements(*cached_primitive(
+        packed_b_key(trans_a, trans_b, M, N, K, trans_b ? K : N, N, accumulate, false, b_bf16)));
+}
+}  // namespace
+
 void Bf16ScratchCount::packed_b(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                                 bool accumulate, bool b_bf16) {
-    if (!bf16_products_native()) return;  // no packed layouts to ask oneDNN for
-    const GemmKey key =
-        packed_b_key(trans_a, trans_b, M, N, K, trans_b ? K : N, N, accumulate, false, b_bf16);
     packed_b_ =
-        std::max(packed_b_, int64_t(cached_primitive(key)->b.get_size() / sizeof(uint16_t)));
+        std::max(packed_b_, packed_b_elements(trans_a, trans_b, M, N, K, accumulate, b_bf16));
 }
 
 void Bf16ScratchCount::gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
@@ -510,11 +523,8 @@ void Bf16ScratchCount::pinned_b(int depth, int slot, bool trans_a, bool trans_b,
                "Bf16ScratchCount: depth {} slot {} outside 0..{}, 0..{}", depth, slot, kMaxPins - 1,
                kPackedSlots - 1);
     pin_b_[depth] = std::max(pin_b_[depth], K * N);
-    if (!bf16_products_native()) return;  // no packed layouts to ask oneDNN for
-    const GemmKey key =
-        packed_b_key(trans_a, trans_b, M, N, K, trans_b ? K : N, N, accumulate, false);
-    const int64_t n = int64_t(cached_primitive(key)->b.get_size() / sizeof(uint16_t));
-    packed_[depth * kPackedSlots + slot] = std::max(packed_[depth * kPackedSlots + slot], n);
+    int64_t& packed = packed_[depth * kPackedSlots + slot];
+    packed = std::max(packed, packed_b_elements(trans_a, trans_b, M, N, K, accumulate, false));
 }
 
 void Bf16ScratchCount::forward(int64_t M, int64_t K, int64_t N, bool bf16_input) {

@@ -5,7 +5,7 @@
 
 #include "weft/kernels/exp_nonpositive.hpp"
 #include "weft/kernels/isa.hpp"
-#include "weft/kernels/precision.hpp"
+#include "weft/kernels/lanes.hpp"
 #include "weft/kernels/simd.hpp"
 
 namespace weft::kernels::detail {
@@ -35,7 +35,7 @@ void scale_portable(float* row, int64_t V, float k) {
 }
 
 void scale_bf16_portable(uint16_t* out, const float* row, int64_t V, float k) {
-    for (int64_t v = 0; v < V; ++v) out[v] = fp32_to_bf16(row[v] * k);
+    for (int64_t v = 0; v < V; ++v) lanes::store(out + v, row[v] * k);
 }
 
 #if defined(__AVX512F__)
@@ -102,16 +102,13 @@ void scale_avx512(float* row, int64_t V, float k) {
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
 void scale_bf16_avx512(uint16_t* out, const float* row, int64_t V, float k) {
     const int64_t full = V / 16 * 16;
-    const __mmask16 tail = __mmask16((1u << (V - full)) - 1);
     const __m512 vk = _mm512_set1_ps(k);
     for (int64_t v = 0; v < full; v += 16)
-        _mm256_storeu_si256(
-            reinterpret_cast<__m256i*>(out + v),
-            (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_loadu_ps(row + v), vk)));
-    if (tail)
-        _mm256_mask_storeu_epi16(out + full, tail,
-                                 (__m256i)_mm512_cvtneps_pbh(
-                                     _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, row + full), vk)));
+        lanes::store16(out + v, _mm512_mul_ps(lanes::load16(row + v), vk));
+    if (full < V) {
+        const __mmask16 tail = lanes::tail_mask(V - full);
+        lanes::store16(out + full, _mm512_mul_ps(lanes::load16(row + full, tail), vk), tail);
+    }
 }
 #endif
 
@@ -123,7 +120,7 @@ SoftmaxRowOps softmax_row_ops() {
     if (use_avx512()) ops = {max_avx512, exp_sum_avx512, scale_avx512, scale_bf16_portable};
 #endif
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
-    if (bf16_conversion_vectorised()) ops.scale_bf16 = scale_bf16_avx512;
+    if (lanes::vectors<uint16_t>()) ops.scale_bf16 = scale_bf16_avx512;
 #endif
     return ops;
 }
