@@ -23,6 +23,7 @@
 #include <cstring>
 
 #include "weft/kernels/attention_bf16_tiles.hpp"
+#include "weft/kernels/lanes.hpp"
 
 namespace weft::kernels::detail {
 
@@ -96,12 +97,6 @@ class Carve {
     }
     Pair* next_;
 };
-
-// 16 bf16 values (fewer under the mask) widened to fp32: exact, a shift into the high half.
-inline __m512 load_bf16(const uint16_t* p, __mmask16 m) {
-    const __m256i h = _mm256_maskz_loadu_epi16(m, p);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
 
 // Rows [i0, i0 + 64) of one (batch, head), as attention_avx512.cpp's forward_block: scores are
 // keys × queries so the online softmax's max and sum are per lane.
@@ -229,8 +224,8 @@ void pair_rows(Pair* dst, const float* src, int64_t rows, int64_t nv) {
         __m512 acc = _mm512_setzero_ps();
         for (int64_t d = 0; d < HS; d += 16) {
             const __mmask16 m = tail_mask(std::min<int64_t>(16, HS - d));
-            acc = _mm512_fmadd_ps(load_bf16(dob + i * s.ldo + d, m),
-                                  load_bf16(ob + i * s.ldo + d, m), acc);
+            acc = _mm512_fmadd_ps(lanes::load16(dob + i * s.ldo + d, m),
+                                  lanes::load16(ob + i * s.ldo + d, m), acc);
         }
         Dr[i] = _mm512_reduce_add_ps(acc);
         lse2[i] = lseb[i] * kLog2e;
