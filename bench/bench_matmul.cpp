@@ -363,7 +363,7 @@ void BM_classifier_gemm_bf16(benchmark::State& state) {
     const int64_t R = state.range(1);
     const int which = int(state.range(0));
     const char* names[] = {"logits x·wteᵀ", "dx dlogits·wte", "dwte += dlogitsᵀ·x",
-                           "dwte += (dlogitsᵀ stored)·x"};
+                           "dwte += (dlogitsᵀ stored)·x", "dx (dlogitsᵀ stored)ᵀ·wte"};
     state.SetLabel("R=" + std::to_string(R) + " bf16 " + names[which]);
     const MatmulPrecisionScope bf16(MatmulPrecision::bf16);
     auto x = filled(R * kC, 0.1f), wte = filled(kVocab * kC, 0.2f);
@@ -388,8 +388,7 @@ void BM_classifier_gemm_bf16(benchmark::State& state) {
             gemm(true, false, kVocab, kC, R, 1.0f, logits.data(), kVocab, x.data(), kC, 1.0f,
                  dwte.data(), kC);
         };
-    // 3: dwte with dlogits already transposed ([V, R]), a plain A: what a transposing
-    // conversion would let oneDNN run.
+    // 3: dwte with dlogits already transposed ([V, R]), a plain A.
     std::vector<float> logits_t;
     std::optional<Bf16OperandScope> pt;
     if (which == 3) {
@@ -399,6 +398,16 @@ void BM_classifier_gemm_bf16(benchmark::State& state) {
         body = [&] {
             gemm(false, false, kVocab, kC, R, 1.0f, logits_t.data(), R, x.data(), kC, 1.0f,
                  dwte.data(), kC);
+        };
+    }
+    // 4: dx from the same transposed copy (a transposed A): 3 and 4 are what the classifier runs.
+    if (which == 4) {
+        logits_t.resize(logits.size());
+        transpose(logits_t.data(), logits.data(), R, kVocab);
+        pt.emplace(logits_t.data(), kVocab, R, R);
+        body = [&] {
+            gemm(true, false, R, kC, kVocab, 1.0f, logits_t.data(), R, wte.data(), kC, 0.0f,
+                 dx.data(), kC);
         };
     }
     run(state, 2.0 * R * kVocab * kC, body);
@@ -470,7 +479,7 @@ BENCHMARK(BM_classifier_chunk_gemms)
     ->MinTime(0.5)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_classifier_gemm_bf16)
-    ->ArgsProduct({{0, 1, 2, 3}, {512, 1024, 2048}})
+    ->ArgsProduct({{0, 1, 2, 3, 4}, {512, 1024, 2048}})
     ->MinTime(1.0)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_classifier_forward_backward)->MinTime(2.0)->Unit(benchmark::kMillisecond);

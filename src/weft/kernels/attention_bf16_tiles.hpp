@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "weft/kernels/attention_avx512_tiles.hpp"
+#include "weft/kernels/lanes.hpp"
 
 namespace weft::kernels::detail::avx512 {
 
@@ -24,15 +25,8 @@ inline __m512bh as_bh(__m512i x) {
     return (__m512bh)x;
 }
 
-// 16 lanes of lo and hi as pairs (lo_i in the low half of word i, hi_i in the high half),
-// each rounded to bf16 to nearest even.
-inline __m512i pair_words(__m512 lo, __m512 hi) {
-    // cvtne2ps puts its second operand in words 0-15 and the first in 16-31; the permutation
-    // interleaves them.
-    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24,
-                                         8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    return _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-}
+// 16 lanes of lo and hi as pairs, rounded to bf16 (lanes.hpp).
+using lanes::pair_words;
 
 // 32 floats (two vectors) as 32 consecutive bf16 values, rounded to nearest even.
 inline __m512i bf16_words(__m512 first, __m512 second) {

@@ -50,6 +50,15 @@ inline __m512 load16(const uint16_t* p, __mmask16 k = 0xffff) {
 inline void store16(uint16_t* p, __m512 x, __mmask16 k = 0xffff) {
     _mm256_mask_storeu_epi16(p, k, (__m256i)_mm512_cvtneps_pbh(x));
 }
+// 16 lanes of lo and hi as pairs of bf16 (rounded to nearest even) in 32-bit words: lo_i in
+// the low half of word i, hi_i in the high half, the "VNNI" layout _mm512_dpbf16_ps multiplies.
+inline __m512i pair_words(__m512 lo, __m512 hi) {
+    // cvtne2ps puts its second operand in words 0-15 and the first in 16-31; the permutation
+    // interleaves them.
+    const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24,
+                                         8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    return _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
 #else
 inline constexpr bool kBf16Vectors = false;
 #endif

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <unordered_map>
@@ -186,8 +187,13 @@ enum Bf16Role : int {
     kRoles = kPacked0 + kMaxPins * kPackedSlots
 };
 
+// On whole cache lines (64-byte aligned): a kernel that writes a pinned copy itself
+// (Bf16OperandScope::CallerRounds) may then store whole lines with streaming stores.
+struct AlignedDelete {
+    void operator()(uint16_t* p) const { ::operator delete[](p, std::align_val_t(64)); }
+};
 struct Bf16Buffer {
-    std::unique_ptr<uint16_t[]> data;
+    std::unique_ptr<uint16_t[], AlignedDelete> data;
     int64_t size = 0;
 };
 
@@ -197,7 +203,8 @@ uint16_t* bf16_buffer(int role, int64_t n) {
     Bf16Buffer& b = t_bf16[role];
     if (b.size < n) {
         b.data.reset();  // release the old block before taking the larger one
-        b.data.reset(new uint16_t[size_t(n)]);
+        b.data.reset(static_cast<uint16_t*>(
+            ::operator new[](size_t(n) * sizeof(uint16_t), std::align_val_t(64))));
         b.size = n;
     }
     return b.data.get();

@@ -34,8 +34,18 @@ void scale_portable(float* row, int64_t V, float k) {
     for (int64_t v = 0; v < V; ++v) row[v] *= k;
 }
 
-void scale_bf16_portable(uint16_t* out, const float* row, int64_t V, float k) {
-    for (int64_t v = 0; v < V; ++v) lanes::store(out + v, row[v] * k);
+void grad_bf16_transposed_portable(uint16_t* out, int64_t ld, const GradRow* rows, int64_t n,
+                                   float scale, int64_t V) {
+    for (int64_t v = 0; v < V; ++v)
+        for (int64_t i = 0; i < n; ++i) {
+            const GradRow& r = rows[i];
+            float g = 0.0f;
+            if (r.logits) {
+                g = exp_nonpositive(r.logits[v] - r.max) * r.k;
+                if (v == r.target) g -= scale;
+            }
+            lanes::store(out + v * ld + i, g);
+        }
 }
 
 #if defined(__AVX512F__)
@@ -100,27 +110,93 @@ void scale_avx512(float* row, int64_t V, float k) {
 #endif
 
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
-void scale_bf16_avx512(uint16_t* out, const float* row, int64_t V, float k) {
-    const int64_t full = V / 16 * 16;
-    const __m512 vk = _mm512_set1_ps(k);
-    for (int64_t v = 0; v < full; v += 16)
-        lanes::store16(out + v, _mm512_mul_ps(lanes::load16(row + v), vk));
-    if (full < V) {
-        const __mmask16 tail = lanes::tail_mask(V - full);
-        lanes::store16(out + full, _mm512_mul_ps(lanes::load16(row + full, tail), vk), tail);
+// Transposes 16 rows of 16 words in place (z[i][j] <-> z[j][i]): 32-bit, then 64-bit interleaves
+// within 128-bit lanes, then two rounds of lane shuffles.
+void transpose16x16(__m512i (&z)[16]) {
+    __m512i a[16], b[16];
+    for (int i = 0; i < 16; i += 2) {
+        a[i] = _mm512_unpacklo_epi32(z[i], z[i + 1]);
+        a[i + 1] = _mm512_unpackhi_epi32(z[i], z[i + 1]);
     }
+    // b[4g + c], lane L: rows 4g..4g+3 at column 4L + c.
+    for (int g = 0; g < 16; g += 4) {
+        b[g] = _mm512_unpacklo_epi64(a[g], a[g + 2]);
+        b[g + 1] = _mm512_unpackhi_epi64(a[g], a[g + 2]);
+        b[g + 2] = _mm512_unpacklo_epi64(a[g + 1], a[g + 3]);
+        b[g + 3] = _mm512_unpackhi_epi64(a[g + 1], a[g + 3]);
+    }
+    // Row 4L + c gathers lane L of b[c], b[4 + c], b[8 + c] and b[12 + c].
+    for (int c = 0; c < 4; ++c) {
+        const __m512i even_lo = _mm512_shuffle_i32x4(b[c], b[4 + c], 0x88);
+        const __m512i odd_lo = _mm512_shuffle_i32x4(b[c], b[4 + c], 0xdd);
+        const __m512i even_hi = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0x88);
+        const __m512i odd_hi = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0xdd);
+        z[c] = _mm512_shuffle_i32x4(even_lo, even_hi, 0x88);
+        z[8 + c] = _mm512_shuffle_i32x4(even_lo, even_hi, 0xdd);
+        z[4 + c] = _mm512_shuffle_i32x4(odd_lo, odd_hi, 0x88);
+        z[12 + c] = _mm512_shuffle_i32x4(odd_lo, odd_hi, 0xdd);
+    }
+}
+
+// 16 columns at a time: rows 2p and 2p + 1 rounded into the words of z[p] (bf16 pairs), then
+// transposed so that z[j] holds column j's 32 values in row order, one 64-byte store. The
+// exponentials are computed again rather than kept by exp_sum: writing them back costs a pass
+// of the block through memory, recomputing them costs less.
+void grad_bf16_transposed_avx512(uint16_t* out, int64_t ld, const GradRow* rows, int64_t n,
+                                 float scale, int64_t V) {
+    const __mmask32 keep = n >= 32 ? ~__mmask32(0) : (__mmask32(1) << n) - 1;
+    // A whole block on whole cache lines is stored with streaming stores: each of its columns is
+    // one line the block writes once, that no cache needs to read first; the block's gradient
+    // (3.2 MB for GPT-2) leaves the caches to the logits the next block reads.
+    const bool stream = n == kTransposedRows && reinterpret_cast<uintptr_t>(out) % 64 == 0 &&
+                        (ld * int64_t(sizeof(uint16_t))) % 64 == 0;
+    GradRow live[kTransposedRows];
+    for (int64_t i = 0; i < std::min(n, kTransposedRows); ++i) live[i] = rows[i];
+    const __m512 vscale = _mm512_set1_ps(scale);
+    // Each of the 32 rows is read 64 bytes at a time, more streams than the hardware prefetcher
+    // follows: prefetched 8 lines ahead, a chunk's block runs 14.2 -> 12.1 ms (one thread).
+    constexpr int64_t kAhead = 128;
+    for (int64_t v = 0; v < V; v += 16) {
+        const int64_t w = std::min<int64_t>(16, V - v);
+        const __mmask16 m = lanes::tail_mask(w);
+        auto grad = [&](int64_t i) {
+            const GradRow& r = live[i];
+            if (!r.logits) return _mm512_setzero_ps();
+            _mm_prefetch(reinterpret_cast<const char*>(r.logits + v + kAhead), _MM_HINT_T0);
+            const __m512 x = _mm512_sub_ps(lanes::load16(r.logits + v, m), _mm512_set1_ps(r.max));
+            __m512 g = _mm512_mul_ps(exp_nonpositive(x), _mm512_set1_ps(r.k));
+            if (const int64_t at = r.target - v; at >= 0 && at < 16)
+                g = _mm512_mask_sub_ps(g, __mmask16(1u << at), g, vscale);
+            return g;
+        };
+        __m512i z[16];
+        for (int p = 0; p < 16; ++p) z[p] = lanes::pair_words(grad(2 * p), grad(2 * p + 1));
+        transpose16x16(z);
+        if (stream)
+            for (int64_t j = 0; j < w; ++j)
+                _mm512_stream_si512(reinterpret_cast<__m512i*>(out + (v + j) * ld), z[j]);
+        else
+            for (int64_t j = 0; j < w; ++j)
+                _mm512_mask_storeu_epi16(out + (v + j) * ld, keep, z[j]);
+    }
+    if (stream) _mm_sfence();  // the streaming stores are seen before the products read them
 }
 #endif
 
 }  // namespace
 
 SoftmaxRowOps softmax_row_ops() {
-    SoftmaxRowOps ops{max_portable, exp_sum_portable, scale_portable, scale_bf16_portable};
+    SoftmaxRowOps ops{max_portable, exp_sum_portable, scale_portable,
+                      grad_bf16_transposed_portable};
 #if defined(__AVX512F__)
-    if (use_avx512()) ops = {max_avx512, exp_sum_avx512, scale_avx512, scale_bf16_portable};
+    if (use_avx512()) {
+        ops.max = max_avx512;
+        ops.exp_sum = exp_sum_avx512;
+        ops.scale = scale_avx512;
+    }
 #endif
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
-    if (lanes::vectors<uint16_t>()) ops.scale_bf16 = scale_bf16_avx512;
+    if (lanes::vectors<uint16_t>()) ops.grad_bf16_transposed = grad_bf16_transposed_avx512;
 #endif
     return ops;
 }

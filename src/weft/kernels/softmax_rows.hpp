@@ -6,6 +6,14 @@
 
 namespace weft::kernels::detail {
 
+// One row of grad_bf16_transposed: its logits (null: a row with no gradient), their maximum,
+// the factor scale / Σexp, and its target.
+struct GradRow {
+    const float* logits = nullptr;
+    float max = 0.0f, k = 0.0f;
+    int32_t target = -1;
+};
+
 struct SoftmaxRowOps {
     // Largest element of row[0, V).
     float (*max)(const float* row, int64_t V);
@@ -13,10 +21,17 @@ struct SoftmaxRowOps {
     float (*exp_sum)(float* row, int64_t V, float max, bool keep);
     // row[v] *= k.
     void (*scale)(float* row, int64_t V, float k);
-    // out[v] = row[v] * k rounded to bf16 (nearest even): the same bits as scale and then
-    // convert_fp32_to_bf16, in one pass that leaves row as it was.
-    void (*scale_bf16)(uint16_t* out, const float* row, int64_t V, float k);
+    // The softmax gradient of a block of n <= kTransposedRows rows of logits, rounded to bf16
+    // (nearest even) and written transposed: out[v·ld + i] = exp(x - max)·k for x = row i's
+    // logit v, less `scale` at its target, for v < V and i < n (zeros for a row without logits).
+    // The same bits as exp_sum keeping the exponentials, scale, the step at the target and
+    // convert_fp32_to_bf16, without writing the rows: the classifier stores its logits' gradient
+    // so, [V, rows], for the products that read it.
+    void (*grad_bf16_transposed)(uint16_t* out, int64_t ld, const GradRow* rows, int64_t n,
+                                 float scale, int64_t V);
 };
+
+inline constexpr int64_t kTransposedRows = 32;
 
 // The portable or the AVX-512 loops, as the kernel ISA now in force says.
 SoftmaxRowOps softmax_row_ops();

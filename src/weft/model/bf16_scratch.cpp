@@ -24,15 +24,16 @@ int64_t bf16_operand_scratch_bytes(const ModelConfig& cfg, int64_t B, int64_t T,
         const int64_t r = kernels::classifier_chunk_rows(BT), C = cfg.n_embd;
         if (tp == 1) {
             // kernels/classifier.cpp pins the table (depth 0), each chunk's input (1) and its
-            // logits (2). logits = x·tableᵀ, dx = dlogits·table, dtable += dlogitsᵀ·x.
+            // logits' gradient, written transposed (2). logits = x·tableᵀ, dx = (dlogitsᵀ)ᵀ·table,
+            // dtable += dlogitsᵀ·x.
             count.pinned_a(1, r * C);
             count.pinned_b(0, 0, false, true, r, V, C, false);
             count.gemm(false, true, r, V, C, false, true, true);
             count.pinned_a(2, r * V);
-            count.pinned_b(0, 1, false, false, r, C, V, false);
-            count.gemm(false, false, r, C, V, false, true, true);
-            count.pinned_b(1, 0, true, false, V, C, r, true);
-            count.gemm(true, false, V, C, r, true, true, true);
+            count.pinned_b(0, 1, true, false, r, C, V, false);
+            count.gemm(true, false, r, C, V, false, true, true);
+            count.pinned_b(1, 0, false, false, V, C, r, true);
+            count.gemm(false, false, V, C, r, true, true, true);
         } else {
             count.gemm(false, true, r, V, C, false);
             count.gemm(false, false, r, C, V, false);

@@ -147,36 +147,46 @@ TEST(Classifier, MatchesReferenceAcrossChunksWithIgnoredTargets) {
     for_each_isa([&] { expect_matches_reference(p); });
 }
 
-// With bf16 products the kernel rounds the logits' gradient as its row loop writes it and packs
-// its pinned operands once: the same bits as the plain pipeline of separate bf16 products and an
-// fp32 softmax whose gradient the product then rounds.
+// With bf16 products the kernel rounds the logits' gradient as its row loop writes it, transposed
+// ([V, N], in blocks of 32 rows: 37 rows leave a tail block; 96 rows are whole blocks on whole
+// cache lines, which take the streaming stores; V = 101 leaves a tail of columns), and packs its
+// pinned operands once: the same bits as the plain pipeline of separate bf16 products on an fp32
+// softmax gradient stored transposed, which the products then round.
 TEST(Classifier, Bf16GivesThePlainPipelinesBits) {
     const MatmulPrecisionScope bf16(MatmulPrecision::bf16);
-    for_each_isa([] {
-        const Problem p = make_problem(37, 24, 101, 0.5f, 11, true);
-        const int64_t N = p.N, C = p.C, V = p.V;
-        const auto initial = random_vector(size_t(V * C), 98, 0.01f);
-        const Result got = run(p, initial);
+    for (const int64_t rows : {37, 96})
+        for_each_isa([rows] {
+            SCOPED_TRACE(rows);
+            const Problem p = make_problem(rows, 24, 101, 0.5f, 11, true);
+            const int64_t N = p.N, C = p.C, V = p.V;
+            const auto initial = random_vector(size_t(V * C), 98, 0.01f);
+            const Result got = run(p, initial);
 
-        std::vector<float> logits(size_t(N * V)), dx(size_t(N * C)), dwte = initial;
-        gemm(false, true, N, V, C, 1.0f, p.x.data(), C, p.wte.data(), C, 0.0f, logits.data(), V);
-        const detail::SoftmaxRowOps ops = detail::softmax_row_ops();
-        for (int64_t n = 0; n < N; ++n) {
-            float* row = logits.data() + n * V;
-            const int32_t t = p.targets[n];
-            if (t < 0) {
-                std::fill(row, row + V, 0.0f);
-                continue;
+            std::vector<float> logits(size_t(N * V)), dx(size_t(N * C)), dwte = initial;
+            gemm(false, true, N, V, C, 1.0f, p.x.data(), C, p.wte.data(), C, 0.0f, logits.data(),
+                 V);
+            const detail::SoftmaxRowOps ops = detail::softmax_row_ops();
+            for (int64_t n = 0; n < N; ++n) {
+                float* row = logits.data() + n * V;
+                const int32_t t = p.targets[n];
+                if (t < 0) {
+                    std::fill(row, row + V, 0.0f);
+                    continue;
+                }
+                const float sum = ops.exp_sum(row, V, ops.max(row, V), true);
+                ops.scale(row, V, p.scale / sum);
+                row[t] -= p.scale;
             }
-            const float sum = ops.exp_sum(row, V, ops.max(row, V), true);
-            ops.scale(row, V, p.scale / sum);
-            row[t] -= p.scale;
-        }
-        gemm(false, false, N, C, V, 1.0f, logits.data(), V, p.wte.data(), C, 0.0f, dx.data(), C);
-        gemm(true, false, V, C, N, 1.0f, logits.data(), V, p.x.data(), C, 1.0f, dwte.data(), C);
-        EXPECT_EQ(std::vector<float>(got.dx.begin(), got.dx.end()), dx);
-        EXPECT_EQ(std::vector<float>(got.dwte.begin(), got.dwte.begin() + V * C), dwte);
-    });
+            std::vector<float> grad_t(logits.size());
+            for (int64_t n = 0; n < N; ++n)
+                for (int64_t v = 0; v < V; ++v)
+                    grad_t[size_t(v * N + n)] = logits[size_t(n * V + v)];
+            gemm(true, false, N, C, V, 1.0f, grad_t.data(), N, p.wte.data(), C, 0.0f, dx.data(), C);
+            gemm(false, false, V, C, N, 1.0f, grad_t.data(), N, p.x.data(), C, 1.0f, dwte.data(),
+                 C);
+            EXPECT_EQ(std::vector<float>(got.dx.begin(), got.dx.end()), dx);
+            EXPECT_EQ(std::vector<float>(got.dwte.begin(), got.dwte.begin() + V * C), dwte);
+        });
 }
 
 TEST(Classifier, VocabularySizesAroundTheVectorWidth) {
