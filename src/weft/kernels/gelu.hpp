@@ -13,5 +13,13 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
 // the widened inp. Each widens a block at a time in cache, so no fp32 copy of the whole is made.
 void gelu_forward_bf16(uint16_t* out, const uint16_t* inp, int64_t n);
 void gelu_backward_bf16_input(float* dinp, const uint16_t* inp, const float* dout, int64_t n);
+// The backward of a GELU whose input gradient only feeds a bf16 product with a bias (GPT-2's fc
+// under --dtype bf16): dinp [rows, cols] = gelu'(inp)·dout rounded to bf16, the bits of
+// gelu_backward_bf16_input and then convert_fp32_to_bf16, and, given dbias, dbias[c] += Σ_r of
+// the unrounded dinp, summed over blocks of 64 rows and then the blocks in order (the same bits
+// on any number of threads). One pass that writes no fp32 gradient, where the products would
+// round it and the bias gradient read it again; dinp must not overlap dout.
+void gelu_backward_bf16(uint16_t* dinp, float* dbias, const uint16_t* inp, const float* dout,
+                        int64_t rows, int64_t cols);
 
 }  // namespace weft::kernels

@@ -541,8 +541,8 @@ void Bf16ScratchCount::forward(int64_t M, int64_t K, int64_t N, bool bf16_input)
     product(M * K, K * N);
 }
 
-void Bf16ScratchCount::backward(int64_t M, int64_t K, int64_t N, bool bf16_input) {
-    a_ = std::max(a_, M * N);
+void Bf16ScratchCount::backward(int64_t M, int64_t K, int64_t N, bool bf16_input, bool bf16_dout) {
+    if (!bf16_dout) a_ = std::max(a_, M * N);
     b_ = std::max(b_, N * K);
     if (!bf16_input) c_ = std::max(c_, M * K);
     packed_b(false, false, M, K, N, false);
@@ -577,12 +577,11 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 
 namespace {
 
-// matmul_backward's bf16 products; the input is taken already rounded (inp16) or rounded here.
-void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float* dout,
-                          const float* inp, const uint16_t* inp16, const float* weight, int64_t M,
-                          int64_t K, int64_t N, bool accumulate_dinp) {
-    // dout is rounded once for both products.
-    const uint16_t* d = to_bf16(kRoleA, dout, M, N, N);
+// matmul_backward's bf16 products on dout already rounded (d, compact [M,N]); the input is taken
+// already rounded (inp16) or rounded here.
+void backward_products_bf16(float* dinp, float* dweight, const uint16_t* d, const float* inp,
+                            const uint16_t* inp16, const float* weight, int64_t M, int64_t K,
+                            int64_t N, bool accumulate_dinp) {
     const bool native = bf16_products_native();
     if (dinp) {
         WEFT_CHECK(weight, "matmul_backward: dinp asked for without the weight");
@@ -602,6 +601,14 @@ void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float
             gemm_bf16(true, false, N, K, M, d, inp16 ? inp16 : to_bf16(kRoleC, inp, M, K, K), 1.0f,
                       dweight, K, nullptr);
     }
+}
+
+// matmul_backward's bf16 products; dout is rounded here, once for both.
+void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float* dout,
+                          const float* inp, const uint16_t* inp16, const float* weight, int64_t M,
+                          int64_t K, int64_t N, bool accumulate_dinp) {
+    backward_products_bf16(dinp, dweight, to_bf16(kRoleA, dout, M, N, N), inp, inp16, weight, M, K,
+                           N, accumulate_dinp);
     if (dbias) bias_backward(dbias, dout, M, N);
 }
 
@@ -648,6 +655,16 @@ void matmul_backward_bf16_input(float* dinp, float* dweight, float* dbias, const
         return matmul_backward_bf16(dinp, dweight, dbias, dout, nullptr, inp, weight, M, K, N,
                                     accumulate_dinp);
     matmul_backward(dinp, dweight, dbias, dout, nullptr, weight, M, K, N, accumulate_dinp);
+}
+
+void matmul_backward_bf16_dout(float* dinp, float* dweight, const uint16_t* dout,
+                               const uint16_t* inp, const float* weight, int64_t M, int64_t K,
+                               int64_t N, bool accumulate_dinp) {
+    WEFT_PROFILE("matmul_bwd");
+    check_bf16_input("matmul_backward_bf16_dout");
+    WEFT_CHECK(M >= 0 && N > 0 && K > 0, "matmul_backward_bf16_dout: M={} K={} N={}", M, K, N);
+    if (M == 0) return;  // no rows: no input gradient, and nothing adds to the weight's
+    backward_products_bf16(dinp, dweight, dout, nullptr, inp, weight, M, K, N, accumulate_dinp);
 }
 
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,

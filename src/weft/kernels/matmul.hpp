@@ -102,6 +102,12 @@ void matmul_backward_bf16_input(float* dinp, float* dweight, float* dbias, const
                                 const uint16_t* inp, const float* weight, int64_t M, int64_t K,
                                 int64_t N, bool accumulate_dinp);
 
+// matmul_backward_bf16_input with dout too already rounded to bf16 (compact [M,N]), as the
+// kernel before it wrote it (gelu_backward_bf16), and without the bias: that kernel summed its
+// gradient. Bit for bit matmul_backward_bf16_input on the fp32 dout whose rounding this is.
+void matmul_backward_bf16_dout(float* dinp, float* dweight, const uint16_t* dout,
+                               const uint16_t* inp, const float* weight, int64_t M, int64_t K,
+                               int64_t N, bool accumulate_dinp);
 // Whether this CPU runs bf16 products natively (oneDNN has a bf16 matmul for it); false: they
 // are emulated on the fp32 units.
 bool bf16_products_native();
@@ -131,8 +137,9 @@ class Bf16ScratchCount {
                   bool accumulate);
     // matmul_forward (bf16_input: matmul_forward_bf16_input) of [M,K] by [N,K]ᵀ.
     void forward(int64_t M, int64_t K, int64_t N, bool bf16_input);
-    // matmul_backward (bf16_input: matmul_backward_bf16_input) with dinp and dweight.
-    void backward(int64_t M, int64_t K, int64_t N, bool bf16_input);
+    // matmul_backward (bf16_input: matmul_backward_bf16_input; bf16_dout too:
+    // matmul_backward_bf16_dout) with dinp and dweight.
+    void backward(int64_t M, int64_t K, int64_t N, bool bf16_input, bool bf16_dout = false);
     // Bytes of bf16 copies, and of widened fp32 operands where products are emulated.
     int64_t bytes(bool emulated = !bf16_products_native()) const;
 

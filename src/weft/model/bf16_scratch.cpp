@@ -15,7 +15,7 @@ int64_t bf16_operand_scratch_bytes(const ModelConfig& cfg, int64_t B, int64_t T,
         const int64_t out = l.column_parallel ? l.out / tp : l.out;
         const int64_t in = l.column_parallel ? l.in : l.in / tp;
         count.forward(BT, in, out, l.bf16_input);
-        count.backward(BT, in, out, l.bf16_input);
+        count.backward(BT, in, out, l.bf16_input, l.bf16_dout);
     }
     if (head) {
         // TpRegions::head: the whole real vocabulary at tp = 1, else this rank's slice (rank 0's,

@@ -29,6 +29,9 @@ struct LinearShape {
     bool column_parallel;
     // Under --dtype bf16 the family keeps this product's input as bf16 (LayerSpan::bf16).
     bool bf16_input = false;
+    // ... and hands its backward the output gradient already rounded to bf16
+    // (kernels::matmul_backward_bf16_dout), so that no copy of it is rounded for the products.
+    bool bf16_dout = false;
 };
 
 // One block's stored activations per token in Korthikanti et al. 2022's accounting (their

@@ -364,11 +364,16 @@ void Gpt2::block_backward(Activations& base, UnitAccess& w, int l) {
     backward_kept(d4C, g.fcproj_w, g.fcproj_b, dout, a.fch_gelu, at_fc, p.fcproj_w, BT, 4 * Cl, C);
     w.progress();
     if (a.bf16) {
-        k::gelu_backward_bf16_input(d4C, a.fch.b16() + at_fc, d4C, BT * 4 * Cl);
+        // fc's products read the GELU's gradient only rounded: it is written so, with fc's bias
+        // gradient summed on the way, into d3C_ (free until attention's backward; [B*T, 3C/tp]
+        // floats hold [B*T, 4C/tp] bf16).
+        uint16_t* dfc16 = reinterpret_cast<uint16_t*>(d3C);
+        k::gelu_backward_bf16(dfc16, g.fc_b, a.fch.b16() + at_fc, d4C, BT, 4 * Cl);
+        backward_kept_bf16_dout(dC_.data(), g.fc_w, dfc16, a.ln2, at_ln, p.fc_w, BT, C, 4 * Cl);
     } else {
         k::gelu_backward(d4C, a.fch.f32() + at_fc, d4C, BT * 4 * Cl);
+        backward_kept(dC_.data(), g.fc_w, g.fc_b, d4C, a.ln2, at_ln, p.fc_w, BT, C, 4 * Cl);
     }
-    backward_kept(dC_.data(), g.fc_w, g.fc_b, d4C, a.ln2, at_ln, p.fc_w, BT, C, 4 * Cl);
     w.progress();
     k::layernorm_backward(dres, gn.ln2_w, gn.ln2_b, tp_.sum_input_grad(dC_.data(), BT, R, d4C),
                           res2, p.ln2_w, a.ln2_mean.data() + s * R, a.ln2_rstd.data() + s * R, R,

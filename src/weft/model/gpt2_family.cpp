@@ -70,10 +70,11 @@ std::unique_ptr<Model> make(const ModelConfig& cfg, const ModelShard& shard, TpC
 std::vector<LinearShape> layer_linears(const ModelConfig& cfg) {
     const int64_t C = cfg.n_embd;
     // The inputs kept as bf16 under --dtype bf16: ln1, atty, ln2 and fch_gelu (gpt2.hpp; atty
-    // stays fp32 under context parallelism, which this operand count leaves aside).
+    // stays fp32 under context parallelism, which this operand count leaves aside). c_fc's
+    // output gradient comes rounded from the GELU's backward.
     return {{"attn.c_attn", 3 * C, C, true, true},
             {"attn.c_proj", C, C, false, true},
-            {"mlp.c_fc", 4 * C, C, true, true},
+            {"mlp.c_fc", 4 * C, C, true, true, true},
             {"mlp.c_proj", C, 4 * C, false, true}};
 }
 

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "weft/core/error.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/kernels/precision.hpp"
 #include "weft/kernels/profile.hpp"
@@ -33,6 +34,12 @@ void backward_kept(float* dinp, float* dw, float* db, const float* dout, const K
     if (!kept.bf16())
         return k::matmul_backward(dinp, dw, db, dout, kept.f32() + at, w, M, K, N, false);
     k::matmul_backward_bf16_input(dinp, dw, db, dout, kept.b16() + at, w, M, K, N, false);
+}
+
+void backward_kept_bf16_dout(float* dinp, float* dw, const uint16_t* dout, const KeptTensor& kept,
+                             int64_t at, const float* w, int64_t M, int64_t K, int64_t N) {
+    WEFT_CHECK(kept.bf16(), "internal: backward_kept_bf16_dout on an fp32 kept input");
+    k::matmul_backward_bf16_dout(dinp, dw, dout, kept.b16() + at, w, M, K, N, false);
 }
 
 void keep_rounded(KeptTensor& kept, int64_t at, const float* src, int64_t rows, int64_t cols) {

@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <vector>
@@ -110,6 +111,46 @@ TEST_P(Gelu, Bf16InputGivesTheFp32KernelsBitsOnTheWidenedValues) {
         std::vector<float> inplace = dy;  // dinp may alias dout
         wk::gelu_backward_bf16_input(inplace.data(), x16.data(), inplace.data(), n);
         EXPECT_EQ(inplace, want_dinp) << "n=" << n;
+    }
+}
+
+// The backward that writes its gradient rounded and sums the bias gradient (GPT-2's fc under
+// --dtype bf16): the bits of gelu_backward_bf16_input and then convert_fp32_to_bf16, and the bias
+// gradient of that fp32 gradient summed in the stated order (64-row blocks, then the blocks), on
+// one thread and on several. Widths with a tail of lanes, heights with a partial block.
+TEST_P(Gelu, Bf16BackwardGivesTheRoundedGradientAndTheBiasSums) {
+    const int64_t shapes[][2] = {{1, 1}, {3, 17}, {37, 256}, {65, 300}, {300, 3 * 256 + 9}};
+    for (const auto& [rows, cols] : shapes) {
+        const int64_t n = rows * cols;
+        const auto x = inputs(n, 9), dy = random_vector(n, 10);
+        std::vector<uint16_t> x16(n), want16(n);
+        wk::convert_fp32_to_bf16(x16.data(), x.data(), 1, n, n);
+        std::vector<float> dinp(n);
+        wk::gelu_backward_bf16_input(dinp.data(), x16.data(), dy.data(), n);
+        wk::convert_fp32_to_bf16(want16.data(), dinp.data(), 1, n, n);
+        const auto bias0 = random_vector(cols, 11);
+        std::vector<float> want_db = bias0;
+        for (int64_t c = 0; c < cols; ++c) {
+            float total = 0.0f;
+            for (int64_t b0 = 0; b0 < rows; b0 += 64) {
+                float block = 0.0f;
+                for (int64_t m = b0; m < std::min(rows, b0 + 64); ++m) block += dinp[m * cols + c];
+                total += block;
+            }
+            want_db[c] += total;
+        }
+        const int initial = omp_get_max_threads();
+        for (int threads : {1, 2, 3}) {
+            omp_set_num_threads(threads);
+            std::vector<uint16_t> got16(n, 0xffff), no_bias(n, 0xffff);
+            std::vector<float> got_db = bias0;
+            wk::gelu_backward_bf16(got16.data(), got_db.data(), x16.data(), dy.data(), rows, cols);
+            EXPECT_EQ(got16, want16) << rows << "x" << cols << ", " << threads << " threads";
+            EXPECT_EQ(got_db, want_db) << rows << "x" << cols << ", " << threads << " threads";
+            wk::gelu_backward_bf16(no_bias.data(), nullptr, x16.data(), dy.data(), rows, cols);
+            EXPECT_EQ(no_bias, want16) << rows << "x" << cols << " without a bias";
+        }
+        omp_set_num_threads(initial);
     }
 }
 

@@ -312,6 +312,26 @@ TEST(MatmulBf16, Bf16OutputIsTheRoundedFp32Output) {
     EXPECT_GE(same, int64_t(out16.size()) * 99 / 100);
 }
 
+// The backward on a dout its producer already rounded: the bits of the backward that rounds the
+// fp32 dout itself (the bias aside), natively or emulated.
+TEST(MatmulBf16, RoundedDoutGivesTheSameBits) {
+    MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+    const int64_t M = 75, K = 48, N = 61;
+    const auto inp = random_vector(size_t(M * K), 33), w = random_vector(size_t(N * K), 34),
+               dout = random_vector(size_t(M * N), 35), dw0 = random_vector(size_t(N * K), 36);
+    std::vector<uint16_t> inp16(inp.size()), dout16(dout.size());
+    convert_fp32_to_bf16(inp16.data(), inp.data(), M, K, K);
+    convert_fp32_to_bf16(dout16.data(), dout.data(), M, N, N);
+    std::vector<float> want_dinp(size_t(M * K)), got_dinp(want_dinp.size(), 7.0f), want_dw = dw0,
+                                                                                   got_dw = dw0;
+    matmul_backward_bf16_input(want_dinp.data(), want_dw.data(), nullptr, dout.data(), inp16.data(),
+                               w.data(), M, K, N, false);
+    matmul_backward_bf16_dout(got_dinp.data(), got_dw.data(), dout16.data(), inp16.data(), w.data(),
+                              M, K, N, false);
+    EXPECT_EQ(got_dinp, want_dinp);
+    EXPECT_EQ(got_dw, want_dw);
+}
+
 TEST(MatmulBf16, ScratchIsReusedAcrossCalls) {
     MatmulPrecisionScope bf16(MatmulPrecision::bf16);
     const int64_t M = 64, K = 96, N = 80;
