@@ -23,6 +23,7 @@
 #include "weft/kernels/classifier.hpp"
 #include "weft/kernels/gemm_peak.hpp"
 #include "weft/kernels/matmul.hpp"
+#include "weft/kernels/precision.hpp"
 
 namespace {
 
@@ -414,6 +415,34 @@ void BM_classifier_gemm_bf16(benchmark::State& state) {
     state.counters["pct_bf16_peak"] = 100.0 * state.counters["GFLOPs"] / bf16_peak_gflops();
 }
 
+// A bf16 backward's first pass over its output gradient dout [4096, N]: rounding it for the
+// products and summing the bias gradient, as two passes (convert_fp32_to_bf16, then
+// matmul_backward's bias_backward) or one (convert_fp32_to_bf16_sum_columns). N = 768 (attn_proj,
+// fc_proj), 2304 (qkv). GB/s counts one read of dout and one write of its rounding.
+void BM_dout_round_bias(benchmark::State& state) {
+    const int64_t N = state.range(0);
+    const bool fused = state.range(1) != 0;
+    state.SetLabel(std::string(fused ? "one pass" : "two passes") + " N=" + std::to_string(N));
+    const auto dout = filled(kRows * N, 0.1f);
+    std::vector<uint16_t> d16(static_cast<size_t>(kRows * N));
+    std::vector<float> db(static_cast<size_t>(N), 0.0f);
+    double best = 1e300;
+    for (auto _ : state) {
+        const auto t0 = std::chrono::steady_clock::now();
+        if (fused) {
+            convert_fp32_to_bf16_sum_columns(d16.data(), db.data(), dout.data(), kRows, N);
+        } else {
+            convert_fp32_to_bf16(d16.data(), dout.data(), kRows, N, N);
+            matmul_backward(nullptr, nullptr, db.data(), dout.data(), nullptr, nullptr, kRows, 1, N,
+                            false);
+        }
+        best = std::min(
+            best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    state.counters["best_ms"] = best * 1e3;
+    state.counters["GBps"] = double(kRows * N) * 6.0 / best * 1e-9;
+}
+
 // The fused kernel on a whole GPT-2 batch; FLOPs counted are the three GEMMs (6·N·V·C).
 void BM_classifier_forward_backward(benchmark::State& state) {
     const int64_t N = kRows;
@@ -481,6 +510,10 @@ BENCHMARK(BM_classifier_chunk_gemms)
 BENCHMARK(BM_classifier_gemm_bf16)
     ->ArgsProduct({{0, 1, 2, 3, 4}, {512, 1024, 2048}})
     ->MinTime(1.0)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_dout_round_bias)
+    ->ArgsProduct({{768, 2304}, {0, 1}})
+    ->MinTime(0.3)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_classifier_forward_backward)->MinTime(2.0)->Unit(benchmark::kMillisecond);
 

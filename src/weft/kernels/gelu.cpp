@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
-#include <vector>
 
 #include "weft/core/error.hpp"
+#include "weft/kernels/column_sums.hpp"
 #include "weft/kernels/isa.hpp"
 #include "weft/kernels/lanes.hpp"
 #include "weft/kernels/profile.hpp"
@@ -155,12 +155,6 @@ void backward(float* dinp, const In* inp, const float* dout, int64_t n) {
     for_blocks(n, [=](int64_t lo, int64_t hi) { backward_portable(dinp, inp, dout, lo, hi); });
 }
 
-// Rows gelu_backward_bf16 sums its bias gradient over before adding the partial sums up: a
-// fixed count, so that the sums do not depend on the number of threads. Each thread streams
-// whole rows; column bands (bias_backward's order) ran 5x slower here, their strided rows
-// outrunning the prefetchers.
-constexpr int64_t kRowBlock = 64;
-
 // One row of gelu_backward_bf16: the gradient rounded into dx, and added to acc when given.
 void backward_row_portable(uint16_t* dx, float* acc, const uint16_t* x, const float* dy,
                            int64_t cols) {
@@ -219,26 +213,9 @@ void gelu_backward_bf16(uint16_t* dinp, float* dbias, const uint16_t* inp, const
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
     if (lanes::vectors<uint16_t>()) row = backward_row_avx512;
 #endif
-    const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
-    // Each block's column sums (GPT-2's fc: 64 blocks of 3072, 768 KB), kept between calls.
-    thread_local std::vector<float> partial;
-    if (dbias) partial.assign(size_t(blocks * cols), 0.0f);
-    float* sums = dbias ? partial.data() : nullptr;
-#pragma omp parallel for schedule(static) if (rows * cols > (1 << 16))
-    for (int64_t b = 0; b < blocks; ++b)
-        for (int64_t m = b * kRowBlock; m < std::min(rows, (b + 1) * kRowBlock); ++m)
-            row(dinp + m * cols, sums ? sums + b * cols : nullptr, inp + m * cols, dout + m * cols,
-                cols);
-    if (!dbias) return;
-    constexpr int64_t kBand = 256;
-#pragma omp parallel for schedule(static) if (blocks * cols > (1 << 16))
-    for (int64_t c0 = 0; c0 < cols; c0 += kBand) {
-        const int64_t c1 = std::min(cols, c0 + kBand);
-        float acc[kBand] = {};
-        for (int64_t b = 0; b < blocks; ++b)
-            for (int64_t c = c0; c < c1; ++c) acc[c - c0] += sums[b * cols + c];
-        for (int64_t c = c0; c < c1; ++c) dbias[c] += acc[c - c0];
-    }
+    detail::rows_with_column_sums(dbias, rows, cols, [&](int64_t m, float* acc) {
+        row(dinp + m * cols, acc, inp + m * cols, dout + m * cols, cols);
+    });
 }
 
 }  // namespace weft::kernels

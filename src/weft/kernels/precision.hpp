@@ -17,6 +17,11 @@ float bf16_to_fp32(uint16_t h);
 void convert_fp32_to_bf16(uint16_t* dst, const float* src, int64_t rows, int64_t cols,
                           int64_t ld_src, float scale = 1.0f);
 
+// convert_fp32_to_bf16 of a compact src [rows, cols] (scale 1) that also adds its column sums
+// into dsum, in column_sums.hpp's order: a product's output gradient rounded for its products
+// and its bias gradient summed, in one pass over it.
+void convert_fp32_to_bf16_sum_columns(uint16_t* dst, float* dsum, const float* src, int64_t rows,
+                                      int64_t cols);
 // Whether convert_fp32_to_bf16 uses AVX512-BF16 instructions now (compiled in and the kernel ISA
 // is avx512).
 bool bf16_conversion_vectorised();

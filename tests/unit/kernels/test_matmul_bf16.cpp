@@ -3,6 +3,7 @@
 // operands (which they must match to fp32 accumulation error) and on the exact operands (which
 // they must match to bf16 rounding error, and visibly differ from).
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -169,6 +170,43 @@ TEST_P(Bf16Convert, MatchesScalarRoundingBitForBit) {
                 }
             EXPECT_EQ(wrong, 0);
         }
+}
+
+// The rounding with the column sums on the way (a product's output gradient and its bias
+// gradient): the rounding's bits, and the sums over 64-row blocks and then the blocks in order,
+// on 1 to 3 threads. Shapes with partial blocks and tails of lanes.
+TEST_P(Bf16Convert, SumColumnsGivesTheRoundingAndBlockOrderSums) {
+    struct Shape {
+        int64_t rows, cols;
+    };
+    for (Shape s : {Shape{1, 1}, Shape{65, 37}, Shape{130, 300}, Shape{300, 768 + 9}}) {
+        const int64_t n = s.rows * s.cols;
+        const std::vector<float> src = random_vector(size_t(n), 4, 2.0f);
+        const std::vector<float> sum0 = random_vector(size_t(s.cols), 5);
+        std::vector<uint16_t> want(static_cast<size_t>(n));
+        convert_fp32_to_bf16(want.data(), src.data(), s.rows, s.cols, s.cols);
+        std::vector<float> want_sum = sum0;
+        for (int64_t c = 0; c < s.cols; ++c) {
+            float total = 0.0f;
+            for (int64_t b0 = 0; b0 < s.rows; b0 += 64) {
+                float block = 0.0f;
+                for (int64_t m = b0; m < std::min(s.rows, b0 + 64); ++m)
+                    block += src[m * s.cols + c];
+                total += block;
+            }
+            want_sum[c] += total;
+        }
+        const int initial = omp_get_max_threads();
+        for (int threads : {1, 2, 3}) {
+            omp_set_num_threads(threads);
+            std::vector<uint16_t> got(size_t(n), 0xdead);
+            std::vector<float> sum = sum0;
+            convert_fp32_to_bf16_sum_columns(got.data(), sum.data(), src.data(), s.rows, s.cols);
+            EXPECT_EQ(got, want) << s.rows << "x" << s.cols << ", " << threads << " threads";
+            EXPECT_EQ(sum, want_sum) << s.rows << "x" << s.cols << ", " << threads << " threads";
+        }
+        omp_set_num_threads(initial);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, Bf16Convert, ::testing::Values(Isa::portable, Isa::avx512),
