@@ -54,13 +54,14 @@ void forward_row(Out* y, const In* g, const In* u, int64_t F, bool vec) {
     }
 }
 
-// d silu(g)/dg = s (1 + g (1 - s)).
-template <typename In>
-void backward_row(float* dg, float* du, const float* dy, const In* g, const In* u, int64_t F,
+// d silu(g)/dg = s (1 + g (1 - s)). Out is float, or bf16 (the fp32 result rounded).
+template <typename In, typename Out>
+void backward_row(Out* dg, Out* du, const float* dy, const In* g, const In* u, int64_t F,
                   bool vec) {
     int64_t j = 0;
 #if defined(__AVX512F__)
-    if constexpr (std::is_same_v<In, float> || lanes::kBf16Vectors) {
+    if constexpr ((std::is_same_v<In, float> && std::is_same_v<Out, float>) ||
+                  lanes::kBf16Vectors) {
         const __m512 one = _mm512_set1_ps(1.0f);
         if (vec)
             for (; j + 16 <= F; j += 16) {
@@ -68,9 +69,9 @@ void backward_row(float* dg, float* du, const float* dy, const In* g, const In* 
                 const __m512 s = sigmoid16(gv);
                 const __m512 dsilu =
                     _mm512_mul_ps(s, _mm512_fmadd_ps(gv, _mm512_sub_ps(one, s), one));
-                _mm512_storeu_ps(dg + j,
-                                 _mm512_mul_ps(_mm512_mul_ps(dyv, lanes::load16(u + j)), dsilu));
-                _mm512_storeu_ps(du + j, _mm512_mul_ps(dyv, _mm512_mul_ps(gv, s)));
+                lanes::store16(dg + j,
+                               _mm512_mul_ps(_mm512_mul_ps(dyv, lanes::load16(u + j)), dsilu));
+                lanes::store16(du + j, _mm512_mul_ps(dyv, _mm512_mul_ps(gv, s)));
             }
     }
 #endif
@@ -78,8 +79,8 @@ void backward_row(float* dg, float* du, const float* dy, const In* g, const In* 
     for (; j < F; ++j) {
         const float gj = lanes::load(g + j), uj = lanes::load(u + j);
         const float s = sigmoid(gj);
-        dg[j] = dy[j] * uj * s * (1.0f + gj * (1.0f - s));
-        du[j] = dy[j] * gj * s;
+        lanes::store(dg + j, dy[j] * uj * s * (1.0f + gj * (1.0f - s)));
+        lanes::store(du + j, dy[j] * gj * s);
     }
 }
 
@@ -92,11 +93,11 @@ void forward(Out* out, const In* gu, int64_t N, int64_t F) {
         forward_row(out + i * F, gu + i * 2 * F, gu + i * 2 * F + F, F, vec);
 }
 
-template <typename In>
-void backward(float* dgu, const float* dout, const In* gu, int64_t N, int64_t F) {
+template <typename In, typename Out>
+void backward(Out* dgu, const float* dout, const In* gu, int64_t N, int64_t F) {
     WEFT_CHECK(N >= 0 && F > 0, "swiglu_backward: shape N={} F={}, expected N >= 0 and F > 0", N,
                F);
-    const bool vec = lanes::vectors<In>();
+    const bool vec = std::is_same_v<Out, float> ? lanes::vectors<In>() : lanes::vectors<Out>();
 #pragma omp parallel for schedule(static) if (N * F >= kMinParallel)
     for (int64_t i = 0; i < N; ++i)
         backward_row(dgu + i * 2 * F, dgu + i * 2 * F + F, dout + i * F, gu + i * 2 * F,
@@ -122,6 +123,12 @@ void swiglu_forward_bf16(uint16_t* out, const uint16_t* gu, int64_t N, int64_t F
 
 void swiglu_backward_bf16_input(float* dgu, const float* dout, const uint16_t* gu, int64_t N,
                                 int64_t F) {
+    WEFT_PROFILE("swiglu_bwd");
+    backward(dgu, dout, gu, N, F);
+}
+
+void swiglu_backward_bf16(uint16_t* dgu, const float* dout, const uint16_t* gu, int64_t N,
+                          int64_t F) {
     WEFT_PROFILE("swiglu_bwd");
     backward(dgu, dout, gu, N, F);
 }

@@ -15,5 +15,10 @@ void swiglu_backward(float* dgu, const float* dout, const float* gu, int64_t N, 
 void swiglu_forward_bf16(uint16_t* out, const uint16_t* gu, int64_t N, int64_t F);
 void swiglu_backward_bf16_input(float* dgu, const float* dout, const uint16_t* gu, int64_t N,
                                 int64_t F);
+// swiglu_backward_bf16_input with dgu written rounded to bf16 (nearest even), where the gate/up
+// product's backward only reads it rounded (matmul_backward_bf16_dout): no fp32 copy is written
+// and read back to round it.
+void swiglu_backward_bf16(uint16_t* dgu, const float* dout, const uint16_t* gu, int64_t N,
+                          int64_t F);
 
 }  // namespace weft::kernels

@@ -469,11 +469,14 @@ void Llama::block_backward(Activations& base, UnitAccess& w, int l) {
         backward_kept(dact_.data(), g.down_w, nullptr, dout, a.act, at_act, p.down_w, BT, F_, C);
         w.progress();
         if (a.gu.bf16()) {
-            k::swiglu_backward_bf16_input(wide, dact_.data(), a.gu.b16() + at_gu, BT, F_);
+            // The gate/up products read this gradient only rounded: it is written so.
+            uint16_t* dgu16 = reinterpret_cast<uint16_t*>(wide);
+            k::swiglu_backward_bf16(dgu16, dact_.data(), a.gu.b16() + at_gu, BT, F_);
+            backward_kept_bf16_dout(dC, g.gu_w, dgu16, a.ln2, at_ln, p.gu_w, BT, C, 2 * F_);
         } else {
             k::swiglu_backward(wide, dact_.data(), a.gu.f32() + at_gu, BT, F_);
+            backward_kept(dC, g.gu_w, nullptr, wide, a.ln2, at_ln, p.gu_w, BT, C, 2 * F_);
         }
-        backward_kept(dC, g.gu_w, nullptr, wide, a.ln2, at_ln, p.gu_w, BT, C, 2 * F_);
     }
     w.progress();
     // The dense MLP's column-parallel input gradient is a partial sum over tp; the replicated

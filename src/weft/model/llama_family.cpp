@@ -132,10 +132,11 @@ std::vector<LinearShape> layer_linears(const ModelConfig& cfg) {
                 {"block_sparse_moe.shared_experts.gate_up", 2 * cfg.n_shared_experts * F, C, true},
                 {"block_sparse_moe.shared_experts.down_proj", C, cfg.n_shared_experts * F, false}};
     }
-    // Under --dtype bf16 every product's input is kept as bf16: ln1, atty, ln2, act (llama.hpp).
+    // Under --dtype bf16 every product's input is kept as bf16: ln1, atty, ln2, act (llama.hpp);
+    // gate/up's output gradient comes rounded from the SwiGLU's backward.
     return {{"self_attn.qkv", (cfg.n_head + 2 * cfg.kv_heads()) * HS, C, true, true},
             {"self_attn.o_proj", C, cfg.n_head * HS, false, true},
-            {"mlp.gate_up", 2 * F, C, true, true},
+            {"mlp.gate_up", 2 * F, C, true, true, true},
             {"mlp.down_proj", C, F, false, true}};
 }
 

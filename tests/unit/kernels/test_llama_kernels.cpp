@@ -147,8 +147,9 @@ TEST_P(SwiGlu, ForwardMatchesReferenceAndBackwardFiniteDifferences) {
         EXPECT_NEAR(dgu[idx[j]], fd[j], 1e-3 + 1e-2 * std::abs(fd[j])) << idx[j];
 }
 
-// On gu kept as bf16: bit for bit the fp32 kernel on the widened gu, the forward's output rounded
-// to nearest even. F = 37 leaves a 5-lane tail after two 16-lane steps.
+// On gu kept as bf16: bit for bit the fp32 kernel on the widened gu, the forward's output (and
+// swiglu_backward_bf16's gradient) rounded to nearest even. F = 37 leaves a 5-lane tail after two
+// 16-lane steps.
 TEST_P(SwiGlu, Bf16InputGivesTheFp32KernelsBitsOnTheWidenedValues) {
     const int64_t N = 9, F = 37, n = N * 2 * F;
     std::vector<float> gu = test::random_vector(size_t(n), 8, 3.0f);
@@ -168,6 +169,12 @@ TEST_P(SwiGlu, Bf16InputGivesTheFp32KernelsBitsOnTheWidenedValues) {
     swiglu_backward(want.data(), dy.data(), wide.data(), N, F);
     swiglu_backward_bf16_input(got.data(), dy.data(), gu16.data(), N, F);
     EXPECT_EQ(got, want);
+
+    // Written rounded (for the gate/up products that read it so): the rounding of the above.
+    std::vector<uint16_t> want_d16(static_cast<size_t>(n)), got_d16(want_d16.size(), 0xffff);
+    convert_fp32_to_bf16(want_d16.data(), want.data(), 1, n, n);
+    swiglu_backward_bf16(got_d16.data(), dy.data(), gu16.data(), N, F);
+    EXPECT_EQ(got_d16, want_d16);
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, SwiGlu, ::testing::Values(Isa::portable, Isa::avx512),
