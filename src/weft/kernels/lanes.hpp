@@ -73,6 +73,36 @@ inline __m512i pair_words(__m512 lo, __m512 hi) {
 inline constexpr bool kBf16Vectors = false;
 #endif
 
+#if defined(__AVX512F__)
+// Transposes 16 rows of 16 words in place (z[i][j] <-> z[j][i]): 32-bit, then 64-bit interleaves
+// within 128-bit lanes, then two rounds of lane shuffles.
+inline void transpose16x16(__m512i (&z)[16]) {
+    __m512i a[16], b[16];
+    for (int i = 0; i < 16; i += 2) {
+        a[i] = _mm512_unpacklo_epi32(z[i], z[i + 1]);
+        a[i + 1] = _mm512_unpackhi_epi32(z[i], z[i + 1]);
+    }
+    // b[4g + c], lane L: rows 4g..4g+3 at column 4L + c.
+    for (int g = 0; g < 16; g += 4) {
+        b[g] = _mm512_unpacklo_epi64(a[g], a[g + 2]);
+        b[g + 1] = _mm512_unpackhi_epi64(a[g], a[g + 2]);
+        b[g + 2] = _mm512_unpacklo_epi64(a[g + 1], a[g + 3]);
+        b[g + 3] = _mm512_unpackhi_epi64(a[g + 1], a[g + 3]);
+    }
+    // Row 4L + c gathers lane L of b[c], b[4 + c], b[8 + c] and b[12 + c].
+    for (int c = 0; c < 4; ++c) {
+        const __m512i even_lo = _mm512_shuffle_i32x4(b[c], b[4 + c], 0x88);
+        const __m512i odd_lo = _mm512_shuffle_i32x4(b[c], b[4 + c], 0xdd);
+        const __m512i even_hi = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0x88);
+        const __m512i odd_hi = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0xdd);
+        z[c] = _mm512_shuffle_i32x4(even_lo, even_hi, 0x88);
+        z[8 + c] = _mm512_shuffle_i32x4(even_lo, even_hi, 0xdd);
+        z[4 + c] = _mm512_shuffle_i32x4(odd_lo, odd_hi, 0x88);
+        z[12 + c] = _mm512_shuffle_i32x4(odd_lo, odd_hi, 0xdd);
+    }
+}
+#endif
+
 // Whether a kernel on T (every operand that is not fp32 is bf16) may take its 16-lane path now:
 // the kernel ISA is AVX-512 and, for bf16, AVX512-BF16's rounding is compiled in and usable.
 template <typename T>

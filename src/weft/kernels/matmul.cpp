@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "weft/core/error.hpp"
+#include "weft/kernels/bf16_pack.hpp"
 #include "weft/kernels/precision.hpp"
 #include "weft/kernels/profile.hpp"
 
@@ -321,6 +322,7 @@ int64_t packed_elements(const Primitive& p) {
 // Rounds (from fp32) and packs B, stored as key's plain block, into dst in key's layout.
 void pack_b(const Primitive& p, const void* B, uint16_t* dst) {
     WEFT_PROFILE("bf16_convert");
+    if (detail::pack_b_bf16(dst, p.b, B, p.b_plain)) return;
     const dnnl::engine& engine = dnnl_state().engine;
     dnnl::memory src(p.b_plain, engine, const_cast<void*>(B)), packed(p.b, engine, dst);
     dnnl::stream& stream = thread_stream();

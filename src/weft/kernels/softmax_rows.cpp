@@ -110,34 +110,6 @@ void scale_avx512(float* row, int64_t V, float k) {
 #endif
 
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
-// Transposes 16 rows of 16 words in place (z[i][j] <-> z[j][i]): 32-bit, then 64-bit interleaves
-// within 128-bit lanes, then two rounds of lane shuffles.
-void transpose16x16(__m512i (&z)[16]) {
-    __m512i a[16], b[16];
-    for (int i = 0; i < 16; i += 2) {
-        a[i] = _mm512_unpacklo_epi32(z[i], z[i + 1]);
-        a[i + 1] = _mm512_unpackhi_epi32(z[i], z[i + 1]);
-    }
-    // b[4g + c], lane L: rows 4g..4g+3 at column 4L + c.
-    for (int g = 0; g < 16; g += 4) {
-        b[g] = _mm512_unpacklo_epi64(a[g], a[g + 2]);
-        b[g + 1] = _mm512_unpackhi_epi64(a[g], a[g + 2]);
-        b[g + 2] = _mm512_unpacklo_epi64(a[g + 1], a[g + 3]);
-        b[g + 3] = _mm512_unpackhi_epi64(a[g + 1], a[g + 3]);
-    }
-    // Row 4L + c gathers lane L of b[c], b[4 + c], b[8 + c] and b[12 + c].
-    for (int c = 0; c < 4; ++c) {
-        const __m512i even_lo = _mm512_shuffle_i32x4(b[c], b[4 + c], 0x88);
-        const __m512i odd_lo = _mm512_shuffle_i32x4(b[c], b[4 + c], 0xdd);
-        const __m512i even_hi = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0x88);
-        const __m512i odd_hi = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0xdd);
-        z[c] = _mm512_shuffle_i32x4(even_lo, even_hi, 0x88);
-        z[8 + c] = _mm512_shuffle_i32x4(even_lo, even_hi, 0xdd);
-        z[4 + c] = _mm512_shuffle_i32x4(odd_lo, odd_hi, 0x88);
-        z[12 + c] = _mm512_shuffle_i32x4(odd_lo, odd_hi, 0xdd);
-    }
-}
-
 // 16 columns at a time: rows 2p and 2p + 1 rounded into the words of z[p] (bf16 pairs), then
 // transposed so that z[j] holds column j's 32 values in row order, one 64-byte store. The
 // exponentials are computed again rather than kept by exp_sum: writing them back costs a pass
@@ -171,7 +143,7 @@ void grad_bf16_transposed_avx512(uint16_t* out, int64_t ld, const GradRow* rows,
         };
         __m512i z[16];
         for (int p = 0; p < 16; ++p) z[p] = lanes::pair_words(grad(2 * p), grad(2 * p + 1));
-        transpose16x16(z);
+        lanes::transpose16x16(z);
         if (stream)
             for (int64_t j = 0; j < w; ++j)
                 _mm512_stream_si512(reinterpret_cast<__m512i*>(out + (v + j) * ld), z[j]);
