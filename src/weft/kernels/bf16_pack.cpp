@@ -1,6 +1,9 @@
 #include "weft/kernels/bf16_pack.hpp"
 
+#include <type_traits>
+
 #include "weft/kernels/lanes.hpp"
+#include "weft/kernels/precision.hpp"
 
 namespace weft::kernels::detail {
 
@@ -8,19 +11,40 @@ namespace {
 
 constexpr int64_t kBlockK = 32, kBlockN = 64, kBlock = kBlockK * kBlockN;
 
-// Whether `packed` is [K, N] bf16 in BA16a64b2a, dense, without padding: element (k, n) at
-// (n / 64)·(K / 32)·2048 + (k / 32)·2048 + (k % 32 / 2)·128 + (n % 64)·2 + k % 2.
+// Whether `packed` is [K, N] bf16 in BA16a64b2a, dense, padded (with zeros) to whole blocks:
+// element (k, n) at (n / 64)·(Kp / 32)·2048 + (k / 32)·2048 + (k % 32 / 2)·128 + (n % 64)·2 +
+// k % 2, Kp = K padded.
 bool handled(const dnnl_memory_desc_t& md) {
     if (md.ndims != 2 || md.data_type != dnnl_bf16 || md.format_kind != dnnl_blocked ||
-        md.offset0 != 0 || md.extra.flags != 0)
+        md.offset0 != 0 || md.extra.flags != 0 || md.padded_offsets[0] || md.padded_offsets[1])
         return false;
-    const int64_t K = md.dims[0], N = md.dims[1];
-    if (md.padded_dims[0] != K || md.padded_dims[1] != N || K % kBlockK || N % kBlockN)
+    const int64_t Kp = md.padded_dims[0], Np = md.padded_dims[1];
+    if (Kp % kBlockK || Np % kBlockN || Kp < md.dims[0] || Kp - md.dims[0] >= kBlockK ||
+        Np < md.dims[1] || Np - md.dims[1] >= kBlockN)
         return false;
     const auto& b = md.format_desc.blocking;
     return b.inner_nblks == 3 && b.inner_blks[0] == 16 && b.inner_idxs[0] == 0 &&
            b.inner_blks[1] == 64 && b.inner_idxs[1] == 1 && b.inner_blks[2] == 2 &&
-           b.inner_idxs[2] == 0 && b.strides[0] == kBlock && b.strides[1] == K / kBlockK * kBlock;
+           b.inner_idxs[2] == 0 && b.strides[0] == kBlock && b.strides[1] == Kp / kBlockK * kBlock;
+}
+
+// A block reaching past K or N (the classifier's vocabulary, 50257): element by element, the
+// padding zero.
+template <typename T>
+void block_edge(uint16_t* blk, const T* s, int64_t sk, int64_t sn, int64_t K, int64_t N, int64_t k0,
+                int64_t n0) {
+    for (int64_t k = 0; k < kBlockK; ++k)
+        for (int64_t n = 0; n < kBlockN; ++n) {
+            uint16_t w = 0;
+            if (k0 + k < K && n0 + n < N) {
+                const T x = s[(k0 + k) * sk + (n0 + n) * sn];
+                if constexpr (std::is_same_v<T, float>)
+                    w = fp32_to_bf16(x);
+                else
+                    w = x;
+            }
+            blk[k / 2 * 128 + n * 2 + k % 2] = w;
+        }
 }
 
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
@@ -82,13 +106,19 @@ bool pack_b_bf16(uint16_t* dst, const dnnl::memory::desc& packed, const void* sr
     const int64_t sk = pd.format_desc.blocking.strides[0], sn = pd.format_desc.blocking.strides[1];
     const bool rows = sn == 1, cols = sk == 1 && f32;  // row-major [K, N], or fp32 stored [N, K]
     if (!rows && !cols) return false;
-    const int64_t KB = K / kBlockK, NB = N / kBlockN;
+    const int64_t KB = packed.data.padded_dims[0] / kBlockK;
+    const int64_t NB = packed.data.padded_dims[1] / kBlockN;
 #pragma omp parallel for collapse(2) schedule(static) if (K * N >= (1 << 16))
     for (int64_t nb = 0; nb < NB; ++nb)
         for (int64_t kb = 0; kb < KB; ++kb) {
             uint16_t* blk = dst + (nb * KB + kb) * kBlock;
             const int64_t k0 = kb * kBlockK, n0 = nb * kBlockN;
-            if (cols)
+            if (k0 + kBlockK > K || n0 + kBlockN > N) {
+                if (f32)
+                    block_edge(blk, static_cast<const float*>(src), sk, sn, K, N, k0, n0);
+                else
+                    block_edge(blk, static_cast<const uint16_t*>(src), sk, sn, K, N, k0, n0);
+            } else if (cols)
                 block_cols_f32(blk, static_cast<const float*>(src), sn, k0, n0);
             else if (f32)
                 block_rows_f32(blk, static_cast<const float*>(src), sk, k0, n0);
