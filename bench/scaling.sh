@@ -9,7 +9,10 @@
 # 2. runs `weft bench train --json --profile` for every (model, batch, T) below in fp32 and
 #    bf16, one process with two threads, and records the 1-minute load average before each run
 #    (the two cores are the whole machine: anything else running shows in the figures);
-# 3. prints the tables as markdown.
+# 3. measures the peaks again: the host's speed drifts by up to 10% over minutes (the bf16 peak
+#    read 910-1020 GFLOP/s within an hour), so every MFU in the tables is taken against the
+#    higher of the two measurements, the stricter figure;
+# 4. prints the tables as markdown.
 # --quick runs only gpt2 and gpt2-medium at B = 4, T = 1024 (issue 16's table). Environment: WEFT (default build/weft), OUT (default
 # build/scaling, which git ignores).
 set -euo pipefail
@@ -75,9 +78,21 @@ print(json.dumps(j))' "$json" "$l" "$(load)" | tee -a "$OUT/runs.jsonl" | cut -c
   done
 done
 
-python3 - "$OUT/runs.jsonl" <<'PY'
+echo "== GEMM peaks again, 2 threads (load $(load))"
+wait_idle
+"$WEFT" bench peak --seconds 3 --json | tee -a "$OUT/peaks.jsonl"
+
+python3 - "$OUT/runs.jsonl" "$OUT/peaks.jsonl" <<'PY'
 import json, sys
 runs = [json.loads(l) for l in open(sys.argv[1])]
+peaks = [json.loads(l) for l in open(sys.argv[2])]
+best = {dt: max(p[dt + "_gflops"] for p in peaks) for dt in ("fp32", "bf16")}
+print("Peaks (GFLOP/s), before and after the runs: " + "; ".join(
+    f"fp32 {p['fp32_gflops']:.1f}, bf16 {p['bf16_gflops']:.1f}" for p in peaks) +
+    f". MFU below is against the higher: fp32 {best['fp32']:.1f}, bf16 {best['bf16']:.1f}.")
+print()
+for r in runs:
+    r["mfu"] = r["achieved_gflops"] / best[r["dtype"]]
 def attention_ms(r):
     return sum(k["ms"] for k in r["profile"]["kernels"] if k["name"].startswith("attention"))
 def key(r):
