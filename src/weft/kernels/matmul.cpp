@@ -588,8 +588,13 @@ namespace {
 // already rounded (inp16) or rounded here.
 void backward_products_bf16(float* dinp, float* dweight, const uint16_t* d, const float* inp,
                             const uint16_t* inp16, const float* weight, int64_t M, int64_t K,
-                            int64_t N, bool accumulate_dinp) {
+                            int64_t N, bool accumulate_dinp, uint16_t* dinp16 = nullptr) {
     const bool native = bf16_products_native();
+    if (dinp16) {  // written rounded by the product (native only, no accumulation)
+        GemmKey key = packed_b_key(false, false, M, K, N, K, K, false, false);
+        key.c_bf16 = true;
+        gemm_bf16_packed(key, d, weight, dinp16, nullptr);
+    }
     if (dinp) {
         WEFT_CHECK(weight, "matmul_backward: dinp asked for without the weight");
         if (native)
@@ -615,7 +620,7 @@ void backward_products_bf16(float* dinp, float* dweight, const uint16_t* d, cons
 // GPT-2's 63 MB a layer at B4 T1024).
 void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float* dout,
                           const float* inp, const uint16_t* inp16, const float* weight, int64_t M,
-                          int64_t K, int64_t N, bool accumulate_dinp) {
+                          int64_t K, int64_t N, bool accumulate_dinp, uint16_t* dinp16 = nullptr) {
     const uint16_t* d = nullptr;
     if (dbias) {
         WEFT_PROFILE("bf16_convert");
@@ -625,7 +630,7 @@ void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const float
     } else {
         d = to_bf16(kRoleA, dout, M, N, N);
     }
-    backward_products_bf16(dinp, dweight, d, inp, inp16, weight, M, K, N, accumulate_dinp);
+    backward_products_bf16(dinp, dweight, d, inp, inp16, weight, M, K, N, accumulate_dinp, dinp16);
 }
 
 void check_bf16_input(const char* who) {
@@ -671,6 +676,19 @@ void matmul_backward_bf16_input(float* dinp, float* dweight, float* dbias, const
         return matmul_backward_bf16(dinp, dweight, dbias, dout, nullptr, inp, weight, M, K, N,
                                     accumulate_dinp);
     matmul_backward(dinp, dweight, dbias, dout, nullptr, weight, M, K, N, accumulate_dinp);
+}
+
+void matmul_backward_bf16_in_out(uint16_t* dinp, float* dweight, float* dbias, const float* dout,
+                                 const uint16_t* inp, const float* weight, int64_t M, int64_t K,
+                                 int64_t N) {
+    WEFT_PROFILE("matmul_bwd");
+    check_bf16_input("matmul_backward_bf16_in_out");
+    WEFT_CHECK(bf16_products_native(),
+               "internal: matmul_backward_bf16_in_out needs native bf16 products (this CPU "
+               "emulates them)");
+    WEFT_CHECK(M >= 0 && N > 0 && K > 0, "matmul_backward_bf16_in_out: M={} K={} N={}", M, K, N);
+    if (M == 0) return;
+    matmul_backward_bf16(nullptr, dweight, dbias, dout, nullptr, inp, weight, M, K, N, false, dinp);
 }
 
 void matmul_backward_bf16_dout(float* dinp, float* dweight, const uint16_t* dout,

@@ -102,6 +102,15 @@ void matmul_backward_bf16_input(float* dinp, float* dweight, float* dbias, const
                                 const uint16_t* inp, const float* weight, int64_t M, int64_t K,
                                 int64_t N, bool accumulate_dinp);
 
+// matmul_backward_bf16_input with the input gradient written rounded to bf16 (oneDNN dst bf16),
+// for a caller that only reads it rounded (the bf16 attention's backward takes its output's
+// gradient so): no fp32 copy is written and rounded after. Nearly always the same bits as
+// rounding the fp32 gradient (oneDNN may sum in another order for a bf16 destination). Only
+// where bf16 products are native (bf16_products_native()).
+void matmul_backward_bf16_in_out(uint16_t* dinp, float* dweight, float* dbias, const float* dout,
+                                 const uint16_t* inp, const float* weight, int64_t M, int64_t K,
+                                 int64_t N);
+
 // matmul_backward_bf16_input with dout too already rounded to bf16 (compact [M,N]), as the
 // kernel before it wrote it (gelu_backward_bf16), and without the bias: that kernel summed its
 // gradient. Bit for bit matmul_backward_bf16_input on the fp32 dout whose rounding this is.

@@ -380,7 +380,15 @@ void Gpt2::block_backward(Activations& base, UnitAccess& w, int l) {
                           C);
     dout = tp_.gather_grad(dres, R, dC_.data());
     float* datty = d4C;  // free again: [B*T, C/tp] fits in [B*T, 4C/tp]
-    backward_kept(datty, g.proj_w, g.proj_b, dout, a.atty, at_att, p.proj_w, BT, Cl, C);
+    // The bf16 kernel takes the output's gradient rounded to bf16, as the products round it: the
+    // projection's backward writes it so, at d4C_ (the fp32 scratch of emulated products past
+    // it; dC_ may hold dout under sequence parallelism).
+    uint16_t* datty16 = reinterpret_cast<uint16_t*>(d4C);
+    if (attn16 && !cp_)
+        backward_kept_rounded(datty16, d4C + BT * Cl, g.proj_w, g.proj_b, dout, a.atty, at_att,
+                              p.proj_w, BT, Cl, C);
+    else
+        backward_kept(datty, g.proj_w, g.proj_b, dout, a.atty, at_att, p.proj_w, BT, Cl, C);
     w.progress();
     if (cp_) {
         const float* qkv = attn16 ? d4C + BT * Cl : a.qkv.f32() + at_qkv;
@@ -394,10 +402,6 @@ void Gpt2::block_backward(Activations& base, UnitAccess& w, int l) {
         cp_->backward(d3C, d3C + Cl, d3C + 2 * Cl, datty, qkv, qkv + Cl, qkv + 2 * Cl, att, lse,
                       {B, T, NH, NH, HS, 3 * Cl, 3 * Cl, Cl});
     } else if (attn16) {
-        // The bf16 kernel takes the output's gradient rounded to bf16 too, as the products
-        // round it; dC_ is free (its last reader, the projection's backward, has run).
-        uint16_t* datty16 = reinterpret_cast<uint16_t*>(dC_.data());
-        k::convert_fp32_to_bf16(datty16, datty, BT, Cl, Cl);
         d3C_.zero();  // the bf16 kernel accumulates
         const uint16_t* q16 = a.qkv.b16() + at_qkv;
         k::attention_backward_bf16(d3C, d3C + Cl, d3C + 2 * Cl, datty16, q16, q16 + Cl,

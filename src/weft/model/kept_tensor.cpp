@@ -36,6 +36,16 @@ void backward_kept(float* dinp, float* dw, float* db, const float* dout, const K
     k::matmul_backward_bf16_input(dinp, dw, db, dout, kept.b16() + at, w, M, K, N, false);
 }
 
+void backward_kept_rounded(uint16_t* dinp16, float* scratch, float* dw, float* db,
+                           const float* dout, const KeptTensor& kept, int64_t at, const float* w,
+                           int64_t M, int64_t K, int64_t N) {
+    WEFT_CHECK(kept.bf16(), "internal: backward_kept_rounded on an fp32 kept input");
+    if (k::bf16_products_native())
+        return k::matmul_backward_bf16_in_out(dinp16, dw, db, dout, kept.b16() + at, w, M, K, N);
+    k::matmul_backward_bf16_input(scratch, dw, db, dout, kept.b16() + at, w, M, K, N, false);
+    k::convert_fp32_to_bf16(dinp16, scratch, M, K, K);
+}
+
 void backward_kept_bf16_dout(float* dinp, float* dw, const uint16_t* dout, const KeptTensor& kept,
                              int64_t at, const float* w, int64_t M, int64_t K, int64_t N) {
     WEFT_CHECK(kept.bf16(), "internal: backward_kept_bf16_dout on an fp32 kept input");

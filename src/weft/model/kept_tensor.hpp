@@ -47,6 +47,13 @@ void keep_and_project_kept(KeptTensor& out_kept, int64_t out_at, const float* x,
 void backward_kept(float* dinp, float* dw, float* db, const float* dout, const KeptTensor& kept,
                    int64_t at, const float* w, int64_t M, int64_t K, int64_t N);
 
+// backward_kept for a bf16 `kept` whose input gradient is only wanted rounded to bf16, into
+// dinp16: natively the product writes it rounded; where bf16 products are emulated it goes
+// through `scratch` (room for M·K floats) in fp32.
+void backward_kept_rounded(uint16_t* dinp16, float* scratch, float* dw, float* db,
+                           const float* dout, const KeptTensor& kept, int64_t at, const float* w,
+                           int64_t M, int64_t K, int64_t N);
+
 // backward_kept for a bf16 `kept` whose product's output gradient comes rounded to bf16
 // (kernels::matmul_backward_bf16_dout; the bias gradient is the caller's).
 void backward_kept_bf16_dout(float* dinp, float* dw, const uint16_t* dout, const KeptTensor& kept,

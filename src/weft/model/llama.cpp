@@ -485,7 +485,15 @@ void Llama::block_backward(Activations& base, UnitAccess& w, int l) {
                         p.ln2_w, a.rstd2.data() + s * R, R, C);
     dout = tp_.gather_grad(dres, R, dC);
     float* datty = wide;  // free again
-    backward_kept(datty, g.o_w, nullptr, dout, a.atty, at_att, p.o_w, BT, A, C);
+    // The bf16 kernel takes the output's gradient rounded to bf16, as the products round it:
+    // o_proj's backward writes it so, at wide_ (the fp32 scratch of emulated products past it;
+    // dC_ may hold dout under sequence parallelism).
+    uint16_t* datty16 = reinterpret_cast<uint16_t*>(wide);
+    if (attn16 && !cp_)
+        backward_kept_rounded(datty16, wide + BT * A, g.o_w, nullptr, dout, a.atty, at_att, p.o_w,
+                              BT, A, C);
+    else
+        backward_kept(datty, g.o_w, nullptr, dout, a.atty, at_att, p.o_w, BT, A, C);
     w.progress();
     float* dqkv = dqkv_.data();
     if (cp_) {
@@ -501,11 +509,7 @@ void Llama::block_backward(Activations& base, UnitAccess& w, int l) {
         cp_->backward(dqkv, dqkv + A, dqkv + A + KV, datty, qkv, qkv + A, qkv + A + KV, att, lse,
                       {B, T, NH_, NKV_, HS_, qkv_, qkv_, A});
     } else if (attn16) {
-        // The bf16 kernel takes the output's gradient rounded to bf16 too, as the products
-        // round it; dC_ is free (its last reader, o_proj's backward, has run).
         const int64_t KV = NKV_ * HS_;
-        uint16_t* datty16 = reinterpret_cast<uint16_t*>(dC);
-        k::convert_fp32_to_bf16(datty16, datty, BT, A, A);
         dqkv_.zero();  // the bf16 kernel accumulates
         const uint16_t* q16 = a.qkv.b16() + at_qkv;
         k::attention_backward_bf16(dqkv, dqkv + A, dqkv + A + KV, datty16, q16, q16 + A,

@@ -350,6 +350,35 @@ TEST(MatmulBf16, Bf16OutputIsTheRoundedFp32Output) {
     EXPECT_GE(same, int64_t(out16.size()) * 99 / 100);
 }
 
+// The backward whose input gradient is written in bf16 by the product: within one bf16 ulp of
+// rounding the fp32 gradient, the same bits almost everywhere; the weight and bias gradients
+// those of the fp32-gradient backward.
+TEST(MatmulBf16, Bf16InputGradientIsTheRoundedFp32One) {
+    if (!bf16_products_native()) GTEST_SKIP() << "bf16 products are emulated on this CPU";
+    MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+    const int64_t M = 75, K = 48, N = 61;
+    const auto inp = random_vector(size_t(M * K), 37), w = random_vector(size_t(N * K), 38),
+               dout = random_vector(size_t(M * N), 39);
+    std::vector<uint16_t> inp16(inp.size()), got16(size_t(M * K), 0xffff), want16(got16.size());
+    convert_fp32_to_bf16(inp16.data(), inp.data(), M, K, K);
+    std::vector<float> dinp(size_t(M * K)), want_dw(size_t(N * K), 0.5f),
+        got_dw = want_dw, want_db(size_t(N), 0.25f), got_db = want_db;
+    matmul_backward_bf16_input(dinp.data(), want_dw.data(), want_db.data(), dout.data(),
+                               inp16.data(), w.data(), M, K, N, false);
+    convert_fp32_to_bf16(want16.data(), dinp.data(), M, K, K);
+    matmul_backward_bf16_in_out(got16.data(), got_dw.data(), got_db.data(), dout.data(),
+                                inp16.data(), w.data(), M, K, N);
+    EXPECT_EQ(got_dw, want_dw);
+    EXPECT_EQ(got_db, want_db);
+    int64_t same = 0;
+    for (size_t i = 0; i < got16.size(); ++i) {
+        const float got = bf16_to_fp32(got16[i]), want = bf16_to_fp32(want16[i]);
+        ASSERT_LE(std::abs(got - want), std::abs(want) / 128.0f) << i;
+        same += got16[i] == want16[i];
+    }
+    EXPECT_GE(same, int64_t(got16.size()) * 99 / 100);
+}
+
 // The backward on a dout its producer already rounded: the bits of the backward that rounds the
 // fp32 dout itself (the bias aside), natively or emulated.
 TEST(MatmulBf16, RoundedDoutGivesTheSameBits) {
