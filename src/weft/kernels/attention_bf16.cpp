@@ -35,18 +35,12 @@ void widen(std::vector<float>& dst, const uint16_t* src, int64_t rows, int64_t c
             dst[size_t(r * cols + c)] = bf16_to_fp32(src[r * ld + c]);
 }
 
-// Checks the caller's strides (the fp32 kernel checks the rest, on the compact shape) and
-// returns the shape of one compact sequence.
-AttentionShape one_sequence(const AttentionShape& s, const char* where) {
-    const int64_t C = s.NH * s.HS, NKV = s.NKV > 0 ? s.NKV : s.NH, CKV = NKV * s.HS;
-    WEFT_CHECK(s.B >= 0 && s.NH >= 0 && s.HS >= 1 && s.ldq >= C && s.ldo >= C && s.ldkv >= CKV,
-               "{}: B={} NH={} HS={} with strides ldq={} ldo={} ldkv={}; expected B >= 0, "
-               "HS >= 1, ldq and ldo >= NH*HS={}, ldkv >= NKV*HS={}",
-               where, s.B, s.NH, s.HS, s.ldq, s.ldo, s.ldkv, C, CKV);
+// The shape of one compact sequence of s (the entries check s first, once, for either path).
+AttentionShape one_sequence(const AttentionShape& s) {
     AttentionShape one = s;
     one.B = 1;
-    one.ldq = one.ldo = C;
-    one.ldkv = CKV;
+    one.ldq = one.ldo = s.NH * s.HS;
+    one.ldkv = detail::kv_heads(s) * s.HS;
     return one;
 }
 
@@ -72,16 +66,16 @@ bool attention_bf16_native(int64_t HS) {
 
 void attention_forward_bf16(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
                             const uint16_t* v, const AttentionShape& s) {
-    const AttentionShape one = one_sequence(s, "attention_forward_bf16");
+    detail::check_shape(s, "attention_forward_bf16");
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
     if (attention_bf16_native(s.HS)) {
         WEFT_PROFILE("attention_fwd");
-        detail::check_shape(s, "attention_forward_bf16");
         if (s.B > 0 && s.NH > 0 && s.Tq > 0)
             detail::attention_forward_bf16_avx512(out, lse, q, k, v, s);
         return;
     }
 #endif
+    const AttentionShape one = one_sequence(s);
     const int64_t C = one.ldq;
     Widened& w = t_wide;
     for (int64_t b = 0; b < s.B; ++b) {
@@ -98,16 +92,16 @@ void attention_forward_bf16(uint16_t* out, float* lse, const uint16_t* q, const 
 void attention_backward_bf16(float* dq, float* dk, float* dv, const uint16_t* dout,
                              const uint16_t* q, const uint16_t* k, const uint16_t* v,
                              const uint16_t* out, const float* lse, const AttentionShape& s) {
-    const AttentionShape one = one_sequence(s, "attention_backward_bf16");
+    detail::check_shape(s, "attention_backward_bf16");
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
     if (attention_bf16_native(s.HS)) {
         WEFT_PROFILE("attention_bwd");
-        detail::check_shape(s, "attention_backward_bf16");
         if (s.B > 0 && s.NH > 0 && s.Tq > 0)
             detail::attention_backward_bf16_avx512(dq, dk, dv, dout, q, k, v, out, lse, s);
         return;
     }
 #endif
+    const AttentionShape one = one_sequence(s);
     const int64_t C = one.ldq, CKV = one.ldkv;
     Widened& w = t_wide;
     for (int64_t b = 0; b < s.B; ++b) {
