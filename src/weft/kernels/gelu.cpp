@@ -52,9 +52,16 @@ inline float backward_scalar(float x, float dy) {
     return (s + 2.0f * x * s * (1.0f - s) * du) * dy;
 }
 
-template <typename In>
-void backward_portable(float* dx, const In* x, const float* dy, int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) dx[i] = backward_scalar(lanes::load(x + i), dy[i]);
+// The backward over [lo, hi), written as Out (float, or bf16 rounded); given acc, the unrounded
+// gradient is also added into acc[i - lo] (gelu_backward_bf16's bias sums).
+template <typename In, typename Out>
+void backward_portable(Out* dx, const In* x, const float* dy, int64_t lo, int64_t hi,
+                       float* acc = nullptr) {
+    for (int64_t i = lo; i < hi; ++i) {
+        const float g = backward_scalar(lanes::load(x + i), dy[i]);
+        lanes::store(dx + i, g);
+        if (acc) acc[i - lo] += g;
+    }
 }
 
 #if defined(__AVX512F__)
@@ -111,15 +118,22 @@ void forward_avx512(Out* out, const In* x, int64_t lo, int64_t hi) {
     }
 }
 
-// dx may alias dy: each lane reads dy before writing dx.
-template <typename In>
-void backward_avx512(float* dx, const In* x, const float* dy, int64_t lo, int64_t hi) {
+// As backward_portable. dx may alias dy: each lane reads dy before writing dx.
+template <typename In, typename Out>
+void backward_avx512(Out* dx, const In* x, const float* dy, int64_t lo, int64_t hi,
+                     float* acc = nullptr) {
     int64_t i = lo;
-    for (; i + 16 <= hi; i += 16)
-        lanes::store16(dx + i, backward_vec(lanes::load16(x + i), lanes::load16(dy + i)));
+    for (; i + 16 <= hi; i += 16) {
+        const __m512 g = backward_vec(lanes::load16(x + i), lanes::load16(dy + i));
+        lanes::store16(dx + i, g);
+        if (acc) lanes::store16(acc + (i - lo), _mm512_add_ps(lanes::load16(acc + (i - lo)), g));
+    }
     if (i < hi) {
         const __mmask16 k = lanes::tail_mask(hi - i);
-        lanes::store16(dx + i, backward_vec(lanes::load16(x + i, k), lanes::load16(dy + i, k)), k);
+        const __m512 g = backward_vec(lanes::load16(x + i, k), lanes::load16(dy + i, k));
+        lanes::store16(dx + i, g, k);
+        if (acc)
+            lanes::store16(acc + (i - lo), _mm512_add_ps(lanes::load16(acc + (i - lo), k), g), k);
     }
 }
 #endif
@@ -155,34 +169,6 @@ void backward(float* dinp, const In* inp, const float* dout, int64_t n) {
     for_blocks(n, [=](int64_t lo, int64_t hi) { backward_portable(dinp, inp, dout, lo, hi); });
 }
 
-// One row of gelu_backward_bf16: the gradient rounded into dx, and added to acc when given.
-void backward_row_portable(uint16_t* dx, float* acc, const uint16_t* x, const float* dy,
-                           int64_t cols) {
-    for (int64_t c = 0; c < cols; ++c) {
-        const float g = backward_scalar(lanes::load(x + c), dy[c]);
-        lanes::store(dx + c, g);
-        if (acc) acc[c] += g;
-    }
-}
-
-#if defined(__AVX512BF16__) && defined(__AVX512BW__)
-void backward_row_avx512(uint16_t* dx, float* acc, const uint16_t* x, const float* dy,
-                         int64_t cols) {
-    int64_t c = 0;
-    for (; c + 16 <= cols; c += 16) {
-        const __m512 g = backward_vec(lanes::load16(x + c), lanes::load16(dy + c));
-        lanes::store16(dx + c, g);
-        if (acc) lanes::store16(acc + c, _mm512_add_ps(lanes::load16(acc + c), g));
-    }
-    if (c < cols) {
-        const __mmask16 k = lanes::tail_mask(cols - c);
-        const __m512 g = backward_vec(lanes::load16(x + c, k), lanes::load16(dy + c, k));
-        lanes::store16(dx + c, g, k);
-        if (acc) lanes::store16(acc + c, _mm512_add_ps(lanes::load16(acc + c, k), g), k);
-    }
-}
-#endif
-
 }  // namespace
 
 void gelu_forward(float* out, const float* inp, int64_t n) {
@@ -209,12 +195,15 @@ void gelu_backward_bf16(uint16_t* dinp, float* dbias, const uint16_t* inp, const
                         int64_t rows, int64_t cols) {
     WEFT_PROFILE("gelu_bwd");
     WEFT_CHECK(rows >= 0 && cols >= 0, "gelu_backward_bf16: rows={} cols={}", rows, cols);
-    auto row = backward_row_portable;
-#if defined(__AVX512BF16__) && defined(__AVX512BW__)
-    if (lanes::vectors<uint16_t>()) row = backward_row_avx512;
-#endif
+    const bool vec = lanes::vectors<uint16_t>();
     detail::rows_with_column_sums(dbias, rows, cols, [&](int64_t m, float* acc) {
-        row(dinp + m * cols, acc, inp + m * cols, dout + m * cols, cols);
+        uint16_t* d = dinp + m * cols;
+        const uint16_t* x = inp + m * cols;
+        const float* dy = dout + m * cols;
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+        if (vec) return backward_avx512(d, x, dy, 0, cols, acc);
+#endif
+        backward_portable(d, x, dy, 0, cols, acc);
     });
 }
 

@@ -45,33 +45,6 @@ void convert_avx512(uint16_t* dst, const float* src, int64_t n, float scale) {
 constexpr bool kBf16Compiled = false;
 #endif
 
-// One row of convert_fp32_to_bf16_sum_columns.
-void convert_sum_row_portable(uint16_t* dst, float* acc, const float* src, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) {
-        dst[i] = fp32_to_bf16(src[i]);
-        acc[i] += src[i];
-    }
-}
-
-#if defined(__AVX512BF16__) && defined(__AVX512BW__)
-void convert_sum_row_avx512(uint16_t* dst, float* acc, const float* src, int64_t n) {
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        const __m512 lo = _mm512_loadu_ps(src + i), hi = _mm512_loadu_ps(src + i + 16);
-        _mm512_storeu_si512(dst + i, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-        _mm512_storeu_ps(acc + i, _mm512_add_ps(_mm512_loadu_ps(acc + i), lo));
-        _mm512_storeu_ps(acc + i + 16, _mm512_add_ps(_mm512_loadu_ps(acc + i + 16), hi));
-    }
-    for (; i < n; i += 16) {
-        const __mmask16 mask = __mmask16((1u << std::min<int64_t>(16, n - i)) - 1);
-        const __m512 x = _mm512_maskz_loadu_ps(mask, src + i);
-        _mm256_mask_storeu_epi16(dst + i, mask, (__m256i)_mm512_cvtneps_pbh(x));
-        _mm512_mask_storeu_ps(acc + i, mask,
-                              _mm512_add_ps(_mm512_maskz_loadu_ps(mask, acc + i), x));
-    }
-}
-#endif
-
 void convert_range(uint16_t* dst, const float* src, int64_t n, float scale, bool vec) {
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
     if (vec) return convert_avx512(dst, src, n, scale);
@@ -87,12 +60,13 @@ void convert_fp32_to_bf16_sum_columns(uint16_t* dst, float* dsum, const float* s
     WEFT_CHECK(rows >= 0 && cols >= 0 && dsum,
                "convert_fp32_to_bf16_sum_columns: rows={} cols={} dsum={}", rows, cols,
                static_cast<const void*>(dsum));
-    auto row = convert_sum_row_portable;
-#if defined(__AVX512BF16__) && defined(__AVX512BW__)
-    if (bf16_conversion_vectorised()) row = convert_sum_row_avx512;
-#endif
+    const bool vec = bf16_conversion_vectorised();
+    // Each row is rounded by convert_range and then added while it is still in L1.
     detail::rows_with_column_sums(dsum, rows, cols, [&](int64_t m, float* acc) {
-        row(dst + m * cols, acc, src + m * cols, cols);
+        const float* row = src + m * cols;
+        convert_range(dst + m * cols, row, cols, 1.0f, vec);
+#pragma omp simd
+        for (int64_t c = 0; c < cols; ++c) acc[c] += row[c];
     });
 }
 
