@@ -158,15 +158,6 @@ void run_primitive(const GemmKey& k, const void* A, const void* B, const float* 
     stream.wait();
 }
 
-// fp32 products run on dnnl_sgemm (oneDNN 2.6's JIT GEMM driver, which takes transposes and
-// leading dimensions natively and needs no primitive), not the matmul primitive (its brgemm
-// kernel): bench_matmul measured both on every product of a GPT-2 124M step (2 threads, AMD EPYC
-// Zen 5), and sgemm was as fast or faster on all of them, by 5-25% on the backward products
-// (e.g. fc_proj dinp 485 vs 380 GFLOP/s, dW 417 vs 322). A bias is written into C first and the
-// product added to it (beta = 1): the layer forwards then run 2-11% faster than with the
-// primitive's bias epilogue (BM_forward_bias: qkv 434 -> 481 GFLOP/s, fc 439 -> 475; 133 -> 125
-// ms for a block's four).
-
 std::atomic<MatmulPrecision> g_precision{MatmulPrecision::fp32};
 
 // bf16 copies of the operands, one growable buffer per role, per thread. Kept between calls:
@@ -380,6 +371,14 @@ void gemm_impl(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
     gemm_fp32(key, A, B, beta, C, bias);
 }
 
+// fp32 products run on dnnl_sgemm (oneDNN 2.6's JIT GEMM driver, which takes transposes and
+// leading dimensions natively and needs no primitive), not the matmul primitive (its brgemm
+// kernel): bench_matmul measured both on every product of a GPT-2 124M step (2 threads, AMD EPYC
+// Zen 5), and sgemm was as fast or faster on all of them, by 5-25% on the backward products
+// (e.g. fc_proj dinp 485 vs 380 GFLOP/s, dW 417 vs 322). A bias is written into C first and the
+// product added to it (beta = 1): the layer forwards then run 2-11% faster than with the
+// primitive's bias epilogue (BM_forward_bias: qkv 434 -> 481 GFLOP/s, fc 439 -> 475; 133 -> 125
+// ms for a block's four).
 void gemm_fp32(const GemmKey& key, const float* A, const float* B, float beta, float* C,
                const float* bias) {
     if (bias) {
@@ -640,6 +639,12 @@ void check_bf16_input(const char* who) {
                who);
 }
 
+// For the entries whose product writes bf16 (oneDNN dst bf16), which emulation cannot give.
+void check_native(const char* who) {
+    WEFT_CHECK(bf16_products_native(),
+               "internal: {} needs native bf16 products (this CPU emulates them)", who);
+}
+
 }  // namespace
 
 void matmul_forward_bf16_input(float* out, const uint16_t* inp, const float* weight,
@@ -657,9 +662,7 @@ void matmul_forward_bf16_in_out(uint16_t* out, const uint16_t* inp, const float*
                                 const float* bias, int64_t M, int64_t K, int64_t N) {
     WEFT_PROFILE("matmul_fwd");
     check_bf16_input("matmul_forward_bf16_in_out");
-    WEFT_CHECK(bf16_products_native(),
-               "internal: matmul_forward_bf16_in_out needs native bf16 products (this CPU "
-               "emulates them)");
+    check_native("matmul_forward_bf16_in_out");
     WEFT_CHECK(M >= 0 && N >= 0 && K > 0, "matmul_forward_bf16_in_out: M={} N={} K={}", M, N, K);
     if (M == 0 || N == 0) return;
     GemmKey key = packed_b_key(false, true, M, N, K, K, N, false, bias != nullptr);
@@ -683,9 +686,7 @@ void matmul_backward_bf16_in_out(uint16_t* dinp, float* dweight, float* dbias, c
                                  int64_t N) {
     WEFT_PROFILE("matmul_bwd");
     check_bf16_input("matmul_backward_bf16_in_out");
-    WEFT_CHECK(bf16_products_native(),
-               "internal: matmul_backward_bf16_in_out needs native bf16 products (this CPU "
-               "emulates them)");
+    check_native("matmul_backward_bf16_in_out");
     WEFT_CHECK(M >= 0 && N > 0 && K > 0, "matmul_backward_bf16_in_out: M={} K={} N={}", M, K, N);
     if (M == 0) return;
     matmul_backward_bf16(nullptr, dweight, dbias, dout, nullptr, inp, weight, M, K, N, false, dinp);
