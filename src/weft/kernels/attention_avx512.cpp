@@ -35,14 +35,15 @@ using namespace avx512;
     const int64_t HS = s.HS;
     const int64_t nq = std::min<int64_t>(kTile, s.Tq - i0);
     const int64_t nqv = (nq + 15) / 16, width = 16 * nqv;
-    // Scores in units of log2 so the softmax is exp2, with 1/√HS folded into the packed queries.
-    const float c = kLog2e / std::sqrt(float(HS));
+    // Scores in units of log2 so the softmax is exp2: p = exp2(s·c - m) with the 1/√HS of the
+    // scores in c, and m the running max of s·c.
+    const __m512 c = _mm512_set1_ps(kLog2e / std::sqrt(float(HS)));
 
     const float* qb = q + (b * s.Tq + i0) * s.ldq + h * HS;
     float* ob = out + (b * s.Tq + i0) * s.ldo + h * HS;
     const int64_t kend = visible_keys(s, i0 + nq - 1);  // keys past it are masked for all
     prefetch_rows(qb, s.ldq, nq, HS);
-    pack_transposed(qt, qb, s.ldq, nq, width, HS, c);
+    pack_transposed(qt, qb, s.ldq, nq, width, HS);
     std::memset(oacc, 0, sizeof(float) * nq * HS);
 
     __m512 m[kVecs], l[kVecs];
@@ -65,11 +66,12 @@ using namespace avx512;
         const bool diagonal = nk - 1 + shift > 0;
         for (int64_t vq = 0; vq < nqv; ++vq) {
             float* col = st + 16 * vq;
-            const __m512 mx =
-                scan_column(col, nk, lane_index(int(vq)), shift, diagonal, m[vq], nullptr);
+            const __m512 raw = scan_column(col, nk, lane_index(int(vq)), shift, diagonal);
+            const __m512 mx = _mm512_max_ps(m[vq], _mm512_mul_ps(raw, c));
             __m512 sum = _mm512_setzero_ps();
             for (int64_t j = 0; j < nk; ++j) {
-                const __m512 p = exp2_avx512(_mm512_sub_ps(_mm512_load_ps(col + j * kTile), mx));
+                const __m512 p =
+                    exp2_avx512(_mm512_fmsub_ps(_mm512_load_ps(col + j * kTile), c, mx));
                 _mm512_store_ps(col + j * kTile, p);
                 sum = _mm512_add_ps(sum, p);
             }
@@ -150,8 +152,8 @@ using namespace avx512;
         if (first >= Tq) break;
         const int64_t nk = std::min<int64_t>(kTile, Tk - k0);
         const int64_t nkv = (nk + 15) / 16, width = 16 * nkv;
-        pack_transposed(kt, kb + k0 * s.ldkv, s.ldkv, nk, width, HS, 1.0f);
-        pack_transposed(vt, vb + k0 * s.ldkv, s.ldkv, nk, width, HS, 1.0f);
+        pack_transposed(kt, kb + k0 * s.ldkv, s.ldkv, nk, width, HS);
+        pack_transposed(vt, vb + k0 * s.ldkv, s.ldkv, nk, width, HS);
         pack_rows(kn, kb + k0 * s.ldkv, s.ldkv, nk, HS);
         if (k0 + kTile < Tk) {
             const int64_t next = std::min<int64_t>(kTile, Tk - k0 - kTile);
@@ -166,10 +168,15 @@ using namespace avx512;
             const float* qp = qd + i0 * HS;
             const float* dop = dod + i0 * HS;
             tile_product<Init::zero, false>(pb, kTile, nq, width, qp, HS, kt, kTile, HS);
-            probabilities(pb, nq, nkv, rel + i0 - k0, nk, c, lse2 + i0);
             tile_product<Init::zero, false>(dsb, kTile, nq, width, dop, HS, vt, kTile, HS);
-            // dS with the 1/√HS of the scores folded in, so that dK and dQ are plain products.
-            score_grads(dsb, pb, nq, nkv, Dr + i0, scale);
+            // P and dS in place of S and dP.
+            score_grads(pb, dsb, nq, nkv, rel + i0 - k0, nk, c, scale, lse2 + i0, Dr + i0,
+                        [&](int64_t i, int64_t vk, const __m512(&p)[2], const __m512(&ds)[2]) {
+                            for (int64_t h = 0; h < std::min<int64_t>(2, nq - i); ++h) {
+                                _mm512_store_ps(pb + (i + h) * kTile + 16 * vk, p[h]);
+                                _mm512_store_ps(dsb + (i + h) * kTile + 16 * vk, ds[h]);
+                            }
+                        });
             // Key k0 + j is visible to query i0 + i iff i >= j + shift.
             const int64_t shift = k0 - rel - i0;
             tile_product<Init::load, true>(dvacc, HS, nk, HS, pb, kTile, dop, HS, nq, nullptr,
@@ -189,11 +196,11 @@ using namespace avx512;
 
 void attention_forward_avx512(float* out, float* lse, const float* q, const float* k,
                               const float* v, const AttentionShape& s) {
-    const int64_t HS = s.HS, blocks = (s.Tq + kTile - 1) / kTile, heads = s.B * s.NH;
-    const int64_t items = blocks * heads, NKV = kv_heads(s), G = group_size(s);
+    const int64_t HS = s.HS, NKV = kv_heads(s), G = group_size(s);
     // Keys any query of the call sees: the K and V rows worth copying.
     const int64_t kmax = visible_keys(s, s.Tq - 1);
-#pragma omp parallel if (items > 1 && worth_threads(s))
+    const ForwardPlan plan(s, kTile);
+#pragma omp parallel if (plan.threads())
     {
         float* qt = thread_scratch(3 * HS * kTile + kTile * kTile + kTile + 2 * kmax * HS);
         float* oacc = qt + HS * kTile;
@@ -205,23 +212,20 @@ void attention_forward_avx512(float* out, float* lse, const float* q, const floa
         float* kd = alpha + kTile;
         float* vd = kd + kmax * HS;
         int64_t cached_bkv = -1, cached_rows = 0;
-        // Consecutive items share a head, and consecutive heads their key/value head, so the
-        // threads work on the same K and V and they stay in cache; within a head the late
-        // blocks, which see the most keys, go first.
 #pragma omp for schedule(dynamic)
-        for (int64_t it = 0; it < items; ++it) {
-            const int64_t bh = it / blocks, blk = blocks - 1 - it % blocks;
-            const int64_t b = bh / s.NH, h = bh % s.NH, kvh = h / G;
-            const int64_t kend = visible_keys(s, std::min(s.Tq, (blk + 1) * kTile) - 1);
-            if (b * NKV + kvh != cached_bkv) cached_bkv = b * NKV + kvh, cached_rows = 0;
-            if (kend > cached_rows) {
-                const int64_t off = (b * s.Tk + cached_rows) * s.ldkv + kvh * HS;
-                pack_rows(kd + cached_rows * HS, k + off, s.ldkv, kend - cached_rows, HS);
-                pack_rows(vd + cached_rows * HS, v + off, s.ldkv, kend - cached_rows, HS);
-                cached_rows = kend;
-            }
-            forward_block(out, lse, q, s, b, h, blk * kTile, kd, vd, qt, oacc, st, alpha);
-        }
+        for (int64_t it = 0; it < plan.items(); ++it)
+            plan.for_blocks(it, [&](int64_t b, int64_t h, int64_t i0) {
+                const int64_t kvh = h / G;
+                const int64_t kend = visible_keys(s, std::min(s.Tq, i0 + kTile) - 1);
+                if (b * NKV + kvh != cached_bkv) cached_bkv = b * NKV + kvh, cached_rows = 0;
+                if (kend > cached_rows) {
+                    const int64_t off = (b * s.Tk + cached_rows) * s.ldkv + kvh * HS;
+                    pack_rows(kd + cached_rows * HS, k + off, s.ldkv, kend - cached_rows, HS);
+                    pack_rows(vd + cached_rows * HS, v + off, s.ldkv, kend - cached_rows, HS);
+                    cached_rows = kend;
+                }
+                forward_block(out, lse, q, s, b, h, i0, kd, vd, qt, oacc, st, alpha);
+            });
     }
 }
 

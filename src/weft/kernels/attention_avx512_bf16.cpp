@@ -107,8 +107,9 @@ class Carve {
     const int64_t HS = s.HS, HP = HS / 2;
     const int64_t nq = std::min<int64_t>(kTile, s.Tq - i0);
     const int64_t nqv = (nq + 15) / 16, width = 16 * nqv;
-    // Scores in units of log2 so the softmax is exp2. The scale is applied to the fp32 scores:
-    // folded into bf16 queries it would round them again.
+    // Scores in units of log2 so the softmax is exp2, p = exp2(s·c - m) with m the running max
+    // of s·c: the scale is applied in fp32, as folded into bf16 queries it would round them
+    // again.
     const __m512 c = _mm512_set1_ps(kLog2e / std::sqrt(float(HS)));
 
     const uint16_t* qb = q + (b * s.Tq + i0) * s.ldq + h * HS;
@@ -130,16 +131,18 @@ class Carve {
         const bool diagonal = nk - 1 + shift > 0;
         for (int64_t vq = 0; vq < nqv; ++vq) {
             float* col = st + 16 * vq;
-            const __m512 mx = scan_column(col, nk, lane_index(int(vq)), shift, diagonal, m[vq], &c);
+            const __m512 raw = scan_column(col, nk, lane_index(int(vq)), shift, diagonal);
+            const __m512 mx = _mm512_max_ps(m[vq], _mm512_mul_ps(raw, c));
             // P in fp32 for the sum, in bf16 pairs of keys for the product (an odd last key
             // pairs with a zero).
             __m512 sum = _mm512_setzero_ps();
             for (int64_t jp = 0; jp < npair; ++jp) {
                 const int64_t j = 2 * jp;
-                const __m512 p0 = exp2_avx512(_mm512_sub_ps(_mm512_load_ps(col + j * kTile), mx));
+                const __m512 p0 =
+                    exp2_avx512(_mm512_fmsub_ps(_mm512_load_ps(col + j * kTile), c, mx));
                 const __m512 p1 =
                     j + 1 < nk
-                        ? exp2_avx512(_mm512_sub_ps(_mm512_load_ps(col + (j + 1) * kTile), mx))
+                        ? exp2_avx512(_mm512_fmsub_ps(_mm512_load_ps(col + (j + 1) * kTile), c, mx))
                         : _mm512_setzero_ps();
                 sum = _mm512_add_ps(sum, _mm512_add_ps(p0, p1));
                 _mm512_store_si512(pp + jp * kTile + 16 * vq, pair_words(p0, p1));
@@ -158,20 +161,6 @@ class Carve {
                     _mm256_mask_storeu_epi16(ob + i * s.ldo + d, msk,
                                              (__m256i)_mm512_cvtneps_pbh(o));
                 });
-}
-
-// Rows `rows` of fp32 tile `src` (16·nv lanes each, rows kTile apart) as bf16 pairs of
-// consecutive rows, dst rows kTile words apart (a missing odd row pairs with zeros).
-void pair_rows(Pair* dst, const float* src, int64_t rows, int64_t nv) {
-    for (int64_t ip = 0; 2 * ip < rows; ++ip) {
-        const float* r0 = src + 2 * ip * kTile;
-        for (int64_t v = 0; v < nv; ++v) {
-            const __m512 a = _mm512_load_ps(r0 + 16 * v);
-            const __m512 b =
-                2 * ip + 1 < rows ? _mm512_load_ps(r0 + kTile + 16 * v) : _mm512_setzero_ps();
-            _mm512_store_si512(dst + ip * kTile + 16 * v, pair_words(a, b));
-        }
-    }
 }
 
 // One (batch, query head), key block by key block, as attention_avx512.cpp's backward_head.
@@ -213,18 +202,22 @@ void pair_rows(Pair* dst, const float* src, int64_t rows, int64_t nv) {
 
     // Dense copies of the head's Q and dO, in rows and paired over queries: every key block
     // sweeps them again.
-    for (int64_t i = 0; i < Tq; ++i) {
-        std::memcpy(qd + i * HP, qb + i * s.ldq, sizeof(uint16_t) * HS);
-        std::memcpy(dod + i * HP, dob + i * s.ldo, sizeof(uint16_t) * HS);
-    }
-    pack_pairs(qp, HS, qb, s.ldq, Tq, HS);
-    pack_pairs(dop, HS, dob, s.ldo, Tq, HS);
+    // Both pairings and D are made from the dense copies, which are in cache; O's rows are
+    // fetched ahead, 4.5 KiB apart in the fused layout.
+    const uint16_t* qdr = reinterpret_cast<const uint16_t*>(qd);
+    const uint16_t* dodr = reinterpret_cast<const uint16_t*>(dod);
+    copy_rows(reinterpret_cast<uint16_t*>(qd), qb, s.ldq, Tq, HS);
+    copy_rows(reinterpret_cast<uint16_t*>(dod), dob, s.ldo, Tq, HS);
+    pack_pairs(qp, HS, qdr, HS, Tq, HS);
+    pack_pairs(dop, HS, dodr, HS, Tq, HS);
     std::memset(dqd, 0, sizeof(float) * Tq * HS);
+    prefetch_rows(ob, s.ldo, std::min(Tq, kAhead), HS);
     for (int64_t i = 0; i < Tq; ++i) {
+        if (i + kAhead < Tq) prefetch_rows(ob + (i + kAhead) * s.ldo, s.ldo, 1, HS);
         __m512 acc = _mm512_setzero_ps();
         for (int64_t d = 0; d < HS; d += 16) {
             const __mmask16 m = tail_mask(std::min<int64_t>(16, HS - d));
-            acc = _mm512_fmadd_ps(lanes::load16(dob + i * s.ldo + d, m),
+            acc = _mm512_fmadd_ps(lanes::load16(dodr + i * HS + d, m),
                                   lanes::load16(ob + i * s.ldo + d, m), acc);
         }
         Dr[i] = _mm512_reduce_add_ps(acc);
@@ -248,23 +241,20 @@ void pair_rows(Pair* dst, const float* src, int64_t rows, int64_t nv) {
             const int64_t nq = std::min<int64_t>(kTile, Tq - i0), nqp = (nq + 1) / 2;
             tile_product_bf16<Init::zero, false>(pb, kTile, nq, width, qd + i0 * HP, HP, kt, kTile,
                                                  HP);
-            probabilities(pb, nq, nkv, rel + i0 - k0, nk, c, lse2 + i0);
             tile_product_bf16<Init::zero, false>(dsb, kTile, nq, width, dod + i0 * HP, HP, vt,
                                                  kTile, HP);
-            // dS with the 1/√HS of the scores folded in, so that dK and dQ are plain products;
-            // then its bf16 rows, 32 keys (16 pairs) at a time.
-            score_grads(dsb, pb, nq, nkv, Dr + i0, scale);
-            for (int64_t i = 0; i < nq; ++i) {
-                const float* ds = dsb + i * kTile;
-                for (int64_t vk = 0; vk < nkv; vk += 2) {
-                    const __m512 hi =
-                        vk + 1 < nkv ? _mm512_load_ps(ds + 16 * (vk + 1)) : _mm512_setzero_ps();
-                    _mm512_store_si512(dsr + i * (kTile / 2) + 8 * vk,
-                                       bf16_words(_mm512_load_ps(ds + 16 * vk), hi));
-                }
-            }
-            pair_rows(pt, pb, nq, nkv);
-            pair_rows(dst, dsb, nq, nkv);
+            // P and dS straight into the bf16 layouts their products read: P and dS paired over
+            // queries, and dS in rows.
+            score_grads(pb, dsb, nq, nkv, rel + i0 - k0, nk, c, scale, lse2 + i0, Dr + i0,
+                        [&](int64_t i, int64_t vk, const __m512(&p)[2], const __m512(&ds)[2]) {
+                            const int64_t at = i / 2 * kTile + 16 * vk;
+                            _mm512_store_si512(pt + at, pair_words(p[0], p[1]));
+                            _mm512_store_si512(dst + at, pair_words(ds[0], ds[1]));
+                            for (int64_t h = 0; h < std::min<int64_t>(2, nq - i); ++h)
+                                _mm256_store_si256(reinterpret_cast<__m256i*>(
+                                                       dsr + (i + h) * (kTile / 2) + 8 * vk),
+                                                   (__m256i)_mm512_cvtneps_pbh(ds[h]));
+                        });
             // Key k0 + j is visible to query i0 + i iff i >= j + shift.
             const int64_t shift = k0 - rel - i0;
             tile_product_bf16<Init::load, true>(dvacc, HS, nk, HS, pt, kTile, dop + i0 / 2 * HS, HS,
@@ -289,11 +279,11 @@ int64_t attention_bf16_avx512_scratch_words(const AttentionShape& s) {
 
 void attention_forward_bf16_avx512(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
                                    const uint16_t* v, const AttentionShape& s) {
-    const int64_t HS = s.HS, HP = HS / 2, blocks = (s.Tq + kTile - 1) / kTile;
-    const int64_t items = blocks * s.B * s.NH, NKV = kv_heads(s), G = group_size(s);
+    const int64_t HS = s.HS, HP = HS / 2, NKV = kv_heads(s), G = group_size(s);
     const int64_t kmax = visible_keys(s, s.Tq - 1);
     const int64_t words = attention_bf16_avx512_scratch_words(s);
-#pragma omp parallel if (items > 1 && worth_threads(s))
+    const ForwardPlan plan(s, kTile);
+#pragma omp parallel if (plan.threads())
     {
         const ForwardScratch n(HS, kmax);
         Carve carve(thread_scratch<Pair>(size_t(words)));
@@ -308,23 +298,24 @@ void attention_forward_bf16_avx512(uint16_t* out, float* lse, const uint16_t* q,
         float* alpha = carve.floats(n.alpha);
         int64_t cached_bkv = -1, cached_rows = 0;
 #pragma omp for schedule(dynamic)
-        for (int64_t it = 0; it < items; ++it) {
-            const int64_t bh = it / blocks, blk = blocks - 1 - it % blocks;
-            const int64_t b = bh / s.NH, h = bh % s.NH, kvh = h / G;
-            const int64_t kend = visible_keys(s, std::min(s.Tq, (blk + 1) * kTile) - 1);
-            if (b * NKV + kvh != cached_bkv) cached_bkv = b * NKV + kvh, cached_rows = 0;
-            if (kend > cached_rows) {
-                const uint16_t* kb = k + b * s.Tk * s.ldkv + kvh * HS;
-                const uint16_t* vb = v + b * s.Tk * s.ldkv + kvh * HS;
-                for (int64_t r = cached_rows; r < kend; ++r)
-                    std::memcpy(kd + r * HP, kb + r * s.ldkv, sizeof(uint16_t) * HS);
-                // From the pair holding the first new key: an odd end was paired with a zero.
-                const int64_t p0 = cached_rows / 2;
-                pack_pairs(vp + p0 * HS, HS, vb + 2 * p0 * s.ldkv, s.ldkv, kend - 2 * p0, HS);
-                cached_rows = kend;
-            }
-            forward_block(out, lse, q, s, b, h, blk * kTile, kd, vp, qt, pp, oacc, st, alpha);
-        }
+        for (int64_t it = 0; it < plan.items(); ++it)
+            plan.for_blocks(it, [&](int64_t b, int64_t h, int64_t i0) {
+                const int64_t kvh = h / G;
+                const int64_t kend = visible_keys(s, std::min(s.Tq, i0 + kTile) - 1);
+                if (b * NKV + kvh != cached_bkv) cached_bkv = b * NKV + kvh, cached_rows = 0;
+                if (kend > cached_rows) {
+                    const uint16_t* kb = k + b * s.Tk * s.ldkv + kvh * HS;
+                    const uint16_t* vb = v + b * s.Tk * s.ldkv + kvh * HS;
+                    copy_rows(reinterpret_cast<uint16_t*>(kd + cached_rows * HP),
+                              kb + cached_rows * s.ldkv, s.ldkv, kend - cached_rows, HS);
+                    // From the pair holding the first new key: an odd end was paired with a
+                    // zero.
+                    const int64_t p0 = cached_rows / 2;
+                    pack_pairs(vp + p0 * HS, HS, vb + 2 * p0 * s.ldkv, s.ldkv, kend - 2 * p0, HS);
+                    cached_rows = kend;
+                }
+                forward_block(out, lse, q, s, b, h, i0, kd, vp, qt, pp, oacc, st, alpha);
+            });
     }
 }
 

@@ -12,6 +12,8 @@
 #include <new>
 #include <utility>
 
+#include "weft/kernels/lanes.hpp"
+
 // GCC 12's intrinsics fill unused sources with _mm512_undefined_ps(), a self-initialised
 // variable that -Wmaybe-uninitialized reports wherever such an intrinsic is inlined.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -207,20 +209,20 @@ void tile_product(float* c, int64_t ldc, int64_t M, int64_t N, const typename Op
 }
 
 // The online softmax's column pass over a forward score tile (keys × query lanes, rows kTile
-// apart): each of the nk scores of lane vector `lane` times `scale` (if given), masked to -inf
-// where key j is after the query (lane < j + shift, on a diagonal tile), written back where it
-// changed; returns the running max mx raised to the column's.
-inline __m512 scan_column(float* col, int64_t nk, __m512i lane, int64_t shift, bool diagonal,
-                          __m512 mx, const __m512* scale) {
+// apart): the max over its nk raw scores of lane vector `lane`, masked to -inf where key j is
+// after the query (lane < j + shift, on a diagonal tile) and then written back. The scale of the
+// scores is applied after, to the max and in the exponent (exp2(s·c - m)), so that this pass
+// only reads the tile off the diagonal.
+inline __m512 scan_column(float* col, int64_t nk, __m512i lane, int64_t shift, bool diagonal) {
     const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+    __m512 mx = neg_inf;
     for (int64_t j = 0; j < nk; ++j) {
         __m512 x = _mm512_load_ps(col + j * kTile);
-        if (scale) x = _mm512_mul_ps(x, *scale);
         if (diagonal) {
             const __mmask16 vis = _mm512_cmpge_epi32_mask(lane, _mm512_set1_epi32(int(j + shift)));
             x = _mm512_mask_mov_ps(neg_inf, vis, x);
+            _mm512_store_ps(col + j * kTile, x);
         }
-        if (scale || diagonal) _mm512_store_ps(col + j * kTile, x);
         mx = _mm512_max_ps(mx, x);
     }
     return mx;
@@ -248,34 +250,33 @@ void finish_rows(const __m512 (&m)[kVecs], const __m512 (&l)[kVecs], int64_t nq,
     }
 }
 
-// Backward's probabilities of a (query tile, key block): P[i][j] = exp2(S[i][j]·c - lse2[i]) for
-// the keys j <= rel_i0 + i (visible and < nk), else 0; rows kTile apart, nkv vectors each.
-inline void probabilities(float* pb, int64_t nq, int64_t nkv, int64_t rel_i0, int64_t nk, float c,
-                          const float* lse2) {
-    for (int64_t i = 0; i < nq; ++i) {
-        const int64_t last = std::min(rel_i0 + i, nk - 1);
-        const __m512 lse_i = _mm512_set1_ps(lse2[i]);
+// Backward's P and dS of a (query tile, key block) in one pass over the score tiles S and dP
+// (fp32, rows kTile apart, nkv vectors each): P[i][j] = exp2(S[i][j]·c - lse2[i]) for the keys
+// j <= rel_i0 + i (visible and < nk), else 0, and dS = P ⊙ (dP - D) with the score scale folded
+// in, so that dK and dQ are plain products. Rows go in pairs, the layout bf16 products read:
+// emit(i, vk, p, ds) takes vector vk of rows i (even) and i + 1, whose p[1] and ds[1] are zero
+// where i + 1 = nq.
+template <class Emit>
+inline void score_grads(const float* sb, const float* dpb, int64_t nq, int64_t nkv, int64_t rel_i0,
+                        int64_t nk, float c, float scale, const float* lse2, const float* D,
+                        Emit&& emit) {
+    const __m512 cv = _mm512_set1_ps(c), sc = _mm512_set1_ps(scale);
+    for (int64_t i = 0; i < nq; i += 2) {
+        const int64_t rows = std::min<int64_t>(2, nq - i);
         for (int64_t vk = 0; vk < nkv; ++vk) {
-            float* p = pb + i * kTile + 16 * vk;
-            const __mmask16 vis =
-                _mm512_cmple_epi32_mask(lane_index(int(vk)), _mm512_set1_epi32(int(last)));
-            const __m512 x = _mm512_fmsub_ps(_mm512_load_ps(p), _mm512_set1_ps(c), lse_i);
-            _mm512_store_ps(p, _mm512_maskz_mov_ps(vis, exp2_avx512(x)));
-        }
-    }
-}
-
-// dS = P ⊙ (dP - D) with the score scale folded in, in place of dP (rows kTile apart).
-inline void score_grads(float* dsb, const float* pb, int64_t nq, int64_t nkv, const float* D,
-                        float scale) {
-    for (int64_t i = 0; i < nq; ++i) {
-        const __m512 D_i = _mm512_set1_ps(D[i]);
-        for (int64_t vk = 0; vk < nkv; ++vk) {
-            float* ds = dsb + i * kTile + 16 * vk;
-            const __m512 p = _mm512_load_ps(pb + i * kTile + 16 * vk);
-            const __m512 g =
-                _mm512_mul_ps(_mm512_sub_ps(_mm512_load_ps(ds), D_i), _mm512_set1_ps(scale));
-            _mm512_store_ps(ds, _mm512_mul_ps(p, g));
+            __m512 p[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()}, ds[2] = {p[0], p[1]};
+            for (int64_t h = 0; h < rows; ++h) {
+                const int64_t off = (i + h) * kTile + 16 * vk;
+                const int64_t last = std::min(rel_i0 + i + h, nk - 1);
+                const __mmask16 vis =
+                    _mm512_cmple_epi32_mask(lane_index(int(vk)), _mm512_set1_epi32(int(last)));
+                const __m512 x =
+                    _mm512_fmsub_ps(_mm512_load_ps(sb + off), cv, _mm512_set1_ps(lse2[i + h]));
+                p[h] = _mm512_maskz_mov_ps(vis, exp2_avx512(x));
+                const __m512 g = _mm512_sub_ps(_mm512_load_ps(dpb + off), _mm512_set1_ps(D[i + h]));
+                ds[h] = _mm512_mul_ps(p[h], _mm512_mul_ps(g, sc));
+            }
+            emit(i, vk, p, ds);
         }
     }
 }
@@ -284,10 +285,10 @@ inline void score_grads(float* dsb, const float* pb, int64_t nq, int64_t nkv, co
 // layout, which the hardware prefetchers do not follow, so they arrive while the previous tile
 // computes instead of stalling its packing.
 // Whole tiles go to L2 only (T1): into L1 they would evict the tiles being computed on.
-template <_mm_hint kHint = _MM_HINT_T0>
-inline void prefetch_rows(const float* p, int64_t ld, int64_t rows, int64_t cols) {
+template <_mm_hint kHint = _MM_HINT_T0, class T>
+inline void prefetch_rows(const T* p, int64_t ld, int64_t rows, int64_t cols) {
     for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t j = 0; j < cols; j += 16)
+        for (int64_t j = 0; j < cols; j += 64 / int64_t(sizeof(T)))
             _mm_prefetch(reinterpret_cast<const char*>(p + r * ld + j), kHint);
         _mm_prefetch(reinterpret_cast<const char*>(p + r * ld + cols - 1), kHint);
     }
@@ -324,46 +325,30 @@ inline void pack_rows(float* dst, const float* src, int64_t ld, int64_t rows, in
     }
 }
 
-// dst[c][r] = scale · src[r][c] for r < rows (zero up to `width`, a multiple of 16) and c < cols,
-// dst rows kTile apart: 16×16 blocks transposed in registers (the classic unpack/shuffle network).
-inline void pack_transposed(float* dst, const float* src, int64_t ld, int64_t rows, int64_t width,
-                            int64_t cols, float scale) {
-    const __m512 sc = _mm512_set1_ps(scale);
+// dst[c][r] = word c of row r, for r < rows (zero up to `width`, a multiple of 16) and c < cols,
+// dst rows kTile apart: 16×16 blocks of 32-bit words transposed in registers. load(r, c0, m)
+// gives the words c0 .. c0 + 15 of row r under mask m (zero where m is clear).
+template <class Load>
+inline void transpose_words(uint32_t* dst, int64_t rows, int64_t width, int64_t cols, Load&& load) {
     for (int64_t r0 = 0; r0 < width; r0 += 16)
         for (int64_t c0 = 0; c0 < cols; c0 += 16) {
             const __mmask16 m = tail_mask(std::min<int64_t>(16, cols - c0));
-            __m512 r[16], t[16];
+            __m512i z[16];
             for (int i = 0; i < 16; ++i)
-                r[i] = r0 + i < rows
-                           ? _mm512_mul_ps(_mm512_maskz_loadu_ps(m, src + (r0 + i) * ld + c0), sc)
-                           : _mm512_setzero_ps();
-            for (int i = 0; i < 8; ++i) {
-                t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-                t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-            }
-            // Within each 128-bit lane k, r[4i + j] now holds column 4k + j of rows 4i .. 4i+3.
-            for (int i = 0; i < 4; ++i) {
-                const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
-                const __m512d c = _mm512_castps_pd(t[4 * i + 2]),
-                              d = _mm512_castps_pd(t[4 * i + 3]);
-                r[4 * i + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-                r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-                r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-                r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-            }
-            for (int j = 0; j < 4; ++j) {
-                const __m512 w0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
-                const __m512 w1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);
-                const __m512 w2 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
-                const __m512 w3 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
-                const __m512 col[4] = {
-                    _mm512_shuffle_f32x4(w0, w2, 0x88), _mm512_shuffle_f32x4(w1, w3, 0x88),
-                    _mm512_shuffle_f32x4(w0, w2, 0xDD), _mm512_shuffle_f32x4(w1, w3, 0xDD)};
-                for (int k = 0; k < 4; ++k)
-                    if (c0 + 4 * k + j < cols)
-                        _mm512_store_ps(dst + (c0 + 4 * k + j) * kTile + r0, col[k]);
-            }
+                z[i] = r0 + i < rows ? load(r0 + i, c0, m) : _mm512_setzero_si512();
+            lanes::transpose16x16(z);
+            for (int j = 0; j < 16 && c0 + j < cols; ++j)
+                _mm512_store_si512(dst + (c0 + j) * kTile + r0, z[j]);
         }
+}
+
+// dst[c][r] = src[r][c] for r < rows (zero up to `width`) and c < cols, dst rows kTile apart.
+inline void pack_transposed(float* dst, const float* src, int64_t ld, int64_t rows, int64_t width,
+                            int64_t cols) {
+    transpose_words(reinterpret_cast<uint32_t*>(dst), rows, width, cols,
+                    [&](int64_t r, int64_t c0, __mmask16 m) {
+                        return _mm512_castps_si512(_mm512_maskz_loadu_ps(m, src + r * ld + c0));
+                    });
 }
 
 }  // namespace weft::kernels::detail::avx512

@@ -56,15 +56,46 @@ void tile_product_bf16(float* c, int64_t ldc, int64_t M, int64_t N, const Pair* 
     tile_product<I, kColMajorA, Bf16Ops>(c, ldc, M, N, a, lda, x, ldx, n, rowscale, band);
 }
 
+// dst[r][:] = src[r][:] for `rows` rows of `cols` bf16 values, into a dense [rows][cols] block
+// (pack_rows for bf16).
+inline void copy_rows(uint16_t* dst, const uint16_t* src, int64_t lds, int64_t rows, int64_t cols) {
+    prefetch_rows(src, lds, std::min(rows, kAhead), cols);
+    for (int64_t r = 0; r < rows; ++r) {
+        if (r + kAhead < rows) prefetch_rows(src + (r + kAhead) * lds, lds, 1, cols);
+        uint16_t* d = dst + r * cols;
+        const uint16_t* s = src + r * lds;
+        int64_t j = 0;
+        for (; j + 32 <= cols; j += 32) _mm512_storeu_si512(d + j, _mm512_loadu_si512(s + j));
+        if (j < cols) {
+            const __mmask32 m = __mmask32((uint64_t(1) << (cols - j)) - 1);
+            _mm512_mask_storeu_epi16(d + j, m, _mm512_maskz_loadu_epi16(m, s + j));
+        }
+    }
+}
+
 // dst[t][c] = pair (src[2t][c], src[2t + 1][c]) for 2t < rows (a missing odd row is zero) and
 // c < cols, dst rows ld words apart: bf16 rows paired along the columns' contraction.
 inline void pack_pairs(Pair* dst, int64_t ld, const uint16_t* src, int64_t lds, int64_t rows,
                        int64_t cols) {
+    const auto widen = [](const uint16_t* p, __mmask16 m) {
+        return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
+    };
+    prefetch_rows(src, lds, std::min(rows, kAhead), cols);
     for (int64_t t = 0; 2 * t < rows; ++t) {
+        if (2 * t + kAhead < rows)
+            prefetch_rows(src + (2 * t + kAhead) * lds, lds,
+                          std::min<int64_t>(2, rows - 2 * t - kAhead), cols);
         const uint16_t* r0 = src + 2 * t * lds;
-        const uint16_t* r1 = 2 * t + 1 < rows ? r0 + lds : nullptr;
-        Pair* d = dst + t * ld;
-        for (int64_t j = 0; j < cols; ++j) d[j] = Pair(r0[j]) | (r1 ? Pair(r1[j]) << 16 : 0u);
+        const bool odd = 2 * t + 1 < rows;
+        for (int64_t j = 0; j < cols; j += 16) {
+            const __mmask16 m = tail_mask(std::min<int64_t>(16, cols - j));
+            const __m512i hi = odd ? widen(r0 + lds + j, m) : _mm512_setzero_si512();
+            const __m512i w = _mm512_or_si512(widen(r0 + j, m), _mm512_slli_epi32(hi, 16));
+            if (m == kAll)
+                _mm512_storeu_si512(dst + t * ld + j, w);
+            else
+                _mm512_mask_storeu_epi32(dst + t * ld + j, m, w);
+        }
     }
 }
 
@@ -72,14 +103,9 @@ inline void pack_pairs(Pair* dst, int64_t ld, const uint16_t* src, int64_t lds, 
 // bf16 rows (paired along themselves) transposed word by word, dst rows kTile apart.
 inline void pack_pairs_transposed(Pair* dst, const uint16_t* src, int64_t lds, int64_t rows,
                                   int64_t width, int64_t pairs) {
-    for (int64_t t = 0; t < pairs; ++t) {
-        Pair* d = dst + t * kTile;
-        for (int64_t r = 0; r < rows; ++r) {
-            const uint16_t* s = src + r * lds + 2 * t;
-            d[r] = Pair(s[0]) | Pair(s[1]) << 16;
-        }
-        for (int64_t r = rows; r < width; ++r) d[r] = 0;
-    }
+    transpose_words(dst, rows, width, pairs, [&](int64_t r, int64_t c0, __mmask16 m) {
+        return _mm512_maskz_loadu_epi32(m, src + r * lds + 2 * c0);
+    });
 }
 
 }  // namespace weft::kernels::detail::avx512

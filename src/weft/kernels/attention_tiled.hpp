@@ -234,11 +234,11 @@ template <class V>
 template <class V>
 void forward(float* out, float* lse, const float* q, const float* k, const float* v,
              const AttentionShape& s) {
-    const int64_t HS = s.HS, blocks = (s.Tq + kTile - 1) / kTile, heads = s.B * s.NH;
-    const int64_t items = blocks * heads, NKV = kv_heads(s), G = group_size(s);
+    const int64_t HS = s.HS, NKV = kv_heads(s), G = group_size(s);
     // Keys any query of the call sees: the K and V rows worth copying.
     const int64_t kmax = visible_keys(s, s.Tq - 1);
-#pragma omp parallel if (items > 1 && worth_threads(s))
+    const ForwardPlan plan(s, kTile);
+#pragma omp parallel if (plan.threads())
     {
         float* qt = thread_scratch(3 * HS * kTile + kTile * kTile + kTile + 2 * kmax * HS);
         float* oacc = qt + HS * kTile;
@@ -250,23 +250,20 @@ void forward(float* out, float* lse, const float* q, const float* k, const float
         float* kd = alpha + kTile;
         float* vd = kd + kmax * HS;
         int64_t cached_bkv = -1, cached_rows = 0;
-        // Consecutive items share a head, and consecutive heads their key/value head, so the
-        // threads work on the same K and V and they stay in cache; within a head the late
-        // blocks, which see the most keys, go first.
 #pragma omp for schedule(dynamic)
-        for (int64_t it = 0; it < items; ++it) {
-            const int64_t bh = it / blocks, blk = blocks - 1 - it % blocks;
-            const int64_t b = bh / s.NH, h = bh % s.NH, kvh = h / G;
-            const int64_t kend = visible_keys(s, std::min(s.Tq, (blk + 1) * kTile) - 1);
-            if (b * NKV + kvh != cached_bkv) cached_bkv = b * NKV + kvh, cached_rows = 0;
-            if (kend > cached_rows) {
-                const int64_t off = (b * s.Tk + cached_rows) * s.ldkv + kvh * HS;
-                pack_rows<V>(kd + cached_rows * HS, k + off, s.ldkv, kend - cached_rows, HS);
-                pack_rows<V>(vd + cached_rows * HS, v + off, s.ldkv, kend - cached_rows, HS);
-                cached_rows = kend;
-            }
-            forward_block<V>(out, lse, q, s, b, h, blk * kTile, kd, vd, qt, oacc, st, alpha);
-        }
+        for (int64_t it = 0; it < plan.items(); ++it)
+            plan.for_blocks(it, [&](int64_t b, int64_t h, int64_t i0) {
+                const int64_t kvh = h / G;
+                const int64_t kend = visible_keys(s, std::min(s.Tq, i0 + kTile) - 1);
+                if (b * NKV + kvh != cached_bkv) cached_bkv = b * NKV + kvh, cached_rows = 0;
+                if (kend > cached_rows) {
+                    const int64_t off = (b * s.Tk + cached_rows) * s.ldkv + kvh * HS;
+                    pack_rows<V>(kd + cached_rows * HS, k + off, s.ldkv, kend - cached_rows, HS);
+                    pack_rows<V>(vd + cached_rows * HS, v + off, s.ldkv, kend - cached_rows, HS);
+                    cached_rows = kend;
+                }
+                forward_block<V>(out, lse, q, s, b, h, i0, kd, vd, qt, oacc, st, alpha);
+            });
     }
 }
 
