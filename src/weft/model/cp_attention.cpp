@@ -6,6 +6,7 @@
 #include "weft/core/error.hpp"
 #include "weft/kernels/attention.hpp"
 #include "weft/kernels/attention_merge.hpp"
+#include "weft/model/kept_tensor.hpp"
 
 namespace weft::model {
 
@@ -25,6 +26,35 @@ Pair pair_of(const k::ZigzagBlock& blk, int64_t b, const CpAttentionShape& s, in
     return {b * s.T + blk.q_part * chunk, b * s.T + blk.k_part * chunk,
             k::AttentionShape{1, chunk, chunk, s.NH, s.HS, s.ldq, KV, s.NH * s.HS, blk.q_pos0,
                               s.NKV, blk.k_pos0}};
+}
+
+// One pair's kernel calls on fp32 or bf16 operands: forward leaves the pair's fp32 output in
+// `part` (bf16: the kernel's bf16 output at part16, widened), backward accumulates into the
+// fp32 gradients.
+void pair_forward(float* part, uint16_t*, float* lse, const float* q, const float* kk,
+                  const float* v, const k::AttentionShape& s) {
+    k::attention_forward(part, lse, q, kk, v, s);
+}
+void pair_forward(float* part, uint16_t* part16, float* lse, const uint16_t* q, const uint16_t* kk,
+                  const uint16_t* v, const k::AttentionShape& s) {
+    k::attention_forward_bf16(part16, lse, q, kk, v, s);
+    widen_bf16(part, part16, s.Tq * s.NH * s.HS);
+}
+void pair_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                   const float* kk, const float* v, const float* out, const float* lse,
+                   const k::AttentionShape& s) {
+    k::attention_backward(dq, dk, dv, dout, q, kk, v, out, lse, s);
+}
+void pair_backward(float* dq, float* dk, float* dv, const uint16_t* dout, const uint16_t* q,
+                   const uint16_t* kk, const uint16_t* v, const uint16_t* out, const float* lse,
+                   const k::AttentionShape& s) {
+    k::attention_backward_bf16(dq, dk, dv, dout, q, kk, v, out, lse, s);
+}
+
+// Floats that a key|value block of n values each, in T, occupies.
+template <class T>
+int64_t kv_floats(int64_t n) {
+    return 2 * n * int64_t(sizeof(T)) / int64_t(sizeof(float));
 }
 
 }  // namespace
@@ -63,13 +93,15 @@ CpAttention::CpAttention(CpComm& cp, int64_t T_global, bool ulysses, CpComm* rin
 CpAttention::~CpAttention() = default;
 
 int64_t CpAttention::scratch_floats(CpRegion region, int64_t B, int64_t T, int64_t NH, int64_t NKV,
-                                    int64_t HS, int64_t U) {
+                                    int64_t HS, int64_t U, bool bf16) {
     const int64_t A = NH * HS, KV = NKV * HS, rows = B * T;
     // One (query part, key part) pair's result: a chunk of T/2 rows and its lse.
     const int64_t part = T / 2 * (A + NH);
     switch (region) {
         case CpRegion::ring:
-            return 8 * rows * KV + part;
+            // Two blocks of K|V and their dK|dV (bf16: K|V in half the floats, and the pair's
+            // bf16 output beside its fp32 one).
+            return bf16 ? 6 * rows * KV + part + (T / 2 * A + 1) / 2 : 8 * rows * KV + part;
         case CpRegion::token_ring:
             // Travelling blocks 2 x (q, dO, out, lse); home K/V and dK/dV; two partials sent
             // and one received (out and lse); this rank's dQ.
@@ -87,7 +119,7 @@ int64_t CpAttention::scratch_floats(CpRegion region, int64_t B, int64_t T, int64
 int64_t CpAttention::allocated_scratch_floats() const {
     int64_t n = 0;
     for (const Buffer* b :
-         {&ring_[0], &ring_[1], &part_, &part_lse_, &home_kv_, &returns_[0], &returns_[1],
+         {&ring_[0], &ring_[1], &part_, &part_lse_, &part16_, &home_kv_, &returns_[0], &returns_[1],
           &returned_, &own_dq_, &send_, &recv_, &dof_, &dqf_, &dkf_, &dvf_})
         n += b->size();
     return n + (across_ ? across_->allocated_scratch_floats() : 0);
@@ -104,32 +136,49 @@ void CpAttention::forward(float* out, float* lse, const float* q, const float* k
                           const CpAttentionShape& s) {
     if (ulysses_) return ulysses_forward(out, lse, q, kk, v, s);
     if (bidirectional_) return token_ring_forward(out, lse, q, kk, v, s);
+    ring_forward(out, lse, q, kk, v, s);
+}
+
+void CpAttention::forward_bf16(float* out, float* lse, const uint16_t* q, const uint16_t* kk,
+                               const uint16_t* v, const CpAttentionShape& s) {
+    WEFT_CHECK(takes_bf16(), "internal: bf16 attention in a cp region that widens it");
+    ring_forward(out, lse, q, kk, v, s);
+}
+
+template <class T>
+void CpAttention::ring_forward(float* out, float* lse, const T* q, const T* kk, const T* v,
+                               const CpAttentionShape& s) {
     const int64_t c = z_.chunk, KV = s.NKV * s.HS, n = s.B * s.T * KV;
     WEFT_CHECK(s.T == 2 * c, "internal: {} local positions at cp {} of a sequence of {}", s.T,
                size_, z_.T);
-    ensure(4 * n);
+    ensure(kv_floats<T>(n) + 2 * n);
     if (part_.size() < c * s.NH * s.HS) {
         part_ = Buffer(c * s.NH * s.HS);
         part_lse_ = Buffer(s.NH * c);
     }
+    if (sizeof(T) == 2 && part16_.size() < (c * s.NH * s.HS + 1) / 2)
+        part16_ = Buffer((c * s.NH * s.HS + 1) / 2);
+    uint16_t* part16 = reinterpret_cast<uint16_t*>(part16_.data());
     // The block this rank starts with: its own keys and values, dense so that a shift is one
     // message.
+    T* first = reinterpret_cast<T*>(ring_[0].data());
     for (int64_t r = 0; r < s.B * s.T; ++r) {
-        std::copy_n(kk + r * s.ldkv, KV, ring_[0].data() + r * KV);
-        std::copy_n(v + r * s.ldkv, KV, ring_[0].data() + n + r * KV);
+        std::copy_n(kk + r * s.ldkv, KV, first + r * KV);
+        std::copy_n(v + r * s.ldkv, KV, first + n + r * KV);
     }
     // Running results start empty: lse = -inf, and the first merge copies the first block.
     std::fill_n(lse, s.B * 2 * s.NH * c, -std::numeric_limits<float>::infinity());
     for (int step = 0; step < size_; ++step) {
-        float* cur = ring_[step % 2].data();
-        if (step + 1 < size_) cp_.start_shift(cur, ring_[(step + 1) % 2].data(), 2 * n);
+        T* cur = reinterpret_cast<T*>(ring_[step % 2].data());
+        if (step + 1 < size_)
+            cp_.start_shift(cur, reinterpret_cast<T*>(ring_[(step + 1) % 2].data()), 2 * n);
         const int src = (rank_ - step + size_) % size_;
         for (const k::ZigzagBlock& blk : k::zigzag_blocks(z_, rank_, src)) {
             if (blk.mask == k::BlockMask::masked) continue;
             for (int64_t b = 0; b < s.B; ++b) {
                 const Pair p = pair_of(blk, b, s, c);
-                k::attention_forward(part_.data(), part_lse_.data(), q + p.qrow * s.ldq,
-                                     cur + p.krow * KV, cur + n + p.krow * KV, p.shape);
+                pair_forward(part_.data(), part16, part_lse_.data(), q + p.qrow * s.ldq,
+                             cur + p.krow * KV, cur + n + p.krow * KV, p.shape);
                 const k::MergeShape ms{1, c, s.NH, s.HS, s.ldo, s.NH * s.HS};
                 k::attention_merge(out + p.qrow * s.ldo, lse + (b * 2 + blk.q_part) * s.NH * c,
                                    part_.data(), part_lse_.data(), ms);
@@ -144,44 +193,61 @@ void CpAttention::backward(float* dq, float* dk, float* dv, const float* dout, c
                            const CpAttentionShape& s) {
     if (ulysses_) return ulysses_backward(dq, dk, dv, dout, q, kk, v, out, lse, s);
     if (bidirectional_) return token_ring_backward(dq, dk, dv, dout, q, kk, v, out, lse, s);
+    ring_backward(dq, dk, dv, dout, q, kk, v, out, lse, s);
+}
+
+void CpAttention::backward_bf16(float* dq, float* dk, float* dv, const uint16_t* dout,
+                                const uint16_t* q, const uint16_t* kk, const uint16_t* v,
+                                const uint16_t* out, const float* lse, const CpAttentionShape& s) {
+    WEFT_CHECK(takes_bf16(), "internal: bf16 attention in a cp region that widens it");
+    ring_backward(dq, dk, dv, dout, q, kk, v, out, lse, s);
+}
+
+template <class T>
+void CpAttention::ring_backward(float* dq, float* dk, float* dv, const T* dout, const T* q,
+                                const T* kk, const T* v, const T* out, const float* lse,
+                                const CpAttentionShape& s) {
     const int64_t c = z_.chunk, KV = s.NKV * s.HS, n = s.B * s.T * KV;
-    ensure(4 * n);
+    // Each ring buffer: the K|V block in T, then its fp32 dK|dV accumulator.
+    const int64_t acc = kv_floats<T>(n);
+    ensure(acc + 2 * n);
+    T* first = reinterpret_cast<T*>(ring_[0].data());
     for (int64_t r = 0; r < s.B * s.T; ++r) {
         std::fill_n(dq + r * s.ldq, s.NH * s.HS, 0.0f);
-        std::copy_n(kk + r * s.ldkv, KV, ring_[0].data() + r * KV);
-        std::copy_n(v + r * s.ldkv, KV, ring_[0].data() + n + r * KV);
+        std::copy_n(kk + r * s.ldkv, KV, first + r * KV);
+        std::copy_n(v + r * s.ldkv, KV, first + n + r * KV);
     }
-    std::fill_n(ring_[0].data() + 2 * n, 2 * n, 0.0f);
+    std::fill_n(ring_[0].data() + acc, 2 * n, 0.0f);
     for (int step = 0; step < size_; ++step) {
         float* cur = ring_[step % 2].data();
         float* next = ring_[(step + 1) % 2].data();
+        const T* kv = reinterpret_cast<const T*>(cur);
         // The next keys and values travel during this block's backward; its dK/dV accumulator
         // can only follow once this rank has added its share.
-        if (step + 1 < size_) cp_.start_shift(cur, next, 2 * n);
+        if (step + 1 < size_)
+            cp_.start_shift(reinterpret_cast<T*>(cur), reinterpret_cast<T*>(next), 2 * n);
         const int src = (rank_ - step + size_) % size_;
         for (const k::ZigzagBlock& blk : k::zigzag_blocks(z_, rank_, src)) {
             if (blk.mask == k::BlockMask::masked) continue;
             for (int64_t b = 0; b < s.B; ++b) {
                 const Pair p = pair_of(blk, b, s, c);
-                k::AttentionShape sh = p.shape;
-                k::attention_backward(dq + p.qrow * s.ldq, cur + 2 * n + p.krow * KV,
-                                      cur + 3 * n + p.krow * KV, dout + p.qrow * s.ldo,
-                                      q + p.qrow * s.ldq, cur + p.krow * KV, cur + n + p.krow * KV,
-                                      out + p.qrow * s.ldo, lse + (b * 2 + blk.q_part) * s.NH * c,
-                                      sh);
+                pair_backward(dq + p.qrow * s.ldq, cur + acc + p.krow * KV,
+                              cur + acc + n + p.krow * KV, dout + p.qrow * s.ldo,
+                              q + p.qrow * s.ldq, kv + p.krow * KV, kv + n + p.krow * KV,
+                              out + p.qrow * s.ldo, lse + (b * 2 + blk.q_part) * s.NH * c, p.shape);
             }
         }
         if (step + 1 < size_) cp_.wait_shift();
         // After the last step this sends the accumulator home (to its owner, rank + 1) and
         // receives this rank's own.
         if (size_ > 1) {
-            cp_.start_shift(cur + 2 * n, next + 2 * n, 2 * n);
+            cp_.start_shift(cur + acc, next + acc, 2 * n);
             cp_.wait_shift();
         } else {
-            std::copy_n(cur + 2 * n, 2 * n, next + 2 * n);
+            std::copy_n(cur + acc, 2 * n, next + acc);
         }
     }
-    const float* home = ring_[size_ % 2].data() + 2 * n;
+    const float* home = ring_[size_ % 2].data() + acc;
     for (int64_t r = 0; r < s.B * s.T; ++r) {
         std::copy_n(home + r * KV, KV, dk + r * s.ldkv);
         std::copy_n(home + n + r * KV, KV, dv + r * s.ldkv);

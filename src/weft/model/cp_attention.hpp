@@ -77,8 +77,9 @@ class CpAttention {
     // Ulysses' all-to-all staging and whole-sequence dO, dQ, dK, dV (the hybrid: those and its
     // ring's); each plus one block's partial result. Independent of cp for all but the hybrid's
     // ring. What Ulysses keeps between forward and backward is activations (kept_floats).
+    // With `bf16`, the region runs forward_bf16 / backward_bf16 (the ring's blocks are bf16).
     static int64_t scratch_floats(CpRegion region, int64_t B, int64_t T, int64_t NH, int64_t NKV,
-                                  int64_t HS, int64_t U = 1);
+                                  int64_t HS, int64_t U = 1, bool bf16 = false);
     // What this region has allocated so far, kept floats aside.
     int64_t allocated_scratch_floats() const;
 
@@ -91,8 +92,29 @@ class CpAttention {
                   const float* k, const float* v, const float* out, const float* lse,
                   const CpAttentionShape& s);
 
+    // Whether the region runs bf16 attention itself (forward_bf16, backward_bf16): the ring
+    // does. TokenRing, Ulysses and the hybrid take fp32, which the model widens from its bf16.
+    bool takes_bf16() const { return region() == CpRegion::ring; }
+    // forward and backward on bf16 q, k, v, out and dout at the same addressing (--dtype bf16):
+    // the key/value blocks travel as bf16, half the bytes, and each pair runs the bf16 kernel
+    // (kernels::attention_forward_bf16). What is summed stays fp32: the running out and lse
+    // (out is fp32 here, for the caller to round), dq, and the dK/dV accumulators that travel
+    // the ring.
+    void forward_bf16(float* out, float* lse, const uint16_t* q, const uint16_t* k,
+                      const uint16_t* v, const CpAttentionShape& s);
+    void backward_bf16(float* dq, float* dk, float* dv, const uint16_t* dout, const uint16_t* q,
+                       const uint16_t* k, const uint16_t* v, const uint16_t* out, const float* lse,
+                       const CpAttentionShape& s);
+
   private:
     void ensure(int64_t floats);
+    // The ring, on fp32 or bf16 (uint16_t) operands.
+    template <class T>
+    void ring_forward(float* out, float* lse, const T* q, const T* k, const T* v,
+                      const CpAttentionShape& s);
+    template <class T>
+    void ring_backward(float* dq, float* dk, float* dv, const T* dout, const T* q, const T* k,
+                       const T* v, const T* out, const float* lse, const CpAttentionShape& s);
     void token_ring_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                             const CpAttentionShape& s);
     void token_ring_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
@@ -116,7 +138,8 @@ class CpAttention {
     std::unique_ptr<CpAttention> across_;  // hybrid: the ring across the Ulysses groups
     std::vector<int64_t> positions_;
     // Two key/value blocks (and in backward their dK/dV) in flight, and a block's partial result.
-    Buffer ring_[2], part_, part_lse_;
+    // Under bf16 the pair's bf16 output too (part16_), widened into part_ for the merge.
+    Buffer ring_[2], part_, part_lse_, part16_;
     int64_t ring_floats_ = 0;
     bool ulysses_, bidirectional_;
     // TokenRing: the home keys and values (and in backward their dK/dV), the partial results

@@ -16,6 +16,8 @@ class CpComm {
     // Starts sending send[n] to rank + 1 and receiving n floats from rank - 1 (mod size) into
     // recv; neither buffer may be touched until wait_shift(). One shift in flight at a time.
     virtual void start_shift(const float* send, float* recv, int64_t n) = 0;
+    // The same for n bf16 values (--dtype bf16's key/value blocks).
+    virtual void start_shift(const uint16_t* send, uint16_t* recv, int64_t n) = 0;
     virtual void wait_shift() = 0;
     // TokenRing's other link direction: starts sending send[n] to rank - hops and receiving n
     // floats from rank + hops (mod size) into recv, while a shift may be in flight; one return in

@@ -123,7 +123,11 @@ int64_t Model::cp_scratch_floats(int64_t B, int64_t T) const {
     if (!cp_) return 0;
     return CpAttention::scratch_floats(cp_->region(), B, T, cfg_.n_head / tp_size_,
                                        cfg_.kv_heads() / tp_size_, cfg_.head_dim(),
-                                       cp_->ulysses_group());
+                                       cp_->ulysses_group(), cp_bf16());
+}
+
+bool Model::cp_bf16() const {
+    return cp_ && cp_->takes_bf16() && activation_span().bf16;
 }
 
 std::vector<int64_t> Model::context_positions() const {

@@ -74,9 +74,9 @@ struct LayerSpan {
     // only those products read as bf16 (GPT-2: docs/performance.md). Model::activation_span
     // fills it in from kernels::matmul_precision().
     bool bf16 = false;
-    // Context parallelism (ring, Ulysses or both) runs attention: its regions take fp32 q, k, v
-    // and output, so a family keeps those in fp32 even under bf16. Model::activation_span fills
-    // it in.
+    // Context parallelism (ring, Ulysses or both) runs attention: the kept bf16 q, k, v and
+    // output go to its region (the ring runs the bf16 kernel on them, the other regions widen
+    // them to fp32). Model::activation_span fills it in.
     bool context_parallel = false;
 
     // Layers of the span in a model of n_layer (resolving count = -1).
@@ -193,6 +193,9 @@ class Model {
     // Floats of scratch the context-parallel region holds for micro-batches of B sequences of T
     // local rows (CpAttention::scratch_floats); 0 without context parallelism.
     int64_t cp_scratch_floats(int64_t B, int64_t T) const;
+    // Whether the context-parallel region runs attention in bf16 (--dtype bf16 on the ring,
+    // CpAttention::takes_bf16); the other regions take fp32, widened.
+    bool cp_bf16() const;
     // This rank's positions of a sequence under context parallelism.
     std::vector<int64_t> context_positions() const;
 

@@ -23,6 +23,13 @@ void GroupCpComm::start_shift(const float* send, float* recv, int64_t n) {
     send_ = comm::send_async(group_, std::span<const float>(send, size_t(n)), member(rank_ + 1));
 }
 
+void GroupCpComm::start_shift(const uint16_t* send, uint16_t* recv, int64_t n) {
+    recv_ = comm::recv_async(group_, std::as_writable_bytes(std::span<uint16_t>(recv, size_t(n))),
+                             member(rank_ - 1));
+    send_ = comm::send_async(group_, std::as_bytes(std::span<const uint16_t>(send, size_t(n))),
+                             member(rank_ + 1));
+}
+
 void GroupCpComm::wait_shift() {
     recv_.wait();
     send_.wait();

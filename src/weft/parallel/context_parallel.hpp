@@ -24,6 +24,7 @@ class GroupCpComm : public model::CpComm {
     int rank() const override { return rank_; }
     int size() const override { return size_; }
     void start_shift(const float* send, float* recv, int64_t n) override;
+    void start_shift(const uint16_t* send, uint16_t* recv, int64_t n) override;
     void wait_shift() override;
     void start_return(const float* send, float* recv, int64_t n, int hops) override;
     void wait_return() override;

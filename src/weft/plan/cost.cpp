@@ -108,18 +108,22 @@ struct Model {
                                                     : std::max(1, k.layout.cp_ulysses);
             Placement ring = cp, heads = cp;
             ring.size = k.layout.cp / U, heads.size = U;
-            const double kv = reduce_scatter_time(ring, 2 * m * ring.size * KV / t * act);
-            const double a2a = 2 * reduce_scatter_time(heads, m * A / t * act) +
-                               2 * reduce_scatter_time(heads, m * KV / t * act);
+            // Bytes a value: the ring's K/V blocks travel at the activations' width (bf16 under
+            // --dtype bf16), their dK/dV accumulators and everything TokenRing, Ulysses and the
+            // hybrid move in fp32 (model::CpAttention::takes_bf16).
+            const double kv_width = kind == CpKind::ring ? act : 4;
+            const double kv = reduce_scatter_time(ring, 2 * m * ring.size * KV / t * kv_width);
+            const double dkv = reduce_scatter_time(ring, 2 * m * ring.size * KV / t * 4);
+            const double a2a = 2 * reduce_scatter_time(heads, m * A / t * 4) +
+                               2 * reduce_scatter_time(heads, m * KV / t * 4);
             cp_f = std::max(0.0, kv - attn_f) + a2a;
-            cp_b = std::max(0.0, 2 * kv - attn_b) + a2a;
+            cp_b = std::max(0.0, kv + dkv - attn_b) + a2a;
             if (kind == CpKind::ring && k.layout.ring_bidirectional) {
                 const double NH = double(cfg.n_head);
                 cp_f = std::max(
-                    0.0, reduce_scatter_time(ring, m * ring.size * (A + NH) / t * act) - attn_f);
+                    0.0, reduce_scatter_time(ring, m * ring.size * (A + NH) / t * 4) - attn_f);
                 cp_b = std::max(
-                    0.0,
-                    reduce_scatter_time(ring, m * ring.size * (3 * A + NH) / t * act) - attn_b);
+                    0.0, reduce_scatter_time(ring, m * ring.size * (3 * A + NH) / t * 4) - attn_b);
             }
         }
         // Expert parallelism: two row all-to-alls forward (dispatch, combine) and two backward,

@@ -18,6 +18,7 @@
 
 #include "weft/kernels/attention.hpp"
 #include "weft/kernels/attention_zigzag.hpp"
+#include "weft/kernels/precision.hpp"
 #include "weft/model/cp_attention.hpp"
 #include "weft/model/model.hpp"
 
@@ -38,6 +39,10 @@ class ThreadCp {
             shifted += n;
             exchange(send, recv, n, g_.size_ - 1);
         }
+        void start_shift(const uint16_t* send, uint16_t* recv, int64_t n) override {
+            shifted16 += n;
+            exchange(send, recv, n, g_.size_ - 1);
+        }
         void wait_shift() override {}
         void start_return(const float* send, float* recv, int64_t n, int hops) override {
             returned += n;
@@ -51,20 +56,24 @@ class ThreadCp {
             g_.sent_[size_t(rank_)] = in;
             g_.bar_.arrive_and_wait();
             for (int j = 0; j < g_.size_; ++j)
-                std::copy_n(g_.sent_[size_t(j)] + rank_ * n, n, out + j * n);
+                std::copy_n(static_cast<const float*>(g_.sent_[size_t(j)]) + rank_ * n, n,
+                            out + j * n);
             g_.bar_.arrive_and_wait();
         }
 
         int all_to_alls = 0;
         int64_t shifted = 0, returned = 0;    // floats sent each way
+        int64_t shifted16 = 0;                // bf16 values shifted
         int64_t a2a_local = 0, a2a_sent = 0;  // floats given to all-to-alls, and sent to others
 
       private:
         // Every rank sends `send`; this one receives rank + `from`'s (mod size).
-        void exchange(const float* send, float* recv, int64_t n, int from) {
+        template <class T>
+        void exchange(const T* send, T* recv, int64_t n, int from) {
             g_.sent_[size_t(rank_)] = send;
             g_.bar_.arrive_and_wait();
-            std::copy_n(g_.sent_[size_t((rank_ + from) % g_.size_)], n, recv);
+            std::copy_n(static_cast<const T*>(g_.sent_[size_t((rank_ + from) % g_.size_)]), n,
+                        recv);
             g_.bar_.arrive_and_wait();
         }
 
@@ -75,7 +84,7 @@ class ThreadCp {
   private:
     int size_;
     std::barrier<> bar_;
-    std::vector<const float*> sent_;
+    std::vector<const void*> sent_;
 };
 
 std::vector<float> random(int64_t n, uint32_t seed) {
@@ -269,6 +278,83 @@ TEST(CpAttention, UlyssesMatchesTheWholeSequenceKernel) {
 // USP: cp 4 as Ulysses over pairs of ranks and a ring over the two pairs.
 TEST(CpAttention, HybridMatchesTheWholeSequenceKernel) {
     check_against_kernel(4, 2);
+}
+
+// --dtype bf16's ring (forward_bf16, backward_bf16) against the whole-sequence bf16 kernel on the
+// same bf16 q, k, v and dout: the key/value blocks travel as bf16, each pair's output is rounded
+// to bf16 by the kernel before the fp32 merge, and P and dS are rounded per tile, so the two
+// differ by a few bf16 roundings: at most 5.7e-3 on out and 9.6e-3 on the gradients measured
+// (values of order 1), bounded at 2e-2 and 4e-2. K/V shift as bf16, dK/dV in fp32, and the scratch
+// is what scratch_floats counts for bf16.
+TEST(CpAttention, Bf16RingMatchesTheWholeSequenceBf16Kernel) {
+    auto bf16 = [](const std::vector<float>& x) {
+        std::vector<uint16_t> r(x.size());
+        for (size_t i = 0; i < x.size(); ++i) r[i] = kernels::fp32_to_bf16(x[i]);
+        return r;
+    };
+    auto widen = [](const std::vector<uint16_t>& x) {
+        std::vector<float> r(x.size());
+        for (size_t i = 0; i < x.size(); ++i) r[i] = kernels::bf16_to_fp32(x[i]);
+        return r;
+    };
+    const std::vector<uint16_t> q = bf16(random(B * T * A, 21)), k = bf16(random(B * T * KV, 22)),
+                                v = bf16(random(B * T * KV, 23)),
+                                dout = bf16(random(B * T * A, 24));
+    const kernels::AttentionShape full{B, T, T, NH, HS, A, KV, A, 0, NKV, 0};
+    std::vector<uint16_t> out16(q.size());
+    std::vector<float> lse(size_t(B * NH * T)), dq(q.size()), dk(k.size()), dv(v.size());
+    kernels::attention_forward_bf16(out16.data(), lse.data(), q.data(), k.data(), v.data(), full);
+    kernels::attention_backward_bf16(dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
+                                     k.data(), v.data(), out16.data(), lse.data(), full);
+    const std::vector<float> out = widen(out16);
+    for (int cp : {2, 4}) {
+        ThreadCp group(cp);
+        const int64_t Tl = T / cp, rows = B * Tl, steps = cp - 1;
+        std::vector<std::thread> threads;
+        for (int r = 0; r < cp; ++r)
+            threads.emplace_back([&, r] {
+                ThreadCp::Comm comm(group, r);
+                CpAttention att(comm, T);
+                ASSERT_TRUE(att.takes_bf16());
+                const std::vector<int64_t> pos = att.positions();
+                auto local = [&](const auto& x, int64_t w) {
+                    std::vector<typename std::decay_t<decltype(x)>::value_type> l(
+                        size_t(B * Tl * w));
+                    for (int64_t b = 0; b < B; ++b)
+                        for (int64_t t = 0; t < Tl; ++t)
+                            std::copy_n(x.data() + (b * T + pos[size_t(t)]) * w, w,
+                                        l.data() + (b * Tl + t) * w);
+                    return l;
+                };
+                const CpAttentionShape s{B, Tl, NH, NKV, HS, A, KV, A};
+                const auto lq = local(q, A), lk = local(k, KV), lv = local(v, KV),
+                           ldo = local(dout, A);
+                std::vector<float> o(lq.size()), l(size_t(B * NH * Tl)), gq(lq.size()),
+                    gk(lk.size()), gv(lv.size());
+                att.forward_bf16(o.data(), l.data(), lq.data(), lk.data(), lv.data(), s);
+                const std::vector<uint16_t> o16 = bf16(o);  // as the model keeps it
+                att.backward_bf16(gq.data(), gk.data(), gv.data(), ldo.data(), lq.data(), lk.data(),
+                                  lv.data(), o16.data(), l.data(), s);
+                auto expect = [&](const std::vector<float>& want, const std::vector<float>& have,
+                                  double tol, const char* what) {
+                    const std::vector<float> w = local(want, int64_t(have.size()) / rows);
+                    double worst = 0;
+                    for (size_t i = 0; i < have.size(); ++i)
+                        worst = std::max(worst, double(std::abs(have[i] - w[i])));
+                    EXPECT_LT(worst, tol) << what << " at cp " << cp << " rank " << r;
+                };
+                expect(out, o, 2e-2, "out");
+                expect(dq, gq, 4e-2, "dq");
+                expect(dk, gk, 4e-2, "dk");
+                expect(dv, gv, 4e-2, "dv");
+                EXPECT_EQ(comm.shifted16, 2 * steps * 2 * rows * KV) << "bf16 K/V, rank " << r;
+                EXPECT_EQ(comm.shifted, cp * 2 * rows * KV) << "fp32 dK/dV, rank " << r;
+                EXPECT_EQ(att.allocated_scratch_floats(),
+                          CpAttention::scratch_floats(CpRegion::ring, B, Tl, NH, NKV, HS, 1, true))
+                    << "rank " << r;
+            });
+        for (std::thread& t : threads) t.join();
+    }
 }
 
 // The Ulysses paper's claim: when the sequence and the cp degree grow together, what each rank

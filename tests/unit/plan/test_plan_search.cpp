@@ -131,7 +131,9 @@ TEST(PlanSearch, ContextParallelKinds) {
     k.layout.cp_kind = CpKind::ulysses;
     ASSERT_FALSE(check_candidate(w, k).has_value());
     const Estimate ulysses = evaluate(w, c, k);
-    const double m = 512, width = 768, bytes = 2;  // tokens per rank, NH·HS = NKV·HS, bf16
+    // Tokens per rank, NH·HS = NKV·HS; fp32 on the wire although the run is bf16: Ulysses
+    // widens (model::CpAttention::takes_bf16).
+    const double m = 512, width = 768, bytes = 4;
     const double a2a = c.intra.latency + 0.5 * m * width * bytes / c.intra.bandwidth;
     EXPECT_NEAR(ulysses.cp_comm_s, 12 * 2 * 4 * a2a, 1e-12);
     EXPECT_GT(ulysses.step_s, ring.step_s);
@@ -151,10 +153,11 @@ TEST(PlanSearch, ContextParallelKinds) {
 }
 
 // TokenRing against the one-way ring on a link slow enough that neither hides behind attention:
-// per layer the ring shows (kv - attn_f) + (2 kv - attn_b), TokenRing (q_f - attn_f) + (q_b -
+// per layer the ring shows (kv - attn_f) + (kv + dkv - attn_b), TokenRing (q_f - attn_f) + (q_b -
 // attn_b), so the difference is the analytic one with attention cancelled. At cp 2 a shift is
-// latency + m·x·bytes / bandwidth: kv with x = 2·KV, q_f with x = A + heads (its larger
-// direction: out and lse back), q_b with x = 3A + heads (q, dO, out, lse one way).
+// latency + m·x·bytes / bandwidth: kv with x = 2·KV in bf16 (the run's dtype), dkv the same
+// in fp32, q_f with x = A + heads (its larger direction: out and lse back), q_b with x = 3A +
+// heads (q, dO, out, lse one way), both fp32 (TokenRing widens bf16).
 TEST(PlanSearch, TokenRingPricesItsOwnVolume) {
     const Workload w = workload("gpt2", 1, 1024);
     Cluster c = cluster(1, 80);
@@ -166,11 +169,20 @@ TEST(PlanSearch, TokenRingPricesItsOwnVolume) {
     k.layout.ring_bidirectional = true;
     ASSERT_FALSE(check_candidate(w, k).has_value());
     const Estimate token = evaluate(w, c, k);
-    const double m = 512, A = 768, KV = 768, heads = 12, bytes = 2, lat = c.intra.latency;
-    auto shift = [&](double x) { return lat + m * x * bytes / c.intra.bandwidth; };
-    const double per_layer = shift(A + heads) + shift(3 * A + heads) - 3 * shift(2 * KV);
+    const double m = 512, A = 768, KV = 768, heads = 12, lat = c.intra.latency;
+    auto shift = [&](double x, double bytes) { return lat + m * x * bytes / c.intra.bandwidth; };
+    const double per_layer =
+        shift(A + heads, 4) + shift(3 * A + heads, 4) - 2 * shift(2 * KV, 2) - shift(2 * KV, 4);
     EXPECT_NEAR(token.cp_comm_s - ring.cp_comm_s, 12 * per_layer, 1e-9 * ring.cp_comm_s);
-    EXPECT_LT(token.cp_comm_s, ring.cp_comm_s);  // MHA: fewer bytes in the busier direction
+    // MHA in fp32 TokenRing moves fewer bytes in its busier direction than the ring; in bf16
+    // the ring's K/V are half as wide and it moves fewer.
+    EXPECT_GT(token.cp_comm_s, ring.cp_comm_s);
+    Workload w32 = w;
+    w32.prec = precision("fp32");
+    k.layout.ring_bidirectional = false;
+    const Estimate ring32 = evaluate(w32, c, k);
+    k.layout.ring_bidirectional = true;
+    EXPECT_LT(evaluate(w32, c, k).cp_comm_s, ring32.cp_comm_s);
 }
 
 // --grad-reduce-dtype bf16 (the engine's bf16 gradient reduction) puts 2 bytes per gradient on
