@@ -14,7 +14,7 @@
 #            (--ring-bidirectional) at cp 4, its cp sends each step exactly the analytic
 #            count (queries out, partial results back; docs/context_parallel.md), and its
 #            --trace timeline shows each of those sends; TokenRing at cp 2 x pp 2 (1F1B); ring
-#            at cp 2 in bf16 against one process in bf16
+#            at cp 2 and the hybrid at cp 4 = 2 x 2 in bf16 against one process in bf16
 #   llama    llama-tiny (8 heads sharing 4 kv heads, RoPE): ring at cp 4; cp 2 x dp 2 ring at
 #            ZeRO 1 with gradient accumulation and --recompute (the ring re-run in backward);
 #            Ulysses at cp 2 x dp 2 ZeRO 3, at cp 2 x pp 2 (1F1B) and cp 2 x tp 2 with sequence
@@ -105,6 +105,9 @@ gpt2)
   reference ref16 --dtype bf16
   train 2 cp2_bf16 --cp 2 --dtype bf16
   check "$CHECK" losses ref16 cp2_bf16 2e-3
+  # The hybrid in bf16: Ulysses trades bf16 within pairs, the ring across them runs bf16.
+  train 4 hybrid_bf16 --cp 4 --cp-kind hybrid --cp-ulysses 2 --dtype bf16
+  check "$CHECK" losses ref16 hybrid_bf16 2e-3
   # Resume across cp: the checkpoint is the logical model.
   train 2 hop --cp 2 --exit-after 2
   train 1 hop --resume

@@ -107,11 +107,13 @@ int64_t CpAttention::scratch_floats(CpRegion region, int64_t B, int64_t T, int64
             // and one received (out and lse); this rank's dQ.
             return 2 * rows * (3 * A + NH) + 4 * rows * KV + 3 * rows * (A + NH) + rows * A + part;
         case CpRegion::ulysses:
-            // Send and receive staging of a query-width tensor; dO, dQ, dK, dV of the heads.
-            return 2 * rows * A + 2 * rows * A + 2 * rows * KV;
+            // Send and receive staging of a query-width tensor (fp32: dQ goes back so); dO (bf16
+            // under bf16), dQ, dK, dV of the heads.
+            return 2 * rows * A + (bf16 ? (rows * A + 1) / 2 : rows * A) + rows * A + 2 * rows * KV;
         case CpRegion::hybrid:
+            // dO's buffer holds the ring's fp32 output in forward, so the Ulysses part is fp32's.
             return scratch_floats(CpRegion::ulysses, B, T, NH, NKV, HS) +
-                   scratch_floats(CpRegion::ring, B, T * U, NH / U, NKV / U, HS);
+                   scratch_floats(CpRegion::ring, B, T * U, NH / U, NKV / U, HS, 1, bf16);
     }
     return 0;
 }
@@ -142,6 +144,7 @@ void CpAttention::forward(float* out, float* lse, const float* q, const float* k
 void CpAttention::forward_bf16(float* out, float* lse, const uint16_t* q, const uint16_t* kk,
                                const uint16_t* v, const CpAttentionShape& s) {
     WEFT_CHECK(takes_bf16(), "internal: bf16 attention in a cp region that widens it");
+    if (ulysses_) return ulysses_forward(out, lse, q, kk, v, s);
     ring_forward(out, lse, q, kk, v, s);
 }
 
@@ -191,7 +194,7 @@ void CpAttention::ring_forward(float* out, float* lse, const T* q, const T* kk, 
 void CpAttention::backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                            const float* kk, const float* v, const float* out, const float* lse,
                            const CpAttentionShape& s) {
-    if (ulysses_) return ulysses_backward(dq, dk, dv, dout, q, kk, v, out, lse, s);
+    if (ulysses_) return ulysses_backward(dq, dk, dv, dout, lse, s);
     if (bidirectional_) return token_ring_backward(dq, dk, dv, dout, q, kk, v, out, lse, s);
     ring_backward(dq, dk, dv, dout, q, kk, v, out, lse, s);
 }
@@ -200,6 +203,7 @@ void CpAttention::backward_bf16(float* dq, float* dk, float* dv, const uint16_t*
                                 const uint16_t* q, const uint16_t* kk, const uint16_t* v,
                                 const uint16_t* out, const float* lse, const CpAttentionShape& s) {
     WEFT_CHECK(takes_bf16(), "internal: bf16 attention in a cp region that widens it");
+    if (ulysses_) return ulysses_backward(dq, dk, dv, dout, lse, s);
     ring_backward(dq, dk, dv, dout, q, kk, v, out, lse, s);
 }
 

@@ -31,6 +31,20 @@ struct CpAttentionShape {
 // The four ways CpAttention runs (scratch_floats counts each).
 enum class CpRegion { ring, token_ring, ulysses, hybrid };
 
+// Positions of a sequence one attention kernel call sees in `region` at cp ranks of T_local rows
+// each (U: the hybrid's Ulysses group): the ring's pairs of half-chunks, Ulysses' whole
+// sequence, the hybrid's ring over U ranks' rows. The bf16 kernel's scratch grows with it.
+inline int64_t cp_bf16_call_length(CpRegion region, int64_t T_local, int cp, int U) {
+    switch (region) {
+        case CpRegion::ulysses:
+            return T_local * cp;
+        case CpRegion::hybrid:
+            return T_local * U / 2;
+        default:
+            return T_local / 2;
+    }
+}
+
 class CpAttention {
   public:
     // `cp` must outlive this object; T_global is the whole sequence length. With `ulysses`,
@@ -92,14 +106,15 @@ class CpAttention {
                   const float* k, const float* v, const float* out, const float* lse,
                   const CpAttentionShape& s);
 
-    // Whether the region runs bf16 attention itself (forward_bf16, backward_bf16): the ring
-    // does. TokenRing, Ulysses and the hybrid take fp32, which the model widens from its bf16.
-    bool takes_bf16() const { return region() == CpRegion::ring; }
-    // forward and backward on bf16 q, k, v, out and dout at the same addressing (--dtype bf16):
-    // the key/value blocks travel as bf16, half the bytes, and each pair runs the bf16 kernel
-    // (kernels::attention_forward_bf16). What is summed stays fp32: the running out and lse
-    // (out is fp32 here, for the caller to round), dq, and the dK/dV accumulators that travel
-    // the ring.
+    // Whether the region runs bf16 attention itself (forward_bf16, backward_bf16): the ring,
+    // Ulysses and the hybrid do. TokenRing takes fp32, which the model widens from its bf16.
+    bool takes_bf16() const { return region() != CpRegion::token_ring; }
+    // forward and backward on bf16 q, k, v, out and dout at the same addressing (--dtype bf16),
+    // with the bf16 kernel (kernels::attention_forward_bf16). The ring's key/value blocks
+    // travel as bf16, half the bytes; Ulysses trades q, k, v, out and dout as bf16 and keeps
+    // them so. What is summed stays fp32: the ring's running out and lse, dq, the dK/dV
+    // accumulators that travel the ring, and the gradients Ulysses trades back. out is fp32
+    // here, for the caller to round (Ulysses' is bf16 already, widened).
     void forward_bf16(float* out, float* lse, const uint16_t* q, const uint16_t* k,
                       const uint16_t* v, const CpAttentionShape& s);
     void backward_bf16(float* dq, float* dk, float* dv, const uint16_t* dout, const uint16_t* q,
@@ -120,17 +135,25 @@ class CpAttention {
     void token_ring_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                              const float* k, const float* v, const float* out, const float* lse,
                              const CpAttentionShape& s);
-    void ulysses_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+    // Ulysses (and the hybrid) on fp32 or bf16 (uint16_t) operands: what forward keeps, the
+    // whole sequence of this rank's heads, is in T; the gradients are fp32. Backward reads only
+    // what forward kept (by lse) and dout.
+    template <class T>
+    void ulysses_forward(float* out, float* lse, const T* q, const T* k, const T* v,
                          const CpAttentionShape& s);
-    void ulysses_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
-                          const float* k, const float* v, const float* out, const float* lse,
+    template <class T>
+    void ulysses_backward(float* dq, float* dk, float* dv, const T* dout, const float* lse,
                           const CpAttentionShape& s);
     // Ulysses: x's rows (`heads` heads of HS, `ld` apart) to the whole sequence of this rank's
-    // heads/cp heads, [B, full_T_, heads/cp * HS] in full; and back (overwriting x's columns).
-    void to_heads(const float* x, int64_t heads, int64_t ld, float* full,
-                  const CpAttentionShape& s);
-    void from_heads(const float* full, int64_t heads, float* x, int64_t ld,
-                    const CpAttentionShape& s);
+    // heads/cp heads, [B, full_T_, heads/cp * HS] in full; and back (overwriting x's columns,
+    // widened where x is fp32 and full bf16). Each all-to-all moves T.
+    template <class T>
+    void to_heads(const T* x, int64_t heads, int64_t ld, T* full, const CpAttentionShape& s);
+    template <class T, class U>
+    void from_heads(const T* full, int64_t heads, U* x, int64_t ld, const CpAttentionShape& s);
+    // The all-to-all staging, grown to hold size_ blocks of n values of T.
+    template <class T>
+    void staging(int64_t n);
 
     CpComm& cp_;
     int rank_, size_;  // in cp_

@@ -27,6 +27,8 @@ class CpComm {
     virtual void wait_return() = 0;
     // Ulysses: block j of in[size * n] goes to rank j, which stores it as block rank() of out.
     virtual void all_to_all(const float* in, float* out, int64_t n) = 0;
+    // The same for n bf16 values a block (--dtype bf16's Ulysses).
+    virtual void all_to_all(const uint16_t* in, uint16_t* out, int64_t n) = 0;
 };
 
 }  // namespace weft::model

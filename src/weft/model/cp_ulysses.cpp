@@ -11,49 +11,96 @@
 
 #include "weft/core/error.hpp"
 #include "weft/kernels/attention.hpp"
+#include "weft/kernels/precision.hpp"
 #include "weft/model/cp_attention.hpp"
+#include "weft/model/kept_tensor.hpp"
 
 namespace weft::model {
 
 namespace k = weft::kernels;
 
-void CpAttention::to_heads(const float* x, int64_t heads, int64_t ld, float* full,
-                           const CpAttentionShape& s) {
-    const int64_t w = heads / size_ * s.HS, rows = s.B * s.T, n = rows * w;
-    if (send_.size() < size_ * n) {
-        send_ = Buffer(size_ * n);
-        recv_ = Buffer(size_ * n);
-    }
-    // Block j: this rank's rows of rank j's heads.
-    for (int j = 0; j < size_; ++j)
-        for (int64_t r = 0; r < rows; ++r)
-            std::copy_n(x + r * ld + j * w, w, send_.data() + j * n + r * w);
-    cp_.all_to_all(send_.data(), recv_.data(), n);
-    // Block i holds rank i's rows of this rank's heads: put them at their positions.
-    const int64_t T = full_T_;
-    for (int i = 0; i < size_; ++i)
-        for (int64_t b = 0; b < s.B; ++b)
-            for (int64_t t = 0; t < s.T; ++t)
-                std::copy_n(recv_.data() + i * n + (b * s.T + t) * w, w,
-                            full + (b * T + slots_[size_t(i)][size_t(t)]) * w);
+namespace {
+
+// n values from src to dst, widened where dst is fp32 and src bf16.
+template <class T>
+void put(T* dst, const T* src, int64_t n) {
+    std::copy_n(src, n, dst);
+}
+void put(float* dst, const uint16_t* src, int64_t n) {
+    widen_bf16(dst, src, n);
 }
 
-void CpAttention::from_heads(const float* full, int64_t heads, float* x, int64_t ld,
-                             const CpAttentionShape& s) {
-    const int64_t w = heads / size_ * s.HS, rows = s.B * s.T, n = rows * w, T = full_T_;
-    if (send_.size() < size_ * n) {
-        send_ = Buffer(size_ * n);
-        recv_ = Buffer(size_ * n);
+// The Buffer floats that n values of T take.
+template <class T>
+int64_t floats_of(int64_t n) {
+    return (n * int64_t(sizeof(T)) + int64_t(sizeof(float)) - 1) / int64_t(sizeof(float));
+}
+
+// The whole-sequence kernel on this rank's heads, fp32 or bf16.
+void heads_forward(float* out, float* lse, const float* q, const float* kk, const float* v,
+                   const k::AttentionShape& s) {
+    k::attention_forward(out, lse, q, kk, v, s);
+}
+void heads_forward(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* kk,
+                   const uint16_t* v, const k::AttentionShape& s) {
+    k::attention_forward_bf16(out, lse, q, kk, v, s);
+}
+void heads_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                    const float* kk, const float* v, const float* out, const float* lse,
+                    const k::AttentionShape& s) {
+    k::attention_backward(dq, dk, dv, dout, q, kk, v, out, lse, s);
+}
+void heads_backward(float* dq, float* dk, float* dv, const uint16_t* dout, const uint16_t* q,
+                    const uint16_t* kk, const uint16_t* v, const uint16_t* out, const float* lse,
+                    const k::AttentionShape& s) {
+    k::attention_backward_bf16(dq, dk, dv, dout, q, kk, v, out, lse, s);
+}
+
+}  // namespace
+
+template <class T>
+void CpAttention::staging(int64_t n) {
+    if (send_.size() < floats_of<T>(size_ * n)) {
+        send_ = Buffer(floats_of<T>(size_ * n));
+        recv_ = Buffer(floats_of<T>(size_ * n));
     }
+}
+
+template <class T>
+void CpAttention::to_heads(const T* x, int64_t heads, int64_t ld, T* full,
+                           const CpAttentionShape& s) {
+    const int64_t w = heads / size_ * s.HS, rows = s.B * s.T, n = rows * w;
+    staging<T>(n);
+    T* send = reinterpret_cast<T*>(send_.data());
+    const T* recv = reinterpret_cast<const T*>(recv_.data());
+    // Block j: this rank's rows of rank j's heads.
+    for (int j = 0; j < size_; ++j)
+        for (int64_t r = 0; r < rows; ++r) std::copy_n(x + r * ld + j * w, w, send + j * n + r * w);
+    cp_.all_to_all(send, reinterpret_cast<T*>(recv_.data()), n);
+    // Block i holds rank i's rows of this rank's heads: put them at their positions.
+    const int64_t T_ = full_T_;
     for (int i = 0; i < size_; ++i)
         for (int64_t b = 0; b < s.B; ++b)
             for (int64_t t = 0; t < s.T; ++t)
-                std::copy_n(full + (b * T + slots_[size_t(i)][size_t(t)]) * w, w,
-                            send_.data() + i * n + (b * s.T + t) * w);
-    cp_.all_to_all(send_.data(), recv_.data(), n);
+                std::copy_n(recv + i * n + (b * s.T + t) * w, w,
+                            full + (b * T_ + slots_[size_t(i)][size_t(t)]) * w);
+}
+
+template <class T, class U>
+void CpAttention::from_heads(const T* full, int64_t heads, U* x, int64_t ld,
+                             const CpAttentionShape& s) {
+    const int64_t w = heads / size_ * s.HS, rows = s.B * s.T, n = rows * w, T_ = full_T_;
+    staging<T>(n);
+    T* send = reinterpret_cast<T*>(send_.data());
+    const T* recv = reinterpret_cast<const T*>(recv_.data());
+    for (int i = 0; i < size_; ++i)
+        for (int64_t b = 0; b < s.B; ++b)
+            for (int64_t t = 0; t < s.T; ++t)
+                std::copy_n(full + (b * T_ + slots_[size_t(i)][size_t(t)]) * w, w,
+                            send + i * n + (b * s.T + t) * w);
+    cp_.all_to_all(send, reinterpret_cast<T*>(recv_.data()), n);
     for (int j = 0; j < size_; ++j)
-        for (int64_t r = 0; r < rows; ++r)
-            std::copy_n(recv_.data() + j * n + r * w, w, x + r * ld + j * w);
+        for (int64_t r = 0; r < rows; ++r) put(x + r * ld + j * w, recv + j * n + r * w, w);
 }
 
 int64_t CpAttention::kept_floats() const {
@@ -62,13 +109,14 @@ int64_t CpAttention::kept_floats() const {
     return n;
 }
 
-void CpAttention::ulysses_forward(float* out, float* lse, const float* q, const float* kk,
-                                  const float* v, const CpAttentionShape& s) {
+template <class T>
+void CpAttention::ulysses_forward(float* out, float* lse, const T* q, const T* kk, const T* v,
+                                  const CpAttentionShape& s) {
     WEFT_CHECK(s.NH % size_ == 0 && s.NKV % size_ == 0,
                "internal: {} heads and {} kv heads under Ulysses over {} ranks", s.NH, s.NKV,
                size_);
-    const int64_t T = full_T_, Hq = s.NH / size_, Hk = s.NKV / size_;
-    const int64_t nq = s.B * T * Hq * s.HS, nk = s.B * T * Hk * s.HS;
+    const int64_t T_ = full_T_, Hq = s.NH / size_, Hk = s.NKV / size_;
+    const int64_t nq = s.B * T_ * Hq * s.HS, nk = s.B * T_ * Hk * s.HS;
     // A forward again (recomputation, or the next micro-batch in these activations) replaces
     // what the last one kept.
     auto [it, fresh] = saved_.try_emplace(lse);
@@ -77,53 +125,82 @@ void CpAttention::ulysses_forward(float* out, float* lse, const float* q, const 
         keep = std::move(spare_.back());
         spare_.pop_back();
     }
-    keep.ensure(2 * nq + 2 * nk);
-    float *qf = keep.data(), *kf = qf + nq, *vf = kf + nk, *of = vf + nk;
+    keep.ensure(floats_of<T>(2 * nq + 2 * nk));
+    T* qf = reinterpret_cast<T*>(keep.data());
+    T *kf = qf + nq, *vf = kf + nk, *of = vf + nk;
     to_heads(q, s.NH, s.ldq, qf, s);
     to_heads(kk, s.NKV, s.ldkv, kf, s);
     to_heads(v, s.NKV, s.ldkv, vf, s);
     // lse: [B][NH/cp][T], as many floats as the [B][NH][T/cp] the layer keeps (the hybrid's
     // ring: [B][2][NH/U][T/2G], as many again).
-    if (across_) {
-        across_->forward(of, lse, qf, kf, vf,
-                         {s.B, T, Hq, Hk, s.HS, Hq * s.HS, Hk * s.HS, Hq * s.HS});
+    const CpAttentionShape hs{s.B, T_, Hq, Hk, s.HS, Hq * s.HS, Hk * s.HS, Hq * s.HS};
+    if (across_ && sizeof(T) == sizeof(float)) {
+        across_->forward(reinterpret_cast<float*>(of), lse, reinterpret_cast<const float*>(qf),
+                         reinterpret_cast<const float*>(kf), reinterpret_cast<const float*>(vf),
+                         hs);
+    } else if (across_) {
+        // The ring's merged output is fp32: into dof_ (free until backward), kept rounded.
+        dof_.ensure(nq);
+        across_->forward_bf16(dof_.data(), lse, reinterpret_cast<const uint16_t*>(qf),
+                              reinterpret_cast<const uint16_t*>(kf),
+                              reinterpret_cast<const uint16_t*>(vf), hs);
+        k::convert_fp32_to_bf16(reinterpret_cast<uint16_t*>(of), dof_.data(), 1, nq, nq);
     } else {
-        const k::AttentionShape sh{s.B, T, T, Hq, s.HS, Hq * s.HS, Hk * s.HS, Hq * s.HS, 0, Hk, 0};
-        k::attention_forward(of, lse, qf, kf, vf, sh);
+        const k::AttentionShape sh{s.B,       T_,        T_, Hq, s.HS, Hq * s.HS,
+                                   Hk * s.HS, Hq * s.HS, 0,  Hk, 0};
+        heads_forward(of, lse, qf, kf, vf, sh);
     }
-    from_heads(of, s.NH, out, s.ldo, s);
+    from_heads(static_cast<const T*>(of), s.NH, out, s.ldo, s);
 }
 
-void CpAttention::ulysses_backward(float* dq, float* dk, float* dv, const float* dout,
-                                   const float* /*q*/, const float* /*k*/, const float* /*v*/,
-                                   const float* /*out*/, const float* lse,
+template <class T>
+void CpAttention::ulysses_backward(float* dq, float* dk, float* dv, const T* dout, const float* lse,
                                    const CpAttentionShape& s) {
-    const int64_t T = full_T_, Hq = s.NH / size_, Hk = s.NKV / size_;
-    const int64_t nq = s.B * T * Hq * s.HS, nk = s.B * T * Hk * s.HS;
+    const int64_t T_ = full_T_, Hq = s.NH / size_, Hk = s.NKV / size_;
+    const int64_t nq = s.B * T_ * Hq * s.HS, nk = s.B * T_ * Hk * s.HS;
     auto it = saved_.find(lse);
     WEFT_CHECK(it != saved_.end(), "internal: a Ulysses backward without its forward");
-    const float *qf = it->second.data(), *kf = qf + nq, *vf = kf + nk, *of = vf + nk;
-    dof_.ensure(nq);
+    const T* qf = reinterpret_cast<const T*>(it->second.data());
+    const T *kf = qf + nq, *vf = kf + nk, *of = vf + nk;
+    dof_.ensure(floats_of<T>(nq));
     dqf_.ensure(nq);
     dkf_.ensure(nk);
     dvf_.ensure(nk);
-    to_heads(dout, s.NH, s.ldo, dof_.data(), s);
+    T* dof = reinterpret_cast<T*>(dof_.data());
+    to_heads(dout, s.NH, s.ldo, dof, s);
     std::fill_n(dqf_.data(), nq, 0.0f);
     std::fill_n(dkf_.data(), nk, 0.0f);
     std::fill_n(dvf_.data(), nk, 0.0f);
-    if (across_) {
-        across_->backward(dqf_.data(), dkf_.data(), dvf_.data(), dof_.data(), qf, kf, vf, of, lse,
-                          {s.B, T, Hq, Hk, s.HS, Hq * s.HS, Hk * s.HS, Hq * s.HS});
+    const CpAttentionShape hs{s.B, T_, Hq, Hk, s.HS, Hq * s.HS, Hk * s.HS, Hq * s.HS};
+    if (across_ && sizeof(T) == sizeof(float)) {
+        across_->backward(dqf_.data(), dkf_.data(), dvf_.data(),
+                          reinterpret_cast<const float*>(dof), reinterpret_cast<const float*>(qf),
+                          reinterpret_cast<const float*>(kf), reinterpret_cast<const float*>(vf),
+                          reinterpret_cast<const float*>(of), lse, hs);
+    } else if (across_) {
+        across_->backward_bf16(
+            dqf_.data(), dkf_.data(), dvf_.data(), reinterpret_cast<const uint16_t*>(dof),
+            reinterpret_cast<const uint16_t*>(qf), reinterpret_cast<const uint16_t*>(kf),
+            reinterpret_cast<const uint16_t*>(vf), reinterpret_cast<const uint16_t*>(of), lse, hs);
     } else {
-        const k::AttentionShape sh{s.B, T, T, Hq, s.HS, Hq * s.HS, Hk * s.HS, Hq * s.HS, 0, Hk, 0};
-        k::attention_backward(dqf_.data(), dkf_.data(), dvf_.data(), dof_.data(), qf, kf, vf, of,
-                              lse, sh);
+        const k::AttentionShape sh{s.B,       T_,        T_, Hq, s.HS, Hq * s.HS,
+                                   Hk * s.HS, Hq * s.HS, 0,  Hk, 0};
+        heads_backward(dqf_.data(), dkf_.data(), dvf_.data(), dof, qf, kf, vf, of, lse, sh);
     }
     spare_.push_back(std::move(it->second));
     saved_.erase(it);
-    from_heads(dqf_.data(), s.NH, dq, s.ldq, s);
-    from_heads(dkf_.data(), s.NKV, dk, s.ldkv, s);
-    from_heads(dvf_.data(), s.NKV, dv, s.ldkv, s);
+    from_heads(static_cast<const float*>(dqf_.data()), s.NH, dq, s.ldq, s);
+    from_heads(static_cast<const float*>(dkf_.data()), s.NKV, dk, s.ldkv, s);
+    from_heads(static_cast<const float*>(dvf_.data()), s.NKV, dv, s.ldkv, s);
 }
+
+template void CpAttention::ulysses_forward(float*, float*, const float*, const float*, const float*,
+                                           const CpAttentionShape&);
+template void CpAttention::ulysses_forward(float*, float*, const uint16_t*, const uint16_t*,
+                                           const uint16_t*, const CpAttentionShape&);
+template void CpAttention::ulysses_backward(float*, float*, float*, const float*, const float*,
+                                            const CpAttentionShape&);
+template void CpAttention::ulysses_backward(float*, float*, float*, const uint16_t*, const float*,
+                                            const CpAttentionShape&);
 
 }  // namespace weft::model

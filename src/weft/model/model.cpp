@@ -56,11 +56,12 @@ int64_t Activations::shared_floats(const ModelConfig& cfg, int64_t B, int64_t T,
     const int64_t rows = span_rows(B, T, span), tokens = B * T;
     const int n = span.layers(cfg.n_layer);
     // Ulysses' whole sequence of heads/cp heads is T/cp rows' worth of all heads: attention runs
-    // on every local row (gathered under sequence parallelism), over this tp rank's heads.
+    // on every local row (gathered under sequence parallelism), over this tp rank's heads; kept
+    // as bf16 under bf16 (CpAttention::forward_bf16), half the floats.
     const int kept = span.ulysses_kept ? (span.recompute ? std::min(n, 1) : n) : 0;
     const int64_t heads = 2 * (cfg.n_head / span.tp + cfg.kv_heads() / span.tp);
     return (n + 1) * rows * cfg.n_embd + (span.head ? tokens : 0) + 2 * tokens +
-           kept * tokens * heads * cfg.head_dim();
+           kept * tokens * heads * cfg.head_dim() / (span.bf16 ? 2 : 1);
 }
 
 KvCache::KvCache(int64_t n_layer, int64_t positions_, int64_t width_)
@@ -128,6 +129,10 @@ int64_t Model::cp_scratch_floats(int64_t B, int64_t T) const {
 
 bool Model::cp_bf16() const {
     return cp_ && cp_->takes_bf16() && activation_span().bf16;
+}
+
+int64_t Model::cp_bf16_attention_length(int64_t T_local) const {
+    return cp_bf16_call_length(cp_->region(), T_local, cp_->size(), cp_->ulysses_group());
 }
 
 std::vector<int64_t> Model::context_positions() const {

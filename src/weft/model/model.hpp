@@ -67,8 +67,9 @@ struct LayerSpan {
     int tp = 1;
     bool sequence_parallel = false;
     // Ulysses context parallelism (and the hybrid): each layer's forward keeps the whole-sequence
-    // q, k, v and out of this rank's heads until its backward (cp_attention.hpp), as many floats
-    // as the layer's own q, k, v and out of its rows; counted with the activations.
+    // q, k, v and out of this rank's heads until its backward (cp_attention.hpp), as many values
+    // as the layer's own q, k, v and out of its rows (bf16 under bf16); counted with the
+    // activations.
     bool ulysses_kept = false;
     // The run's matrix products are bf16 (--dtype bf16): a family may store the activations that
     // only those products read as bf16 (GPT-2: docs/performance.md). Model::activation_span
@@ -193,9 +194,12 @@ class Model {
     // Floats of scratch the context-parallel region holds for micro-batches of B sequences of T
     // local rows (CpAttention::scratch_floats); 0 without context parallelism.
     int64_t cp_scratch_floats(int64_t B, int64_t T) const;
-    // Whether the context-parallel region runs attention in bf16 (--dtype bf16 on the ring,
-    // CpAttention::takes_bf16); the other regions take fp32, widened.
+    // Whether the context-parallel region runs attention in bf16 (--dtype bf16 on any region
+    // but TokenRing, CpAttention::takes_bf16); TokenRing takes fp32, widened.
     bool cp_bf16() const;
+    // Positions of a sequence the bf16 kernel sees in one call under context parallelism: the
+    // ring's half-chunks, Ulysses' whole sequence, the hybrid's ring over its groups' rows.
+    int64_t cp_bf16_attention_length(int64_t T_local) const;
     // This rank's positions of a sequence under context parallelism.
     std::vector<int64_t> context_positions() const;
 

@@ -51,10 +51,11 @@ void GroupCpComm::wait_return() {
     return_send_.wait();
 }
 
-void GroupCpComm::all_to_all(const float* in, float* out, int64_t n) {
+template <class T>
+void GroupCpComm::exchange(const T* in, T* out, int64_t n) {
     const size_t all = size_t(n) * size_t(size_);
     if (size_ == group_.size()) {
-        comm::all_to_all(group_, std::span<const float>(in, all), std::span<float>(out, all));
+        comm::all_to_all(group_, std::span<const T>(in, all), std::span<T>(out, all));
         return;
     }
     // Every view of the group makes this call at the same time (the hybrid's Ulysses groups run
@@ -64,8 +65,17 @@ void GroupCpComm::all_to_all(const float* in, float* out, int64_t n) {
         counts[size_t(member(j))] = int(n);
         displs[size_t(member(j))] = int(n * j);
     }
-    comm::all_to_all_v(group_, std::span<const float>(in, all), counts, displs,
-                       std::span<float>(out, all), counts, displs);
+    comm::all_to_all_v(group_, std::span<const T>(in, all), counts, displs, std::span<T>(out, all),
+                       counts, displs);
+}
+
+void GroupCpComm::all_to_all(const float* in, float* out, int64_t n) {
+    exchange(in, out, n);
+}
+
+void GroupCpComm::all_to_all(const uint16_t* in, uint16_t* out, int64_t n) {
+    // bf16 as bytes: comm has no 16-bit type.
+    exchange(reinterpret_cast<const std::byte*>(in), reinterpret_cast<std::byte*>(out), 2 * n);
 }
 
 CpComms make_cp_comms(comm::Group& cp, CpKind kind, int cp_ulysses) {

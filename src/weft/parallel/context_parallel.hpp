@@ -29,9 +29,12 @@ class GroupCpComm : public model::CpComm {
     void start_return(const float* send, float* recv, int64_t n, int hops) override;
     void wait_return() override;
     void all_to_all(const float* in, float* out, int64_t n) override;
+    void all_to_all(const uint16_t* in, uint16_t* out, int64_t n) override;
 
   private:
     int member(int i) const { return first_ + stride_ * ((i + size_) % size_); }
+    template <class T>
+    void exchange(const T* in, T* out, int64_t n);
 
     comm::Group& group_;
     int first_, stride_, size_, rank_;

@@ -108,16 +108,19 @@ struct Model {
                                                     : std::max(1, k.layout.cp_ulysses);
             Placement ring = cp, heads = cp;
             ring.size = k.layout.cp / U, heads.size = U;
-            // Bytes a value: the ring's K/V blocks travel at the activations' width (bf16 under
-            // --dtype bf16), their dK/dV accumulators and everything TokenRing, Ulysses and the
-            // hybrid move in fp32 (model::CpAttention::takes_bf16).
-            const double kv_width = kind == CpKind::ring ? act : 4;
-            const double kv = reduce_scatter_time(ring, 2 * m * ring.size * KV / t * kv_width);
+            // Bytes a value, as the engine sends them (model::CpAttention::takes_bf16): the
+            // activations' width (bf16 under --dtype bf16) for the ring's K/V blocks and
+            // Ulysses' q, k, v, out and dout; fp32 for the gradients (the ring's travelling dK/dV,
+            // Ulysses' dq, dk, dv) and for everything TokenRing moves.
+            const double kv = reduce_scatter_time(ring, 2 * m * ring.size * KV / t * act);
             const double dkv = reduce_scatter_time(ring, 2 * m * ring.size * KV / t * 4);
-            const double a2a = 2 * reduce_scatter_time(heads, m * A / t * 4) +
-                               2 * reduce_scatter_time(heads, m * KV / t * 4);
-            cp_f = std::max(0.0, kv - attn_f) + a2a;
-            cp_b = std::max(0.0, kv + dkv - attn_b) + a2a;
+            const double a2a_f = 2 * reduce_scatter_time(heads, m * A / t * act) +
+                                 2 * reduce_scatter_time(heads, m * KV / t * act);
+            const double a2a_b = reduce_scatter_time(heads, m * A / t * act) +
+                                 reduce_scatter_time(heads, m * A / t * 4) +
+                                 2 * reduce_scatter_time(heads, m * KV / t * 4);
+            cp_f = std::max(0.0, kv - attn_f) + a2a_f;
+            cp_b = std::max(0.0, kv + dkv - attn_b) + a2a_b;
             if (kind == CpKind::ring && k.layout.ring_bidirectional) {
                 const double NH = double(cfg.n_head);
                 cp_f = std::max(

@@ -53,20 +53,28 @@ class ThreadCp {
             ++all_to_alls;
             a2a_local += n * g_.size_;
             a2a_sent += n * (g_.size_ - 1);  // the block to itself stays
-            g_.sent_[size_t(rank_)] = in;
-            g_.bar_.arrive_and_wait();
-            for (int j = 0; j < g_.size_; ++j)
-                std::copy_n(static_cast<const float*>(g_.sent_[size_t(j)]) + rank_ * n, n,
-                            out + j * n);
-            g_.bar_.arrive_and_wait();
+            scatter(in, out, n);
+        }
+        void all_to_all(const uint16_t* in, uint16_t* out, int64_t n) override {
+            ++all_to_alls;
+            a2a_local16 += n * g_.size_;
+            scatter(in, out, n);
         }
 
         int all_to_alls = 0;
-        int64_t shifted = 0, returned = 0;    // floats sent each way
-        int64_t shifted16 = 0;                // bf16 values shifted
-        int64_t a2a_local = 0, a2a_sent = 0;  // floats given to all-to-alls, and sent to others
+        int64_t shifted = 0, returned = 0;       // floats sent each way
+        int64_t shifted16 = 0, a2a_local16 = 0;  // bf16 values shifted, given to all-to-alls
+        int64_t a2a_local = 0, a2a_sent = 0;     // floats given to all-to-alls, and sent to others
 
       private:
+        template <class T>
+        void scatter(const T* in, T* out, int64_t n) {
+            g_.sent_[size_t(rank_)] = in;
+            g_.bar_.arrive_and_wait();
+            for (int j = 0; j < g_.size_; ++j)
+                std::copy_n(static_cast<const T*>(g_.sent_[size_t(j)]) + rank_ * n, n, out + j * n);
+            g_.bar_.arrive_and_wait();
+        }
         // Every rank sends `send`; this one receives rank + `from`'s (mod size).
         template <class T>
         void exchange(const T* send, T* recv, int64_t n, int from) {
@@ -280,21 +288,20 @@ TEST(CpAttention, HybridMatchesTheWholeSequenceKernel) {
     check_against_kernel(4, 2);
 }
 
-// --dtype bf16's ring (forward_bf16, backward_bf16) against the whole-sequence bf16 kernel on the
-// same bf16 q, k, v and dout: the key/value blocks travel as bf16, each pair's output is rounded
-// to bf16 by the kernel before the fp32 merge, and P and dS are rounded per tile, so the two
-// differ by a few bf16 roundings: at most 5.7e-3 on out and 9.6e-3 on the gradients measured
-// (values of order 1), bounded at 2e-2 and 4e-2. K/V shift as bf16, dK/dV in fp32, and the scratch
-// is what scratch_floats counts for bf16.
-TEST(CpAttention, Bf16RingMatchesTheWholeSequenceBf16Kernel) {
+// --dtype bf16's regions (forward_bf16, backward_bf16) against the whole-sequence bf16 kernel on
+// the same bf16 q, k, v and dout. The ring's pairs each round their output to bf16 before the
+// fp32 merge and round P and dS per tile, so they differ from the one call by a few bf16
+// roundings: at most 5.7e-3 on out and 9.6e-3 on the gradients measured (values of order 1),
+// bounded at 2e-2 and 4e-2. Ulysses runs the same kernel on the same whole sequence of its
+// heads: its out is the kernel's bits and its gradients match to fp32 rounding. The ring shifts
+// K/V as bf16 and dK/dV as fp32; Ulysses trades q, k, v, out and dout as bf16 and keeps q, k,
+// v, out as bf16 (half the floats the activation count gives under fp32, as it says under
+// bf16); every region's scratch is what scratch_floats counts for bf16. `ulysses` as for
+// check_against_kernel.
+void check_bf16(int cp, int ulysses) {
     auto bf16 = [](const std::vector<float>& x) {
         std::vector<uint16_t> r(x.size());
         for (size_t i = 0; i < x.size(); ++i) r[i] = kernels::fp32_to_bf16(x[i]);
-        return r;
-    };
-    auto widen = [](const std::vector<uint16_t>& x) {
-        std::vector<float> r(x.size());
-        for (size_t i = 0; i < x.size(); ++i) r[i] = kernels::bf16_to_fp32(x[i]);
         return r;
     };
     const std::vector<uint16_t> q = bf16(random(B * T * A, 21)), k = bf16(random(B * T * KV, 22)),
@@ -306,55 +313,87 @@ TEST(CpAttention, Bf16RingMatchesTheWholeSequenceBf16Kernel) {
     kernels::attention_forward_bf16(out16.data(), lse.data(), q.data(), k.data(), v.data(), full);
     kernels::attention_backward_bf16(dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
                                      k.data(), v.data(), out16.data(), lse.data(), full);
-    const std::vector<float> out = widen(out16);
-    for (int cp : {2, 4}) {
-        ThreadCp group(cp);
-        const int64_t Tl = T / cp, rows = B * Tl, steps = cp - 1;
-        std::vector<std::thread> threads;
-        for (int r = 0; r < cp; ++r)
-            threads.emplace_back([&, r] {
-                ThreadCp::Comm comm(group, r);
-                CpAttention att(comm, T);
-                ASSERT_TRUE(att.takes_bf16());
-                const std::vector<int64_t> pos = att.positions();
-                auto local = [&](const auto& x, int64_t w) {
-                    std::vector<typename std::decay_t<decltype(x)>::value_type> l(
-                        size_t(B * Tl * w));
-                    for (int64_t b = 0; b < B; ++b)
-                        for (int64_t t = 0; t < Tl; ++t)
-                            std::copy_n(x.data() + (b * T + pos[size_t(t)]) * w, w,
-                                        l.data() + (b * Tl + t) * w);
-                    return l;
-                };
-                const CpAttentionShape s{B, Tl, NH, NKV, HS, A, KV, A};
-                const auto lq = local(q, A), lk = local(k, KV), lv = local(v, KV),
-                           ldo = local(dout, A);
-                std::vector<float> o(lq.size()), l(size_t(B * NH * Tl)), gq(lq.size()),
-                    gk(lk.size()), gv(lv.size());
-                att.forward_bf16(o.data(), l.data(), lq.data(), lk.data(), lv.data(), s);
-                const std::vector<uint16_t> o16 = bf16(o);  // as the model keeps it
-                att.backward_bf16(gq.data(), gk.data(), gv.data(), ldo.data(), lq.data(), lk.data(),
-                                  lv.data(), o16.data(), l.data(), s);
-                auto expect = [&](const std::vector<float>& want, const std::vector<float>& have,
-                                  double tol, const char* what) {
-                    const std::vector<float> w = local(want, int64_t(have.size()) / rows);
-                    double worst = 0;
-                    for (size_t i = 0; i < have.size(); ++i)
-                        worst = std::max(worst, double(std::abs(have[i] - w[i])));
-                    EXPECT_LT(worst, tol) << what << " at cp " << cp << " rank " << r;
-                };
-                expect(out, o, 2e-2, "out");
-                expect(dq, gq, 4e-2, "dq");
-                expect(dk, gk, 4e-2, "dk");
-                expect(dv, gv, 4e-2, "dv");
+    std::vector<float> out(out16.size());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = kernels::bf16_to_fp32(out16[i]);
+
+    const bool hybrid = ulysses > 0 && ulysses < cp;
+    const int U = ulysses > 0 ? ulysses : cp, G = cp / U;
+    std::vector<std::unique_ptr<ThreadCp>> groups, rings;
+    for (int g = 0; g < (hybrid ? G : 1); ++g)
+        groups.push_back(std::make_unique<ThreadCp>(hybrid ? U : cp));
+    for (int u = 0; hybrid && u < U; ++u) rings.push_back(std::make_unique<ThreadCp>(G));
+    const int64_t Tl = T / cp, rows = B * Tl, steps = cp - 1;
+    const double tol_out = ulysses == cp ? 0 : 2e-2, tol_grad = ulysses == cp ? 1e-5 : 4e-2;
+    std::vector<std::thread> threads;
+    for (int r = 0; r < cp; ++r)
+        threads.emplace_back([&, r] {
+            ThreadCp::Comm comm(*groups[hybrid ? size_t(r / U) : 0], hybrid ? r % U : r);
+            std::unique_ptr<ThreadCp::Comm> ring;
+            if (hybrid) ring = std::make_unique<ThreadCp::Comm>(*rings[size_t(r % U)], r / U);
+            CpAttention att(comm, T, ulysses > 0, ring.get());
+            ASSERT_TRUE(att.takes_bf16());
+            const std::vector<int64_t> pos = att.positions();
+            auto local = [&](const auto& x, int64_t w) {
+                std::vector<typename std::decay_t<decltype(x)>::value_type> l(size_t(B * Tl * w));
+                for (int64_t b = 0; b < B; ++b)
+                    for (int64_t t = 0; t < Tl; ++t)
+                        std::copy_n(x.data() + (b * T + pos[size_t(t)]) * w, w,
+                                    l.data() + (b * Tl + t) * w);
+                return l;
+            };
+            const CpAttentionShape s{B, Tl, NH, NKV, HS, A, KV, A};
+            const auto lq = local(q, A), lk = local(k, KV), lv = local(v, KV), ldo = local(dout, A);
+            std::vector<float> o(lq.size()), l(size_t(B * NH * Tl)), gq(lq.size()), gk(lk.size()),
+                gv(lv.size());
+            att.forward_bf16(o.data(), l.data(), lq.data(), lk.data(), lv.data(), s);
+            const int64_t kept = att.kept_floats();
+            const std::vector<uint16_t> o16 = bf16(o);  // as the model keeps it
+            att.backward_bf16(gq.data(), gk.data(), gv.data(), ldo.data(), lq.data(), lk.data(),
+                              lv.data(), o16.data(), l.data(), s);
+            auto expect = [&](const std::vector<float>& want, const std::vector<float>& have,
+                              double tol, const char* what) {
+                const std::vector<float> w = local(want, int64_t(have.size()) / rows);
+                double worst = 0;
+                for (size_t i = 0; i < have.size(); ++i)
+                    worst = std::max(worst, double(std::abs(have[i] - w[i])));
+                EXPECT_LE(worst, tol) << what << " at cp " << cp << " rank " << r;
+            };
+            expect(out, o, tol_out, "out");
+            expect(dq, gq, tol_grad, "dq");
+            expect(dk, gk, tol_grad, "dk");
+            expect(dv, gv, tol_grad, "dv");
+            if (ulysses == 0) {
                 EXPECT_EQ(comm.shifted16, 2 * steps * 2 * rows * KV) << "bf16 K/V, rank " << r;
                 EXPECT_EQ(comm.shifted, cp * 2 * rows * KV) << "fp32 dK/dV, rank " << r;
-                EXPECT_EQ(att.allocated_scratch_floats(),
-                          CpAttention::scratch_floats(CpRegion::ring, B, Tl, NH, NKV, HS, 1, true))
+            } else {
+                // Forward q, k, v, out and backward dout in bf16; dq, dk, dv in fp32.
+                EXPECT_EQ(comm.a2a_local16, rows * (2 * A + 2 * KV) + rows * A) << "rank " << r;
+                EXPECT_EQ(comm.a2a_local, rows * (A + 2 * KV)) << "rank " << r;
+                LayerSpan span{0, -1, false, false};
+                span.ulysses_kept = span.bf16 = true;
+                ModelConfig cfg;
+                cfg.n_layer = 1, cfg.n_head = NH, cfg.n_kv_head = NKV, cfg.n_embd = A;
+                cfg.n_positions = T;
+                LayerSpan plain{0, -1, false, false};
+                plain.bf16 = true;
+                EXPECT_EQ(kept, Activations::shared_floats(cfg, B, Tl, span) -
+                                    Activations::shared_floats(cfg, B, Tl, plain))
                     << "rank " << r;
-            });
-        for (std::thread& t : threads) t.join();
-    }
+                EXPECT_EQ(2 * kept, ulysses_kept_floats(Tl)) << "rank " << r;
+            }
+            EXPECT_EQ(
+                att.allocated_scratch_floats(),
+                CpAttention::scratch_floats(att.region(), B, Tl, NH, NKV, HS, hybrid ? U : 1, true))
+                << "rank " << r;
+        });
+    for (std::thread& t : threads) t.join();
+}
+
+TEST(CpAttention, Bf16RegionsMatchTheWholeSequenceBf16Kernel) {
+    check_bf16(2, 0);  // ring
+    check_bf16(4, 0);
+    check_bf16(2, 2);  // Ulysses
+    check_bf16(4, 2);  // the hybrid
 }
 
 // The Ulysses paper's claim: when the sequence and the cp degree grow together, what each rank

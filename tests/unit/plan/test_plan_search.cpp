@@ -131,11 +131,13 @@ TEST(PlanSearch, ContextParallelKinds) {
     k.layout.cp_kind = CpKind::ulysses;
     ASSERT_FALSE(check_candidate(w, k).has_value());
     const Estimate ulysses = evaluate(w, c, k);
-    // Tokens per rank, NH·HS = NKV·HS; fp32 on the wire although the run is bf16: Ulysses
-    // widens (model::CpAttention::takes_bf16).
-    const double m = 512, width = 768, bytes = 4;
-    const double a2a = c.intra.latency + 0.5 * m * width * bytes / c.intra.bandwidth;
-    EXPECT_NEAR(ulysses.cp_comm_s, 12 * 2 * 4 * a2a, 1e-12);
+    // Tokens per rank, NH·HS = NKV·HS; q, k, v, out and dout in bf16 (the run's dtype), dq, dk,
+    // dv in fp32, as the engine sends them.
+    const double m = 512, width = 768;
+    auto a2a = [&](double bytes) {
+        return c.intra.latency + 0.5 * m * width * bytes / c.intra.bandwidth;
+    };
+    EXPECT_NEAR(ulysses.cp_comm_s, 12 * (5 * a2a(2) + 3 * a2a(4)), 1e-12);
     EXPECT_GT(ulysses.step_s, ring.step_s);
     // 12 heads do not split over 8 ranks; the ring does not care.
     k.layout.cp = 8;
