@@ -19,7 +19,7 @@
 #            ZeRO 1 with gradient accumulation and --recompute (the ring re-run in backward);
 #            Ulysses at cp 2 x dp 2 ZeRO 3, at cp 2 x pp 2 (1F1B) and cp 2 x tp 2 with sequence
 #            parallelism, the last two with the final evaluation; TokenRing at cp 2 x tp 2 (SP)
-#            and at cp 2 x dp 2 ZeRO 3; the ring and Ulysses at cp 2 in bf16
+#            and at cp 2 x dp 2 ZeRO 3; the ring, TokenRing and Ulysses at cp 2 in bf16
 #   errors   the clear errors (also those cp x tp keeps: Ulysses heads per tp rank, rows under SP)
 # So each kind runs at cp 2 and at cp 4, each family with each kind, and every composition once.
 set -uo pipefail
@@ -130,11 +130,12 @@ llama)
   for run in ring4 cp2_dp2_zero1 cp2_dp2_zero3 token2_tp2_sp token2_dp2_zero3; do
     same_as_ref $run ref $STEPS
   done
-  # bf16 with GQA and RoPE, as gpt2 above: the ring in bf16 (its K/V blocks bf16), and Ulysses,
-  # which widens to fp32 (measured 1.1e-5 and 1.3e-4).
+  # bf16 with GQA and RoPE, as gpt2 above: the ring, TokenRing and Ulysses, each sending bf16.
   reference ref16 --dtype bf16
   train 2 ring2_bf16 --cp 2 --dtype bf16
   check "$CHECK" losses ref16 ring2_bf16 2e-3
+  train 2 token2_bf16 --cp 2 --ring-bidirectional --dtype bf16
+  check "$CHECK" losses ref16 token2_bf16 2e-3
   train 2 cp2_bf16 --cp 2 --cp-kind ulysses --dtype bf16
   check "$CHECK" losses ref16 cp2_bf16 2e-3
   train 4 cp2_pp2 --cp 2 --pp 2 --pp-schedule 1f1b --cp-kind ulysses --micro-batch-size 2

@@ -6,7 +6,7 @@
 #include "weft/core/error.hpp"
 #include "weft/kernels/attention.hpp"
 #include "weft/kernels/attention_merge.hpp"
-#include "weft/model/kept_tensor.hpp"
+#include "weft/model/cp_kernels.hpp"
 
 namespace weft::model {
 
@@ -26,35 +26,6 @@ Pair pair_of(const k::ZigzagBlock& blk, int64_t b, const CpAttentionShape& s, in
     return {b * s.T + blk.q_part * chunk, b * s.T + blk.k_part * chunk,
             k::AttentionShape{1, chunk, chunk, s.NH, s.HS, s.ldq, KV, s.NH * s.HS, blk.q_pos0,
                               s.NKV, blk.k_pos0}};
-}
-
-// One pair's kernel calls on fp32 or bf16 operands: forward leaves the pair's fp32 output in
-// `part` (bf16: the kernel's bf16 output at part16, widened), backward accumulates into the
-// fp32 gradients.
-void pair_forward(float* part, uint16_t*, float* lse, const float* q, const float* kk,
-                  const float* v, const k::AttentionShape& s) {
-    k::attention_forward(part, lse, q, kk, v, s);
-}
-void pair_forward(float* part, uint16_t* part16, float* lse, const uint16_t* q, const uint16_t* kk,
-                  const uint16_t* v, const k::AttentionShape& s) {
-    k::attention_forward_bf16(part16, lse, q, kk, v, s);
-    widen_bf16(part, part16, s.Tq * s.NH * s.HS);
-}
-void pair_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
-                   const float* kk, const float* v, const float* out, const float* lse,
-                   const k::AttentionShape& s) {
-    k::attention_backward(dq, dk, dv, dout, q, kk, v, out, lse, s);
-}
-void pair_backward(float* dq, float* dk, float* dv, const uint16_t* dout, const uint16_t* q,
-                   const uint16_t* kk, const uint16_t* v, const uint16_t* out, const float* lse,
-                   const k::AttentionShape& s) {
-    k::attention_backward_bf16(dq, dk, dv, dout, q, kk, v, out, lse, s);
-}
-
-// Floats that a key|value block of n values each, in T, occupies.
-template <class T>
-int64_t kv_floats(int64_t n) {
-    return 2 * n * int64_t(sizeof(T)) / int64_t(sizeof(float));
 }
 
 }  // namespace
@@ -104,7 +75,12 @@ int64_t CpAttention::scratch_floats(CpRegion region, int64_t B, int64_t T, int64
             return bf16 ? 6 * rows * KV + part + (T / 2 * A + 1) / 2 : 8 * rows * KV + part;
         case CpRegion::token_ring:
             // Travelling blocks 2 x (q, dO, out, lse); home K/V and dK/dV; two partials sent
-            // and one received (out and lse); this rank's dQ.
+            // and one received (out and lse); this rank's dQ. Under bf16 q, dO, out and K/V take
+            // half the floats (the lse from a 4-byte boundary), and the pair's bf16 output is
+            // beside its fp32 one.
+            if (bf16)
+                return 2 * ((3 * rows * A + 1) / 2 + rows * NH) + 3 * rows * KV +
+                       3 * rows * (A + NH) + rows * A + part + (T / 2 * A + 1) / 2;
             return 2 * rows * (3 * A + NH) + 4 * rows * KV + 3 * rows * (A + NH) + rows * A + part;
         case CpRegion::ulysses:
             // Send and receive staging of a query-width tensor (fp32: dQ goes back so); dO (bf16
@@ -143,8 +119,8 @@ void CpAttention::forward(float* out, float* lse, const float* q, const float* k
 
 void CpAttention::forward_bf16(float* out, float* lse, const uint16_t* q, const uint16_t* kk,
                                const uint16_t* v, const CpAttentionShape& s) {
-    WEFT_CHECK(takes_bf16(), "internal: bf16 attention in a cp region that widens it");
     if (ulysses_) return ulysses_forward(out, lse, q, kk, v, s);
+    if (bidirectional_) return token_ring_forward(out, lse, q, kk, v, s);
     ring_forward(out, lse, q, kk, v, s);
 }
 
@@ -154,7 +130,7 @@ void CpAttention::ring_forward(float* out, float* lse, const T* q, const T* kk, 
     const int64_t c = z_.chunk, KV = s.NKV * s.HS, n = s.B * s.T * KV;
     WEFT_CHECK(s.T == 2 * c, "internal: {} local positions at cp {} of a sequence of {}", s.T,
                size_, z_.T);
-    ensure(kv_floats<T>(n) + 2 * n);
+    ensure(cp::floats_of<T>(2 * n) + 2 * n);
     if (part_.size() < c * s.NH * s.HS) {
         part_ = Buffer(c * s.NH * s.HS);
         part_lse_ = Buffer(s.NH * c);
@@ -180,8 +156,8 @@ void CpAttention::ring_forward(float* out, float* lse, const T* q, const T* kk, 
             if (blk.mask == k::BlockMask::masked) continue;
             for (int64_t b = 0; b < s.B; ++b) {
                 const Pair p = pair_of(blk, b, s, c);
-                pair_forward(part_.data(), part16, part_lse_.data(), q + p.qrow * s.ldq,
-                             cur + p.krow * KV, cur + n + p.krow * KV, p.shape);
+                cp::attend_fp32(part_.data(), part16, part_lse_.data(), q + p.qrow * s.ldq,
+                                cur + p.krow * KV, cur + n + p.krow * KV, p.shape);
                 const k::MergeShape ms{1, c, s.NH, s.HS, s.ldo, s.NH * s.HS};
                 k::attention_merge(out + p.qrow * s.ldo, lse + (b * 2 + blk.q_part) * s.NH * c,
                                    part_.data(), part_lse_.data(), ms);
@@ -202,8 +178,8 @@ void CpAttention::backward(float* dq, float* dk, float* dv, const float* dout, c
 void CpAttention::backward_bf16(float* dq, float* dk, float* dv, const uint16_t* dout,
                                 const uint16_t* q, const uint16_t* kk, const uint16_t* v,
                                 const uint16_t* out, const float* lse, const CpAttentionShape& s) {
-    WEFT_CHECK(takes_bf16(), "internal: bf16 attention in a cp region that widens it");
     if (ulysses_) return ulysses_backward(dq, dk, dv, dout, lse, s);
+    if (bidirectional_) return token_ring_backward(dq, dk, dv, dout, q, kk, v, out, lse, s);
     ring_backward(dq, dk, dv, dout, q, kk, v, out, lse, s);
 }
 
@@ -213,7 +189,7 @@ void CpAttention::ring_backward(float* dq, float* dk, float* dv, const T* dout, 
                                 const CpAttentionShape& s) {
     const int64_t c = z_.chunk, KV = s.NKV * s.HS, n = s.B * s.T * KV;
     // Each ring buffer: the K|V block in T, then its fp32 dK|dV accumulator.
-    const int64_t acc = kv_floats<T>(n);
+    const int64_t acc = cp::floats_of<T>(2 * n);
     ensure(acc + 2 * n);
     T* first = reinterpret_cast<T*>(ring_[0].data());
     for (int64_t r = 0; r < s.B * s.T; ++r) {
@@ -235,10 +211,11 @@ void CpAttention::ring_backward(float* dq, float* dk, float* dv, const T* dout, 
             if (blk.mask == k::BlockMask::masked) continue;
             for (int64_t b = 0; b < s.B; ++b) {
                 const Pair p = pair_of(blk, b, s, c);
-                pair_backward(dq + p.qrow * s.ldq, cur + acc + p.krow * KV,
-                              cur + acc + n + p.krow * KV, dout + p.qrow * s.ldo,
-                              q + p.qrow * s.ldq, kv + p.krow * KV, kv + n + p.krow * KV,
-                              out + p.qrow * s.ldo, lse + (b * 2 + blk.q_part) * s.NH * c, p.shape);
+                cp::attend_backward(dq + p.qrow * s.ldq, cur + acc + p.krow * KV,
+                                    cur + acc + n + p.krow * KV, dout + p.qrow * s.ldo,
+                                    q + p.qrow * s.ldq, kv + p.krow * KV, kv + n + p.krow * KV,
+                                    out + p.qrow * s.ldo, lse + (b * 2 + blk.q_part) * s.NH * c,
+                                    p.shape);
             }
         }
         if (step + 1 < size_) cp_.wait_shift();

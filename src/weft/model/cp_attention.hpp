@@ -106,15 +106,12 @@ class CpAttention {
                   const float* k, const float* v, const float* out, const float* lse,
                   const CpAttentionShape& s);
 
-    // Whether the region runs bf16 attention itself (forward_bf16, backward_bf16): the ring,
-    // Ulysses and the hybrid do. TokenRing takes fp32, which the model widens from its bf16.
-    bool takes_bf16() const { return region() != CpRegion::token_ring; }
     // forward and backward on bf16 q, k, v, out and dout at the same addressing (--dtype bf16),
-    // with the bf16 kernel (kernels::attention_forward_bf16). The ring's key/value blocks
-    // travel as bf16, half the bytes; Ulysses trades q, k, v, out and dout as bf16 and keeps
-    // them so. What is summed stays fp32: the ring's running out and lse, dq, the dK/dV
-    // accumulators that travel the ring, and the gradients Ulysses trades back. out is fp32
-    // here, for the caller to round (Ulysses' is bf16 already, widened).
+    // with the bf16 kernel (kernels::attention_forward_bf16), every region sending bf16 but what
+    // is summed: the ring's key/value blocks, Ulysses' q, k, v, out and dout (and what it keeps),
+    // TokenRing's travelling queries (with dO and out) are bf16; the ring's running out and lse,
+    // dq, the dK/dV accumulators that travel the ring, TokenRing's returned partial results and
+    // the gradients Ulysses trades back are fp32. out is fp32 here, for the caller to round.
     void forward_bf16(float* out, float* lse, const uint16_t* q, const uint16_t* k,
                       const uint16_t* v, const CpAttentionShape& s);
     void backward_bf16(float* dq, float* dk, float* dv, const uint16_t* dout, const uint16_t* q,
@@ -130,11 +127,14 @@ class CpAttention {
     template <class T>
     void ring_backward(float* dq, float* dk, float* dv, const T* dout, const T* q, const T* k,
                        const T* v, const T* out, const float* lse, const CpAttentionShape& s);
-    void token_ring_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+    // TokenRing on fp32 or bf16 (uint16_t) operands: the travelling blocks are in T (and the
+    // lse in fp32), the partial results sent back fp32.
+    template <class T>
+    void token_ring_forward(float* out, float* lse, const T* q, const T* k, const T* v,
                             const CpAttentionShape& s);
-    void token_ring_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
-                             const float* k, const float* v, const float* out, const float* lse,
-                             const CpAttentionShape& s);
+    template <class T>
+    void token_ring_backward(float* dq, float* dk, float* dv, const T* dout, const T* q, const T* k,
+                             const T* v, const T* out, const float* lse, const CpAttentionShape& s);
     // Ulysses (and the hybrid) on fp32 or bf16 (uint16_t) operands: what forward keeps, the
     // whole sequence of this rank's heads, is in T; the gradients are fp32. Backward reads only
     // what forward kept (by lse) and dout.

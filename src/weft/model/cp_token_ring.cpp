@@ -17,6 +17,7 @@
 #include "weft/kernels/attention.hpp"
 #include "weft/kernels/attention_merge.hpp"
 #include "weft/model/cp_attention.hpp"
+#include "weft/model/cp_kernels.hpp"
 
 namespace weft::model {
 
@@ -52,14 +53,15 @@ void merge_returned(float* out, float* lse, const float* part, const CpAttention
 // block, dst)` writes its result for the owner (from step 1 on into dst, a return buffer), which
 // then goes straight back to the owner while the next step computes; what comes back to this
 // rank, the previous step's return, is handed to `merge`.
-template <class Compute, class Merge>
+template <class T, class Compute, class Merge>
 void run_steps(CpComm& cp, int rank, int size, Buffer (&ring)[2], int64_t travel,
                Buffer (&returns)[2], Buffer& returned, int64_t nret, Compute&& compute,
                Merge&& merge) {
     bool returning = false;
     for (int step = 0; step < size; ++step) {
-        const float* cur = ring[step % 2].data();
-        if (step + 1 < size) cp.start_shift(cur, ring[(step + 1) % 2].data(), travel);
+        const T* cur = reinterpret_cast<const T*>(ring[step % 2].data());
+        if (step + 1 < size)
+            cp.start_shift(cur, reinterpret_cast<T*>(ring[(step + 1) % 2].data()), travel);
         float* dst = returns[step % 2].data();
         compute(step, (rank - step + size) % size, cur, dst);
         // The previous step's return was in flight during this step's work.
@@ -82,29 +84,33 @@ void run_steps(CpComm& cp, int rank, int size, Buffer (&ring)[2], int64_t travel
 
 }  // namespace
 
-void CpAttention::token_ring_forward(float* out, float* lse, const float* q, const float* kk,
-                                     const float* v, const CpAttentionShape& s) {
+template <class T>
+void CpAttention::token_ring_forward(float* out, float* lse, const T* q, const T* kk, const T* v,
+                                     const CpAttentionShape& s) {
     const int64_t c = z_.chunk, A = s.NH * s.HS, KV = s.NKV * s.HS, rows = s.B * s.T;
     WEFT_CHECK(s.T == 2 * c, "internal: {} local positions at cp {} of a sequence of {}", s.T,
                size_, z_.T);
     const int64_t nq = rows * A, nkv = rows * KV, nret = nq + s.B * 2 * s.NH * c;
-    ensure(nq);
-    home_kv_.ensure(2 * nkv);
+    ensure(cp::floats_of<T>(nq));
+    home_kv_.ensure(cp::floats_of<T>(2 * nkv));
     returns_[0].ensure(nret);
     returns_[1].ensure(nret);
     returned_.ensure(nret);
     part_.ensure(c * A);
     part_lse_.ensure(s.NH * c);
-    float* kvd = home_kv_.data();
+    if (sizeof(T) == 2) part16_.ensure((c * A + 1) / 2);
+    uint16_t* part16 = reinterpret_cast<uint16_t*>(part16_.data());
+    T* kvd = reinterpret_cast<T*>(home_kv_.data());
+    T* block = reinterpret_cast<T*>(ring_[0].data());
     for (int64_t r = 0; r < rows; ++r) {
-        std::copy_n(q + r * s.ldq, A, ring_[0].data() + r * A);
+        std::copy_n(q + r * s.ldq, A, block + r * A);
         std::copy_n(kk + r * s.ldkv, KV, kvd + r * KV);
         std::copy_n(v + r * s.ldkv, KV, kvd + nkv + r * KV);
     }
     std::fill_n(lse, s.B * 2 * s.NH * c, kNoKeys);
-    auto compute = [&](int step, int owner, const float* cur, float* ret) {
+    auto compute = [&](int step, int owner, const T* cur, float* ret) {
         // Step 0 answers this rank's own queries, straight into (out, lse); later steps those
-        // of the block's owner, into a partial result that goes back to it.
+        // of the block's owner, into a partial result that goes back to it (fp32: it is summed).
         float* dst = step == 0 ? out : ret;
         float* dst_lse = step == 0 ? lse : dst + nq;
         const int64_t ld = step == 0 ? s.ldo : A;
@@ -114,34 +120,39 @@ void CpAttention::token_ring_forward(float* out, float* lse, const float* q, con
             const k::AttentionShape sh = pair_shape(blk, s, c);
             for (int64_t b = 0; b < s.B; ++b) {
                 const int64_t qrow = b * s.T + blk.q_part * c, krow = b * s.T + blk.k_part * c;
-                k::attention_forward(part_.data(), part_lse_.data(), cur + qrow * A,
-                                     kvd + krow * KV, kvd + nkv + krow * KV, sh);
+                cp::attend_fp32(part_.data(), part16, part_lse_.data(), cur + qrow * A,
+                                kvd + krow * KV, kvd + nkv + krow * KV, sh);
                 k::attention_merge(dst + qrow * ld, dst_lse + (b * 2 + blk.q_part) * s.NH * c,
                                    part_.data(), part_lse_.data(),
                                    k::MergeShape{1, c, s.NH, s.HS, ld, A});
             }
         }
     };
-    run_steps(cp_, rank_, size_, ring_, nq, returns_, returned_, nret, compute,
-              [&](const float* part) { merge_returned(out, lse, part, s, c); });
+    run_steps<T>(cp_, rank_, size_, ring_, nq, returns_, returned_, nret, compute,
+                 [&](const float* part) { merge_returned(out, lse, part, s, c); });
 }
 
-void CpAttention::token_ring_backward(float* dq, float* dk, float* dv, const float* dout,
-                                      const float* q, const float* kk, const float* v,
-                                      const float* out, const float* lse,
+template <class T>
+void CpAttention::token_ring_backward(float* dq, float* dk, float* dv, const T* dout, const T* q,
+                                      const T* kk, const T* v, const T* out, const float* lse,
                                       const CpAttentionShape& s) {
     const int64_t c = z_.chunk, A = s.NH * s.HS, KV = s.NKV * s.HS, rows = s.B * s.T;
     const int64_t nq = rows * A, nkv = rows * KV, nlse = s.B * 2 * s.NH * c;
-    // The travelling block: queries | dO | final out | final lse of one rank.
-    const int64_t travel = 3 * nq + nlse;
-    ensure(travel);
-    home_kv_.ensure(4 * nkv);
+    // The travelling block, in T: queries | dO | final out, then the final lse's floats from
+    // the next 4-byte boundary (bf16: their bytes as pairs of values).
+    const int64_t tsz = int64_t(sizeof(T)), lse_at = (3 * nq * tsz + 3) / 4 * 4 / tsz;
+    const int64_t travel = lse_at + nlse * 4 / tsz;
+    ensure(cp::floats_of<T>(travel));
+    // Home: K | V in T, then the fp32 dK | dV accumulators.
+    const int64_t acc_at = cp::floats_of<T>(2 * nkv);
+    home_kv_.ensure(acc_at + 2 * nkv);
     returns_[0].ensure(nq);
     returns_[1].ensure(nq);
     returned_.ensure(nq);
     own_dq_.ensure(nq);
-    float* kvd = home_kv_.data();
-    float* block = ring_[0].data();
+    T* kvd = reinterpret_cast<T*>(home_kv_.data());
+    float* acc = home_kv_.data() + acc_at;
+    T* block = reinterpret_cast<T*>(ring_[0].data());
     for (int64_t r = 0; r < rows; ++r) {
         std::copy_n(q + r * s.ldq, A, block + r * A);
         std::copy_n(dout + r * s.ldo, A, block + nq + r * A);
@@ -149,33 +160,46 @@ void CpAttention::token_ring_backward(float* dq, float* dk, float* dv, const flo
         std::copy_n(kk + r * s.ldkv, KV, kvd + r * KV);
         std::copy_n(v + r * s.ldkv, KV, kvd + nkv + r * KV);
     }
-    std::copy_n(lse, nlse, block + 3 * nq);
-    std::fill_n(kvd + 2 * nkv, 2 * nkv, 0.0f);
+    std::copy_n(lse, nlse, reinterpret_cast<float*>(block + lse_at));
+    std::fill_n(acc, 2 * nkv, 0.0f);
     std::fill_n(own_dq_.data(), nq, 0.0f);
-    auto compute = [&](int step, int owner, const float* cur, float* ret) {
+    auto compute = [&](int step, int owner, const T* cur, float* ret) {
         float* dst = step == 0 ? own_dq_.data() : ret;
         if (step > 0) std::fill_n(dst, nq, 0.0f);
+        const float* cur_lse = reinterpret_cast<const float*>(cur + lse_at);
         for (const k::ZigzagBlock& blk : k::zigzag_blocks(z_, owner, rank_)) {
             if (blk.mask == k::BlockMask::masked) continue;
             const k::AttentionShape sh = pair_shape(blk, s, c);
             for (int64_t b = 0; b < s.B; ++b) {
                 const int64_t qrow = b * s.T + blk.q_part * c, krow = b * s.T + blk.k_part * c;
-                k::attention_backward(
-                    dst + qrow * A, kvd + 2 * nkv + krow * KV, kvd + 3 * nkv + krow * KV,
-                    cur + nq + qrow * A, cur + qrow * A, kvd + krow * KV, kvd + nkv + krow * KV,
-                    cur + 2 * nq + qrow * A, cur + 3 * nq + (b * 2 + blk.q_part) * s.NH * c, sh);
+                cp::attend_backward(dst + qrow * A, acc + krow * KV, acc + nkv + krow * KV,
+                                    cur + nq + qrow * A, cur + qrow * A, kvd + krow * KV,
+                                    kvd + nkv + krow * KV, cur + 2 * nq + qrow * A,
+                                    cur_lse + (b * 2 + blk.q_part) * s.NH * c, sh);
             }
         }
     };
-    run_steps(cp_, rank_, size_, ring_, travel, returns_, returned_, nq, compute,
-              [&](const float* part) {
-                  for (int64_t i = 0; i < nq; ++i) own_dq_.data()[i] += part[i];
-              });
+    run_steps<T>(cp_, rank_, size_, ring_, travel, returns_, returned_, nq, compute,
+                 [&](const float* part) {
+                     for (int64_t i = 0; i < nq; ++i) own_dq_.data()[i] += part[i];
+                 });
     for (int64_t r = 0; r < rows; ++r) {
         std::copy_n(own_dq_.data() + r * A, A, dq + r * s.ldq);
-        std::copy_n(kvd + 2 * nkv + r * KV, KV, dk + r * s.ldkv);
-        std::copy_n(kvd + 3 * nkv + r * KV, KV, dv + r * s.ldkv);
+        std::copy_n(acc + r * KV, KV, dk + r * s.ldkv);
+        std::copy_n(acc + nkv + r * KV, KV, dv + r * s.ldkv);
     }
 }
+
+template void CpAttention::token_ring_forward(float*, float*, const float*, const float*,
+                                              const float*, const CpAttentionShape&);
+template void CpAttention::token_ring_forward(float*, float*, const uint16_t*, const uint16_t*,
+                                              const uint16_t*, const CpAttentionShape&);
+template void CpAttention::token_ring_backward(float*, float*, float*, const float*, const float*,
+                                               const float*, const float*, const float*,
+                                               const float*, const CpAttentionShape&);
+template void CpAttention::token_ring_backward(float*, float*, float*, const uint16_t*,
+                                               const uint16_t*, const uint16_t*, const uint16_t*,
+                                               const uint16_t*, const float*,
+                                               const CpAttentionShape&);
 
 }  // namespace weft::model

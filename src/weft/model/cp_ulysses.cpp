@@ -13,6 +13,7 @@
 #include "weft/kernels/attention.hpp"
 #include "weft/kernels/precision.hpp"
 #include "weft/model/cp_attention.hpp"
+#include "weft/model/cp_kernels.hpp"
 #include "weft/model/kept_tensor.hpp"
 
 namespace weft::model {
@@ -30,39 +31,13 @@ void put(float* dst, const uint16_t* src, int64_t n) {
     widen_bf16(dst, src, n);
 }
 
-// The Buffer floats that n values of T take.
-template <class T>
-int64_t floats_of(int64_t n) {
-    return (n * int64_t(sizeof(T)) + int64_t(sizeof(float)) - 1) / int64_t(sizeof(float));
-}
-
-// The whole-sequence kernel on this rank's heads, fp32 or bf16.
-void heads_forward(float* out, float* lse, const float* q, const float* kk, const float* v,
-                   const k::AttentionShape& s) {
-    k::attention_forward(out, lse, q, kk, v, s);
-}
-void heads_forward(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* kk,
-                   const uint16_t* v, const k::AttentionShape& s) {
-    k::attention_forward_bf16(out, lse, q, kk, v, s);
-}
-void heads_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
-                    const float* kk, const float* v, const float* out, const float* lse,
-                    const k::AttentionShape& s) {
-    k::attention_backward(dq, dk, dv, dout, q, kk, v, out, lse, s);
-}
-void heads_backward(float* dq, float* dk, float* dv, const uint16_t* dout, const uint16_t* q,
-                    const uint16_t* kk, const uint16_t* v, const uint16_t* out, const float* lse,
-                    const k::AttentionShape& s) {
-    k::attention_backward_bf16(dq, dk, dv, dout, q, kk, v, out, lse, s);
-}
-
 }  // namespace
 
 template <class T>
 void CpAttention::staging(int64_t n) {
-    if (send_.size() < floats_of<T>(size_ * n)) {
-        send_ = Buffer(floats_of<T>(size_ * n));
-        recv_ = Buffer(floats_of<T>(size_ * n));
+    if (send_.size() < cp::floats_of<T>(size_ * n)) {
+        send_ = Buffer(cp::floats_of<T>(size_ * n));
+        recv_ = Buffer(cp::floats_of<T>(size_ * n));
     }
 }
 
@@ -125,7 +100,7 @@ void CpAttention::ulysses_forward(float* out, float* lse, const T* q, const T* k
         keep = std::move(spare_.back());
         spare_.pop_back();
     }
-    keep.ensure(floats_of<T>(2 * nq + 2 * nk));
+    keep.ensure(cp::floats_of<T>(2 * nq + 2 * nk));
     T* qf = reinterpret_cast<T*>(keep.data());
     T *kf = qf + nq, *vf = kf + nk, *of = vf + nk;
     to_heads(q, s.NH, s.ldq, qf, s);
@@ -148,7 +123,7 @@ void CpAttention::ulysses_forward(float* out, float* lse, const T* q, const T* k
     } else {
         const k::AttentionShape sh{s.B,       T_,        T_, Hq, s.HS, Hq * s.HS,
                                    Hk * s.HS, Hq * s.HS, 0,  Hk, 0};
-        heads_forward(of, lse, qf, kf, vf, sh);
+        cp::attend(of, lse, qf, kf, vf, sh);
     }
     from_heads(static_cast<const T*>(of), s.NH, out, s.ldo, s);
 }
@@ -162,7 +137,7 @@ void CpAttention::ulysses_backward(float* dq, float* dk, float* dv, const T* dou
     WEFT_CHECK(it != saved_.end(), "internal: a Ulysses backward without its forward");
     const T* qf = reinterpret_cast<const T*>(it->second.data());
     const T *kf = qf + nq, *vf = kf + nk, *of = vf + nk;
-    dof_.ensure(floats_of<T>(nq));
+    dof_.ensure(cp::floats_of<T>(nq));
     dqf_.ensure(nq);
     dkf_.ensure(nk);
     dvf_.ensure(nk);
@@ -185,7 +160,7 @@ void CpAttention::ulysses_backward(float* dq, float* dk, float* dv, const T* dou
     } else {
         const k::AttentionShape sh{s.B,       T_,        T_, Hq, s.HS, Hq * s.HS,
                                    Hk * s.HS, Hq * s.HS, 0,  Hk, 0};
-        heads_backward(dqf_.data(), dkf_.data(), dvf_.data(), dof, qf, kf, vf, of, lse, sh);
+        cp::attend_backward(dqf_.data(), dkf_.data(), dvf_.data(), dof, qf, kf, vf, of, lse, sh);
     }
     spare_.push_back(std::move(it->second));
     saved_.erase(it);

@@ -217,20 +217,16 @@ void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, Uni
         keep_and_project(qkv, ln1, a.ln1, at_ln, p.qkv_w, p.qkv_b, BT, C, 3 * Cl);
     }
     w.progress();
-    if (cp_ && attn16 && cp_->takes_bf16()) {
-        // The ring runs on the kept bf16 q, k, v; its merged output is fp32, rounded into the
-        // kept atty.
+    if (cp_ && attn16) {
+        // The cp region runs on the kept bf16 q, k, v; its output is fp32, rounded into the kept
+        // atty.
         const uint16_t* q16 = a.qkv.b16() + at_qkv;
         cp_->forward_bf16(atty, lse, q16, q16 + Cl, q16 + 2 * Cl,
                           {B, T, NH, NH, HS, 3 * Cl, 3 * Cl, Cl});
         keep_rounded(a.atty, at_att, atty, BT, Cl);
     } else if (cp_) {
-        // bf16: the other cp regions compute and exchange fp32. They take the rounded q, k, v,
-        // as kept (what backward will read), and their output is rounded into the kept atty.
-        if (attn16) widen_bf16(qkv, a.qkv.b16() + at_qkv, BT * 3 * Cl);
         cp_->forward(atty, lse, qkv, qkv + Cl, qkv + 2 * Cl,
                      {B, T, NH, NH, HS, 3 * Cl, 3 * Cl, Cl});
-        if (attn16) keep_rounded(a.atty, at_att, atty, BT, Cl);
     } else if (!cache && attn16) {
         const uint16_t* q16 = a.qkv.b16() + at_qkv;
         k::attention_forward_bf16(a.atty.b16() + at_att, lse, q16, q16 + Cl, q16 + 2 * Cl,
@@ -391,28 +387,20 @@ void Gpt2::block_backward(Activations& base, UnitAccess& w, int l) {
     // projection's backward writes it so, at d4C_ (the fp32 scratch of emulated products past
     // it; dC_ may hold dout under sequence parallelism).
     uint16_t* datty16 = reinterpret_cast<uint16_t*>(d4C);
-    const bool cp16 = cp_ && attn16 && cp_->takes_bf16();
-    if (attn16 && (!cp_ || cp16))
+    if (attn16)
         backward_kept_rounded(datty16, d4C + BT * Cl, g.proj_w, g.proj_b, dout, a.atty, at_att,
                               p.proj_w, BT, Cl, C);
     else
         backward_kept(datty, g.proj_w, g.proj_b, dout, a.atty, at_att, p.proj_w, BT, Cl, C);
     w.progress();
-    if (cp16) {
+    if (cp_ && attn16) {
         const uint16_t* q16 = a.qkv.b16() + at_qkv;
         cp_->backward_bf16(d3C, d3C + Cl, d3C + 2 * Cl, datty16, q16, q16 + Cl, q16 + 2 * Cl,
                            a.atty.b16() + at_att, lse, {B, T, NH, NH, HS, 3 * Cl, 3 * Cl, Cl});
     } else if (cp_) {
-        const float* qkv = attn16 ? d4C + BT * Cl : a.qkv.f32() + at_qkv;
-        const float* att = attn16 ? dC_.data() : a.atty.f32() + at_att;
-        if (attn16) {
-            // The kept bf16 q, k, v and output widened for the fp32 cp region, into scratch
-            // free here: d4C_ past datty ([B*T, 3C/tp] fits) and dC_.
-            widen_bf16(d4C + BT * Cl, a.qkv.b16() + at_qkv, BT * 3 * Cl);
-            widen_bf16(dC_.data(), a.atty.b16() + at_att, BT * Cl);
-        }
-        cp_->backward(d3C, d3C + Cl, d3C + 2 * Cl, datty, qkv, qkv + Cl, qkv + 2 * Cl, att, lse,
-                      {B, T, NH, NH, HS, 3 * Cl, 3 * Cl, Cl});
+        const float* qkv = a.qkv.f32() + at_qkv;
+        cp_->backward(d3C, d3C + Cl, d3C + 2 * Cl, datty, qkv, qkv + Cl, qkv + 2 * Cl,
+                      a.atty.f32() + at_att, lse, {B, T, NH, NH, HS, 3 * Cl, 3 * Cl, Cl});
     } else if (attn16) {
         d3C_.zero();  // the bf16 kernel accumulates
         const uint16_t* q16 = a.qkv.b16() + at_qkv;

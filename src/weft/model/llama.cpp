@@ -29,7 +29,7 @@ Widths widths(const ModelConfig& cfg, int tp) {
 }
 
 // Columns of wide_ a row: forward's [gate | up] (2F); backward's attention-output gradient (A)
-// and, under context parallelism with bf16 activations, the widened q, k, v after it.
+// and the fp32 scratch of emulated bf16 products after it.
 int64_t wide_width(const Widths& w) {
     return std::max(2 * w.F, w.NH * w.HS + w.qkv);
 }
@@ -324,19 +324,15 @@ void Llama::block_forward_from(LlamaActivations& a, const LlamaBlock& p, int l, 
     rope_rows(qkv, B, T, NH_, HS_, qkv_, pos0, a.positions, table, false);
     rope_rows(qkv + A, B, T, NKV_, HS_, qkv_, pos0, a.positions, table, false);
     if (attn16) keep_rounded(a.qkv, at_qkv, qkv, BT, qkv_);
-    if (cp_ && attn16 && cp_->takes_bf16()) {
-        // The ring runs on the kept bf16 q, k, v; its merged output is fp32, rounded into the
-        // kept atty.
+    if (cp_ && attn16) {
+        // The cp region runs on the kept bf16 q, k, v; its output is fp32, rounded into the kept
+        // atty.
         const uint16_t* q16 = a.qkv.b16() + at_qkv;
         cp_->forward_bf16(atty, lse, q16, q16 + A, q16 + A + KV,
                           {B, T, NH_, NKV_, HS_, qkv_, qkv_, A});
         keep_rounded(a.atty, at_att, atty, BT, A);
     } else if (cp_) {
-        // bf16: the other cp regions compute and exchange fp32. They take the rounded q, k, v,
-        // as kept (what backward will read), and their output is rounded into the kept atty.
-        if (attn16) widen_bf16(qkv, a.qkv.b16() + at_qkv, BT * qkv_);
         cp_->forward(atty, lse, qkv, qkv + A, qkv + A + KV, {B, T, NH_, NKV_, HS_, qkv_, qkv_, A});
-        if (attn16) keep_rounded(a.atty, at_att, atty, BT, A);
     } else if (!cache && attn16) {
         const uint16_t* q16 = a.qkv.b16() + at_qkv;
         k::attention_forward_bf16(a.atty.b16() + at_att, lse, q16, q16 + A, q16 + A + KV,
@@ -496,31 +492,23 @@ void Llama::block_backward(Activations& base, UnitAccess& w, int l) {
     // o_proj's backward writes it so, at wide_ (the fp32 scratch of emulated products past it;
     // dC_ may hold dout under sequence parallelism).
     uint16_t* datty16 = reinterpret_cast<uint16_t*>(wide);
-    const bool cp16 = cp_ && attn16 && cp_->takes_bf16();
-    if (attn16 && (!cp_ || cp16))
+    if (attn16)
         backward_kept_rounded(datty16, wide + BT * A, g.o_w, nullptr, dout, a.atty, at_att, p.o_w,
                               BT, A, C);
     else
         backward_kept(datty, g.o_w, nullptr, dout, a.atty, at_att, p.o_w, BT, A, C);
     w.progress();
     float* dqkv = dqkv_.data();
-    if (cp16) {
+    if (cp_ && attn16) {
         const int64_t KV = NKV_ * HS_;
         const uint16_t* q16 = a.qkv.b16() + at_qkv;
         cp_->backward_bf16(dqkv, dqkv + A, dqkv + A + KV, datty16, q16, q16 + A, q16 + A + KV,
                            a.atty.b16() + at_att, lse, {B, T, NH_, NKV_, HS_, qkv_, qkv_, A});
     } else if (cp_) {
         const int64_t KV = NKV_ * HS_;
-        const float* qkv = attn16 ? wide + BT * A : a.qkv.f32() + at_qkv;
-        const float* att = attn16 ? dC : a.atty.f32() + at_att;
-        if (attn16) {
-            // The kept bf16 q, k, v and output widened for the fp32 cp region, into scratch
-            // free here: wide_ past datty (wide_width leaves room) and dC_.
-            widen_bf16(wide + BT * A, a.qkv.b16() + at_qkv, BT * qkv_);
-            widen_bf16(dC, a.atty.b16() + at_att, BT * A);
-        }
-        cp_->backward(dqkv, dqkv + A, dqkv + A + KV, datty, qkv, qkv + A, qkv + A + KV, att, lse,
-                      {B, T, NH_, NKV_, HS_, qkv_, qkv_, A});
+        const float* qkv = a.qkv.f32() + at_qkv;
+        cp_->backward(dqkv, dqkv + A, dqkv + A + KV, datty, qkv, qkv + A, qkv + A + KV,
+                      a.atty.f32() + at_att, lse, {B, T, NH_, NKV_, HS_, qkv_, qkv_, A});
     } else if (attn16) {
         const int64_t KV = NKV_ * HS_;
         dqkv_.zero();  // the bf16 kernel accumulates

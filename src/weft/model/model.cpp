@@ -128,7 +128,7 @@ int64_t Model::cp_scratch_floats(int64_t B, int64_t T) const {
 }
 
 bool Model::cp_bf16() const {
-    return cp_ && cp_->takes_bf16() && activation_span().bf16;
+    return cp_ && activation_span().bf16;
 }
 
 int64_t Model::cp_bf16_attention_length(int64_t T_local) const {

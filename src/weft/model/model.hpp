@@ -194,8 +194,7 @@ class Model {
     // Floats of scratch the context-parallel region holds for micro-batches of B sequences of T
     // local rows (CpAttention::scratch_floats); 0 without context parallelism.
     int64_t cp_scratch_floats(int64_t B, int64_t T) const;
-    // Whether the context-parallel region runs attention in bf16 (--dtype bf16 on any region
-    // but TokenRing, CpAttention::takes_bf16); TokenRing takes fp32, widened.
+    // Whether the context-parallel region runs attention in bf16 (--dtype bf16).
     bool cp_bf16() const;
     // Positions of a sequence the bf16 kernel sees in one call under context parallelism: the
     // ring's half-chunks, Ulysses' whole sequence, the hybrid's ring over its groups' rows.

@@ -108,10 +108,11 @@ struct Model {
                                                     : std::max(1, k.layout.cp_ulysses);
             Placement ring = cp, heads = cp;
             ring.size = k.layout.cp / U, heads.size = U;
-            // Bytes a value, as the engine sends them (model::CpAttention::takes_bf16): the
-            // activations' width (bf16 under --dtype bf16) for the ring's K/V blocks and
-            // Ulysses' q, k, v, out and dout; fp32 for the gradients (the ring's travelling dK/dV,
-            // Ulysses' dq, dk, dv) and for everything TokenRing moves.
+            // Bytes a value, as the engine sends them (model::CpAttention::forward_bf16): the
+            // activations' width (bf16 under --dtype bf16) for what is only moved (the ring's
+            // K/V blocks, Ulysses' q, k, v, out and dout, TokenRing's queries, dO and out);
+            // fp32 for what is summed (the ring's travelling dK/dV, Ulysses' dq, dk, dv,
+            // TokenRing's partial results and dQ) and the lse.
             const double kv = reduce_scatter_time(ring, 2 * m * ring.size * KV / t * act);
             const double dkv = reduce_scatter_time(ring, 2 * m * ring.size * KV / t * 4);
             const double a2a_f = 2 * reduce_scatter_time(heads, m * A / t * act) +
@@ -123,10 +124,10 @@ struct Model {
             cp_b = std::max(0.0, kv + dkv - attn_b) + a2a_b;
             if (kind == CpKind::ring && k.layout.ring_bidirectional) {
                 const double NH = double(cfg.n_head);
-                cp_f = std::max(
-                    0.0, reduce_scatter_time(ring, m * ring.size * (A + NH) / t * 4) - attn_f);
-                cp_b = std::max(
-                    0.0, reduce_scatter_time(ring, m * ring.size * (3 * A + NH) / t * 4) - attn_b);
+                const double q_f = std::max(A * act, (A + NH) * 4);
+                const double q_b = std::max(3 * A * act + NH * 4, A * 4);
+                cp_f = std::max(0.0, reduce_scatter_time(ring, m * ring.size * q_f / t) - attn_f);
+                cp_b = std::max(0.0, reduce_scatter_time(ring, m * ring.size * q_b / t) - attn_b);
             }
         }
         // Expert parallelism: two row all-to-alls forward (dispatch, combine) and two backward,

@@ -172,8 +172,7 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
                                                : model::CpRegion::hybrid;
             scratch += double(model::CpAttention::scratch_floats(
                 region, b, s, cfg.n_head / l.tp, cfg.kv_heads() / l.tp, cfg.head_dim(),
-                l.cp_kind == CpKind::hybrid ? std::max(l.cp_ulysses, 1) : 1,
-                bf16 && region != model::CpRegion::token_ring));
+                l.cp_kind == CpKind::hybrid ? std::max(l.cp_ulysses, 1) : 1, bf16));
         }
         m.buffers += kEngineBytes * scratch;
         // With a pipeline, the first and last stages each receive the other's gradient of the
@@ -183,13 +182,13 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
             m.buffers += kEngineBytes * double(e.unit0);
         // bf16's per-thread operand copies, and the widened fp32 buffers where this machine
         // emulates bf16 products; and the bf16 attention kernel's scratch, for the whole
-        // sequence or a cp region's calls (TokenRing runs the fp32 kernel).
+        // sequence or a cp region's calls.
         if (bf16)
             m.buffers += double(model::bf16_operand_scratch_bytes(
                 cfg, b, s, l.tp, last, !kernels::bf16_products_native()));
         if (bf16 && l.cp == 1)
             m.buffers += double(model::bf16_attention_scratch_bytes(cfg, s, l.tp));
-        if (bf16 && l.cp > 1 && !(l.cp_kind == CpKind::ring && l.ring_bidirectional)) {
+        if (bf16 && l.cp > 1) {
             const model::CpRegion region = l.cp_kind == CpKind::ring      ? model::CpRegion::ring
                                            : l.cp_kind == CpKind::ulysses ? model::CpRegion::ulysses
                                                                           : model::CpRegion::hybrid;

@@ -52,8 +52,7 @@ MemoryEstimate memory_estimate(const TrainState& st, int64_t baseline_rss, int64
         const bool head = !st.stage() || st.pipeline_rank() == st.mesh().layout().pp - 1;
         m.bf16_operands = model::bf16_operand_scratch_bytes(cfg, act.B, act.T, tp, head,
                                                             !kernels::bf16_products_native());
-        // The bf16 kernel runs on the whole sequence, or under cp on the calls of its region
-        // (TokenRing runs the fp32 kernel).
+        // The bf16 kernel runs on the whole sequence, or under cp on the calls of its region.
         if (!model.activation_span().context_parallel)
             m.bf16_attention = model::bf16_attention_scratch_bytes(cfg, act.T, tp);
         else if (model.cp_bf16())

@@ -289,16 +289,17 @@ TEST(CpAttention, HybridMatchesTheWholeSequenceKernel) {
 }
 
 // --dtype bf16's regions (forward_bf16, backward_bf16) against the whole-sequence bf16 kernel on
-// the same bf16 q, k, v and dout. The ring's pairs each round their output to bf16 before the
-// fp32 merge and round P and dS per tile, so they differ from the one call by a few bf16
-// roundings: at most 5.7e-3 on out and 9.6e-3 on the gradients measured (values of order 1),
-// bounded at 2e-2 and 4e-2. Ulysses runs the same kernel on the same whole sequence of its
-// heads: its out is the kernel's bits and its gradients match to fp32 rounding. The ring shifts
-// K/V as bf16 and dK/dV as fp32; Ulysses trades q, k, v, out and dout as bf16 and keeps q, k,
-// v, out as bf16 (half the floats the activation count gives under fp32, as it says under
-// bf16); every region's scratch is what scratch_floats counts for bf16. `ulysses` as for
-// check_against_kernel.
-void check_bf16(int cp, int ulysses) {
+// the same bf16 q, k, v and dout. The ring's (and TokenRing's, and the hybrid's) pairs each
+// round their output to bf16 before the fp32 merge and round P and dS per tile, so they differ
+// from the one call by a few bf16 roundings: at most 7.8e-3 on out and 9.6e-3 on the gradients
+// measured (values of order 1), bounded at 2e-2 and 4e-2. Ulysses runs the same kernel on the same
+// whole sequence of its heads: its out is the kernel's bits and its gradients match to fp32
+// rounding. The ring shifts K/V as bf16 and dK/dV as fp32; Ulysses trades q, k, v, out and dout as
+// bf16 and keeps q, k, v, out as bf16 (half the floats the activation count gives under fp32, as it
+// says under bf16); TokenRing sends its queries (with dO and out in backward) as bf16 and its
+// partial results back in fp32; every region's scratch is what scratch_floats counts for bf16.
+// `ulysses` and `bidirectional` as for check_against_kernel.
+void check_bf16(int cp, int ulysses, bool bidirectional = false) {
     auto bf16 = [](const std::vector<float>& x) {
         std::vector<uint16_t> r(x.size());
         for (size_t i = 0; i < x.size(); ++i) r[i] = kernels::fp32_to_bf16(x[i]);
@@ -330,8 +331,7 @@ void check_bf16(int cp, int ulysses) {
             ThreadCp::Comm comm(*groups[hybrid ? size_t(r / U) : 0], hybrid ? r % U : r);
             std::unique_ptr<ThreadCp::Comm> ring;
             if (hybrid) ring = std::make_unique<ThreadCp::Comm>(*rings[size_t(r % U)], r / U);
-            CpAttention att(comm, T, ulysses > 0, ring.get());
-            ASSERT_TRUE(att.takes_bf16());
+            CpAttention att(comm, T, ulysses > 0, ring.get(), bidirectional);
             const std::vector<int64_t> pos = att.positions();
             auto local = [&](const auto& x, int64_t w) {
                 std::vector<typename std::decay_t<decltype(x)>::value_type> l(size_t(B * Tl * w));
@@ -362,7 +362,15 @@ void check_bf16(int cp, int ulysses) {
             expect(dq, gq, tol_grad, "dq");
             expect(dk, gk, tol_grad, "dk");
             expect(dv, gv, tol_grad, "dv");
-            if (ulysses == 0) {
+            if (bidirectional) {
+                // Forward the queries; backward queries, dO and out, then the lse's floats from
+                // a 4-byte boundary (two values each). Back: (out, lse) forward, dQ backward.
+                const int64_t nq = rows * A, nlse = rows * NH;
+                EXPECT_EQ(comm.shifted16, steps * (nq + (3 * nq + 1) / 2 * 2 + 2 * nlse))
+                    << "bf16 blocks, rank " << r;
+                EXPECT_EQ(comm.shifted, 0) << "rank " << r;
+                EXPECT_EQ(comm.returned, steps * (2 * nq + nlse)) << "fp32 partials, rank " << r;
+            } else if (ulysses == 0) {
                 EXPECT_EQ(comm.shifted16, 2 * steps * 2 * rows * KV) << "bf16 K/V, rank " << r;
                 EXPECT_EQ(comm.shifted, cp * 2 * rows * KV) << "fp32 dK/dV, rank " << r;
             } else {
@@ -392,8 +400,10 @@ void check_bf16(int cp, int ulysses) {
 TEST(CpAttention, Bf16RegionsMatchTheWholeSequenceBf16Kernel) {
     check_bf16(2, 0);  // ring
     check_bf16(4, 0);
-    check_bf16(2, 2);  // Ulysses
-    check_bf16(4, 2);  // the hybrid
+    check_bf16(2, 2);        // Ulysses
+    check_bf16(4, 2);        // the hybrid
+    check_bf16(2, 0, true);  // TokenRing
+    check_bf16(4, 0, true);
 }
 
 // The Ulysses paper's claim: when the sequence and the cp degree grow together, what each rank

@@ -157,34 +157,35 @@ TEST(PlanSearch, ContextParallelKinds) {
 // TokenRing against the one-way ring on a link slow enough that neither hides behind attention:
 // per layer the ring shows (kv - attn_f) + (kv + dkv - attn_b), TokenRing (q_f - attn_f) + (q_b -
 // attn_b), so the difference is the analytic one with attention cancelled. At cp 2 a shift is
-// latency + m·x·bytes / bandwidth: kv with x = 2·KV in bf16 (the run's dtype), dkv the same
-// in fp32, q_f with x = A + heads (its larger direction: out and lse back), q_b with x = 3A +
-// heads (q, dO, out, lse one way), both fp32 (TokenRing widens bf16).
+// latency + m·bytes / bandwidth for bytes per token: kv 2·KV in the run's dtype, dkv 2·KV in
+// fp32; q_f its larger direction, the fp32 partial (out, lse) back, (A + heads)·4 against the
+// queries' A·act; q_b the larger of q, dO and out at act plus the lse in fp32 one way and dQ
+// (A·4) back. With MHA TokenRing moves fewer bytes in its busier direction than the ring, in
+// either dtype.
 TEST(PlanSearch, TokenRingPricesItsOwnVolume) {
-    const Workload w = workload("gpt2", 1, 1024);
     Cluster c = cluster(1, 80);
     c.intra.bandwidth = 1e6;  // bytes/s: every shift far slower than its attention
-    Candidate k;
-    k.layout.dp = 1, k.layout.cp = 2;
-    k.micro_batch = 1;
-    const Estimate ring = evaluate(w, c, k);
-    k.layout.ring_bidirectional = true;
-    ASSERT_FALSE(check_candidate(w, k).has_value());
-    const Estimate token = evaluate(w, c, k);
-    const double m = 512, A = 768, KV = 768, heads = 12, lat = c.intra.latency;
-    auto shift = [&](double x, double bytes) { return lat + m * x * bytes / c.intra.bandwidth; };
-    const double per_layer =
-        shift(A + heads, 4) + shift(3 * A + heads, 4) - 2 * shift(2 * KV, 2) - shift(2 * KV, 4);
-    EXPECT_NEAR(token.cp_comm_s - ring.cp_comm_s, 12 * per_layer, 1e-9 * ring.cp_comm_s);
-    // MHA in fp32 TokenRing moves fewer bytes in its busier direction than the ring; in bf16
-    // the ring's K/V are half as wide and it moves fewer.
-    EXPECT_GT(token.cp_comm_s, ring.cp_comm_s);
-    Workload w32 = w;
-    w32.prec = precision("fp32");
-    k.layout.ring_bidirectional = false;
-    const Estimate ring32 = evaluate(w32, c, k);
-    k.layout.ring_bidirectional = true;
-    EXPECT_LT(evaluate(w32, c, k).cp_comm_s, ring32.cp_comm_s);
+    for (const char* dtype : {"bf16", "fp32"}) {
+        Workload w = workload("gpt2", 1, 1024);
+        w.prec = precision(dtype);
+        Candidate k;
+        k.layout.dp = 1, k.layout.cp = 2;
+        k.micro_batch = 1;
+        const Estimate ring = evaluate(w, c, k);
+        k.layout.ring_bidirectional = true;
+        ASSERT_FALSE(check_candidate(w, k).has_value());
+        const Estimate token = evaluate(w, c, k);
+        const double act = std::string(dtype) == "bf16" ? 2 : 4;
+        const double m = 512, A = 768, KV = 768, heads = 12, lat = c.intra.latency;
+        auto shift = [&](double bytes) { return lat + m * bytes / c.intra.bandwidth; };
+        const double q_f = std::max(A * act, (A + heads) * 4);
+        const double q_b = std::max(3 * A * act + heads * 4, A * 4);
+        const double per_layer =
+            shift(q_f) + shift(q_b) - 2 * shift(2 * KV * act) - shift(2 * KV * 4);
+        EXPECT_NEAR(token.cp_comm_s - ring.cp_comm_s, 12 * per_layer, 1e-9 * ring.cp_comm_s)
+            << dtype;
+        EXPECT_LT(token.cp_comm_s, ring.cp_comm_s) << dtype;
+    }
 }
 
 // --grad-reduce-dtype bf16 (the engine's bf16 gradient reduction) puts 2 bytes per gradient on

@@ -1,0 +1,52 @@
+#pragma once
+// What the context-parallel regions (cp_attention.cpp, cp_token_ring.cpp, cp_ulysses.cpp) share
+// to run on fp32 or on bf16 operands (uint16_t, --dtype bf16): the attention kernel in the
+// operands' dtype, and how many Buffer floats a run of values takes. lse and gradients are fp32
+// either way.
+#include <cstdint>
+
+#include "weft/kernels/attention.hpp"
+#include "weft/model/kept_tensor.hpp"
+
+namespace weft::model::cp {
+
+// The Buffer floats that n values of T take.
+template <class T>
+int64_t floats_of(int64_t n) {
+    return (n * int64_t(sizeof(T)) + int64_t(sizeof(float)) - 1) / int64_t(sizeof(float));
+}
+
+inline void attend(float* out, float* lse, const float* q, const float* k, const float* v,
+                   const kernels::AttentionShape& s) {
+    kernels::attention_forward(out, lse, q, k, v, s);
+}
+inline void attend(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
+                   const uint16_t* v, const kernels::AttentionShape& s) {
+    kernels::attention_forward_bf16(out, lse, q, k, v, s);
+}
+inline void attend_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                            const float* k, const float* v, const float* out, const float* lse,
+                            const kernels::AttentionShape& s) {
+    kernels::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, s);
+}
+inline void attend_backward(float* dq, float* dk, float* dv, const uint16_t* dout,
+                            const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                            const uint16_t* out, const float* lse,
+                            const kernels::AttentionShape& s) {
+    kernels::attention_backward_bf16(dq, dk, dv, dout, q, k, v, out, lse, s);
+}
+
+// One block's output in fp32 for merging: written to `part` by the fp32 kernel, or by the bf16
+// kernel to part16 (s.Tq·NH·HS values) and widened into `part`.
+template <class T>
+void attend_fp32(float* part, uint16_t* part16, float* lse, const T* q, const T* k, const T* v,
+                 const kernels::AttentionShape& s) {
+    if constexpr (sizeof(T) == sizeof(float)) {
+        attend(part, lse, q, k, v, s);
+    } else {
+        attend(part16, lse, q, k, v, s);
+        widen_bf16(part, part16, s.Tq * s.NH * s.HS);
+    }
+}
+
+}  // namespace weft::model::cp
