@@ -115,6 +115,7 @@ class Carve {
     const uint16_t* qb = q + (b * s.Tq + i0) * s.ldq + h * HS;
     uint16_t* ob = out + (b * s.Tq + i0) * s.ldo + h * HS;
     const int64_t kend = visible_keys(s, i0 + nq - 1);
+    prefetch_rows(qb, s.ldq, nq, HS);
     pack_pairs_transposed(qt, qb, s.ldq, nq, width, HP);
     std::memset(oacc, 0, sizeof(float) * nq * HS);
 
@@ -125,6 +126,12 @@ class Carve {
     }
     for (int64_t k0 = 0; k0 < kend; k0 += kTile) {
         const int64_t nk = std::min<int64_t>(kTile, kend - k0), npair = (nk + 1) / 2;
+        if (k0 + kTile >= kend) {
+            // Last tile: fetch the rows this block writes, and the queries of the block that
+            // this thread most likely takes next (attention_avx512.cpp does the same).
+            prefetch_rows<_MM_HINT_T1>(ob, s.ldo, nq, HS);
+            if (i0 >= kTile) prefetch_rows<_MM_HINT_T1>(qb - kTile * s.ldq, s.ldq, kTile, HS);
+        }
         tile_product_bf16<Init::zero, false>(st, kTile, nk, width, kd + k0 * HP, HP, qt, kTile, HP);
         // Key k0 + j is visible to query lane i iff i >= j + shift.
         const int64_t shift = k0 - (s.q_pos0 - s.k_pos0) - i0;
@@ -158,8 +165,12 @@ class Carve {
 
     finish_rows(m, l, nq, lse + (b * s.NH + h) * s.Tq + i0, oacc, HS,
                 [&](int64_t i, int64_t d, __mmask16 msk, __m512 o) {
-                    _mm256_mask_storeu_epi16(ob + i * s.ldo + d, msk,
-                                             (__m256i)_mm512_cvtneps_pbh(o));
+                    // Unmasked where the row has 16 more values: masked 16-bit stores are slow
+                    // on Zen 5 (lanes.hpp).
+                    if (msk == kAll)
+                        lanes::store16(ob + i * s.ldo + d, o);
+                    else
+                        lanes::store16(ob + i * s.ldo + d, o, msk);
                 });
 }
 
