@@ -141,7 +141,7 @@ float* partial_scratch(size_t n) {
 }  // namespace
 
 ForwardPlan::ForwardPlan(const AttentionShape& s, int64_t block)
-    : NH_(s.NH), block_(block), blocks_((s.Tq + block - 1) / block), heads_(s.B * s.NH) {
+    : s_(s), block_(block), blocks_((s.Tq + block - 1) / block), heads_(s.B * s.NH) {
     const int64_t threads = worth_threads(s) ? omp_get_max_threads() : 1;
     whole_ = heads_ - heads_ % threads;
     threads_ = items() > 1 && worth_threads(s);

@@ -290,7 +290,7 @@ int64_t attention_bf16_avx512_scratch_words(const AttentionShape& s) {
 
 void attention_forward_bf16_avx512(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
                                    const uint16_t* v, const AttentionShape& s) {
-    const int64_t HS = s.HS, HP = HS / 2, NKV = kv_heads(s), G = group_size(s);
+    const int64_t HS = s.HS, HP = HS / 2;
     const int64_t kmax = visible_keys(s, s.Tq - 1);
     const int64_t words = attention_bf16_avx512_scratch_words(s);
     const ForwardPlan plan(s, kTile);
@@ -307,24 +307,17 @@ void attention_forward_bf16_avx512(uint16_t* out, float* lse, const uint16_t* q,
         float* oacc = carve.floats(n.oacc);
         float* st = carve.floats(n.st);
         float* alpha = carve.floats(n.alpha);
-        int64_t cached_bkv = -1, cached_rows = 0;
-#pragma omp for schedule(dynamic)
-        for (int64_t it = 0; it < plan.items(); ++it)
-            plan.for_blocks(it, [&](int64_t b, int64_t h, int64_t i0) {
-                const int64_t kvh = h / G;
-                const int64_t kend = visible_keys(s, std::min(s.Tq, i0 + kTile) - 1);
-                if (b * NKV + kvh != cached_bkv) cached_bkv = b * NKV + kvh, cached_rows = 0;
-                if (kend > cached_rows) {
-                    const uint16_t* kb = k + b * s.Tk * s.ldkv + kvh * HS;
-                    const uint16_t* vb = v + b * s.Tk * s.ldkv + kvh * HS;
-                    copy_rows(reinterpret_cast<uint16_t*>(kd + cached_rows * HP),
-                              kb + cached_rows * s.ldkv, s.ldkv, kend - cached_rows, HS);
-                    // From the pair holding the first new key: an odd end was paired with a
-                    // zero.
-                    const int64_t p0 = cached_rows / 2;
-                    pack_pairs(vp + p0 * HS, HS, vb + 2 * p0 * s.ldkv, s.ldkv, kend - 2 * p0, HS);
-                    cached_rows = kend;
-                }
+        plan.run_thread(
+            [&](int64_t b, int64_t kvh, int64_t from, int64_t to) {
+                const uint16_t* kb = k + b * s.Tk * s.ldkv + kvh * HS;
+                const uint16_t* vb = v + b * s.Tk * s.ldkv + kvh * HS;
+                copy_rows(reinterpret_cast<uint16_t*>(kd + from * HP), kb + from * s.ldkv, s.ldkv,
+                          to - from, HS);
+                // From the pair holding the first new key: an odd end was paired with a zero.
+                const int64_t p0 = from / 2;
+                pack_pairs(vp + p0 * HS, HS, vb + 2 * p0 * s.ldkv, s.ldkv, to - 2 * p0, HS);
+            },
+            [&](int64_t b, int64_t h, int64_t i0) {
                 forward_block(out, lse, q, s, b, h, i0, kd, vp, qt, pp, oacc, st, alpha);
             });
     }

@@ -40,13 +40,13 @@ inline int64_t group_size(const AttentionShape& s) {
     return s.NH / kv_heads(s);
 }
 
-// How the vector paths' forward splits into work items. A thread copies the K and V rows its
-// queries see into dense scratch once per (batch, key/value head) it moves to. Items of one whole
-// (batch, head) copy each head once; items of one block of query rows balance the threads more
-// finely but have every thread copy every head (4% of the fp32 forward at GPT-2's shape). So:
-// whole heads while they divide evenly among the threads, then the other heads' blocks. A
-// head's blocks run late first: those see the most keys, so its first copies every row the rest
-// need.
+// How the vector paths' forward splits into work items, and each thread's loop over them. A
+// thread copies the K and V rows its queries see into dense scratch once per (batch, key/value
+// head) it moves to. Items of one whole (batch, head) copy each head once; items of one block of
+// query rows balance the threads more finely but have every thread copy every head (4% of the
+// fp32 forward at GPT-2's shape). So: whole heads while they divide evenly among the threads,
+// then the other heads' blocks. A head's blocks run late first: those see the most keys, so its
+// first copies every row the rest need.
 class ForwardPlan {
   public:
     ForwardPlan(const AttentionShape& s, int64_t block);
@@ -62,11 +62,33 @@ class ForwardPlan {
             lo = blocks_ - 1 - r % blocks_;
             hi = lo + 1;
         }
-        for (int64_t blk = hi - 1; blk >= lo; --blk) block(bh / NH_, bh % NH_, blk * block_);
+        for (int64_t blk = hi - 1; blk >= lo; --blk) block(bh / s_.NH, bh % s_.NH, blk * block_);
+    }
+    // A thread's share of the items (an omp for: call it inside the parallel region): before
+    // each block, grow(b, kvh, from, to) copies K/V rows [from, to) of (batch b, key/value head
+    // kvh) after the rows already in the thread's copy (from 0 when the head changes), so that
+    // it holds every key the block sees; then block(b, h, i0) runs the block.
+    template <class Grow, class Block>
+    void run_thread(Grow&& grow, Block&& block) const {
+        const int64_t NKV = kv_heads(s_), G = group_size(s_);
+        int64_t cached = -1, rows = 0;
+#pragma omp for schedule(dynamic)
+        for (int64_t it = 0; it < items(); ++it)
+            for_blocks(it, [&](int64_t b, int64_t h, int64_t i0) {
+                const int64_t kvh = h / G;
+                const int64_t kend = visible_keys(s_, std::min(s_.Tq, i0 + block_) - 1);
+                if (b * NKV + kvh != cached) cached = b * NKV + kvh, rows = 0;
+                if (kend > rows) {
+                    grow(b, kvh, rows, kend);
+                    rows = kend;
+                }
+                block(b, h, i0);
+            });
     }
 
   private:
-    int64_t NH_, block_, blocks_, heads_, whole_;
+    AttentionShape s_;
+    int64_t block_, blocks_, heads_, whole_;
     bool threads_;
 };
 

@@ -234,7 +234,7 @@ template <class V>
 template <class V>
 void forward(float* out, float* lse, const float* q, const float* k, const float* v,
              const AttentionShape& s) {
-    const int64_t HS = s.HS, NKV = kv_heads(s), G = group_size(s);
+    const int64_t HS = s.HS;
     // Keys any query of the call sees: the K and V rows worth copying.
     const int64_t kmax = visible_keys(s, s.Tq - 1);
     const ForwardPlan plan(s, kTile);
@@ -249,19 +249,13 @@ void forward(float* out, float* lse, const float* q, const float* k, const float
         // where rows 9 KiB apart in the fused layout defeat the prefetchers.
         float* kd = alpha + kTile;
         float* vd = kd + kmax * HS;
-        int64_t cached_bkv = -1, cached_rows = 0;
-#pragma omp for schedule(dynamic)
-        for (int64_t it = 0; it < plan.items(); ++it)
-            plan.for_blocks(it, [&](int64_t b, int64_t h, int64_t i0) {
-                const int64_t kvh = h / G;
-                const int64_t kend = visible_keys(s, std::min(s.Tq, i0 + kTile) - 1);
-                if (b * NKV + kvh != cached_bkv) cached_bkv = b * NKV + kvh, cached_rows = 0;
-                if (kend > cached_rows) {
-                    const int64_t off = (b * s.Tk + cached_rows) * s.ldkv + kvh * HS;
-                    pack_rows<V>(kd + cached_rows * HS, k + off, s.ldkv, kend - cached_rows, HS);
-                    pack_rows<V>(vd + cached_rows * HS, v + off, s.ldkv, kend - cached_rows, HS);
-                    cached_rows = kend;
-                }
+        plan.run_thread(
+            [&](int64_t b, int64_t kvh, int64_t from, int64_t to) {
+                const int64_t off = (b * s.Tk + from) * s.ldkv + kvh * HS;
+                pack_rows<V>(kd + from * HS, k + off, s.ldkv, to - from, HS);
+                pack_rows<V>(vd + from * HS, v + off, s.ldkv, to - from, HS);
+            },
+            [&](int64_t b, int64_t h, int64_t i0) {
                 forward_block<V>(out, lse, q, s, b, h, i0, kd, vd, qt, oacc, st, alpha);
             });
     }

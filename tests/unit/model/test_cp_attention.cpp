@@ -95,6 +95,28 @@ class ThreadCp {
     std::vector<const void*> sent_;
 };
 
+// The in-process groups of cp ranks: one (ring, TokenRing, Ulysses) or, for the hybrid with
+// Ulysses groups of U < cp, those groups and the rings across them: rank g·U + u is rank u of
+// Ulysses group g and rank g of ring u.
+struct Groups {
+    Groups(int cp, int ulysses)
+        : hybrid(ulysses > 0 && ulysses < cp), U(ulysses > 0 ? ulysses : cp) {
+        for (int g = 0; g < (hybrid ? cp / U : 1); ++g)
+            groups.push_back(std::make_unique<ThreadCp>(hybrid ? U : cp));
+        for (int u = 0; hybrid && u < U; ++u) rings.push_back(std::make_unique<ThreadCp>(cp / U));
+    }
+    ThreadCp& group(int r) { return *groups[hybrid ? size_t(r / U) : 0]; }
+    int group_rank(int r) const { return hybrid ? r % U : r; }
+    std::unique_ptr<ThreadCp::Comm> ring(int r) {
+        if (!hybrid) return nullptr;
+        return std::make_unique<ThreadCp::Comm>(*rings[size_t(r % U)], r / U);
+    }
+
+    bool hybrid;
+    int U;
+    std::vector<std::unique_ptr<ThreadCp>> groups, rings;
+};
+
 std::vector<float> random(int64_t n, uint32_t seed) {
     std::mt19937 rng(seed);
     std::normal_distribution<float> d(0.0f, 1.0f);
@@ -109,6 +131,17 @@ struct Case {
 };
 
 constexpr int64_t B = 2, T = 32, NH = 4, NKV = 2, HS = 8, A = NH * HS, KV = NKV * HS;
+
+// A rank's rows (at `pos` of each sequence) of a [B, T, w] tensor.
+template <class V>
+V local_rows(const V& x, int64_t w, const std::vector<int64_t>& pos) {
+    const int64_t Tl = int64_t(pos.size());
+    V l(size_t(B * Tl * w));
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t t = 0; t < Tl; ++t)
+            std::copy_n(x.data() + (b * T + pos[size_t(t)]) * w, w, l.data() + (b * Tl + t) * w);
+    return l;
+}
 
 Case reference_case(uint32_t seed) {
     Case c{random(B * T * A, seed),
@@ -149,13 +182,9 @@ void check_against_kernel(int cp, int ulysses, bool bidirectional = false) {
     std::vector<Case> ref;
     for (int m = 0; m < kMicro; ++m) ref.push_back(reference_case(uint32_t(1 + 4 * m)));
 
-    const bool hybrid = ulysses > 0 && ulysses < cp;
-    const int U = ulysses > 0 ? ulysses : cp, G = cp / U;
-    // Rank g·U + u is rank u of Ulysses group g and rank g of ring u (hybrid); else one group.
-    std::vector<std::unique_ptr<ThreadCp>> groups, rings;
-    for (int g = 0; g < (hybrid ? G : 1); ++g)
-        groups.push_back(std::make_unique<ThreadCp>(hybrid ? U : cp));
-    for (int u = 0; hybrid && u < U; ++u) rings.push_back(std::make_unique<ThreadCp>(G));
+    Groups net(cp, ulysses);
+    const bool hybrid = net.hybrid;
+    const int U = net.U;
     const int64_t Tl = T / cp;
     // got[rank][micro]: this rank's rows of out, dq, dk, dv.
     std::vector<std::vector<Case>> got(static_cast<size_t>(cp), std::vector<Case>(kMicro));
@@ -167,22 +196,14 @@ void check_against_kernel(int cp, int ulysses, bool bidirectional = false) {
     std::vector<std::thread> threads;
     for (int r = 0; r < cp; ++r) {
         threads.emplace_back([&, r] {
-            ThreadCp::Comm comm(*groups[hybrid ? size_t(r / U) : 0], hybrid ? r % U : r);
-            std::unique_ptr<ThreadCp::Comm> ring;
-            if (hybrid) ring = std::make_unique<ThreadCp::Comm>(*rings[size_t(r % U)], r / U);
+            ThreadCp::Comm comm(net.group(r), net.group_rank(r));
+            const std::unique_ptr<ThreadCp::Comm> ring = net.ring(r);
             CpAttention att(comm, T, ulysses > 0, ring.get(), bidirectional);
             EXPECT_EQ(att.rank(), r);
             EXPECT_EQ(att.size(), cp);
             const std::vector<int64_t> pos = att.positions();
             positions[size_t(r)] = pos;
-            auto local = [&](const std::vector<float>& x, int64_t w) {
-                std::vector<float> l(size_t(B * Tl * w));
-                for (int64_t b = 0; b < B; ++b)
-                    for (int64_t t = 0; t < Tl; ++t)
-                        std::copy_n(x.data() + (b * T + pos[size_t(t)]) * w, w,
-                                    l.data() + (b * Tl + t) * w);
-                return l;
-            };
+            auto local = [&](const auto& x, int64_t w) { return local_rows(x, w, pos); };
             const CpAttentionShape s{B, Tl, NH, NKV, HS, A, KV, A};
             std::vector<Case> in(kMicro);
             std::vector<std::vector<float>> lse(kMicro, std::vector<float>(size_t(B * NH * Tl)));
@@ -317,30 +338,19 @@ void check_bf16(int cp, int ulysses, bool bidirectional = false) {
     std::vector<float> out(out16.size());
     for (size_t i = 0; i < out.size(); ++i) out[i] = kernels::bf16_to_fp32(out16[i]);
 
-    const bool hybrid = ulysses > 0 && ulysses < cp;
-    const int U = ulysses > 0 ? ulysses : cp, G = cp / U;
-    std::vector<std::unique_ptr<ThreadCp>> groups, rings;
-    for (int g = 0; g < (hybrid ? G : 1); ++g)
-        groups.push_back(std::make_unique<ThreadCp>(hybrid ? U : cp));
-    for (int u = 0; hybrid && u < U; ++u) rings.push_back(std::make_unique<ThreadCp>(G));
+    Groups net(cp, ulysses);
+    const bool hybrid = net.hybrid;
+    const int U = net.U;
     const int64_t Tl = T / cp, rows = B * Tl, steps = cp - 1;
     const double tol_out = ulysses == cp ? 0 : 2e-2, tol_grad = ulysses == cp ? 1e-5 : 4e-2;
     std::vector<std::thread> threads;
     for (int r = 0; r < cp; ++r)
         threads.emplace_back([&, r] {
-            ThreadCp::Comm comm(*groups[hybrid ? size_t(r / U) : 0], hybrid ? r % U : r);
-            std::unique_ptr<ThreadCp::Comm> ring;
-            if (hybrid) ring = std::make_unique<ThreadCp::Comm>(*rings[size_t(r % U)], r / U);
+            ThreadCp::Comm comm(net.group(r), net.group_rank(r));
+            const std::unique_ptr<ThreadCp::Comm> ring = net.ring(r);
             CpAttention att(comm, T, ulysses > 0, ring.get(), bidirectional);
             const std::vector<int64_t> pos = att.positions();
-            auto local = [&](const auto& x, int64_t w) {
-                std::vector<typename std::decay_t<decltype(x)>::value_type> l(size_t(B * Tl * w));
-                for (int64_t b = 0; b < B; ++b)
-                    for (int64_t t = 0; t < Tl; ++t)
-                        std::copy_n(x.data() + (b * T + pos[size_t(t)]) * w, w,
-                                    l.data() + (b * Tl + t) * w);
-                return l;
-            };
+            auto local = [&](const auto& x, int64_t w) { return local_rows(x, w, pos); };
             const CpAttentionShape s{B, Tl, NH, NKV, HS, A, KV, A};
             const auto lq = local(q, A), lk = local(k, KV), lv = local(v, KV), ldo = local(dout, A);
             std::vector<float> o(lq.size()), l(size_t(B * NH * Tl)), gq(lq.size()), gk(lk.size()),
