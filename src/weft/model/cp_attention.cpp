@@ -66,22 +66,19 @@ CpAttention::~CpAttention() = default;
 int64_t CpAttention::scratch_floats(CpRegion region, int64_t B, int64_t T, int64_t NH, int64_t NKV,
                                     int64_t HS, int64_t U, bool bf16) {
     const int64_t A = NH * HS, KV = NKV * HS, rows = B * T;
-    // One (query part, key part) pair's result: a chunk of T/2 rows and its lse.
-    const int64_t part = T / 2 * (A + NH);
+    // One (query part, key part) pair's result: a chunk of T/2 rows and its lse (under bf16 the
+    // kernel's bf16 output too, widened into it for the merge).
+    const int64_t part = T / 2 * (A + NH) + (bf16 ? (T / 2 * A + 1) / 2 : 0);
     switch (region) {
         case CpRegion::ring:
-            // Two blocks of K|V and their dK|dV (bf16: K|V in half the floats, and the pair's
-            // bf16 output beside its fp32 one).
-            return bf16 ? 6 * rows * KV + part + (T / 2 * A + 1) / 2 : 8 * rows * KV + part;
+            // Two blocks of K|V and their dK|dV (bf16: K|V in half the floats).
+            return (bf16 ? 6 : 8) * rows * KV + part;
         case CpRegion::token_ring:
             // Travelling blocks 2 x (q, dO, out, lse); home K/V and dK/dV; two partials sent
             // and one received (out and lse); this rank's dQ. Under bf16 q, dO, out and K/V take
-            // half the floats (the lse from a 4-byte boundary), and the pair's bf16 output is
-            // beside its fp32 one.
-            if (bf16)
-                return 2 * ((3 * rows * A + 1) / 2 + rows * NH) + 3 * rows * KV +
-                       3 * rows * (A + NH) + rows * A + part + (T / 2 * A + 1) / 2;
-            return 2 * rows * (3 * A + NH) + 4 * rows * KV + 3 * rows * (A + NH) + rows * A + part;
+            // half the floats (the lse from a 4-byte boundary).
+            return 2 * ((bf16 ? (3 * rows * A + 1) / 2 : 3 * rows * A) + rows * NH) +
+                   (bf16 ? 3 : 4) * rows * KV + 3 * rows * (A + NH) + rows * A + part;
         case CpRegion::ulysses:
             // Send and receive staging of a query-width tensor (fp32: dQ goes back so); dO (bf16
             // under bf16), dQ, dK, dV of the heads.
@@ -110,15 +107,9 @@ void CpAttention::ensure(int64_t floats) {
     ring_floats_ = floats;
 }
 
-void CpAttention::forward(float* out, float* lse, const float* q, const float* kk, const float* v,
+template <class T>
+void CpAttention::forward(float* out, float* lse, const T* q, const T* kk, const T* v,
                           const CpAttentionShape& s) {
-    if (ulysses_) return ulysses_forward(out, lse, q, kk, v, s);
-    if (bidirectional_) return token_ring_forward(out, lse, q, kk, v, s);
-    ring_forward(out, lse, q, kk, v, s);
-}
-
-void CpAttention::forward_bf16(float* out, float* lse, const uint16_t* q, const uint16_t* kk,
-                               const uint16_t* v, const CpAttentionShape& s) {
     if (ulysses_) return ulysses_forward(out, lse, q, kk, v, s);
     if (bidirectional_) return token_ring_forward(out, lse, q, kk, v, s);
     ring_forward(out, lse, q, kk, v, s);
@@ -167,17 +158,9 @@ void CpAttention::ring_forward(float* out, float* lse, const T* q, const T* kk, 
     }
 }
 
-void CpAttention::backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
-                           const float* kk, const float* v, const float* out, const float* lse,
-                           const CpAttentionShape& s) {
-    if (ulysses_) return ulysses_backward(dq, dk, dv, dout, lse, s);
-    if (bidirectional_) return token_ring_backward(dq, dk, dv, dout, q, kk, v, out, lse, s);
-    ring_backward(dq, dk, dv, dout, q, kk, v, out, lse, s);
-}
-
-void CpAttention::backward_bf16(float* dq, float* dk, float* dv, const uint16_t* dout,
-                                const uint16_t* q, const uint16_t* kk, const uint16_t* v,
-                                const uint16_t* out, const float* lse, const CpAttentionShape& s) {
+template <class T>
+void CpAttention::backward(float* dq, float* dk, float* dv, const T* dout, const T* q, const T* kk,
+                           const T* v, const T* out, const float* lse, const CpAttentionShape& s) {
     if (ulysses_) return ulysses_backward(dq, dk, dv, dout, lse, s);
     if (bidirectional_) return token_ring_backward(dq, dk, dv, dout, q, kk, v, out, lse, s);
     ring_backward(dq, dk, dv, dout, q, kk, v, out, lse, s);
@@ -234,5 +217,16 @@ void CpAttention::ring_backward(float* dq, float* dk, float* dv, const T* dout, 
         std::copy_n(home + n + r * KV, KV, dv + r * s.ldkv);
     }
 }
+
+template void CpAttention::forward(float*, float*, const float*, const float*, const float*,
+                                   const CpAttentionShape&);
+template void CpAttention::forward(float*, float*, const uint16_t*, const uint16_t*,
+                                   const uint16_t*, const CpAttentionShape&);
+template void CpAttention::backward(float*, float*, float*, const float*, const float*,
+                                    const float*, const float*, const float*, const float*,
+                                    const CpAttentionShape&);
+template void CpAttention::backward(float*, float*, float*, const uint16_t*, const uint16_t*,
+                                    const uint16_t*, const uint16_t*, const uint16_t*, const float*,
+                                    const CpAttentionShape&);
 
 }  // namespace weft::model

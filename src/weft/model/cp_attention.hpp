@@ -91,32 +91,28 @@ class CpAttention {
     // Ulysses' all-to-all staging and whole-sequence dO, dQ, dK, dV (the hybrid: those and its
     // ring's); each plus one block's partial result. Independent of cp for all but the hybrid's
     // ring. What Ulysses keeps between forward and backward is activations (kept_floats).
-    // With `bf16`, the region runs forward_bf16 / backward_bf16 (the ring's blocks are bf16).
+    // With `bf16`, the region runs on bf16 operands (forward<uint16_t>).
     static int64_t scratch_floats(CpRegion region, int64_t B, int64_t T, int64_t NH, int64_t NKV,
                                   int64_t HS, int64_t U = 1, bool bf16 = false);
     // What this region has allocated so far, kept floats aside.
     int64_t allocated_scratch_floats() const;
 
     // out (ldo rows) and lse ([B][2][NH][chunk]: per sequence and part, the kernel's layout)
-    // of causal attention over the whole sequence for this rank's queries.
-    void forward(float* out, float* lse, const float* q, const float* k, const float* v,
+    // of causal attention over the whole sequence for this rank's queries. T is float, or
+    // uint16_t for bf16 q, k, v (and out, dout) at the same addressing (--dtype bf16): then the
+    // bf16 kernel runs (kernels::attention_forward_bf16), and every region sends bf16 but what
+    // is summed: the ring's key/value blocks, Ulysses' q, k, v, out and dout (and what it
+    // keeps), TokenRing's travelling queries (with dO and out) are bf16; the ring's running out
+    // and lse, dq, the dK/dV accumulators that travel the ring, TokenRing's returned partial
+    // results and the gradients Ulysses trades back are fp32. out is fp32 either way (the
+    // caller rounds it).
+    template <class T>
+    void forward(float* out, float* lse, const T* q, const T* k, const T* v,
                  const CpAttentionShape& s);
     // dq, dk, dv (same addressing as q, k, v) are overwritten.
-    void backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
-                  const float* k, const float* v, const float* out, const float* lse,
-                  const CpAttentionShape& s);
-
-    // forward and backward on bf16 q, k, v, out and dout at the same addressing (--dtype bf16),
-    // with the bf16 kernel (kernels::attention_forward_bf16), every region sending bf16 but what
-    // is summed: the ring's key/value blocks, Ulysses' q, k, v, out and dout (and what it keeps),
-    // TokenRing's travelling queries (with dO and out) are bf16; the ring's running out and lse,
-    // dq, the dK/dV accumulators that travel the ring, TokenRing's returned partial results and
-    // the gradients Ulysses trades back are fp32. out is fp32 here, for the caller to round.
-    void forward_bf16(float* out, float* lse, const uint16_t* q, const uint16_t* k,
-                      const uint16_t* v, const CpAttentionShape& s);
-    void backward_bf16(float* dq, float* dk, float* dv, const uint16_t* dout, const uint16_t* q,
-                       const uint16_t* k, const uint16_t* v, const uint16_t* out, const float* lse,
-                       const CpAttentionShape& s);
+    template <class T>
+    void backward(float* dq, float* dk, float* dv, const T* dout, const T* q, const T* k,
+                  const T* v, const T* out, const float* lse, const CpAttentionShape& s);
 
   private:
     void ensure(int64_t floats);

@@ -109,17 +109,17 @@ void CpAttention::ulysses_forward(float* out, float* lse, const T* q, const T* k
     // lse: [B][NH/cp][T], as many floats as the [B][NH][T/cp] the layer keeps (the hybrid's
     // ring: [B][2][NH/U][T/2G], as many again).
     const CpAttentionShape hs{s.B, T_, Hq, Hk, s.HS, Hq * s.HS, Hk * s.HS, Hq * s.HS};
-    if (across_ && sizeof(T) == sizeof(float)) {
-        across_->forward(reinterpret_cast<float*>(of), lse, reinterpret_cast<const float*>(qf),
-                         reinterpret_cast<const float*>(kf), reinterpret_cast<const float*>(vf),
-                         hs);
-    } else if (across_) {
-        // The ring's merged output is fp32: into dof_ (free until backward), kept rounded.
-        dof_.ensure(nq);
-        across_->forward_bf16(dof_.data(), lse, reinterpret_cast<const uint16_t*>(qf),
-                              reinterpret_cast<const uint16_t*>(kf),
-                              reinterpret_cast<const uint16_t*>(vf), hs);
-        k::convert_fp32_to_bf16(reinterpret_cast<uint16_t*>(of), dof_.data(), 1, nq, nq);
+    if (across_) {
+        // The ring's merged output is fp32: straight into `of`, or under bf16 into dof_ (free
+        // until backward) and kept rounded.
+        float* merged = reinterpret_cast<float*>(of);
+        if constexpr (sizeof(T) != sizeof(float)) {
+            dof_.ensure(nq);
+            merged = dof_.data();
+        }
+        across_->forward(merged, lse, static_cast<const T*>(qf), kf, vf, hs);
+        if constexpr (sizeof(T) != sizeof(float))
+            k::convert_fp32_to_bf16(reinterpret_cast<uint16_t*>(of), merged, 1, nq, nq);
     } else {
         const k::AttentionShape sh{s.B,       T_,        T_, Hq, s.HS, Hq * s.HS,
                                    Hk * s.HS, Hq * s.HS, 0,  Hk, 0};
@@ -147,16 +147,9 @@ void CpAttention::ulysses_backward(float* dq, float* dk, float* dv, const T* dou
     std::fill_n(dkf_.data(), nk, 0.0f);
     std::fill_n(dvf_.data(), nk, 0.0f);
     const CpAttentionShape hs{s.B, T_, Hq, Hk, s.HS, Hq * s.HS, Hk * s.HS, Hq * s.HS};
-    if (across_ && sizeof(T) == sizeof(float)) {
-        across_->backward(dqf_.data(), dkf_.data(), dvf_.data(),
-                          reinterpret_cast<const float*>(dof), reinterpret_cast<const float*>(qf),
-                          reinterpret_cast<const float*>(kf), reinterpret_cast<const float*>(vf),
-                          reinterpret_cast<const float*>(of), lse, hs);
-    } else if (across_) {
-        across_->backward_bf16(
-            dqf_.data(), dkf_.data(), dvf_.data(), reinterpret_cast<const uint16_t*>(dof),
-            reinterpret_cast<const uint16_t*>(qf), reinterpret_cast<const uint16_t*>(kf),
-            reinterpret_cast<const uint16_t*>(vf), reinterpret_cast<const uint16_t*>(of), lse, hs);
+    if (across_) {
+        across_->backward(dqf_.data(), dkf_.data(), dvf_.data(), static_cast<const T*>(dof), qf, kf,
+                          vf, of, lse, hs);
     } else {
         const k::AttentionShape sh{s.B,       T_,        T_, Hq, s.HS, Hq * s.HS,
                                    Hk * s.HS, Hq * s.HS, 0,  Hk, 0};

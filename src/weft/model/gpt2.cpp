@@ -221,8 +221,8 @@ void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, Uni
         // The cp region runs on the kept bf16 q, k, v; its output is fp32, rounded into the kept
         // atty.
         const uint16_t* q16 = a.qkv.b16() + at_qkv;
-        cp_->forward_bf16(atty, lse, q16, q16 + Cl, q16 + 2 * Cl,
-                          {B, T, NH, NH, HS, 3 * Cl, 3 * Cl, Cl});
+        cp_->forward(atty, lse, q16, q16 + Cl, q16 + 2 * Cl,
+                     {B, T, NH, NH, HS, 3 * Cl, 3 * Cl, Cl});
         keep_rounded(a.atty, at_att, atty, BT, Cl);
     } else if (cp_) {
         cp_->forward(atty, lse, qkv, qkv + Cl, qkv + 2 * Cl,
@@ -395,8 +395,8 @@ void Gpt2::block_backward(Activations& base, UnitAccess& w, int l) {
     w.progress();
     if (cp_ && attn16) {
         const uint16_t* q16 = a.qkv.b16() + at_qkv;
-        cp_->backward_bf16(d3C, d3C + Cl, d3C + 2 * Cl, datty16, q16, q16 + Cl, q16 + 2 * Cl,
-                           a.atty.b16() + at_att, lse, {B, T, NH, NH, HS, 3 * Cl, 3 * Cl, Cl});
+        cp_->backward(d3C, d3C + Cl, d3C + 2 * Cl, datty16, q16, q16 + Cl, q16 + 2 * Cl,
+                      a.atty.b16() + at_att, lse, {B, T, NH, NH, HS, 3 * Cl, 3 * Cl, Cl});
     } else if (cp_) {
         const float* qkv = a.qkv.f32() + at_qkv;
         cp_->backward(d3C, d3C + Cl, d3C + 2 * Cl, datty, qkv, qkv + Cl, qkv + 2 * Cl,

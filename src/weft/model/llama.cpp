@@ -328,8 +328,7 @@ void Llama::block_forward_from(LlamaActivations& a, const LlamaBlock& p, int l, 
         // The cp region runs on the kept bf16 q, k, v; its output is fp32, rounded into the kept
         // atty.
         const uint16_t* q16 = a.qkv.b16() + at_qkv;
-        cp_->forward_bf16(atty, lse, q16, q16 + A, q16 + A + KV,
-                          {B, T, NH_, NKV_, HS_, qkv_, qkv_, A});
+        cp_->forward(atty, lse, q16, q16 + A, q16 + A + KV, {B, T, NH_, NKV_, HS_, qkv_, qkv_, A});
         keep_rounded(a.atty, at_att, atty, BT, A);
     } else if (cp_) {
         cp_->forward(atty, lse, qkv, qkv + A, qkv + A + KV, {B, T, NH_, NKV_, HS_, qkv_, qkv_, A});
@@ -502,8 +501,8 @@ void Llama::block_backward(Activations& base, UnitAccess& w, int l) {
     if (cp_ && attn16) {
         const int64_t KV = NKV_ * HS_;
         const uint16_t* q16 = a.qkv.b16() + at_qkv;
-        cp_->backward_bf16(dqkv, dqkv + A, dqkv + A + KV, datty16, q16, q16 + A, q16 + A + KV,
-                           a.atty.b16() + at_att, lse, {B, T, NH_, NKV_, HS_, qkv_, qkv_, A});
+        cp_->backward(dqkv, dqkv + A, dqkv + A + KV, datty16, q16, q16 + A, q16 + A + KV,
+                      a.atty.b16() + at_att, lse, {B, T, NH_, NKV_, HS_, qkv_, qkv_, A});
     } else if (cp_) {
         const int64_t KV = NKV_ * HS_;
         const float* qkv = a.qkv.f32() + at_qkv;

@@ -57,7 +57,7 @@ int64_t Activations::shared_floats(const ModelConfig& cfg, int64_t B, int64_t T,
     const int n = span.layers(cfg.n_layer);
     // Ulysses' whole sequence of heads/cp heads is T/cp rows' worth of all heads: attention runs
     // on every local row (gathered under sequence parallelism), over this tp rank's heads; kept
-    // as bf16 under bf16 (CpAttention::forward_bf16), half the floats.
+    // as bf16 under bf16 (CpAttention::forward on bf16), half the floats.
     const int kept = span.ulysses_kept ? (span.recompute ? std::min(n, 1) : n) : 0;
     const int64_t heads = 2 * (cfg.n_head / span.tp + cfg.kv_heads() / span.tp);
     return (n + 1) * rows * cfg.n_embd + (span.head ? tokens : 0) + 2 * tokens +

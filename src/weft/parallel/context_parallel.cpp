@@ -17,17 +17,20 @@ GroupCpComm::GroupCpComm(comm::Group& group, int first, int stride, int size)
     rank_ = r / stride;
 }
 
-void GroupCpComm::start_shift(const float* send, float* recv, int64_t n) {
+template <class T>
+void GroupCpComm::shift(const T* send, T* recv, int64_t n) {
     // Receive first, so that the matching send never waits on an unposted receive.
-    recv_ = comm::recv_async(group_, std::span<float>(recv, size_t(n)), member(rank_ - 1));
-    send_ = comm::send_async(group_, std::span<const float>(send, size_t(n)), member(rank_ + 1));
+    recv_ = comm::recv_async(group_, std::span<T>(recv, size_t(n)), member(rank_ - 1));
+    send_ = comm::send_async(group_, std::span<const T>(send, size_t(n)), member(rank_ + 1));
+}
+
+void GroupCpComm::start_shift(const float* send, float* recv, int64_t n) {
+    shift(send, recv, n);
 }
 
 void GroupCpComm::start_shift(const uint16_t* send, uint16_t* recv, int64_t n) {
-    recv_ = comm::recv_async(group_, std::as_writable_bytes(std::span<uint16_t>(recv, size_t(n))),
-                             member(rank_ - 1));
-    send_ = comm::send_async(group_, std::as_bytes(std::span<const uint16_t>(send, size_t(n))),
-                             member(rank_ + 1));
+    // bf16 as bytes: comm has no 16-bit type.
+    shift(reinterpret_cast<const std::byte*>(send), reinterpret_cast<std::byte*>(recv), 2 * n);
 }
 
 void GroupCpComm::wait_shift() {

@@ -33,6 +33,9 @@ class GroupCpComm : public model::CpComm {
 
   private:
     int member(int i) const { return first_ + stride_ * ((i + size_) % size_); }
+    // A shift and an all-to-all of n values of T (float, or bf16 as bytes).
+    template <class T>
+    void shift(const T* send, T* recv, int64_t n);
     template <class T>
     void exchange(const T* in, T* out, int64_t n);
 

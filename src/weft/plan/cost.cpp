@@ -108,7 +108,7 @@ struct Model {
                                                     : std::max(1, k.layout.cp_ulysses);
             Placement ring = cp, heads = cp;
             ring.size = k.layout.cp / U, heads.size = U;
-            // Bytes a value, as the engine sends them (model::CpAttention::forward_bf16): the
+            // Bytes a value, as the engine sends them (model::CpAttention::forward): the
             // activations' width (bf16 under --dtype bf16) for what is only moved (the ring's
             // K/V blocks, Ulysses' q, k, v, out and dout, TokenRing's queries, dO and out);
             // fp32 for what is summed (the ring's travelling dK/dV, Ulysses' dq, dk, dv,

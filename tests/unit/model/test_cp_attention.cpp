@@ -309,8 +309,8 @@ TEST(CpAttention, HybridMatchesTheWholeSequenceKernel) {
     check_against_kernel(4, 2);
 }
 
-// --dtype bf16's regions (forward_bf16, backward_bf16) against the whole-sequence bf16 kernel on
-// the same bf16 q, k, v and dout. The ring's (and TokenRing's, and the hybrid's) pairs each
+// --dtype bf16's regions (forward and backward on uint16_t) against the whole-sequence bf16 kernel
+// on the same bf16 q, k, v and dout. The ring's (and TokenRing's, and the hybrid's) pairs each
 // round their output to bf16 before the fp32 merge and round P and dS per tile, so they differ
 // from the one call by a few bf16 roundings: at most 7.8e-3 on out and 9.6e-3 on the gradients
 // measured (values of order 1), bounded at 2e-2 and 4e-2. Ulysses runs the same kernel on the same
@@ -355,11 +355,11 @@ void check_bf16(int cp, int ulysses, bool bidirectional = false) {
             const auto lq = local(q, A), lk = local(k, KV), lv = local(v, KV), ldo = local(dout, A);
             std::vector<float> o(lq.size()), l(size_t(B * NH * Tl)), gq(lq.size()), gk(lk.size()),
                 gv(lv.size());
-            att.forward_bf16(o.data(), l.data(), lq.data(), lk.data(), lv.data(), s);
+            att.forward(o.data(), l.data(), lq.data(), lk.data(), lv.data(), s);
             const int64_t kept = att.kept_floats();
             const std::vector<uint16_t> o16 = bf16(o);  // as the model keeps it
-            att.backward_bf16(gq.data(), gk.data(), gv.data(), ldo.data(), lq.data(), lk.data(),
-                              lv.data(), o16.data(), l.data(), s);
+            att.backward(gq.data(), gk.data(), gv.data(), ldo.data(), lq.data(), lk.data(),
+                         lv.data(), o16.data(), l.data(), s);
             auto expect = [&](const std::vector<float>& want, const std::vector<float>& have,
                               double tol, const char* what) {
                 const std::vector<float> w = local(want, int64_t(have.size()) / rows);
