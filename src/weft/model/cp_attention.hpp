@@ -34,7 +34,7 @@ enum class CpRegion { ring, token_ring, ulysses, hybrid };
 // Positions of a sequence one attention kernel call sees in `region` at cp ranks of T_local rows
 // each (U: the hybrid's Ulysses group): the ring's pairs of half-chunks, Ulysses' whole
 // sequence, the hybrid's ring over U ranks' rows. The bf16 kernel's scratch grows with it.
-inline int64_t cp_bf16_call_length(CpRegion region, int64_t T_local, int cp, int U) {
+inline int64_t cp_call_length(CpRegion region, int64_t T_local, int cp, int U) {
     switch (region) {
         case CpRegion::ulysses:
             return T_local * cp;

@@ -124,15 +124,12 @@ int64_t Model::cp_scratch_floats(int64_t B, int64_t T) const {
     if (!cp_) return 0;
     return CpAttention::scratch_floats(cp_->region(), B, T, cfg_.n_head / tp_size_,
                                        cfg_.kv_heads() / tp_size_, cfg_.head_dim(),
-                                       cp_->ulysses_group(), cp_bf16());
+                                       cp_->ulysses_group(), activation_span().bf16);
 }
 
-bool Model::cp_bf16() const {
-    return cp_ && activation_span().bf16;
-}
-
-int64_t Model::cp_bf16_attention_length(int64_t T_local) const {
-    return cp_bf16_call_length(cp_->region(), T_local, cp_->size(), cp_->ulysses_group());
+int64_t Model::attention_call_length(int64_t T_local) const {
+    return cp_ ? cp_call_length(cp_->region(), T_local, cp_->size(), cp_->ulysses_group())
+               : T_local;
 }
 
 std::vector<int64_t> Model::context_positions() const {

@@ -75,9 +75,9 @@ struct LayerSpan {
     // only those products read as bf16 (GPT-2: docs/performance.md). Model::activation_span
     // fills it in from kernels::matmul_precision().
     bool bf16 = false;
-    // Context parallelism (ring, Ulysses or both) runs attention: the kept bf16 q, k, v and
-    // output go to its region (the ring runs the bf16 kernel on them, the other regions widen
-    // them to fp32). Model::activation_span fills it in.
+    // Context parallelism (ring, Ulysses or both) runs attention. The kept buffers are the same
+    // with or without it (every region runs on the kept bf16 q, k, v and output); the family
+    // tests check that. Model::activation_span fills it in.
     bool context_parallel = false;
 
     // Layers of the span in a model of n_layer (resolving count = -1).
@@ -194,11 +194,9 @@ class Model {
     // Floats of scratch the context-parallel region holds for micro-batches of B sequences of T
     // local rows (CpAttention::scratch_floats); 0 without context parallelism.
     int64_t cp_scratch_floats(int64_t B, int64_t T) const;
-    // Whether the context-parallel region runs attention in bf16 (--dtype bf16).
-    bool cp_bf16() const;
-    // Positions of a sequence the bf16 kernel sees in one call under context parallelism: the
-    // ring's half-chunks, Ulysses' whole sequence, the hybrid's ring over its groups' rows.
-    int64_t cp_bf16_attention_length(int64_t T_local) const;
+    // Positions of a sequence one attention kernel call sees for T_local rows a rank: all of
+    // them, or under context parallelism its region's (cp_call_length).
+    int64_t attention_call_length(int64_t T_local) const;
     // This rank's positions of a sequence under context parallelism.
     std::vector<int64_t> context_positions() const;
 

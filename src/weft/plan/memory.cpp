@@ -136,8 +136,8 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
         // train::PipelineStage keeps them. Full recomputation keeps each layer's input and one
         // layer's buffers per micro-batch; selective recomputation is not the engine's. Ulysses
         // (and the hybrid) also keep each layer's whole-sequence q, k, v, out of its heads.
-        // Under bf16 the family keeps its activations as bf16 (LayerSpan::bf16), q, k, v and the
-        // attention output in fp32 under context parallelism (LayerSpan::context_parallel).
+        // Under bf16 the family keeps its activations as bf16 (LayerSpan::bf16), with or without
+        // context parallelism.
         const model::Family& f = model::family_of(cfg);
         const bool ulysses_kept = l.cp > 1 && l.cp_kind != CpKind::ring;
         const int chunks = l.pp * l.vpp, lpc = int(cfg.n_layer) / chunks;
@@ -163,16 +163,18 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
             scratch += double(kernels::classifier_scratch_floats(b * s, cfg.vocab_size)) / l.tp;
         // Context parallel: the region's own scratch (ring blocks, Ulysses' staging) for this
         // tp rank's heads (CpAttention::scratch_floats), TokenRing's when the ring runs both
-        // ways.
+        // ways; and the positions one of its attention calls sees (the whole sequence without).
+        int64_t call = s;
         if (l.cp > 1) {
             const model::CpRegion region =
                 l.cp_kind == CpKind::ring
                     ? (l.ring_bidirectional ? model::CpRegion::token_ring : model::CpRegion::ring)
                 : l.cp_kind == CpKind::ulysses ? model::CpRegion::ulysses
                                                : model::CpRegion::hybrid;
+            const int U = l.cp_kind == CpKind::hybrid ? std::max(l.cp_ulysses, 1) : 1;
             scratch += double(model::CpAttention::scratch_floats(
-                region, b, s, cfg.n_head / l.tp, cfg.kv_heads() / l.tp, cfg.head_dim(),
-                l.cp_kind == CpKind::hybrid ? std::max(l.cp_ulysses, 1) : 1, bf16));
+                region, b, s, cfg.n_head / l.tp, cfg.kv_heads() / l.tp, cfg.head_dim(), U, bf16));
+            call = model::cp_call_length(region, s, l.cp, U);
         }
         m.buffers += kEngineBytes * scratch;
         // With a pipeline, the first and last stages each receive the other's gradient of the
@@ -181,19 +183,11 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
         if (cfg.tie_embeddings && l.pp > 1 && (first || last))
             m.buffers += kEngineBytes * double(e.unit0);
         // bf16's per-thread operand copies, and the widened fp32 buffers where this machine
-        // emulates bf16 products; and the bf16 attention kernel's scratch, for the whole
-        // sequence or a cp region's calls.
-        if (bf16)
+        // emulates bf16 products; and the bf16 attention kernel's scratch for its calls.
+        if (bf16) {
             m.buffers += double(model::bf16_operand_scratch_bytes(
                 cfg, b, s, l.tp, last, !kernels::bf16_products_native()));
-        if (bf16 && l.cp == 1)
-            m.buffers += double(model::bf16_attention_scratch_bytes(cfg, s, l.tp));
-        if (bf16 && l.cp > 1) {
-            const model::CpRegion region = l.cp_kind == CpKind::ring      ? model::CpRegion::ring
-                                           : l.cp_kind == CpKind::ulysses ? model::CpRegion::ulysses
-                                                                          : model::CpRegion::hybrid;
-            m.buffers += double(model::bf16_attention_scratch_bytes(
-                cfg, model::cp_bf16_call_length(region, s, l.cp, std::max(l.cp_ulysses, 1)), l.tp));
+            m.buffers += double(model::bf16_attention_scratch_bytes(cfg, call, l.tp));
         }
         return m;
     }

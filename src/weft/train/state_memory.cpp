@@ -52,12 +52,10 @@ MemoryEstimate memory_estimate(const TrainState& st, int64_t baseline_rss, int64
         const bool head = !st.stage() || st.pipeline_rank() == st.mesh().layout().pp - 1;
         m.bf16_operands = model::bf16_operand_scratch_bytes(cfg, act.B, act.T, tp, head,
                                                             !kernels::bf16_products_native());
-        // The bf16 kernel runs on the whole sequence, or under cp on the calls of its region.
-        if (!model.activation_span().context_parallel)
-            m.bf16_attention = model::bf16_attention_scratch_bytes(cfg, act.T, tp);
-        else if (model.cp_bf16())
-            m.bf16_attention =
-                model::bf16_attention_scratch_bytes(cfg, model.cp_bf16_attention_length(act.T), tp);
+        // The bf16 kernel's scratch for what one call sees: the whole sequence, or a cp
+        // region's calls.
+        m.bf16_attention =
+            model::bf16_attention_scratch_bytes(cfg, model.attention_call_length(act.T), tp);
     }
     m.checkpoint += save_state_bytes(st);
     return m;
