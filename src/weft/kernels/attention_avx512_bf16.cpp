@@ -165,12 +165,7 @@ class Carve {
 
     finish_rows(m, l, nq, lse + (b * s.NH + h) * s.Tq + i0, oacc, HS,
                 [&](int64_t i, int64_t d, __mmask16 msk, __m512 o) {
-                    // Unmasked where the row has 16 more values: masked 16-bit stores are slow
-                    // on Zen 5 (lanes.hpp).
-                    if (msk == kAll)
-                        lanes::store16(ob + i * s.ldo + d, o);
-                    else
-                        lanes::store16(ob + i * s.ldo + d, o, msk);
+                    lanes::store16(ob + i * s.ldo + d, o, msk);
                 });
 }
 

@@ -28,11 +28,6 @@ inline __m512bh as_bh(__m512i x) {
 // 16 lanes of lo and hi as pairs, rounded to bf16 (lanes.hpp).
 using lanes::pair_words;
 
-// 32 floats (two vectors) as 32 consecutive bf16 values, rounded to nearest even.
-inline __m512i bf16_words(__m512 first, __m512 second) {
-    return (__m512i)_mm512_cvtne2ps_pbh(second, first);
-}
-
 // The micro-kernels' arithmetic on pairs (attention_avx512_tiles.hpp's Fp32Ops): A(r, t) and
 // X[t][:] are words of two bf16 values, and every lane gains a_lo·x_lo + a_hi·x_hi in fp32.
 struct Bf16Ops {
