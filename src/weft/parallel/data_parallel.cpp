@@ -22,6 +22,7 @@ DataParallel::DataParallel(const model::ParamLayout& layout, comm::Group& dp,
                z_.ep(), dp.size(), edp_ ? edp_->size() : 0);
     WEFT_CHECK(options.bucket_mb > 0, "--bucket-mb must be positive, got {}", options.bucket_mb);
     bucket_bytes_ = int64_t(options.bucket_mb * (1 << 20));
+    bf16_reduce_ = options.bf16_grad_reduce;
     buckets_ = make_buckets(z_, bucket_bytes_);
     if (stage_ == 0) {
         update_ = {{-1, 0, z_.padded().total, 0}};
@@ -31,8 +32,8 @@ DataParallel::DataParallel(const model::ParamLayout& layout, comm::Group& dp,
     params_ = Buffer(stage_ < 3 ? z_.padded().total : z_.shard_floats());
     grads_ = Buffer(stage_ < 2 ? z_.padded().total : z_.shard_floats());
     param_ticket_.resize(z_.slices().size());
-    reducer_ = std::make_unique<GradReducer>(z_, buckets_, dp_, inflight_, grads_.data(),
-                                             stage_ >= 2, options.bf16_grad_reduce, edp_);
+    reducer_ = std::make_unique<GradReducer>(z_, buckets_, bucket_bytes_, dp_, inflight_,
+                                             grads_.data(), stage_ >= 2, bf16_reduce_, edp_);
     if (stage_ == 3)
         gatherer_ = std::make_unique<ParamGatherer>(z_, dp_, inflight_, params_.data(), edp_);
 }
@@ -172,13 +173,15 @@ ModelStateBytes zero_state_bytes(const ZeroLayout& z, int stage) {
             2 * (stage == 0 ? total : shard) * f};
 }
 
-int64_t zero_working_bytes(const ZeroLayout& z, int stage, int64_t bucket_bytes) {
-    int64_t bucket = 0, unit = 0;
-    for (const Bucket& b : make_buckets(z, bucket_bytes))
-        bucket = std::max(bucket, b.end - b.begin);
-    for (const model::Unit& u : z.padded().units) unit = std::max(unit, u.size);
-    const int64_t floats = (stage >= 2 ? 3 * bucket : 0) + (stage == 3 ? 3 * unit : 0);
-    return floats * int64_t(sizeof(float));
+int64_t zero_working_bytes(const ZeroLayout& z, int stage, int64_t bucket_bytes, bool bf16_reduce) {
+    // Stage 3's gathered units: unit 0 and two others (ParamGatherer).
+    const auto& units = z.padded().units;
+    int64_t other = 0;
+    for (size_t u = 1; u < units.size(); ++u) other = std::max(other, units[u].size);
+    const int64_t gathered = stage == 3 ? units[0].size + 2 * other : 0;
+    return reducer_temp_bytes(z, make_buckets(z, bucket_bytes), bucket_bytes, stage >= 2,
+                              bf16_reduce && z.dp() > 1) +
+           gathered * int64_t(sizeof(float));
 }
 
 ModelStateBytes DataParallel::model_state_bytes() const {
@@ -191,7 +194,7 @@ ModelStateBytes DataParallel::model_state_bytes() const {
 }
 
 int64_t DataParallel::working_bytes() const {
-    return zero_working_bytes(z_, stage_, bucket_bytes_);
+    return zero_working_bytes(z_, stage_, bucket_bytes_, bf16_reduce_);
 }
 
 float* DataParallel::params(int unit) {

@@ -57,8 +57,9 @@ struct ModelStateBytes {
 // products, into per-thread scratch), so the planner's engine profile and the trainer's estimate
 // read these two functions rather than a byte count per parameter of their own.
 ModelStateBytes zero_state_bytes(const ZeroLayout& z, int stage);
-// The temporaries of working_bytes() for buckets of at least `bucket_bytes`.
-int64_t zero_working_bytes(const ZeroLayout& z, int stage, int64_t bucket_bytes);
+// The temporaries of working_bytes() for buckets of at least `bucket_bytes`, gradients reduced
+// in bf16 or not (DataParallelOptions::bf16_grad_reduce).
+int64_t zero_working_bytes(const ZeroLayout& z, int stage, int64_t bucket_bytes, bool bf16_reduce);
 
 class DataParallel : public model::UnitAccess {
   public:
@@ -104,9 +105,10 @@ class DataParallel : public model::UnitAccess {
     void settle();
 
     ModelStateBytes model_state_bytes() const;
-    // A rough bound of the temporaries: stages 2-3 hold the bucket of unit 0 from the head's
-    // forward on, one bucket being filled and one packed for its reduce-scatter; stage 3 also up
-    // to three gathered units (unit 0 through forward, the current one, the prefetched one).
+    // A bound of the temporaries: the gradient reducer's (reducer_temp_bytes: stages 2-3 the
+    // bucket of unit 0 from the head's forward on and the one being filled; at every stage the
+    // pieces in flight with Open MPI's copies of them); stage 3 also up to three gathered units
+    // (unit 0 through forward, the current one, the prefetched one).
     int64_t working_bytes() const;
     OverlapTimes take_overlap_times() { return inflight_.take_times(); }
 
@@ -124,6 +126,7 @@ class DataParallel : public model::UnitAccess {
     ZeroLayout z_;
     std::vector<Bucket> buckets_;
     int64_t bucket_bytes_ = 0;
+    bool bf16_reduce_ = false;
     std::vector<ShardSlice> update_;
     InFlight inflight_;
     Buffer params_;  // stages 0-2: whole (padded layout); stage 3: this rank's shard

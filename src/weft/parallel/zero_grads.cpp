@@ -11,11 +11,127 @@
 
 namespace weft::parallel {
 
-GradReducer::GradReducer(const ZeroLayout& z, const std::vector<Bucket>& buckets, comm::Group& dp,
-                         InFlight& inflight, float* grads, bool sharded, bool bf16,
-                         comm::Group* expert_dp)
+namespace {
+
+// The pieces [begin, end) of `size` floats (a multiple of `align`): floor(size / min) of them,
+// near-equal, each boundary a multiple of `align`; one when size < 2 min.
+std::vector<std::pair<int64_t, int64_t>> cut(int64_t size, int64_t min, int64_t align) {
+    const int64_t steps = std::max<int64_t>(size / align, 1);
+    const int64_t pieces = std::clamp<int64_t>(size / std::max<int64_t>(min, 1), 1, steps);
+    std::vector<std::pair<int64_t, int64_t>> out;
+    for (int64_t i = 0; i < pieces; ++i)
+        out.emplace_back(steps * i / pieces * align,
+                         i + 1 == pieces ? size : steps * (i + 1) / pieces * align);
+    return out;
+}
+
+// Whole: a bucket's runs in buffer order, expert tensors' apart (reduced over edp).
+struct Part {
+    int64_t begin, end;
+    bool expert;
+};
+std::vector<Part> whole_runs(const ZeroLayout& z, const Bucket& k) {
+    std::vector<Part> runs;
+    auto add = [&runs](int64_t begin, int64_t end, bool expert) {
+        if (begin >= end) return;
+        if (!runs.empty() && runs.back().expert == expert && runs.back().end == begin)
+            runs.back().end = end;
+        else
+            runs.push_back({begin, end, expert});
+    };
+    int64_t at = k.begin;
+    if (z.ep() > 1)
+        for (const model::ParamSpec& p : z.padded().tensors) {
+            if (!p.expert || p.offset < k.begin || p.offset >= k.end) continue;
+            add(at, p.offset, false);
+            add(p.offset, p.offset + p.numel_stored, true);
+            at = p.offset + p.numel_stored;
+        }
+    add(at, k.end, false);
+    return runs;
+}
+
+// Sharded: this rank's slices of a bucket's parts of one kind (dense or expert), whose
+// concatenation is the block it receives of the group's reduce-scatter.
+struct Block {
+    std::vector<int> slices;
+    int64_t floats = 0;
+};
+Block sharded_block(const ZeroLayout& z, const Bucket& k, bool expert) {
+    Block b;
+    for (int i = z.first_slice(k.first_unit); i < z.first_slice(k.last_unit + 1); ++i) {
+        const ShardSlice& s = z.slices()[size_t(i)];
+        if (s.expert != expert || s.size == 0) continue;
+        b.slices.push_back(i);
+        b.floats += s.size;
+    }
+    return b;
+}
+
+int group_size(const ZeroLayout& z, bool expert) {
+    return expert ? z.dp() / z.ep() : z.dp();
+}
+
+// Calls f(slice, offset in the slice, offset in the piece, count) for each part of the piece
+// [c0, c1) of a block.
+template <class F>
+void each_part(const ZeroLayout& z, const std::vector<int>& slices, int64_t c0, int64_t c1, F f) {
+    int64_t at = 0;  // where the slice starts in the block
+    for (int i : slices) {
+        const ShardSlice& s = z.slices()[size_t(i)];
+        const int64_t b = std::max(c0, at), e = std::min(c1, at + s.size);
+        if (b < e) f(s, b - at, b - c0, e - b);
+        at += s.size;
+    }
+}
+
+}  // namespace
+
+int64_t reducer_temp_bytes(const ZeroLayout& z, const std::vector<Bucket>& buckets,
+                           int64_t bucket_bytes, bool sharded, bool bf16) {
+    const int64_t f = sizeof(float), min = bucket_bytes / f;
+    int64_t first = 0, other = 0, message = 0, block = 0, summed = 0;
+    for (const Bucket& k : buckets) {
+        int64_t& size = k.first_unit == 0 ? first : other;
+        size = std::max(size, k.end - k.begin);
+        if (!sharded) {
+            for (const Part& r : whole_runs(z, k)) {
+                const int n = group_size(z, r.expert);
+                if (n == 1) continue;
+                summed += r.end - r.begin;
+                for (auto [c0, c1] : cut(r.end - r.begin, min, 16 * int64_t(n)))
+                    message = std::max(message, c1 - c0);
+            }
+            continue;
+        }
+        for (bool expert : {false, true}) {
+            const Block b = sharded_block(z, k, expert);
+            if (b.floats == 0) continue;
+            const int n = group_size(z, expert);
+            for (auto [c0, c1] : cut(b.floats, min / n, 16)) {
+                message = std::max(message, n * (c1 - c0));
+                block = std::max(block, c1 - c0);
+            }
+        }
+    }
+    const int64_t k = kMaxInFlight;
+    if (!sharded)  // fp32: libnbc's copy of each message; bf16: wire out and in, and the sums
+        return bf16 ? k * message * f + summed * 2 : k * message * f;
+    // The bucket of unit 0, kept from the tied head's backward on, and the one being filled.
+    const int64_t buckets_bytes = (first + other) * f;
+    if (bf16)  // one fp32 piece being rounded; the pieces' bf16 wire out and in
+        return buckets_bytes + message * f + k * message * 2 * 2;
+    // Packed pieces, received blocks, libnbc's two whole messages each.
+    const int64_t libnbc = z.dp() > 1 ? 2 * message * f : 0;
+    return buckets_bytes + k * (message * f + block * f + libnbc);
+}
+
+GradReducer::GradReducer(const ZeroLayout& z, const std::vector<Bucket>& buckets,
+                         int64_t bucket_bytes, comm::Group& dp, InFlight& inflight, float* grads,
+                         bool sharded, bool bf16, comm::Group* expert_dp)
     : z_(z),
       buckets_(buckets),
+      bucket_floats_(bucket_bytes / int64_t(sizeof(float))),
       dp_(dp),
       inflight_(inflight),
       grads_(grads),
@@ -26,27 +142,21 @@ GradReducer::GradReducer(const ZeroLayout& z, const std::vector<Bucket>& buckets
       edp_(expert_dp) {
     for (size_t b = 0; b < buckets.size(); ++b)
         for (int u = buckets[b].first_unit; u <= buckets[b].last_unit; ++u) bucket_of_[u] = int(b);
-    if (!expert_dp) return;
     if (sharded_) return;  // the layout's parts say which group each slice reduces over
     runs_.resize(buckets.size());
-    for (size_t b = 0; b < buckets.size(); ++b) {
-        std::vector<Run>& runs = runs_[b];
-        auto add = [&runs](int64_t begin, int64_t end, comm::Group* g) {
-            if (begin >= end) return;
-            if (!runs.empty() && runs.back().group == g && runs.back().end == begin)
-                runs.back().end = end;
-            else
-                runs.push_back({begin, end, g});
-        };
-        int64_t at = buckets[b].begin;
-        for (const model::ParamSpec& p : z.padded().tensors) {
-            if (!p.expert || p.offset < buckets[b].begin || p.offset >= buckets[b].end) continue;
-            add(at, p.offset, &dp);
-            add(p.offset, p.offset + p.numel_stored, expert_dp);
-            at = p.offset + p.numel_stored;
-        }
-        add(at, buckets[b].end, &dp);
+    for (size_t b = 0; b < buckets.size(); ++b)
+        for (const Part& r : whole_runs(z, buckets[b]))
+            runs_[b].push_back({r.begin, r.end, r.expert ? expert_dp : &dp});
+}
+
+template <class Start>
+void GradReducer::post(Start start) {
+    while (!posted_.empty() && inflight_.done(posted_.front())) posted_.pop_front();
+    if (posted_.size() >= size_t(kMaxInFlight)) {
+        inflight_.wait(posted_.front());
+        posted_.pop_front();
     }
+    posted_.push_back(start());
 }
 
 float* GradReducer::unit_grads(int unit) {
@@ -63,148 +173,104 @@ void GradReducer::ready(int unit, bool last_micro_batch) {
     WEFT_CHECK(b >= 0, "internal: gradients of unit {}, which this rank does not hold", unit);
     const Bucket& k = buckets_[b];
     if (unit != k.first_unit) return;  // backward completes a bucket with its first unit
-    if (!sharded_) {
-        if (!last_micro_batch) return;
-        if (!runs_.empty()) {
-            for (const Run& r : runs_[size_t(b)]) {
-                if (bf16_)
-                    post_run_bf16(*r.group, r.begin, r.end);
-                else
-                    inflight_.add(comm::all_reduce_async(
-                        *r.group, std::span<float>(grads_ + r.begin, size_t(r.end - r.begin))));
+    if (sharded_) return post_sharded(b);
+    if (!last_micro_batch) return;
+    for (const Run& r : runs_[size_t(b)]) {
+        const int64_t align = 16 * int64_t(r.group->size());
+        for (auto [c0, c1] : cut(r.end - r.begin, bucket_floats_, align)) {
+            if (bf16_) {
+                post_run_bf16(*r.group, r.begin + c0, r.begin + c1);
+                continue;
             }
-            return;
+            std::span<float> data(grads_ + r.begin + c0, size_t(c1 - c0));
+            post([&] { return inflight_.add(comm::all_reduce_async(*r.group, data)); });
         }
-        if (bf16_) return post_run_bf16(dp_, k.begin, k.end);
-        std::span<float> data(grads_ + k.begin, size_t(k.end - k.begin));
-        inflight_.add(comm::all_reduce_async(dp_, data));
-        return;
     }
-    if (edp_) return post_sharded_parts(b);
-    // The send buffer must hold rank r's slices of every unit of the bucket as block r.
-    struct Pending {
-        Buffer send, recv;
-    };
-    auto p = std::make_shared<Pending>();
-    const int n = z_.dp();
-    const int64_t block = k.shard_end - k.shard_begin;
-    if (k.first_unit == k.last_unit) {
-        p->send = std::move(temp_[b]);
-    } else {
-        p->send = Buffer(k.end - k.begin);
-        const Buffer& t = temp_[b];
-        for (int r = 0; r < n; ++r)
-            for (int u = k.first_unit; u <= k.last_unit; ++u) {
-                const ShardSlice& s = z_.slices()[size_t(z_.first_slice(u))];
-                std::copy_n(t.data() + (z_.slice_begin(s, r) - k.begin), s.size,
-                            p->send.data() + r * block + (s.shard_offset - k.shard_begin));
-            }
-        temp_[b] = Buffer();
-    }
-    if (bf16_) {
-        struct Wire {
-            std::vector<uint16_t> send, recv;
-        };
-        auto w = std::make_shared<Wire>();
-        const int64_t total = int64_t(n) * block;
-        w->send.resize(size_t(total));
-        w->recv.resize(size_t(total));
-        round_to_bf16(w->send.data(), p->send.data(), total);
-        p.reset();  // the fp32 bucket is no longer needed
-        comm::Request req = comm::all_to_all_async(
-            dp_, wire_bytes(std::as_const(w->send), 0, total), wire_bytes(w->recv, 0, total));
-        float* dst = grads_ + k.shard_begin;
-        inflight_.add(std::move(req), [w, dst, block, n] {
-            for (int r = 0; r < n; ++r) add_widened_bf16(dst, w->recv.data() + r * block, block);
-        });
-        return;
-    }
-    p->recv = Buffer(block);
-    comm::Request req = comm::reduce_scatter_async(
-        dp_, std::span<const float>(p->send.data(), size_t(p->send.size())),
-        std::span<float>(p->recv.data(), size_t(block)));
-    float* dst = grads_ + k.shard_begin;
-    inflight_.add(std::move(req),
-                  [p, dst, block] { kernels::add_inplace(dst, p->recv.data(), block); });
 }
 
-void GradReducer::post_sharded_parts(int b) {
+void GradReducer::post_sharded(int b) {
     const Bucket& k = buckets_[b];
-    const Buffer temp = std::move(temp_[b]);
-    const auto& slices = z_.slices();
-    const int first = z_.first_slice(k.first_unit), last = z_.first_slice(k.last_unit + 1);
-    // One reduce-scatter per group: block r holds group rank r's slices of the group's parts.
+    Buffer temp = std::move(temp_[b]);  // freed once every piece is packed
     for (bool expert : {false, true}) {
-        std::vector<int> mine;
-        int64_t block = 0;
-        for (int i = first; i < last; ++i)
-            if (slices[size_t(i)].expert == expert && slices[size_t(i)].size > 0) {
-                mine.push_back(i);
-                block += slices[size_t(i)].size;
-            }
-        if (block == 0) continue;
+        const Block block = sharded_block(z_, k, expert);
+        if (block.floats == 0) continue;
         comm::Group& g = expert ? *edp_ : dp_;
         const int n = g.size();
-        auto send = std::make_shared<Buffer>(n * block);
-        for (int r = 0; r < n; ++r) {
-            float* at = send->data() + r * block;
-            for (int i : mine) {
-                const ShardSlice& s = slices[size_t(i)];
-                at = std::copy_n(temp.data() + (z_.slice_begin(s, r) - k.begin), s.size, at);
+        const auto pieces = cut(block.floats, bucket_floats_ / n, 16);
+        for (auto [c0, c1] : pieces) {
+            const int64_t len = c1 - c0;
+            // Block r of the message: group rank r's part [c0, c1) of this rank's block.
+            auto pack = [&] {
+                // One unit in one piece: the bucket is already rank-major.
+                if (pieces.size() == 1 && block.slices.size() == 1 && temp.size() == n * len)
+                    return std::move(temp);
+                Buffer send(n * len);
+                for (int r = 0; r < n; ++r)
+                    each_part(z_, block.slices, c0, c1,
+                              [&](const ShardSlice& s, int64_t off, int64_t at, int64_t count) {
+                                  std::copy_n(temp.data() + (z_.slice_begin(s, r) - k.begin) + off,
+                                              count, send.data() + r * len + at);
+                              });
+                return send;
+            };
+            // Adds the piece's sum (`from`, len floats) into this rank's shard.
+            auto add_into_shard = [this, slices = block.slices, c0, c1](const auto* from,
+                                                                        auto add) {
+                each_part(z_, slices, c0, c1,
+                          [&](const ShardSlice& s, int64_t off, int64_t at, int64_t count) {
+                              add(grads_ + s.shard_offset + off, from + at, count);
+                          });
+            };
+            if (bf16_ && n > 1) {  // the blocks cross in bf16 and are summed in fp32
+                post([&] {
+                    const int64_t total = n * len;
+                    auto send = std::make_shared<std::vector<uint16_t>>(size_t(total));
+                    auto recv = std::make_shared<std::vector<uint16_t>>(size_t(total));
+                    round_to_bf16(send->data(), pack().data(), total);
+                    comm::Request req = comm::all_to_all_async(
+                        g, wire_bytes(std::as_const(*send), 0, total), wire_bytes(*recv, 0, total));
+                    return inflight_.add(std::move(req), [send, recv, n, len, add_into_shard] {
+                        for (int r = 0; r < n; ++r)
+                            add_into_shard(recv->data() + r * len, add_widened_bf16);
+                    });
+                });
+                continue;
             }
-        }
-        if (bf16_ && n > 1) {  // as without ep: the blocks cross in bf16, summed in fp32
-            const int64_t total = int64_t(n) * block;
-            auto wsend = std::make_shared<std::vector<uint16_t>>(size_t(total));
-            auto wrecv = std::make_shared<std::vector<uint16_t>>(size_t(total));
-            round_to_bf16(wsend->data(), send->data(), total);
-            comm::Request req = comm::all_to_all_async(
-                g, wire_bytes(std::as_const(*wsend), 0, total), wire_bytes(*wrecv, 0, total));
-            inflight_.add(std::move(req), [this, wsend, wrecv, n, block, mine = std::move(mine)] {
-                for (int r = 0; r < n; ++r) {
-                    const uint16_t* from = wrecv->data() + r * block;
-                    for (int i : mine) {
-                        const ShardSlice& s = z_.slices()[size_t(i)];
-                        add_widened_bf16(grads_ + s.shard_offset, from, s.size);
-                        from += s.size;
-                    }
-                }
+            post([&] {
+                auto send = std::make_shared<Buffer>(pack());
+                auto recv = std::make_shared<Buffer>(len);
+                comm::Request req = comm::reduce_scatter_async(
+                    g, std::span<const float>(send->data(), size_t(send->size())),
+                    std::span<float>(recv->data(), size_t(len)));
+                return inflight_.add(std::move(req), [send, recv, add_into_shard] {
+                    add_into_shard(recv->data(), kernels::add_inplace);
+                });
             });
-            continue;
         }
-        auto recv = std::make_shared<Buffer>(block);
-        comm::Request req = comm::reduce_scatter_async(
-            g, std::span<const float>(send->data(), size_t(send->size())),
-            std::span<float>(recv->data(), size_t(block)));
-        inflight_.add(std::move(req), [this, send, recv, mine = std::move(mine)] {
-            const float* from = recv->data();
-            for (int i : mine) {
-                const ShardSlice& s = z_.slices()[size_t(i)];
-                kernels::add_inplace(grads_ + s.shard_offset, from, s.size);
-                from += s.size;
-            }
-        });
     }
 }
 
 void GradReducer::post_run_bf16(comm::Group& g, int64_t begin, int64_t end) {
     const int n = g.size(), rank = g.rank();
-    // Units are padded to 16·dp floats and expert runs aligned to them, so a run splits into
-    // equal blocks over dp and over edp.
+    // Units are padded to 16·dp floats, expert runs aligned to them and pieces cut on 16·n,
+    // so a piece splits into equal blocks over dp and over edp.
     const int64_t size = end - begin, block = size / n;
     WEFT_CHECK(size % n == 0, "internal: a run of {} floats does not split over {} ranks", size, n);
     if (n == 1) return;  // nothing to sum (an edp group of one rank)
-    auto send = std::make_shared<std::vector<uint16_t>>(size_t(size));
-    auto recv = std::make_shared<std::vector<uint16_t>>(size_t(size));
-    round_to_bf16(send->data(), grads_ + begin, size);
     auto summed = std::make_shared<std::vector<uint16_t>>(size_t(size), 0);
     bf16_runs_.push_back({&g, begin, end, summed});
-    comm::Request req = comm::all_to_all_async(g, wire_bytes(std::as_const(*send), 0, size),
-                                               wire_bytes(*recv, 0, size));
-    inflight_.add(std::move(req), [send, recv, summed, block, n, rank] {
-        std::vector<float> sum(size_t(block), 0.0f);
-        for (int r = 0; r < n; ++r) add_widened_bf16(sum.data(), recv->data() + r * block, block);
-        round_to_bf16(summed->data() + int64_t(rank) * block, sum.data(), block);
+    post([&] {
+        auto send = std::make_shared<std::vector<uint16_t>>(size_t(size));
+        auto recv = std::make_shared<std::vector<uint16_t>>(size_t(size));
+        round_to_bf16(send->data(), grads_ + begin, size);
+        comm::Request req = comm::all_to_all_async(g, wire_bytes(std::as_const(*send), 0, size),
+                                                   wire_bytes(*recv, 0, size));
+        return inflight_.add(std::move(req), [send, recv, summed, block, n, rank] {
+            std::vector<float> sum(size_t(block), 0.0f);
+            for (int r = 0; r < n; ++r)
+                add_widened_bf16(sum.data(), recv->data() + r * block, block);
+            round_to_bf16(summed->data() + int64_t(rank) * block, sum.data(), block);
+        });
     });
 }
 

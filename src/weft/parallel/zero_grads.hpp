@@ -20,7 +20,18 @@
 // expert's gradient sums the shares of exactly the ranks holding it. Whole: each run of the
 // bucket is all-reduced over its group. Sharded: one reduce-scatter per group, of the bucket's
 // parts of that group packed group-rank-major (the layout's expert parts are sliced over edp).
+//
+// Memory in flight: Open MPI's nonblocking reductions (libnbc) allocate a temporary from the post
+// to the completion of each operation, the size of the message for an iallreduce and twice the
+// whole message for an ireduce_scatter_block (the bf16 path's all-to-alls need none). So no
+// message is much larger than a bucket: a run or block of at least two buckets' worth is cut into
+// pieces of at least --bucket-mb of fp32 gradient each (GPT-2's tied embedding, 147 MiB, into
+// six of the default 25 MiB), and at most kMaxInFlight pieces are in flight: posting another
+// first waits for the oldest. Posts happen only in ready(), in the same order on every rank, so
+// the wait changes no rank's order of collectives. With one piece moving and one queued behind
+// it the link never idles, so the cap costs no time when reduction is the bottleneck.
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -31,11 +42,18 @@
 
 namespace weft::parallel {
 
+inline constexpr int kMaxInFlight = 2;
+
+// The most GradReducer holds besides the gradients themselves, with the libnbc temporaries
+// above, for `buckets` made with `bucket_bytes`; dp > 1 (at dp = 1 nothing leaves the rank).
+int64_t reducer_temp_bytes(const ZeroLayout& z, const std::vector<Bucket>& buckets,
+                           int64_t bucket_bytes, bool sharded, bool bf16);
+
 class GradReducer {
   public:
     // `grads` is the whole buffer (padded layout) unless `sharded`, then this rank's shard.
-    GradReducer(const ZeroLayout& z, const std::vector<Bucket>& buckets, comm::Group& dp,
-                InFlight& inflight, float* grads, bool sharded, bool bf16 = false,
+    GradReducer(const ZeroLayout& z, const std::vector<Bucket>& buckets, int64_t bucket_bytes,
+                comm::Group& dp, InFlight& inflight, float* grads, bool sharded, bool bf16 = false,
                 comm::Group* expert_dp = nullptr);
 
     float* unit_grads(int unit);
@@ -45,13 +63,17 @@ class GradReducer {
     void finish();
 
   private:
-    // Whole bf16: the run [begin, end) of the buffer over group g, in g.size() equal blocks.
+    // Waits for a place among the kMaxInFlight, then posts what `start` posts (its ticket).
+    template <class Start>
+    void post(Start start);
+    // Whole bf16: the piece [begin, end) of the buffer over group g, in g.size() equal blocks.
     void post_run_bf16(comm::Group& g, int64_t begin, int64_t end);
-    // Sharded with expert parallelism: a reduce-scatter over dp and one over edp.
-    void post_sharded_parts(int bucket);
+    // Sharded: per group, one reduce-scatter (all-to-all in bf16) per piece of the bucket's block.
+    void post_sharded(int bucket);
 
     const ZeroLayout& z_;
     const std::vector<Bucket>& buckets_;
+    int64_t bucket_floats_;
     comm::Group& dp_;
     InFlight& inflight_;
     float* grads_;
@@ -59,8 +81,9 @@ class GradReducer {
     std::vector<int> bucket_of_;  // per unit
     std::vector<Buffer> temp_;    // per bucket, sharded only
     bool bf16_;
-    // Whole bf16: per run posted (a bucket, or with expert_dp each of its runs), the bf16 sums
-    // all-gathered by finish() in the order posted (this rank's block filled when its
+    std::deque<uint64_t> posted_;  // tickets of the pieces that may be in flight
+    // Whole bf16: per piece posted (of a bucket, or with expert_dp of each of its runs), the bf16
+    // sums all-gathered by finish() in the order posted (this rank's block filled when its
     // all-to-all completes).
     struct Bf16Run {
         comm::Group* group;
@@ -68,7 +91,8 @@ class GradReducer {
         std::shared_ptr<std::vector<uint16_t>> summed;
     };
     std::vector<Bf16Run> bf16_runs_;
-    // Per bucket with expert_dp: its ranges in buffer order and the group each reduces over.
+    // Whole, per bucket: its ranges in buffer order and the group each reduces over (one run
+    // over dp without expert_dp).
     struct Run {
         int64_t begin, end;
         comm::Group* group;

@@ -77,11 +77,12 @@ struct EngineState {
 };
 
 EngineState engine_state(const model::ModelConfig& cfg, const Layout& l, int stage,
-                         double bucket_mb) {
+                         double bucket_mb, bool bf16_reduce) {
     static std::mutex mutex;
     static std::map<std::string, EngineState> cache;
-    const std::string key = fmt::format("{} {} {} {} {} {} {} {} {}", l.tp, l.pp, l.vpp, stage,
-                                        l.dp * l.cp, l.ep, l.zero, bucket_mb, cfg.to_json().dump());
+    const std::string key =
+        fmt::format("{} {} {} {} {} {} {} {} {} {}", l.tp, l.pp, l.vpp, stage, l.dp * l.cp, l.ep,
+                    l.zero, bucket_mb, bf16_reduce, cfg.to_json().dump());
     {
         std::lock_guard lock(mutex);
         if (auto it = cache.find(key); it != cache.end()) return it->second;
@@ -98,9 +99,10 @@ EngineState engine_state(const model::ModelConfig& cfg, const Layout& l, int sta
     const model::ParamLayout full =
         model::build_param_layout(model::config_for_tp(cfg, l.tp), shard);
     const parallel::ZeroLayout z(full, l.dp * l.cp, 0);
-    EngineState e{parallel::zero_state_bytes(z, l.zero),
-                  parallel::zero_working_bytes(z, l.zero, int64_t(bucket_mb * (1 << 20))),
-                  z.padded().units[0].size};
+    EngineState e{
+        parallel::zero_state_bytes(z, l.zero),
+        parallel::zero_working_bytes(z, l.zero, int64_t(bucket_mb * (1 << 20)), bf16_reduce),
+        z.padded().units[0].size};
     std::lock_guard lock(mutex);
     cache.emplace(key, e);
     return e;
@@ -126,7 +128,7 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
     m.runtime = c.device.runtime_bytes;
 
     if (w.profile == MemoryProfile::engine) {
-        const EngineState e = engine_state(cfg, l, stage, w.bucket_mb);
+        const EngineState e = engine_state(cfg, l, stage, w.bucket_mb, p.grad_wire == 2);
         m.weights = double(e.state.params);
         m.grads = double(e.state.grads);
         m.optimizer = double(e.state.optimizer);

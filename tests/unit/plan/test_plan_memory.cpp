@@ -135,12 +135,7 @@ TEST(PlanMemory, EngineProfileMatchesEngineFormulas) {
                 EXPECT_DOUBLE_EQ(m.optimizer, 8 * (z == 0 ? total : shard));
                 EXPECT_DOUBLE_EQ(m.activations,
                                  4.0 * double(model::Gpt2Activations::floats(cfg, B, T)));
-                int64_t bucket = 0, unit = 0;
-                for (const auto& b : parallel::make_buckets(zl, 25 << 20))
-                    bucket = std::max(bucket, b.end - b.begin);
-                for (const auto& u : zl.padded().units) unit = std::max(unit, u.size);
-                const double working =
-                    4.0 * double((z >= 2 ? 3 * bucket : 0) + (z == 3 ? 3 * unit : 0));
+                const double working = double(parallel::zero_working_bytes(zl, z, 25 << 20, false));
                 EXPECT_DOUBLE_EQ(m.buffers, 4.0 * double(model::Gpt2::scratch_floats(cfg, B, T) +
                                                          kernels::classifier_scratch_floats(
                                                              B * T, cfg.vocab_size)) +
