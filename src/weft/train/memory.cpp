@@ -15,14 +15,16 @@ static std::string mib(int64_t b) {
 }
 
 std::string MemoryEstimate::describe() const {
+    const std::string zero = working ? fmt::format(" + ZeRO temporaries {}", mib(working)) : "";
     const std::string ckpt =
         checkpoint ? fmt::format(" + checkpoint staging {}", mib(checkpoint)) : "";
     const std::string bf16 =
         (bf16_operands ? fmt::format(" + bf16 operands {}", mib(bf16_operands)) : "") +
         (bf16_attention ? fmt::format(" + bf16 attention {}", mib(bf16_attention)) : "");
     return fmt::format(
-        "weights {} + grads {} + optimizer {} + activations {} + scratch {}{} + baseline {}{} = {}",
-        mib(weights), mib(grads), mib(optimizer), mib(activations), mib(scratch), bf16,
+        "weights {} + grads {} + optimizer {} + activations {} + scratch {}{}{} + baseline {}{} = "
+        "{}",
+        mib(weights), mib(grads), mib(optimizer), mib(activations), mib(scratch), zero, bf16,
         mib(baseline), ckpt, mib(total()));
 }
 
@@ -36,8 +38,8 @@ MemoryEstimate estimate_memory(const model::ModelConfig& cfg, int64_t weights, i
     const model::Family& f = model::family_of(cfg);
     m.activations = 4 * f.activation_floats(cfg, B, T, {});
     m.scratch = 4 * (f.scratch_floats(cfg, B, T, 1, false) +
-                     kernels::classifier_scratch_floats(B * T, cfg.vocab_size)) +
-                working_bytes;
+                     kernels::classifier_scratch_floats(B * T, cfg.vocab_size));
+    m.working = working_bytes;
     m.baseline = baseline_bytes;
     return m;
 }

@@ -9,6 +9,10 @@ namespace weft::train {
 
 struct MemoryEstimate {
     int64_t weights = 0, grads = 0, optimizer = 0, activations = 0, scratch = 0, baseline = 0;
+    // ZeRO's temporaries within a step (parallel::DataParallel::working_bytes): gathered units,
+    // gradient buckets and the reductions in flight. They are freed before the step ends, but
+    // glibc keeps the freed heap resident, so a checkpoint's staging adds to them (measured).
+    int64_t working = 0;
     // The checkpoint staging buffer: every rank's part of weights and AdamW moments, copied for
     // the writer (held while a synchronous save writes; kept by --async-checkpoint).
     int64_t checkpoint = 0;
@@ -19,16 +23,16 @@ struct MemoryEstimate {
     // (model::bf16_attention_scratch_bytes).
     int64_t bf16_attention = 0;
     int64_t total() const {
-        return weights + grads + optimizer + activations + scratch + baseline + checkpoint +
-               bf16_operands + bf16_attention;
+        return weights + grads + optimizer + activations + scratch + working + baseline +
+               checkpoint + bf16_operands + bf16_attention;
     }
     std::string describe() const;
 };
 
 // One process or data-parallel rank: model state (fp32 weights, gradients, AdamW's two moments,
 // as much of each as its ZeRO stage keeps); the activations of one micro-batch of B sequences of
-// T tokens; the backward and head scratch plus `working_bytes` (ZeRO's gathered units and
-// gradient buckets); `baseline` is the resident size before the model is allocated (code,
+// T tokens; the backward and head scratch; `working_bytes` (ZeRO's gathered units and gradient
+// buckets); `baseline` is the resident size before the model is allocated (code,
 // libraries).
 MemoryEstimate estimate_memory(const model::ModelConfig& cfg, int64_t weights, int64_t grads,
                                int64_t optimizer, int64_t working_bytes, int64_t B, int64_t T,

@@ -41,8 +41,7 @@ MemoryEstimate memory_estimate(const TrainState& st, int64_t baseline_rss, int64
         const int64_t BT = act.B * act.T;
         m.scratch = 4 * (model::family_of(cfg).scratch_floats(cfg, act.B, act.T, tp,
                                                               model.sequence_parallel()) +
-                         kernels::classifier_shard_scratch_floats(BT, cfg.padded_vocab() / tp)) +
-                    dp.working_bytes();
+                         kernels::classifier_shard_scratch_floats(BT, cfg.padded_vocab() / tp));
     }
     m.scratch += st.tied_embedding().scratch_bytes();
     // Context parallel: the ring's blocks or Ulysses' staging, one set for every layer.
