@@ -52,6 +52,16 @@ ratio() { awk -v a="$(field "$1" model_state_bytes)" -v b="$(field "$one" model_
 check ratio "$tp" 0.49 0.6
 check ratio "$pp" 0.9 0.999
 
+# --grad-reduce-dtype bf16 at dp 2: the gradients' bytes on the dp wire halve (an all-to-all and
+# an all-gather of bf16 in place of the fp32 all-reduce; the 16-byte loss sum stays fp32).
+dp_fp32=$(bench 2 --dp 2)
+dp_bf16=$(bench 2 --dp 2 --grad-reduce-dtype bf16)
+dp_bus() { grep -o '"dp":{.*' <<<"$1" | grep -o '"total":{[^}]*}' | head -1 | grep -o '"bus_bytes":[0-9.e+]*' | cut -d: -f2; }
+echo "dp 2 gradient bus bytes per step: fp32 $(dp_bus "$dp_fp32"), bf16 $(dp_bus "$dp_bf16")"
+check [ "$(field "$dp_bf16" grad_reduce_dtype)" = bf16 ]
+check awk -v a="$(dp_bus "$dp_fp32")" -v b="$(dp_bus "$dp_bf16")" \
+  'BEGIN { exit !(a > 16 && (b - 16) * 2 == a - 16) }'
+
 expect_error() {  # expect_error <np> <message> args...
   local out rc
   out=$(mpirun -np "$1" "$WEFT" bench train "${common[@]}" "${@:3}" 2>&1)
@@ -63,6 +73,7 @@ expect_error() {  # expect_error <np> <message> args...
 expect_error 2 "micro-batches per step = --batch-size 8 / (--micro-batch-size 8 x dp 1) = 1" \
   --pp 2 --pp-schedule interleaved --vpp 2
 expect_error 1 "--sequence-parallel needs --tp greater than 1" --sequence-parallel
+expect_error 1 "--grad-reduce-dtype: fp16 not in {fp32,bf16}" --grad-reduce-dtype fp16
 expect_error 2 "world size 2 is not divisible by tp*pp*cp = 4*1*1 = 4" --tp 4
 expect_error 2 "sequence length T=30 must be a positive multiple of 2*cp=4 (cp=2)" \
   --cp 2 --seq-len 30

@@ -112,6 +112,11 @@ void add_bench_command(CLI::App& app) {
                    "accumulation, fp32 weights and optimizer); MFU is against that dtype's peak")
         ->check(CLI::IsMember({"fp32", "bf16"}))
         ->capture_default_str();
+    tr->add_option("--grad-reduce-dtype", t->o.grad_reduce_dtype,
+                   "Data-parallel gradient reduction on the wire: fp32, or bf16 (summed in fp32 "
+                   "on the receiving rank)")
+        ->check(CLI::IsMember({"fp32", "bf16"}))
+        ->capture_default_str();
     tr->add_flag("--profile", t->o.profile,
                  "Time every kernel of the timed steps and print a per-kernel breakdown");
     tr->add_flag("--json", t->json, "Print one JSON object");
@@ -125,6 +130,7 @@ void add_bench_command(CLI::App& app) {
                                 {"batch_size", t->o.batch_size},
                                 {"seq_len", t->o.seq_len},
                                 {"dtype", t->o.dtype},
+                                {"grad_reduce_dtype", t->o.grad_reduce_dtype},
                                 {"n_positions", r.n_positions},
                                 {"ranks", r.ranks},
                                 {"zero", r.layout.zero},
@@ -156,8 +162,9 @@ void add_bench_command(CLI::App& app) {
             "thread(s), {} matrix products\n",
             t->o.preset, r.parameters, t->o.batch_size, t->o.seq_len, r.ranks, r.threads,
             t->o.dtype);
-        fmt::print("layout       {}, {} micro-batch(es) of {} per rank and step\n",
-                   r.layout.describe(), r.micro_batches, r.micro_batch_size);
+        fmt::print("layout       {}, {} micro-batch(es) of {} per rank and step{}\n",
+                   r.layout.describe(), r.micro_batches, r.micro_batch_size,
+                   t->o.grad_reduce_dtype == "bf16" ? ", gradients reduced in bf16" : "");
         fmt::print("step         {:.3f} s (median of {})\n", r.step_s, t->o.steps);
         fmt::print("throughput   {:.0f} tokens/s\n", r.tokens_per_s);
         fmt::print(

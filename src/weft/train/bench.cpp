@@ -49,8 +49,8 @@ BenchTrainResult bench_train(const BenchTrainOptions& o) {
     // Context parallel: gradients over cp x dp, as weft train reduces them.
     comm::Group& grad_group = r.layout.cp > 1 ? mesh.add_group({comm::Axis::cp, comm::Axis::dp})
                                               : mesh.group(comm::Axis::dp);
-    TrainState st(cfg, grad_group, {r.layout.zero, o.bucket_mb}, micro, T,
-                  {o.pp_layers, o.dtype == "bf16"});
+    TrainState st(cfg, grad_group, {r.layout.zero, o.bucket_mb, o.grad_reduce_dtype == "bf16"},
+                  micro, T, {o.pp_layers, o.dtype == "bf16"});
     init_state(st, 1);
     optim::OptimConfig oc;
     model::Activations& act = st.activations();

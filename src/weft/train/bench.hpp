@@ -30,6 +30,8 @@ struct BenchTrainOptions {
     // Precision of the matrix products (kernels/matmul.hpp): fp32 or bf16. MFU is taken against
     // the GEMM peak of the same precision.
     std::string dtype = "fp32";
+    // Data-parallel gradient reduction on the wire, as `weft train --grad-reduce-dtype`.
+    std::string grad_reduce_dtype = "fp32";
     bool profile = false;  // time every kernel of the timed steps (rank 0's main thread)
 };
 
