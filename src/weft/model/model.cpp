@@ -141,7 +141,6 @@ LayerSpan Model::activation_span(LayerSpan span) const {
     span.tp = tp_size_;
     span.sequence_parallel = sp_;
     span.ulysses_kept = cp_ && cp_->ulysses();
-    span.context_parallel = cp_ != nullptr;
     span.bf16 = kernels::matmul_precision() == kernels::MatmulPrecision::bf16;
     return span;
 }

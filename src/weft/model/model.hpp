@@ -75,10 +75,6 @@ struct LayerSpan {
     // only those products read as bf16 (GPT-2: docs/performance.md). Model::activation_span
     // fills it in from kernels::matmul_precision().
     bool bf16 = false;
-    // Context parallelism (ring, Ulysses or both) runs attention. The kept buffers are the same
-    // with or without it (every region runs on the kept bf16 q, k, v and output); the family
-    // tests check that. Model::activation_span fills it in.
-    bool context_parallel = false;
 
     // Layers of the span in a model of n_layer (resolving count = -1).
     int layers(int64_t n_layer) const { return count < 0 ? int(n_layer) - first : count; }

@@ -149,7 +149,7 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
             floats += double(
                 f.activation_floats(cfg, b, s,
                                     {c * lpc, lpc, c == chunks - 1, l.recompute == Recompute::full,
-                                     l.tp, l.sequence_parallel, ulysses_kept, bf16, l.cp > 1}));
+                                     l.tp, l.sequence_parallel, ulysses_kept, bf16}));
         // Expert parallelism: each MoE layer also keeps the rows its experts received.
         const double layers = double(lpc) * l.vpp;
         floats += layers * moe_received_floats(cfg, b * s, l.ep, moe_imbalance(w));

@@ -99,33 +99,32 @@ TEST(Gpt2Bf16, Bf16ActivationsNeedBf16Products) {
 
 // Bytes per kept layer, analytically (tp = 1, B*T = N tokens): resid2 C, four LayerNorm
 // statistics and NH log-sum-exps per token in fp32; ln1, ln2 (C each), fch, fch_gelu (4C each),
-// qkv 3C and atty C in fp32 or bf16, with or without context parallelism.
+// qkv 3C and atty C in fp32 or bf16. Context parallelism keeps the same buffers (every cp region
+// runs on the kept q, k, v and output).
 TEST(Gpt2Bf16, ActivationBytesPerLayerAreTheAnalyticCount) {
     ModelConfig c = small_config();
     c.n_layer = 3;
     const int64_t B = 2, T = 16, N = B * T, C = c.n_embd, NH = c.n_head;
-    for (bool bf16 : {false, true})
-        for (bool cp : {false, true}) {
-            const int64_t kept_bytes = bf16 ? 2 : 4, attn_bytes = bf16 ? 2 : 4;
-            const int64_t per_layer =
-                4 * (C + 4 + NH) * N + kept_bytes * 10 * C * N + attn_bytes * 4 * C * N;
-            LayerSpan one, two;
-            one.count = 1, two.count = 2;
-            one.head = two.head = false;
-            one.bf16 = two.bf16 = bf16;
-            one.context_parallel = two.context_parallel = cp;
-            const int64_t layer_bytes =
-                4 * (Gpt2Activations::floats(c, B, T, two) - Gpt2Activations::floats(c, B, T, one));
-            // A layer more also keeps one more layer input in the residual stream (C per token).
-            EXPECT_EQ(layer_bytes, per_layer + 4 * C * N) << "bf16 " << bf16 << " cp " << cp;
-            // What the constructor allocates for the layers' buffers is that count too.
-            Gpt2Activations a(c, B, T, two);
-            const int64_t allocated = a.ln1.bytes() + a.ln2.bytes() + a.fch_gelu.bytes() +
-                                      a.ln1_mean.bytes() + a.ln1_rstd.bytes() + a.ln2_mean.bytes() +
-                                      a.ln2_rstd.bytes() + a.qkv.bytes() + a.atty.bytes() +
-                                      a.lse.bytes() + a.resid2.bytes() + a.fch.bytes();
-            EXPECT_EQ(allocated, 2 * per_layer) << "bf16 " << bf16 << " cp " << cp;
-        }
+    for (bool bf16 : {false, true}) {
+        const int64_t kept_bytes = bf16 ? 2 : 4, attn_bytes = bf16 ? 2 : 4;
+        const int64_t per_layer =
+            4 * (C + 4 + NH) * N + kept_bytes * 10 * C * N + attn_bytes * 4 * C * N;
+        LayerSpan one, two;
+        one.count = 1, two.count = 2;
+        one.head = two.head = false;
+        one.bf16 = two.bf16 = bf16;
+        const int64_t layer_bytes =
+            4 * (Gpt2Activations::floats(c, B, T, two) - Gpt2Activations::floats(c, B, T, one));
+        // A layer more also keeps one more layer input in the residual stream (C per token).
+        EXPECT_EQ(layer_bytes, per_layer + 4 * C * N) << "bf16 " << bf16;
+        // What the constructor allocates for the layers' buffers is that count too.
+        Gpt2Activations a(c, B, T, two);
+        const int64_t allocated = a.ln1.bytes() + a.ln2.bytes() + a.fch_gelu.bytes() +
+                                  a.ln1_mean.bytes() + a.ln1_rstd.bytes() + a.ln2_mean.bytes() +
+                                  a.ln2_rstd.bytes() + a.qkv.bytes() + a.atty.bytes() +
+                                  a.lse.bytes() + a.resid2.bytes() + a.fch.bytes();
+        EXPECT_EQ(allocated, 2 * per_layer) << "bf16 " << bf16;
+    }
     // GPT-2 124M at B = 4, T = 1024: bf16 saves 2·14C bytes per token and layer
     // (docs/performance.md: 2·(12·14)·768·4096 bytes, with lnf and the residual stream fp32).
     const ModelConfig g = model_preset("gpt2");

@@ -99,35 +99,33 @@ TEST(LlamaBf16, Bf16ActivationsTrackFp32) {
 
 // Bytes per kept layer, analytically (tp = 1, N = B*T tokens, A = NH*HS, KV = NKV*HS): two
 // RMSNorm statistics, NH log-sum-exps and resid2 (C) per token in fp32; ln1, ln2 (C each),
-// gu (2F), act (F), qkv (A + 2 KV) and atty (A) in fp32 or bf16, with or without context
-// parallelism.
+// gu (2F), act (F), qkv (A + 2 KV) and atty (A) in fp32 or bf16. Context parallelism keeps the
+// same buffers (every cp region runs on the kept q, k, v and output), so the span has no cp field.
 TEST(LlamaBf16, ActivationBytesPerLayerAreTheAnalyticCount) {
     ModelConfig c = tiny();
     c.n_layer = 3;
     const int64_t B = 2, T = 16, N = B * T, C = c.n_embd, NH = c.n_head, F = c.ffn();
     const int64_t A = NH * c.head_dim(), KV = c.kv_heads() * c.head_dim();
-    for (bool bf16 : {false, true})
-        for (bool cp : {false, true}) {
-            const int64_t kept_bytes = bf16 ? 2 : 4, attn_bytes = bf16 ? 2 : 4;
-            const int64_t per_layer = 4 * (2 + NH + C) * N + kept_bytes * (2 * C + 3 * F) * N +
-                                      attn_bytes * (2 * A + 2 * KV) * N;
-            LayerSpan one, two;
-            one.count = 1, two.count = 2;
-            one.head = two.head = false;
-            one.bf16 = two.bf16 = bf16;
-            one.context_parallel = two.context_parallel = cp;
-            const int64_t layer_bytes = 4 * (LlamaActivations::floats(c, B, T, two) -
-                                             LlamaActivations::floats(c, B, T, one));
-            // A layer more also keeps one more layer input in the residual stream (C per token).
-            EXPECT_EQ(layer_bytes, per_layer + 4 * C * N) << "bf16 " << bf16 << " cp " << cp;
-            LlamaActivations a(c, B, T, two);
-            int64_t allocated = 0;
-            for (const Buffer* b :
-                 std::initializer_list<const Buffer*>{&a.ln1, &a.rstd1, &a.qkv, &a.atty, &a.lse,
-                                                      &a.resid2, &a.ln2, &a.rstd2, &a.gu, &a.act})
-                allocated += b->bytes();
-            EXPECT_EQ(allocated, 2 * per_layer) << "bf16 " << bf16 << " cp " << cp;
-        }
+    for (bool bf16 : {false, true}) {
+        const int64_t kept_bytes = bf16 ? 2 : 4, attn_bytes = bf16 ? 2 : 4;
+        const int64_t per_layer = 4 * (2 + NH + C) * N + kept_bytes * (2 * C + 3 * F) * N +
+                                  attn_bytes * (2 * A + 2 * KV) * N;
+        LayerSpan one, two;
+        one.count = 1, two.count = 2;
+        one.head = two.head = false;
+        one.bf16 = two.bf16 = bf16;
+        const int64_t layer_bytes =
+            4 * (LlamaActivations::floats(c, B, T, two) - LlamaActivations::floats(c, B, T, one));
+        // A layer more also keeps one more layer input in the residual stream (C per token).
+        EXPECT_EQ(layer_bytes, per_layer + 4 * C * N) << "bf16 " << bf16;
+        LlamaActivations a(c, B, T, two);
+        int64_t allocated = 0;
+        for (const Buffer* b :
+             std::initializer_list<const Buffer*>{&a.ln1, &a.rstd1, &a.qkv, &a.atty, &a.lse,
+                                                  &a.resid2, &a.ln2, &a.rstd2, &a.gu, &a.act})
+            allocated += b->bytes();
+        EXPECT_EQ(allocated, 2 * per_layer) << "bf16 " << bf16;
+    }
 }
 
 // The estimate's bf16 operand scratch (model/bf16_scratch.hpp, from layer_linears' bf16 inputs)
