@@ -4,13 +4,14 @@
 #              step's loss within 1e-5 (relative), final weights within 1e-4, and the per-step
 #              bytes on dp equal the analytic counts. With N = 1 and zero 0, bit-identical.
 #   memory     stage-3 model-state bytes per rank at N = 1, 2, 4 fall as 1/N
-#   estimate   at dp 2, each stage's peak RSS at most 5% over the memory estimate and at most 30%
-#              under it (ZeRO 3's bound adds phases that never meet: -24%), on a model whose
-#              74 MiB embedding is many buckets. Open MPI's nonblocking reductions copy each
-#              message, so the reducer's cut of it and its cap on pieces in flight keep the peak
-#              under the estimate (before them: +25% at ZeRO 0, +32% at ZeRO 1, and -33% at 3).
-#              glibc gets a fixed mmap threshold so that RSS measures live bytes: with its moving
-#              default, heap fragmentation moved ZeRO 2's peak by up to 17% from run to run.
+#   estimate   at dp 2, each stage's peak RSS at most 5% over the memory estimate and at most 10%
+#              under it, on a model whose 74 MiB embedding is many buckets. Open MPI's nonblocking
+#              reductions copy each message, so the reducer's cut of it and its cap on pieces in
+#              flight keep the peak under the estimate (before them: +25% at ZeRO 0, +32% at
+#              ZeRO 1, and -33% at 3), and the buffer pool keeps ZeRO 2-3's temporaries from
+#              fragmenting the heap (before it: -10% and -24%, and from run to run -7% to +10%
+#              at ZeRO 2 under glibc's moving mmap threshold). glibc gets a fixed threshold here so
+#              that RSS measures live bytes (+0.8%, +1.0%, -1.5%, -1.3%; +1.3% to +3.6% without).
 #   resume     a checkpoint written at dp 2 ZeRO 1 resumes at dp 4 ZeRO 3, one from dp 4 ZeRO 3
 #              at dp 1 ZeRO 0; at the same layout a resumed run is bit-identical
 #   mismatch | hang | exit   failure paths (the bound and the message naming the rank)
@@ -57,7 +58,7 @@ estimate)
     j=$(tail -1 <<<"$out")
     rss=$(field "$j" peak_rss_bytes) est=$(field "$j" estimate_bytes)
     echo "zero $zero: peak RSS $rss B, estimate $est B"
-    check awk -v r="$rss" -v e="$est" 'BEGIN { d = r / e - 1; printf "  %+.1f%%\n", 100 * d; exit !(d > -0.3 && d < 0.05) }'
+    check awk -v r="$rss" -v e="$est" 'BEGIN { d = r / e - 1; printf "  %+.1f%%\n", 100 * d; exit !(d > -0.1 && d < 0.05) }'
   done
   ;;
 resume)

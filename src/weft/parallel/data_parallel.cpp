@@ -32,10 +32,11 @@ DataParallel::DataParallel(const model::ParamLayout& layout, comm::Group& dp,
     params_ = Buffer(stage_ < 3 ? z_.padded().total : z_.shard_floats());
     grads_ = Buffer(stage_ < 2 ? z_.padded().total : z_.shard_floats());
     param_ticket_.resize(z_.slices().size());
-    reducer_ = std::make_unique<GradReducer>(z_, buckets_, bucket_bytes_, dp_, inflight_,
+    reducer_ = std::make_unique<GradReducer>(z_, buckets_, bucket_bytes_, dp_, inflight_, pool_,
                                              grads_.data(), stage_ >= 2, bf16_reduce_, edp_);
     if (stage_ == 3)
-        gatherer_ = std::make_unique<ParamGatherer>(z_, dp_, inflight_, params_.data(), edp_);
+        gatherer_ =
+            std::make_unique<ParamGatherer>(z_, dp_, inflight_, pool_, params_.data(), edp_);
 }
 
 DataParallel::~DataParallel() {

@@ -26,6 +26,7 @@
 #include "weft/comm/mesh.hpp"
 #include "weft/core/buffer.hpp"
 #include "weft/model/gpt2.hpp"
+#include "weft/parallel/buffer_pool.hpp"
 #include "weft/parallel/inflight.hpp"
 #include "weft/parallel/zero_layout.hpp"
 
@@ -128,6 +129,7 @@ class DataParallel : public model::UnitAccess {
     int64_t bucket_bytes_ = 0;
     bool bf16_reduce_ = false;
     std::vector<ShardSlice> update_;
+    BufferPool pool_;  // before inflight_: completions give buffers back to it
     InFlight inflight_;
     Buffer params_;  // stages 0-2: whole (padded layout); stage 3: this rank's shard
     Buffer grads_;   // stages 0-1: whole; stages 2-3: this rank's shard

@@ -127,13 +127,15 @@ int64_t reducer_temp_bytes(const ZeroLayout& z, const std::vector<Bucket>& bucke
 }
 
 GradReducer::GradReducer(const ZeroLayout& z, const std::vector<Bucket>& buckets,
-                         int64_t bucket_bytes, comm::Group& dp, InFlight& inflight, float* grads,
-                         bool sharded, bool bf16, comm::Group* expert_dp)
+                         int64_t bucket_bytes, comm::Group& dp, InFlight& inflight,
+                         BufferPool& pool, float* grads, bool sharded, bool bf16,
+                         comm::Group* expert_dp)
     : z_(z),
       buckets_(buckets),
       bucket_floats_(bucket_bytes / int64_t(sizeof(float))),
       dp_(dp),
       inflight_(inflight),
+      pool_(pool),
       grads_(grads),
       sharded_(sharded),
       bucket_of_(size_t(z.units()), -1),
@@ -164,7 +166,7 @@ float* GradReducer::unit_grads(int unit) {
     if (!sharded_) return grads_ + offset;
     const int b = bucket_of_[unit];
     const Bucket& k = buckets_[b];
-    if (temp_[b].size() == 0) temp_[b] = Buffer(k.end - k.begin);  // zero-filled
+    if (temp_[b].size() == 0) temp_[b] = pool_.take_zeroed(k.end - k.begin);
     return temp_[b].data() + (offset - k.begin);
 }
 
@@ -190,7 +192,7 @@ void GradReducer::ready(int unit, bool last_micro_batch) {
 
 void GradReducer::post_sharded(int b) {
     const Bucket& k = buckets_[b];
-    Buffer temp = std::move(temp_[b]);  // freed once every piece is packed
+    Buffer temp = std::move(temp_[b]);  // back to the pool once every piece is packed
     for (bool expert : {false, true}) {
         const Block block = sharded_block(z_, k, expert);
         if (block.floats == 0) continue;
@@ -202,9 +204,9 @@ void GradReducer::post_sharded(int b) {
             // Block r of the message: group rank r's part [c0, c1) of this rank's block.
             auto pack = [&] {
                 // One unit in one piece: the bucket is already rank-major.
-                if (pieces.size() == 1 && block.slices.size() == 1 && temp.size() == n * len)
+                if (pieces.size() == 1 && block.slices.size() == 1 && k.end - k.begin == n * len)
                     return std::move(temp);
-                Buffer send(n * len);
+                Buffer send = pool_.take(n * len);  // every float is written below
                 for (int r = 0; r < n; ++r)
                     each_part(z_, block.slices, c0, c1,
                               [&](const ShardSlice& s, int64_t off, int64_t at, int64_t count) {
@@ -226,7 +228,9 @@ void GradReducer::post_sharded(int b) {
                     const int64_t total = n * len;
                     auto send = std::make_shared<std::vector<uint16_t>>(size_t(total));
                     auto recv = std::make_shared<std::vector<uint16_t>>(size_t(total));
-                    round_to_bf16(send->data(), pack().data(), total);
+                    Buffer packed = pack();
+                    round_to_bf16(send->data(), packed.data(), total);
+                    pool_.give(std::move(packed));
                     comm::Request req = comm::all_to_all_async(
                         g, wire_bytes(std::as_const(*send), 0, total), wire_bytes(*recv, 0, total));
                     return inflight_.add(std::move(req), [send, recv, n, len, add_into_shard] {
@@ -238,16 +242,19 @@ void GradReducer::post_sharded(int b) {
             }
             post([&] {
                 auto send = std::make_shared<Buffer>(pack());
-                auto recv = std::make_shared<Buffer>(len);
+                auto recv = std::make_shared<Buffer>(pool_.take(len));
                 comm::Request req = comm::reduce_scatter_async(
-                    g, std::span<const float>(send->data(), size_t(send->size())),
+                    g, std::span<const float>(send->data(), size_t(n * len)),
                     std::span<float>(recv->data(), size_t(len)));
-                return inflight_.add(std::move(req), [send, recv, add_into_shard] {
+                return inflight_.add(std::move(req), [this, send, recv, add_into_shard] {
                     add_into_shard(recv->data(), kernels::add_inplace);
+                    pool_.give(std::move(*send));
+                    pool_.give(std::move(*recv));
                 });
             });
         }
     }
+    pool_.give(std::move(temp));
 }
 
 void GradReducer::post_run_bf16(comm::Group& g, int64_t begin, int64_t end) {

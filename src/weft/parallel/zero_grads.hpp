@@ -37,6 +37,7 @@
 
 #include "weft/comm/mesh.hpp"
 #include "weft/core/buffer.hpp"
+#include "weft/parallel/buffer_pool.hpp"
 #include "weft/parallel/inflight.hpp"
 #include "weft/parallel/zero_layout.hpp"
 
@@ -52,9 +53,10 @@ int64_t reducer_temp_bytes(const ZeroLayout& z, const std::vector<Bucket>& bucke
 class GradReducer {
   public:
     // `grads` is the whole buffer (padded layout) unless `sharded`, then this rank's shard.
+    // Sharded, the buckets' temporaries and the pieces' buffers come from `pool`.
     GradReducer(const ZeroLayout& z, const std::vector<Bucket>& buckets, int64_t bucket_bytes,
-                comm::Group& dp, InFlight& inflight, float* grads, bool sharded, bool bf16 = false,
-                comm::Group* expert_dp = nullptr);
+                comm::Group& dp, InFlight& inflight, BufferPool& pool, float* grads, bool sharded,
+                bool bf16 = false, comm::Group* expert_dp = nullptr);
 
     float* unit_grads(int unit);
     void ready(int unit, bool last_micro_batch);
@@ -76,6 +78,7 @@ class GradReducer {
     int64_t bucket_floats_;
     comm::Group& dp_;
     InFlight& inflight_;
+    BufferPool& pool_;
     float* grads_;
     bool sharded_;
     std::vector<int> bucket_of_;  // per unit

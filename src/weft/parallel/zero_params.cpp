@@ -5,11 +5,12 @@
 namespace weft::parallel {
 
 ParamGatherer::ParamGatherer(const ZeroLayout& z, comm::Group& dp, InFlight& inflight,
-                             const float* shard, comm::Group* edp)
+                             BufferPool& pool, const float* shard, comm::Group* edp)
     : z_(z),
       dp_(dp),
       edp_(edp),
       inflight_(inflight),
+      pool_(pool),
       shard_(shard),
       full_(size_t(z.units())),
       tickets_(size_t(z.units())) {}
@@ -29,7 +30,8 @@ void ParamGatherer::begin_phase(bool forward) {
 void ParamGatherer::post(int unit) {
     if (full_[unit].size() != 0) return;  // resident, or its gather is in flight
     const int64_t unit_begin = z_.padded().units[unit].offset;
-    full_[unit] = Buffer(z_.padded().units[unit].size);
+    // The parts' gathers write every float of the padded unit.
+    full_[unit] = pool_.take(z_.padded().units[unit].size);
     // One gather per part, each over the group its slices are cut over.
     for (int i = z_.first_slice(unit); i < z_.first_slice(unit + 1); ++i) {
         const ShardSlice& s = z_.slices()[size_t(i)];
@@ -54,7 +56,7 @@ void ParamGatherer::release(int unit) {
     for (uint64_t t : tickets_[unit])
         if (!inflight_.done(t)) return;  // a prefetch in flight
     tickets_[unit].clear();
-    full_[unit] = Buffer();
+    pool_.give(std::move(full_[unit]));
 }
 
 }  // namespace weft::parallel

@@ -15,6 +15,7 @@
 
 #include "weft/comm/mesh.hpp"
 #include "weft/core/buffer.hpp"
+#include "weft/parallel/buffer_pool.hpp"
 #include "weft/parallel/inflight.hpp"
 #include "weft/parallel/zero_layout.hpp"
 
@@ -22,9 +23,10 @@ namespace weft::parallel {
 
 class ParamGatherer {
   public:
-    // `edp`: the group expert parts are gathered over (expert parallelism), else null.
-    ParamGatherer(const ZeroLayout& z, comm::Group& dp, InFlight& inflight, const float* shard,
-                  comm::Group* edp = nullptr);
+    // `edp`: the group expert parts are gathered over (expert parallelism), else null. The
+    // gathered units' buffers come from `pool`.
+    ParamGatherer(const ZeroLayout& z, comm::Group& dp, InFlight& inflight, BufferPool& pool,
+                  const float* shard, comm::Group* edp = nullptr);
 
     void begin_phase(bool forward);
     float* acquire(int unit);
@@ -37,6 +39,7 @@ class ParamGatherer {
     comm::Group& dp_;
     comm::Group* edp_;
     InFlight& inflight_;
+    BufferPool& pool_;
     const float* shard_;
     std::vector<Buffer> full_;
     std::vector<std::vector<uint64_t>> tickets_;  // per unit: its parts' gathers in flight
