@@ -171,7 +171,8 @@ int comm_counts(const fs::path& run) {
     const int64_t accum = batch / (dp * micro);
     const Padded p = padded_count(layout, dp);
     const uint64_t P = 4 * uint64_t(p.total), scalars = 16;  // fp32 buffer; loss and norm
-    // Per optimizer step, as docs/data_parallel.md states them.
+    // Per optimizer step, as docs/data_parallel.md states them. Stages 2-3 reduce-scatter the
+    // gradients as an all-to-all and a sum (zero_grads.hpp): MPI's reduce-scatter carries none.
     uint64_t all_reduce = scalars, reduce_scatter = 0, all_gather = 0;
     if (zero <= 1) all_reduce += P;
     if (zero >= 1 && zero <= 2) all_gather = P;
@@ -181,11 +182,12 @@ int comm_counts(const fs::path& run) {
     int bad = 0, steps = 0;
     for (const json& line : step_lines(run)) {
         const json comm = line.value("comm", json::object());
-        const uint64_t got[3] = {op_bytes(comm, "all_reduce"), op_bytes(comm, "reduce_scatter"),
-                                 op_bytes(comm, "all_gather")};
-        const uint64_t want[3] = {all_reduce, reduce_scatter, all_gather};
-        const char* names[3] = {"all_reduce", "reduce_scatter", "all_gather"};
-        for (int i = 0; i < 3; ++i)
+        const uint64_t got[4] = {op_bytes(comm, "all_reduce"), op_bytes(comm, "all_to_all"),
+                                 op_bytes(comm, "all_gather"), op_bytes(comm, "reduce_scatter")};
+        const uint64_t want[4] = {all_reduce, reduce_scatter, all_gather, 0};
+        const char* names[4] = {"all_reduce", "all_to_all (the reduce-scatter)", "all_gather",
+                                "reduce_scatter"};
+        for (int i = 0; i < 4; ++i)
             if (got[i] != want[i]) {
                 fmt::print("FAIL: step {}: {} bytes {}, expected {}\n", line["step"].get<int>(),
                            names[i], got[i], want[i]);
@@ -195,7 +197,9 @@ int comm_counts(const fs::path& run) {
     }
     fmt::print(
         "{}: dp {} zero {}, {} micro-batch(es) per step, padded parameters {} ({} in unit 0): "
-        "per step all_reduce {} B, reduce_scatter {} B, all_gather {} B on dp; {} steps, {}\n",
+        "per step all_reduce {} B, reduce-scatter (all_to_all) {} B, all_gather {} B on dp; {} "
+        "steps, "
+        "{}\n",
         run.string(), dp, zero, accum, p.total, p.unit0, all_reduce, reduce_scatter, all_gather,
         steps, bad ? "MISMATCH" : "all equal");
     return bad || steps == 0 ? 1 : 0;

@@ -11,7 +11,7 @@
 #              ZeRO 1, and -33% at 3), and the buffer pool keeps ZeRO 2-3's temporaries from
 #              fragmenting the heap (before it: -10% and -24%, and from run to run -7% to +10%
 #              at ZeRO 2 under glibc's moving mmap threshold). glibc gets a fixed threshold here so
-#              that RSS measures live bytes (+0.8%, +1.0%, -1.5%, -1.3%; +1.3% to +3.6% without).
+#              that RSS measures live bytes (+0.9%, +1.1%, -1.1%, -1.0%; +2.0% to +3.4% without).
 #   resume     a checkpoint written at dp 2 ZeRO 1 resumes at dp 4 ZeRO 3, one from dp 4 ZeRO 3
 #              at dp 1 ZeRO 0; at the same layout a resumed run is bit-identical
 #   mismatch | hang | exit   failure paths (the bound and the message naming the rank)

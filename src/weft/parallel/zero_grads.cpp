@@ -85,12 +85,15 @@ void each_part(const ZeroLayout& z, const std::vector<int>& slices, int64_t c0, 
     }
 }
 
-}  // namespace
-
-int64_t reducer_temp_bytes(const ZeroLayout& z, const std::vector<Bucket>& buckets,
-                           int64_t bucket_bytes, bool sharded, bool bf16) {
-    const int64_t f = sizeof(float), min = bucket_bytes / f;
-    int64_t first = 0, other = 0, message = 0, block = 0, summed = 0;
+// In floats: the largest bucket holding unit 0 and the largest other, the largest message one
+// piece sends, and (whole) what is reduced over groups of more than one rank.
+struct Sizes {
+    int64_t first = 0, other = 0, message = 0, summed = 0;
+};
+Sizes sizes(const ZeroLayout& z, const std::vector<Bucket>& buckets, int64_t bucket_bytes,
+            bool sharded) {
+    const int64_t min = bucket_bytes / int64_t(sizeof(float));
+    int64_t first = 0, other = 0, message = 0, summed = 0;
     for (const Bucket& k : buckets) {
         int64_t& size = k.first_unit == 0 ? first : other;
         size = std::max(size, k.end - k.begin);
@@ -108,22 +111,27 @@ int64_t reducer_temp_bytes(const ZeroLayout& z, const std::vector<Bucket>& bucke
             const Block b = sharded_block(z, k, expert);
             if (b.floats == 0) continue;
             const int n = group_size(z, expert);
-            for (auto [c0, c1] : cut(b.floats, min / n, 16)) {
+            for (auto [c0, c1] : cut(b.floats, min / n, 16))
                 message = std::max(message, n * (c1 - c0));
-                block = std::max(block, c1 - c0);
-            }
         }
     }
-    const int64_t k = kMaxInFlight;
+    return {first, other, message, summed};
+}
+
+}  // namespace
+
+int64_t reducer_temp_bytes(const ZeroLayout& z, const std::vector<Bucket>& buckets,
+                           int64_t bucket_bytes, bool sharded, bool bf16) {
+    const auto [first, other, message, summed] = sizes(z, buckets, bucket_bytes, sharded);
+    const int64_t f = sizeof(float), k = kMaxInFlight;
     if (!sharded)  // fp32: libnbc's copy of each message; bf16: wire out and in, and the sums
         return bf16 ? k * message * f + summed * 2 : k * message * f;
     // The bucket of unit 0, kept from the tied head's backward on, and the one being filled.
     const int64_t buckets_bytes = (first + other) * f;
     if (bf16)  // one fp32 piece being rounded; the pieces' bf16 wire out and in
         return buckets_bytes + message * f + k * message * 2 * 2;
-    // Packed pieces, received blocks, libnbc's two whole messages each.
-    const int64_t libnbc = z.dp() > 1 ? 2 * message * f : 0;
-    return buckets_bytes + k * (message * f + block * f + libnbc);
+    // Packed pieces and the all-to-all's received pieces, a whole message each.
+    return buckets_bytes + k * 2 * message * f;
 }
 
 GradReducer::GradReducer(const ZeroLayout& z, const std::vector<Bucket>& buckets,
@@ -133,6 +141,7 @@ GradReducer::GradReducer(const ZeroLayout& z, const std::vector<Bucket>& buckets
     : z_(z),
       buckets_(buckets),
       bucket_floats_(bucket_bytes / int64_t(sizeof(float))),
+      message_floats_(sizes(z, buckets, bucket_bytes, sharded).message),
       dp_(dp),
       inflight_(inflight),
       pool_(pool),
@@ -206,7 +215,7 @@ void GradReducer::post_sharded(int b) {
                 // One unit in one piece: the bucket is already rank-major.
                 if (pieces.size() == 1 && block.slices.size() == 1 && k.end - k.begin == n * len)
                     return std::move(temp);
-                Buffer send = pool_.take(n * len);  // every float is written below
+                Buffer send = pool_.take(message_floats_);  // n * len floats written below
                 for (int r = 0; r < n; ++r)
                     each_part(z_, block.slices, c0, c1,
                               [&](const ShardSlice& s, int64_t off, int64_t at, int64_t count) {
@@ -240,14 +249,18 @@ void GradReducer::post_sharded(int b) {
                 });
                 continue;
             }
+            // An all-to-all, and the sum here in rank order as the bf16 path does: the bytes of
+            // a reduce-scatter, without libnbc's copy of twice the message (mapped afresh for
+            // every piece over 32 MiB).
             post([&] {
                 auto send = std::make_shared<Buffer>(pack());
-                auto recv = std::make_shared<Buffer>(pool_.take(len));
-                comm::Request req = comm::reduce_scatter_async(
-                    g, std::span<const float>(send->data(), size_t(n * len)),
-                    std::span<float>(recv->data(), size_t(len)));
-                return inflight_.add(std::move(req), [this, send, recv, add_into_shard] {
-                    add_into_shard(recv->data(), kernels::add_inplace);
+                auto recv = std::make_shared<Buffer>(pool_.take(message_floats_));
+                comm::Request req =
+                    comm::all_to_all_async(g, std::span<const float>(send->data(), size_t(n * len)),
+                                           std::span<float>(recv->data(), size_t(n * len)));
+                return inflight_.add(std::move(req), [this, send, recv, n, len, add_into_shard] {
+                    for (int r = 0; r < n; ++r)
+                        add_into_shard(recv->data() + r * len, kernels::add_inplace);
                     pool_.give(std::move(*send));
                     pool_.give(std::move(*recv));
                 });

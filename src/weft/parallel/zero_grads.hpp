@@ -5,31 +5,34 @@
 // last one a bucket is all-reduced in place once backward has finished its last unit.
 // Sharded (stages 2-3): a bucket's gradient lives in a temporary from the first write of a
 // micro-batch; when backward has finished the bucket it is reduce-scattered (packed rank-major
-// first when it holds several units) and the temporary is freed; this rank's block is added
-// into the gradient shard when the operation completes.
+// first when it holds several units) and the temporary is freed. The reduce-scatter is an
+// all-to-all of the packed blocks, each rank adding the dp blocks it receives into its gradient
+// shard in rank order when the operation completes: the same bytes as MPI's reduce-scatter,
+// without libnbc's copy of twice the message (below), and the same sum order on any MPI.
 //
 // bf16 (--grad-reduce-dtype bf16, dp > 1): the gradients travel as bf16 but are summed in fp32
-// (bf16_wire.hpp). Sharded: an all-to-all of the packed bf16 blocks replaces the reduce-scatter,
-// and each rank adds the dp blocks it receives, widened, into its shard in rank order. Whole: an
-// all-to-all of the bucket's bf16 blocks while backward goes on, each rank summing its block in
-// fp32 and rounding the sum once; finish() then all-gathers every bucket's bf16 sums, in bucket
-// order on every rank, so every rank holds the same bits, as the fp32 all-reduce gives.
+// (bf16_wire.hpp). Sharded: the all-to-all carries the packed blocks in bf16, and each rank adds
+// the dp blocks it receives, widened, into its shard in rank order. Whole: an all-to-all of the
+// bucket's bf16 blocks while backward goes on, each rank summing its block in fp32 and rounding
+// the sum once; finish() then all-gathers every bucket's bf16 sums, in bucket order on every
+// rank, so every rank holds the same bits, as the fp32 all-reduce gives.
 //
 // Expert parallelism (`expert_dp`, fp32 only): the ranges of expert tensors (ParamSpec::expert)
 // are reduced over the expert-data-parallel group, the rest of the bucket over dp, so each
 // expert's gradient sums the shares of exactly the ranks holding it. Whole: each run of the
-// bucket is all-reduced over its group. Sharded: one reduce-scatter per group, of the bucket's
-// parts of that group packed group-rank-major (the layout's expert parts are sliced over edp).
+// bucket is all-reduced over its group. Sharded: one all-to-all per group, of the bucket's parts
+// of that group packed group-rank-major (the layout's expert parts are sliced over edp).
 //
 // Memory in flight: Open MPI's nonblocking reductions (libnbc) allocate a temporary from the post
 // to the completion of each operation, the size of the message for an iallreduce and twice the
-// whole message for an ireduce_scatter_block (the bf16 path's all-to-alls need none). So no
-// message is much larger than a bucket: a run or block of at least two buckets' worth is cut into
-// pieces of at least --bucket-mb of fp32 gradient each (GPT-2's tied embedding, 147 MiB, into
-// six of the default 25 MiB), and at most kMaxInFlight pieces are in flight: posting another
-// first waits for the oldest. Posts happen only in ready(), in the same order on every rank, so
-// the wait changes no rank's order of collectives. With one piece moving and one queued behind
-// it the link never idles, so the cap costs no time when reduction is the bottleneck.
+// whole message for an ireduce_scatter_block (which is why the sharded path does not use it;
+// all-to-alls need none). So no message is much larger than a bucket: a run or block of at
+// least two buckets' worth is cut into pieces of at least --bucket-mb of fp32 gradient each
+// (GPT-2's tied embedding, 147 MiB, into six of the default 25 MiB), and at most kMaxInFlight
+// pieces are in flight: posting another first waits for the oldest. Posts happen only in
+// ready(), in the same order on every rank, so the wait changes no rank's order of collectives.
+// With one piece moving and one queued behind it the link never idles, so the cap costs no time
+// when reduction is the bottleneck.
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -76,6 +79,10 @@ class GradReducer {
     const ZeroLayout& z_;
     const std::vector<Bucket>& buckets_;
     int64_t bucket_floats_;
+    // Sharded: every piece's buffers are taken at the largest piece's size, so that the pool
+    // keeps kMaxInFlight of each whatever the pieces' sizes (the embedding's and the blocks'
+    // would otherwise be kept apart, as sizes more than a quarter apart are).
+    int64_t message_floats_;
     comm::Group& dp_;
     InFlight& inflight_;
     BufferPool& pool_;

@@ -44,9 +44,9 @@ TEST(ZeroGrads, InFlightBytesOfGpt2AtDp2) {
     EXPECT_EQ(reducer_temp_bytes(z, buckets, bucket, false, true),
               2 * last * f + z.padded().total * 2);
     // ZeRO 2-3, fp32: the embedding's bucket and the largest other, both in fp32; per piece in
-    // flight its packed message, this rank's received half and libnbc's two copies.
+    // flight its packed message and the all-to-all's received one (no libnbc copy).
     EXPECT_EQ(reducer_temp_bytes(z, buckets, bucket, true, false),
-              (embed + last) * f + 2 * (last + last / 2 + 2 * last) * f);
+              (embed + last) * f + 2 * (last + last) * f);
     // bf16: one fp32 piece being rounded, and the bf16 wire out and in of two.
     EXPECT_EQ(reducer_temp_bytes(z, buckets, bucket, true, true),
               (embed + last) * f + last * f + 2 * last * 2 * 2);
