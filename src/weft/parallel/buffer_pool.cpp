@@ -5,21 +5,25 @@
 
 namespace weft::parallel {
 
-Buffer BufferPool::take(int64_t n) {
+std::optional<Buffer> BufferPool::reuse(int64_t n) {
     auto it = kept_.lower_bound(n);
     // No more than a quarter larger: a bucket's piece should not hold the embedding's buffer.
-    if (it == kept_.end() || it->first > n + n / 4) return Buffer(n);
+    if (it == kept_.end() || it->first > n + n / 4) return std::nullopt;
     Buffer b = std::move(it->second);
     kept_.erase(it);
     return b;
 }
 
+Buffer BufferPool::take(int64_t n) {
+    if (std::optional<Buffer> b = reuse(n)) return std::move(*b);
+    return Buffer(n);
+}
+
 Buffer BufferPool::take_zeroed(int64_t n) {
-    auto it = kept_.lower_bound(n);
-    if (it == kept_.end() || it->first > n + n / 4) return Buffer(n);  // zero-filled
-    Buffer b = take(n);
-    std::fill_n(b.data(), n, 0.0f);
-    return b;
+    std::optional<Buffer> b = reuse(n);
+    if (!b) return Buffer(n);  // zero-filled
+    std::fill_n(b->data(), n, 0.0f);
+    return std::move(*b);
 }
 
 void BufferPool::give(Buffer&& b) {

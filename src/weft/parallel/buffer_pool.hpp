@@ -10,6 +10,7 @@
 // its fullest, and the first step's page faults are the only ones.
 #include <cstdint>
 #include <map>
+#include <optional>
 
 #include "weft/core/buffer.hpp"
 
@@ -28,6 +29,9 @@ class BufferPool {
     int64_t kept_bytes() const;
 
   private:
+    // The kept buffer take() hands back for n floats, if any (removed from the pool).
+    std::optional<Buffer> reuse(int64_t n);
+
     std::multimap<int64_t, Buffer> kept_;  // by size in floats
 };
 

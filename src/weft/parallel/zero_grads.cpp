@@ -68,10 +68,6 @@ Block sharded_block(const ZeroLayout& z, const Bucket& k, bool expert) {
     return b;
 }
 
-int group_size(const ZeroLayout& z, bool expert) {
-    return expert ? z.dp() / z.ep() : z.dp();
-}
-
 // Calls f(slice, offset in the slice, offset in the piece, count) for each part of the piece
 // [c0, c1) of a block.
 template <class F>
@@ -99,7 +95,7 @@ Sizes sizes(const ZeroLayout& z, const std::vector<Bucket>& buckets, int64_t buc
         size = std::max(size, k.end - k.begin);
         if (!sharded) {
             for (const Part& r : whole_runs(z, k)) {
-                const int n = group_size(z, r.expert);
+                const int n = z.group_size(r.expert);
                 if (n == 1) continue;
                 summed += r.end - r.begin;
                 for (auto [c0, c1] : cut(r.end - r.begin, min, 16 * int64_t(n)))
@@ -110,7 +106,7 @@ Sizes sizes(const ZeroLayout& z, const std::vector<Bucket>& buckets, int64_t buc
         for (bool expert : {false, true}) {
             const Block b = sharded_block(z, k, expert);
             if (b.floats == 0) continue;
-            const int n = group_size(z, expert);
+            const int n = z.group_size(expert);
             for (auto [c0, c1] : cut(b.floats, min / n, 16))
                 message = std::max(message, n * (c1 - c0));
         }

@@ -5,10 +5,11 @@
 // last one a bucket is all-reduced in place once backward has finished its last unit.
 // Sharded (stages 2-3): a bucket's gradient lives in a temporary from the first write of a
 // micro-batch; when backward has finished the bucket it is reduce-scattered (packed rank-major
-// first when it holds several units) and the temporary is freed. The reduce-scatter is an
-// all-to-all of the packed blocks, each rank adding the dp blocks it receives into its gradient
-// shard in rank order when the operation completes: the same bytes as MPI's reduce-scatter,
-// without libnbc's copy of twice the message (below), and the same sum order on any MPI.
+// first when it holds several units) and the temporary goes back to the pool. The
+// reduce-scatter is an all-to-all of the packed blocks, each rank adding the dp blocks it
+// receives into its gradient shard in rank order when the operation completes: the same bytes
+// as MPI's reduce-scatter, without libnbc's copy of twice the message (below), and the same sum
+// order on any MPI.
 //
 // bf16 (--grad-reduce-dtype bf16, dp > 1): the gradients travel as bf16 but are summed in fp32
 // (bf16_wire.hpp). Sharded: the all-to-all carries the packed blocks in bf16, and each rank adds

@@ -59,7 +59,9 @@ class ZeroLayout {
     int64_t shard_floats() const { return shard_floats_; }
     // The size of the group a slice is cut over (dp, or dp / ep for an expert part) and this
     // rank's place in it.
-    int group_size(const ShardSlice& s) const { return s.expert ? dp_ / ep_ : dp_; }
+    int group_size(const ShardSlice& s) const { return group_size(s.expert); }
+    // The size of the group a part of that kind is cut over.
+    int group_size(bool expert) const { return expert ? dp_ / ep_ : dp_; }
     int group_rank(const ShardSlice& s) const { return s.expert ? rank_ / ep_ : rank_; }
     // Where the slice of group rank `r` of the same part as `s` starts in the padded buffer.
     int64_t slice_begin(const ShardSlice& s, int r) const { return s.part_begin + r * s.size; }

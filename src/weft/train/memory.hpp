@@ -10,8 +10,9 @@ namespace weft::train {
 struct MemoryEstimate {
     int64_t weights = 0, grads = 0, optimizer = 0, activations = 0, scratch = 0, baseline = 0;
     // ZeRO's temporaries within a step (parallel::DataParallel::working_bytes): gathered units,
-    // gradient buckets and the reductions in flight. They are freed before the step ends, but
-    // glibc keeps the freed heap resident, so a checkpoint's staging adds to them (measured).
+    // gradient buckets and the reductions in flight. Between steps the pool keeps them (ZeRO
+    // 2-3, parallel/buffer_pool.hpp) or glibc's heap does (0-1), so a checkpoint's staging adds
+    // to them (measured).
     int64_t working = 0;
     // The checkpoint staging buffer: every rank's part of weights and AdamW moments, copied for
     // the writer (held while a synchronous save writes; kept by --async-checkpoint).
