@@ -86,6 +86,12 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 //   dbias[N]     += Σ_m dout[m,:]
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int64_t M, int64_t K, int64_t N, bool accumulate_dinp);
+// Floats of the scratch matmul_backward keeps on the calling thread for a layer of K inputs and
+// N outputs under products of precision p: under fp32, a layer that widens (N > K) computes its
+// weight gradient transposed there (N·K floats); else none. The thread keeps the largest it has
+// needed.
+int64_t matmul_backward_scratch_floats(int64_t K, int64_t N,
+                                       MatmulPrecision p = matmul_precision());
 
 // The same products with the input already rounded to bf16 (bf16 bit patterns, compact [M,K]): an
 // activation stored as bf16 for backward (model::LayerSpan::bf16). Bit for bit what

@@ -115,8 +115,14 @@ int64_t Gpt2::scratch_floats(const ModelConfig& cfg, int64_t B, int64_t T, int t
                              bool sequence_parallel) {
     const bool sp = sequence_parallel && tp > 1;
     const int64_t BT = B * T, C = cfg.n_embd, rows = sp ? BT / tp : BT;
+    // The weight gradient's transposed product that matmul_backward keeps for the widest of
+    // the four layers (kernels::matmul_backward_scratch_floats).
+    const int64_t dweight = std::max({kernels::matmul_backward_scratch_floats(C, 3 * C / tp),
+                                      kernels::matmul_backward_scratch_floats(C / tp, C),
+                                      kernels::matmul_backward_scratch_floats(C, 4 * C / tp),
+                                      kernels::matmul_backward_scratch_floats(4 * C / tp, C)});
     // dres_, dC_, d3C_, d4C_, and the partial LayerNorm gradients.
-    return rows * C + BT * C + BT * 3 * C / tp + BT * 4 * C / tp + (sp ? 4 * C : 0);
+    return rows * C + BT * C + BT * 3 * C / tp + BT * 4 * C / tp + (sp ? 4 * C : 0) + dweight;
 }
 
 void Gpt2::ensure_scratch(int64_t BT) {

@@ -197,8 +197,24 @@ int64_t Llama::scratch_floats(const ModelConfig& cfg, int64_t B, int64_t T, int 
     const bool sp = sequence_parallel && tp > 1;
     const Widths w = widths(cfg, tp);
     const int64_t BT = B * T, C = cfg.n_embd, rows = sp ? BT / tp : BT;
+    // The weight gradient's transposed product that matmul_backward keeps for the widest layer
+    // it runs (kernels::matmul_backward_scratch_floats); an MoE block runs its experts' products
+    // itself and the router's (always in fp32) and shared experts' through matmul_backward.
+    auto dw = [](int64_t in, int64_t out) {
+        return kernels::matmul_backward_scratch_floats(in, out);
+    };
+    int64_t dweight = std::max(dw(C, w.qkv), dw(w.NH * w.HS, C));
+    if (cfg.n_experts > 0) {
+        const int64_t SF = cfg.n_shared_experts * cfg.ffn();
+        const int64_t router = kernels::matmul_backward_scratch_floats(
+            C, cfg.n_experts, kernels::MatmulPrecision::fp32);
+        dweight = std::max({dweight, router, dw(C, 2 * SF), dw(SF, C)});
+    } else {
+        dweight = std::max({dweight, dw(C, 2 * w.F), dw(w.F, C)});
+    }
     return rows * C + BT * C + BT * w.qkv + BT * w.F + BT * wide_width(w) +
-           (sp ? rows * C + 2 * C : 0) + (cfg.n_experts > 0 ? MoeMlp::scratch_floats(cfg, BT) : 0);
+           (sp ? rows * C + 2 * C : 0) + (cfg.n_experts > 0 ? MoeMlp::scratch_floats(cfg, BT) : 0) +
+           dweight;
 }
 
 void Llama::ensure_scratch(int64_t BT) {

@@ -1,6 +1,7 @@
 // gemm and the linear-layer products against naive double-precision references.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -131,8 +132,14 @@ TEST(Matmul, ForwardWithAndWithoutBias) {
     }
 }
 
-TEST(Matmul, BackwardMatchesReferenceAndAccumulates) {
-    const int64_t M = 75, K = 48, N = 61;  // odd sizes: no kernel block divides them
+// Odd sizes that no kernel block divides, for both ways the weight gradient is computed: a layer
+// that widens (N > K) takes it transposed through a scratch (matmul_backward_scratch_floats),
+// one that narrows takes the direct product.
+class MatmulBackward : public ::testing::TestWithParam<std::array<int64_t, 3>> {};
+
+TEST_P(MatmulBackward, MatchesReferenceAndAccumulates) {
+    const auto [M, K, N] = GetParam();
+    EXPECT_EQ(matmul_backward_scratch_floats(K, N), N > K ? N * K : 0);
     auto inp = random_vector(size_t(M * K), 20);
     auto w = random_vector(size_t(N * K), 21);
     auto dout = random_vector(size_t(M * N), 22);
@@ -186,6 +193,12 @@ TEST(Matmul, BackwardMatchesReferenceAndAccumulates) {
     matmul_backward(nullptr, nullptr, db.data(), dout.data(), nullptr, nullptr, M, K, N, false);
     EXPECT_LT(max_rel_diff(db.data(), want_db.data(), db.size(), kAtol), kTol);
 }
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MatmulBackward,
+                         ::testing::Values(std::array<int64_t, 3>{75, 48, 61},
+                                           std::array<int64_t, 3>{75, 61, 48},
+                                           std::array<int64_t, 3>{33, 20, 70},
+                                           std::array<int64_t, 3>{40, 32, 96}));
 
 // Central differences of L = Σ_{m,n} w[m,n] · out[m,n] with out = matmul_forward(inp, weight,
 // bias) against matmul_backward with dout = w. L is linear in every input, so the central
