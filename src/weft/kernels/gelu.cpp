@@ -181,6 +181,23 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) 
     backward(dinp, inp, dout, n);
 }
 
+void gelu_backward_bias(float* dinp, float* dbias, const float* inp, const float* dout,
+                        int64_t rows, int64_t cols) {
+    WEFT_PROFILE("gelu_bwd");
+    WEFT_CHECK(rows >= 0 && cols >= 0, "gelu_backward_bias: rows={} cols={}", rows, cols);
+    const bool vec = use_avx512();
+    detail::rows_with_column_sums(dbias, rows, cols, [&](int64_t m, float* acc) {
+        float* d = dinp + m * cols;
+        const float* x = inp + m * cols;
+        const float* dy = dout + m * cols;
+#if defined(__AVX512F__)
+        if (vec) return backward_avx512(d, x, dy, 0, cols, acc);
+#endif
+        backward_portable(d, x, dy, 0, cols, acc);
+    });
+    (void)vec;
+}
+
 void gelu_forward_bf16(uint16_t* out, const uint16_t* inp, int64_t n) {
     WEFT_PROFILE("gelu_fwd");
     forward(out, inp, n);

@@ -7,6 +7,12 @@ namespace weft::kernels {
 void gelu_forward(float* out, const float* inp, int64_t n);
 // dinp = gelu'(inp) * dout (overwritten). dinp may alias dout.
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
+// The same over a [rows, cols] gradient that feeds a linear layer with a bias (GPT-2's fc), whose
+// gradient dbias[c] += Σ_r dinp[r][c] is summed on the way, over blocks of 64 rows and then the
+// blocks in order (the same bits on any number of threads): one pass instead of a second that
+// reads the whole gradient back. dinp may alias dout.
+void gelu_backward_bias(float* dinp, float* dbias, const float* inp, const float* dout,
+                        int64_t rows, int64_t cols);
 
 // The same on an input kept as bf16 (--dtype bf16): the forward writes its output rounded to bf16
 // (nearest even), bit for bit round(gelu_forward(widened inp)); the backward is gelu_backward on

@@ -380,8 +380,9 @@ void Gpt2::block_backward(Activations& base, UnitAccess& w, int l) {
         k::gelu_backward_bf16(dfc16, g.fc_b, a.fch.b16() + at_fc, d4C, BT, 4 * Cl);
         backward_kept_bf16_dout(dC_.data(), g.fc_w, dfc16, a.ln2, at_ln, p.fc_w, BT, C, 4 * Cl);
     } else {
-        k::gelu_backward(d4C, a.fch.f32() + at_fc, d4C, BT * 4 * Cl);
-        backward_kept(dC_.data(), g.fc_w, g.fc_b, d4C, a.ln2, at_ln, p.fc_w, BT, C, 4 * Cl);
+        // fc's bias gradient is summed as the GELU's backward writes it, not read back after.
+        k::gelu_backward_bias(d4C, g.fc_b, a.fch.f32() + at_fc, d4C, BT, 4 * Cl);
+        backward_kept(dC_.data(), g.fc_w, nullptr, d4C, a.ln2, at_ln, p.fc_w, BT, C, 4 * Cl);
     }
     w.progress();
     k::layernorm_backward(dres, gn.ln2_w, gn.ln2_b, tp_.sum_input_grad(dC_.data(), BT, R, d4C),

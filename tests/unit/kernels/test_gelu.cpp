@@ -154,6 +154,39 @@ TEST_P(Gelu, Bf16BackwardGivesTheRoundedGradientAndTheBiasSums) {
     }
 }
 
+// gelu_backward_bias (GPT-2's fc in fp32): gelu_backward's bits, in place as the model calls it,
+// and fc's bias gradient summed in the stated order (64-row blocks, then the blocks), on one
+// thread and on several. Widths with a tail of lanes, heights with a partial block.
+TEST_P(Gelu, BackwardWithBiasGivesTheGradientAndTheBiasSums) {
+    const int64_t shapes[][2] = {{1, 1}, {3, 17}, {37, 256}, {65, 300}, {300, 3 * 256 + 9}};
+    for (const auto& [rows, cols] : shapes) {
+        const int64_t n = rows * cols;
+        const auto x = inputs(n, 12), dy = random_vector(n, 13);
+        std::vector<float> want(n);
+        wk::gelu_backward(want.data(), x.data(), dy.data(), n);
+        const auto bias0 = random_vector(cols, 14);
+        std::vector<float> want_db = bias0;
+        for (int64_t c = 0; c < cols; ++c) {
+            float total = 0.0f;
+            for (int64_t b0 = 0; b0 < rows; b0 += 64) {
+                float block = 0.0f;
+                for (int64_t m = b0; m < std::min(rows, b0 + 64); ++m) block += want[m * cols + c];
+                total += block;
+            }
+            want_db[c] += total;
+        }
+        const int initial = omp_get_max_threads();
+        for (int threads : {1, 2, 3}) {
+            omp_set_num_threads(threads);
+            std::vector<float> got = dy, got_db = bias0;
+            wk::gelu_backward_bias(got.data(), got_db.data(), x.data(), got.data(), rows, cols);
+            EXPECT_EQ(got, want) << rows << "x" << cols << ", " << threads << " threads";
+            EXPECT_EQ(got_db, want_db) << rows << "x" << cols << ", " << threads << " threads";
+        }
+        omp_set_num_threads(initial);
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, Gelu, ::testing::Values(wk::Isa::portable, wk::Isa::avx512),
                          [](const auto& info) {
                              return info.param == wk::Isa::avx512 ? "avx512" : "portable";
