@@ -1,5 +1,6 @@
 // gemm and the linear-layer products against naive double-precision references.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <array>
 #include <cmath>
@@ -81,6 +82,43 @@ TEST(Gemm, MatchesReferenceForAllTransposesStridesAndBetas) {
                             for (int64_t n = c.N; n < ldc; ++n)
                                 ASSERT_EQ(C[m * ldc + n], 12345.0f) << "padding written";
                     }
+}
+
+// Products large enough to be cut into one slab per thread (matmul.cpp's sgemm_slabs): slabs of
+// rows (M >= N) and of whole 16-float vectors of columns (N > M), uneven over 2 and 3 threads,
+// and on one thread the plain call, against the reference.
+TEST(Gemm, SlabsPerThreadMatchReference) {
+    const GemmCase cases[] = {{301, 173, 97, 5}, {93, 331, 149, 3}};
+    const int initial = omp_get_max_threads();
+    uint64_t seed = 100;
+    for (const GemmCase& c : cases)
+        for (int threads : {1, 2, 3})
+            for (bool ta : {false, true})
+                for (bool tb : {false, true})
+                    for (float beta : {0.0f, 1.0f}) {
+                        omp_set_num_threads(threads);
+                        int64_t a_rows = ta ? c.K : c.M, a_cols = ta ? c.M : c.K;
+                        int64_t b_rows = tb ? c.N : c.K, b_cols = tb ? c.K : c.N;
+                        int64_t lda = a_cols + c.pad, ldb = b_cols + c.pad, ldc = c.N + c.pad;
+                        auto A = random_vector(size_t(a_rows * lda), seed++);
+                        auto B = random_vector(size_t(b_rows * ldb), seed++);
+                        auto C = random_vector(size_t(c.M * ldc), seed++);
+                        for (int64_t m = 0; m < c.M; ++m)
+                            for (int64_t n = c.N; n < ldc; ++n) C[m * ldc + n] = 12345.0f;
+                        auto want = reference_gemm(ta, tb, c.M, c.N, c.K, -0.5f, A, lda, B, ldb,
+                                                   beta, C, ldc);
+                        gemm(ta, tb, c.M, c.N, c.K, -0.5f, A.data(), lda, B.data(), ldb, beta,
+                             C.data(), ldc);
+                        SCOPED_TRACE(::testing::Message()
+                                     << "M=" << c.M << " N=" << c.N << " K=" << c.K
+                                     << " threads=" << threads << " ta=" << ta << " tb=" << tb
+                                     << " beta=" << beta);
+                        EXPECT_LT(max_rel_diff(C.data(), want.data(), C.size(), kAtol), kTol);
+                        for (int64_t m = 0; m < c.M; ++m)
+                            for (int64_t n = c.N; n < ldc; ++n)
+                                ASSERT_EQ(C[m * ldc + n], 12345.0f) << "padding written";
+                    }
+    omp_set_num_threads(initial);
 }
 
 TEST(Gemm, EmptyProducts) {
