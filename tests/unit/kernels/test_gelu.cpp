@@ -43,6 +43,22 @@ void expect_close(const std::vector<float>& a, const std::vector<double>& ref, c
     }
 }
 
+// bias + the column sums of g [rows, cols] in the order the fused backwards state: each block of
+// 64 rows summed, then the blocks in order.
+std::vector<float> plus_block_sums(std::vector<float> bias, const std::vector<float>& g,
+                                   int64_t rows, int64_t cols) {
+    for (int64_t c = 0; c < cols; ++c) {
+        float total = 0.0f;
+        for (int64_t b0 = 0; b0 < rows; b0 += 64) {
+            float block = 0.0f;
+            for (int64_t m = b0; m < std::min(rows, b0 + 64); ++m) block += g[m * cols + c];
+            total += block;
+        }
+        bias[c] += total;
+    }
+    return bias;
+}
+
 class Gelu : public weft::test::IsaTest {};
 
 // Sizes with 1, 15 and 7 tail lanes, and one spanning several threaded blocks.
@@ -129,16 +145,7 @@ TEST_P(Gelu, Bf16BackwardGivesTheRoundedGradientAndTheBiasSums) {
         wk::gelu_backward_bf16_input(dinp.data(), x16.data(), dy.data(), n);
         wk::convert_fp32_to_bf16(want16.data(), dinp.data(), 1, n, n);
         const auto bias0 = random_vector(cols, 11);
-        std::vector<float> want_db = bias0;
-        for (int64_t c = 0; c < cols; ++c) {
-            float total = 0.0f;
-            for (int64_t b0 = 0; b0 < rows; b0 += 64) {
-                float block = 0.0f;
-                for (int64_t m = b0; m < std::min(rows, b0 + 64); ++m) block += dinp[m * cols + c];
-                total += block;
-            }
-            want_db[c] += total;
-        }
+        const std::vector<float> want_db = plus_block_sums(bias0, dinp, rows, cols);
         const int initial = omp_get_max_threads();
         for (int threads : {1, 2, 3}) {
             omp_set_num_threads(threads);
@@ -165,16 +172,7 @@ TEST_P(Gelu, BackwardWithBiasGivesTheGradientAndTheBiasSums) {
         std::vector<float> want(n);
         wk::gelu_backward(want.data(), x.data(), dy.data(), n);
         const auto bias0 = random_vector(cols, 14);
-        std::vector<float> want_db = bias0;
-        for (int64_t c = 0; c < cols; ++c) {
-            float total = 0.0f;
-            for (int64_t b0 = 0; b0 < rows; b0 += 64) {
-                float block = 0.0f;
-                for (int64_t m = b0; m < std::min(rows, b0 + 64); ++m) block += want[m * cols + c];
-                total += block;
-            }
-            want_db[c] += total;
-        }
+        const std::vector<float> want_db = plus_block_sums(bias0, want, rows, cols);
         const int initial = omp_get_max_threads();
         for (int threads : {1, 2, 3}) {
             omp_set_num_threads(threads);

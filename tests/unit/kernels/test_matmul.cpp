@@ -47,6 +47,31 @@ struct GemmCase {
     int64_t M, N, K, pad;  // pad: extra elements per row of every operand
 };
 
+// One product through gemm against the reference: A stored as [M,K] or, transposed, [K,M];
+// likewise B. Padding must stay as it is; with beta = 0, C must not be read.
+void check_gemm(const GemmCase& c, bool ta, bool tb, float alpha, float beta, uint64_t& seed) {
+    int64_t a_rows = ta ? c.K : c.M, a_cols = ta ? c.M : c.K;
+    int64_t b_rows = tb ? c.N : c.K, b_cols = tb ? c.K : c.N;
+    int64_t lda = a_cols + c.pad, ldb = b_cols + c.pad, ldc = c.N + c.pad;
+    auto A = random_vector(size_t(a_rows * lda), seed++);
+    auto B = random_vector(size_t(b_rows * ldb), seed++);
+    auto C = random_vector(size_t(c.M * ldc), seed++);
+    for (int64_t m = 0; m < c.M; ++m)
+        for (int64_t n = c.N; n < ldc; ++n) C[m * ldc + n] = 12345.0f;
+    if (beta == 0.0f)
+        for (int64_t m = 0; m < c.M; ++m)
+            for (int64_t n = 0; n < c.N; ++n) C[m * ldc + n] = kNaN;
+    auto want = reference_gemm(ta, tb, c.M, c.N, c.K, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm(ta, tb, c.M, c.N, c.K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+    SCOPED_TRACE(::testing::Message()
+                 << "M=" << c.M << " N=" << c.N << " K=" << c.K << " pad=" << c.pad << " ta=" << ta
+                 << " tb=" << tb << " beta=" << beta << " alpha=" << alpha);
+    EXPECT_LT(max_rel_diff(C.data(), want.data(), C.size(), kAtol), kTol);
+    for (int64_t m = 0; m < c.M; ++m)
+        for (int64_t n = c.N; n < ldc; ++n)
+            ASSERT_EQ(C[m * ldc + n], 12345.0f) << "padding written";
+}
+
 TEST(Gemm, MatchesReferenceForAllTransposesStridesAndBetas) {
     const GemmCase cases[] = {
         {1, 1, 1, 0}, {37, 29, 53, 3}, {64, 48, 17, 0}, {5, 130, 200, 7}, {131, 67, 96, 16}};
@@ -55,33 +80,7 @@ TEST(Gemm, MatchesReferenceForAllTransposesStridesAndBetas) {
         for (bool ta : {false, true})
             for (bool tb : {false, true})
                 for (float beta : {0.0f, 1.0f})
-                    for (float alpha : {1.0f, -0.5f}) {
-                        // A stored as [M,K] or, transposed, [K,M]; likewise B.
-                        int64_t a_rows = ta ? c.K : c.M, a_cols = ta ? c.M : c.K;
-                        int64_t b_rows = tb ? c.N : c.K, b_cols = tb ? c.K : c.N;
-                        int64_t lda = a_cols + c.pad, ldb = b_cols + c.pad, ldc = c.N + c.pad;
-                        auto A = random_vector(size_t(a_rows * lda), seed++);
-                        auto B = random_vector(size_t(b_rows * ldb), seed++);
-                        auto C = random_vector(size_t(c.M * ldc), seed++);
-                        // Padding must stay as it is; with beta = 0, C must not be read.
-                        for (int64_t m = 0; m < c.M; ++m)
-                            for (int64_t n = c.N; n < ldc; ++n) C[m * ldc + n] = 12345.0f;
-                        if (beta == 0.0f)
-                            for (int64_t m = 0; m < c.M; ++m)
-                                for (int64_t n = 0; n < c.N; ++n) C[m * ldc + n] = kNaN;
-                        auto want = reference_gemm(ta, tb, c.M, c.N, c.K, alpha, A, lda, B, ldb,
-                                                   beta, C, ldc);
-                        gemm(ta, tb, c.M, c.N, c.K, alpha, A.data(), lda, B.data(), ldb, beta,
-                             C.data(), ldc);
-                        SCOPED_TRACE(::testing::Message()
-                                     << "M=" << c.M << " N=" << c.N << " K=" << c.K
-                                     << " pad=" << c.pad << " ta=" << ta << " tb=" << tb
-                                     << " beta=" << beta << " alpha=" << alpha);
-                        EXPECT_LT(max_rel_diff(C.data(), want.data(), C.size(), kAtol), kTol);
-                        for (int64_t m = 0; m < c.M; ++m)
-                            for (int64_t n = c.N; n < ldc; ++n)
-                                ASSERT_EQ(C[m * ldc + n], 12345.0f) << "padding written";
-                    }
+                    for (float alpha : {1.0f, -0.5f}) check_gemm(c, ta, tb, alpha, beta, seed);
 }
 
 // Products large enough to be cut into one slab per thread (matmul.cpp's sgemm_slabs): slabs of
@@ -92,32 +91,13 @@ TEST(Gemm, SlabsPerThreadMatchReference) {
     const int initial = omp_get_max_threads();
     uint64_t seed = 100;
     for (const GemmCase& c : cases)
-        for (int threads : {1, 2, 3})
+        for (int threads : {1, 2, 3}) {
+            omp_set_num_threads(threads);
+            SCOPED_TRACE(::testing::Message() << threads << " threads");
             for (bool ta : {false, true})
                 for (bool tb : {false, true})
-                    for (float beta : {0.0f, 1.0f}) {
-                        omp_set_num_threads(threads);
-                        int64_t a_rows = ta ? c.K : c.M, a_cols = ta ? c.M : c.K;
-                        int64_t b_rows = tb ? c.N : c.K, b_cols = tb ? c.K : c.N;
-                        int64_t lda = a_cols + c.pad, ldb = b_cols + c.pad, ldc = c.N + c.pad;
-                        auto A = random_vector(size_t(a_rows * lda), seed++);
-                        auto B = random_vector(size_t(b_rows * ldb), seed++);
-                        auto C = random_vector(size_t(c.M * ldc), seed++);
-                        for (int64_t m = 0; m < c.M; ++m)
-                            for (int64_t n = c.N; n < ldc; ++n) C[m * ldc + n] = 12345.0f;
-                        auto want = reference_gemm(ta, tb, c.M, c.N, c.K, -0.5f, A, lda, B, ldb,
-                                                   beta, C, ldc);
-                        gemm(ta, tb, c.M, c.N, c.K, -0.5f, A.data(), lda, B.data(), ldb, beta,
-                             C.data(), ldc);
-                        SCOPED_TRACE(::testing::Message()
-                                     << "M=" << c.M << " N=" << c.N << " K=" << c.K
-                                     << " threads=" << threads << " ta=" << ta << " tb=" << tb
-                                     << " beta=" << beta);
-                        EXPECT_LT(max_rel_diff(C.data(), want.data(), C.size(), kAtol), kTol);
-                        for (int64_t m = 0; m < c.M; ++m)
-                            for (int64_t n = c.N; n < ldc; ++n)
-                                ASSERT_EQ(C[m * ldc + n], 12345.0f) << "padding written";
-                    }
+                    for (float beta : {0.0f, 1.0f}) check_gemm(c, ta, tb, -0.5f, beta, seed);
+        }
     omp_set_num_threads(initial);
 }
 
