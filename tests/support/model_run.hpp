@@ -39,6 +39,23 @@ struct ModelRun {
     }
 };
 
+// The span of the first `count` blocks without the head, its kept activations bf16 or fp32.
+inline model::LayerSpan blocks_span(int count, bool bf16) {
+    model::LayerSpan s;
+    s.count = count;
+    s.head = false;
+    s.bf16 = bf16;
+    return s;
+}
+
+// Bytes one more kept block adds to a family's activations (Acts::floats): what the families'
+// analytic activation tests check a layer's count against.
+template <class Acts>
+int64_t one_block_bytes(const model::ModelConfig& c, int64_t B, int64_t T, bool bf16) {
+    return 4 * (Acts::floats(c, B, T, blocks_span(2, bf16)) -
+                Acts::floats(c, B, T, blocks_span(1, bf16)));
+}
+
 // The losses of a few plain SGD steps on one micro-batch and the last step's gradients: what the
 // bf16 tests compare between ways of running the same model.
 struct SgdTrace {

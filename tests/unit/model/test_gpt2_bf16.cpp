@@ -109,16 +109,11 @@ TEST(Gpt2Bf16, ActivationBytesPerLayerAreTheAnalyticCount) {
         const int64_t kept_bytes = bf16 ? 2 : 4, attn_bytes = bf16 ? 2 : 4;
         const int64_t per_layer =
             4 * (C + 4 + NH) * N + kept_bytes * 10 * C * N + attn_bytes * 4 * C * N;
-        LayerSpan one, two;
-        one.count = 1, two.count = 2;
-        one.head = two.head = false;
-        one.bf16 = two.bf16 = bf16;
-        const int64_t layer_bytes =
-            4 * (Gpt2Activations::floats(c, B, T, two) - Gpt2Activations::floats(c, B, T, one));
+        const int64_t layer_bytes = test::one_block_bytes<Gpt2Activations>(c, B, T, bf16);
         // A layer more also keeps one more layer input in the residual stream (C per token).
         EXPECT_EQ(layer_bytes, per_layer + 4 * C * N) << "bf16 " << bf16;
         // What the constructor allocates for the layers' buffers is that count too.
-        Gpt2Activations a(c, B, T, two);
+        Gpt2Activations a(c, B, T, test::blocks_span(2, bf16));
         const int64_t allocated = a.ln1.bytes() + a.ln2.bytes() + a.fch_gelu.bytes() +
                                   a.ln1_mean.bytes() + a.ln1_rstd.bytes() + a.ln2_mean.bytes() +
                                   a.ln2_rstd.bytes() + a.qkv.bytes() + a.atty.bytes() +

@@ -110,15 +110,10 @@ TEST(LlamaBf16, ActivationBytesPerLayerAreTheAnalyticCount) {
         const int64_t kept_bytes = bf16 ? 2 : 4, attn_bytes = bf16 ? 2 : 4;
         const int64_t per_layer = 4 * (2 + NH + C) * N + kept_bytes * (2 * C + 3 * F) * N +
                                   attn_bytes * (2 * A + 2 * KV) * N;
-        LayerSpan one, two;
-        one.count = 1, two.count = 2;
-        one.head = two.head = false;
-        one.bf16 = two.bf16 = bf16;
-        const int64_t layer_bytes =
-            4 * (LlamaActivations::floats(c, B, T, two) - LlamaActivations::floats(c, B, T, one));
+        const int64_t layer_bytes = test::one_block_bytes<LlamaActivations>(c, B, T, bf16);
         // A layer more also keeps one more layer input in the residual stream (C per token).
         EXPECT_EQ(layer_bytes, per_layer + 4 * C * N) << "bf16 " << bf16;
-        LlamaActivations a(c, B, T, two);
+        LlamaActivations a(c, B, T, test::blocks_span(2, bf16));
         int64_t allocated = 0;
         for (const Buffer* b :
              std::initializer_list<const Buffer*>{&a.ln1, &a.rstd1, &a.qkv, &a.atty, &a.lse,
