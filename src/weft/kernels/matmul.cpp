@@ -384,13 +384,13 @@ dnnl_status_t sgemm(const GemmKey& key, int64_t M, int64_t N, const float* A, co
 constexpr int64_t kSlabWork = int64_t(1) << 22;
 
 // C as one slab of its rows or columns per OpenMP thread, each a single-threaded sgemm (oneDNN
-// runs one thread inside a parallel region): sgemm's own split of a product over 2 threads ran
-// below that on most of a GPT-2 step's shapes (Zen 5, 2 threads, M = 4096, sgemm's split
-// against slabs, ms): fc_proj forward 41.4 -> 38.9, qkv and fc input gradients 30.7 -> 29.0 and
-// 40.7 -> 38.9, fc_proj's weight gradient 40.7 -> 39.1, the classifier's logits 165.9 -> 157.1
-// and its table's gradient 164.9 -> 157.2 a chunk; the rest within 0.5 ms either way, and the
-// square products the peak is measured on (n = 512..2048) within 2% either way. Slabs of the
-// larger of M and N were the faster cut on all of them but one (qkv's weight gradient, 0.6 ms).
+// runs one thread inside a parallel region), instead of sgemm's own split over its threads.
+// Zen 5, 2 threads, GPT-2 B4 T1024's shapes, the two interleaved in one process (median ms,
+// sgemm's split -> slabs of the larger of M and N): the classifier's table gradient 167.0 ->
+// 161.1 and logits 163.4 -> 161.6 a chunk, fc_proj forward 40.8 -> 40.2, qkv and fc input
+// gradients 30.4 -> 29.9 and 40.0 -> 39.4; the rest within 0.7 ms either way, and the square
+// products the peak is measured on within 2%. In a whole step the gain is larger: the same
+// build with and without slabs, alternating, 7.28-7.34 -> 7.07-7.15 s (docs/performance.md).
 void sgemm_slabs(const GemmKey& key, const float* A, const float* B, float beta, float* C) {
     const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
     const bool rows = key.M >= key.N;
@@ -452,11 +452,11 @@ void gemm_fp32(const GemmKey& key, const float* A, const float* B, float beta, f
 }
 
 // dweight[N,K] += doutᵀ · inp. Where the layer widens (N > K: qkv, fc), sgemm runs this product
-// well below the transposed one, inpᵀ · dout ([K,N], the wide dimension last): bench_matmul's
-// dweight rows on Zen 5, 2 threads, M = 4096 (GPT-2 B4 T1024): fc (N 3072, K 768) 44.8 ms
-// against 40.4, qkv (N 2304) 31.0 against 29.9, N 1024 15.7 against 13.6. So those layers take
-// the transposed product into a scratch kept per thread and add it back transposed, which costs
-// 0.3 ms for fc's 2.4M values.
+// well below the transposed one, inpᵀ · dout ([K,N], the wide dimension last): Zen 5, 2
+// threads, M = 4096 (GPT-2 B4 T1024; bench_matmul's dweight and dweight_w_in_out rows): fc
+// (N 3072, K 768) 44.8 ms against 40.4, qkv (N 2304) 31.0 against 29.9, N 1024 15.7 against
+// 13.6. So those layers take the transposed product into a scratch kept per thread and add it
+// back transposed, which costs 0.3 ms for fc's 2.4M values.
 void weight_gradient_fp32(float* dweight, const float* dout, const float* inp, int64_t M, int64_t K,
                           int64_t N) {
     const int64_t scratch = matmul_backward_scratch_floats(K, N);
