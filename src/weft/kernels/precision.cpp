@@ -53,7 +53,42 @@ void convert_range(uint16_t* dst, const float* src, int64_t n, float scale, bool
     convert_portable(dst, src, n, scale);
 }
 
+// dst[i] (+)= fp32(src[i]) for i < n: the bits shifted into the top half, exact, in a loop the
+// compiler vectorises.
+template <bool kAdd>
+void widen_range(float* dst, const uint16_t* src, int64_t n) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+        const uint32_t u = uint32_t(src[i]) << 16;
+        float x;
+        std::memcpy(&x, &u, sizeof x);
+        if constexpr (kAdd)
+            dst[i] += x;
+        else
+            dst[i] = x;
+    }
+}
+
+template <bool kAdd>
+void widen_blocks(float* dst, const uint16_t* src, int64_t n) {
+    WEFT_CHECK(n >= 0, "widening bf16: n={}, expected n >= 0", n);
+    const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (n >= kMinParallel)
+    for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t lo = b * kBlock, hi = std::min(n, lo + kBlock);
+        widen_range<kAdd>(dst + lo, src + lo, hi - lo);
+    }
+}
+
 }  // namespace
+
+void convert_bf16_to_fp32(float* dst, const uint16_t* src, int64_t n) {
+    widen_blocks<false>(dst, src, n);
+}
+
+void add_bf16_to_fp32(float* dst, const uint16_t* src, int64_t n) {
+    widen_blocks<true>(dst, src, n);
+}
 
 void convert_fp32_to_bf16_sum_columns(uint16_t* dst, float* dsum, const float* src, int64_t rows,
                                       int64_t cols) {

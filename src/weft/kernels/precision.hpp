@@ -17,6 +17,11 @@ float bf16_to_fp32(uint16_t h);
 void convert_fp32_to_bf16(uint16_t* dst, const float* src, int64_t rows, int64_t cols,
                           int64_t ld_src, float scale = 1.0f);
 
+// dst[i] = fp32(src[i]), and dst[i] += fp32(src[i]), for i < n: exact (bf16 is the top half
+// of an fp32). Parallel (OpenMP) when large.
+void convert_bf16_to_fp32(float* dst, const uint16_t* src, int64_t n);
+void add_bf16_to_fp32(float* dst, const uint16_t* src, int64_t n);
+
 // convert_fp32_to_bf16 of a compact src [rows, cols] (scale 1) that also adds its column sums
 // into dsum, in column_sums.hpp's order: a product's output gradient rounded for its products
 // and its bias gradient summed, in one pass over it.

@@ -1,7 +1,5 @@
 #include "weft/model/kept_tensor.hpp"
 
-#include <cstring>
-
 #include "weft/core/error.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/kernels/precision.hpp"
@@ -59,12 +57,7 @@ void keep_rounded(KeptTensor& kept, int64_t at, const float* src, int64_t rows, 
 
 void widen_bf16(float* dst, const uint16_t* src, int64_t n) {
     WEFT_PROFILE("bf16_widen");
-    // The bits shifted into the top half: exact, and simple enough for the compiler to vectorise.
-#pragma omp parallel for schedule(static) if (n >= (1 << 16))
-    for (int64_t i = 0; i < n; ++i) {
-        const uint32_t u = uint32_t(src[i]) << 16;
-        std::memcpy(dst + i, &u, sizeof u);
-    }
+    k::convert_bf16_to_fp32(dst, src, n);
 }
 
 }  // namespace weft::model

@@ -12,11 +12,11 @@ void round_to_bf16(uint16_t* dst, const float* src, int64_t n) {
 }
 
 void widen_bf16(float* dst, const uint16_t* src, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) dst[i] = kernels::bf16_to_fp32(src[i]);
+    kernels::convert_bf16_to_fp32(dst, src, n);
 }
 
 void add_widened_bf16(float* dst, const uint16_t* src, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) dst[i] += kernels::bf16_to_fp32(src[i]);
+    kernels::add_bf16_to_fp32(dst, src, n);
 }
 
 void Bf16Collectives::all_reduce_sum(comm::Group& g, float* x, int64_t n) {

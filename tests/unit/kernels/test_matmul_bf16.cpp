@@ -209,6 +209,37 @@ TEST_P(Bf16Convert, SumColumnsGivesTheRoundingAndBlockOrderSums) {
     }
 }
 
+// Widening is exact: every bit pattern (NaNs, infinities, signed zeros, denormal bf16 values)
+// lands in the top half, and the sum form adds exactly that; lengths with tails, and one large
+// enough to be split over threads, on 1 to 3 threads.
+TEST(Bf16Widen, IsExactForEveryBitPatternAndAddsIt) {
+    std::vector<uint16_t> all(65536);
+    for (size_t i = 0; i < all.size(); ++i) all[i] = uint16_t(i);
+    const std::vector<float> base = random_vector(all.size(), 6, 4.0f);
+    const int initial = omp_get_max_threads();
+    for (int threads : {1, 2, 3}) {
+        omp_set_num_threads(threads);
+        for (int64_t n : {int64_t(1), int64_t(17), int64_t(1000), int64_t(65536)}) {
+            std::vector<float> got(size_t(n), 7.0f), sum(base.begin(), base.begin() + n);
+            convert_bf16_to_fp32(got.data(), all.data(), n);
+            add_bf16_to_fp32(sum.data(), all.data(), n);
+            int wrong = 0;
+            for (int64_t i = 0; i < n; ++i) {
+                uint32_t bits;
+                std::memcpy(&bits, &got[size_t(i)], sizeof bits);
+                const float plus = base[size_t(i)] + from_bits(uint32_t(all[size_t(i)]) << 16);
+                const bool sum_ok =
+                    std::isnan(plus) ? std::isnan(sum[size_t(i)]) : sum[size_t(i)] == plus;
+                if ((bits != uint32_t(all[size_t(i)]) << 16 || !sum_ok) && ++wrong <= 3)
+                    ADD_FAILURE() << "n=" << n << " threads=" << threads << " [" << i
+                                  << "]: " << std::hex << bits << " from " << all[size_t(i)];
+            }
+            EXPECT_EQ(wrong, 0) << "n=" << n << " threads=" << threads;
+        }
+    }
+    omp_set_num_threads(initial);
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, Bf16Convert, ::testing::Values(Isa::portable, Isa::avx512),
                          [](const auto& info) {
                              return info.param == Isa::avx512 ? "avx512" : "portable";
