@@ -120,8 +120,9 @@ int64_t reducer_temp_bytes(const ZeroLayout& z, const std::vector<Bucket>& bucke
                            int64_t bucket_bytes, bool sharded, bool bf16) {
     const auto [first, other, message, summed] = sizes(z, buckets, bucket_bytes, sharded);
     const int64_t f = sizeof(float), k = kMaxInFlight;
-    if (!sharded)  // fp32: libnbc's copy of each message; bf16: wire out and in, and the sums
-        return bf16 ? k * message * f + summed * 2 : k * message * f;
+    // Whole, fp32: libnbc's copy of each message. bf16: wire out and in, the rounded sums (held
+    // until finish), and one piece's fp32 sum.
+    if (!sharded) return bf16 ? k * message * f + summed * 2 + message * f : k * message * f;
     // The bucket of unit 0, kept from the tied head's backward on, and the one being filled.
     const int64_t buckets_bytes = (first + other) * f;
     if (bf16)  // one fp32 piece being rounded; the pieces' bf16 wire out and in
@@ -231,17 +232,20 @@ void GradReducer::post_sharded(int b) {
             if (bf16_ && n > 1) {  // the blocks cross in bf16 and are summed in fp32
                 post([&] {
                     const int64_t total = n * len;
-                    auto send = std::make_shared<std::vector<uint16_t>>(size_t(total));
-                    auto recv = std::make_shared<std::vector<uint16_t>>(size_t(total));
+                    auto send = std::make_shared<Bf16Buffer>(pool_.take_bf16(message_floats_));
+                    auto recv = std::make_shared<Bf16Buffer>(pool_.take_bf16(message_floats_));
                     Buffer packed = pack();
                     round_to_bf16(send->data(), packed.data(), total);
                     pool_.give(std::move(packed));
                     comm::Request req = comm::all_to_all_async(
                         g, wire_bytes(std::as_const(*send), 0, total), wire_bytes(*recv, 0, total));
-                    return inflight_.add(std::move(req), [send, recv, n, len, add_into_shard] {
-                        for (int r = 0; r < n; ++r)
-                            add_into_shard(recv->data() + r * len, add_widened_bf16);
-                    });
+                    return inflight_.add(
+                        std::move(req), [this, send, recv, n, len, add_into_shard] {
+                            for (int r = 0; r < n; ++r)
+                                add_into_shard(recv->data() + r * len, add_widened_bf16);
+                            pool_.give(std::move(*send));
+                            pool_.give(std::move(*recv));
+                        });
                 });
                 continue;
             }
@@ -273,19 +277,26 @@ void GradReducer::post_run_bf16(comm::Group& g, int64_t begin, int64_t end) {
     const int64_t size = end - begin, block = size / n;
     WEFT_CHECK(size % n == 0, "internal: a run of {} floats does not split over {} ranks", size, n);
     if (n == 1) return;  // nothing to sum (an edp group of one rank)
-    auto summed = std::make_shared<std::vector<uint16_t>>(size_t(size), 0);
+    // Every buffer at the largest piece's size (message_floats_), so that the pool keeps one
+    // of each role per piece in flight whatever the pieces' sizes; the sums, held until
+    // finish(), one per piece, at the piece's size (the same sizes in the same order each step).
+    auto summed = std::make_shared<Bf16Buffer>(pool_.take_bf16(size));
     bf16_runs_.push_back({&g, begin, end, summed});
     post([&] {
-        auto send = std::make_shared<std::vector<uint16_t>>(size_t(size));
-        auto recv = std::make_shared<std::vector<uint16_t>>(size_t(size));
+        auto send = std::make_shared<Bf16Buffer>(pool_.take_bf16(message_floats_));
+        auto recv = std::make_shared<Bf16Buffer>(pool_.take_bf16(message_floats_));
         round_to_bf16(send->data(), grads_ + begin, size);
         comm::Request req = comm::all_to_all_async(g, wire_bytes(std::as_const(*send), 0, size),
                                                    wire_bytes(*recv, 0, size));
-        return inflight_.add(std::move(req), [send, recv, summed, block, n, rank] {
-            std::vector<float> sum(size_t(block), 0.0f);
+        return inflight_.add(std::move(req), [this, send, recv, summed, block, n, rank] {
+            Buffer sum = pool_.take(message_floats_);
+            std::fill_n(sum.data(), block, 0.0f);
             for (int r = 0; r < n; ++r)
                 add_widened_bf16(sum.data(), recv->data() + r * block, block);
             round_to_bf16(summed->data() + int64_t(rank) * block, sum.data(), block);
+            pool_.give(std::move(sum));
+            pool_.give(std::move(*send));
+            pool_.give(std::move(*recv));
         });
     });
 }
@@ -299,6 +310,7 @@ void GradReducer::finish() {
         comm::all_gather(*r.group, wire_bytes(std::as_const(summed), rank * block, block),
                          wire_bytes(summed, 0, size));
         widen_bf16(grads_ + r.begin, summed.data(), size);
+        pool_.give(std::move(summed));
     }
     bf16_runs_.clear();
 }

@@ -99,7 +99,7 @@ class GradReducer {
     struct Bf16Run {
         comm::Group* group;
         int64_t begin, end;
-        std::shared_ptr<std::vector<uint16_t>> summed;
+        std::shared_ptr<Bf16Buffer> summed;
     };
     std::vector<Bf16Run> bf16_runs_;
     // Whole, per bucket: its ranges in buffer order and the group each reduces over (one run

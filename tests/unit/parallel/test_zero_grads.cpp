@@ -39,10 +39,10 @@ TEST(ZeroGrads, InFlightBytesOfGpt2AtDp2) {
 
     // ZeRO 0-1, fp32: libnbc's copy of each of the two messages in flight.
     EXPECT_EQ(reducer_temp_bytes(z, buckets, bucket, false, false), 2 * last * f);
-    // bf16: the wire out and in (2 + 2 bytes a float) of two pieces, and the rounded sums of
-    // the whole buffer, kept until finish() all-gathers them.
+    // bf16: the wire out and in (2 + 2 bytes a float) of two pieces, the rounded sums of the
+    // whole buffer, kept until finish() all-gathers them, and one piece's fp32 sum.
     EXPECT_EQ(reducer_temp_bytes(z, buckets, bucket, false, true),
-              2 * last * f + z.padded().total * 2);
+              2 * last * f + z.padded().total * 2 + last * f);
     // ZeRO 2-3, fp32: the embedding's bucket and the largest other, both in fp32; per piece in
     // flight its packed message and the all-to-all's received one (no libnbc copy).
     EXPECT_EQ(reducer_temp_bytes(z, buckets, bucket, true, false),
