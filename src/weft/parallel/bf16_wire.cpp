@@ -24,14 +24,19 @@ void Bf16Collectives::all_reduce_sum(comm::Group& g, float* x, int64_t n) {
     if (size == 1 || n == 0) return;
     // Blocks of equal size for the all-to-all: the tail is padded with zeros.
     const int64_t block = (n + size - 1) / size, padded = block * size;
-    send_.assign(size_t(padded), 0);
+    // Kept buffers, only grown: tensor parallelism all-reduces the same sizes several times a
+    // layer, and zero-filling or allocating them afresh each time cost gpt2 at tp 2 a few
+    // percent of its step.
+    send_.resize(size_t(padded));
     recv_.resize(size_t(padded));
+    sum_.resize(size_t(block));
+    std::fill(send_.begin() + n, send_.begin() + padded, uint16_t(0));
     round_to_bf16(send_.data(), x, n);
     comm::all_to_all(g, wire_bytes(std::as_const(send_), 0, padded), wire_bytes(recv_, 0, padded));
     // This rank's block, summed in fp32 in rank order, rounded once, then gathered in place.
-    std::vector<float> sum(size_t(block), 0.0f);
-    for (int r = 0; r < size; ++r) add_widened_bf16(sum.data(), recv_.data() + r * block, block);
-    round_to_bf16(send_.data() + rank * block, sum.data(), block);
+    widen_bf16(sum_.data(), recv_.data(), block);
+    for (int r = 1; r < size; ++r) add_widened_bf16(sum_.data(), recv_.data() + r * block, block);
+    round_to_bf16(send_.data() + rank * block, sum_.data(), block);
     comm::all_gather(g, wire_bytes(std::as_const(send_), rank * block, block),
                      wire_bytes(send_, 0, padded));
     widen_bf16(x, send_.data(), n);
@@ -61,8 +66,8 @@ void Bf16Collectives::reduce_scatter_sum(comm::Group& g, const float* in, float*
     recv_.resize(size_t(total));
     round_to_bf16(send_.data(), in, total);
     comm::all_to_all(g, wire_bytes(std::as_const(send_), 0, total), wire_bytes(recv_, 0, total));
-    std::fill_n(out, n, 0.0f);
-    for (int r = 0; r < size; ++r) add_widened_bf16(out, recv_.data() + r * n, n);
+    widen_bf16(out, recv_.data(), n);
+    for (int r = 1; r < size; ++r) add_widened_bf16(out, recv_.data() + r * n, n);
 }
 
 }  // namespace weft::parallel

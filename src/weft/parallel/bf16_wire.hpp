@@ -42,6 +42,7 @@ class Bf16Collectives {
 
   private:
     std::vector<uint16_t> send_, recv_;
+    std::vector<float> sum_;
 };
 
 }  // namespace weft::parallel
