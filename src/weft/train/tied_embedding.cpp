@@ -26,7 +26,9 @@ void TiedEmbedding::sum_gradients(model::UnitAccess& w) {
     float* g = w.grads(0);
     if (bf16_) {
         const size_t n = static_cast<size_t>(floats_);
-        std::vector<uint16_t> mine(n), other(n);
+        mine16_.resize(n);
+        other16_.resize(n);
+        std::vector<uint16_t>&mine = mine16_, &other = other16_;
         parallel::round_to_bf16(mine.data(), g, floats_);
         comm::Request r = comm::send_async(
             pp_, parallel::wire_bytes(std::as_const(mine), 0, floats_), peer_, kTag);
@@ -36,7 +38,8 @@ void TiedEmbedding::sum_gradients(model::UnitAccess& w) {
         parallel::add_widened_bf16(g, first_ ? other.data() : mine.data(), floats_);
         return;
     }
-    Buffer other(floats_);
+    other_.ensure(floats_);
+    Buffer& other = other_;
     comm::Request r =
         comm::send_async(pp_, std::span<const float>(g, size_t(floats_)), peer_, kTag);
     comm::recv(pp_, std::span<float>(other.data(), size_t(floats_)), peer_, kTag);
