@@ -33,4 +33,16 @@ grep -q "$want thread(s) per rank" <<<"$out" && ok "default threads per rank $wa
   || bad "expected $want thread(s) per rank: $out"
 out=$(mpirun -np 2 "$WEFT" train "${common[@]}" --steps 1 --threads 1 --out runs/t1 2>&1)
 grep -q "1 thread(s) per rank" <<<"$out" && ok "--threads 1" || bad "--threads 1: $out"
+# A lone rank that mpirun binds to one core (its default for up to two ranks) gets one thread,
+# and rank 0 says why and how to give it the node; unbound, it takes every core, silently.
+if [ "$cores" -gt 1 ]; then
+  out=$(env -u OMP_NUM_THREADS mpirun -np 1 "$WEFT" train "${common[@]}" --steps 1 --out runs/b1 2>&1)
+  grep -q "1 thread(s) per rank" <<<"$out" &&
+    grep -qF "mpirun bound this rank to 1 of the node's $cores cores" <<<"$out" &&
+    grep -qF -- "--bind-to none" <<<"$out" && ok "bound lone rank: 1 thread and a note" ||
+    bad "bound lone rank: expected 1 thread and the binding note: $out"
+  out=$(env -u OMP_NUM_THREADS mpirun -np 1 --bind-to none "$WEFT" train "${common[@]}" --steps 1 --out runs/b2 2>&1)
+  grep -q "$cores thread(s) per rank" <<<"$out" && ! grep -q "mpirun bound" <<<"$out" &&
+    ok "unbound lone rank: $cores threads, no note" || bad "unbound lone rank: $out"
+fi
 finish

@@ -41,10 +41,23 @@ int set_threads_per_rank(int requested) {
             // for up to two ranks) gets no more threads than it has cores.
             const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
             const int ranks = local ? std::max(1, std::atoi(local)) : 1;
-            threads = std::max(1, int(std::thread::hardware_concurrency()) / ranks);
+            const int cores = int(std::thread::hardware_concurrency());
+            threads = std::max(1, cores / ranks);
             cpu_set_t set;
-            if (sched_getaffinity(0, sizeof(set), &set) == 0)
-                threads = std::min(threads, std::max(1, CPU_COUNT(&set)));
+            if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) < threads) {
+                // mpirun's default binding, not the user's choice, is the likely cause (a lone
+                // rank on this 2-core machine ran at half speed): say so once, from rank 0.
+                const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+                if (rank && std::atoi(rank) == 0)
+                    fmt::print(stderr,
+                               "weft: note: mpirun bound this rank to {} of the node's {} cores, "
+                               "so it runs {} thread(s) where it could run {}; pass --bind-to "
+                               "none (or --map-by slot:PE={}) to mpirun to give it the cores, "
+                               "or --threads to choose\n",
+                               CPU_COUNT(&set), cores, std::max(1, CPU_COUNT(&set)), threads,
+                               threads);
+                threads = std::max(1, CPU_COUNT(&set));
+            }
         }
     }
     omp_set_num_threads(threads);

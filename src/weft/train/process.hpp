@@ -17,8 +17,8 @@ double job_peak_gflops(comm::Mesh& mesh, double per_rank, double seconds);
 
 // OpenMP threads for this rank: `requested` if positive, else $OMP_NUM_THREADS if set, else
 // max(1, cores of the node / ranks on the node) (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE; 1 rank
-// without mpirun), at most the cores the rank may run on. Applies it with omp_set_num_threads
-// and returns it.
+// without mpirun), at most the cores the rank may run on (rank 0 notes on stderr when mpirun's
+// binding left it fewer). Applies it with omp_set_num_threads and returns it.
 int set_threads_per_rank(int requested);
 
 // The attempt of a supervised run (`weft run` sets WEFT_ATTEMPT=<k>, from 0); 0 when unset. A
