@@ -19,6 +19,11 @@ void add_widened_bf16(float* dst, const uint16_t* src, int64_t n) {
     kernels::add_bf16_to_fp32(dst, src, n);
 }
 
+void sum_widened_blocks(float* out, const uint16_t* blocks, int count, int64_t n) {
+    widen_bf16(out, blocks, n);
+    for (int r = 1; r < count; ++r) add_widened_bf16(out, blocks + r * n, n);
+}
+
 void Bf16Collectives::all_reduce_sum(comm::Group& g, float* x, int64_t n) {
     const int size = g.size(), rank = g.rank();
     if (size == 1 || n == 0) return;
@@ -34,8 +39,7 @@ void Bf16Collectives::all_reduce_sum(comm::Group& g, float* x, int64_t n) {
     round_to_bf16(send_.data(), x, n);
     comm::all_to_all(g, wire_bytes(std::as_const(send_), 0, padded), wire_bytes(recv_, 0, padded));
     // This rank's block, summed in fp32 in rank order, rounded once, then gathered in place.
-    widen_bf16(sum_.data(), recv_.data(), block);
-    for (int r = 1; r < size; ++r) add_widened_bf16(sum_.data(), recv_.data() + r * block, block);
+    sum_widened_blocks(sum_.data(), recv_.data(), size, block);
     round_to_bf16(send_.data() + rank * block, sum_.data(), block);
     comm::all_gather(g, wire_bytes(std::as_const(send_), rank * block, block),
                      wire_bytes(send_, 0, padded));
@@ -66,8 +70,7 @@ void Bf16Collectives::reduce_scatter_sum(comm::Group& g, const float* in, float*
     recv_.resize(size_t(total));
     round_to_bf16(send_.data(), in, total);
     comm::all_to_all(g, wire_bytes(std::as_const(send_), 0, total), wire_bytes(recv_, 0, total));
-    widen_bf16(out, recv_.data(), n);
-    for (int r = 1; r < size; ++r) add_widened_bf16(out, recv_.data() + r * n, n);
+    sum_widened_blocks(out, recv_.data(), size, n);
 }
 
 }  // namespace weft::parallel

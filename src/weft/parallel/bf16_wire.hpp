@@ -20,6 +20,9 @@ namespace weft::parallel {
 void round_to_bf16(uint16_t* dst, const float* src, int64_t n);
 void widen_bf16(float* dst, const uint16_t* src, int64_t n);
 void add_widened_bf16(float* dst, const uint16_t* src, int64_t n);
+// out[i] = Σ_r fp32(blocks[r·n + i]) for r < count, in rank order, for i < n: the fp32 sum a rank
+// takes of the bf16 blocks an all-to-all brought it.
+void sum_widened_blocks(float* out, const uint16_t* blocks, int count, int64_t n);
 
 // bf16 payloads as comm's byte spans.
 inline std::span<const std::byte> wire_bytes(const std::vector<uint16_t>& v, int64_t begin,

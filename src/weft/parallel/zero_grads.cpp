@@ -290,9 +290,7 @@ void GradReducer::post_run_bf16(comm::Group& g, int64_t begin, int64_t end) {
                                                    wire_bytes(*recv, 0, size));
         return inflight_.add(std::move(req), [this, send, recv, summed, block, n, rank] {
             Buffer sum = pool_.take(message_floats_);
-            std::fill_n(sum.data(), block, 0.0f);
-            for (int r = 0; r < n; ++r)
-                add_widened_bf16(sum.data(), recv->data() + r * block, block);
+            sum_widened_blocks(sum.data(), recv->data(), n, block);
             round_to_bf16(summed->data() + int64_t(rank) * block, sum.data(), block);
             pool_.give(std::move(sum));
             pool_.give(std::move(*send));
