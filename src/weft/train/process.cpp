@@ -44,7 +44,9 @@ int set_threads_per_rank(int requested) {
             const int cores = int(std::thread::hardware_concurrency());
             threads = std::max(1, cores / ranks);
             cpu_set_t set;
-            if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) < threads) {
+            const int allowed =
+                sched_getaffinity(0, sizeof(set), &set) == 0 ? std::max(1, CPU_COUNT(&set)) : cores;
+            if (allowed < threads) {
                 // mpirun's default binding, not the user's choice, is the likely cause (a lone
                 // rank on this 2-core machine ran at half speed): say so once, from rank 0.
                 const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
@@ -54,9 +56,8 @@ int set_threads_per_rank(int requested) {
                                "so it runs {} thread(s) where it could run {}; pass --bind-to "
                                "none (or --map-by slot:PE={}) to mpirun to give it the cores, "
                                "or --threads to choose\n",
-                               CPU_COUNT(&set), cores, std::max(1, CPU_COUNT(&set)), threads,
-                               threads);
-                threads = std::max(1, CPU_COUNT(&set));
+                               allowed, cores, allowed, threads, threads);
+                threads = allowed;
             }
         }
     }
