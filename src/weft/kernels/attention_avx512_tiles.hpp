@@ -1,7 +1,9 @@
 #pragma once
-// Building blocks of the AVX-512 attention (attention_avx512.cpp): one register-blocked
-// micro-kernel for every tile product, the exp2 of the softmax, and the packing of strided rows
-// into dense tiles. Included by that file only; needs AVX-512F.
+// Building blocks of the AVX512-BF16 attention (attention_avx512_bf16.cpp, through
+// attention_bf16_tiles.hpp): one register-blocked micro-kernel for every tile product, the online
+// softmax's passes over a score tile, and the transposing of strided rows into dense tiles. The
+// fp32 AVX-512 path (attention_avx512.cpp) runs attention_tiled.hpp and takes only exp2 from
+// here. Needs AVX-512F.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -91,18 +93,9 @@ inline __m512 exp2_avx512(__m512 x) {
 // softmax's rescaling of the output, folded into the load).
 enum class Init { zero, load, scale_rows };
 
-// The arithmetic of a micro-kernel: what A and X hold, how a vector of X is loaded, how an
-// element of A is broadcast, and the multiply-add. fp32 here; attention_bf16_tiles.hpp's
-// Bf16Ops multiplies pairs of bf16 values (kGroup = 2 contraction elements a word).
-struct Fp32Ops {
-    using A = float;
-    using X = __m512;
-    static constexpr int64_t kGroup = 1;
-    static X load(const A* p) { return _mm512_loadu_ps(p); }
-    static X load(__mmask16 m, const A* p) { return _mm512_maskz_loadu_ps(m, p); }
-    static X broadcast(A a) { return _mm512_set1_ps(a); }
-    static __m512 fma(__m512 acc, X b, X x) { return _mm512_fmadd_ps(b, x, acc); }
-};
+// The arithmetic of a micro-kernel is a policy Ops: what A and X hold, how a vector of X is
+// loaded, how an element of A is broadcast, and the multiply-add (attention_bf16_tiles.hpp's
+// Bf16Ops multiplies pairs of bf16 values, kGroup = 2 contraction elements a word).
 
 // C[R][NV·16] = init + Σ_{t<n} A(r, t) · X[t][:], with A(r, t) = a[r·lda + t] (row-major A) or
 // a[r + t·lda] (column-major A), in Ops' arithmetic. The last vector of each row is masked by
@@ -199,7 +192,7 @@ void tile_loop(const Kernels& kernels, bool col_major_a, float* c, int64_t ldc, 
 
 // C[M][N] (+)= A[M][n] · X[n][N] for a tile, in Ops' arithmetic (n counts A's words: pairs of
 // contraction elements under Bf16Ops).
-template <Init I, bool kColMajorA, class Ops = Fp32Ops>
+template <Init I, bool kColMajorA, class Ops>
 void tile_product(float* c, int64_t ldc, int64_t M, int64_t N, const typename Ops::A* a,
                   int64_t lda, const typename Ops::A* x, int64_t ldx, int64_t n,
                   const float* rowscale = nullptr, Band band = {}) {
@@ -310,21 +303,6 @@ inline void add_rows(float* dst, int64_t ld, const float* src, int64_t rows, int
     }
 }
 
-// dst[r][:] = src[r][:], into a dense [rows][cols] block. Tiles are packed before the micro-kernels
-// broadcast from them: rows of the fused qkv layout lie 9 KiB apart, so the 64 rows of a tile
-// fall into a handful of L1 sets and evict one another.
-inline void pack_rows(float* dst, const float* src, int64_t ld, int64_t rows, int64_t cols) {
-    prefetch_rows(src, ld, std::min(rows, kAhead), cols);
-    for (int64_t r = 0; r < rows; ++r) {
-        if (r + kAhead < rows) prefetch_rows(src + (r + kAhead) * ld, ld, 1, cols);
-        for (int64_t j = 0; j < cols; j += 16) {
-            const __mmask16 m = tail_mask(std::min<int64_t>(16, cols - j));
-            _mm512_mask_storeu_ps(dst + r * cols + j, m,
-                                  _mm512_maskz_loadu_ps(m, src + r * ld + j));
-        }
-    }
-}
-
 // dst[c][r] = word c of row r, for r < rows (zero up to `width`, a multiple of 16) and c < cols,
 // dst rows kTile apart: 16×16 blocks of 32-bit words transposed in registers. load(r, c0, m)
 // gives the words c0 .. c0 + 15 of row r under mask m (zero where m is clear).
@@ -340,15 +318,6 @@ inline void transpose_words(uint32_t* dst, int64_t rows, int64_t width, int64_t 
             for (int j = 0; j < 16 && c0 + j < cols; ++j)
                 _mm512_store_si512(dst + (c0 + j) * kTile + r0, z[j]);
         }
-}
-
-// dst[c][r] = src[r][c] for r < rows (zero up to `width`) and c < cols, dst rows kTile apart.
-inline void pack_transposed(float* dst, const float* src, int64_t ld, int64_t rows, int64_t width,
-                            int64_t cols) {
-    transpose_words(reinterpret_cast<uint32_t*>(dst), rows, width, cols,
-                    [&](int64_t r, int64_t c0, __mmask16 m) {
-                        return _mm512_castps_si512(_mm512_maskz_loadu_ps(m, src + r * ld + c0));
-                    });
 }
 
 }  // namespace weft::kernels::detail::avx512

@@ -28,7 +28,7 @@ inline __m512bh as_bh(__m512i x) {
 // 16 lanes of lo and hi as pairs, rounded to bf16 (lanes.hpp).
 using lanes::pair_words;
 
-// The micro-kernels' arithmetic on pairs (attention_avx512_tiles.hpp's Fp32Ops): A(r, t) and
+// The micro-kernels' arithmetic on pairs (attention_avx512_tiles.hpp's Ops policy): A(r, t) and
 // X[t][:] are words of two bf16 values, and every lane gains a_lo·x_lo + a_hi·x_hi in fp32.
 struct Bf16Ops {
     using A = Pair;

@@ -1,10 +1,8 @@
 #pragma once
 // The instruction-set paths behind attention.hpp: portable, AVX2 and AVX-512. All take validated
 // shapes and run the same tiled algorithm; attention.cpp picks one with kernel_isa(). The AVX2
-// path is attention_tiled.hpp over 8-lane vectors. That template was written to serve AVX-512
-// too, but no machine with AVX-512 was at hand to run it, so AVX-512 keeps its own measured
-// implementation (attention_avx512.cpp, attention_avx512_tiles.hpp) until the template has been
-// tested and benchmarked there; then the two should become one.
+// and AVX-512 paths are the one template attention_tiled.hpp, over 8-lane and 16-lane vectors
+// (attention_avx2.cpp, attention_avx512.cpp).
 //
 // bf16 attention (attention_forward_bf16 / attention_backward_bf16, attention_bf16.cpp) runs on
 // AVX512-BF16 dot products where the CPU has them (attention_avx512_bf16.cpp: the tiling here

@@ -192,27 +192,22 @@ template <class V>
             const float* qp = qd + i0 * HS;
             const float* dop = dod + i0 * HS;
             tile_product<V, Init::zero, false>(pb, kTile, nq, width, qp, HS, kt, kTile, HS);
+            tile_product<V, Init::zero, false>(dsb, kTile, nq, width, dop, HS, vt, kTile, HS);
+            // P and dS in place of S and dP, in one pass over both: P = exp2(S·c - lse) where
+            // visible, and dS = P ⊙ (dP - D) with the 1/√HS of the scores folded in, so that dK
+            // and dQ are plain products.
+            const reg cv = V::set1(c), sc = V::set1(scale);
             for (int64_t i = 0; i < nq; ++i) {
                 // Keys k0 + j with j <= last are visible to query i0 + i (and exist).
                 const int64_t last = std::min(rel + i0 + i - k0, nk - 1);
-                const reg lse_i = V::set1(lse2[i0 + i]);
+                const reg lse_i = V::set1(lse2[i0 + i]), D_i = V::set1(Dr[i0 + i]);
                 for (int64_t vk = 0; vk < nkv; ++vk) {
                     float* p = pb + i * kTile + W * vk;
-                    const auto vis = V::prefix(std::clamp<int64_t>(last + 1 - W * vk, 0, W));
-                    const reg x = V::fmsub(V::load(p), V::set1(c), lse_i);
-                    V::store(p, V::maskz(vis, V::exp2(x)));
-                }
-            }
-            tile_product<V, Init::zero, false>(dsb, kTile, nq, width, dop, HS, vt, kTile, HS);
-            // dS = P ⊙ (dP - D) with the 1/√HS of the scores folded in, so that dK and dQ are
-            // plain products.
-            for (int64_t i = 0; i < nq; ++i) {
-                const reg D_i = V::set1(Dr[i0 + i]);
-                for (int64_t vk = 0; vk < nkv; ++vk) {
                     float* ds = dsb + i * kTile + W * vk;
-                    const reg p = V::load(pb + i * kTile + W * vk);
-                    const reg g = V::mul(V::sub(V::load(ds), D_i), V::set1(scale));
-                    V::store(ds, V::mul(p, g));
+                    const auto vis = V::prefix(std::clamp<int64_t>(last + 1 - W * vk, 0, W));
+                    const reg pv = V::maskz(vis, V::exp2(V::fmsub(V::load(p), cv, lse_i)));
+                    V::store(p, pv);
+                    V::store(ds, V::mul(pv, V::mul(V::sub(V::load(ds), D_i), sc)));
                 }
             }
             // Key k0 + j is visible to query i0 + i iff i >= j + shift.
