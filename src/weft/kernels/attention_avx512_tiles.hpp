@@ -14,6 +14,7 @@
 #include <new>
 #include <utility>
 
+#include "weft/kernels/attention_tiles.hpp"
 #include "weft/kernels/lanes.hpp"
 
 // GCC 12's intrinsics fill unused sources with _mm512_undefined_ps(), a self-initialised
@@ -22,44 +23,21 @@
 
 namespace weft::kernels::detail::avx512 {
 
-// Tile edge: the queries of a forward tile and the keys of a backward tile are its lanes, four zmm
-// registers, and 64×64 floats (16 KiB) keep a score tile in L1 beside its operands.
-constexpr int kTile = 64;
+// The tiling, its constants and the threads' scratch are attention_tiles.hpp's, shared with the
+// fp32 paths; what follows is AVX-512's own.
+using tiled::Band;
+using tiled::Init;
+using tiled::kAhead;
+using tiled::kLn2;
+using tiled::kLog2e;
+using tiled::kTile;
+using tiled::prefetch_rows;
+using tiled::thread_scratch;
+using tiled::thread_scratch_buffer;
 constexpr int kVecs = kTile / 16;
 // Micro-kernel rows: 6 rows × 4 vectors = 24 accumulators, plus four operands and a broadcast,
 // fit the 32 zmm registers.
 constexpr int kRows = 6;
-// Rows that streaming loops prefetch ahead: enough misses in flight to cover a trip to L3.
-constexpr int64_t kAhead = 8;
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
-
-// A thread's scratch of T, kept between calls: fresh megabytes every call would be fresh pages,
-// and faulting them in costs more than a small attention call computes. It only grows; n() is
-// what it holds (one buffer per thread and element type).
-template <class T = float>
-struct ThreadScratch {
-    T* p = nullptr;
-    size_t n = 0;
-    ~ThreadScratch() { ::operator delete[](p, std::align_val_t{64}); }
-};
-template <class T = float>
-inline ThreadScratch<T>& thread_scratch_buffer() {
-    thread_local ThreadScratch<T> buf;
-    return buf;
-}
-template <class T = float>
-inline T* thread_scratch(size_t n) {
-    ThreadScratch<T>& buf = thread_scratch_buffer<T>();
-    if (buf.n < n) {
-        ::operator delete[](buf.p, std::align_val_t{64});
-        buf.p = nullptr;  // stays consistent if the allocation throws
-        buf.n = 0;
-        buf.p = static_cast<T*>(::operator new[](n * sizeof(T), std::align_val_t{64}));
-        buf.n = n;
-    }
-    return buf.p;
-}
 
 constexpr __mmask16 kAll = 0xFFFF;
 
@@ -88,10 +66,6 @@ inline __m512 exp2_avx512(__m512 x) {
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
     return _mm512_scalef_ps(p, n);
 }
-
-// How the accumulators start: zero, from C, or from C times a per-row factor (the online
-// softmax's rescaling of the output, folded into the load).
-enum class Init { zero, load, scale_rows };
 
 // The arithmetic of a micro-kernel is a policy Ops: what A and X hold, how a vector of X is
 // loaded, how an element of A is broadcast, and the multiply-add (attention_bf16_tiles.hpp's
@@ -153,14 +127,6 @@ constexpr std::array<std::array<MicroKernel<Ops>, kVecs>, kRows> make_kernels(
           micro_kernel<Ops, Rs + 1, 3, I, kColMajorA>,
           micro_kernel<Ops, Rs + 1, 4, I, kColMajorA>}...}};
 }
-
-// Which terms of a contraction a causal mask leaves: row r of C needs terms t with
-// t <= r + offset (upper) or t >= r + offset (lower). On a diagonal tile this skips the masked
-// half (whose probabilities are zero) instead of multiplying by it.
-struct Band {
-    enum Kind { all, upper, lower } kind = all;
-    int64_t offset = 0;
-};
 
 // The loop of every tile product: column chunks of 64 outermost so the chunk of X stays in L1
 // while every row block of C passes over it, each row block running the micro-kernel of its
@@ -271,19 +237,6 @@ inline void score_grads(const float* sb, const float* dpb, int64_t nq, int64_t n
             }
             emit(i, vk, p, ds);
         }
-    }
-}
-
-// Asks for rows of a strided tile ahead of use: a tile's rows lie 9 KiB apart in the fused qkv
-// layout, which the hardware prefetchers do not follow, so they arrive while the previous tile
-// computes instead of stalling its packing.
-// Whole tiles go to L2 only (T1): into L1 they would evict the tiles being computed on.
-template <_mm_hint kHint = _MM_HINT_T0, class T>
-inline void prefetch_rows(const T* p, int64_t ld, int64_t rows, int64_t cols) {
-    for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t j = 0; j < cols; j += 64 / int64_t(sizeof(T)))
-            _mm_prefetch(reinterpret_cast<const char*>(p + r * ld + j), kHint);
-        _mm_prefetch(reinterpret_cast<const char*>(p + r * ld + cols - 1), kHint);
     }
 }
 

@@ -3,7 +3,8 @@
 // micro-kernel for every tile product, and the packing of strided rows into dense tiles. Written
 // once over a vector type V that supplies the primitives of one instruction set (W lanes, masks
 // of the first n lanes, loads, stores, FMA, an exp2, a W×W transpose) and its register blocking;
-// attention_avx512.cpp and attention_avx2.cpp define V and include this behind their guards.
+// attention_avx512.cpp and attention_avx2.cpp define V and include this behind their guards;
+// the AVX512-BF16 path (attention_avx512_tiles.hpp) takes its tiling, scratch and prefetching.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -24,20 +25,28 @@ constexpr int64_t kAhead = 8;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-// A thread's scratch, kept between calls: fresh megabytes every call would be fresh pages, and
-// faulting them in costs more than a small attention call computes.
-inline float* thread_scratch(size_t n) {
-    struct Buffer {
-        float* p = nullptr;
-        size_t n = 0;
-        ~Buffer() { ::operator delete[](p, std::align_val_t{64}); }
-    };
-    thread_local Buffer buf;
+// A thread's scratch of T, kept between calls: fresh megabytes every call would be fresh pages,
+// and faulting them in costs more than a small attention call computes. It only grows; n is
+// what it holds (one buffer per thread and element type).
+template <class T = float>
+struct ThreadScratch {
+    T* p = nullptr;
+    size_t n = 0;
+    ~ThreadScratch() { ::operator delete[](p, std::align_val_t{64}); }
+};
+template <class T = float>
+inline ThreadScratch<T>& thread_scratch_buffer() {
+    thread_local ThreadScratch<T> buf;
+    return buf;
+}
+template <class T = float>
+inline T* thread_scratch(size_t n) {
+    ThreadScratch<T>& buf = thread_scratch_buffer<T>();
     if (buf.n < n) {
         ::operator delete[](buf.p, std::align_val_t{64});
         buf.p = nullptr;  // stays consistent if the allocation throws
         buf.n = 0;
-        buf.p = static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t{64}));
+        buf.p = static_cast<T*>(::operator new[](n * sizeof(T), std::align_val_t{64}));
         buf.n = n;
     }
     return buf.p;
@@ -155,10 +164,10 @@ void tile_product(float* c, int64_t ldc, int64_t M, int64_t N, const float* a, i
 // layout, which the hardware prefetchers do not follow, so they arrive while the previous tile
 // computes instead of stalling its packing.
 // Whole tiles go to L2 only (T1): into L1 they would evict the tiles being computed on.
-template <_mm_hint kHint = _MM_HINT_T0>
-inline void prefetch_rows(const float* p, int64_t ld, int64_t rows, int64_t cols) {
+template <_mm_hint kHint = _MM_HINT_T0, class T>
+inline void prefetch_rows(const T* p, int64_t ld, int64_t rows, int64_t cols) {
     for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t j = 0; j < cols; j += 16)
+        for (int64_t j = 0; j < cols; j += 64 / int64_t(sizeof(T)))
             _mm_prefetch(reinterpret_cast<const char*>(p + r * ld + j), kHint);
         _mm_prefetch(reinterpret_cast<const char*>(p + r * ld + cols - 1), kHint);
     }
