@@ -23,7 +23,9 @@ void add_eval_command(CLI::App& app) {
     auto a = std::make_shared<EvalArgs>();
     CLI::App* c = app.add_subcommand(
         "eval", "Mean loss of a model over the first batches of a token file, in sequential order");
-    c->add_option("--model-dir", a->model_dir, "Hugging Face GPT-2 directory");
+    c->add_option("--model-dir", a->model_dir,
+                  "Hugging Face model directory (GPT2LMHeadModel, LlamaForCausalLM or "
+                  "MixtralForCausalLM)");
     c->add_option("--ckpt", a->ckpt, "weft checkpoint, or a run directory (its latest)");
     c->add_option("--data", a->data, "Token file")->required();
     c->add_option("--batch-size", a->batch_size, "Sequences per batch")->capture_default_str();

@@ -20,8 +20,10 @@ void add_export_command(CLI::App& app) {
     auto a = std::make_shared<ExportArgs>();
     CLI::App* c =
         app.add_subcommand("export",
-                           "Write a checkpoint as a Hugging Face GPT-2 directory (config.json, "
-                           "model.safetensors) that transformers' GPT2LMHeadModel loads");
+                           "Write a checkpoint as a Hugging Face model directory (config.json, "
+                           "model.safetensors or its sharded index) that transformers loads as "
+                           "GPT2LMHeadModel, LlamaForCausalLM or MixtralForCausalLM, by the "
+                           "model's family");
     c->add_option("--ckpt", a->ckpt, "weft checkpoint, or a run directory (its latest)")
         ->required();
     c->add_option("--out", a->out,

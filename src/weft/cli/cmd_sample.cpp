@@ -22,7 +22,9 @@ struct SampleArgs {
 void add_sample_command(CLI::App& app) {
     auto a = std::make_shared<SampleArgs>();
     CLI::App* c = app.add_subcommand("sample", "Generate text from a model (KV-cached)");
-    c->add_option("--model-dir", a->model_dir, "Hugging Face GPT-2 directory");
+    c->add_option("--model-dir", a->model_dir,
+                  "Hugging Face model directory (GPT2LMHeadModel, LlamaForCausalLM or "
+                  "MixtralForCausalLM)");
     c->add_option("--ckpt", a->ckpt, "weft checkpoint, or a run directory (its latest)");
     c->add_option("--prompt", a->prompt, "Text to continue")->capture_default_str();
     c->add_option("--tokens", a->o.tokens, "Tokens to generate")->capture_default_str();
