@@ -1,9 +1,9 @@
 #pragma once
-// Building blocks of the AVX512-BF16 attention (attention_avx512_bf16.cpp, through
-// attention_bf16_tiles.hpp): one register-blocked micro-kernel for every tile product, the online
-// softmax's passes over a score tile, and the transposing of strided rows into dense tiles. The
-// fp32 AVX-512 path (attention_avx512.cpp) runs attention_tiled.hpp and takes only exp2 from
-// here. Needs AVX-512F.
+// AVX-512's pieces of attention: the 16-lane vector type Avx512 that attention_tiles.hpp's
+// micro-kernels and attention_tiled.hpp's algorithm run on (the fp32 path,
+// attention_avx512.cpp), its exp2, and what the AVX512-BF16 path (attention_avx512_bf16.cpp,
+// through attention_bf16_tiles.hpp) adds: the online softmax's passes over a score tile, and the
+// transposing of strided rows into dense tiles. Needs AVX-512F.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -34,10 +34,8 @@ using tiled::kTile;
 using tiled::prefetch_rows;
 using tiled::thread_scratch;
 using tiled::thread_scratch_buffer;
+using tiled::tile_product;
 constexpr int kVecs = kTile / 16;
-// Micro-kernel rows: 6 rows × 4 vectors = 24 accumulators, plus four operands and a broadcast,
-// fit the 32 zmm registers.
-constexpr int kRows = 6;
 
 constexpr __mmask16 kAll = 0xFFFF;
 
@@ -67,105 +65,48 @@ inline __m512 exp2_avx512(__m512 x) {
     return _mm512_scalef_ps(p, n);
 }
 
-// The arithmetic of a micro-kernel is a policy Ops: what A and X hold, how a vector of X is
-// loaded, how an element of A is broadcast, and the multiply-add (attention_bf16_tiles.hpp's
-// Bf16Ops multiplies pairs of bf16 values, kGroup = 2 contraction elements a word).
+// The 16-lane vector type of attention_tiles.hpp: lane masks are mask registers (masked loads
+// and stores for tails, a masked move for the causal edge).
+struct Avx512 {
+    using reg = __m512;
+    using mask = __mmask16;
+    static constexpr int W = 16;
+    // Micro-kernel rows × vectors: 6 × 4 = 24 accumulators, plus four operands and a broadcast,
+    // fit the 32 zmm registers.
+    static constexpr int kRows = 6, kNV = 4;
 
-// C[R][NV·16] = init + Σ_{t<n} A(r, t) · X[t][:], with A(r, t) = a[r·lda + t] (row-major A) or
-// a[r + t·lda] (column-major A), in Ops' arithmetic. The last vector of each row is masked by
-// `last`, so any width works and nothing past it is read or written.
-template <class Ops, int R, int NV, Init I, bool kColMajorA>
-void micro_kernel(float* c, int64_t ldc, const typename Ops::A* a, int64_t lda,
-                  const typename Ops::A* x, int64_t ldx, int64_t n, __mmask16 last,
-                  const float* rowscale) {
-    // A flat array and unroll pragmas: GCC then keeps every accumulator in a register; with
-    // acc[R][NV] and plain loops it spills them all to the stack on every iteration.
-    __m512 acc[R * NV];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-        for (int v = 0; v < NV; ++v) {
-            if constexpr (I == Init::zero) {
-                acc[r * NV + v] = _mm512_setzero_ps();
-            } else {
-                const __mmask16 m = v == NV - 1 ? last : kAll;
-                acc[r * NV + v] = _mm512_maskz_loadu_ps(m, c + r * ldc + 16 * v);
-                if constexpr (I == Init::scale_rows)
-                    acc[r * NV + v] = _mm512_mul_ps(acc[r * NV + v], _mm512_set1_ps(rowscale[r]));
-            }
-        }
-    for (int64_t t = 0; t < n; ++t) {
-        typename Ops::X xv[NV];
-#pragma GCC unroll 8
-        for (int v = 0; v < NV - 1; ++v) xv[v] = Ops::load(x + t * ldx + 16 * v);
-        xv[NV - 1] = Ops::load(last, x + t * ldx + 16 * (NV - 1));
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-            const typename Ops::X b = Ops::broadcast(kColMajorA ? a[r + t * lda] : a[r * lda + t]);
-#pragma GCC unroll 8
-            for (int v = 0; v < NV; ++v) acc[r * NV + v] = Ops::fma(acc[r * NV + v], b, xv[v]);
-        }
+    // The first n lanes, n in 0..16.
+    static mask prefix(int64_t n) { return __mmask16((1u << n) - 1); }
+    static reg zero() { return _mm512_setzero_ps(); }
+    static reg set1(float x) { return _mm512_set1_ps(x); }
+    static reg load(const float* p) { return _mm512_load_ps(p); }
+    static reg loadu(const float* p) { return _mm512_loadu_ps(p); }
+    // Masked-off lanes are neither read (no fault past the end of a row) nor written.
+    static reg maskz_loadu(mask m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+    static void store(float* p, reg x) { _mm512_store_ps(p, x); }
+    static void storeu(float* p, reg x) { _mm512_storeu_ps(p, x); }
+    static void mask_storeu(float* p, mask m, reg x) { _mm512_mask_storeu_ps(p, m, x); }
+    static reg add(reg a, reg b) { return _mm512_add_ps(a, b); }
+    static reg sub(reg a, reg b) { return _mm512_sub_ps(a, b); }
+    static reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }
+    static reg max(reg a, reg b) { return _mm512_max_ps(a, b); }
+    static reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
+    static reg fmsub(reg a, reg b, reg c) { return _mm512_fmsub_ps(a, b, c); }
+    // b in the lanes of m, a elsewhere.
+    static reg blend(reg a, mask m, reg b) { return _mm512_mask_mov_ps(a, m, b); }
+    static reg maskz(mask m, reg x) { return _mm512_maskz_mov_ps(m, x); }
+    static float reduce_add(reg x) { return _mm512_reduce_add_ps(x); }
+    // Masked scores (-inf) give an exact 0 (the clamp inside).
+    static reg exp2(reg x) { return exp2_avx512(x); }
+
+    // r[i] becomes column i of the 16×16 block whose rows r held.
+    static void transpose(reg r[16]) {
+        __m512i z[16];
+        for (int i = 0; i < 16; ++i) z[i] = _mm512_castps_si512(r[i]);
+        lanes::transpose16x16(z);
+        for (int i = 0; i < 16; ++i) r[i] = _mm512_castsi512_ps(z[i]);
     }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-        for (int v = 0; v < NV - 1; ++v) _mm512_storeu_ps(c + r * ldc + 16 * v, acc[r * NV + v]);
-        _mm512_mask_storeu_ps(c + r * ldc + 16 * (NV - 1), last, acc[r * NV + NV - 1]);
-    }
-}
-
-template <class Ops>
-using MicroKernel = void (*)(float*, int64_t, const typename Ops::A*, int64_t,
-                             const typename Ops::A*, int64_t, int64_t, __mmask16, const float*);
-
-template <class Ops, Init I, bool kColMajorA, int... Rs>
-constexpr std::array<std::array<MicroKernel<Ops>, kVecs>, kRows> make_kernels(
-    std::integer_sequence<int, Rs...>) {
-    static_assert(kVecs == 4);
-    return {
-        {{micro_kernel<Ops, Rs + 1, 1, I, kColMajorA>, micro_kernel<Ops, Rs + 1, 2, I, kColMajorA>,
-          micro_kernel<Ops, Rs + 1, 3, I, kColMajorA>,
-          micro_kernel<Ops, Rs + 1, 4, I, kColMajorA>}...}};
-}
-
-// The loop of every tile product: column chunks of 64 outermost so the chunk of X stays in L1
-// while every row block of C passes over it, each row block running the micro-kernel of its
-// size over the contraction terms its band leaves. The contraction index counts elements of A's
-// rows in groups of `group` (1: fp32; 2: attention_bf16_tiles.hpp's bf16 pairs): the band is
-// in elements and a group half inside it is run whole.
-template <class Kernels, class T>
-void tile_loop(const Kernels& kernels, bool col_major_a, float* c, int64_t ldc, int64_t M,
-               int64_t N, const T* a, int64_t lda, const T* x, int64_t ldx, int64_t n,
-               const float* rowscale, Band band, int64_t group) {
-    for (int64_t n0 = 0; n0 < N; n0 += kTile) {
-        const int64_t width = std::min<int64_t>(kTile, N - n0);
-        const int64_t nv = (width + 15) / 16;
-        const __mmask16 last = tail_mask(width - 16 * (nv - 1));
-        for (int64_t m0 = 0; m0 < M; m0 += kRows) {
-            const int64_t rows = std::min<int64_t>(kRows, M - m0);
-            int64_t t0 = 0, t1 = n;
-            if (band.kind == Band::upper)
-                t1 = std::clamp<int64_t>((m0 + rows + band.offset + group - 1) / group, 0, n);
-            if (band.kind == Band::lower)
-                t0 = std::clamp<int64_t>((m0 + band.offset) / group, 0, n);
-            const T* am = col_major_a ? a + m0 + t0 * lda : a + m0 * lda + t0;
-            kernels[rows - 1][nv - 1](c + m0 * ldc + n0, ldc, am, lda, x + t0 * ldx + n0, ldx,
-                                      std::max<int64_t>(t1 - t0, 0), last,
-                                      rowscale ? rowscale + m0 : nullptr);
-        }
-    }
-}
-
-// C[M][N] (+)= A[M][n] · X[n][N] for a tile, in Ops' arithmetic (n counts A's words: pairs of
-// contraction elements under Bf16Ops).
-template <Init I, bool kColMajorA, class Ops>
-void tile_product(float* c, int64_t ldc, int64_t M, int64_t N, const typename Ops::A* a,
-                  int64_t lda, const typename Ops::A* x, int64_t ldx, int64_t n,
-                  const float* rowscale = nullptr, Band band = {}) {
-    static constexpr auto kernels =
-        make_kernels<Ops, I, kColMajorA>(std::make_integer_sequence<int, kRows>{});
-    tile_loop(kernels, kColMajorA, c, ldc, M, N, a, lda, x, ldx, n, rowscale, band, Ops::kGroup);
-}
+};
 
 // The online softmax's column pass over a forward score tile (keys × query lanes, rows kTile
 // apart): the max over its nk raw scores of lane vector `lane`, masked to -inf where key j is

@@ -28,7 +28,7 @@ inline __m512bh as_bh(__m512i x) {
 // 16 lanes of lo and hi as pairs, rounded to bf16 (lanes.hpp).
 using lanes::pair_words;
 
-// The micro-kernels' arithmetic on pairs (attention_avx512_tiles.hpp's Ops policy): A(r, t) and
+// The micro-kernels' arithmetic on pairs (attention_tiles.hpp's Fma, for bf16): A(r, t) and
 // X[t][:] are words of two bf16 values, and every lane gains a_lo·x_lo + a_hi·x_hi in fp32.
 struct Bf16Ops {
     using A = Pair;
@@ -48,7 +48,7 @@ template <Init I, bool kColMajorA>
 void tile_product_bf16(float* c, int64_t ldc, int64_t M, int64_t N, const Pair* a, int64_t lda,
                        const Pair* x, int64_t ldx, int64_t n, const float* rowscale = nullptr,
                        Band band = {}) {
-    tile_product<I, kColMajorA, Bf16Ops>(c, ldc, M, N, a, lda, x, ldx, n, rowscale, band);
+    tile_product<Avx512, I, kColMajorA, Bf16Ops>(c, ldc, M, N, a, lda, x, ldx, n, rowscale, band);
 }
 
 // dst[r][:] = src[r][:] for `rows` rows of `cols` bf16 values, into a dense [rows][cols] block

@@ -63,12 +63,28 @@ inline typename V::mask cols_from(int64_t j, int64_t cols) {
 // softmax's rescaling of the output, folded into the load).
 enum class Init { zero, load, scale_rows };
 
+// The arithmetic of a micro-kernel: what A and X hold, how a vector of X is loaded, how an
+// element of A is broadcast, and the multiply-add into an fp32 accumulator. Fma<V> is fp32's;
+// attention_bf16_tiles.hpp's Bf16Ops multiplies pairs of bf16 values, kGroup = 2 contraction
+// elements a word.
+template <class V>
+struct Fma {
+    using A = float;
+    using X = typename V::reg;
+    static constexpr int64_t kGroup = 1;
+    static X load(const A* p) { return V::loadu(p); }
+    static X load(typename V::mask m, const A* p) { return V::maskz_loadu(m, p); }
+    static X broadcast(A a) { return V::set1(a); }
+    static typename V::reg fma(typename V::reg acc, X b, X x) { return V::fmadd(b, x, acc); }
+};
+
 // C[R][NV·W] = init + Σ_{t<n} A(r, t) · X[t][:], with A(r, t) = a[r·lda + t] (row-major A) or
-// a[r + t·lda] (column-major A). The last vector of each row is masked by `last`, so any width
-// works and nothing past it is read or written.
-template <class V, int R, int NV, Init I, bool kColMajorA>
-void micro_kernel(float* c, int64_t ldc, const float* a, int64_t lda, const float* x, int64_t ldx,
-                  int64_t n, typename V::mask last, const float* rowscale) {
+// a[r + t·lda] (column-major A), in Ops' arithmetic. The last vector of each row is masked by
+// `last`, so any width works and nothing past it is read or written.
+template <class V, class Ops, int R, int NV, Init I, bool kColMajorA>
+void micro_kernel(float* c, int64_t ldc, const typename Ops::A* a, int64_t lda,
+                  const typename Ops::A* x, int64_t ldx, int64_t n, typename V::mask last,
+                  const float* rowscale) {
     using reg = typename V::reg;
     constexpr int W = V::W;
     // A flat array and unroll pragmas: GCC then keeps every accumulator in a register; with
@@ -88,15 +104,15 @@ void micro_kernel(float* c, int64_t ldc, const float* a, int64_t lda, const floa
             }
         }
     for (int64_t t = 0; t < n; ++t) {
-        reg xv[NV];
+        typename Ops::X xv[NV];
 #pragma GCC unroll 8
-        for (int v = 0; v < NV - 1; ++v) xv[v] = V::loadu(x + t * ldx + W * v);
-        xv[NV - 1] = V::maskz_loadu(last, x + t * ldx + W * (NV - 1));
+        for (int v = 0; v < NV - 1; ++v) xv[v] = Ops::load(x + t * ldx + W * v);
+        xv[NV - 1] = Ops::load(last, x + t * ldx + W * (NV - 1));
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-            const reg b = V::set1(kColMajorA ? a[r + t * lda] : a[r * lda + t]);
+            const typename Ops::X b = Ops::broadcast(kColMajorA ? a[r + t * lda] : a[r * lda + t]);
 #pragma GCC unroll 8
-            for (int v = 0; v < NV; ++v) acc[r * NV + v] = V::fmadd(b, xv[v], acc[r * NV + v]);
+            for (int v = 0; v < NV; ++v) acc[r * NV + v] = Ops::fma(acc[r * NV + v], b, xv[v]);
         }
     }
 #pragma GCC unroll 8
@@ -107,19 +123,21 @@ void micro_kernel(float* c, int64_t ldc, const float* a, int64_t lda, const floa
     }
 }
 
-template <class V>
-using MicroKernel = void (*)(float*, int64_t, const float*, int64_t, const float*, int64_t, int64_t,
-                             typename V::mask, const float*);
+template <class V, class Ops>
+using MicroKernel = void (*)(float*, int64_t, const typename Ops::A*, int64_t,
+                             const typename Ops::A*, int64_t, int64_t, typename V::mask,
+                             const float*);
 
 // kernels[R - 1][NV - 1] for R <= V::kRows rows and NV <= V::kNV vectors.
-template <class V, Init I, bool kColMajorA, int R, int... NVs>
-constexpr std::array<MicroKernel<V>, V::kNV> kernel_row(std::integer_sequence<int, NVs...>) {
-    return {micro_kernel<V, R, NVs + 1, I, kColMajorA>...};
+template <class V, class Ops, Init I, bool kColMajorA, int R, int... NVs>
+constexpr std::array<MicroKernel<V, Ops>, V::kNV> kernel_row(std::integer_sequence<int, NVs...>) {
+    return {micro_kernel<V, Ops, R, NVs + 1, I, kColMajorA>...};
 }
-template <class V, Init I, bool kColMajorA, int... Rs>
-constexpr std::array<std::array<MicroKernel<V>, V::kNV>, V::kRows> make_kernels(
+template <class V, class Ops, Init I, bool kColMajorA, int... Rs>
+constexpr std::array<std::array<MicroKernel<V, Ops>, V::kNV>, V::kRows> make_kernels(
     std::integer_sequence<int, Rs...>) {
-    return {kernel_row<V, I, kColMajorA, Rs + 1>(std::make_integer_sequence<int, V::kNV>{})...};
+    return {
+        kernel_row<V, Ops, I, kColMajorA, Rs + 1>(std::make_integer_sequence<int, V::kNV>{})...};
 }
 
 // Which terms of a contraction a causal mask leaves: row r of C needs terms t with
@@ -130,31 +148,44 @@ struct Band {
     int64_t offset = 0;
 };
 
-// C[M][N] (+)= A[M][n] · X[n][N] for a tile: column chunks of 64 outermost so the chunk of X
-// stays in L1 while every row block of C passes over it; within a row block, the micro-kernel
-// covers kNV·W columns at a time (the whole chunk with AVX-512, a quarter of it with AVX2, whose
-// 16 registers hold 6 rows × 2 vectors).
-template <class V, Init I, bool kColMajorA>
-void tile_product(float* c, int64_t ldc, int64_t M, int64_t N, const float* a, int64_t lda,
-                  const float* x, int64_t ldx, int64_t n, const float* rowscale = nullptr,
-                  Band band = {}) {
+// C[M][N] (+)= A[M][n] · X[n][N] for a tile, in Ops' arithmetic: column chunks of 64 outermost
+// so the chunk of X stays in L1 while every row block of C passes over it; within a row block,
+// the micro-kernel covers kNV·W columns at a time (the whole chunk with AVX-512, a quarter of it
+// with AVX2, whose 16 registers hold 6 rows × 2 vectors). n counts A's words, each Ops::kGroup
+// contraction elements (pairs of bf16 under Bf16Ops); the band is in elements, and a word half
+// inside it is run whole.
+template <class V, Init I, bool kColMajorA, class Ops = Fma<V>>
+void tile_product(float* c, int64_t ldc, int64_t M, int64_t N, const typename Ops::A* a,
+                  int64_t lda, const typename Ops::A* x, int64_t ldx, int64_t n,
+                  const float* rowscale = nullptr, Band band = {}) {
     static constexpr auto kernels =
-        make_kernels<V, I, kColMajorA>(std::make_integer_sequence<int, V::kRows>{});
-    constexpr int64_t kCols = V::kNV * V::W;
+        make_kernels<V, Ops, I, kColMajorA>(std::make_integer_sequence<int, V::kRows>{});
+    constexpr int64_t kCols = V::kNV * V::W, g = Ops::kGroup;
+    constexpr int kChunks = int((kTile + kCols - 1) / kCols);  // 1 with AVX-512, 4 with AVX2
     for (int64_t n0 = 0; n0 < N; n0 += kTile) {
+        // The micro-kernel and last-lane mask of each chunk of kCols columns, found once for
+        // every row block.
         const int64_t width = std::min<int64_t>(kTile, N - n0);
+        const int chunks = int((width + kCols - 1) / kCols);
+        int64_t nvs[kChunks];
+        typename V::mask lasts[kChunks];
+        for (int j = 0; j < chunks; ++j) {
+            const int64_t cw = std::min(kCols, width - j * kCols);
+            nvs[j] = (cw + V::W - 1) / V::W;
+            lasts[j] = V::prefix(cw - V::W * (nvs[j] - 1));
+        }
         for (int64_t m0 = 0; m0 < M; m0 += V::kRows) {
             const int64_t rows = std::min<int64_t>(V::kRows, M - m0);
             int64_t t0 = 0, t1 = n;
-            if (band.kind == Band::upper) t1 = std::clamp<int64_t>(m0 + rows + band.offset, 0, n);
-            if (band.kind == Band::lower) t0 = std::clamp<int64_t>(m0 + band.offset, 0, n);
-            const float* am = kColMajorA ? a + m0 + t0 * lda : a + m0 * lda + t0;
-            for (int64_t c0 = n0; c0 < n0 + width; c0 += kCols) {
-                const int64_t cw = std::min(kCols, n0 + width - c0);
-                const int64_t nv = (cw + V::W - 1) / V::W;
-                kernels[rows - 1][nv - 1](c + m0 * ldc + c0, ldc, am, lda, x + t0 * ldx + c0, ldx,
-                                          t1 - t0, V::prefix(cw - V::W * (nv - 1)),
-                                          rowscale ? rowscale + m0 : nullptr);
+            if (band.kind == Band::upper)
+                t1 = std::clamp<int64_t>((m0 + rows + band.offset + g - 1) / g, 0, n);
+            if (band.kind == Band::lower) t0 = std::clamp<int64_t>((m0 + band.offset) / g, 0, n);
+            const auto* am = kColMajorA ? a + m0 + t0 * lda : a + m0 * lda + t0;
+            for (int j = 0; j < chunks; ++j) {
+                const int64_t c0 = n0 + j * kCols;
+                kernels[rows - 1][nvs[j] - 1](c + m0 * ldc + c0, ldc, am, lda, x + t0 * ldx + c0,
+                                              ldx, std::max<int64_t>(t1 - t0, 0), lasts[j],
+                                              rowscale ? rowscale + m0 : nullptr);
             }
         }
     }
