@@ -166,7 +166,8 @@ void tile_product(float* c, int64_t ldc, int64_t M, int64_t N, const typename Op
         // The micro-kernel and last-lane mask of each chunk of kCols columns, found once for
         // every row block.
         const int64_t width = std::min<int64_t>(kTile, N - n0);
-        const int chunks = int((width + kCols - 1) / kCols);
+        // (One chunk is known at compile time with AVX-512: no loop around the micro-kernel.)
+        const int chunks = kChunks == 1 ? 1 : int((width + kCols - 1) / kCols);
         int64_t nvs[kChunks];
         typename V::mask lasts[kChunks];
         for (int j = 0; j < chunks; ++j) {
