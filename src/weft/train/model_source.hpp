@@ -1,6 +1,6 @@
 #pragma once
 // A trained model to evaluate, sample or export: from a weft checkpoint (or run directory) or a
-// Hugging Face GPT-2 directory.
+// Hugging Face model directory of any family weft has (GPT-2, Llama, Mixtral).
 #include <filesystem>
 #include <memory>
 
