@@ -26,7 +26,7 @@ void add_sample_command(CLI::App& app) {
                   "Hugging Face model directory (GPT2LMHeadModel, LlamaForCausalLM or "
                   "MixtralForCausalLM)");
     c->add_option("--ckpt", a->ckpt, "weft checkpoint, or a run directory (its latest)");
-    c->add_option("--prompt", a->prompt, "Text to continue")->capture_default_str();
+    c->add_option("--prompt", a->prompt, "Text to continue (default: a newline)");
     c->add_option("--tokens", a->o.tokens, "Tokens to generate")->capture_default_str();
     c->add_option("--temperature", a->o.temperature, "Softmax temperature (0: greedy)")
         ->capture_default_str();
