@@ -120,6 +120,12 @@ void add_bench_command(CLI::App& app) {
     tr->add_flag("--profile", t->o.profile,
                  "Time every kernel of the timed steps and print a per-kernel breakdown");
     tr->add_flag("--json", t->json, "Print one JSON object");
+    group_options(tr, "Model", {"--preset", "--n-layer", "--n-head", "--n-embd"});
+    group_options(tr, "Batch and timing",
+                  {"--batch-size", "--seq-len", "--steps", "--peak-gflops", "--threads"});
+    group_options(tr, "Communication and precision",
+                  {"--bucket-mb", "--dtype", "--grad-reduce-dtype"});
+    group_options(tr, "Output", {"--profile", "--json"});
     tr->callback([t] {
         check_layout_supported(t->o.layout, /*context_parallel=*/true);
         train::BenchTrainResult r = train::bench_train(t->o);

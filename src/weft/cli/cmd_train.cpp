@@ -94,27 +94,7 @@ void add_train_command(CLI::App& app) {
                   "Stop after this many steps of this invocation, with a checkpoint, so that a "
                   "later --resume continues (0: run to --steps)")
         ->capture_default_str();
-    c->add_option("--log-every", o->log_every, "Progress line every N steps")
-        ->capture_default_str();
-    c->add_option("--threads", o->threads,
-                  "OpenMP threads per rank (0: OMP_NUM_THREADS, else cores / ranks on the node)")
-        ->capture_default_str();
-    c->add_option("--peak-gflops", o->peak_gflops,
-                  "Peak GFLOP/s for MFU (0: measure a GEMM at start)")
-        ->capture_default_str();
-    c->add_option("--bucket-mb", o->bucket_mb,
-                  "Gradients are reduced in buckets of at least this many MiB, during backward")
-        ->capture_default_str();
-    c->add_option("--comm-timeout", o->comm_timeout,
-                  "Seconds a rank may wait in one communication call before the job ends naming "
-                  "the missing rank (0: $WEFT_COMM_TIMEOUT, else 300)")
-        ->capture_default_str();
     add_layout_options(c, o->layout, o->pp_layers, o->micro_batch_size);
-    c->add_option("--trace", o->trace,
-                  "Write the measured timeline of the last step as Chrome-trace JSON (one track "
-                  "per rank; open in Perfetto): with --pp the pipeline schedule's forwards, "
-                  "backwards, sends and receives; otherwise every communication operation of "
-                  "the step (dp, tp, cp, ep: group, operation, bytes, peer)");
     c->add_option("--dtype", o->dtype,
                   "Matrix products in fp32, or bf16 with fp32 accumulation (master weights, "
                   "optimizer states, LayerNorm, softmax and loss stay fp32); bf16 also sends "
@@ -124,9 +104,46 @@ void add_train_command(CLI::App& app) {
                   "Data-parallel gradient reduction on the wire: fp32, or bf16 (summed in fp32 "
                   "on the receiving rank)")
         ->capture_default_str();
+    c->add_option("--bucket-mb", o->bucket_mb,
+                  "Gradients are reduced in buckets of at least this many MiB, during backward")
+        ->capture_default_str();
+    c->add_option("--comm-timeout", o->comm_timeout,
+                  "Seconds a rank may wait in one communication call before the job ends naming "
+                  "the missing rank (0: $WEFT_COMM_TIMEOUT, else 300)")
+        ->capture_default_str();
+    c->add_option("--log-every", o->log_every, "Progress line every N steps")
+        ->capture_default_str();
+    c->add_option("--threads", o->threads,
+                  "OpenMP threads per rank (0: OMP_NUM_THREADS, else cores / ranks on the node)")
+        ->capture_default_str();
+    c->add_option("--peak-gflops", o->peak_gflops,
+                  "Peak GFLOP/s for MFU (0: measure a GEMM at start)")
+        ->capture_default_str();
+    c->add_option("--trace", o->trace,
+                  "Write the measured timeline of the last step as Chrome-trace JSON (one track "
+                  "per rank; open in Perfetto): with --pp the pipeline schedule's forwards, "
+                  "backwards, sends and receives; otherwise every communication operation of "
+                  "the step (dp, tp, cp, ep: group, operation, bytes, peer)");
     c->add_option("--inject-delay", o->inject_delay,
                   "Testing aid: world rank RANK sleeps MS milliseconds at the start of every step, "
                   "so that its peers wait for it and slow-rank diagnosis names it (RANK:MS)");
+    group_options(c, "Model",
+                  {"--model", "--n-layer", "--n-head", "--n-embd", "--n-positions", "--model-dir",
+                   "--moe-aux-loss-coef", "--moe-z-loss-coef", "--moe-capacity-factor",
+                   "--moe-router-bias-update-rate"});
+    group_options(c, "Data and run",
+                  {"--data", "--val-data", "--out", "--steps", "--batch-size", "--seq-len",
+                   "--seed", "--sequential"});
+    group_options(c, "Optimizer",
+                  {"--lr", "--lr-schedule", "--min-lr-ratio", "--warmup", "--weight-decay",
+                   "--beta1", "--beta2", "--eps", "--grad-clip"});
+    group_options(c, "Evaluation and checkpoints",
+                  {"--eval-every", "--eval-batches", "--save-every", "--keep-checkpoints",
+                   "--async-checkpoint", "--resume", "--exit-after"});
+    group_options(c, "Communication and precision",
+                  {"--bucket-mb", "--comm-timeout", "--dtype", "--grad-reduce-dtype"});
+    group_options(c, "Progress and measurement",
+                  {"--log-every", "--threads", "--peak-gflops", "--trace", "--inject-delay"});
     c->callback([o] {
         check_layout_supported(o->layout, /*context_parallel=*/true, /*expert_parallel=*/true);
         train::run_training(*o);

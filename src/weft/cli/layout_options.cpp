@@ -67,6 +67,18 @@ void add_layout_options(CLI::App* c, Layout& layout, std::string& pp_layers,
                   "Expert-parallel degree, folded over the data-parallel ranks: experts split "
                   "over ep consecutive dp ranks (ep divides dp; mixture-of-experts models)")
         ->capture_default_str();
+    group_options(c, "Parallel layout",
+                  {"--micro-batch-size", "--dp", "--zero", "--tp", "--sequence-parallel", "--pp",
+                   "--pp-schedule", "--vpp", "--pp-layers", "--recompute", "--cp", "--cp-kind",
+                   "--cp-ulysses", "--ring-bidirectional", "--ep"});
+}
+
+void group_options(CLI::App* c, const char* heading, std::initializer_list<const char*> flags) {
+    for (const char* f : flags) {
+        CLI::Option* o = c->get_option_no_throw(f);
+        WEFT_CHECK(o, "internal: {} has no flag {} to put under '{}'", c->get_name(), f, heading);
+        o->group(heading);
+    }
 }
 
 void check_layout_supported(const Layout& layout, bool context_parallel, bool expert_parallel) {

@@ -1,7 +1,9 @@
 #pragma once
 // The flags that `weft train` and `weft bench train` share, each described once: the model's
-// shape overrides, and how the model and the batch are split over the ranks.
+// shape overrides, and how the model and the batch are split over the ranks; and the headings
+// that order their long --help.
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "weft/core/layout.hpp"
@@ -23,6 +25,10 @@ void add_shape_options(CLI::App* c, const ShapeOverrides& shape);
 // --pp-layers, --recompute, --cp, --cp-kind and --ep.
 void add_layout_options(CLI::App* c, Layout& layout, std::string& pp_layers,
                         int64_t& micro_batch_size);
+// Puts the named options of c under one heading of its --help (a flag missing from c is an
+// internal error, so that a renamed flag cannot fall out of its heading unseen).
+void group_options(CLI::App* c, const char* heading, std::initializer_list<const char*> flags);
+
 // The degrees a command cannot run (cp where it has no context-parallel data path,
 // `context_parallel` false; ep likewise with `expert_parallel`) are an error naming the flag.
 void check_layout_supported(const Layout& layout, bool context_parallel = false,
