@@ -1,5 +1,6 @@
 # The Llama family from the command line: training makes the loss fall, a checkpoint evaluates
-# the same as its Hugging Face export (LlamaForCausalLM names and config keys), samples come out,
+# the same as its Hugging Face export (LlamaForCausalLM names and config keys), samples come out
+# (and a prompt past the model's vocabulary is refused),
 # `weft plan` takes presets and model directories, and bad Llama configs are one clear error
 # each, before anything is written.
 source "$(dirname "$0")/lib.sh"
@@ -31,6 +32,10 @@ s=$("$WEFT" sample --ckpt run --prompt "ROMEO:" --tokens 20 --seed 3 --tokenizer
 s=$("$WEFT" sample --ckpt run --prompt "ROMEO:" --tokens 0 --tokenizer "$SRC/tests/data/tokenizers/gpt2" 2>&1)
 [ "$s" = "ROMEO:" ] && ok "sample --tokenizer" || bad "sample --tokenizer: $s"
 expect_error "excludes" "" -- sample --ckpt run --tokenizer x --tokenizer-dir y
+# A prompt another model's tokenizer encodes past this model's 50257 ids (the test Llama 3
+# tokenizer gives "weft" id 127996) is one clear error before anything is printed.
+expect_error "prompt token id 127996 at position 0 is outside the model's vocabulary of 50257 ids" \
+  "" -- sample --ckpt run --prompt "weft" --tokens 5 --tokenizer "$SRC/tests/data/tokenizers/llama3"
 
 # The planner prices Llama presets and model directories.
 p=(--cluster dgx-h100 --nodes 8 --global-batch 512 --seq-len 8192 --dtype bf16)

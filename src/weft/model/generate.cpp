@@ -15,6 +15,17 @@ void SampleOptions::validate() const {
     WEFT_CHECK(temperature >= 0, "--temperature must be non-negative, got {}", temperature);
     WEFT_CHECK(top_k >= 0, "--top-k must be non-negative, got {}", top_k);
     WEFT_CHECK(top_p > 0 && top_p <= 1, "--top-p must be in (0, 1], got {}", top_p);
+    WEFT_CHECK(vocab_limit >= 0, "internal: sampling's vocabulary limit {} is negative",
+               vocab_limit);
+}
+
+void check_prompt(const ModelConfig& cfg, std::span<const int32_t> prompt) {
+    for (size_t i = 0; i < prompt.size(); ++i)
+        WEFT_CHECK(prompt[i] >= 0 && prompt[i] < cfg.vocab_size,
+                   "prompt token id {} at position {} is outside the model's vocabulary of {} ids "
+                   "(expected ids in [0, {})); was the prompt encoded with another model's "
+                   "tokenizer?",
+                   prompt[i], i, cfg.vocab_size, cfg.vocab_size);
 }
 
 int32_t pick_token(std::span<const float> logits, const SampleOptions& o, float u) {
@@ -83,6 +94,9 @@ std::vector<int32_t> generate(const ModelConfig& cfg, const ParamLayout& layout,
                               const std::function<void(int32_t)>& on_token) {
     o.validate();
     WEFT_CHECK(!prompt.empty(), "the prompt must hold at least one token");
+    check_prompt(cfg, prompt);
+    const size_t V = o.vocab_limit > 0 && o.vocab_limit < cfg.vocab_size ? size_t(o.vocab_limit)
+                                                                         : size_t(cfg.vocab_size);
     Generator g(cfg, layout, params);
     std::vector<int32_t> context(prompt.begin(), prompt.end());
     const int64_t window = cfg.n_positions;
@@ -92,7 +106,7 @@ std::vector<int32_t> generate(const ModelConfig& cfg, const ParamLayout& layout,
     Philox rng = philox_for(o.seed, "sample");
     std::vector<int32_t> out;
     for (int64_t i = 0; i < o.tokens; ++i) {
-        int32_t t = pick_token(logits, o, rng.uniform(uint64_t(i)));
+        int32_t t = pick_token(logits.first(V), o, rng.uniform(uint64_t(i)));
         out.push_back(t);
         context.push_back(t);
         if (on_token) on_token(t);

@@ -18,9 +18,16 @@ struct SampleOptions {
     int64_t top_k = 0;         // 0: off
     float top_p = 1.0f;        // nucleus sampling; 1: off
     uint64_t seed = 1337;
+    // Sample only ids below this (0: the whole vocabulary): the ids a tokenizer can write, where
+    // the model's vocabulary is larger (an embedding padded past the tokenizer's last id).
+    int64_t vocab_limit = 0;
 
     void validate() const;
 };
+
+// An error naming the first id of `prompt` outside the model's vocabulary, before any of it is
+// embedded: a prompt encoded by another model's tokenizer.
+void check_prompt(const ModelConfig& cfg, std::span<const int32_t> prompt);
 
 // Picks a token from logits[V] under the options, with the uniform number u in [0, 1).
 int32_t pick_token(std::span<const float> logits, const SampleOptions& o, float u);

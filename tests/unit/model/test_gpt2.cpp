@@ -1,8 +1,9 @@
 // Whole-model checks: the backward pass against finite differences, the loss at initialisation,
 // that vocabulary padding and gradient accumulation change nothing, and that KV-cached
-// generation sees the same logits as a full forward pass.
+// generation sees the same logits as a full forward pass and keeps to the vocabulary.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "support/check.hpp"
@@ -195,4 +196,31 @@ TEST(Gpt2, SamplingRespectsTopKAndTemperature) {
     o.top_k = 0;
     o.top_p = 0.01f;  // only the most likely survives
     EXPECT_EQ(pick_token(logits, o, 0.99f), 1);
+}
+
+TEST(Gpt2, GenerationRefusesAPromptOutsideTheVocabularyAndKeepsToTheLimit) {
+    ModelConfig c = small_config();
+    ModelRun run(c);
+    const std::vector<int32_t> good = {1, 96}, past = {1, 97}, negative = {-1};
+    EXPECT_NO_THROW(check_prompt(c, good));
+    for (const auto* bad : {&past, &negative}) {
+        try {
+            check_prompt(c, *bad);
+            FAIL() << "no error for " << bad->back();
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("outside the model's vocabulary of 97 ids"),
+                      std::string::npos)
+                << e.what();
+        }
+    }
+    SampleOptions o;
+    o.tokens = 40;
+    EXPECT_THROW(generate(c, run.model.layout(), run.params.data(), past, o), Error);
+    // Sampling with no limit reaches ids at 10 and past; with the limit it never does.
+    const auto any_at_or_past = [](const std::vector<int32_t>& ids, int32_t v) {
+        return std::any_of(ids.begin(), ids.end(), [v](int32_t t) { return t >= v; });
+    };
+    EXPECT_TRUE(any_at_or_past(generate(c, run.model.layout(), run.params.data(), good, o), 10));
+    o.vocab_limit = 10;
+    EXPECT_FALSE(any_at_or_past(generate(c, run.model.layout(), run.params.data(), good, o), 10));
 }
