@@ -39,6 +39,13 @@ expect_error "expected [64, 256]" runs/b -- train "${common[@]}" --model-dir hf_
 expect_error "already holds checkpoints" "" -- train "${common[@]}" --out runs/ok
 expect_error "resuming with --seed 99 but the checkpoint was trained with 1337" "" -- train "${common[@]}" --out runs/ok --resume --steps 4 --seed 99
 [ "$(grep -c '"loss"' runs/ok/metrics.jsonl)" -eq 2 ] && ok "the refused resume trained nothing" || bad "refused resume wrote steps"
+# The checkpoint or the Hugging Face directory gives the model: a model flag that asks for another
+# is an error, not ignored; the same command line again with --resume still continues.
+expect_error "resuming runs/ok/checkpoints/step_000002: --n-layer 3 asks for another model than the checkpoint holds (n_layer 2 in the checkpoint, 3 asked)" "" -- train "${common[@]}" --out runs/ok --resume --n-layer 3
+expect_error "--model llama-tiny asks for another model than the checkpoint holds" "" -- train "${common[@]}" --out runs/ok --resume --model llama-tiny
+"$WEFT" train "${common[@]}" --out runs/ok --resume --model tiny >/dev/null 2>&1 && ok "resume with the checkpoint's own --model" || bad "resume with --model tiny refused"
+expect_error "--model-dir hf: --model gpt2 asks for another model than its config.json holds (n_embd 64 in its config.json, 768 asked)" runs/d -- train "${common[@]}" --model-dir hf --model gpt2 --out runs/d
+expect_error "--model-dir hf: --n-layer 4 asks for another model than its config.json holds" runs/d -- train "${common[@]}" --model-dir hf --n-layer 4 --out runs/d
 # The command line wins over the config file.
 printf 'steps = 3\nbatch_size = 2\nseq_len = 16\n' > c.toml
 "$WEFT" train --config c.toml --data data/tinyshakespeare_train.bin --peak-gflops 1 --steps 1 --out runs/c >/dev/null 2>&1

@@ -27,7 +27,8 @@ void add_train_command(CLI::App& app) {
                   "Start from a Hugging Face model directory (GPT2LMHeadModel, "
                   "LlamaForCausalLM or MixtralForCausalLM: config.json, model.safetensors or its "
                   "sharded index) instead "
-                  "of a fresh initialisation");
+                  "of a fresh initialisation; its config.json gives the model, and --model or a "
+                  "shape flag that asks for another is refused");
     c->add_option("--moe-aux-loss-coef", o->moe_aux_loss_coef,
                   "Mixture of experts: load-balance loss coefficient per layer (0: off; default: "
                   "the model's)");
@@ -144,7 +145,8 @@ void add_train_command(CLI::App& app) {
                   {"--bucket-mb", "--comm-timeout", "--dtype", "--grad-reduce-dtype"});
     group_options(c, "Progress and measurement",
                   {"--log-every", "--threads", "--peak-gflops", "--trace", "--inject-delay"});
-    c->callback([o] {
+    c->callback([o, c] {
+        o->model_given = c->count("--model") > 0;
         check_layout_supported(o->layout, /*context_parallel=*/true, /*expert_parallel=*/true);
         train::run_training(*o);
     });

@@ -1,7 +1,10 @@
 #include "weft/train/options.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "weft/core/error.hpp"
@@ -40,6 +43,52 @@ InjectedDelay parse_inject_delay(const std::string& value, int world_size) {
 
 model::ModelConfig TrainOptions::model_config() const {
     return reshaped_preset(model, n_layer, n_head, n_embd, n_positions);
+}
+
+std::string TrainOptions::first_model_flag() const {
+    if (model_given) return "--model " + model;
+    const std::pair<const char*, int64_t> shape[] = {{"--n-layer", n_layer},
+                                                     {"--n-head", n_head},
+                                                     {"--n-embd", n_embd},
+                                                     {"--n-positions", n_positions}};
+    for (const auto& [flag, value] : shape)
+        if (value) return fmt::format("{} {}", flag, value);
+    return {};
+}
+
+void TrainOptions::check_model_flags(const model::ModelConfig& cfg, const std::string& source,
+                                     const std::string& holder) const {
+    const std::string flag = first_model_flag();
+    if (flag.empty()) return;
+    // The same command line again with --resume (or with --model-dir beside the preset it holds)
+    // is the usual way to run: flags that name the source's own architecture are fine. The
+    // --moe-* training coefficients may differ without changing the model.
+    model::ModelConfig asked = cfg;  // shape flags alone reshape the source's model
+    if (model_given) asked = model_config();
+    if (n_layer) asked.n_layer = n_layer;
+    if (n_head) asked.n_head = n_head;
+    if (n_embd) asked.n_embd = n_embd;
+    if (n_positions) asked.n_positions = n_positions;
+    asked.moe_aux_loss_coef = cfg.moe_aux_loss_coef;
+    asked.moe_z_loss_coef = cfg.moe_z_loss_coef;
+    asked.moe_capacity_factor = cfg.moe_capacity_factor;
+    asked.moe_router_bias_rate = cfg.moe_router_bias_rate;
+    // Compared as checkpoints write configs: defaults resolved (a preset's 0 kv heads are its
+    // n_head heads).
+    const nlohmann::json a = asked.to_json(), c = cfg.to_json();
+    if (a == c) return;
+    std::string field;
+    for (const auto& [key, value] : c.items())
+        if (field.empty() && (!a.contains(key) || a[key] != value))
+            field = fmt::format("{} {} in {}, {} asked", key, value.dump(), holder,
+                                a.contains(key) ? a[key].dump() : "none");
+    for (const auto& [key, value] : a.items())
+        if (field.empty() && !c.contains(key))
+            field = fmt::format("{} {} asked, none in {}", key, value.dump(), holder);
+    WEFT_CHECK(false,
+               "{}: {} asks for another model than {} holds ({}); {} gives the model, so drop "
+               "the model flags or give its own values, or start a new run",
+               source, flag, holder, field, holder);
 }
 
 void TrainOptions::apply_moe_overrides(model::ModelConfig& cfg) const {

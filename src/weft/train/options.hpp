@@ -28,6 +28,7 @@ InjectedDelay parse_inject_delay(const std::string& value, int world_size);
 struct TrainOptions {
     // Model: a preset, optionally reshaped; or a Hugging Face directory to start from.
     std::string model = "tiny";
+    bool model_given = false;  // --model was on the command line (or in --config), not defaulted
     int64_t n_layer = 0, n_head = 0, n_embd = 0, n_positions = 0;  // 0: the preset's
     std::filesystem::path model_dir;
     // Mixture of experts: override the model's router losses and capacity (unset: the model's).
@@ -71,6 +72,14 @@ struct TrainOptions {
 
     // The model shape after applying preset, overrides and (later) the Hugging Face config.
     model::ModelConfig model_config() const;
+    // The first of --model, --n-layer, --n-head, --n-embd and --n-positions that was given, as
+    // "--flag value"; empty when none was.
+    std::string first_model_flag() const;
+    // A checkpoint being resumed or a Hugging Face directory gives the model (`cfg`, whose
+    // config `holder` names in errors, and `source` the flag or action): an error when a model
+    // flag asks for another architecture.
+    void check_model_flags(const model::ModelConfig& cfg, const std::string& source,
+                           const std::string& holder) const;
     std::filesystem::path val_path() const;
     // The --moe-* overrides applied to `cfg` (the preset's, the checkpoint's or the Hugging Face
     // directory's); an error naming the flag when the model has no experts.

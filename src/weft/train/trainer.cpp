@@ -142,12 +142,18 @@ void run_training(const TrainOptions& o_in) {
     model::ModelConfig cfg = o.model_config();
     if (resume_from) {
         cfg = resume_from->cfg;
+        o.check_model_flags(cfg, "resuming " + resume_from->dir.string(), "the checkpoint");
     } else if (!o.model_dir.empty()) {
         cfg = model::read_hf_model_config(o.model_dir);
+        o.check_model_flags(cfg, "--model-dir " + o.model_dir.string(), "its config.json");
     }
+    // What errors about the model call it: the preset, or where its config came from.
+    const std::string model_name = resume_from           ? resume_from->dir.string()
+                                   : o.model_dir.empty() ? o.model
+                                                         : o.model_dir.string();
     o.apply_moe_overrides(cfg);
-    cfg.validate("model '" + o.model + "'");
-    check_expert_parallel(o.layout.ep, cfg, o.model);
+    cfg.validate("model '" + model_name + "'");
+    check_expert_parallel(o.layout.ep, cfg, model_name);
     WEFT_CHECK(T <= cfg.n_positions, "--seq-len {} exceeds the model's n_positions {}", T,
                cfg.n_positions);
     data::TokenFile train_file = data::TokenFile::open(o.data);
