@@ -22,6 +22,10 @@ expect_error "--pp-layers '1,1' needs --pp greater than 1" runs/a -- train "${co
 expect_error "--dtype must be fp32 or bf16, got 'fp16'" runs/a -- train "${common[@]}" --dtype fp16 --out runs/a
 expect_error "fewer than one evaluation batch of 2000 sequences" runs/a -- train "${common[@]}" --batch-size 2000 --out runs/a
 expect_error "--keep-checkpoints must be at least 1, got 0" runs/a -- train "${common[@]}" --keep-checkpoints 0 --out runs/a
+expect_error "--peak-gflops must be non-negative (0: measure), got -1" runs/a -- train "${common[@]}" --peak-gflops -1 --out runs/a
+expect_error "--threads must be non-negative, got -2" "" -- bench train --preset tiny --steps 1 --threads -2
+expect_error "--peak-gflops must be non-negative (0: measure), got -5" "" -- bench train --preset tiny --steps 1 --peak-gflops -5
+expect_error "--seconds: Value -1 not in range" "" -- bench peak --seconds -1
 
 # A Hugging Face directory: bad header, missing tensor, wrong shape.
 "$WEFT" train "${common[@]}" --out runs/ok >/dev/null 2>&1

@@ -46,6 +46,7 @@ void add_bench_command(CLI::App& app) {
         ->check(CLI::Range(int64_t(1), int64_t(1) << 15))
         ->capture_default_str();
     peak->add_option("--seconds", p->seconds, "How long to measure each dtype at each size")
+        ->check(CLI::Range(0.001, 3600.0))
         ->capture_default_str();
     peak->add_option("--dtype", p->dtype, "fp32, bf16 or both")
         ->check(CLI::IsMember({"fp32", "bf16", "both"}))

@@ -133,6 +133,8 @@ void TrainOptions::validate() const {
     WEFT_CHECK(exit_after >= 0, "--exit-after must be non-negative, got {}", exit_after);
     WEFT_CHECK(log_every >= 1, "--log-every must be at least 1, got {}", log_every);
     WEFT_CHECK(threads >= 0, "--threads must be non-negative, got {}", threads);
+    WEFT_CHECK(peak_gflops >= 0, "--peak-gflops must be non-negative (0: measure), got {}",
+               peak_gflops);
     WEFT_CHECK(bucket_mb > 0, "--bucket-mb must be positive, got {}", bucket_mb);
     WEFT_CHECK(comm_timeout >= 0, "--comm-timeout must be positive (0: the default), got {}",
                comm_timeout);
