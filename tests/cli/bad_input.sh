@@ -19,6 +19,9 @@ expect_error "world size 1" runs/a -- train "${common[@]}" --dp 2 --out runs/a
 expect_error "world size 1 is not divisible by tp*pp*cp = 2*1*1 = 2" runs/a -- train "${common[@]}" --tp 2 --out runs/a
 expect_error "--sequence-parallel needs --tp greater than 1" runs/a -- train "${common[@]}" --sequence-parallel --out runs/a
 expect_error "--pp-layers '1,1' needs --pp greater than 1" runs/a -- train "${common[@]}" --pp-layers 1,1 --out runs/a
+expect_error "--pp-schedule gpipe needs --pp greater than 1" runs/a -- train "${common[@]}" --pp-schedule gpipe --out runs/a
+expect_error "--cp-kind ulysses needs --cp greater than 1" runs/a -- train "${common[@]}" --cp-kind ulysses --out runs/a
+expect_error "--ring-bidirectional needs --cp greater than 1" runs/a -- train "${common[@]}" --ring-bidirectional --out runs/a
 expect_error "--dtype must be fp32 or bf16, got 'fp16'" runs/a -- train "${common[@]}" --dtype fp16 --out runs/a
 expect_error "fewer than one evaluation batch of 2000 sequences" runs/a -- train "${common[@]}" --batch-size 2000 --out runs/a
 expect_error "--keep-checkpoints must be at least 1, got 0" runs/a -- train "${common[@]}" --keep-checkpoints 0 --out runs/a

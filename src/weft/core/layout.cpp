@@ -105,6 +105,18 @@ void Layout::resolve(int world_size) {
     // Combinations of options and sizes, after the sizes themselves: a layout that does not fit
     // the world is named first.
     WEFT_CHECK(pp > 1 || vpp == 1, "--vpp {} needs --pp greater than 1", vpp);
+    // Settings of an axis that is not there: like --sequence-parallel at tp 1, each says the
+    // user meant another layout.
+    WEFT_CHECK(pp > 1 || pp_schedule == ScheduleKind::one_f_one_b,
+               "--pp-schedule {} needs --pp greater than 1: it orders the pipeline's micro-batches",
+               format_schedule_kind(pp_schedule));
+    WEFT_CHECK(cp > 1 || cp_kind == CpKind::ring,
+               "--cp-kind {} needs --cp greater than 1: it is how context parallelism splits "
+               "attention",
+               cp_kind_name(cp_kind));
+    WEFT_CHECK(cp > 1 || !ring_bidirectional,
+               "--ring-bidirectional needs --cp greater than 1: it is a kind of ring attention "
+               "over the context-parallel ranks");
     WEFT_CHECK(cp_kind == CpKind::hybrid || cp_ulysses == 0,
                "--cp-ulysses {} needs --cp-kind hybrid (got {})", cp_ulysses,
                cp_kind_name(cp_kind));
