@@ -58,5 +58,7 @@ printf 'steps = 3\nbatch_size = 2\nseq_len = 16\n' > c.toml
 "$WEFT" train --config c.toml --data data/tinyshakespeare_train.bin --peak-gflops 1 --steps 1 --out runs/c >/dev/null 2>&1
 [ "$(grep -c '"loss"' runs/c/metrics.jsonl)" -eq 1 ] && ok "--steps on the command line beat the config file" || bad "config file won over the command line"
 expect_error "exactly one of --model-dir" "" -- eval --data data/tinyshakespeare_val.bin
+# The model the user named is checked first (here there is no data/encoder.json either).
+expect_error "no-such-run is not a directory (expected a checkpoint directory or a run directory)" "" -- sample --ckpt no-such-run --tokens 1
 expect_error "--ckpt" "" -- export --out x
 finish

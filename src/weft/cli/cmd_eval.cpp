@@ -37,11 +37,13 @@ void add_eval_command(CLI::App& app) {
         WEFT_CHECK(a->batch_size >= 1, "--batch-size must be at least 1, got {}", a->batch_size);
         WEFT_CHECK(a->batches >= 1, "--batches must be at least 1, got {}", a->batches);
         data::TokenFile file = data::TokenFile::open(a->data);
-        train::LoadedModel m = train::load_model(a->model_dir, a->ckpt);
-        data::check_token_ids(file, m.model->config().vocab_size);
-        WEFT_CHECK(a->seq_len >= 1 && a->seq_len <= m.model->config().n_positions,
+        // Every input checked against the model's config before its weights are read.
+        const train::ModelSource source = train::open_model_source(a->model_dir, a->ckpt);
+        data::check_token_ids(file, source.cfg.vocab_size);
+        WEFT_CHECK(a->seq_len >= 1 && a->seq_len <= source.cfg.n_positions,
                    "--seq-len must be in [1, {}] (the model's n_positions), got {}",
-                   m.model->config().n_positions, a->seq_len);
+                   source.cfg.n_positions, a->seq_len);
+        train::LoadedModel m = train::load_model(source);
         train::EvalResult r =
             train::evaluate(*m.model, m.params.data(), file, a->batch_size, a->seq_len, a->batches);
         if (a->json)

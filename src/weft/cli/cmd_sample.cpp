@@ -46,9 +46,11 @@ void add_sample_command(CLI::App& app) {
         ->excludes(dir);
     c->callback([a] {
         a->o.validate();
+        // The model's source first: it is what the user named; its weights are read last.
+        const train::ModelSource source = train::open_model_source(a->model_dir, a->ckpt);
         const std::unique_ptr<data::Tokenizer> tok =
             data::open_tokenizer(a->tokenizer, a->tokenizer_dir);
-        train::LoadedModel m = train::load_model(a->model_dir, a->ckpt);
+        train::LoadedModel m = train::load_model(source);
         sample_text(m, *tok, a->prompt, a->o, stdout);
     });
 }

@@ -7,24 +7,36 @@
 
 namespace weft::train {
 
-LoadedModel load_model(const std::filesystem::path& model_dir, const std::filesystem::path& ckpt) {
+ModelSource open_model_source(const std::filesystem::path& model_dir,
+                              const std::filesystem::path& ckpt) {
     WEFT_CHECK(model_dir.empty() != ckpt.empty(),
                "give exactly one of --model-dir (a Hugging Face directory) and --ckpt (a weft "
                "checkpoint or run directory)");
-    LoadedModel m;
+    ModelSource s;
     if (!ckpt.empty()) {
-        CheckpointInfo ck = open_checkpoint(ckpt);
-        m.model = model::make_model(ck.cfg);
-        m.params = Buffer(m.model->layout().total);
-        load_checkpoint_params(ck, m.model->layout(), m.params.data());
+        s.ckpt = open_checkpoint(ckpt);
+        s.cfg = s.ckpt->cfg;
     } else {
-        model::ModelConfig cfg = model::read_hf_model_config(model_dir);
-        m.model = model::make_model(cfg);
-        m.params = Buffer(m.model->layout().total);
-        model::read_hf_weights(ckpt::HfWeights::open(model_dir), cfg, m.model->layout(),
-                               m.params.data());
+        s.model_dir = model_dir;
+        s.cfg = model::read_hf_model_config(model_dir);
     }
+    return s;
+}
+
+LoadedModel load_model(const ModelSource& source) {
+    LoadedModel m;
+    m.model = model::make_model(source.cfg);
+    m.params = Buffer(m.model->layout().total);
+    if (source.ckpt)
+        load_checkpoint_params(*source.ckpt, m.model->layout(), m.params.data());
+    else
+        model::read_hf_weights(ckpt::HfWeights::open(source.model_dir), source.cfg,
+                               m.model->layout(), m.params.data());
     return m;
+}
+
+LoadedModel load_model(const std::filesystem::path& model_dir, const std::filesystem::path& ckpt) {
+    return load_model(open_model_source(model_dir, ckpt));
 }
 
 }  // namespace weft::train

@@ -3,9 +3,11 @@
 // Hugging Face model directory of any family weft has (GPT-2, Llama, Mixtral).
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "weft/core/buffer.hpp"
 #include "weft/model/model.hpp"
+#include "weft/train/checkpoint.hpp"
 
 namespace weft::train {
 
@@ -14,7 +16,18 @@ struct LoadedModel {
     Buffer params;
 };
 
+// Where a model comes from, opened but not read: its config (a checkpoint's shards already
+// checked), so that a command can check its other inputs against it before reading weights.
+struct ModelSource {
+    std::filesystem::path model_dir;     // a Hugging Face directory, or empty
+    std::optional<CheckpointInfo> ckpt;  // a weft checkpoint, or none
+    model::ModelConfig cfg;
+};
+
 // Exactly one of the two paths is non-empty; otherwise an error naming both flags.
+ModelSource open_model_source(const std::filesystem::path& model_dir,
+                              const std::filesystem::path& ckpt);
+LoadedModel load_model(const ModelSource& source);
 LoadedModel load_model(const std::filesystem::path& model_dir, const std::filesystem::path& ckpt);
 
 }  // namespace weft::train
