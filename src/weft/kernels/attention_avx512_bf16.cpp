@@ -270,10 +270,10 @@ class Carve {
             tile_product_bf16<Init::load, false>(dqd + i0 * HS, HS, nq, HS, dsr, kTile / 2, kp, HS,
                                                  nkp, nullptr, {Band::upper, -shift});
         }
-        add_rows(g.dk + k0 * g.ld, g.ld, dkacc, nk, HS);
-        add_rows(g.dv + k0 * g.ld, g.ld, dvacc, nk, HS);
+        add_rows<Avx512>(g.dk + k0 * g.ld, g.ld, dkacc, nk, HS);
+        add_rows<Avx512>(g.dv + k0 * g.ld, g.ld, dvacc, nk, HS);
     }
-    add_rows(dqb, s.ldq, dqd, Tq, HS);
+    add_rows<Avx512>(dqb, s.ldq, dqd, Tq, HS);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@ namespace weft::kernels::detail::avx512 {
 
 // The tiling, its constants and the threads' scratch are attention_tiles.hpp's, shared with the
 // fp32 paths; what follows is AVX-512's own.
+using tiled::add_rows;
 using tiled::Band;
 using tiled::Init;
 using tiled::kAhead;
@@ -177,22 +178,6 @@ inline void score_grads(const float* sb, const float* dpb, int64_t nq, int64_t n
                 ds[h] = _mm512_mul_ps(p[h], _mm512_mul_ps(g, sc));
             }
             emit(i, vk, p, ds);
-        }
-    }
-}
-
-// dst[r][:] += src[r][:] for `rows` rows of `cols` floats.
-inline void add_rows(float* dst, int64_t ld, const float* src, int64_t rows, int64_t cols) {
-    prefetch_rows(dst, ld, std::min(rows, kAhead), cols);
-    for (int64_t r = 0; r < rows; ++r) {
-        if (r + kAhead < rows) prefetch_rows(dst + (r + kAhead) * ld, ld, 1, cols);
-        float* d = dst + r * ld;
-        const float* s = src + r * cols;
-        for (int64_t j = 0; j < cols; j += 16) {
-            const __mmask16 m = tail_mask(std::min<int64_t>(16, cols - j));
-            _mm512_mask_storeu_ps(
-                d + j, m,
-                _mm512_add_ps(_mm512_maskz_loadu_ps(m, d + j), _mm512_maskz_loadu_ps(m, s + j)));
         }
     }
 }
