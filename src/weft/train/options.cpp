@@ -11,14 +11,21 @@
 
 namespace weft::train {
 
-model::ModelConfig reshaped_preset(const std::string& preset, int64_t n_layer, int64_t n_head,
-                                   int64_t n_embd, int64_t n_positions) {
-    model::ModelConfig c = model::model_preset(preset);
+namespace {
+// `c` with its shape overridden where a value is non-zero.
+model::ModelConfig reshaped(model::ModelConfig c, int64_t n_layer, int64_t n_head, int64_t n_embd,
+                            int64_t n_positions) {
     if (n_layer) c.n_layer = n_layer;
     if (n_head) c.n_head = n_head;
     if (n_embd) c.n_embd = n_embd;
     if (n_positions) c.n_positions = n_positions;
     return c;
+}
+}  // namespace
+
+model::ModelConfig reshaped_preset(const std::string& preset, int64_t n_layer, int64_t n_head,
+                                   int64_t n_embd, int64_t n_positions) {
+    return reshaped(model::model_preset(preset), n_layer, n_head, n_embd, n_positions);
 }
 
 InjectedDelay parse_inject_delay(const std::string& value, int world_size) {
@@ -63,12 +70,9 @@ void TrainOptions::check_model_flags(const model::ModelConfig& cfg, const std::s
     // The same command line again with --resume (or with --model-dir beside the preset it holds)
     // is the usual way to run: flags that name the source's own architecture are fine. The
     // --moe-* training coefficients may differ without changing the model.
-    model::ModelConfig asked = cfg;  // shape flags alone reshape the source's model
-    if (model_given) asked = model_config();
-    if (n_layer) asked.n_layer = n_layer;
-    if (n_head) asked.n_head = n_head;
-    if (n_embd) asked.n_embd = n_embd;
-    if (n_positions) asked.n_positions = n_positions;
+    // Shape flags alone reshape the source's model.
+    model::ModelConfig asked = reshaped(model_given ? model::model_preset(model) : cfg, n_layer,
+                                        n_head, n_embd, n_positions);
     asked.moe_aux_loss_coef = cfg.moe_aux_loss_coef;
     asked.moe_z_loss_coef = cfg.moe_z_loss_coef;
     asked.moe_capacity_factor = cfg.moe_capacity_factor;
@@ -91,7 +95,7 @@ void TrainOptions::check_model_flags(const model::ModelConfig& cfg, const std::s
                source, flag, holder, field, holder);
 }
 
-void TrainOptions::apply_moe_overrides(model::ModelConfig& cfg) const {
+void TrainOptions::apply_moe_overrides(model::ModelConfig& cfg, const std::string& name) const {
     const std::pair<const char*, const std::optional<double>*> flags[] = {
         {"--moe-aux-loss-coef", &moe_aux_loss_coef},
         {"--moe-z-loss-coef", &moe_z_loss_coef},
@@ -101,7 +105,7 @@ void TrainOptions::apply_moe_overrides(model::ModelConfig& cfg) const {
         WEFT_CHECK(!*value || cfg.n_experts > 0,
                    "{} {}: model '{}' has no mixture-of-experts layers (expected a model with "
                    "experts, e.g. --model moe-tiny)",
-                   flag, **value, model);
+                   flag, **value, name);
     if (moe_aux_loss_coef) cfg.moe_aux_loss_coef = *moe_aux_loss_coef;
     if (moe_z_loss_coef) cfg.moe_z_loss_coef = *moe_z_loss_coef;
     if (moe_capacity_factor) cfg.moe_capacity_factor = *moe_capacity_factor;

@@ -82,8 +82,9 @@ struct TrainOptions {
                            const std::string& holder) const;
     std::filesystem::path val_path() const;
     // The --moe-* overrides applied to `cfg` (the preset's, the checkpoint's or the Hugging Face
-    // directory's); an error naming the flag when the model has no experts.
-    void apply_moe_overrides(model::ModelConfig& cfg) const;
+    // directory's, which errors call `name`); an error naming the flag when the model has no
+    // experts.
+    void apply_moe_overrides(model::ModelConfig& cfg, const std::string& name) const;
     // Checks every value; errors name the flag and what was expected.
     void validate() const;
 };

@@ -151,7 +151,7 @@ void run_training(const TrainOptions& o_in) {
     const std::string model_name = resume_from           ? resume_from->dir.string()
                                    : o.model_dir.empty() ? o.model
                                                          : o.model_dir.string();
-    o.apply_moe_overrides(cfg);
+    o.apply_moe_overrides(cfg, model_name);
     cfg.validate("model '" + model_name + "'");
     check_expert_parallel(o.layout.ep, cfg, model_name);
     WEFT_CHECK(T <= cfg.n_positions, "--seq-len {} exceeds the model's n_positions {}", T,
