@@ -22,12 +22,7 @@
 namespace weft::train {
 
 BenchTrainResult bench_train(const BenchTrainOptions& o) {
-    WEFT_CHECK(o.steps >= 1, "--steps must be at least 1, got {}", o.steps);
-    WEFT_CHECK(o.batch_size >= 1, "--batch-size must be at least 1, got {}", o.batch_size);
-    WEFT_CHECK(o.seq_len >= 1, "--seq-len must be at least 1, got {}", o.seq_len);
-    WEFT_CHECK(o.threads >= 0, "--threads must be non-negative, got {}", o.threads);
-    WEFT_CHECK(o.peak_gflops >= 0, "--peak-gflops must be non-negative (0: measure), got {}",
-               o.peak_gflops);
+    check_run_sizes(o.steps, o.batch_size, o.seq_len, o.threads, o.peak_gflops);
     model::ModelConfig cfg = reshaped_preset(o.preset, o.n_layer, o.n_head, o.n_embd, 0);
     // Longer sequences than the preset's positions (T = 4096 for the scaling table) get a longer
     // position table: the tokens are synthetic, and only the step's cost is measured.

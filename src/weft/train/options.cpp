@@ -28,6 +28,16 @@ model::ModelConfig reshaped_preset(const std::string& preset, int64_t n_layer, i
     return reshaped(model::model_preset(preset), n_layer, n_head, n_embd, n_positions);
 }
 
+void check_run_sizes(int64_t steps, int64_t batch_size, int64_t seq_len, int threads,
+                     double peak_gflops) {
+    WEFT_CHECK(steps >= 1, "--steps must be at least 1, got {}", steps);
+    WEFT_CHECK(batch_size >= 1, "--batch-size must be at least 1, got {}", batch_size);
+    WEFT_CHECK(seq_len >= 1, "--seq-len must be at least 1, got {}", seq_len);
+    WEFT_CHECK(threads >= 0, "--threads must be non-negative, got {}", threads);
+    WEFT_CHECK(peak_gflops >= 0, "--peak-gflops must be non-negative (0: measure), got {}",
+               peak_gflops);
+}
+
 InjectedDelay parse_inject_delay(const std::string& value, int world_size) {
     InjectedDelay d;
     if (value.empty()) return d;
@@ -122,9 +132,7 @@ std::filesystem::path TrainOptions::val_path() const {
 }
 
 void TrainOptions::validate() const {
-    WEFT_CHECK(steps >= 1, "--steps must be at least 1, got {}", steps);
-    WEFT_CHECK(batch_size >= 1, "--batch-size must be at least 1, got {}", batch_size);
-    WEFT_CHECK(seq_len >= 1, "--seq-len must be at least 1, got {}", seq_len);
+    check_run_sizes(steps, batch_size, seq_len, threads, peak_gflops);
     WEFT_CHECK(layout.cp <= 1 || seq_len % (2 * layout.cp) == 0,
                "--seq-len {} with --cp {}: context parallelism cuts every sequence into 2 x cp = "
                "{} zigzag chunks, so the sequence length must be a multiple of {}",
@@ -136,9 +144,6 @@ void TrainOptions::validate() const {
                keep_checkpoints);
     WEFT_CHECK(exit_after >= 0, "--exit-after must be non-negative, got {}", exit_after);
     WEFT_CHECK(log_every >= 1, "--log-every must be at least 1, got {}", log_every);
-    WEFT_CHECK(threads >= 0, "--threads must be non-negative, got {}", threads);
-    WEFT_CHECK(peak_gflops >= 0, "--peak-gflops must be non-negative (0: measure), got {}",
-               peak_gflops);
     WEFT_CHECK(bucket_mb > 0, "--bucket-mb must be positive, got {}", bucket_mb);
     WEFT_CHECK(comm_timeout >= 0, "--comm-timeout must be positive (0: the default), got {}",
                comm_timeout);

@@ -15,6 +15,11 @@ namespace weft::train {
 model::ModelConfig reshaped_preset(const std::string& preset, int64_t n_layer, int64_t n_head,
                                    int64_t n_embd, int64_t n_positions);
 
+// The flags `weft train` and `weft bench train` both take that size a run: --steps, --batch-size
+// and --seq-len at least 1, --threads and --peak-gflops (0: choose, measure) not negative.
+void check_run_sizes(int64_t steps, int64_t batch_size, int64_t seq_len, int threads,
+                     double peak_gflops);
+
 // --inject-delay RANK:MS, a testing aid for slow-rank diagnosis: world rank RANK sleeps MS
 // milliseconds at the start of every step, so its peers wait for it in the step's collectives.
 struct InjectedDelay {
