@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "weft/kernels/attention.hpp"
-#include "weft/kernels/attention_merge.hpp"
-#include "weft/kernels/attention_zigzag.hpp"
+#include "weft/kernels/attention/attention.hpp"
+#include "weft/kernels/attention/merge.hpp"
+#include "weft/kernels/attention/zigzag.hpp"
 #include "weft/kernels/isa.hpp"
 #include "weft/kernels/precision.hpp"
 

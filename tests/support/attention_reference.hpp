@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "weft/kernels/attention.hpp"
+#include "weft/kernels/attention/attention.hpp"
 
 namespace weft::test {
 

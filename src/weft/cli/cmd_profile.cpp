@@ -13,7 +13,7 @@
 #include "weft/comm/collectives.hpp"
 #include "weft/comm/mesh.hpp"
 #include "weft/core/error.hpp"
-#include "weft/kernels/attention.hpp"
+#include "weft/kernels/attention/attention.hpp"
 #include "weft/kernels/gemm_peak.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/train/memory.hpp"

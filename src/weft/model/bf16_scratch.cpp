@@ -1,6 +1,6 @@
 #include "weft/model/bf16_scratch.hpp"
 
-#include "weft/kernels/attention.hpp"
+#include "weft/kernels/attention/attention.hpp"
 #include "weft/kernels/classifier.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/model/family.hpp"

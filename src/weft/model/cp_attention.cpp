@@ -4,8 +4,8 @@
 #include <limits>
 
 #include "weft/core/error.hpp"
-#include "weft/kernels/attention.hpp"
-#include "weft/kernels/attention_merge.hpp"
+#include "weft/kernels/attention/attention.hpp"
+#include "weft/kernels/attention/merge.hpp"
 #include "weft/model/cp_kernels.hpp"
 
 namespace weft::model {

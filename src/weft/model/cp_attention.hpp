@@ -3,7 +3,7 @@
 // the region a model calls in place of its local causal attention when each sequence is split
 // over cp ranks. No MPI here: the ring shifts are the CpComm's.
 //
-// Each rank holds, per sequence, its two zigzag chunks (kernels/attention_zigzag.hpp) as T/cp
+// Each rank holds, per sequence, its two zigzag chunks (kernels/attention/zigzag.hpp) as T/cp
 // consecutive rows: part 0 then part 1. Forward: the key/value block (kv heads only, so GQA
 // moves NKV/NH of the query width) rotates cp - 1 times around the ring, the next block's
 // transfer started before the current block's attention (double-buffered); each visible
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "weft/core/buffer.hpp"
-#include "weft/kernels/attention_zigzag.hpp"
+#include "weft/kernels/attention/zigzag.hpp"
 #include "weft/model/cp_comm.hpp"
 
 namespace weft::model {

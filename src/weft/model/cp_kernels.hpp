@@ -5,7 +5,7 @@
 // either way.
 #include <cstdint>
 
-#include "weft/kernels/attention.hpp"
+#include "weft/kernels/attention/attention.hpp"
 #include "weft/model/kept_tensor.hpp"
 
 namespace weft::model::cp {

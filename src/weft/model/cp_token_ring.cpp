@@ -14,8 +14,8 @@
 #include <limits>
 
 #include "weft/core/error.hpp"
-#include "weft/kernels/attention.hpp"
-#include "weft/kernels/attention_merge.hpp"
+#include "weft/kernels/attention/attention.hpp"
+#include "weft/kernels/attention/merge.hpp"
 #include "weft/model/cp_attention.hpp"
 #include "weft/model/cp_kernels.hpp"
 

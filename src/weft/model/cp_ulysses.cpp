@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "weft/core/error.hpp"
-#include "weft/kernels/attention.hpp"
+#include "weft/kernels/attention/attention.hpp"
 #include "weft/kernels/precision.hpp"
 #include "weft/model/cp_attention.hpp"
 #include "weft/model/cp_kernels.hpp"

@@ -28,7 +28,8 @@ namespace weft::model {
 // Under bf16 products (span.bf16) the layer's activations are stored as bf16 (KeptTensor):
 // - ln1, ln2 and fch_gelu are read only by matrix products, which round them to nearest even
 //   anyway, so storing them rounded changes no number;
-// - qkv and atty are the bf16 attention kernel's inputs and output (attention.hpp), and fch the
+// - qkv and atty are the bf16 attention kernel's inputs and output
+// (kernels/attention/attention.hpp), and fch the
 //   GELU's input: rounding them does change the numbers (docs/performance.md measures by how
 //   much). Under context parallelism they are kept as bf16 too; the cp regions compute and
 //   exchange fp32, on the rounded q, k, v widened into scratch, and their output is rounded.

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "weft/core/error.hpp"
-#include "weft/kernels/attention.hpp"
+#include "weft/kernels/attention/attention.hpp"
 #include "weft/kernels/classifier.hpp"
 #include "weft/kernels/elementwise.hpp"
 #include "weft/kernels/matmul.hpp"

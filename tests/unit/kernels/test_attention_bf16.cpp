@@ -18,7 +18,7 @@
 #include "support/check.hpp"
 #include "support/isa_test.hpp"
 #include "weft/core/error.hpp"
-#include "weft/kernels/attention.hpp"
+#include "weft/kernels/attention/attention.hpp"
 #include "weft/kernels/precision.hpp"
 
 namespace weft::kernels {

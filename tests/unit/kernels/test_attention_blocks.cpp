@@ -22,9 +22,9 @@
 #include "support/check.hpp"
 #include "support/isa_test.hpp"
 #include "weft/core/error.hpp"
-#include "weft/kernels/attention.hpp"
-#include "weft/kernels/attention_merge.hpp"
-#include "weft/kernels/attention_zigzag.hpp"
+#include "weft/kernels/attention/attention.hpp"
+#include "weft/kernels/attention/merge.hpp"
+#include "weft/kernels/attention/zigzag.hpp"
 
 namespace weft::kernels {
 namespace {

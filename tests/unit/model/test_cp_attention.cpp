@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "weft/kernels/attention.hpp"
-#include "weft/kernels/attention_zigzag.hpp"
+#include "weft/kernels/attention/attention.hpp"
+#include "weft/kernels/attention/zigzag.hpp"
 #include "weft/kernels/precision.hpp"
 #include "weft/model/cp_attention.hpp"
 #include "weft/model/model.hpp"

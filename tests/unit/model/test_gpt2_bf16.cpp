@@ -13,7 +13,7 @@
 
 #include "support/model_run.hpp"
 #include "weft/core/error.hpp"
-#include "weft/kernels/attention.hpp"
+#include "weft/kernels/attention/attention.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/model/bf16_scratch.hpp"
 #include "weft/model/gpt2.hpp"

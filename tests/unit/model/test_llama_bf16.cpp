@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "support/model_run.hpp"
-#include "weft/kernels/attention.hpp"
+#include "weft/kernels/attention/attention.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/model/bf16_scratch.hpp"
 #include "weft/model/llama.hpp"

@@ -1,13 +1,13 @@
-// The AVX-512 path of attention.hpp: the tiled algorithm of attention_tiled.hpp on 16-lane zmm
-// vectors (attention_avx512_tiles.hpp's Avx512, which the bf16 path's products run on too).
+// The AVX-512 path of attention.hpp: the tiled algorithm of tiled.hpp on 16-lane zmm
+// vectors (avx512_tiles.hpp's Avx512, which the bf16 path's products run on too).
 // Measured on Zen 5 against the hand-written copy of the algorithm this path used to be
 // (bench_attention, GPT-2 small's shape, alternating runs): the same times within 1-2% at
 // T = 256, 1024 and 4096, forward and backward.
-#include "weft/kernels/attention_paths.hpp"
+#include "weft/kernels/attention/paths.hpp"
 
 #if defined(__AVX512F__)
-#include "weft/kernels/attention_avx512_tiles.hpp"
-#include "weft/kernels/attention_tiled.hpp"
+#include "weft/kernels/attention/avx512_tiles.hpp"
+#include "weft/kernels/attention/tiled.hpp"
 
 namespace weft::kernels::detail {
 

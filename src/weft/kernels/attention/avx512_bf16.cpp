@@ -1,5 +1,5 @@
 // The AVX512-BF16 path of attention_forward_bf16 / attention_backward_bf16 (attention.hpp):
-// the algorithm and tiling of attention_tiled.hpp, with every tile product on bf16 operands
+// the algorithm and tiling of tiled.hpp, with every tile product on bf16 operands
 // (_mm512_dpbf16_ps, two bf16 products per fp32 lane) and everything else fp32: the scores,
 // the online softmax's running max and sum, the lse, D = rowsum(dO∘O), and the accumulators of
 // O, dQ, dK and dV. The operands are what FlashAttention's bf16 kernels multiply: Q, K, V and
@@ -7,14 +7,14 @@
 // even) before their products. So the result differs from the fp32 kernel on the same inputs
 // by those roundings (test_attention_bf16 bounds it against a float64 reference).
 //
-// The products, with the pair layouts of attention_bf16_tiles.hpp (A broadcast, X streamed):
+// The products, with the pair layouts of bf16_tiles.hpp (A broadcast, X streamed):
 //   forward   Sᵀ = K · Qᵀ    A = K rows (pairs along HS), X = Qᵀ (Q rows transposed by word)
 //             O += P · V     A = P paired over keys (packed by the softmax), X = V paired over keys
 //   backward  S = Q · Kᵀ, dP = dO · Vᵀ    A = Q, dO rows; X = Kᵀ, Vᵀ transposed by word
 //             dV += Pᵀ · dO, dK += dSᵀ · Q   A = P, dS paired over queries; X = dO, Q paired so
 //             dQ += dS · K   A = dS rows in bf16; X = K paired over keys
-// Head sizes must be even (a row of Q or K is HS/2 pairs); attention_bf16.cpp widens odd ones.
-#include "weft/kernels/attention_paths.hpp"
+// Head sizes must be even (a row of Q or K is HS/2 pairs); bf16.cpp widens odd ones.
+#include "weft/kernels/attention/paths.hpp"
 
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
 #include <algorithm>
@@ -22,7 +22,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "weft/kernels/attention_bf16_tiles.hpp"
+#include "weft/kernels/attention/bf16_tiles.hpp"
 #include "weft/kernels/lanes.hpp"
 
 namespace weft::kernels::detail {
@@ -98,7 +98,7 @@ class Carve {
     Pair* next_;
 };
 
-// Rows [i0, i0 + 64) of one (batch, head), as attention_tiled.hpp's forward_block: scores are
+// Rows [i0, i0 + 64) of one (batch, head), as tiled.hpp's forward_block: scores are
 // keys × queries so the online softmax's max and sum are per lane.
 [[gnu::noinline]] void forward_block(uint16_t* out, float* lse, const uint16_t* q,
                                      const AttentionShape& s, int64_t b, int64_t h, int64_t i0,
@@ -128,7 +128,7 @@ class Carve {
         const int64_t nk = std::min<int64_t>(kTile, kend - k0), npair = (nk + 1) / 2;
         if (k0 + kTile >= kend) {
             // Last tile: fetch the rows this block writes, and the queries of the block that
-            // this thread most likely takes next (attention_tiled.hpp does the same).
+            // this thread most likely takes next (tiled.hpp does the same).
             prefetch_rows<_MM_HINT_T1>(ob, s.ldo, nq, HS);
             if (i0 >= kTile) prefetch_rows<_MM_HINT_T1>(qb - kTile * s.ldq, s.ldq, kTile, HS);
         }
@@ -169,7 +169,7 @@ class Carve {
                 });
 }
 
-// One (batch, query head), key block by key block, as attention_tiled.hpp's backward_head.
+// One (batch, query head), key block by key block, as tiled.hpp's backward_head.
 [[gnu::noinline]] void backward_head(float* dq, const KvGrad& g, const uint16_t* dout,
                                      const uint16_t* q, const uint16_t* k, const uint16_t* v,
                                      const uint16_t* out, const float* lse, const AttentionShape& s,
@@ -296,7 +296,7 @@ void attention_forward_bf16_avx512(uint16_t* out, float* lse, const uint16_t* q,
         Pair* qt = carve.pairs(n.qt);
         Pair* pp = carve.pairs(n.pp);
         // The current key/value head's K rows and V paired over keys, grown as blocks need more
-        // keys (see attention_tiled.hpp's forward).
+        // keys (see tiled.hpp's forward).
         Pair* kd = carve.pairs(n.kd);
         Pair* vp = carve.pairs(n.vp);
         float* oacc = carve.floats(n.oacc);

@@ -1,16 +1,16 @@
 #pragma once
 // The instruction-set paths behind attention.hpp: portable, AVX2 and AVX-512. All take validated
 // shapes and run the same tiled algorithm; attention.cpp picks one with kernel_isa(). The AVX2
-// and AVX-512 paths are the one template attention_tiled.hpp, over 8-lane and 16-lane vectors
-// (attention_avx2.cpp, attention_avx512.cpp).
+// and AVX-512 paths are the one template tiled.hpp, over 8-lane and 16-lane vectors
+// (avx2.cpp, avx512.cpp).
 //
-// bf16 attention (attention_forward_bf16 / attention_backward_bf16, attention_bf16.cpp) runs on
-// AVX512-BF16 dot products where the CPU has them (attention_avx512_bf16.cpp: the tiling here
+// bf16 attention (attention_forward_bf16 / attention_backward_bf16, bf16.cpp) runs on
+// AVX512-BF16 dot products where the CPU has them (avx512_bf16.cpp: the tiling here
 // with bf16 operands) and elsewhere widens each sequence to fp32 and runs the path chosen here.
 #include <algorithm>
 #include <cstdint>
 
-#include "weft/kernels/attention.hpp"
+#include "weft/kernels/attention/attention.hpp"
 
 namespace weft::kernels::detail {
 

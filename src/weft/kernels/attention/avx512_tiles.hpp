@@ -1,8 +1,8 @@
 #pragma once
-// AVX-512's pieces of attention: the 16-lane vector type Avx512 that attention_tiles.hpp's
-// micro-kernels and attention_tiled.hpp's algorithm run on (the fp32 path,
-// attention_avx512.cpp), its exp2, and what the AVX512-BF16 path (attention_avx512_bf16.cpp,
-// through attention_bf16_tiles.hpp) adds: the online softmax's passes over a score tile, and the
+// AVX-512's pieces of attention: the 16-lane vector type Avx512 that tiles.hpp's
+// micro-kernels and tiled.hpp's algorithm run on (the fp32 path,
+// avx512.cpp), its exp2, and what the AVX512-BF16 path (avx512_bf16.cpp,
+// through bf16_tiles.hpp) adds: the online softmax's passes over a score tile, and the
 // transposing of strided rows into dense tiles. Needs AVX-512F.
 #include <immintrin.h>
 
@@ -14,7 +14,7 @@
 #include <new>
 #include <utility>
 
-#include "weft/kernels/attention_tiles.hpp"
+#include "weft/kernels/attention/tiles.hpp"
 #include "weft/kernels/lanes.hpp"
 
 // GCC 12's intrinsics fill unused sources with _mm512_undefined_ps(), a self-initialised
@@ -23,7 +23,7 @@
 
 namespace weft::kernels::detail::avx512 {
 
-// The tiling, its constants and the threads' scratch are attention_tiles.hpp's, shared with the
+// The tiling, its constants and the threads' scratch are tiles.hpp's, shared with the
 // fp32 paths; what follows is AVX-512's own.
 using tiled::add_rows;
 using tiled::Band;
@@ -66,7 +66,7 @@ inline __m512 exp2_avx512(__m512 x) {
     return _mm512_scalef_ps(p, n);
 }
 
-// The 16-lane vector type of attention_tiles.hpp: lane masks are mask registers (masked loads
+// The 16-lane vector type of tiles.hpp: lane masks are mask registers (masked loads
 // and stores for tails, a masked move for the causal edge).
 struct Avx512 {
     using reg = __m512;

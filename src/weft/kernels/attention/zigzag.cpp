@@ -1,4 +1,4 @@
-#include "weft/kernels/attention_zigzag.hpp"
+#include "weft/kernels/attention/zigzag.hpp"
 
 #include "weft/core/error.hpp"
 

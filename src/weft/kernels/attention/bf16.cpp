@@ -1,19 +1,19 @@
 // bf16 attention (attention.hpp): on AVX512-BF16 dot products where the CPU has them and the
-// head size is even (attention_avx512_bf16.cpp), else as the fp32 kernel on widened inputs.
+// head size is even (avx512_bf16.cpp), else as the fp32 kernel on widened inputs.
 // Widening is exact and the fp32 kernel already accumulates, takes the softmax and keeps the lse
 // in fp32, so that path is the portable one for every CPU: without AVX512-BF16 a bf16 dot
 // product would be emulated by the same widening anyway.
 #include <vector>
 
 #include "weft/core/error.hpp"
-#include "weft/kernels/attention.hpp"
-#include "weft/kernels/attention_paths.hpp"
+#include "weft/kernels/attention/attention.hpp"
+#include "weft/kernels/attention/paths.hpp"
 #include "weft/kernels/isa.hpp"
 #include "weft/kernels/precision.hpp"
 #include "weft/kernels/profile.hpp"
 
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
-#include "weft/kernels/attention_bf16_tiles.hpp"
+#include "weft/kernels/attention/bf16_tiles.hpp"
 #endif
 
 namespace weft::kernels {

@@ -1,10 +1,10 @@
 #pragma once
-// Building blocks of the vectorised attention paths (attention_tiled.hpp): one register-blocked
+// Building blocks of the vectorised attention paths (tiled.hpp): one register-blocked
 // micro-kernel for every tile product, and the packing of strided rows into dense tiles. Written
 // once over a vector type V that supplies the primitives of one instruction set (W lanes, masks
 // of the first n lanes, loads, stores, FMA, an exp2, a W×W transpose) and its register blocking;
-// attention_avx512.cpp and attention_avx2.cpp define V and include this behind their guards;
-// the AVX512-BF16 path (attention_avx512_tiles.hpp) takes its tiling, scratch and prefetching.
+// avx512.cpp and avx2.cpp define V and include this behind their guards;
+// the AVX512-BF16 path (avx512_tiles.hpp) takes its tiling, scratch and prefetching.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -65,7 +65,7 @@ enum class Init { zero, load, scale_rows };
 
 // The arithmetic of a micro-kernel: what A and X hold, how a vector of X is loaded, how an
 // element of A is broadcast, and the multiply-add into an fp32 accumulator. Fma<V> is fp32's;
-// attention_bf16_tiles.hpp's Bf16Ops multiplies pairs of bf16 values, kGroup = 2 contraction
+// bf16_tiles.hpp's Bf16Ops multiplies pairs of bf16 values, kGroup = 2 contraction
 // elements a word.
 template <class V>
 struct Fma {

@@ -1,4 +1,4 @@
-#include "weft/kernels/attention_merge.hpp"
+#include "weft/kernels/attention/merge.hpp"
 
 #include <algorithm>
 #include <cmath>

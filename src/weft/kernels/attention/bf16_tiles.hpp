@@ -1,6 +1,6 @@
 #pragma once
-// Building blocks of the AVX512-BF16 attention (attention_avx512_bf16.cpp): the tile product of
-// attention_avx512_tiles.hpp with bf16 operands and _mm512_dpbf16_ps, which multiplies pairs of
+// Building blocks of the AVX512-BF16 attention (avx512_bf16.cpp): the tile product of
+// avx512_tiles.hpp with bf16 operands and _mm512_dpbf16_ps, which multiplies pairs of
 // bf16 values and adds both products into one fp32 lane. So each operand holds its contracted
 // index in pairs: a 32-bit word is two bf16 values, element 2t in the low half and 2t + 1 in
 // the high half (the "VNNI" layout of oneDNN and the Intel manuals). A row of bf16 values read
@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "weft/kernels/attention_avx512_tiles.hpp"
+#include "weft/kernels/attention/avx512_tiles.hpp"
 #include "weft/kernels/lanes.hpp"
 
 namespace weft::kernels::detail::avx512 {
@@ -28,7 +28,7 @@ inline __m512bh as_bh(__m512i x) {
 // 16 lanes of lo and hi as pairs, rounded to bf16 (lanes.hpp).
 using lanes::pair_words;
 
-// The micro-kernels' arithmetic on pairs (attention_tiles.hpp's Fma, for bf16): A(r, t) and
+// The micro-kernels' arithmetic on pairs (tiles.hpp's Fma, for bf16): A(r, t) and
 // X[t][:] are words of two bf16 values, and every lane gains a_lo·x_lo + a_hi·x_hi in fp32.
 struct Bf16Ops {
     using A = Pair;

@@ -15,7 +15,7 @@
 // sees key j iff k_pos0 + j <= q_pos0 + t. A whole sequence has q_pos0 = k_pos0 = 0; decoding
 // with a KV cache has q_pos0 > 0 = k_pos0; ring attention calls the kernel once per (query chunk,
 // key block) with both set (docs/context_parallel.md). A query row that sees no key of the call
-// gets lse = -inf and an output of zeros, so attention_merge (attention_merge.hpp) gives it no
+// gets lse = -inf and an output of zeros, so attention_merge (merge.hpp) gives it no
 // weight. Scores are scaled by 1/√HS.
 #include <cstdint>
 

@@ -1,6 +1,6 @@
 #pragma once
 // The tiled attention of the vectorised paths, written once over a vector type V (see
-// attention_tiles.hpp). Every tile product is one register-blocked micro-kernel,
+// tiles.hpp). Every tile product is one register-blocked micro-kernel,
 // C[r][:] (+)= Σ_t A(r, t) · X[t][:], that broadcasts A and streams contiguous rows of X.
 // Choosing which side of each product is A keeps every X contiguous without transposing inside
 // the loops:
@@ -10,15 +10,15 @@
 //   backward  S = Q · Kᵀ, dP = dO · Vᵀ   (keys in lanes; Kᵀ, Vᵀ packed once per key block)
 //             dV += Pᵀ · dO, dK += dSᵀ · Q, dQ += dS · K   (all operands in natural layout)
 // Tiles are 64 × 64; measured on Zen 5 (AVX-512) the products run at the FMA peak, and what is
-// left is softmax, packing and memory. Included by attention_avx512.cpp and attention_avx2.cpp,
+// left is softmax, packing and memory. Included by avx512.cpp and avx2.cpp,
 // each of which supplies V and instantiates forward<V> and backward<V>.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
-#include "weft/kernels/attention_paths.hpp"
-#include "weft/kernels/attention_tiles.hpp"
+#include "weft/kernels/attention/paths.hpp"
+#include "weft/kernels/attention/tiles.hpp"
 
 namespace weft::kernels::detail::tiled {
 

@@ -1,8 +1,8 @@
 // The AVX2 path of attention.hpp, for CPUs with AVX2 and FMA but no AVX-512 (AMD Zen 1-3, Intel
-// before Skylake-SP): the tiled algorithm of attention_tiled.hpp on 8-lane ymm vectors. AVX2 has
+// before Skylake-SP): the tiled algorithm of tiled.hpp on 8-lane ymm vectors. AVX2 has
 // no lane-mask registers, so masks are vectors of all-ones lanes (vmaskmov for tails, blendv for
 // the causal edge), and no scalef, so exp2 builds 2ⁿ in the exponent bits.
-#include "weft/kernels/attention_paths.hpp"
+#include "weft/kernels/attention/paths.hpp"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "weft/kernels/attention_tiled.hpp"
+#include "weft/kernels/attention/tiled.hpp"
 
 namespace weft::kernels::detail {
 

@@ -1,7 +1,7 @@
 // Entry points of attention.hpp: shape checks, the fused-qkv wrappers, and the portable path. The
 // portable path keeps the algorithm of the vector ones (online softmax over key blocks, backward
 // by key block with dQ accumulated in place) one query row at a time, in plain loops.
-#include "weft/kernels/attention.hpp"
+#include "weft/kernels/attention/attention.hpp"
 
 #include <omp.h>
 
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "weft/core/error.hpp"
-#include "weft/kernels/attention_paths.hpp"
+#include "weft/kernels/attention/paths.hpp"
 #include "weft/kernels/isa.hpp"
 #include "weft/kernels/profile.hpp"
 
