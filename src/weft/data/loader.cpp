@@ -78,4 +78,25 @@ void DataLoader::sample(int64_t step, int64_t row, int64_t global_batch, int32_t
     file_->read(start + 1, seq_len_, targets);
 }
 
+void DataLoader::sample_rows(int64_t step, int64_t row0, int64_t rows, int64_t global_batch,
+                             std::span<const int64_t> positions, int32_t* inputs,
+                             int32_t* targets) const {
+    if (positions.empty()) {
+        for (int64_t r = 0; r < rows; ++r)
+            sample(step, row0 + r, global_batch, inputs + r * seq_len_, targets + r * seq_len_);
+        return;
+    }
+    const int64_t n = int64_t(positions.size());
+    for (int64_t r = 0; r < rows; ++r) {
+        const int64_t start = window(step, row0 + r, global_batch) * seq_len_;
+        for (int64_t t = 0; t < n; ++t) {
+            const int64_t at = positions[size_t(t)];
+            WEFT_CHECK(at >= 0 && at < seq_len_, "internal: position {} outside a sequence of {}",
+                       at, seq_len_);
+            inputs[r * n + t] = int32_t(file_->token(start + at));
+            targets[r * n + t] = int32_t(file_->token(start + at + 1));
+        }
+    }
+}
+
 }  // namespace weft::data

@@ -12,6 +12,7 @@
 // At the end of the file it differs: llm.c restarts a whole batch that would not fit, weft wraps
 // window by window, so no window is ever skipped.
 #include <cstdint>
+#include <span>
 
 #include "weft/data/token_file.hpp"
 
@@ -27,6 +28,11 @@ class DataLoader {
     // optimizer step `step` (0-based).
     void sample(int64_t step, int64_t row, int64_t global_batch, int32_t* inputs,
                 int32_t* targets) const;
+    // Rows [row0, row0 + rows) of that batch, one after the other in inputs and targets: whole
+    // sequences of T tokens when `positions` is empty, else only the listed positions of each
+    // (context parallelism: a rank's share of every sequence, positions.size() tokens a row).
+    void sample_rows(int64_t step, int64_t row0, int64_t rows, int64_t global_batch,
+                     std::span<const int64_t> positions, int32_t* inputs, int32_t* targets) const;
     // The window that sample() reads for (step, row).
     int64_t window(int64_t step, int64_t row, int64_t global_batch) const;
 

@@ -7,10 +7,9 @@
 
 namespace weft::train {
 
-EvalResult evaluate_rows(const data::TokenFile& file, int64_t B, int64_t batches, int64_t row0,
-                         int64_t rows, model::Activations& a,
+EvalResult evaluate_rows(const data::TokenFile& file, int64_t B, int64_t T, int64_t batches,
+                         int64_t row0, int64_t rows, model::Activations& a,
                          const std::function<double()>& forward) {
-    const int64_t T = a.T;
     data::DataLoader loader(file, T, 0, /*sequential=*/true);
     WEFT_CHECK(loader.windows() >= B,
                "evaluation needs one batch of {} sequences of {} tokens, but the file holds {} "
@@ -22,12 +21,11 @@ EvalResult evaluate_rows(const data::TokenFile& file, int64_t B, int64_t batches
     double sum = 0;
     for (int64_t b = 0; b < batches; ++b) {
         for (int64_t first = row0; first < row0 + rows; first += a.B) {
-            for (int64_t r = 0; r < a.B; ++r)
-                loader.sample(b, first + r, B, a.inputs.data() + r * T, a.targets.data() + r * T);
+            loader.sample_rows(b, first, a.B, B, a.positions, a.inputs.data(), a.targets.data());
             sum += forward();
         }
     }
-    return {sum, batches * rows * T};
+    return {sum, batches * rows * a.T};
 }
 
 EvalResult evaluate(model::Model& model, const float* params, const data::TokenFile& file,
@@ -36,7 +34,7 @@ EvalResult evaluate(model::Model& model, const float* params, const data::TokenF
     model::Activations& a = *act;
     // Forward only reads parameters; nothing is accumulated into gradients.
     model::FlatAccess access(model.layout(), const_cast<float*>(params), nullptr);
-    EvalResult r = evaluate_rows(file, B, batches, 0, B, a,
+    EvalResult r = evaluate_rows(file, B, T, batches, 0, B, a,
                                  [&] { return model.forward(a, access, /*train=*/false, 1.0f); });
     return {r.loss / double(r.tokens), r.tokens};
 }

@@ -20,11 +20,12 @@ EvalResult evaluate(model::Model& model, const float* params, const data::TokenF
                     int64_t B, int64_t T, int64_t batches);
 
 // The part of that evaluation one data-parallel rank does: rows [row0, row0 + rows) of each
-// batch of B sequences, in forward passes of a.B rows (which must divide rows). `forward` runs
-// one pass on `a` and returns its loss sum. Returns the loss sum (not the mean) and the tokens;
+// batch of B sequences of T tokens, in forward passes of a.B rows (which must divide rows); under
+// context parallelism each row cut to this rank's a.positions (a.T of the T). `forward` runs one
+// pass on `a` and returns its loss sum. Returns the loss sum (not the mean) and the tokens;
 // every rank makes the same number of passes.
-EvalResult evaluate_rows(const data::TokenFile& file, int64_t B, int64_t batches, int64_t row0,
-                         int64_t rows, model::Activations& a,
+EvalResult evaluate_rows(const data::TokenFile& file, int64_t B, int64_t T, int64_t batches,
+                         int64_t row0, int64_t rows, model::Activations& a,
                          const std::function<double()>& forward);
 
 }  // namespace weft::train

@@ -220,17 +220,20 @@ double TrainState::run_micro_batches(int64_t micro_batches,
 }
 
 EvalResult TrainState::evaluate(const data::TokenFile& file, int64_t B, int64_t batches) {
-    if (cp_.main) return evaluate_context_parallel(file, B, batches);
-    const int n = dp_.group().size();
+    // The dp ranks split the rows; the cp ranks of one dp rank share them, each reading its
+    // positions of every sequence.
+    const int n = mesh_.size(comm::Axis::dp);
     WEFT_CHECK(B % (n * act_->B) == 0,
                "internal: evaluation batch {} is not a multiple of dp {} x micro-batch {}", B, n,
                act_->B);
-    const int64_t rows = B / n;
-    EvalResult part = evaluate_rows(file, B, batches, dp_.group().rank() * rows, rows, *act_, [&] {
-        if (stage_) return stage_->forward_only(mesh_.group(comm::Axis::pp), *act_);
-        dp_.begin_forward(true);
-        return model_->forward(*act_, dp_, /*train=*/false, 1.0f);
-    });
+    const int64_t rows = B / n, T = act_->T * model_->cp_size();
+    EvalResult part =
+        evaluate_rows(file, B, T, batches, mesh_.rank(comm::Axis::dp) * rows, rows, *act_, [&] {
+            if (stage_) return stage_->forward_only(mesh_.group(comm::Axis::pp), *act_);
+            dp_.begin_forward(true);
+            return model_->forward(*act_, dp_, /*train=*/false, 1.0f);
+        });
+    // Summed over the whole mesh under pipeline parallelism: counted where the loss is.
     const bool here = counts_loss();
     double sums[2] = {here ? part.loss : 0.0, here ? double(part.tokens) : 0.0};
     sum_over_model(sums);
@@ -243,52 +246,6 @@ bool TrainState::counts_loss() const {
 
 void TrainState::sum_over_model(std::span<double> values) {
     comm::all_reduce(model_parallel() ? mesh_.group(comm::Axis::world) : dp_.group(), values);
-}
-
-}  // namespace weft::train
-
-namespace weft::train {
-
-EvalResult TrainState::evaluate_context_parallel(const data::TokenFile& file, int64_t B,
-                                                 int64_t batches) {
-    // As evaluate_rows, with each sequence cut to this cp rank's positions: the dp ranks split
-    // the rows, the cp ranks of one dp rank share them.
-    model::Activations& a = *act_;
-    const int64_t T = a.T * model_->cp_size(), n = mesh_.size(comm::Axis::dp);
-    WEFT_CHECK(B % (n * a.B) == 0,
-               "internal: evaluation batch {} is not a multiple of dp {} x micro-batch {}", B, n,
-               a.B);
-    data::DataLoader loader(file, T, 0, /*sequential=*/true);
-    WEFT_CHECK(loader.windows() >= B,
-               "evaluation needs one batch of {} sequences of {} tokens, but the file holds {} "
-               "tokens ({} sequences)",
-               B, T, file.size(), loader.windows());
-    batches = std::min(batches, loader.windows() / B);
-    const int64_t rows = B / n, row0 = mesh_.rank(comm::Axis::dp) * rows;
-    std::vector<int32_t> in(static_cast<size_t>(T)), tg(static_cast<size_t>(T));
-    double loss = 0;
-    for (int64_t b = 0; b < batches; ++b) {
-        for (int64_t first = row0; first < row0 + rows; first += a.B) {
-            for (int64_t r = 0; r < a.B; ++r) {
-                loader.sample(b, first + r, B, in.data(), tg.data());
-                for (int64_t t = 0; t < a.T; ++t) {
-                    a.inputs[size_t(r * a.T + t)] = in[size_t(a.positions[size_t(t)])];
-                    a.targets[size_t(r * a.T + t)] = tg[size_t(a.positions[size_t(t)])];
-                }
-            }
-            if (stage_) {
-                loss += stage_->forward_only(mesh_.group(comm::Axis::pp), a);
-            } else {
-                dp_.begin_forward(true);
-                loss += model_->forward(a, dp_, /*train=*/false, 1.0f);
-            }
-        }
-    }
-    // Summed over the whole mesh under pipeline parallelism: counted where the loss is.
-    const bool here = counts_loss();
-    double sums[2] = {here ? loss : 0.0, here ? double(batches * rows * a.T) : 0.0};
-    sum_over_model(sums);
-    return {sums[0] / sums[1], int64_t(sums[1])};
 }
 
 }  // namespace weft::train

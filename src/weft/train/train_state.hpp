@@ -93,8 +93,6 @@ class TrainState {
     // Forward and backward of every micro-batch; returns this rank's loss sum.
     double run_micro_batches(int64_t micro_batches, const std::function<void(int64_t)>& fill,
                              float loss_scale);
-    // evaluate() with each sequence split over the cp ranks.
-    EvalResult evaluate_context_parallel(const data::TokenFile& file, int64_t B, int64_t batches);
     // The loss exists on the last stage, the same on every tp rank of it: counted there once.
     bool counts_loss() const;
     // Sums `values` over the ranks that together hold the model: the world with model

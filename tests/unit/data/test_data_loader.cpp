@@ -1,6 +1,6 @@
 // The global sample order: llm.c's sequential order, a shuffled order that is a permutation per
 // epoch, and targets one token after inputs; uint32 files; files too short for a window, and
-// windows that fit exactly.
+// windows that fit exactly; rows of a batch and a context-parallel rank's positions of them.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -254,6 +254,37 @@ TEST(LoaderUint32Test, LlamaSizedIdsPassThrough) {
         expect_windows_read_exactly(loader, std::vector<int64_t>(t.begin(), t.end()));
     }
     fs::remove(p);
+}
+
+}  // namespace
+
+namespace {
+
+// sample_rows is sample() row after row; with positions, each row keeps only those positions of
+// the same sequence (what a context-parallel rank trains on), in the order listed.
+TEST_F(LoaderTest, RowsAndPositionsAreSamplesCut) {
+    make(1000);
+    const int64_t T = 8, B = 6, row0 = 2, rows = 3;
+    DataLoader loader(*file_, T, 99, false);
+    std::vector<int32_t> in(rows * T), tg(rows * T), one_in(T), one_tg(T);
+    loader.sample_rows(5, row0, rows, B, {}, in.data(), tg.data());
+    const std::vector<int64_t> pos = {0, 1, 6, 7};  // zigzag: cp rank 0 of 2 (chunks 0 and 3)
+    const int64_t n = int64_t(pos.size());
+    std::vector<int32_t> pin(rows * n), ptg(rows * n);
+    loader.sample_rows(5, row0, rows, B, pos, pin.data(), ptg.data());
+    for (int64_t r = 0; r < rows; ++r) {
+        loader.sample(5, row0 + r, B, one_in.data(), one_tg.data());
+        for (int64_t t = 0; t < T; ++t) {
+            EXPECT_EQ(in[r * T + t], one_in[t]);
+            EXPECT_EQ(tg[r * T + t], one_tg[t]);
+        }
+        for (int64_t t = 0; t < n; ++t) {
+            EXPECT_EQ(pin[r * n + t], one_in[pos[t]]) << "row " << r << " position " << pos[t];
+            EXPECT_EQ(ptg[r * n + t], one_tg[pos[t]]);
+        }
+    }
+    const std::vector<int64_t> outside = {8};
+    EXPECT_THROW(loader.sample_rows(5, row0, 1, B, outside, pin.data(), ptg.data()), weft::Error);
 }
 
 }  // namespace
