@@ -1,6 +1,7 @@
 #include "weft/model/llama.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "weft/core/error.hpp"
 #include "weft/kernels/attention/attention.hpp"
@@ -172,6 +173,34 @@ Llama::Llama(const ModelConfig& cfg, const ModelShard& shard, TpComm* tp, bool s
 
 void Llama::set_expert_comm(ExpertComm* comm) {
     if (moe_) moe_->set_expert_comm(comm);
+}
+
+bool Llama::balances() const {
+    return moe_ && cfg_.moe_router_bias_rate > 0;
+}
+
+std::optional<double> Llama::balance_routers(const MoeStats& s) {
+    if (!balances()) return std::nullopt;
+    const int64_t E = cfg_.n_experts;
+    for (int64_t l = 0; l < cfg_.n_layer; ++l)
+        moe_update_router_bias(router_bias_.data() + l * E, s.tokens.data() + l * E, E,
+                               cfg_.moe_router_bias_rate);
+    double spread = 0;
+    for (float b : router_bias_) spread = std::max(spread, double(std::abs(b)));
+    return spread;
+}
+
+std::vector<float> Llama::router_bias() const {
+    return balances() ? router_bias_ : std::vector<float>{};
+}
+
+void Llama::set_router_bias(const std::vector<float>& saved, const std::string& from) {
+    // A run that turns balancing on at resume starts from 0; one that turns it off drops it.
+    if (!balances()) return;
+    WEFT_CHECK(saved.size() == router_bias_.size(),
+               "{}: moe_router_bias has {} values, expected {} ({} layers x {} experts)", from,
+               saved.size(), router_bias_.size(), cfg_.n_layer, cfg_.n_experts);
+    router_bias_ = saved;
 }
 
 MoeStats Llama::take_moe_stats() {

@@ -83,13 +83,17 @@ class Llama : public Model {
     int64_t kv_width() const override { return cfg_.kv_heads() * cfg_.head_dim(); }
     float* dresid(int64_t B, int64_t T) override;
     MoeStats take_moe_stats() override;
-    std::vector<float>* moe_router_bias() override { return moe_ ? &router_bias_ : nullptr; }
+    std::optional<double> balance_routers(const MoeStats& s) override;
+    std::vector<float> router_bias() const override;
+    void set_router_bias(const std::vector<float>& saved, const std::string& from) override;
     void set_expert_comm(ExpertComm* comm) override;
 
     static int64_t scratch_floats(const ModelConfig& cfg, int64_t B, int64_t T, int tp = 1,
                                   bool sequence_parallel = false);
 
   private:
+    // Whether the MoE layers balance their routing by a bias (aux-loss-free; rate above 0).
+    bool balances() const;
     LlamaActivations& acts(Activations& a) const;
     void ensure_scratch(int64_t BT);
     const kernels::RopeTable& rope(int64_t positions);

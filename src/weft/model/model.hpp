@@ -11,6 +11,8 @@
 // context parallelism as a CpComm (cp_comm.hpp) through the ring region of cp_attention.hpp.
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "weft/core/buffer.hpp"
@@ -204,9 +206,16 @@ class Model {
     // Expert parallelism: the layers hold this rank's experts (ModelShard::ep_rank) and reach the
     // others through `comm` (must outlive the model). A dense model has nothing to split.
     virtual void set_expert_comm(ExpertComm*) {}
-    // Aux-loss-free balancing: every MoE layer's selection bias, [n_layer, n_experts] (state, not
-    // a parameter: no gradient; the trainer updates and checkpoints it). Null for a dense model.
-    virtual std::vector<float>* moe_router_bias() { return nullptr; }
+    // Aux-loss-free balancing (state, not a parameter: no gradient): after a step, every MoE
+    // layer's selection bias moves against the load of that step's routing `s` (counts over
+    // every rank, so every rank moves alike). Returns the largest |bias| after the move, or
+    // nothing when the model does not balance (dense, or a rate of 0).
+    virtual std::optional<double> balance_routers(const MoeStats&) { return std::nullopt; }
+    // The balancing state a checkpoint keeps, [n_layer, n_experts] (empty when the model does
+    // not balance), and its restore; `from` names the checkpoint in errors.
+    virtual std::vector<float> router_bias() const { return {}; }
+    virtual void set_router_bias(const std::vector<float>& /*saved*/, const std::string& /*from*/) {
+    }
 
     // Floats per position of one layer's cached keys (and of its values).
     virtual int64_t kv_width() const = 0;

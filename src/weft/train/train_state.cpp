@@ -171,7 +171,7 @@ StepOutcome TrainState::step(int64_t micro_batches, const std::function<void(int
     // One all-reduce for both: the global loss and the squared norm, each element counted once.
     double sums[2] = {counts_loss() ? loss_sum : 0.0, dp_.grad_sum_squares(counted)};
     sum_over_model(sums);
-    StepOutcome out{sums[0], std::sqrt(sums[1]), model_->take_moe_stats()};
+    StepOutcome out{sums[0], std::sqrt(sums[1]), model_->take_moe_stats(), std::nullopt};
     if (out.moe.n_experts > 0) {
         // Each layer's counts live on its pipeline stage, each rank's on that rank: one sum
         // over the world (tp is 1 with experts, so no token is counted twice).
@@ -182,6 +182,7 @@ StepOutcome TrainState::step(int64_t micro_batches, const std::function<void(int
         const size_t n = m.tokens.size();
         std::copy_n(all.begin(), n, m.tokens.begin());
         m.aux_loss = all[n], m.z_loss = all[n + 1], m.dropped = all[n + 2], m.slots = all[n + 3];
+        out.router_bias_max_abs = model_->balance_routers(m);
     }
     const float scale = optim::clip_scale(oc, out.grad_norm);
     const auto& slices = dp_.update_slices();

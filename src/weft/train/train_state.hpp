@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -36,6 +37,9 @@ struct StepOutcome {
     // Mixture of experts: the step's routing over the global batch (tokens per layer and expert,
     // the router losses added to the training loss, dropped slots); n_experts 0 for a dense model.
     model::MoeStats moe;
+    // Aux-loss-free balancing: the largest |router bias| after the step moved it (none when the
+    // model does not balance).
+    std::optional<double> router_bias_max_abs;
 };
 
 // The part of the model the rank at pipeline rank `pp_rank`, tp rank `tp_rank` and index
