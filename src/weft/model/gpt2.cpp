@@ -188,11 +188,25 @@ void Gpt2::block_forward_cached(Activations& a, UnitAccess& w, int l, KvCache& c
     w.release(l + 1);
 }
 
+AttentionCore Gpt2::attention(Gpt2Activations& a, int64_t slot) const {
+    const int64_t BT = a.B * a.T, NH = cfg_.n_head / tp_size_, Cl = cfg_.n_embd / tp_size_;
+    return {a.B,
+            a.T,
+            NH,
+            NH,
+            cfg_.head_dim(),
+            a.qkv,
+            slot * BT * 3 * Cl,
+            a.atty,
+            slot * BT * Cl,
+            a.lse.data() + slot * a.B * NH * a.T};
+}
+
 void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, UnitAccess& w,
                               KvCache* cache, int64_t pos0) {
     const int64_t B = a.B, T = a.T, BT = B * T, C = cfg_.n_embd, R = a.rows();
     // This rank's heads and MLP columns.
-    const int64_t NH = cfg_.n_head / tp_size_, Cl = C / tp_size_, HS = cfg_.head_dim();
+    const int64_t Cl = C / tp_size_;
     ensure_scratch(BT);
     const int64_t s = a.slot(l);
     const float* x = a.resid_in(l);
@@ -204,7 +218,6 @@ void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, Uni
     float* ln1 = a.bf16 ? dC_.data() : a.ln1.f32() + at_ln;
     float* qkv = attn16 ? d3C_.data() : a.qkv.f32() + at_qkv;
     float* atty = attn16 ? d4C_.data() : a.atty.f32() + at_att;
-    float* lse = a.lse.data() + s * B * NH * T;
     float* res2 = a.resid2.data() + s * R * C;
     float* ln2 = a.bf16 ? dC_.data() : a.ln2.f32() + at_ln;
     float* out = a.resid_in(l + 1);
@@ -223,34 +236,7 @@ void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, Uni
         keep_and_project(qkv, ln1, a.ln1, at_ln, p.qkv_w, p.qkv_b, BT, C, 3 * Cl);
     }
     w.progress();
-    if (cp_ && attn16) {
-        // The cp region runs on the kept bf16 q, k, v; its output is fp32, rounded into the kept
-        // atty.
-        const uint16_t* q16 = a.qkv.b16() + at_qkv;
-        cp_->forward(atty, lse, q16, q16 + Cl, q16 + 2 * Cl,
-                     {B, T, NH, NH, HS, 3 * Cl, 3 * Cl, Cl});
-        keep_rounded(a.atty, at_att, atty, BT, Cl);
-    } else if (cp_) {
-        cp_->forward(atty, lse, qkv, qkv + Cl, qkv + 2 * Cl,
-                     {B, T, NH, NH, HS, 3 * Cl, 3 * Cl, Cl});
-    } else if (!cache && attn16) {
-        const uint16_t* q16 = a.qkv.b16() + at_qkv;
-        k::attention_forward_bf16(a.atty.b16() + at_att, lse, q16, q16 + Cl, q16 + 2 * Cl,
-                                  {B, T, T, NH, HS, 3 * Cl, 3 * Cl, Cl});
-    } else if (!cache) {
-        k::attention_forward_qkv(atty, lse, qkv, B, T, NH, HS);
-    } else {
-        // Generation (tp = 1, one sequence): these positions' keys and values join the cache,
-        // and the queries attend to every cached position up to their own; under bf16 the
-        // rounded q, k, v, as the bf16 kernel would read them.
-        if (attn16) widen_bf16(qkv, a.qkv.b16() + at_qkv, BT * 3 * C);
-        cache->store(l, pos0, T, qkv + C, qkv + 2 * C, 3 * C);
-        float* kc = cache->k_at(l);
-        float* vc = cache->v_at(l);
-        const k::AttentionShape shape{1, T, pos0 + T, NH, HS, 3 * C, C, C, pos0};
-        k::attention_forward(atty, lse, qkv, kc, vc, shape);
-        if (attn16) keep_rounded(a.atty, at_att, atty, BT, C);
-    }
+    attention(a, s).forward(cp_.get(), qkv, atty, cache, l, pos0);
     w.progress();
     if (attn16)
         tp_.row_parallel_forward(res2, a.atty.b16() + at_att, p.proj_w, p.proj_b, x, BT, Cl, R,
@@ -341,7 +327,7 @@ void Gpt2::head_backward(Activations& base, UnitAccess& w) {
 void Gpt2::block_backward(Activations& base, UnitAccess& w, int l) {
     Gpt2Activations& a = acts(base);
     const int64_t B = a.B, T = a.T, BT = B * T, C = cfg_.n_embd, R = a.rows();
-    const int64_t NH = cfg_.n_head / tp_size_, Cl = C / tp_size_, HS = cfg_.head_dim();
+    const int64_t Cl = C / tp_size_;
     ensure_scratch(BT);
     Gpt2Block p = block(w.params(l + 1), l);
     Gpt2Block g = block(w.grads(l + 1), l);
@@ -349,9 +335,8 @@ void Gpt2::block_backward(Activations& base, UnitAccess& w, int l) {
     const int64_t s = a.slot(l);
     const float* x = a.resid_in(l);
     const bool attn16 = a.qkv.bf16();
-    const int64_t at_ln = s * BT * C, at_qkv = s * BT * 3 * Cl, at_att = s * BT * Cl;
+    const int64_t at_ln = s * BT * C, at_att = s * BT * Cl;
     const int64_t at_fc = s * BT * 4 * Cl;
-    const float* lse = a.lse.data() + s * B * NH * T;
     const float* res2 = a.resid2.data() + s * R * C;
     float *dres = dres_.data(), *d3C = d3C_.data(), *d4C = d4C_.data();
     // Sequence parallel: the LayerNorms' parameters see only this rank's rows; their gradients
@@ -400,24 +385,7 @@ void Gpt2::block_backward(Activations& base, UnitAccess& w, int l) {
     else
         backward_kept(datty, g.proj_w, g.proj_b, dout, a.atty, at_att, p.proj_w, BT, Cl, C);
     w.progress();
-    if (cp_ && attn16) {
-        const uint16_t* q16 = a.qkv.b16() + at_qkv;
-        cp_->backward(d3C, d3C + Cl, d3C + 2 * Cl, datty16, q16, q16 + Cl, q16 + 2 * Cl,
-                      a.atty.b16() + at_att, lse, {B, T, NH, NH, HS, 3 * Cl, 3 * Cl, Cl});
-    } else if (cp_) {
-        const float* qkv = a.qkv.f32() + at_qkv;
-        cp_->backward(d3C, d3C + Cl, d3C + 2 * Cl, datty, qkv, qkv + Cl, qkv + 2 * Cl,
-                      a.atty.f32() + at_att, lse, {B, T, NH, NH, HS, 3 * Cl, 3 * Cl, Cl});
-    } else if (attn16) {
-        d3C_.zero();  // the bf16 kernel accumulates
-        const uint16_t* q16 = a.qkv.b16() + at_qkv;
-        k::attention_backward_bf16(d3C, d3C + Cl, d3C + 2 * Cl, datty16, q16, q16 + Cl,
-                                   q16 + 2 * Cl, a.atty.b16() + at_att, lse,
-                                   {B, T, T, NH, HS, 3 * Cl, 3 * Cl, Cl});
-    } else {
-        k::attention_backward_qkv(d3C, datty, a.qkv.f32() + at_qkv, a.atty.f32() + at_att, lse, B,
-                                  T, NH, HS);
-    }
+    attention(a, s).backward(cp_.get(), d3C, datty, datty16);
     w.progress();
     backward_kept(dC_.data(), g.qkv_w, g.qkv_b, d3C, a.ln1, at_ln, p.qkv_w, BT, C, 3 * Cl);
     k::layernorm_backward(dres, gn.ln1_w, gn.ln1_b, tp_.sum_input_grad(dC_.data(), BT, R, d4C), x,

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "weft/core/buffer.hpp"
+#include "weft/model/attention_core.hpp"
 #include "weft/model/kept_tensor.hpp"
 #include "weft/model/model.hpp"
 #include "weft/model/tp_comm.hpp"
@@ -96,6 +97,8 @@ class Gpt2 : public Model {
     void ensure_scratch(int64_t BT);
     // The layer's forward from its parameters, into the micro-batch's buffers; with a cache,
     // attending to its keys and values too (block_forward_cached).
+    // The attention core (attention_core.hpp) of the micro-batch slot `slot` of `a`.
+    AttentionCore attention(Gpt2Activations& a, int64_t slot) const;
     void block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int layer, UnitAccess& w,
                             KvCache* cache = nullptr, int64_t pos0 = 0);
     Gpt2Block block(float* unit_base, int layer) const;

@@ -338,10 +338,24 @@ void Llama::block_forward_cached(Activations& a, UnitAccess& w, int l, KvCache& 
     w.release(l + 1);
 }
 
+AttentionCore Llama::attention(LlamaActivations& a, int64_t slot) const {
+    const int64_t BT = a.B * a.T;
+    return {a.B,
+            a.T,
+            NH_,
+            NKV_,
+            HS_,
+            a.qkv,
+            slot * BT * qkv_,
+            a.atty,
+            slot * BT * NH_ * HS_,
+            a.lse.data() + slot * a.B * NH_ * a.T};
+}
+
 void Llama::block_forward_from(LlamaActivations& a, const LlamaBlock& p, int l, UnitAccess& w,
                                KvCache* cache, int64_t pos0, bool recomputing) {
     const int64_t B = a.B, T = a.T, BT = B * T, C = cfg_.n_embd, R = a.rows();
-    const int64_t A = NH_ * HS_, KV = NKV_ * HS_;
+    const int64_t A = NH_ * HS_;
     ensure_scratch(BT);
     const int64_t s = a.slot(l);
     const float* x = a.resid_in(l);
@@ -353,7 +367,6 @@ void Llama::block_forward_from(LlamaActivations& a, const LlamaBlock& p, int l, 
     float* ln1 = a.ln1.bf16() ? dC_.data() : a.ln1.f32() + at_ln;
     float* qkv = attn16 ? dqkv_.data() : a.qkv.f32() + at_qkv;
     float* atty = attn16 ? wide_.data() : a.atty.f32() + at_att;
-    float* lse = a.lse.data() + s * B * NH_ * T;
     float* res2 = a.resid2.data() + s * R * C;
     float* ln2 = a.ln2.bf16() ? dC_.data() : a.ln2.f32() + at_ln;
     // Empty with experts (no offset into a null buffer).
@@ -369,32 +382,7 @@ void Llama::block_forward_from(LlamaActivations& a, const LlamaBlock& p, int l, 
     rope_rows(qkv, B, T, NH_, HS_, qkv_, pos0, a.positions, table, false);
     rope_rows(qkv + A, B, T, NKV_, HS_, qkv_, pos0, a.positions, table, false);
     if (attn16) keep_rounded(a.qkv, at_qkv, qkv, BT, qkv_);
-    if (cp_ && attn16) {
-        // The cp region runs on the kept bf16 q, k, v; its output is fp32, rounded into the kept
-        // atty.
-        const uint16_t* q16 = a.qkv.b16() + at_qkv;
-        cp_->forward(atty, lse, q16, q16 + A, q16 + A + KV, {B, T, NH_, NKV_, HS_, qkv_, qkv_, A});
-        keep_rounded(a.atty, at_att, atty, BT, A);
-    } else if (cp_) {
-        cp_->forward(atty, lse, qkv, qkv + A, qkv + A + KV, {B, T, NH_, NKV_, HS_, qkv_, qkv_, A});
-    } else if (!cache && attn16) {
-        const uint16_t* q16 = a.qkv.b16() + at_qkv;
-        k::attention_forward_bf16(a.atty.b16() + at_att, lse, q16, q16 + A, q16 + A + KV,
-                                  {B, T, T, NH_, HS_, qkv_, qkv_, A, 0, NKV_});
-    } else if (!cache) {
-        k::attention_forward_qkv(atty, lse, qkv, B, T, NH_, HS_, NKV_);
-    } else {
-        // Generation (tp = 1, one sequence): these positions' keys and values join the cache,
-        // and the queries attend to every cached position up to their own; under bf16 the
-        // rounded q, k, v, as the bf16 kernel would read them.
-        if (attn16) widen_bf16(qkv, a.qkv.b16() + at_qkv, BT * qkv_);
-        cache->store(l, pos0, T, qkv + A, qkv + A + KV, qkv_);
-        float* kc = cache->k_at(l);
-        float* vc = cache->v_at(l);
-        const k::AttentionShape shape{1, T, pos0 + T, NH_, HS_, qkv_, KV, A, pos0, NKV_};
-        k::attention_forward(atty, lse, qkv, kc, vc, shape);
-        if (attn16) keep_rounded(a.atty, at_att, atty, BT, A);
-    }
+    attention(a, s).forward(cp_.get(), qkv, atty, cache, l, pos0);
     w.progress();
     if (attn16)
         tp_.row_parallel_forward(res2, a.atty.b16() + at_att, p.o_w, nullptr, x, BT, A, R,
@@ -490,9 +478,8 @@ void Llama::block_backward(Activations& base, UnitAccess& w, int l) {
     const int64_t s = a.slot(l);
     const float* x = a.resid_in(l);
     const bool attn16 = a.qkv.bf16();
-    const int64_t at_ln = s * BT * C, at_qkv = s * BT * qkv_, at_att = s * BT * A;
+    const int64_t at_ln = s * BT * C, at_att = s * BT * A;
     const int64_t at_gu = s * BT * 2 * F_, at_act = s * BT * F_;
-    const float* lse = a.lse.data() + s * B * NH_ * T;
     const float* res2 = a.resid2.data() + s * R * C;
     float *dres = dres_.data(), *dC = dC_.data(), *wide = wide_.data();
     // Sequence parallel: the norms' weights see only this rank's rows; their gradients are
@@ -543,27 +530,7 @@ void Llama::block_backward(Activations& base, UnitAccess& w, int l) {
         backward_kept(datty, g.o_w, nullptr, dout, a.atty, at_att, p.o_w, BT, A, C);
     w.progress();
     float* dqkv = dqkv_.data();
-    if (cp_ && attn16) {
-        const int64_t KV = NKV_ * HS_;
-        const uint16_t* q16 = a.qkv.b16() + at_qkv;
-        cp_->backward(dqkv, dqkv + A, dqkv + A + KV, datty16, q16, q16 + A, q16 + A + KV,
-                      a.atty.b16() + at_att, lse, {B, T, NH_, NKV_, HS_, qkv_, qkv_, A});
-    } else if (cp_) {
-        const int64_t KV = NKV_ * HS_;
-        const float* qkv = a.qkv.f32() + at_qkv;
-        cp_->backward(dqkv, dqkv + A, dqkv + A + KV, datty, qkv, qkv + A, qkv + A + KV,
-                      a.atty.f32() + at_att, lse, {B, T, NH_, NKV_, HS_, qkv_, qkv_, A});
-    } else if (attn16) {
-        const int64_t KV = NKV_ * HS_;
-        dqkv_.zero();  // the bf16 kernel accumulates
-        const uint16_t* q16 = a.qkv.b16() + at_qkv;
-        k::attention_backward_bf16(dqkv, dqkv + A, dqkv + A + KV, datty16, q16, q16 + A,
-                                   q16 + A + KV, a.atty.b16() + at_att, lse,
-                                   {B, T, T, NH_, HS_, qkv_, qkv_, A, 0, NKV_});
-    } else {
-        k::attention_backward_qkv(dqkv, datty, a.qkv.f32() + at_qkv, a.atty.f32() + at_att, lse, B,
-                                  T, NH_, HS_, NKV_);
-    }
+    attention(a, s).backward(cp_.get(), dqkv, datty, datty16);
     w.progress();
     // The rotary embedding is a rotation: its backward rotates the gradients back.
     const kernels::RopeTable& table = rope(cfg_.n_positions);

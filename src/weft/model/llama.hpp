@@ -19,6 +19,7 @@
 
 #include "weft/core/buffer.hpp"
 #include "weft/kernels/rope.hpp"
+#include "weft/model/attention_core.hpp"
 #include "weft/model/kept_tensor.hpp"
 #include "weft/model/model.hpp"
 #include "weft/model/moe_block.hpp"
@@ -99,6 +100,8 @@ class Llama : public Model {
     const kernels::RopeTable& rope(int64_t positions);
     // `recomputing`: the re-run of a layer's forward in its backward (the MoE routing counts are
     // the forward's).
+    // The attention core (attention_core.hpp) of the micro-batch slot `slot` of `a`.
+    AttentionCore attention(LlamaActivations& a, int64_t slot) const;
     void block_forward_from(LlamaActivations& a, const LlamaBlock& p, int layer, UnitAccess& w,
                             KvCache* cache = nullptr, int64_t pos0 = 0, bool recomputing = false);
     LlamaBlock block(float* unit_base, int layer) const;
