@@ -4,7 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <string_view>
 
+#include "weft/ckpt/atomic.hpp"
 #include "weft/core/error.hpp"
 
 namespace weft::train {
@@ -26,7 +30,41 @@ nlohmann::json moe_metrics(const model::MoeStats& s) {
             {"moe_dropped_fraction", s.slots > 0 ? s.dropped / s.slots : 0.0}};
 }
 
-MetricsLog::MetricsLog(const std::filesystem::path& file) {
+int64_t drop_redone_metrics(const std::filesystem::path& file, int64_t start_step) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return 0;
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    WEFT_CHECK(!in.bad(), "cannot read metrics file {}", file.string());
+    std::string kept;
+    int64_t dropped = 0;
+    bool later = false;  // a line of a step after start_step has been seen
+    for (size_t at = 0; at < text.size();) {
+        const size_t end = text.find('\n', at);
+        if (end == std::string::npos) {  // torn: the next line would be glued to it
+            ++dropped;
+            break;
+        }
+        const std::string_view line(text.data() + at, end + 1 - at);
+        at = end + 1;
+        const auto j = nlohmann::json::parse(line.begin(), line.end(), nullptr, false);
+        const bool stepped = j.is_object() && j.contains("step") && j["step"].is_number_integer();
+        const int64_t step = stepped ? j["step"].get<int64_t>() : 0;
+        later = later || (stepped && step > start_step);
+        if (start_step > 0 && (stepped ? step <= start_step : !later)) {
+            kept.append(line);
+        } else {
+            ++dropped;
+        }
+    }
+    // Rewritten rather than cut at the first later line: an asynchronous checkpoint's commit
+    // line (a step the run keeps) can come after the next step's line, so what is kept is not
+    // always a prefix; and the atomic rename leaves the old file or the new one, never a half.
+    if (dropped > 0) ckpt::write_file_atomic(file, kept);
+    return dropped;
+}
+
+MetricsLog::MetricsLog(const std::filesystem::path& file, int64_t start_step) {
+    drop_redone_metrics(file, start_step);
     f_ = std::fopen(file.c_str(), "a");
     WEFT_CHECK(f_ != nullptr, "cannot open metrics file {} for appending", file.string());
 }

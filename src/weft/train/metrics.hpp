@@ -18,11 +18,20 @@ namespace weft::train {
 // moe_dropped_fraction (slots beyond capacity, of all routed).
 nlohmann::json moe_metrics(const model::MoeStats& s);
 
+// Replaces `file` (atomically: ckpt::write_file_atomic) by the lines a run starting at
+// `start_step` keeps: those of steps up to it, and lines without a step (events) written before
+// the first line of a later step. A start from 0 keeps nothing; a last line without its newline,
+// torn by a crash, goes too. Returns the number of lines dropped; a missing file, or one with
+// nothing to drop, is left as it is.
+int64_t drop_redone_metrics(const std::filesystem::path& file, int64_t start_step);
+
 class MetricsLog {
   public:
     MetricsLog() = default;
-    // Appends to the file (a resumed run continues its log).
-    explicit MetricsLog(const std::filesystem::path& file);
+    // Continues the log of a run that starts at `start_step` (0: from scratch): first drops the
+    // lines an earlier attempt wrote for steps after it, which this run redoes, so that each
+    // step is in the file once (drop_redone_metrics), then appends.
+    MetricsLog(const std::filesystem::path& file, int64_t start_step);
     MetricsLog(const MetricsLog&) = delete;
     MetricsLog& operator=(const MetricsLog&) = delete;
     ~MetricsLog();

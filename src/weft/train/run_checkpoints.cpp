@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "weft/ckpt/checkpoint_dir.hpp"
+
 namespace weft::train {
 
 RunCheckpoints::RunCheckpoints(TrainState& st, const TrainOptions& o, int64_t micro, RunLog& log,
@@ -12,7 +14,9 @@ RunCheckpoints::RunCheckpoints(TrainState& st, const TrainOptions& o, int64_t mi
       heartbeat_(heartbeat),
       saver_(st, o.out, o.async_checkpoint, int(o.keep_checkpoints),
              [&log](const std::filesystem::path& dir, const CheckpointSaver::Timing& t) {
+                 // Its step lets a resumed run keep or drop the line with the steps it redoes.
                  log.write({{"event", "checkpoint"},
+                            {"step", ckpt::parse_step_name(dir.filename().string()).value_or(0)},
                             {"dir", dir.string()},
                             {"bytes", t.bytes},
                             {"stage_s", t.stage_s},

@@ -13,7 +13,7 @@ RunLog::RunLog(const TrainOptions& o, const comm::Mesh& mesh, int64_t start_step
         std::filesystem::create_directories(o.out);
         ckpt::remove_stale_temporaries(o.out);
     }
-    metrics_ = root_ ? std::make_unique<MetricsLog>(o.out / "metrics.jsonl")
+    metrics_ = root_ ? std::make_unique<MetricsLog>(o.out / "metrics.jsonl", start_step)
                      : std::make_unique<MetricsLog>();
 }
 
