@@ -14,6 +14,8 @@
 #              the gradient accumulation; its losses and final weights match an uninterrupted
 #              dp 4 run (dp_check), and the report records the re-plan
 #   exhausted  --max-restarts 0 and a fault: non-zero exit naming the fault, no restart
+#   orphans    weft run SIGKILLed while `mpirun -np 1 <a sleep>` runs: mpirun and its rank are
+#              gone within 10 s (the kernel sends mpirun SIGTERM when its parent dies)
 #   errors     no command, no --out, a negative --max-restarts: one clear error each, no files;
 #              bad input to the train command: its error, no restart, no files
 #              (and --elastic's: no launcher rank count, --min-ranks above the world)
@@ -215,6 +217,23 @@ exhausted)
   check grep -qE "weft run: failed: rank 1 ended|weft run: failed: the command ended \(exit code 1\)" out.log
   check grep -q "giving up: 0 restart(s) used of --max-restarts 0" out.log
   check [ "$(grep -c '^weft run: attempt [0-9]*: mpirun' out.log)" -eq 1 ]
+  ;;
+orphans)
+  # A state that is not Z or X, from /proc/<pid>/stat ("pid (comm) state ...").
+  alive() { [ -n "$1" ] && sed -E 's/.*\) (.).*/\1/' "/proc/$1/stat" 2>/dev/null | grep -qv '[ZX]'; }
+  gone() { ! alive "$1"; }
+  "$WEFT" run -- mpirun -np 1 sh -c 'echo $$ $PPID >pids; exec sleep 1000' --out orphan \
+    >orphan.log 2>&1 &
+  sup_pid=$!
+  for i in $(seq 200); do [ -s pids ] && break; sleep 0.05; done
+  read -r rank launcher <pids || true
+  kill -9 $sup_pid
+  for i in $(seq 100); do alive "$rank" || alive "$launcher" || break; sleep 0.1; done
+  echo "after weft run's SIGKILL (waited $(calc "($i - 1) / 10") s): rank $rank $(alive "$rank" && echo alive || echo gone), mpirun $launcher $(alive "$launcher" && echo alive || echo gone)"
+  check [ -n "$rank" ]
+  check gone "$rank"
+  check gone "$launcher"
+  kill -9 "$launcher" "$rank" 2>/dev/null  # if it failed, not left running
   ;;
 errors)
   expect() {  # expect <message> weft run args...: non-zero, the message, one line, no run dir

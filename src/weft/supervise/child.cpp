@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,12 +41,18 @@ Child::Child(const std::vector<std::string>& argv,
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
+    const pid_t supervisor = getpid();
     pid_ = fork();
     WEFT_CHECK(pid_ >= 0, "weft run: fork failed: {}", std::strerror(errno));
     if (pid_ == 0) {
         // Its own group, so that stopping it reaches mpirun and every rank it started, and a
         // terminal's Ctrl-C reaches the supervisor, which then stops the job itself.
         setpgid(0, 0);
+        // A supervisor that cannot stop the job (SIGKILL) still ends it: SIGTERM, which mpirun
+        // passes on to its ranks, rather than SIGKILL, which would leave them behind. Checked
+        // after setting it: a supervisor that died before that sends nothing.
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != supervisor) _exit(128 + SIGTERM);
         dup2(err[1], STDERR_FILENO);
         for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
         signal(SIGPIPE, SIG_DFL);

@@ -1,7 +1,8 @@
 #pragma once
 // The supervised command as a process group of its own: started with extra environment
 // variables, its stderr passed through (and its tail kept for the fault report), stopped as a
-// whole (SIGTERM to the group, then SIGKILL after a grace period).
+// whole (SIGTERM to the group, then SIGKILL after a grace period), and sent SIGTERM by the
+// kernel if the supervisor dies without stopping it.
 #include <sys/types.h>
 
 #include <optional>

@@ -1,6 +1,8 @@
 // The supervisor's parts without a training job: reading the supervised command, heartbeats
 // and flight-recorder dumps, the fault report's words, and the child process group.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -245,6 +247,28 @@ TEST(Child, StopEndsTheWholeGroup) {
     // Nothing of the group is left alive (a zombie whose parent died waits for init, which in
     // a container may never reap it).
     EXPECT_EQ(live_in_group(c.pid()), 0);
+}
+
+TEST(Child, EndsWithAKilledSupervisor) {
+    // A stand-in supervisor, SIGKILLed while its command runs: the command must not outlive it.
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    const pid_t supervisor = fork();
+    ASSERT_GE(supervisor, 0);
+    if (supervisor == 0) {
+        Child c({"sleep", "1000"}, {});
+        const pid_t pid = c.pid();
+        if (write(fds[1], &pid, sizeof(pid)) == sizeof(pid)) pause();
+        _exit(1);
+    }
+    pid_t command = 0;
+    ASSERT_EQ(read(fds[0], &command, sizeof(command)), ssize_t(sizeof(command)));
+    kill(supervisor, SIGKILL);
+    waitpid(supervisor, nullptr, 0);
+    EXPECT_EQ(live_in_group(command), 0);
+    kill(-command, SIGKILL);  // if it failed, not left behind
+    close(fds[0]);
+    close(fds[1]);
 }
 
 TEST(Options, Validate) {
