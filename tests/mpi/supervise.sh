@@ -16,7 +16,8 @@
 #   exhausted  --max-restarts 0 and a fault: non-zero exit naming the fault, no restart
 #   orphans    weft run SIGKILLed while `mpirun -np 1 <a sleep>` runs: mpirun and its rank are
 #              gone within 10 s (the kernel sends mpirun SIGTERM when its parent dies)
-#   errors     no command, no --out, a negative --max-restarts: one clear error each, no files;
+#   errors     no command, no --out, a negative --max-restarts, a program (or the program of
+#              mpirun) that cannot start: one clear error each, no files;
 #              bad input to the train command: its error, no restart, no files
 #              (and --elastic's: no launcher rank count, --min-ranks above the world)
 # SUPERVISE_SEED=<n> repeats the random choices of a failed run (the seed is printed).
@@ -254,21 +255,37 @@ errors)
   expect "weft run --comm-timeout 5 but the command says --comm-timeout 3" --comm-timeout 5 -- \
     "$WEFT" train --out runs/x --comm-timeout 3
   expect "weft run: cannot run 'no-such-launcher': no such program" -- no-such-launcher --out runs/x
+  expect "weft run: cannot run '/no/such/program', the program of \`mpirun -np 2 /no/such/program\`: no such file" \
+    -- mpirun -np 2 /no/such/program --out runs/x
+  expect "weft run: cannot run '/', the program of \`mpirun -np 2 --mca btl self,vader /\`: a directory" \
+    -- mpirun -np 2 --mca btl self,vader / --out runs/x
   expect "weft run --elastic: the command '$WEFT train --out runs/x' has no launcher rank count" \
     --elastic -- "$WEFT" train --out runs/x
   expect "weft run --min-ranks 5: larger than the command's world of 4 rank(s)" --elastic \
     --min-ranks 5 -- mpirun -np 4 "$WEFT" train --out runs/x
   expect "weft run --min-ranks 2 without --elastic" --min-ranks 2 -- \
     mpirun -np 4 "$WEFT" train --out runs/x
-  # Bad input to the train command: its own error, no restart, nothing written.
-  out=$("$WEFT" run -- "$WEFT" train --data no-such.bin --out runs/x 2>&1)
-  rc=$?
-  echo "$out"
-  check [ "$rc" -eq 1 ]
-  check grep -qF "cannot open token file 'no-such.bin'" <<<"$out"
-  check grep -qF "not restarting: the command failed before training started" <<<"$out"
-  check [ "$(grep -c '^weft run: attempt [0-9]*: .*weft train --data' <<<"$out")" -eq 1 ]
-  check [ ! -e runs ]
+  # not_restarted <exit code> <message> <attempt line pattern> -- <command...>: the command's
+  # own error, one attempt, no restart, nothing written.
+  not_restarted() {
+    local code=$1 want=$2 attempt=$3 out rc
+    shift 4
+    out=$("$WEFT" run -- "$@" 2>&1)
+    rc=$?
+    echo "$out"
+    check [ "$rc" -eq "$code" ]
+    check grep -qF -- "$want" <<<"$out"
+    check grep -qF "not restarting: the command failed before training started" <<<"$out"
+    check [ "$(grep -c "^weft run: attempt [0-9]*: $attempt" <<<"$out")" -eq 1 ]
+    check [ ! -e runs ]
+  }
+  # A launch that never started, past the check before it (an option it does not know may take
+  # the next word): mpirun's own error (exit 132).
+  not_restarted 132 "mpirun was unable to launch the specified application" mpirun -- \
+    mpirun -np 2 --show-progress /no/such/program --out runs/x
+  # Bad input to the train command.
+  not_restarted 1 "cannot open token file 'no-such.bin'" '.*weft train --data' -- \
+    "$WEFT" train --data no-such.bin --out runs/x
   ;;
 *)
   echo "unknown mode $MODE"

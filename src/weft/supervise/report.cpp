@@ -81,6 +81,18 @@ std::string find_watchdog_message(const std::string& text) {
     return text.substr(at, end == std::string::npos ? std::string::npos : end - at);
 }
 
+std::string find_launch_failure(const std::string& text) {
+    for (const char* words :
+         {"unable to launch the specified application", "execvp error on file", "execve(): "}) {
+        const size_t at = text.find(words);
+        if (at == std::string::npos) continue;
+        const size_t begin = text.rfind('\n', at) + 1;  // npos + 1: the start
+        const size_t end = text.find('\n', at);
+        return text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+    }
+    return "";
+}
+
 std::vector<int> watchdog_missing_ranks(const std::string& message) {
     std::vector<int> ranks;
     const std::string key = "missing: rank ";

@@ -41,6 +41,10 @@ std::filesystem::path write_fault_report(const std::filesystem::path& run_dir,
 // The comm watchdog's message in a command's stderr ("comm watchdog: ... missing: rank 3"), its
 // first line only; "" if there is none.
 std::string find_watchdog_message(const std::string& stderr_text);
+// The launcher's line, in a command's stderr, saying it could not start the program (Open MPI:
+// "... was unable to launch the specified application ...", MPICH: "execvp error on file",
+// Slurm: "execve(): ..."); "" if there is none.
+std::string find_launch_failure(const std::string& stderr_text);
 // The ranks after "missing: rank " in a watchdog message ("missing: rank 1, 3" -> {1, 3}).
 std::vector<int> watchdog_missing_ranks(const std::string& message);
 

@@ -29,10 +29,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Exit codes `weft train` uses that a restart cannot cure when nothing has run yet: a bad input
-// (1), an internal error (2), a command-line error (CLI11's 105-109), or no such program (127).
+// Exit codes that a restart cannot cure when nothing has run yet: a bad input (1), an internal
+// error (2), a command-line error (CLI11's 105-109), a program that is not executable (126) or
+// not found (127).
 bool is_startup_error(int code) {
-    return code == 1 || code == 2 || (code >= 105 && code <= 109) || code == 127;
+    return code == 1 || code == 2 || (code >= 105 && code <= 109) || code == 126 || code == 127;
 }
 
 constexpr int kNonFiniteExit = 3;   // weft::train::kNonFiniteLossExitCode
@@ -57,21 +58,6 @@ double default_comm_timeout() {
     if (const char* env = std::getenv("WEFT_COMM_TIMEOUT"); env && std::atof(env) > 0)
         return std::atof(env);
     return 300;
-}
-
-// Whether execvp would find `name`: a path to an executable, or an executable in $PATH.
-bool find_program(const std::string& name) {
-    if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0;
-    const char* path = std::getenv("PATH");
-    std::string dirs = path ? path : "/usr/bin:/bin";
-    for (size_t at = 0; at <= dirs.size();) {
-        size_t end = dirs.find(':', at);
-        if (end == std::string::npos) end = dirs.size();
-        const std::string dir = end > at ? dirs.substr(at, end - at) : ".";
-        if (access((dir + "/" + name).c_str(), X_OK) == 0) return true;
-        at = end + 1;
-    }
-    return false;
 }
 
 // What `latest` names, for the report: the checkpoint the next attempt will resume from.
@@ -230,7 +216,11 @@ Attempt run_attempt(const Watch& w, int attempt,
     } else {
         f.cause = Cause::exit;
         f.what = fmt::format("the command ended ({})", status->describe());
-        a.startup_error = f.beats.empty() && is_startup_error(status->code);
+        // A launcher that could not start its program exits with a code of its own (Open MPI:
+        // 132), but says so; a restart would meet the same.
+        const std::string launch = find_launch_failure(child.stderr_tail());
+        if (!launch.empty()) f.what += ": " + launch;
+        a.startup_error = f.beats.empty() && (is_startup_error(status->code) || !launch.empty());
     }
     // From the last sign of life to the supervisor seeing the fault.
     if (last_beat > 0) f.latency_s = std::max(0.0, f.detected_unix - last_beat);
@@ -267,10 +257,7 @@ double heartbeat_margin(double comm_timeout) {
 int supervise(const SuperviseOptions& o, const std::vector<std::string>& command) {
     o.validate();
     TrainCommand cmd = parse_train_command(command);
-    WEFT_CHECK(find_program(cmd.argv[0]),
-               "weft run: cannot run '{}': no such program (not a path to an executable, nor in "
-               "$PATH)",
-               cmd.argv[0]);
+    check_programs(cmd.argv);
     // --elastic changes the world through the launcher's rank count: without one it could not.
     std::optional<RankCount> rank_count;
     int world = 0;

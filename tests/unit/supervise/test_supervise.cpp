@@ -105,6 +105,46 @@ TEST(Command, AttemptsAfterTheFirstResume) {
     EXPECT_EQ(attempt_argv(c, 3, std::nullopt), c.argv);
 }
 
+TEST(Command, FindsTheLaunchedProgram) {
+    using Words = std::vector<std::string>;
+    EXPECT_EQ(launched_program(Words{"mpirun", "-np", "2", "--oversubscribe", "--mca", "btl",
+                                     "self", "-x", "A=1", "--bind-to=none", "weft", "train"}),
+              10u);
+    EXPECT_EQ(launched_program(Words{"/usr/bin/mpiexec", "-n", "4", "./prog", "-n", "3"}), 3u);
+    EXPECT_EQ(launched_program(Words{"srun", "--ntasks=2", "-l", "--", "weft"}), 4u);
+    EXPECT_FALSE(launched_program(Words{"weft", "train", "--out", "r"}));
+    // Not for certain: an option not known here may take the next word as its value; --wdir
+    // moves where a relative program is.
+    EXPECT_FALSE(launched_program(Words{"mpirun", "--new-option", "x", "weft"}));
+    EXPECT_FALSE(launched_program(Words{"mpirun", "--wdir", "/tmp", "weft"}));
+}
+
+TEST(Command, RefusesAProgramThatCannotStart) {
+    TempDir t;
+    const std::string launcher = (t.path / "mpirun").string(), text = (t.path / "text").string();
+    write(launcher, "#!/bin/sh\n");
+    write(text, "not a program");
+    fs::permissions(launcher, fs::perms::owner_all);
+    auto error = [](const std::vector<std::string>& argv) -> std::string {
+        try {
+            check_programs(argv);
+        } catch (const weft::Error& e) {
+            return e.what();
+        }
+        return "";
+    };
+    EXPECT_EQ(error({launcher, "-np", "1", "sh", "-c", "true"}), "");
+    EXPECT_EQ(error({launcher, "-np", "2", "/no/such/program", "--out", "r"}),
+              "weft run: cannot run '/no/such/program', the program of `" + launcher +
+                  " -np 2 /no/such/program`: no such file");
+    EXPECT_NE(error({launcher, "-n", "1", text}).find("'" + text + "'"), std::string::npos);
+    EXPECT_NE(error({launcher, "-n", "1", text}).find("not an executable file"), std::string::npos);
+    EXPECT_NE(error({launcher, "/"}).find("a directory, not a program"), std::string::npos);
+    EXPECT_EQ(error({"no-such-launcher", "--out", "r"}),
+              "weft run: cannot run 'no-such-launcher': no such program (not a path to an "
+              "executable, nor in $PATH)");
+}
+
 TEST(Heartbeats, ParseAndReject) {
     auto b = parse_heartbeat(beat(1, 4, "checkpoint", 77));
     ASSERT_TRUE(b);
@@ -205,6 +245,10 @@ TEST(Report, WatchdogMessageAndLine) {
     EXPECT_EQ(msg.rfind("comm watchdog: all_reduce #3", 0), 0u) << msg;
     EXPECT_EQ(watchdog_missing_ranks(msg), (std::vector<int>{1, 3}));
     EXPECT_TRUE(watchdog_missing_ranks("nothing").empty());
+    EXPECT_EQ(find_launch_failure("----\nmpirun was unable to launch the specified application "
+                                  "as it could not access\nor execute an executable:\n"),
+              "mpirun was unable to launch the specified application as it could not access");
+    EXPECT_EQ(find_launch_failure(err), "");
 
     Fault f;
     f.attempt = 2;
