@@ -69,6 +69,9 @@ wait_supervised() {
 same_final() {  # same_final <run>: the run finished and its last checkpoint is that of ref
   check [ "$rc" -eq 0 ]
   check grep -q "the run finished on attempt 1" "$1.log"
+  # Each step logged once, though the restart redid those after its checkpoint.
+  check [ "$(grep '"loss"' "$1/metrics.jsonl" | grep -o '"step":[0-9]*' | sort -u | wc -l)" -eq $STEPS ]
+  check [ "$(grep -c '"loss"' "$1/metrics.jsonl")" -eq $STEPS ]
   if diff -r "ref/checkpoints/step_$(printf %06d $STEPS)" "$1/checkpoints/step_$(printf %06d $STEPS)"; then
     echo "$1: final checkpoint byte-identical to the uninterrupted run"
   else
