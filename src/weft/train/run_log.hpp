@@ -20,7 +20,8 @@ namespace weft::train {
 class RunLog {
   public:
     // World rank 0 creates the run directory (the first file the run writes) and opens its
-    // metrics.jsonl; the progress line counts from `start_step`.
+    // metrics.jsonl, dropping the lines of steps after `start_step` that an interrupted attempt
+    // wrote (this run redoes them); the progress line counts from `start_step`.
     RunLog(const TrainOptions& o, const comm::Mesh& mesh, int64_t start_step);
     RunLog(const RunLog&) = delete;
     RunLog& operator=(const RunLog&) = delete;
