@@ -61,4 +61,14 @@ expect_error "exactly one of --model-dir" "" -- eval --data data/tinyshakespeare
 # The model the user named is checked first (here there is no data/encoder.json either).
 expect_error "no-such-run is not a directory (expected a checkpoint directory or a run directory)" "" -- sample --ckpt no-such-run --tokens 1
 expect_error "--ckpt" "" -- export --out x
+# Sizes refused before anything is allocated or written (each once died in OpenMP, in bad_alloc or
+# by exhausting memory). The soft limit makes a regression fail here rather than take the machine.
+vm_limit=$(ulimit -S -v)
+ulimit -S -v 2000000
+mkdir hf_wide hf_vocab && cp hf/model.safetensors hf_wide/ && cp hf/model.safetensors hf_vocab/
+sed 's/"n_embd": 64/"n_embd": 1099511627776/' hf/config.json > hf_wide/config.json
+sed 's/"vocab_size": 50257/"vocab_size": 1000000000000/' hf/config.json > hf_vocab/config.json
+expect_error "hf_wide/config.json: n_embd 1099511627776 is past what weft can hold (at most 2147483647)" runs/s -- train "${common[@]}" --model-dir hf_wide --out runs/s
+expect_error "hf_vocab/config.json: vocab_size 1000000000000 is past what weft can hold" "" -- eval --model-dir hf_vocab --data data/tinyshakespeare_val.bin
+ulimit -S -v "$vm_limit"
 finish

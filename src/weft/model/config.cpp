@@ -5,12 +5,28 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "weft/core/error.hpp"
 #include "weft/model/family.hpp"
+#include "weft/model/limits.hpp"
 #include "weft/model/params.hpp"
 
 namespace weft::model {
+
+namespace {
+// Every block declares the same tensors, so one block's count stands for all of them: declaring
+// the tensors of a 10^9-layer config to count them exhausted the machine. In long double, so
+// that a count past int64 is refused rather than wrapped.
+long double count_parameters(const ModelConfig& cfg) {
+    ModelConfig one = cfg;
+    one.n_layer = 1;
+    long double n = 0;
+    for (const ParamSpec& p : build_param_layout(one).tensors)
+        n += (long double)(p.numel_logical()) * (p.unit == 1 ? cfg.n_layer : 1);
+    return n;
+}
+}  // namespace
 
 void ModelConfig::validate(const std::string& where) const {
     const Family& f = model::family(family);  // an unknown family is an error naming it
@@ -27,8 +43,29 @@ void ModelConfig::validate(const std::string& where) const {
                "{}: n_kv_head {}, n_inner {} and head_dim {} must not be negative", where,
                n_kv_head, n_inner, n_head_dim);
     WEFT_CHECK(ln_eps > 0, "{}: the norm epsilon must be positive, got {}", where, ln_eps);
+    // Token ids and positions are 32-bit, and layers, heads and experts are counted in int:
+    // a larger size would overflow somewhere far from here (a 2^40 width died in bad_alloc).
+    const std::pair<const char*, int64_t> sizes[] = {
+        {"vocab_size", vocab_size}, {"n_positions", n_positions},
+        {"n_layer", n_layer},       {"n_head", n_head},
+        {"n_embd", n_embd},         {"n_kv_head", n_kv_head},
+        {"n_inner", n_inner},       {"head_dim", n_head_dim},
+        {"n_experts", n_experts},   {"n_shared_experts", n_shared_experts}};
+    for (const auto& [name, v] : sizes)
+        WEFT_CHECK(v <= kMaxDimension, "{}: {} {} is past what weft can hold (at most {})", where,
+                   name, v, kMaxDimension);
     validate_moe(where);
     f.validate(*this, where);
+    long double n = 0;
+    try {
+        n = count_parameters(*this);
+    } catch (const Error& e) {
+        fail("{}: {}", where, e.what());  // a tensor too large to count: name the source
+    }
+    WEFT_CHECK(n <= kMaxParameters,
+               "{}: {:.4g} parameters ({} layers) is past what weft can hold (at most 2^53 = {}, "
+               "counts being exact in a double); expected fewer layers or a smaller width",
+               where, double(n), n_layer, kMaxParameters);
 }
 
 void ModelConfig::validate_moe(const std::string& where) const {
@@ -63,9 +100,7 @@ double ModelConfig::ln_eps_decimal() const {
 }
 
 int64_t ModelConfig::num_parameters() const {
-    int64_t n = 0;
-    for (const ParamSpec& p : build_param_layout(*this).tensors) n += p.numel_logical();
-    return n;
+    return int64_t(count_parameters(*this));
 }
 
 int64_t ModelConfig::active_parameters() const {

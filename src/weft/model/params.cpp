@@ -1,10 +1,13 @@
 #include "weft/model/params.hpp"
 
+#include <fmt/ranges.h>
+
 #include <cmath>
 
 #include "weft/core/error.hpp"
 #include "weft/core/philox.hpp"
 #include "weft/model/family.hpp"
+#include "weft/model/limits.hpp"
 
 namespace weft::model {
 
@@ -60,6 +63,13 @@ void ParamDeclarer::expert_tensor(std::string name, std::vector<int64_t> shape, 
 
 void ParamDeclarer::tensor(std::string name, std::vector<int64_t> shape, Init init, float init_std,
                            TpSplit split, int64_t rows_stored) {
+    // Before anything multiplies the sizes: products past int64 would wrap.
+    int64_t elements = 1;
+    for (int64_t d : shape)
+        WEFT_CHECK(!__builtin_mul_overflow(elements, d, &elements) && elements <= kMaxParameters,
+                   "tensor {} of shape [{}] is past what weft can hold (at most 2^53 = {} "
+                   "elements); expected a smaller width",
+                   name, fmt::join(shape, ", "), kMaxParameters);
     if (!shard_.holds(unit_)) return;
     const int tp = shard_.tp;
     ParamSpec p;
