@@ -91,12 +91,22 @@ void emit_1f1b(Schedule& s, int r, int total, int warmup, F fwd, B bwd) {
     for (int k = total - warmup; k < total; ++k) backward(k);
 }
 
+// The most (micro-batch, chunk) pairs a schedule holds.
+constexpr int64_t kMaxSchedulePairs = int64_t(1) << 20;
+
 }  // namespace
 
 Schedule make_schedule(ScheduleKind kind, int pp, int vpp, int micro_batches) {
     WEFT_CHECK(pp >= 1, "pipeline parallel size must be at least 1, got pp={}", pp);
     WEFT_CHECK(vpp >= 1, "virtual pipeline size must be at least 1, got vpp={}", vpp);
     WEFT_CHECK(micro_batches >= 1, "micro-batches must be at least 1, got {}", micro_batches);
+    // Every (micro-batch, chunk) pair is a forward, a backward and up to four messages, held by
+    // the schedule and again by the simulator: pp 10^6 x 10^6 micro-batches exhausted memory.
+    const int64_t pairs = int64_t(pp) * vpp * micro_batches;
+    WEFT_CHECK(pairs <= kMaxSchedulePairs,
+               "pp {} x vpp {} x {} micro-batches = {} (micro-batch, chunk) pairs is past what a "
+               "schedule can hold (at most {}); expected fewer pipeline ranks or micro-batches",
+               pp, vpp, micro_batches, pairs, kMaxSchedulePairs);
     WEFT_CHECK(kind == ScheduleKind::interleaved || vpp == 1,
                "schedule {} has one chunk per rank, expected vpp=1, got vpp={} (use interleaved)",
                format_schedule_kind(kind), vpp);

@@ -66,8 +66,9 @@ struct MessageId {
 // For a send or recv action executed by `rank`.
 MessageId message_id(const Action& a, int rank);
 
-// Builds the schedule; throws weft::Error for pp < 1, vpp < 1, micro_batches < 1, vpp != 1 with
-// gpipe or 1f1b, and for interleaved unless micro_batches % pp == 0 and micro_batches >= pp.
+// Builds the schedule; throws weft::Error for pp < 1, vpp < 1, micro_batches < 1, more than 2^20
+// (micro-batch, chunk) pairs (pp x vpp x micro_batches), vpp != 1 with gpipe or 1f1b, and for
+// interleaved unless micro_batches % pp == 0 and micro_batches >= pp.
 // - gpipe: all forwards in micro-batch order, then all backwards in the same (FIFO) order.
 // - 1f1b: pp - rank - 1 warm-up forwards, then alternate one forward and one backward, then
 //   cool-down backwards (Megatron's forward_backward_pipelining_without_interleaving).
