@@ -65,6 +65,7 @@ expect_error "--ckpt" "" -- export --out x
 # by exhausting memory). The soft limit makes a regression fail here rather than take the machine.
 vm_limit=$(ulimit -S -v)
 ulimit -S -v 2000000
+expect_error "--threads 1000000 is more than the" runs/s -- train "${common[@]}" --threads 1000000 --out runs/s
 expect_error "pp 1000000 x vpp 1 x 1000000 micro-batches = 1000000000000 (micro-batch, chunk) pairs is past what a schedule can hold" pipe.svg -- pipeline --pp 1000000 --micro-batches 1000000 --svg pipe.svg
 mkdir hf_wide hf_vocab && cp hf/model.safetensors hf_wide/ && cp hf/model.safetensors hf_vocab/
 sed 's/"n_embd": 64/"n_embd": 1099511627776/' hf/config.json > hf_wide/config.json

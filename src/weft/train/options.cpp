@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "weft/core/error.hpp"
+#include "weft/train/process.hpp"
 
 namespace weft::train {
 
@@ -34,6 +35,11 @@ void check_run_sizes(int64_t steps, int64_t batch_size, int64_t seq_len, int thr
     WEFT_CHECK(batch_size >= 1, "--batch-size must be at least 1, got {}", batch_size);
     WEFT_CHECK(seq_len >= 1, "--seq-len must be at least 1, got {}", seq_len);
     WEFT_CHECK(threads >= 0, "--threads must be non-negative, got {}", threads);
+    // More threads than cores only slows a run, and OpenMP crashed starting a million of them.
+    WEFT_CHECK(threads <= node_cores(),
+               "--threads {} is more than the {} cores of this machine; expected 0 (the cores "
+               "shared among the ranks on the node) to {}",
+               threads, node_cores(), node_cores());
     WEFT_CHECK(peak_gflops >= 0, "--peak-gflops must be non-negative (0: measure), got {}",
                peak_gflops);
 }

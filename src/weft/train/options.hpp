@@ -16,7 +16,8 @@ model::ModelConfig reshaped_preset(const std::string& preset, int64_t n_layer, i
                                    int64_t n_embd, int64_t n_positions);
 
 // The flags `weft train` and `weft bench train` both take that size a run: --steps, --batch-size
-// and --seq-len at least 1, --threads and --peak-gflops (0: choose, measure) not negative.
+// and --seq-len at least 1, --threads and --peak-gflops (0: choose, measure) not negative,
+// --threads at most the node's cores.
 void check_run_sizes(int64_t steps, int64_t batch_size, int64_t seq_len, int threads,
                      double peak_gflops);
 

@@ -30,6 +30,15 @@ double job_peak_gflops(comm::Mesh& mesh, double per_rank, double seconds) {
     return peak;
 }
 
+int ranks_on_node() {
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    return local ? std::max(1, std::atoi(local)) : 1;
+}
+
+int node_cores() {
+    return std::max(1, int(std::thread::hardware_concurrency()));
+}
+
 int set_threads_per_rank(int requested) {
     int threads = requested;
     if (threads <= 0) {
@@ -39,10 +48,8 @@ int set_threads_per_rank(int requested) {
             // Ranks on one node share its cores; oversubscribing them with threads costs more
             // than it gains. A rank bound to fewer cores (mpirun binds to one core by default
             // for up to two ranks) gets no more threads than it has cores.
-            const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-            const int ranks = local ? std::max(1, std::atoi(local)) : 1;
-            const int cores = int(std::thread::hardware_concurrency());
-            threads = std::max(1, cores / ranks);
+            const int cores = node_cores();
+            threads = std::max(1, cores / ranks_on_node());
             cpu_set_t set;
             const int allowed =
                 sched_getaffinity(0, sizeof(set), &set) == 0 ? std::max(1, CPU_COUNT(&set)) : cores;

@@ -15,6 +15,11 @@ namespace weft::train {
 // (kernels::measure_best_peak, about `seconds` per size). Collective over the world.
 double job_peak_gflops(comm::Mesh& mesh, double per_rank, double seconds);
 
+// Ranks of this job on this node (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE; 1 without mpirun).
+int ranks_on_node();
+// Cores of the node (at least 1).
+int node_cores();
+
 // OpenMP threads for this rank: `requested` if positive, else $OMP_NUM_THREADS if set, else
 // max(1, cores of the node / ranks on the node) (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE; 1 rank
 // without mpirun), at most the cores the rank may run on (rank 0 notes on stderr when mpirun's
