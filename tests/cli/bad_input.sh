@@ -66,11 +66,16 @@ expect_error "--ckpt" "" -- export --out x
 vm_limit=$(ulimit -S -v)
 ulimit -S -v 2000000
 expect_error "--threads 1000000 is more than the" runs/s -- train "${common[@]}" --threads 1000000 --out runs/s
+expect_error "model 'tiny' needs about 744819.7 GiB on this node's 1 rank(s) (at least 5e+13 parameters" runs/s -- train "${common[@]}" --n-layer 1000000000 --out runs/s
+expect_error "model 'tiny' with n_positions 1000000000 (from --seq-len) needs about" "" -- bench train --preset tiny --seq-len 1000000000 --steps 1
+expect_error "expected a smaller --micro-batch-size or --seq-len" "" -- bench train --preset tiny --batch-size 100000 --seq-len 256 --steps 1
 expect_error "pp 1000000 x vpp 1 x 1000000 micro-batches = 1000000000000 (micro-batch, chunk) pairs is past what a schedule can hold" pipe.svg -- pipeline --pp 1000000 --micro-batches 1000000 --svg pipe.svg
 mkdir hf_wide hf_vocab && cp hf/model.safetensors hf_wide/ && cp hf/model.safetensors hf_vocab/
 sed 's/"n_embd": 64/"n_embd": 1099511627776/' hf/config.json > hf_wide/config.json
 sed 's/"vocab_size": 50257/"vocab_size": 1000000000000/' hf/config.json > hf_vocab/config.json
 expect_error "hf_wide/config.json: n_embd 1099511627776 is past what weft can hold (at most 2147483647)" runs/s -- train "${common[@]}" --model-dir hf_wide --out runs/s
 expect_error "hf_vocab/config.json: vocab_size 1000000000000 is past what weft can hold" "" -- eval --model-dir hf_vocab --data data/tinyshakespeare_val.bin
+expect_error "model 'llama-3-8b' needs about 119.7 GiB on this node's 1 rank(s)" runs/s -- train "${common[@]}" --model llama-3-8b --out runs/s
+expect_error "or more ranks on more nodes to divide its state (--zero 1-3 over dp, --tp, --pp)" runs/s -- train "${common[@]}" --model llama-3-8b --out runs/s
 ulimit -S -v "$vm_limit"
 finish

@@ -13,6 +13,7 @@
 #include "weft/kernels/matmul.hpp"
 #include "weft/train/batch_split.hpp"
 #include "weft/train/comm_report.hpp"
+#include "weft/train/memory_fit.hpp"
 #include "weft/train/options.hpp"
 #include "weft/train/process.hpp"
 #include "weft/train/state_checkpoint.hpp"
@@ -26,6 +27,7 @@ BenchTrainResult bench_train(const BenchTrainOptions& o) {
     model::ModelConfig cfg = reshaped_preset(o.preset, o.n_layer, o.n_head, o.n_embd, 0);
     // Longer sequences than the preset's positions (T = 4096 for the scaling table) get a longer
     // position table: the tokens are synthetic, and only the step's cost is measured.
+    const bool raised = o.seq_len > cfg.n_positions;
     cfg.n_positions = std::max(cfg.n_positions, o.seq_len);
     cfg.validate("model '" + o.preset + "'");
     const kernels::MatmulPrecisionScope precision(kernels::parse_matmul_precision(o.dtype));
@@ -39,6 +41,10 @@ BenchTrainResult bench_train(const BenchTrainOptions& o) {
     r.ranks = mesh.world_size();
     r.micro_batch_size = split.micro;
     r.micro_batches = split.micro_batches;
+    check_memory_fits({cfg, r.layout, split.micro, split.micro_batches, o.seq_len, o.dtype,
+                       o.grad_reduce_dtype, o.bucket_mb},
+                      fmt::format("model '{}' with n_positions {}{}", o.preset, cfg.n_positions,
+                                  raised ? " (from --seq-len)" : ""));
     r.threads = set_threads_per_rank(o.threads);
     r.peak_gflops = job_peak_gflops(mesh, o.peak_gflops, 1.0);
     const int64_t baseline = current_rss_bytes();

@@ -13,6 +13,7 @@
 #include "weft/train/comm_trace.hpp"
 #include "weft/train/heartbeat.hpp"
 #include "weft/train/memory.hpp"
+#include "weft/train/memory_fit.hpp"
 #include "weft/train/metrics.hpp"
 #include "weft/train/pipeline_trace.hpp"
 #include "weft/train/process.hpp"
@@ -140,6 +141,9 @@ void run_training(const TrainOptions& opts) {
 
     // Everything that can be wrong is found, on every rank, before the run directory is touched.
     const RunInputs in = open_run_inputs(o, mesh.world_rank() == 0);
+    check_memory_fits({in.cfg, o.layout, split.micro, split.micro_batches, o.seq_len, o.dtype,
+                       o.grad_reduce_dtype, o.bucket_mb},
+                      "model '" + in.model_name + "'");
     TrainState st(in.cfg, gradient_group(mesh),
                   {o.layout.zero, o.bucket_mb, o.grad_reduce_dtype == "bf16"}, split.micro,
                   o.seq_len, {o.pp_layers, o.dtype == "bf16"});

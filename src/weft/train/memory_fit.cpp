@@ -1,0 +1,125 @@
+#include "weft/train/memory_fit.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "weft/core/error.hpp"
+#include "weft/parallel/pipeline/schedule.hpp"
+#include "weft/parallel/pipeline/simulator.hpp"
+#include "weft/plan/memory.hpp"
+#include "weft/train/process.hpp"
+
+namespace weft::train {
+
+namespace {
+
+double gib(double bytes) {
+    return bytes / double(1 << 30);
+}
+
+// The first number in a file; -1 when it is absent or not a number ("max").
+int64_t file_number(const char* path) {
+    std::ifstream f(path);
+    int64_t v = -1;
+    return f >> v ? v : -1;
+}
+
+int64_t meminfo_available() {
+    std::ifstream f("/proc/meminfo");
+    std::string key, unit;
+    int64_t kib = 0;
+    while (f >> key >> kib && std::getline(f, unit))
+        if (key == "MemAvailable:") return kib * 1024;
+    return -1;
+}
+
+}  // namespace
+
+int64_t available_memory_bytes() {
+    int64_t available = meminfo_available();
+    // A container's limit, cgroup v2 then v1 (whose "unlimited" is a huge number).
+    const std::pair<const char*, const char*> cgroups[] = {
+        {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
+        {"/sys/fs/cgroup/memory/memory.limit_in_bytes",
+         "/sys/fs/cgroup/memory/memory.usage_in_bytes"}};
+    for (const auto& [limit_file, usage_file] : cgroups) {
+        const int64_t limit = file_number(limit_file), usage = file_number(usage_file);
+        if (limit <= 0 || usage < 0) continue;
+        const int64_t left = std::max<int64_t>(0, limit - usage);
+        available = available < 0 ? left : std::min(available, left);
+    }
+    return available;
+}
+
+void check_memory_fits(const RunShape& run, const std::string& what) {
+    const int64_t available = available_memory_bytes();
+    if (available <= 0) return;  // an OS that does not say: nothing to compare with
+    const Layout& l = run.layout;
+    const int world = l.world_size(), local = std::clamp(ranks_on_node(), 1, world);
+    const double limit = kMemoryHeadroom * double(available);
+    const plan::Precision prec =
+        plan::with_grad_reduce(plan::engine_precision(run.dtype), run.grad_reduce_dtype);
+    const double params = double(run.cfg.num_parameters());
+    // Every parameter's weight, gradient and moments live on some rank: spread evenly over the
+    // job, that is a floor of the count that needs no tensor declared, so that a 10^9-layer
+    // model is refused here rather than while its layout is built.
+    const double floor = (prec.param + prec.grad + prec.optimizer) * params / world * local;
+    auto refuse = [&](double need, const std::string& detail, bool state) {
+        fail(
+            "{} needs about {:.1f} GiB on this node's {} rank(s) ({}), but the node has {:.1f} "
+            "GiB available and a run may take {:.0f}% of it ({:.1f} GiB); expected {}",
+            what, gib(need), local, detail, gib(double(available)), 100 * kMemoryHeadroom,
+            gib(limit),
+            state ? "a smaller model (fewer layers, a smaller width), or more ranks on more "
+                    "nodes to divide its state (--zero 1-3 over dp, --tp, --pp)"
+                  : "a smaller --micro-batch-size or --seq-len, --recompute, or more ranks on "
+                    "more nodes to divide the activations (--tp, --cp, --pp)");
+    };
+    if (floor > limit)
+        refuse(floor,
+               fmt::format("at least {:.3g} parameters x {:.0f} bytes of weights, gradients and "
+                           "AdamW moments over {} rank(s)",
+                           params, prec.param + prec.grad + prec.optimizer, world),
+               true);
+
+    plan::Workload w;
+    w.model = {"", run.cfg};
+    w.global_batch = run.micro * run.micro_batches * l.dp;
+    w.seq_len = run.seq_len;
+    w.prec = prec;
+    w.profile = plan::MemoryProfile::engine;
+    w.bucket_mb = run.bucket_mb;
+    const plan::Cluster c;  // runtime 0: what the ranks hold now is no longer available
+    const plan::Candidate k{l, run.micro};
+    // Micro-batches each pipeline rank holds at once, as the trainer's estimate takes them.
+    std::vector<int> in_flight{1};
+    if (l.pp > 1)
+        in_flight =
+            pipeline::simulate(
+                pipeline::make_schedule(l.pp_schedule, l.pp, l.vpp, int(run.micro_batches)), {})
+                .peak_in_flight;
+    plan::MemoryBreakdown most;
+    double sum = 0;
+    for (int r = 0; r < l.pp; ++r) {
+        const plan::MemoryBreakdown m = plan::stage_memory(w, c, k, r, in_flight[size_t(r)]);
+        if (m.total() > most.total()) most = m;
+        sum += m.total();
+    }
+    // A node that holds the whole job holds world / pp ranks of every stage; one of several
+    // may hold ranks of the largest stage only.
+    const double need = local == world ? sum * (world / l.pp) : most.total() * local;
+    if (need > limit)
+        refuse(need,
+               fmt::format("per rank up to weights {:.1f} + gradients {:.1f} + optimizer "
+                           "{:.1f} + activations {:.1f} + buffers {:.1f} GiB",
+                           gib(most.weights), gib(most.grads), gib(most.optimizer),
+                           gib(most.activations), gib(most.buffers)),
+               most.activations + most.buffers < most.weights + most.grads + most.optimizer);
+}
+
+}  // namespace weft::train

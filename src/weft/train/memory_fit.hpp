@@ -1,0 +1,38 @@
+#pragma once
+// Whether a run fits the machine, decided before anything is allocated: the memory its ranks on
+// this node will allocate, from the config and the layout alone (the planner's engine profile,
+// the count the trainer's own estimate is checked against), against what the node has free.
+#include <cstdint>
+#include <string>
+
+#include "weft/core/layout.hpp"
+#include "weft/model/config.hpp"
+
+namespace weft::train {
+
+// A run as the memory count sees it: `micro` sequences of `seq_len` tokens per forward,
+// `micro_batches` of them per step and rank, products in `dtype`, gradients reduced in
+// `grad_reduce_dtype` in buckets of `bucket_mb`.
+struct RunShape {
+    model::ModelConfig cfg;
+    Layout layout;  // resolved
+    int64_t micro = 1, micro_batches = 1, seq_len = 1;
+    std::string dtype = "fp32", grad_reduce_dtype = "fp32";
+    double bucket_mb = 25;
+};
+
+// Bytes this process may still allocate: /proc/meminfo's MemAvailable, or the cgroup's limit
+// less its usage when that is lower.
+int64_t available_memory_bytes();
+
+// Runs are refused when the ranks on this node need more than this share of what it has free:
+// the rest is for what the count leaves out (checkpoint staging, the allocator's slack).
+inline constexpr double kMemoryHeadroom = 0.9;
+
+// Throws weft::Error before a run that would exhaust the node: the bytes its ranks on this node
+// (ranks_on_node()) will allocate beyond what they hold now exceed kMemoryHeadroom x
+// available_memory_bytes(). The message, which starts with `what` (the model and where it came
+// from), gives the need, the limit and what would shrink the need.
+void check_memory_fits(const RunShape& run, const std::string& what);
+
+}  // namespace weft::train
