@@ -78,4 +78,14 @@ expect_error "hf_vocab/config.json: vocab_size 1000000000000 is past what weft c
 expect_error "model 'llama-3-8b' needs about 119.7 GiB on this node's 1 rank(s)" runs/s -- train "${common[@]}" --model llama-3-8b --out runs/s
 expect_error "or more ranks on more nodes to divide its state (--zero 1-3 over dp, --tp, --pp)" runs/s -- train "${common[@]}" --model llama-3-8b --out runs/s
 ulimit -S -v "$vm_limit"
+# Issue #31, input checks. A token file's header is checked, not guessed: a damaged magic is named
+# as one, and headerless (nanoGPT) files are read only with --data-format raw.
+cp data/tinyshakespeare_val.bin bad_magic.bin
+printf '\x89' | dd of=bad_magic.bin bs=1 conv=notrunc status=none  # magic 20240521
+expect_error "bad header magic 20240521, expected 20240520" runs/m -- train "${common[@]}" --data bad_magic.bin --out runs/m
+tail -c +1025 data/tinyshakespeare_val.bin > raw.bin
+expect_error "needs --data-format raw" "" -- eval --ckpt runs/ok --data raw.bin --batch-size 1 --seq-len 8
+"$WEFT" eval --ckpt runs/ok --data raw.bin --data-format raw --batch-size 1 --seq-len 8 >/dev/null && ok "a nanoGPT file with --data-format raw" || bad "--data-format raw refused"
+expect_error "starts with llm.c's header magic 20240520" "" -- eval --ckpt runs/ok --data data/tinyshakespeare_val.bin --data-format raw --batch-size 1 --seq-len 8
+expect_error "--data-format must be llmc (llm.c's header" runs/m -- train "${common[@]}" --data-format nanogpt --out runs/m
 finish

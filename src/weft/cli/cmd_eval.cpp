@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "weft/cli/commands.hpp"
+#include "weft/cli/layout_options.hpp"
 #include "weft/core/error.hpp"
 #include "weft/data/token_file.hpp"
 #include "weft/train/evaluate.hpp"
@@ -16,6 +17,7 @@ struct EvalArgs {
     std::filesystem::path model_dir, ckpt, data;
     int64_t batch_size = 8, seq_len = 1024, batches = 8;
     bool json = false;
+    data::TokenFormat data_format = data::TokenFormat::llmc;
 };
 }  // namespace
 
@@ -28,6 +30,7 @@ void add_eval_command(CLI::App& app) {
                   "MixtralForCausalLM)");
     c->add_option("--ckpt", a->ckpt, "weft checkpoint, or a run directory (its latest)");
     c->add_option("--data", a->data, "Token file")->required();
+    add_data_format_option(c, a->data_format);
     c->add_option("--batch-size", a->batch_size, "Sequences per batch")->capture_default_str();
     c->add_option("--seq-len", a->seq_len, "Tokens per sequence")->capture_default_str();
     c->add_option("--batches", a->batches, "Batches to evaluate (fewer if the file is shorter)")
@@ -36,7 +39,7 @@ void add_eval_command(CLI::App& app) {
     c->callback([a] {
         WEFT_CHECK(a->batch_size >= 1, "--batch-size must be at least 1, got {}", a->batch_size);
         WEFT_CHECK(a->batches >= 1, "--batches must be at least 1, got {}", a->batches);
-        data::TokenFile file = data::TokenFile::open(a->data);
+        data::TokenFile file = data::TokenFile::open(a->data, a->data_format);
         // Every input checked against the model's config before its weights are read.
         const train::ModelSource source = train::open_model_source(a->model_dir, a->ckpt);
         data::check_token_ids(file, source.cfg.vocab_size);

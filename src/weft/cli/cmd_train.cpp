@@ -48,6 +48,7 @@ void add_train_command(CLI::App& app) {
     c->add_option(
         "--val-data", o->val_data,
         "Validation token file (default: --data with _train replaced by _val, if present)");
+    add_data_format_option(c, o->data_format);
     c->add_option("--out", o->out, "Run directory: metrics.jsonl and checkpoints/")
         ->capture_default_str();
     c->add_option("--steps", o->steps, "Optimizer steps to train in all")->capture_default_str();
@@ -133,8 +134,8 @@ void add_train_command(CLI::App& app) {
                    "--moe-aux-loss-coef", "--moe-z-loss-coef", "--moe-capacity-factor",
                    "--moe-router-bias-update-rate"});
     group_options(c, "Data and run",
-                  {"--data", "--val-data", "--out", "--steps", "--batch-size", "--seq-len",
-                   "--seed", "--sequential"});
+                  {"--data", "--val-data", "--data-format", "--out", "--steps", "--batch-size",
+                   "--seq-len", "--seed", "--sequential"});
     group_options(c, "Optimizer",
                   {"--lr", "--lr-schedule", "--min-lr-ratio", "--warmup", "--weight-decay",
                    "--beta1", "--beta2", "--eps", "--grad-clip"});

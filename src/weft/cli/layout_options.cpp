@@ -73,6 +73,14 @@ void add_layout_options(CLI::App* c, Layout& layout, std::string& pp_layers,
                    "--cp-ulysses", "--ring-bidirectional", "--ep"});
 }
 
+void add_data_format_option(CLI::App* c, data::TokenFormat& format) {
+    c->add_option_function<std::string>(
+         "--data-format", [&format](const std::string& v) { format = data::parse_token_format(v); },
+         "Token files' layout: llmc (llm.c's header, as `weft prepare` writes) or raw (nanoGPT's "
+         "headerless uint16 tokens)")
+        ->default_str("llmc");
+}
+
 void group_options(CLI::App* c, const char* heading, std::initializer_list<const char*> flags) {
     for (const char* f : flags) {
         CLI::Option* o = c->get_option_no_throw(f);

@@ -132,7 +132,16 @@ void write_token_file(const std::filesystem::path& path, std::span<const uint32_
                      });
 }
 
-TokenFile TokenFile::open(const std::filesystem::path& path) {
+TokenFormat parse_token_format(std::string_view value) {
+    if (value == "llmc") return TokenFormat::llmc;
+    if (value == "raw") return TokenFormat::raw;
+    fail(
+        "--data-format must be llmc (llm.c's header, as `weft prepare` writes) or raw (nanoGPT's "
+        "headerless uint16 tokens), got '{}'",
+        value);
+}
+
+TokenFile TokenFile::open(const std::filesystem::path& path, TokenFormat format) {
     TokenFile tf;
     tf.path_ = path;
     const std::string name = path.string();
@@ -153,7 +162,24 @@ TokenFile TokenFile::open(const std::filesystem::path& path) {
 
     int32_t first = 0;
     if (bytes >= sizeof(int32_t)) std::memcpy(&first, base, sizeof first);
-    if (first == kTokenFileMagic || first == kTokenFileMagic32) {
+    const bool magic = first == kTokenFileMagic || first == kTokenFileMagic32;
+    if (format == TokenFormat::llmc) {
+        WEFT_CHECK(bytes >= sizeof(int32_t),
+                   "token file '{}' is {} bytes, too short for llm.c's header; a headerless "
+                   "nanoGPT file of uint16 tokens needs --data-format raw",
+                   name, bytes);
+        WEFT_CHECK(magic,
+                   "token file '{}' has a bad header magic {}, expected {} (llm.c, uint16 tokens) "
+                   "or {} (uint32 tokens); a headerless nanoGPT file of uint16 tokens needs "
+                   "--data-format raw",
+                   name, first, kTokenFileMagic, kTokenFileMagic32);
+    } else {
+        WEFT_CHECK(!magic,
+                   "token file '{}' starts with llm.c's header magic {}, but --data-format raw "
+                   "reads it as headerless uint16 tokens; leave out --data-format raw",
+                   name, first);
+    }
+    if (magic) {
         const bool wide = first == kTokenFileMagic32;
         const int32_t want_version = wide ? kTokenFileVersion32 : kTokenFileVersion;
         WEFT_CHECK(bytes >= kHeaderBytes,

@@ -8,9 +8,10 @@
 //   - llm.c's Llama 3 layout (dev/data/data_common.py): the same header with magic 20240801 and
 //     version 7, then uint32 tokens, for vocabularies past 65536 ids (Llama 3 has 128256).
 //   - nanoGPT's: bare uint16 tokens, no header.
-// A file is llm.c's when its first int32 is one of the two magics. As bare uint16 tokens those
-// bytes would be ids 55432 / 55713 followed by 308, both past GPT-2's 50257, so a nanoGPT file of
-// GPT-2 tokens is never mistaken for one.
+// Headerless files are read only when asked for (TokenFormat::raw, `--data-format raw`): guessing
+// from the first int32 would read an llm.c file whose magic is damaged as tokens, its header
+// trained on and its odd count blamed on the vocabulary. So an llm.c file must carry one of the
+// two magics, and a raw file must not start with one.
 //
 // Readers go through TokenFile::read(), which converts either width to the int32 the model takes
 // and checks the range, so nothing outside the loader's hot loop has to know the width.
@@ -18,6 +19,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <span>
+#include <string_view>
 
 namespace weft::data {
 
@@ -38,11 +40,19 @@ void write_token_file(const std::filesystem::path& path, std::span<const uint16_
 // stays readable by llm.c's train_gpt2 and half the size), uint32 otherwise.
 void write_token_file(const std::filesystem::path& path, std::span<const uint32_t> tokens);
 
+enum class TokenFormat {
+    llmc,  // llm.c's header, uint16 or uint32 tokens
+    raw,   // nanoGPT's headerless uint16 tokens
+};
+// The value of --data-format: "llmc" or "raw"; anything else is a weft::Error naming it.
+TokenFormat parse_token_format(std::string_view value);
+
 class TokenFile {
   public:
     // Checks the layout completely (magic, version, count against file size, whole tokens, at
     // least one token); every failure is a weft::Error naming the file and the numbers.
-    static TokenFile open(const std::filesystem::path& path);
+    static TokenFile open(const std::filesystem::path& path,
+                          TokenFormat format = TokenFormat::llmc);
 
     int64_t size() const { return size_; }            // tokens
     int token_bytes() const { return token_bytes_; }  // 2 or 4

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "weft/core/layout.hpp"
+#include "weft/data/token_file.hpp"
 #include "weft/model/config.hpp"
 #include "weft/optim/optimizer.hpp"
 
@@ -43,6 +44,7 @@ struct TrainOptions {
 
     std::filesystem::path data = "data/tinyshakespeare_train.bin";
     std::filesystem::path val_data;  // default: data with _train replaced by _val, if it exists
+    data::TokenFormat data_format = data::TokenFormat::llmc;  // of both files
     std::filesystem::path out = "runs/default";
 
     int64_t steps = 100;

@@ -53,8 +53,9 @@ void check_expert_parallel(int ep, const model::ModelConfig& cfg, const std::str
                ep, model, cfg.n_experts, cfg.n_experts);
 }
 
-data::TokenFile open_tokens(const fs::path& path, const model::ModelConfig& cfg) {
-    data::TokenFile file = data::TokenFile::open(path);
+data::TokenFile open_tokens(const fs::path& path, const TrainOptions& o,
+                            const model::ModelConfig& cfg) {
+    data::TokenFile file = data::TokenFile::open(path, o.data_format);
     data::check_token_ids(file, cfg.vocab_size);
     return file;
 }
@@ -91,10 +92,10 @@ RunInputs open_run_inputs(const TrainOptions& o, bool root) {
     WEFT_CHECK(o.seq_len <= cfg.n_positions, "--seq-len {} exceeds the model's n_positions {}",
                o.seq_len, cfg.n_positions);
 
-    RunInputs in{cfg, name, std::move(resume_from), 0, open_tokens(o.data, cfg), std::nullopt};
+    RunInputs in{cfg, name, std::move(resume_from), 0, open_tokens(o.data, o, cfg), std::nullopt};
     data::DataLoader(in.train, o.seq_len, o.seed, o.sequential);  // one window at least
     if (fs::path vp = o.val_path(); !vp.empty()) {
-        in.val = open_tokens(vp, cfg);
+        in.val = open_tokens(vp, o, cfg);
         // Found now rather than at the first evaluation, after hours of training.
         const int64_t windows = data::DataLoader(*in.val, o.seq_len, 0, true).windows();
         WEFT_CHECK(windows >= o.batch_size,

@@ -184,7 +184,8 @@ TEST_F(ExactFitTest, OneWindowThatExactlyFitsTheFile) {
             weft::data::write_token_file(p, t);
         }
         ASSERT_EQ(fs::file_size(p), 4096u);
-        TokenFile f = TokenFile::open(p);
+        TokenFile f = TokenFile::open(
+            p, c.bare ? weft::data::TokenFormat::raw : weft::data::TokenFormat::llmc);
         ASSERT_EQ(f.token_bytes(), c.width);
         const int64_t T = c.tokens - 1;
         for (bool sequential : {true, false}) {

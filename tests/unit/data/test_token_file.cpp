@@ -16,6 +16,7 @@
 namespace {
 
 using weft::data::TokenFile;
+using weft::data::TokenFormat;
 namespace fs = std::filesystem;
 
 class TokenFileTest : public ::testing::Test {
@@ -34,9 +35,10 @@ class TokenFileTest : public ::testing::Test {
         return p;
     }
     // Expects open() to throw a weft::Error whose message names the file and `also`.
-    static void expect_error(const fs::path& p, const std::string& also) {
+    static void expect_error(const fs::path& p, const std::string& also,
+                             TokenFormat format = TokenFormat::llmc) {
         try {
-            TokenFile::open(p);
+            TokenFile::open(p, format);
             ADD_FAILURE() << "opened " << p;
         } catch (const weft::Error& e) {
             std::string msg = e.what();
@@ -169,13 +171,35 @@ TEST_F(TokenFileTest, RewriteReplacesTheFile) {
     EXPECT_EQ(TokenFile::open(p).size(), 3);
 }
 
-TEST_F(TokenFileTest, HeaderlessIsNanoGptFormat) {
+TEST_F(TokenFileTest, HeaderlessIsNanoGptFormatOnlyWhenAskedFor) {
     const auto tokens = some_tokens(77);
     const fs::path p = write_bytes("nano.bin", tokens.data(), tokens.size() * 2);
-    TokenFile f = TokenFile::open(p);
+    TokenFile f = TokenFile::open(p, TokenFormat::raw);
     EXPECT_FALSE(f.has_header());
     ASSERT_EQ(f.size(), 77);
     EXPECT_EQ(std::vector<uint16_t>(f.data(), f.data() + f.size()), tokens);
+    // Read as llm.c's (the default), its first tokens are a bad magic, not tokens.
+    expect_error(p, "bad header magic", TokenFormat::llmc);
+    expect_error(p, "--data-format raw", TokenFormat::llmc);
+}
+
+TEST_F(TokenFileTest, AHeaderWithADamagedMagicIsNotReadAsTokens) {
+    const fs::path p = dir_ / "llmc.bin";
+    weft::data::write_token_file(p, some_tokens(100));
+    for (int32_t magic : {weft::data::kTokenFileMagic + 1, weft::data::kTokenFileMagic - 1, 0}) {
+        std::fstream(p, std::ios::binary | std::ios::in | std::ios::out)
+            .write(reinterpret_cast<const char*>(&magic), 4);
+        expect_error(p, "bad header magic " + std::to_string(magic) + ", expected 20240520");
+    }
+    // An intact llm.c file named raw is refused too: its header would be read as tokens.
+    weft::data::write_token_file(p, some_tokens(100));
+    expect_error(p, "starts with llm.c's header magic 20240520", TokenFormat::raw);
+}
+
+TEST_F(TokenFileTest, ParseTokenFormat) {
+    EXPECT_EQ(weft::data::parse_token_format("llmc"), TokenFormat::llmc);
+    EXPECT_EQ(weft::data::parse_token_format("raw"), TokenFormat::raw);
+    EXPECT_THROW(weft::data::parse_token_format("nanogpt"), weft::Error);
 }
 
 TEST_F(TokenFileTest, TruncatedFileNamesExpectedAndActualBytes) {
@@ -198,7 +222,7 @@ TEST_F(TokenFileTest, BadVersion) {
 
 TEST_F(TokenFileTest, OddSizeHeaderless) {
     const char bytes[5] = {1, 2, 3, 4, 5};
-    expect_error(write_bytes("odd.bin", bytes, 5), "odd size of 5 bytes");
+    expect_error(write_bytes("odd.bin", bytes, 5), "odd size of 5 bytes", TokenFormat::raw);
 }
 
 TEST_F(TokenFileTest, EmptyAndMissing) {

@@ -25,6 +25,7 @@ using weft::data::DataLoader;
 using weft::data::kTokenFileMagic;
 using weft::data::kTokenFileMagic32;
 using weft::data::TokenFile;
+using weft::data::TokenFormat;
 namespace fs = std::filesystem;
 
 constexpr int32_t kMax32 = std::numeric_limits<int32_t>::max();
@@ -54,10 +55,11 @@ class HostileTokenFileTest : public ::testing::Test {
         return write_bytes(name, bytes);
     }
     // Expects open() to throw a weft::Error naming the file and containing `also`.
-    static void expect_refused(const fs::path& p, const std::string& also) {
+    static void expect_refused(const fs::path& p, const std::string& also,
+                               TokenFormat format = TokenFormat::llmc) {
         SCOPED_TRACE(p.filename().string());
         try {
-            TokenFile::open(p);
+            TokenFile::open(p, format);
             ADD_FAILURE() << "opened " << p;
         } catch (const weft::Error& e) {
             const std::string msg = e.what();
@@ -119,7 +121,7 @@ TEST_F(HostileTokenFileTest, SizesThatAreNotWholeTokens) {
     for (size_t bytes : {1, 3, 1025}) {
         std::vector<char> b(bytes, 1);
         expect_refused(write_bytes("bare_" + std::to_string(bytes) + ".bin", b),
-                       "odd size of " + std::to_string(bytes) + " bytes");
+                       "odd size of " + std::to_string(bytes) + " bytes", TokenFormat::raw);
     }
 }
 
@@ -177,7 +179,7 @@ TEST_F(HostileTokenFileTest, OneTokenOpensButHoldsNoSample) {
     }
     // The smallest bare file: one uint16 token.
     const fs::path bare = write_bytes("bare_one.bin", {7, 0});
-    TokenFile f = TokenFile::open(bare);
+    TokenFile f = TokenFile::open(bare, TokenFormat::raw);
     EXPECT_EQ(f.token(0), 7);
     EXPECT_THROW(DataLoader(f, 1, 0, true), weft::Error);
 }
@@ -205,9 +207,12 @@ TEST_F(HostileTokenFileTest, RandomFilesNearTheLayoutsFailCleanly) {
         if (header) std::memcpy(bytes.data(), h, sizeof h);
         const fs::path p = write_bytes("fuzz_" + std::to_string(i) + ".bin", bytes);
         SCOPED_TRACE(p.string());
+        // Mostly the format the file was made as, a quarter of the time the other.
+        const TokenFormat format =
+            header == (rng() % 4 != 0) ? TokenFormat::llmc : TokenFormat::raw;
         std::optional<TokenFile> f;
         try {
-            f = TokenFile::open(p);
+            f = TokenFile::open(p, format);
         } catch (const weft::Error& e) {
             EXPECT_NE(std::string(e.what()).find(p.string()), std::string::npos) << e.what();
             ++refused;
