@@ -12,4 +12,13 @@ b=$("$WEFT" sample "${s[@]}")
 c=$("$WEFT" sample "${s[@]}" --seed 8)
 [ "$a" != "$c" ] && ok "another seed, another text" || bad "seed ignored"
 expect_error "--top-p must be in (0, 1]" "" -- sample --ckpt run --top-p 1.5
+# Generation stops at the end-of-text token unless --ignore-eos: a model trained on nothing but
+# end-of-text tokens (an llm.c file: magic 20240520, version 1, 1024 tokens of 50256) says it first.
+{ printf '\x88\xd8\x34\x01\x01\x00\x00\x00\x00\x04\x00\x00'; head -c 1012 /dev/zero
+  printf '\x50\xc4%.0s' {1..1024}; } > eot.bin
+"$WEFT" train --model tiny --data eot.bin --out eot --steps 6 --batch-size 2 --seq-len 16 \
+  --lr 0.05 --warmup 0 --lr-schedule constant --peak-gflops 100 >/dev/null 2>&1
+e=(--ckpt eot --tokenizer-dir "$SRC/data" --prompt "ROMEO:" --tokens 3 --temperature 0)
+[ "$("$WEFT" sample "${e[@]}")" = "ROMEO:" ] && ok "stops at the end-of-text token" || bad "went past end of text: $("$WEFT" sample "${e[@]}")"
+[ "$("$WEFT" sample "${e[@]}" --ignore-eos)" = "ROMEO:<|endoftext|><|endoftext|><|endoftext|>" ] && ok "--ignore-eos goes on" || bad "--ignore-eos: $("$WEFT" sample "${e[@]}" --ignore-eos)"
 finish

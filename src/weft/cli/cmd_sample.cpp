@@ -16,6 +16,7 @@ struct SampleArgs {
     std::filesystem::path tokenizer;  // empty: GPT-2's files in tokenizer_dir
     std::string prompt = "\n";
     model::SampleOptions o;
+    bool ignore_eos = false;
 };
 }  // namespace
 
@@ -37,6 +38,9 @@ void add_sample_command(CLI::App& app) {
                   "probability (1: all)")
         ->capture_default_str();
     c->add_option("--seed", a->o.seed, "Seed of the sampling")->capture_default_str();
+    c->add_flag("--ignore-eos", a->ignore_eos,
+                "Go on past the tokenizer's end-of-text token (by default generation stops "
+                "there, before --tokens)");
     CLI::Option* dir = c->add_option("--tokenizer-dir", a->tokenizer_dir,
                                      "Directory with encoder.json and vocab.bpe")
                            ->capture_default_str();
@@ -51,7 +55,7 @@ void add_sample_command(CLI::App& app) {
         const std::unique_ptr<data::Tokenizer> tok =
             data::open_tokenizer(a->tokenizer, a->tokenizer_dir);
         train::LoadedModel m = train::load_model(source);
-        sample_text(m, *tok, a->prompt, a->o, stdout);
+        sample_text(m, *tok, a->prompt, a->o, a->ignore_eos, stdout);
     });
 }
 

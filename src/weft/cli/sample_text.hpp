@@ -1,5 +1,6 @@
 #pragma once
-// Prints the prompt and its continuation as the tokens arrive (`weft sample`).
+// Prints the prompt and its continuation as the tokens arrive (`weft sample`), up to the
+// tokenizer's end-of-text token unless `ignore_eos`.
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -11,6 +12,6 @@
 namespace weft::cli {
 
 void sample_text(const train::LoadedModel& m, const data::Tokenizer& tok, const std::string& prompt,
-                 const model::SampleOptions& o, std::FILE* out);
+                 const model::SampleOptions& o, bool ignore_eos, std::FILE* out);
 
 }  // namespace weft::cli

@@ -17,6 +17,7 @@ void SampleOptions::validate() const {
     WEFT_CHECK(top_p > 0 && top_p <= 1, "--top-p must be in (0, 1], got {}", top_p);
     WEFT_CHECK(vocab_limit >= 0, "internal: sampling's vocabulary limit {} is negative",
                vocab_limit);
+    WEFT_CHECK(stop_token >= -1, "internal: sampling's stop token {} is negative", stop_token);
 }
 
 void check_prompt(const ModelConfig& cfg, std::span<const int32_t> prompt) {
@@ -107,6 +108,7 @@ std::vector<int32_t> generate(const ModelConfig& cfg, const ParamLayout& layout,
     std::vector<int32_t> out;
     for (int64_t i = 0; i < o.tokens; ++i) {
         int32_t t = pick_token(logits.first(V), o, rng.uniform(uint64_t(i)));
+        if (t == o.stop_token) break;
         out.push_back(t);
         context.push_back(t);
         if (on_token) on_token(t);

@@ -21,6 +21,8 @@ struct SampleOptions {
     // Sample only ids below this (0: the whole vocabulary): the ids a tokenizer can write, where
     // the model's vocabulary is larger (an embedding padded past the tokenizer's last id).
     int64_t vocab_limit = 0;
+    // Generation ends when this id is chosen (the tokenizer's end of text), without it; -1: never.
+    int64_t stop_token = -1;
 
     void validate() const;
 };
@@ -52,7 +54,8 @@ class Generator {
     Buffer logits_;
 };
 
-// Generates o.tokens tokens after the prompt; `on_token` sees each as it is chosen.
+// Generates o.tokens tokens after the prompt, fewer when o.stop_token is chosen; `on_token` sees
+// each as it is chosen.
 std::vector<int32_t> generate(const ModelConfig& cfg, const ParamLayout& layout,
                               const float* params, std::span<const int32_t> prompt,
                               const SampleOptions& o,

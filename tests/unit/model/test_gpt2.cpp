@@ -1,6 +1,7 @@
 // Whole-model checks: the backward pass against finite differences, the loss at initialisation,
 // that vocabulary padding and gradient accumulation change nothing, and that KV-cached
-// generation sees the same logits as a full forward pass and keeps to the vocabulary.
+// generation sees the same logits as a full forward pass, keeps to the vocabulary and stops at the
+// stop token.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -223,4 +224,22 @@ TEST(Gpt2, GenerationRefusesAPromptOutsideTheVocabularyAndKeepsToTheLimit) {
     EXPECT_TRUE(any_at_or_past(generate(c, run.model.layout(), run.params.data(), good, o), 10));
     o.vocab_limit = 10;
     EXPECT_FALSE(any_at_or_past(generate(c, run.model.layout(), run.params.data(), good, o), 10));
+}
+
+TEST(Gpt2, GenerationStopsAtTheStopToken) {
+    ModelConfig c = small_config();
+    ModelRun run(c);
+    const std::vector<int32_t> prompt = {1, 2};
+    SampleOptions o;
+    o.tokens = 40;
+    const std::vector<int32_t> all = generate(c, run.model.layout(), run.params.data(), prompt, o);
+    ASSERT_EQ(all.size(), 40u);
+    // The same seed picks the same ids: stopping at the fifth ends there, without it.
+    o.stop_token = all[4];
+    const auto first = std::find(all.begin(), all.end(), all[4]);
+    std::vector<int32_t> seen;
+    const std::vector<int32_t> stopped = generate(c, run.model.layout(), run.params.data(), prompt,
+                                                  o, [&](int32_t t) { seen.push_back(t); });
+    EXPECT_EQ(stopped, std::vector<int32_t>(all.begin(), first));
+    EXPECT_EQ(seen, stopped);
 }
