@@ -88,4 +88,13 @@ expect_error "needs --data-format raw" "" -- eval --ckpt runs/ok --data raw.bin 
 "$WEFT" eval --ckpt runs/ok --data raw.bin --data-format raw --batch-size 1 --seq-len 8 >/dev/null && ok "a nanoGPT file with --data-format raw" || bad "--data-format raw refused"
 expect_error "starts with llm.c's header magic 20240520" "" -- eval --ckpt runs/ok --data data/tinyshakespeare_val.bin --data-format raw --batch-size 1 --seq-len 8
 expect_error "--data-format must be llmc (llm.c's header" runs/m -- train "${common[@]}" --data-format nanogpt --out runs/m
+# 0 where 0 stands for "not given" is refused like a negative; every float flag must be finite.
+expect_error "--n-head: 0 is not allowed; expected at least 1" runs/z -- train "${common[@]}" --n-head 0 --out runs/z
+expect_error "--n-layer: 0 is not allowed" runs/z -- train "${common[@]}" --n-layer 0 --out runs/z
+expect_error "--micro-batch-size: -1 is not allowed" runs/z -- train "${common[@]}" --micro-batch-size -1 --out runs/z
+expect_error "--nodes: 0 is not allowed" "" -- plan --model gpt2 --cluster local --global-batch 8 --nodes 0
+expect_error "--lr: inf is not a finite number" runs/z -- train "${common[@]}" --lr inf --out runs/z
+printf 'beta2 = nan\n' > nan.toml
+expect_error "--beta2: nan is not a finite number" runs/z -- train --config nan.toml "${common[@]}" --out runs/z
+expect_error "--top-p: -inf is not a finite number" "" -- sample --ckpt runs/ok --top-p -inf
 finish

@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 
+#include "weft/cli/flag_checks.hpp"
 #include "weft/core/error.hpp"
 #include "weft/plan/report.hpp"
 
@@ -81,6 +82,8 @@ void add_plan_command(CLI::App& app) {
     c->add_option("--pp-schedule", a->schedule, "Fix the schedule: gpipe | 1f1b | interleaved");
     c->add_option("--bucket-mb", a->bucket_mb, "Gradient bucket, MiB")->capture_default_str();
     c->add_flag("--json", a->json, "Print one JSON object");
+    require_counts(c, {"--seq-len", "--nodes", "--devices", "--dp", "--tp", "--pp", "--cp",
+                       "--cp-ulysses", "--ep", "--vpp", "--micro-batch"});
     c->callback([a] {
         plan::Workload w;
         w.model = plan::load_model(a->model);
@@ -106,23 +109,13 @@ void add_plan_command(CLI::App& app) {
                    a->moe_imbalance);
         w.moe_imbalance = a->moe_imbalance;
         plan::Cluster cluster = plan::load_cluster(plan::find_cluster_file(a->cluster));
-        WEFT_CHECK(a->nodes >= 0, "--nodes must be at least 1, got {}", a->nodes);
         if (a->nodes) cluster.nodes = a->nodes;
 
         plan::SearchSpace s;
-        for (auto [v, name] : {std::pair{a->dp, "dp"},
-                               {a->tp, "tp"},
-                               {a->pp, "pp"},
-                               {a->cp, "cp"},
-                               {a->vpp, "vpp"},
-                               {a->ep, "ep"},
-                               {a->devices, "devices"}})
-            WEFT_CHECK(v >= 0, "--{} must be at least 1, got {}", name, v);
         s.dp = given(a->dp, 0), s.tp = given(a->tp, 0), s.pp = given(a->pp, 0);
         s.cp = given(a->cp, 0), s.vpp = given(a->vpp, 0), s.ep = given(a->ep, 0);
         WEFT_CHECK(a->zero >= -1 && a->zero <= 3, "--zero must be 0, 1, 2 or 3, got {}", a->zero);
         s.zero = given(a->zero, -1);
-        WEFT_CHECK(a->micro_batch >= 0, "--micro-batch must be at least 1, got {}", a->micro_batch);
         s.micro_batch = given<int64_t>(a->micro_batch, 0);
         WEFT_CHECK(!(a->sp && a->no_sp), "--sp and --no-sp contradict each other");
         if (a->sp || a->no_sp) s.sp = a->sp;

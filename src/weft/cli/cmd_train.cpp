@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "weft/cli/commands.hpp"
+#include "weft/cli/flag_checks.hpp"
 #include "weft/cli/layout_options.hpp"
 #include "weft/core/error.hpp"
 #include "weft/model/config.hpp"
@@ -23,6 +24,7 @@ void add_train_command(CLI::App& app) {
         ->capture_default_str();
     add_shape_options(c, {&o->n_layer, &o->n_head, &o->n_embd});
     c->add_option("--n-positions", o->n_positions, "Override the preset's maximum sequence length");
+    require_counts(c, {"--n-positions"});
     c->add_option("--model-dir", o->model_dir,
                   "Start from a Hugging Face model directory (GPT2LMHeadModel, "
                   "LlamaForCausalLM or MixtralForCausalLM: config.json, model.safetensors or its "

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <utility>
 
+#include "weft/cli/flag_checks.hpp"
 #include "weft/core/error.hpp"
 
 namespace weft::cli {
@@ -11,6 +12,7 @@ void add_shape_options(CLI::App* c, const ShapeOverrides& shape) {
     c->add_option("--n-layer", *shape.n_layer, "Override the preset's number of blocks");
     c->add_option("--n-head", *shape.n_head, "Override the preset's attention heads");
     c->add_option("--n-embd", *shape.n_embd, "Override the preset's width");
+    require_counts(c, {"--n-layer", "--n-head", "--n-embd"});
 }
 
 void add_layout_options(CLI::App* c, Layout& layout, std::string& pp_layers,
@@ -67,6 +69,7 @@ void add_layout_options(CLI::App* c, Layout& layout, std::string& pp_layers,
                   "Expert-parallel degree, folded over the data-parallel ranks: experts split "
                   "over ep consecutive dp ranks (ep divides dp; mixture-of-experts models)")
         ->capture_default_str();
+    require_counts(c, {"--micro-batch-size", "--cp-ulysses"});
     group_options(c, "Parallel layout",
                   {"--micro-batch-size", "--dp", "--zero", "--tp", "--sequence-parallel", "--pp",
                    "--pp-schedule", "--vpp", "--pp-layers", "--recompute", "--cp", "--cp-kind",

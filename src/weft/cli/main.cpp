@@ -11,6 +11,7 @@
 
 #include "weft/cli/commands.hpp"
 #include "weft/cli/config_file.hpp"
+#include "weft/cli/flag_checks.hpp"
 #include "weft/comm/mpi_env.hpp"
 #include "weft/core/error.hpp"
 
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
         for (CLI::App* s : a->get_subcommands({})) last_wins(s);
     };
     last_wins(&app);
+    require_finite_floats(app);
     try {
         std::vector<std::string> args = expand_config(argc, argv, app);
         std::reverse(args.begin(), args.end());  // CLI11 takes a vector last argument first
