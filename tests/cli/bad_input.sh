@@ -97,4 +97,10 @@ expect_error "--lr: inf is not a finite number" runs/z -- train "${common[@]}" -
 printf 'beta2 = nan\n' > nan.toml
 expect_error "--beta2: nan is not a finite number" runs/z -- train --config nan.toml "${common[@]}" --out runs/z
 expect_error "--top-p: -inf is not a finite number" "" -- sample --ckpt runs/ok --top-p -inf
+# Weights that are not finite are refused as they are read, naming the file and the tensor.
+mkdir hf_nan && cp hf/config.json hf/model.safetensors hf_nan/
+printf '\x00\x00\xc0\x7f' | dd of=hf_nan/model.safetensors bs=1 conv=notrunc status=none \
+  seek=$(($(stat -c %s hf/model.safetensors) - 4))
+expect_error "model.safetensors: tensor 'transformer." runs/n -- train "${common[@]}" --model-dir hf_nan --out runs/n
+expect_error "holds NaN at element" "" -- sample --model-dir hf_nan --tokenizer-dir "$SRC/data" --tokens 1
 finish

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -337,6 +338,15 @@ void SafetensorsFile::read_f32(std::string_view name, std::span<const int64_t> e
         fail("tensor '{}' in {} has dtype {}; expected a floating type (F32, F16, BF16, F64)", name,
              path_.string(), info.dtype);
     }
+}
+
+void check_finite_tensor(std::span<const float> values, std::string_view tensor,
+                         std::string_view file) {
+    const auto bad =
+        std::find_if(values.begin(), values.end(), [](float v) { return !std::isfinite(v); });
+    if (bad == values.end()) return;
+    fail("{}: tensor '{}' holds {} at element {}; expected finite weights", file, tensor,
+         std::isnan(*bad) ? "NaN" : "an infinity", bad - values.begin());
 }
 
 void write_safetensors(const fs::path& path, std::span<const TensorToWrite> tensors,

@@ -82,6 +82,11 @@ struct TensorToWrite {
 void write_safetensors(const std::filesystem::path& path, std::span<const TensorToWrite> tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
+// An error naming the file, the tensor and the first element that is NaN or infinite: weights
+// that would otherwise load silently and end the first step as a "diverged" loss.
+void check_finite_tensor(std::span<const float> values, std::string_view tensor,
+                         std::string_view file);
+
 // "[a, b, c]": how every error message in ckpt/ prints a tensor shape.
 std::string shape_text(std::span<const int64_t> shape);
 

@@ -3,6 +3,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <functional>
+#include <numeric>
 #include <span>
 #include <vector>
 
@@ -84,14 +86,20 @@ void write_tensors(const std::filesystem::path& file, const ModelConfig& cfg,
 
 namespace {
 
+int64_t numel(std::span<const int64_t> shape) {
+    return std::accumulate(shape.begin(), shape.end(), int64_t(1), std::multiplies<>());
+}
+
 // The tensors of one safetensors file or of a Hugging Face directory (single file or shards), as
-// read_into sees them.
+// read_into sees them. Weights must be finite: a NaN would load silently and show up only as a
+// diverged first step.
 struct FileSource {
     const ckpt::SafetensorsFile& f;
     bool has(const std::string& n) const { return f.find(n) != nullptr; }
     const std::vector<int64_t>& shape(const std::string& n) const { return f.at(n).shape; }
     void read(const std::string& n, std::span<const int64_t> s, float* out) const {
         f.read_f32(n, s, out);
+        ckpt::check_finite_tensor({out, size_t(numel(s))}, n, f.path().string());
     }
 };
 struct DirSource {
@@ -100,6 +108,7 @@ struct DirSource {
     const std::vector<int64_t>& shape(const std::string& n) const { return w.info(n).shape; }
     void read(const std::string& n, std::span<const int64_t> s, float* out) const {
         w.read_f32(n, s, out);
+        ckpt::check_finite_tensor({out, size_t(numel(s))}, n, w.file_of(n).string());
     }
 };
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "weft/ckpt/checkpoint_dir.hpp"
+#include "weft/ckpt/safetensors.hpp"
 #include "weft/core/error.hpp"
 
 namespace weft::train {
@@ -204,6 +205,8 @@ void CheckpointReader::read(StateTensors which, const model::ParamLayout& layout
         WEFT_CHECK(filled == n,
                    "checkpoint {} holds {} of the {} elements of {} ({}); expected all of them",
                    ck_.dir.string(), filled, n, p.name, state_name(which));
+        ckpt::check_finite_tensor(logical, fmt::format("{} ({})", p.name, state_name(which)),
+                                  ck_.dir.string());
         model::take_shard(p, layout.tp_rank, layout.tp, logical.data(), flat + p.offset);
     }
 }

@@ -168,6 +168,17 @@ TEST(Safetensors, ReadErrors) {
     EXPECT_NE(e.find("cannot open"), std::string::npos) << e;
 }
 
+TEST(Safetensors, NonFiniteWeightsAreNamed) {
+    std::vector<float> v = {1.0f, -0.0f, 3e38f};
+    check_finite_tensor(v, "w", "m.safetensors");
+    v[2] = std::numeric_limits<float>::quiet_NaN();
+    std::string e = error_of([&] { check_finite_tensor(v, "w", "m.safetensors"); });
+    EXPECT_NE(e.find("m.safetensors: tensor 'w' holds NaN at element 2"), std::string::npos) << e;
+    v[1] = -std::numeric_limits<float>::infinity();
+    e = error_of([&] { check_finite_tensor(v, "w", "m.safetensors"); });
+    EXPECT_NE(e.find("holds an infinity at element 1"), std::string::npos) << e;
+}
+
 TEST(Safetensors, TruncatedFile) {
     TempDir tmp;
     std::vector<float> a(16, 2.0f);
