@@ -103,4 +103,11 @@ printf '\x00\x00\xc0\x7f' | dd of=hf_nan/model.safetensors bs=1 conv=notrunc sta
   seek=$(($(stat -c %s hf/model.safetensors) - 4))
 expect_error "model.safetensors: tensor 'transformer." runs/n -- train "${common[@]}" --model-dir hf_nan --out runs/n
 expect_error "holds NaN at element" "" -- sample --model-dir hf_nan --tokenizer-dir "$SRC/data" --tokens 1
+# Every output path is checked before the first step.
+expect_error "--trace nodir/t.json: its directory nodir does not exist" runs/t -- train "${common[@]}" --trace nodir/t.json --out runs/t
+expect_error "--out /proc/weft-run: cannot write in /proc" "" -- train "${common[@]}" --out /proc/weft-run
+expect_error "--svg /proc/s.svg: cannot write in /proc" "" -- pipeline --pp 2 --svg /proc/s.svg
+expect_error "--out odd.toml/hf: odd.toml is not a directory" "" -- export --ckpt runs/ok --out odd.toml/hf
+expect_error "--to-hf odd.toml/hf: odd.toml is not a directory" "" -- ckpt convert runs/ok --to-hf odd.toml/hf
+expect_error "--out odd.toml/d: odd.toml is not a directory" "" -- prepare --input "$SRC/data/tinyshakespeare.txt" --out odd.toml/d $T
 finish

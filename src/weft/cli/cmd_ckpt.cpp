@@ -8,6 +8,7 @@
 #include "weft/ckpt/digest.hpp"
 #include "weft/ckpt/manifest.hpp"
 #include "weft/cli/commands.hpp"
+#include "weft/cli/output_paths.hpp"
 #include "weft/core/error.hpp"
 
 namespace weft::cli {
@@ -69,7 +70,10 @@ void add_ckpt_command(CLI::App& app) {
     v->add_option("DIR", a->dir, "Checkpoint directory, or a run directory (its latest)")
         ->required();
     v->add_option("--to-hf", a->hf_out, "Hugging Face directory to write")->required();
-    v->callback([a] { export_checkpoint_to_hf(a->dir, a->hf_out); });
+    v->callback([a] {
+        check_output_paths({{a->hf_out, "--to-hf", true}});
+        export_checkpoint_to_hf(a->dir, a->hf_out);
+    });
 }
 
 }  // namespace weft::cli

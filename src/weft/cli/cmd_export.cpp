@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "weft/cli/commands.hpp"
+#include "weft/cli/output_paths.hpp"
 #include "weft/core/error.hpp"
 #include "weft/model/state_io.hpp"
 #include "weft/train/model_source.hpp"
@@ -30,7 +31,10 @@ void add_export_command(CLI::App& app) {
                   "Directory to write (created; an existing one must hold only "
                   "a previous export)")
         ->required();
-    c->callback([a] { export_checkpoint_to_hf(a->ckpt, a->out); });
+    c->callback([a] {
+        check_output_paths({{a->out, "--out", true}});
+        export_checkpoint_to_hf(a->ckpt, a->out);
+    });
 }
 
 void export_checkpoint_to_hf(const std::filesystem::path& ckpt, const std::filesystem::path& out) {

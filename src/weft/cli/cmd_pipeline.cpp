@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "weft/cli/commands.hpp"
+#include "weft/cli/output_paths.hpp"
 #include "weft/core/error.hpp"
 #include "weft/parallel/pipeline/schedule.hpp"
 #include "weft/parallel/pipeline/simulator.hpp"
@@ -62,6 +63,7 @@ void add_pipeline_command(CLI::App& app) {
                   "unit is shown as one millisecond");
     c->add_flag("--json", a->json, "Print one JSON object instead of text");
     c->callback([a] {
+        check_output_paths({{a->svg, "--svg", false}, {a->trace, "--trace", false}});
         const pipeline::ScheduleKind kind = pipeline::parse_schedule_kind(a->schedule);
         const pipeline::Schedule s = pipeline::make_schedule(kind, a->pp, a->vpp, a->micro_batches);
         pipeline::validate(s);

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "weft/cli/commands.hpp"
+#include "weft/cli/output_paths.hpp"
 #include "weft/data/prepare.hpp"
 #include "weft/data/tokenizer.hpp"
 
@@ -40,6 +41,7 @@ void add_prepare_command(CLI::App& app) {
                   "added token <|endoftext|>, <|end_of_text|> or </s>")
         ->excludes(dir);
     c->callback([a] {
+        check_output_paths({{a->out, "--out", true}});
         const std::unique_ptr<data::Tokenizer> tok =
             data::open_tokenizer(a->tokenizer, a->tokenizer_dir);
         data::PrepareResult r = data::prepare_dataset(a->input, a->out, *tok, a->val_tokens);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "weft/cli/output_paths.hpp"
 #include "weft/comm/collectives.hpp"
 #include "weft/comm/mesh.hpp"
 #include "weft/core/error.hpp"
@@ -177,6 +178,7 @@ void add_profile_command(CLI::App& app) {
         WEFT_CHECK(a->nodes >= 1, "--nodes must be at least 1, got {}", a->nodes);
         WEFT_CHECK(a->seconds > 0, "--seconds must be positive, got {}", a->seconds);
         WEFT_CHECK(a->inter_gbs > 0, "--inter-node-gbs must be positive, got {}", a->inter_gbs);
+        check_output_paths({{a->out, "--out", false}});
         // The resident size before any model allocation: what `weft bench train` calls the
         // baseline (code, libraries, MPI).
         const int64_t baseline = train::current_rss_bytes();

@@ -7,6 +7,7 @@
 #include "weft/cli/commands.hpp"
 #include "weft/cli/flag_checks.hpp"
 #include "weft/cli/layout_options.hpp"
+#include "weft/cli/output_paths.hpp"
 #include "weft/core/error.hpp"
 #include "weft/model/config.hpp"
 #include "weft/train/trainer.hpp"
@@ -151,6 +152,7 @@ void add_train_command(CLI::App& app) {
     c->callback([o, c] {
         o->model_given = c->count("--model") > 0;
         check_layout_supported(o->layout, /*context_parallel=*/true, /*expert_parallel=*/true);
+        check_output_paths({{o->out, "--out", true}, {o->trace, "--trace", false}});
         train::run_training(*o);
     });
 }
