@@ -58,6 +58,13 @@ TEST(PipelinePartition, ClearErrors) {
                   partition_layers(6, 4, 1, "");
               }).find("6 layers do not split evenly into pp 4 x vpp 1 = 4 pipeline chunks"),
               std::string::npos);
+    // More chunks than layers: no --pp-layers can fix it, so none is advised.
+    for (const char* layers : {"", "1,1,0,0"}) {
+        const std::string m = message([&] { partition_layers(2, 4, 1, layers); });
+        EXPECT_NE(m.find("4 pipeline chunks cannot split the model's 2 layers"), std::string::npos)
+            << m;
+        EXPECT_EQ(m.find("--pp-layers with"), std::string::npos) << m;
+    }
     EXPECT_NE(message([] { partition_layers(6, 2, 1, "3,2"); })
                   .find("gives 2 chunks of 5 layers in all; expected pp 2 x vpp 1 = 2 chunks "
                         "adding up to the model's 6 layers"),

@@ -27,6 +27,11 @@ std::vector<bool> Partition::units_of(int rank, const model::ModelConfig& cfg) c
 Partition partition_layers(int n_layer, int pp, int vpp, const std::string& layers) {
     Partition p{pp, vpp, n_layer, {}, {}};
     const int chunks = pp * vpp;
+    // Every chunk holds at least one layer: no --pp-layers can help here.
+    WEFT_CHECK(chunks <= n_layer,
+               "pp {} x vpp {} = {} pipeline chunks cannot split the model's {} layers (each chunk "
+               "holds at least one); lower --pp or --vpp so that pp x vpp is at most {}",
+               pp, vpp, chunks, n_layer, n_layer);
     if (layers.empty()) {
         WEFT_CHECK(n_layer % chunks == 0,
                    "{} layers do not split evenly into pp {} x vpp {} = {} pipeline chunks; pass "
