@@ -110,4 +110,9 @@ expect_error "--svg /proc/s.svg: cannot write in /proc" "" -- pipeline --pp 2 --
 expect_error "--out odd.toml/hf: odd.toml is not a directory" "" -- export --ckpt runs/ok --out odd.toml/hf
 expect_error "--to-hf odd.toml/hf: odd.toml is not a directory" "" -- ckpt convert runs/ok --to-hf odd.toml/hf
 expect_error "--out odd.toml/d: odd.toml is not a directory" "" -- prepare --input "$SRC/data/tinyshakespeare.txt" --out odd.toml/d $T
+# weft prepare refuses a file that is not UTF-8 text, naming the first bad byte.
+printf 'hello\nw\xffrld\n' > latin.txt
+expect_error "text file 'latin.txt' is not UTF-8 text: byte 0xff at offset 7 (line 2) is not valid UTF-8" d8 -- prepare --input latin.txt --out d8 $T
+printf 'ELF\x00\x01' > nul.txt
+expect_error "byte 0x00 at offset 3 (line 1) is a NUL" d8 -- prepare --input nul.txt --out d8 $T
 finish

@@ -6,6 +6,7 @@
 
 #include "weft/core/error.hpp"
 #include "weft/data/io.hpp"
+#include "weft/data/pretokenize.hpp"
 #include "weft/data/token_file.hpp"
 
 namespace weft::data {
@@ -33,6 +34,22 @@ std::vector<Id> tokenize_sections(std::string_view all, const Tokenizer& tokeniz
     return tokens;
 }
 
+// A binary file, or text in another encoding, would tokenize without complaint into byte tokens
+// that look like a corpus: refused at its first byte that UTF-8 text does not hold.
+void check_utf8_text(std::string_view text, const std::filesystem::path& file) {
+    int64_t line = 1;
+    for (size_t pos = 0; pos < text.size();) {
+        const Utf8Char c = decode_utf8(text, pos);
+        WEFT_CHECK(c.valid && c.code_point != 0,
+                   "text file '{}' is not UTF-8 text: byte {:#04x} at offset {} (line {}) {}; "
+                   "expected a UTF-8 text file",
+                   file.string(), static_cast<unsigned char>(text[pos]), pos, line,
+                   c.code_point == 0 ? "is a NUL, as in binary files" : "is not valid UTF-8");
+        line += text[pos] == '\n';
+        pos += c.length;
+    }
+}
+
 template <typename Id>
 void write_split(const std::vector<Id>& tokens, int64_t val_tokens, const PrepareResult& result) {
     const std::span<const Id> span(tokens);
@@ -50,6 +67,7 @@ PrepareResult prepare_dataset(const std::filesystem::path& text_file,
     const std::string text = read_whole_file(text_file, "text file");
     WEFT_CHECK(!text.empty(), "text file '{}' is empty, expected text to tokenize",
                text_file.string());
+    check_utf8_text(text, text_file);
 
     PrepareResult result;
     const bool wide = tokenizer.vocab_size() > 65536;

@@ -21,7 +21,8 @@ struct PrepareResult {
     int64_t sections = 0;  // end-of-text tokens written
 };
 
-// Errors before any file is written when the text is missing or empty, or gives no more than
+// Errors before any file is written when the text is missing, empty or not UTF-8 (a NUL byte or
+// an invalid sequence, named by its offset), or gives no more than
 // `val_tokens` tokens (which would leave nothing to train on). Creates out_dir if needed.
 PrepareResult prepare_dataset(const std::filesystem::path& text_file,
                               const std::filesystem::path& out_dir, const Tokenizer& tokenizer,
