@@ -21,4 +21,9 @@ expect_error "--top-p must be in (0, 1]" "" -- sample --ckpt run --top-p 1.5
 e=(--ckpt eot --tokenizer-dir "$SRC/data" --prompt "ROMEO:" --tokens 3 --temperature 0)
 [ "$("$WEFT" sample "${e[@]}")" = "ROMEO:" ] && ok "stops at the end-of-text token" || bad "went past end of text: $("$WEFT" sample "${e[@]}")"
 [ "$("$WEFT" sample "${e[@]}" --ignore-eos)" = "ROMEO:<|endoftext|><|endoftext|><|endoftext|>" ] && ok "--ignore-eos goes on" || bad "--ignore-eos: $("$WEFT" sample "${e[@]}" --ignore-eos)"
+# Warnings: a tokenizer smaller than the model's vocabulary; a prompt longer than the context.
+w=$("$WEFT" sample --ckpt run --tokenizer "$SRC/tests/data/tokenizers/gpt2" --tokens 1 2>&1 >/dev/null)
+grep -q "ids, fewer than the model's vocabulary of 50257" <<<"$w" && ok "warns of a small tokenizer" || bad "no warning: $w"
+w=$("$WEFT" sample "${s[@]}" --tokens 1 --prompt "$(printf 'to be or not %.0s' {1..80})" 2>&1 >/dev/null)
+grep -q "tokens, longer than the model's context of 256: only its last 256 tokens are seen" <<<"$w" && ok "warns of a long prompt" || bad "no warning: $w"
 finish

@@ -1,5 +1,7 @@
 #include "weft/cli/sample_text.hpp"
 
+#include <fmt/format.h>
+
 #include "weft/data/tokenizer.hpp"
 
 namespace weft::cli {
@@ -8,7 +10,20 @@ void sample_text(const train::LoadedModel& m, const data::Tokenizer& tok, const 
                  const model::SampleOptions& o, bool ignore_eos, std::FILE* out) {
     std::vector<int32_t> ids = tok.encode(prompt);
     if (ids.empty()) ids.push_back(tok.eot());
-    model::check_prompt(m.model->config(), ids);  // before anything is printed
+    const model::ModelConfig& cfg = m.model->config();
+    model::check_prompt(cfg, ids);  // before anything is printed
+    // Neither stops sampling, but either may explain text that makes no sense.
+    if (tok.vocab_size() < cfg.vocab_size)
+        fmt::print(stderr,
+                   "weft: warning: the tokenizer has {} ids, fewer than the model's vocabulary of "
+                   "{}: ids from {} on are never sampled (fine for an embedding padded past the "
+                   "tokenizer; else the model was trained with another tokenizer)\n",
+                   tok.vocab_size(), cfg.vocab_size, tok.vocab_size());
+    if (int64_t(ids.size()) > cfg.n_positions)
+        fmt::print(stderr,
+                   "weft: warning: the prompt is {} tokens, longer than the model's context of "
+                   "{}: only its last {} tokens are seen\n",
+                   ids.size(), cfg.n_positions, cfg.n_positions);
     // Ids past the tokenizer's could not be written out.
     model::SampleOptions within = o;
     within.vocab_limit = tok.vocab_size();
