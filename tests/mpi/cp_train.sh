@@ -19,7 +19,8 @@
 #            ZeRO 1 with gradient accumulation and --recompute (the ring re-run in backward);
 #            Ulysses at cp 2 x dp 2 ZeRO 3, at cp 2 x pp 2 (1F1B) and cp 2 x tp 2 with sequence
 #            parallelism, the last two with the final evaluation; TokenRing at cp 2 x tp 2 (SP)
-#            and at cp 2 x dp 2 ZeRO 3; the ring, TokenRing and Ulysses at cp 2 in bf16
+#            and at cp 2 x dp 2 ZeRO 3; the ring, TokenRing and Ulysses at cp 2 in bf16; fp32
+#            losses within 1e-6
 #   errors   the clear errors (also those cp x tp keeps: Ulysses heads per tp rank, rows under SP)
 # So each kind runs at cp 2 and at cp 4, each family with each kind, and every composition once.
 set -uo pipefail
@@ -127,8 +128,11 @@ llama)
   # start mid-sequence after the sequence-parallel split.
   train 4 token2_tp2_sp --cp 2 --tp 2 --sequence-parallel --ring-bidirectional
   train 4 token2_dp2_zero3 --cp 2 --zero 3 --ring-bidirectional
+  # Losses within 1e-6 (issue 31 saw the ring at cp 2 off by 3.3e-6, inside 1e-5): the ring
+  # changes only the order of sums, as for GPT-2. Measured 1.4e-9 to 3.0e-9 (grad norms up to
+  # 3.3e-8).
   for run in ring4 cp2_dp2_zero1 cp2_dp2_zero3 token2_tp2_sp token2_dp2_zero3; do
-    same_as_ref $run ref $STEPS
+    same_as_ref $run ref $STEPS 1e-6
   done
   # bf16 with GQA and RoPE, as gpt2 above: the ring, TokenRing and Ulysses, each sending bf16.
   reference ref16 --dtype bf16
@@ -141,7 +145,7 @@ llama)
   train 4 cp2_pp2 --cp 2 --pp 2 --pp-schedule 1f1b --cp-kind ulysses --micro-batch-size 2
   train 4 cp2_tp2_sp --cp 2 --tp 2 --sequence-parallel --cp-kind ulysses
   for run in cp2_pp2 cp2_tp2_sp; do
-    same_as_ref $run ref $STEPS
+    same_as_ref $run ref $STEPS 1e-6
     same_val_loss $run ref
   done
   ;;

@@ -5,7 +5,8 @@
 # pp_train.sh check GPT-2. llama_train.sh <weft> <dp_check> <source dir> <mode> [N]
 #   dp N       dp N x ZeRO 0 (small buckets) and 3 (gradient accumulation); the stages between
 #              run the same family-blind code GPT-2's dp_train covers
-#   tp N       tp N with and without --sequence-parallel (kv heads split over tp)
+#   tp N       tp N with and without --sequence-parallel (kv heads split over tp); losses
+#              within 1e-6
 #   pp N       8 layers, pp N x 1f1b and interleaved (vpp 2): the family's part is how its
 #              layers split into stages and chunks, which GPipe would repeat
 #   mixed      tp 2 x dp 2 at ZeRO 3 with sequence parallelism, tp 2 x dp 2 x pp 2 (8 ranks,
@@ -36,10 +37,13 @@ dp)
   done
   ;;
 tp)
+  # Losses within 1e-6, not 1e-5: issue 31 saw tp 2 off by 2.3e-6, which 1e-5 let pass. Only the
+  # order of the ranks' partial sums differs (docs/tensor_parallel.md), as for GPT-2: measured
+  # 3.8e-9 (grad norm 2.3e-8) at tp 2, as tiny GPT-2's 6e-9 (1.4e-7).
   reference ref --steps 5
   for sp in "" --sequence-parallel; do
     train "$N" tp${N}${sp:+_sp} --steps 5 --tp "$N" $sp
-    same_as_ref tp${N}${sp:+_sp} ref
+    same_as_ref tp${N}${sp:+_sp} ref 5 1e-6
   done
   ;;
 pp)
