@@ -17,4 +17,30 @@ echo "checkpoint: $a"; echo "hf:         $b"
 "$WEFT" export --ckpt run2 --out hf2
 c=$("$WEFT" eval --model-dir hf2 "${e[@]}")
 [ "$a" = "$c" ] && ok "imported weights evaluate the same after a no-op step" || bad "$a vs $c"
+
+# Each family's exported directory trains under every axis its preset trains under: the first
+# step's loss as in the run it was exported from (unchanged by a step at --lr 1e-30), within
+# 1e-5 relative as the layout parity tests. Mixtral's per-expert tensors are whole on each tp
+# rank and sliced over ep (with ZeRO 3 each rank keeps a slice of that slice).
+t=(--data data/tinyshakespeare_train.bin --steps 1 --batch-size 2 --seq-len 32 --lr 1e-30
+   --weight-decay 0 --peak-gflops 100 --threads 1)
+first_loss() { metric "$1/metrics.jsonl" loss | head -1; }
+for model in tiny llama-tiny moe-tiny; do
+  "$WEFT" train --model "$model" "${t[@]}" --out "run_$model" >/dev/null 2>&1
+  "$WEFT" export --ckpt "run_$model" --out "hf_$model" >/dev/null
+  ref=$(first_loss "run_$model")
+  layouts=("2 --tp 2" "2 --pp 2" "2 --cp 2")
+  [ "$model" = moe-tiny ] && layouts+=("2 --ep 2 --zero 3" "4 --tp 2 --ep 2")
+  for layout in "${layouts[@]}"; do
+    read -r np flags <<<"$layout"
+    out="from_${model}_${flags// /}"
+    # shellcheck disable=SC2086
+    log=$(mpirun -np "$np" "$WEFT" train --model-dir "hf_$model" "${t[@]}" --out "$out" $flags 2>&1) \
+      || { bad "$model directory under $flags: $log"; continue; }
+    got=$(first_loss "$out")
+    awk -v a="$ref" -v b="$got" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-5 * a) }' \
+      && ok "$model directory under $flags: loss $got (exported run $ref)" \
+      || bad "$model directory under $flags: loss $got, exported run $ref"
+  done
+done
 finish

@@ -126,8 +126,8 @@ void read_into(const Source& src, const std::string& where, const ModelConfig& c
             const HfTensorName hf = family_of(cfg).hf_tensor(cfg, p);
             if (hf.per_index) {
                 // One file tensor per index of the first dimension, into consecutive blocks.
-                WEFT_CHECK(layout.tp == 1, "internal: {} read into a tensor-parallel shard",
-                           hf.name);
+                // Expert tensors are whole on every tp rank; only their ep slice is partial.
+                WEFT_CHECK(p.tp_dim < 0, "internal: {} read into a tensor-parallel shard", hf.name);
                 // An expert-parallel shard holds rows [first_row, first_row + held) of them.
                 const int64_t n = p.shape[0], per = p.numel_logical() / n;
                 const int64_t held = p.numel_stored / per;
