@@ -43,6 +43,12 @@ sed 's/transformer.h.1.mlp.c_fc.weight/transformer.h.1.mlp.c_fc.wXight/' hf/mode
 expect_error "h.1.mlp.c_fc.weight' is missing" runs/b -- train "${common[@]}" --model-dir hf_missing --out runs/b
 sed 's/"shape":\[64,256\]/"shape":[256,64]/' hf/model.safetensors > hf_shape/model.safetensors
 expect_error "expected [64, 256]" runs/b -- train "${common[@]}" --model-dir hf_shape --out runs/b
+# A config.json key that makes transformers build another model than weft's is refused by name.
+mkdir hf_keys && cp hf/model.safetensors hf_keys/
+sed 's/"scale_attn_weights": true/"scale_attn_weights": false/' hf/config.json > hf_keys/config.json
+expect_error 'hf_keys/config.json: "scale_attn_weights" is false, expected true (weft scales attention scores by 1/sqrt(head_dim))' runs/b -- train "${common[@]}" --model-dir hf_keys --out runs/b
+sed 's/"n_inner": null/"n_inner": 128/' hf/config.json > hf_keys/config.json
+expect_error '"n_inner" is 128, expected 256' "" -- eval --model-dir hf_keys --data data/tinyshakespeare_val.bin --batch-size 1 --seq-len 8
 expect_error "already holds checkpoints" "" -- train "${common[@]}" --out runs/ok
 expect_error "resuming with --seed 99 but the checkpoint was trained with 1337" "" -- train "${common[@]}" --out runs/ok --resume --steps 4 --seed 99
 [ "$(grep -c '"loss"' runs/ok/metrics.jsonl)" -eq 2 ] && ok "the refused resume trained nothing" || bad "refused resume wrote steps"

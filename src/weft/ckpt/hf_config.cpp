@@ -1,5 +1,8 @@
 #include "weft/ckpt/hf_config.hpp"
 
+#include <fmt/ranges.h>
+
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -45,6 +48,22 @@ json read_config_json(const fs::path& file, std::string_view expected) {
     return config;
 }
 
+void check_model_keys(const json& config, const fs::path& file, std::span<const HfModelKey> keys) {
+    for (const HfModelKey& k : keys) {
+        auto it = config.find(k.key);
+        if (it == config.end() || it->is_null()) continue;
+        // json's == compares numbers by value: 3072 written as 3072.0 is still 3072.
+        if (std::find(k.supported.begin(), k.supported.end(), *it) != k.supported.end()) continue;
+        std::vector<std::string> values;
+        for (const json& v : k.supported) values.push_back(v.dump());
+        fail(
+            "{}: \"{}\" is {}, expected {} ({}): weft would run another model than "
+            "transformers builds from this file",
+            file.string(), k.key, it->dump(),
+            values.empty() ? "null" : fmt::format("{}", fmt::join(values, " or ")), k.why);
+    }
+}
+
 HfGpt2Config read_hf_config(const fs::path& model_dir) {
     const fs::path file = model_dir / "config.json";
     const json config = read_config_json(file, "a Hugging Face GPT-2 model directory");
@@ -52,11 +71,6 @@ HfGpt2Config read_hf_config(const fs::path& model_dir) {
     if (auto it = config.find("model_type"); it != config.end())
         WEFT_CHECK(*it == "gpt2", "{}: model_type is {}, expected \"gpt2\"", file.string(),
                    it->dump());
-    if (auto it = config.find("activation_function"); it != config.end())
-        WEFT_CHECK(*it == "gelu_new" || *it == "gelu_pytorch_tanh",
-                   "{}: activation_function is {}, expected \"gelu_new\" or \"gelu_pytorch_tanh\" "
-                   "(weft implements the tanh GELU)",
-                   file.string(), it->dump());
 
     HfGpt2Config c;
     c.n_embd = positive_int(config, "n_embd", file);
@@ -66,6 +80,17 @@ HfGpt2Config read_hf_config(const fs::path& model_dir) {
     c.vocab_size = positive_int(config, "vocab_size", file);
     WEFT_CHECK(c.n_embd % c.n_head == 0, "{}: n_embd {} is not divisible by n_head {}",
                file.string(), c.n_embd, c.n_head);
+    const HfModelKey keys[] = {
+        {"activation_function", {"gelu_new", "gelu_pytorch_tanh"}, "weft implements the tanh GELU"},
+        {"n_inner", {4 * c.n_embd}, "weft's GPT-2 MLP is 4 x n_embd wide"},
+        {"scale_attn_weights", {true}, "weft scales attention scores by 1/sqrt(head_dim)"},
+        {"scale_attn_by_inverse_layer_idx",
+         {false},
+         "weft does not scale attention scores by 1/(layer index + 1)"},
+        {"tie_word_embeddings", {true}, "weft's GPT-2 output head is its token embedding wte"},
+        {"add_cross_attention", {false}, "weft's GPT-2 has no cross-attention"},
+    };
+    check_model_keys(config, file, keys);
     if (auto it = config.find("layer_norm_epsilon"); it != config.end()) {
         WEFT_CHECK(it->is_number() && it->get<double>() > 0,
                    "{}: layer_norm_epsilon is {}, expected a positive number", file.string(),

@@ -160,16 +160,6 @@ void read_rope(const json& config, const fs::path& file, HfLlamaConfig& c) {
                where, c.rope_scaling.high_freq_factor, c.rope_scaling.low_freq_factor);
 }
 
-void check_no_bias(const json& config, std::string_view key, std::string_view what,
-                   const fs::path& file) {
-    const json* v = value_of(config, key);
-    if (!v) return;
-    WEFT_CHECK(v->is_boolean(), "{}: \"{}\" is {}, expected true or false", file.string(), key,
-               v->dump());
-    WEFT_CHECK(!v->get<bool>(), "{}: \"{}\" is true, but weft's Llama has no biases in its {}",
-               file.string(), key, what);
-}
-
 }  // namespace
 
 std::string read_hf_model_type(const fs::path& model_dir) {
@@ -194,12 +184,16 @@ HfLlamaConfig read_hf_llama_config(const fs::path& model_dir) {
     if (const json* arch = value_of(config, "architectures"))
         WEFT_CHECK(*arch == json::array({causal_lm}), "{}: architectures is {}, expected [\"{}\"]",
                    file.string(), arch->dump(), causal_lm);
-    if (const json* act = value_of(config, "hidden_act"))
-        WEFT_CHECK(*act == "silu",
-                   "{}: hidden_act is {}, expected \"silu\" (the SwiGLU MLP weft implements)",
-                   file.string(), act->dump());
-    check_no_bias(config, "attention_bias", "attention projections", file);
-    check_no_bias(config, "mlp_bias", "MLP projections", file);
+    // LlamaConfig has no sliding window (transformers ignores the key); MixtralConfig has one.
+    std::vector<HfModelKey> keys = {
+        {"hidden_act", {"silu"}, "weft's MLP is SwiGLU: silu(gate) x up"},
+        {"attention_bias", {false}, "weft's Llama has no biases in its attention projections"},
+        {"mlp_bias", {false}, "weft's Llama has no biases in its MLP projections"},
+        // transformers' RoPE reads it from any config: a fraction of each head left unrotated.
+        {"partial_rotary_factor", {1}, "weft rotates every dimension of each head"},
+    };
+    if (mixtral) keys.push_back({"sliding_window", {}, "weft's attention has no sliding window"});
+    check_model_keys(config, file, keys);
 
     HfLlamaConfig c;
     c.hidden_size = positive_int(config, "hidden_size", file);
@@ -245,11 +239,6 @@ HfLlamaConfig read_hf_llama_config(const fs::path& model_dir) {
                        aux->dump());
             c.router_aux_loss_coef = aux->get<double>();
         }
-        // Mixtral's sliding window changes which keys a query sees; weft attends to all.
-        WEFT_CHECK(!value_of(config, "sliding_window"),
-                   "{}: \"sliding_window\" is {}, but weft's attention has no sliding window "
-                   "(expected null)",
-                   file.string(), config["sliding_window"].dump());
     }
 
     if (const json* tie = value_of(config, "tie_word_embeddings")) {

@@ -44,10 +44,12 @@ struct HfLlamaConfig {
 // transformers' LlamaConfig: num_key_value_heads = num_attention_heads, head_dim = hidden_size /
 // num_attention_heads (which must then divide), rms_norm_eps 1e-6, rope_theta 10000, no
 // rope_scaling, untied embeddings. Throws naming the key and the file on a missing or non-integer
-// size, a model_type other than "llama", architectures other than ["LlamaForCausalLM"], hidden_act
-// other than "silu", attention_bias or mlp_bias true, heads not divisible by key-value heads, or a
-// RoPE scaling other than linear / llama3. Also reads the `rope_parameters` dict newer transformers
-// versions write instead of rope_theta and rope_scaling.
+// size, a model_type other than "llama", architectures other than ["LlamaForCausalLM"], heads not
+// divisible by key-value heads, a RoPE scaling other than linear / llama3, or a key that asks for
+// a model weft does not compute (check_model_keys): hidden_act other than "silu", attention_bias
+// or mlp_bias true, partial_rotary_factor other than 1, Mixtral's sliding_window. Also reads the
+// `rope_parameters` dict newer transformers versions write instead of rope_theta and
+// rope_scaling.
 HfLlamaConfig read_hf_llama_config(const std::filesystem::path& model_dir);
 
 // Writes MODEL_DIR/config.json atomically, with every key transformers writes for a LlamaConfig

@@ -106,19 +106,55 @@ TEST(HfConfig, Errors) {
     e = error_with(dir, [](auto& j) { j["model_type"] = "llama"; });
     EXPECT_NE(e.find("model_type is \"llama\", expected \"gpt2\""), std::string::npos) << e;
     e = error_with(dir, [](auto& j) { j["activation_function"] = "relu"; });
-    EXPECT_NE(e.find("activation_function is \"relu\""), std::string::npos) << e;
+    EXPECT_NE(e.find("\"activation_function\" is \"relu\", expected \"gelu_new\" or "
+                     "\"gelu_pytorch_tanh\" (weft implements the tanh GELU)"),
+              std::string::npos)
+        << e;
     e = error_with(dir, [](auto& j) { j["n_head"] = 7; });
     EXPECT_NE(e.find("n_embd 768 is not divisible by n_head 7"), std::string::npos) << e;
     e = error_with(dir, [](auto& j) { j["layer_norm_epsilon"] = "small"; });
     EXPECT_NE(e.find("layer_norm_epsilon"), std::string::npos) << e;
 
-    // Optional keys may be absent; gelu_pytorch_tanh is the same function.
+    // Keys that ask for another GPT-2 than weft's are refused by name, with the reason.
+    struct Refused {
+        const char* key;
+        nlohmann::json value;
+        std::string message;
+    };
+    for (const auto& [key, value, message] : std::vector<Refused>{
+             {"n_inner", 1024,
+              file + ": \"n_inner\" is 1024, expected 3072 (weft's GPT-2 MLP is 4 x n_embd wide): "
+                     "weft would run another model than transformers builds from this file"},
+             {"scale_attn_weights", false,
+              "\"scale_attn_weights\" is false, expected true (weft scales attention scores by "
+              "1/sqrt(head_dim))"},
+             {"scale_attn_by_inverse_layer_idx", true,
+              "\"scale_attn_by_inverse_layer_idx\" is true, expected false"},
+             {"tie_word_embeddings", false,
+              "\"tie_word_embeddings\" is false, expected true (weft's GPT-2 output head is its "
+              "token embedding wte)"},
+             {"add_cross_attention", true, "\"add_cross_attention\" is true, expected false"}}) {
+        e = error_with(dir, [&](auto& j) { j[key] = value; });
+        EXPECT_NE(e.find(message), std::string::npos) << e;
+    }
+
+    // Optional keys may be absent; gelu_pytorch_tanh is the same function as gelu_new.
     auto j = nlohmann::json::parse(kGpt2Config);
     j.erase("model_type");
     j.erase("layer_norm_epsilon");
     j["activation_function"] = "gelu_pytorch_tanh";
     test::write_bytes(dir / "config.json", j.dump());
     EXPECT_EQ(read_hf_config(dir.path()).n_embd, 768);
+    // Or null, or hold the value weft computes.
+    for (auto edit : {+[](nlohmann::json& c) { c["n_inner"] = nullptr; },
+                      +[](nlohmann::json& c) { c["n_inner"] = 3072; },
+                      +[](nlohmann::json& c) { c["scale_attn_weights"] = true; },
+                      +[](nlohmann::json& c) { c["tie_word_embeddings"] = nullptr; }}) {
+        auto k = nlohmann::json::parse(kGpt2Config);
+        edit(k);
+        test::write_bytes(dir / "config.json", k.dump());
+        EXPECT_EQ(read_hf_config(dir.path()).n_embd, 768) << k.dump();
+    }
 }
 
 }  // namespace

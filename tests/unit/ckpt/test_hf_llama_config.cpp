@@ -283,18 +283,33 @@ TEST(HfLlamaConfig, ErrorIncompleteLlama3Scaling) {
     EXPECT_TRUE(contains(e, "\"rope_scaling.factor\" is \"8\", expected a positive number")) << e;
 }
 
-TEST(HfLlamaConfig, ErrorBias) {
+// Keys that ask for another model than weft's Llama are refused by name (check_model_keys);
+// LlamaConfig ignores sliding_window, so a Llama file may hold one.
+TEST(HfLlamaConfig, ErrorKeysThatChangeTheModel) {
     TempDir dir;
     std::string e = error_with(dir, [](json& j) { j["attention_bias"] = true; });
-    EXPECT_TRUE(contains(e, "\"attention_bias\" is true, but weft's Llama has no biases")) << e;
-    e = error_with(dir, [](json& j) { j["mlp_bias"] = true; });
-    EXPECT_TRUE(contains(e, "\"mlp_bias\" is true, but weft's Llama has no biases")) << e;
-}
-
-TEST(HfLlamaConfig, ErrorHiddenAct) {
-    TempDir dir;
-    std::string e = error_with(dir, [](json& j) { j["hidden_act"] = "gelu"; });
-    EXPECT_TRUE(contains(e, "hidden_act is \"gelu\", expected \"silu\"")) << e;
+    EXPECT_TRUE(contains(e,
+                         "\"attention_bias\" is true, expected false (weft's Llama has no "
+                         "biases in its attention projections): weft would run another "
+                         "model than transformers builds from this file"))
+        << e;
+    e = error_with(dir, [](json& j) { j["mlp_bias"] = "no"; });
+    EXPECT_TRUE(contains(e, "\"mlp_bias\" is \"no\", expected false (weft's Llama has no biases"))
+        << e;
+    e = error_with(dir, [](json& j) { j["hidden_act"] = "gelu"; });
+    EXPECT_TRUE(contains(e, "\"hidden_act\" is \"gelu\", expected \"silu\"")) << e;
+    e = error_with(dir, [](json& j) { j["partial_rotary_factor"] = 0.5; });
+    EXPECT_TRUE(contains(e,
+                         "\"partial_rotary_factor\" is 0.5, expected 1 (weft rotates every "
+                         "dimension of each head)"))
+        << e;
+    EXPECT_EQ(read_edited(dir, kSmolLM,
+                          [](json& j) {
+                              j["sliding_window"] = 4096;
+                              j["partial_rotary_factor"] = 1.0;
+                          })
+                  .hidden_size,
+              576);
 }
 
 TEST(HfLlamaConfig, ErrorArchitectures) {
