@@ -49,6 +49,10 @@ sed 's/"scale_attn_weights": true/"scale_attn_weights": false/' hf/config.json >
 expect_error 'hf_keys/config.json: "scale_attn_weights" is false, expected true (weft scales attention scores by 1/sqrt(head_dim))' runs/b -- train "${common[@]}" --model-dir hf_keys --out runs/b
 sed 's/"n_inner": null/"n_inner": 128/' hf/config.json > hf_keys/config.json
 expect_error '"n_inner" is 128, expected 256' "" -- eval --model-dir hf_keys --data data/tinyshakespeare_val.bin --batch-size 1 --seq-len 8
+# Weights the config does not describe are refused by name: a config of 1 layer over 2 layers'.
+mkdir hf_extra && cp hf/model.safetensors hf_extra/
+sed 's/"n_layer": 2/"n_layer": 1/' hf/config.json > hf_extra/config.json
+expect_error "hf_extra/model.safetensors holds 12 tensors that the model of hf_extra/config.json does not have: 'transformer.h.1." runs/b -- train "${common[@]}" --model-dir hf_extra --out runs/b
 expect_error "already holds checkpoints" "" -- train "${common[@]}" --out runs/ok
 expect_error "resuming with --seed 99 but the checkpoint was trained with 1337" "" -- train "${common[@]}" --out runs/ok --resume --steps 4 --seed 99
 [ "$(grep -c '"loss"' runs/ok/metrics.jsonl)" -eq 2 ] && ok "the refused resume trained nothing" || bad "refused resume wrote steps"

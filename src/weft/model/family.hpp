@@ -84,6 +84,9 @@ struct Family {
     ModelConfig (*read_hf_config)(const std::filesystem::path& dir);
     void (*write_hf_config)(const std::filesystem::path& dir, const ModelConfig& cfg);
     HfTensorName (*hf_tensor)(const ModelConfig& cfg, const ParamSpec& p);
+    // Name endings of the tensors in Hugging Face files that transformers drops on load (buffers
+    // it recomputes, a tied head's copy): weft drops them too rather than refusing the file.
+    std::vector<std::string> hf_ignored;
 };
 
 // Every registered family, and lookups that fail naming the value and the known ones.

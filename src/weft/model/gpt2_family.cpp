@@ -136,6 +136,8 @@ const Family& gpt2_family() {
         read_hf,
         write_hf,
         hf_tensor,
+        // GPT2Attention's causal-mask buffers, saved by older transformers; the head is tied.
+        {".attn.bias", ".attn.masked_bias", "lm_head.weight"},
     };
     return f;
 }

@@ -275,6 +275,9 @@ const Family& llama_family() {
         read_hf,
         write_hf,
         hf_tensor,
+        // The rotary frequencies, saved by older transformers; a tied head's copy of the
+        // embedding (an untied head reads lm_head.weight before this applies).
+        {".rotary_emb.inv_freq", "lm_head.weight"},
     };
     return f;
 }

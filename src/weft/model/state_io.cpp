@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <functional>
 #include <numeric>
+#include <set>
 #include <span>
 #include <vector>
 
@@ -112,6 +113,36 @@ struct DirSource {
     }
 };
 
+// What errors about a directory's weights name: the file of a single-file model, else the index.
+std::filesystem::path hf_weights_where(const ckpt::HfWeights& w) {
+    return w.files().size() == 1 ? w.files()[0].path() : w.dir() / ckpt::kHfWeightsIndexFile;
+}
+
+// The name `p` has in `src`: Hugging Face's (hf.name), or the family's own when only that is
+// there (a file saved from the bare model, without "transformer." / "model."). A missing tensor
+// is named as Hugging Face names it.
+template <class Source>
+std::string stored_name(const Source& src, const HfTensorName& hf, const ParamSpec& p) {
+    return src.has(hf.name) || !src.has(p.name) ? hf.name : p.name;
+}
+
+// The shape of `p`'s tensor(s) in a Hugging Face file: [in, out] when stored transposed, one
+// row's shape when stored per index.
+std::vector<int64_t> hf_shape(const HfTensorName& hf, const ParamSpec& p) {
+    if (hf.per_index) return {p.shape.begin() + 1, p.shape.end()};
+    if (hf.transposed) return {p.shape[1], p.shape[0]};
+    return p.shape;
+}
+
+template <class Source>
+void check_tensor(const Source& src, const std::string& where, const std::string& name,
+                  const std::vector<int64_t>& shape) {
+    WEFT_CHECK(src.has(name), "{}: tensor '{}' is missing (expected shape [{}])", where, name,
+               fmt::join(shape, ", "));
+    WEFT_CHECK(src.shape(name) == shape, "{}: tensor '{}' has shape [{}], expected [{}]", where,
+               name, fmt::join(src.shape(name), ", "), fmt::join(shape, ", "));
+}
+
 template <class Source>
 void read_into(const Source& src, const std::string& where, const ModelConfig& cfg,
                const ParamLayout& layout, float* flat, Naming naming, const std::string& prefix) {
@@ -121,8 +152,6 @@ void read_into(const Source& src, const std::string& where, const ModelConfig& c
         std::vector<int64_t> shape = p.shape;
         bool transpose_in = false;
         if (naming == Naming::hf) {
-            // Files name tensors with the model's prefix ("transformer.", "model.") or without;
-            // a missing tensor is named as Hugging Face names it.
             const HfTensorName hf = family_of(cfg).hf_tensor(cfg, p);
             if (hf.per_index) {
                 // One file tensor per index of the first dimension, into consecutive blocks.
@@ -131,28 +160,19 @@ void read_into(const Source& src, const std::string& where, const ModelConfig& c
                 // An expert-parallel shard holds rows [first_row, first_row + held) of them.
                 const int64_t n = p.shape[0], per = p.numel_logical() / n;
                 const int64_t held = p.numel_stored / per;
-                const std::vector<int64_t> part(p.shape.begin() + 1, p.shape.end());
+                const std::vector<int64_t> part = hf_shape(hf, p);
                 for (int64_t i = p.first_row; i < p.first_row + held; ++i) {
                     const std::string each = indexed_name(hf.name, i);
-                    WEFT_CHECK(src.has(each), "{}: tensor '{}' is missing (expected shape [{}])",
-                               where, each, fmt::join(part, ", "));
-                    WEFT_CHECK(src.shape(each) == part,
-                               "{}: tensor '{}' has shape [{}], expected [{}]", where, each,
-                               fmt::join(src.shape(each), ", "), fmt::join(part, ", "));
+                    check_tensor(src, where, each, part);
                     src.read(each, part, flat + p.offset + (i - p.first_row) * per);
                 }
                 continue;
             }
-            name = src.has(hf.name) || !src.has(p.name) ? hf.name : p.name;
-            if (hf.transposed) {
-                shape = {p.shape[1], p.shape[0]};
-                transpose_in = true;
-            }
+            name = stored_name(src, hf, p);
+            shape = hf_shape(hf, p);
+            transpose_in = hf.transposed;
         }
-        WEFT_CHECK(src.has(name), "{}: tensor '{}' is missing (expected shape [{}])", where, name,
-                   fmt::join(shape, ", "));
-        WEFT_CHECK(src.shape(name) == shape, "{}: tensor '{}' has shape [{}], expected [{}]", where,
-                   name, fmt::join(src.shape(name), ", "), fmt::join(shape, ", "));
+        check_tensor(src, where, name, shape);
         // A tensor-parallel shard takes its slice of the logical tensor.
         const bool shard = layout.tp > 1;
         float* dst = flat + p.offset;
@@ -184,13 +204,47 @@ void read_tensors(const std::filesystem::path& file, const ModelConfig& cfg,
     read_into(FileSource{st}, file.string(), cfg, layout, flat, naming, prefix);
 }
 
+ckpt::HfWeights open_hf_weights(const std::filesystem::path& dir, const ModelConfig& cfg) {
+    ckpt::HfWeights w = ckpt::HfWeights::open(dir);
+    const DirSource src{w};
+    const std::string where = hf_weights_where(w).string();
+    const Family& family = family_of(cfg);
+    // Every tensor the whole model reads, checked as read_into will (on every rank, whatever
+    // part it reads) so that a missing tensor is named before an extra one replacing it.
+    std::set<std::string, std::less<>> read;
+    for (const ParamSpec& p : build_param_layout(cfg).tensors) {
+        const HfTensorName hf = family.hf_tensor(cfg, p);
+        const std::vector<int64_t> shape = hf_shape(hf, p);
+        const int64_t n = hf.per_index ? p.shape[0] : 1;
+        for (int64_t i = 0; i < n; ++i) {
+            const std::string name =
+                hf.per_index ? indexed_name(hf.name, i) : stored_name(src, hf, p);
+            check_tensor(src, where, name, shape);
+            read.insert(name);
+        }
+    }
+    auto ignored = [&](std::string_view name) {
+        return std::ranges::any_of(family.hf_ignored,
+                                   [&](const std::string& end) { return name.ends_with(end); });
+    };
+    std::vector<std::string> unread;
+    for (const std::string& name : w.names())
+        if (!read.contains(name) && !ignored(name)) unread.push_back("'" + name + "'");
+    // transformers would load the model without them, with a warning; a model of other sizes
+    // than its weights is more likely a config.json from another model than what was meant.
+    const size_t shown = std::min<size_t>(unread.size(), 3);
+    WEFT_CHECK(unread.empty(),
+               "{} holds {} tensor{} that the model of {} does not have: {}{} (expected exactly "
+               "that model's tensors: do config.json and the weights belong together?)",
+               where, unread.size(), unread.size() == 1 ? "" : "s", (dir / "config.json").string(),
+               fmt::join(unread.begin(), unread.begin() + ptrdiff_t(shown), ", "),
+               unread.size() > shown ? fmt::format(" and {} more", unread.size() - shown) : "");
+    return w;
+}
+
 void read_hf_weights(const ckpt::HfWeights& w, const ModelConfig& cfg, const ParamLayout& layout,
                      float* flat) {
-    const std::filesystem::path& dir = w.dir();
-    // Name the file a single-file model was read from, as errors always have.
-    const std::filesystem::path where =
-        w.files().size() == 1 ? w.files()[0].path() : dir / "model.safetensors.index.json";
-    read_into(DirSource{w}, where.string(), cfg, layout, flat, Naming::hf, "");
+    read_into(DirSource{w}, hf_weights_where(w).string(), cfg, layout, flat, Naming::hf, "");
 }
 
 ModelConfig read_hf_model_config(const std::filesystem::path& dir) {

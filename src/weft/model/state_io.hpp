@@ -30,10 +30,15 @@ void read_tensors(const std::filesystem::path& file, const ModelConfig& cfg,
                   const ParamLayout& layout, float* flat, Naming naming,
                   const std::string& prefix = "");
 
+// DIR's weights (ckpt::HfWeights::open), checked against the whole model `cfg` before any is
+// read: every tensor it has, of its shape, and no other but those transformers drops on load too
+// (Family::hf_ignored). Errors name the tensors.
+ckpt::HfWeights open_hf_weights(const std::filesystem::path& dir, const ModelConfig& cfg);
+
 // Every logical tensor of `flat` from a Hugging Face directory: model.safetensors or the shards
 // of model.safetensors.index.json, F32, BF16 or F16, named and oriented as the family's
 // hf_tensor says (with or without the "transformer." / "model." prefix).
-// `weights` is ckpt::HfWeights::open(dir), opened once for every unit read from it.
+// `weights` is open_hf_weights(dir, cfg), opened once for every unit read from it.
 void read_hf_weights(const ckpt::HfWeights& weights, const ModelConfig& cfg,
                      const ParamLayout& layout, float* flat);
 

@@ -30,7 +30,7 @@ LoadedModel load_model(const ModelSource& source) {
     if (source.ckpt)
         load_checkpoint_params(*source.ckpt, m.model->layout(), m.params.data());
     else
-        model::read_hf_weights(ckpt::HfWeights::open(source.model_dir), source.cfg,
+        model::read_hf_weights(model::open_hf_weights(source.model_dir, source.cfg), source.cfg,
                                m.model->layout(), m.params.data());
     return m;
 }

@@ -54,7 +54,7 @@ void init_state(TrainState& st, uint64_t seed) {
 }
 
 void load_hf_state(TrainState& st, const fs::path& model_dir) {
-    const ckpt::HfWeights weights = ckpt::HfWeights::open(model_dir);
+    const ckpt::HfWeights weights = model::open_hf_weights(model_dir, st.model().config());
     parallel::DataParallel& dp = st.dp();
     dp.load_params([&](int unit, float* buf) {
         model::read_hf_weights(weights, st.model().config(),

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "support/check.hpp"
 #include "support/temp_dir.hpp"
 #include "weft/ckpt/hf_weights.hpp"
 #include "weft/ckpt/safetensors.hpp"
@@ -49,6 +50,31 @@ std::string contents(const fs::path& file) {
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// The model `c` with weights drawn from `seed`, exported to `dir`.
+void export_model(const ModelConfig& c, const fs::path& dir, uint64_t seed) {
+    const ParamLayout layout = build_param_layout(c);
+    Buffer p(layout.total);
+    init_params(p.data(), layout, seed);
+    write_hf_model(dir, c, layout, p.data());
+}
+
+// Every tensor of a safetensors file as F32, to write again (perhaps with more, or in shards).
+struct FileTensors {
+    std::vector<std::vector<float>> data;
+    std::vector<ckpt::TensorToWrite> tensors;
+    explicit FileTensors(const fs::path& file) {
+        const ckpt::SafetensorsFile st = ckpt::SafetensorsFile::open(file);
+        data.reserve(st.tensors().size());
+        for (const ckpt::TensorInfo& t : st.tensors()) {
+            int64_t n = 1;
+            for (int64_t d : t.shape) n *= d;
+            data.emplace_back(size_t(n));
+            st.read_f32(t.name, t.shape, data.back().data());
+            tensors.push_back({t.name, t.shape, data.back().data()});
+        }
+    }
+};
+
 }  // namespace
 
 class ModelIo : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
@@ -76,25 +102,12 @@ TEST_P(ModelIo, ShardedDirectoryLoadsAsTheSingleFile) {
     const auto [preset, tied] = GetParam();
     TempDir tmp;
     const ModelConfig c = small(preset, tied);
-    const ParamLayout layout = build_param_layout(c);
-    Buffer p(layout.total);
-    init_params(p.data(), layout, 3);
-    write_hf_model(tmp.path / "one", c, layout, p.data());
+    export_model(c, tmp.path / "one", 3);
     // The same tensors in shards of at most 64 KiB, with transformers' index.
     fs::create_directories(tmp.path / "shards");
     fs::copy(tmp.path / "one" / "config.json", tmp.path / "shards" / "config.json");
-    const ckpt::SafetensorsFile st =
-        ckpt::SafetensorsFile::open(tmp.path / "one" / "model.safetensors");
-    std::vector<std::vector<float>> data;
-    std::vector<ckpt::TensorToWrite> tensors;
-    for (const ckpt::TensorInfo& t : st.tensors()) {
-        int64_t n = 1;
-        for (int64_t d : t.shape) n *= d;
-        data.emplace_back(size_t(n));
-        st.read_f32(t.name, t.shape, data.back().data());
-        tensors.push_back({t.name, t.shape, data.back().data()});
-    }
-    ckpt::write_hf_weights(tmp.path / "shards", tensors, 64 << 10);
+    const FileTensors all(tmp.path / "one" / "model.safetensors");
+    ckpt::write_hf_weights(tmp.path / "shards", all.tensors, 64 << 10);
     ASSERT_TRUE(fs::exists(tmp.path / "shards" / "model.safetensors.index.json"));
     ASSERT_GT(ckpt::HfWeights::open(tmp.path / "shards").files().size(), 2u);
     const std::vector<float> a = read_all(tmp.path / "one", c),
@@ -102,10 +115,60 @@ TEST_P(ModelIo, ShardedDirectoryLoadsAsTheSingleFile) {
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
 }
 
+// Weights the model does not read are refused by name, in one file or in shards: a config of
+// fewer layers than the weights, or a tensor of another model. What transformers drops on load
+// (attention-mask or rotary buffers, a tied head's copy) is dropped.
+TEST_P(ModelIo, TensorsTheModelLacksAreNamed) {
+    const auto [preset, tied] = GetParam();
+    TempDir tmp;
+    const ModelConfig c = small(preset, tied);
+    export_model(c, tmp.path / "hf", 5);
+    EXPECT_NO_THROW(open_hf_weights(tmp.path / "hf", c));
+
+    const bool gpt2 = c.family == "gpt2";
+    const std::string config = (tmp.path / "hf" / "config.json").string();
+    ModelConfig shallower = c;
+    shallower.n_layer = 1;
+    std::string e = test::error_of([&] { open_hf_weights(tmp.path / "hf", shallower); });
+    const std::string layer1 = gpt2 ? "'transformer.h.1." : "'model.layers.1.";
+    EXPECT_NE(e.find("tensors that the model of " + config + " does not have: " + layer1),
+              std::string::npos)
+        << e;
+    EXPECT_NE(e.find(" more (expected exactly that model's tensors"), std::string::npos) << e;
+
+    FileTensors all(tmp.path / "hf" / "model.safetensors");
+    const std::vector<float> one(4, 1.0f);
+    const std::vector<int64_t> shape = {4};
+    std::vector<std::string> dropped = {gpt2 ? "transformer.h.0.attn.bias"
+                                             : "model.layers.0.self_attn.rotary_emb.inv_freq"};
+    if (gpt2) dropped.push_back("transformer.h.1.attn.masked_bias");
+    if (tied) dropped.push_back("lm_head.weight");
+    for (const std::string& name : dropped) all.tensors.push_back({name, shape, one.data()});
+    for (uint64_t shard_bytes : {uint64_t(1) << 40, uint64_t(64) << 10}) {
+        const fs::path dir = tmp.path / ("extra_" + std::to_string(shard_bytes));
+        fs::create_directories(dir);
+        fs::copy(tmp.path / "hf" / "config.json", dir / "config.json");
+        ckpt::write_hf_weights(dir, all.tensors, shard_bytes);
+        EXPECT_NO_THROW(open_hf_weights(dir, c)) << dir;
+
+        std::vector<ckpt::TensorToWrite> more = all.tensors;
+        more.push_back({"score.weight", shape, one.data()});
+        ckpt::write_hf_weights(dir, more, shard_bytes);
+        const std::string where =
+            shard_bytes > (1 << 20) ? "model.safetensors" : "model.safetensors.index.json";
+        e = test::error_of([&] { open_hf_weights(dir, c); });
+        EXPECT_NE(e.find((dir / where).string() + " holds 1 tensor that the model of " +
+                         (dir / "config.json").string() + " does not have: 'score.weight' ("),
+                  std::string::npos)
+            << e;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, ModelIo,
                          ::testing::Values(std::make_tuple(std::string("tiny"), true),
                                            std::make_tuple(std::string("llama-tiny"), false),
-                                           std::make_tuple(std::string("llama-tiny"), true)),
+                                           std::make_tuple(std::string("llama-tiny"), true),
+                                           std::make_tuple(std::string("moe-tiny"), false)),
                          [](const auto& i) {
                              std::string n = std::get<0>(i.param) +
                                              (std::get<1>(i.param) ? "_tied" : "_untied");
