@@ -137,6 +137,11 @@ Manifest read_manifest(const fs::path& dir) {
                    "with the weft that wrote it (weft export) and start from the Hugging Face "
                    "directory with --model-dir",
                    dir.string(), kManifestFile, kCheckpointVersion);
+        WEFT_CHECK(!fs::exists(dir / "config.json"),
+                   "{} is a Hugging Face model directory (config.json), not a weft checkpoint "
+                   "(expected {}); pass it as --model-dir, or give a weft checkpoint or run "
+                   "directory",
+                   dir.string(), kManifestFile);
         fail("checkpoint {} has no {}: it was never committed (a save that did not finish)",
              dir.string(), kManifestFile);
     }

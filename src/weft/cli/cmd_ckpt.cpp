@@ -72,7 +72,7 @@ void add_ckpt_command(CLI::App& app) {
     v->add_option("--to-hf", a->hf_out, "Hugging Face directory to write")->required();
     v->callback([a] {
         check_output_paths({{a->hf_out, "--to-hf", true}});
-        export_checkpoint_to_hf(a->dir, a->hf_out);
+        export_checkpoint_to_hf(a->dir, a->hf_out, "--to-hf");
     });
 }
 

@@ -33,20 +33,22 @@ void add_export_command(CLI::App& app) {
         ->required();
     c->callback([a] {
         check_output_paths({{a->out, "--out", true}});
-        export_checkpoint_to_hf(a->ckpt, a->out);
+        export_checkpoint_to_hf(a->ckpt, a->out, "--out");
     });
 }
 
-void export_checkpoint_to_hf(const std::filesystem::path& ckpt, const std::filesystem::path& out) {
+void export_checkpoint_to_hf(const std::filesystem::path& ckpt, const std::filesystem::path& out,
+                             const char* out_flag) {
     namespace fs = std::filesystem;
     if (fs::exists(out)) {
-        WEFT_CHECK(fs::is_directory(out), "--out {} exists and is not a directory", out.string());
+        WEFT_CHECK(fs::is_directory(out), "{} {} exists and is not a directory", out_flag,
+                   out.string());
         for (const auto& e : fs::directory_iterator(out)) {
             std::string n = e.path().filename().string();
             WEFT_CHECK(n == "config.json" || n == "model.safetensors",
-                       "--out {} holds {}, which an export would delete; choose an empty or "
+                       "{} {} holds {}, which an export would delete; choose an empty or "
                        "new directory",
-                       out.string(), n);
+                       out_flag, out.string(), n);
         }
     }
     train::LoadedModel m = train::load_model({}, ckpt);

@@ -21,6 +21,8 @@ void add_profile_command(CLI::App& app);
 void add_ckpt_command(CLI::App& app);
 
 // `weft export` and `weft ckpt convert --to-hf`: a checkpoint as a Hugging Face directory.
-void export_checkpoint_to_hf(const std::filesystem::path& ckpt, const std::filesystem::path& out);
+// Errors about `out` name it as the command's `out_flag` does.
+void export_checkpoint_to_hf(const std::filesystem::path& ckpt, const std::filesystem::path& out,
+                             const char* out_flag);
 
 }  // namespace weft::cli

@@ -1,7 +1,7 @@
 // The sharded checkpoint's manifest, digests and shard writer: a manifest survives a round trip,
-// every malformed field is an error naming it, a version-1 checkpoint is refused clearly, a
-// truncated or altered shard is found, and the asynchronous writer writes what the synchronous
-// one does.
+// every malformed field is an error naming it, a version-1 checkpoint and a Hugging Face
+// directory are refused clearly, a truncated or altered shard is found, and the asynchronous
+// writer writes what the synchronous one does.
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -100,6 +100,10 @@ TEST(Manifest, VersionOneAndUncommittedAreRefused) {
     TempDir none;
     EXPECT_TRUE(contains(error_of([&] { read_manifest(none.path()); }),
                          "has no manifest.json: it was never committed"));
+    TempDir hf;
+    test::write_bytes(hf / "config.json", "{}");
+    EXPECT_TRUE(contains(error_of([&] { read_manifest(hf.path()); }),
+                         "is a Hugging Face model directory (config.json), not a weft checkpoint"));
 }
 
 TEST(Manifest, DamagedShardsAreFound) {
