@@ -1,5 +1,6 @@
 #include "weft/ckpt/manifest.hpp"
 
+#include <cstdint>
 #include <fstream>
 #include <set>
 
@@ -29,6 +30,69 @@ uint64_t parse_digest(const std::string& text, const std::string& where) {
     return v;
 }
 
+// One object or array of a manifest, read strictly: a missing field or one of another JSON type
+// is an error naming the file and the field's path ("shards[0].tp"), where nlohmann's exception
+// would say only "type must be number, but is string".
+class Fields {
+  public:
+    using Type = nlohmann::json::value_t;
+    Fields(const nlohmann::json& j, const std::string& where, std::string path)
+        : j_(j), where_(where), path_(std::move(path)) {}
+    const nlohmann::json& json() const { return j_; }
+    const std::string& path() const { return path_; }
+    size_t size() const { return j_.size(); }
+    bool has(const std::string& key) const { return j_.contains(key); }
+
+    Fields sub(const std::string& key, Type type) const {
+        return Fields(typed(member(key), key_path(key), type), where_, key_path(key));
+    }
+    Fields sub(size_t i, Type type) const {
+        return Fields(typed(j_[i], index_path(i), type), where_, index_path(i));
+    }
+    std::string string(const std::string& key) const {
+        return typed(member(key), key_path(key), Type::string).get<std::string>();
+    }
+    std::string string(size_t i) const {
+        return typed(j_[i], index_path(i), Type::string).get<std::string>();
+    }
+    int64_t integer(const std::string& key) const {
+        return typed(member(key), key_path(key), Type::number_integer).get<int64_t>();
+    }
+    int64_t integer(size_t i) const {
+        return typed(j_[i], index_path(i), Type::number_integer).get<int64_t>();
+    }
+    int int32(const std::string& key) const {
+        const int64_t v = integer(key);
+        WEFT_CHECK(v >= INT32_MIN && v <= INT32_MAX, "{}: {} is {}, out of range", where_,
+                   key_path(key), v);
+        return int(v);
+    }
+
+  private:
+    std::string key_path(const std::string& key) const {
+        return path_.empty() ? key : path_ + "." + key;
+    }
+    std::string index_path(size_t i) const { return fmt::format("{}[{}]", path_, i); }
+    const nlohmann::json& member(const std::string& key) const {
+        auto it = j_.find(key);
+        WEFT_CHECK(it != j_.end(), "{}: {} is missing", where_, key_path(key));
+        return *it;
+    }
+    const nlohmann::json& typed(const nlohmann::json& v, const std::string& path, Type type) const {
+        const bool ok = type == Type::number_integer ? v.is_number_integer() : v.type() == type;
+        if (ok) return v;
+        const char* expected = type == Type::number_integer ? "an integer"
+                               : type == Type::string       ? "a string"
+                               : type == Type::object       ? "an object"
+                                                            : "an array";
+        std::string value = v.dump();
+        if (value.size() > 40) value = value.substr(0, 40) + "...";
+        fail("{}: {} is {} ({}), expected {}", where_, path, value, v.type_name(), expected);
+    }
+    const nlohmann::json& j_;
+    const std::string& where_;
+    std::string path_;
+};
 }  // namespace
 
 int64_t ShardEntry::floats() const {
@@ -64,60 +128,80 @@ nlohmann::json manifest_to_json(const Manifest& m) {
 Manifest manifest_from_json(const nlohmann::json& j, const std::string& where) {
     WEFT_CHECK(j.is_object() && j.value("format", "") == kFormat,
                "{}: not a weft checkpoint manifest (format is not '{}')", where, kFormat);
-    const int version = j.value("version", 0);
+    const nlohmann::json version = j.value("version", nlohmann::json(0));
     WEFT_CHECK(version == kCheckpointVersion,
                "{}: checkpoint format version {}, expected {} (this weft reads only sharded "
                "checkpoints of version {})",
-               where, version, kCheckpointVersion, kCheckpointVersion);
+               where, version.dump(), kCheckpointVersion, kCheckpointVersion);
+    using Type = nlohmann::json::value_t;
+    const Fields top(j, where, "");
     Manifest m;
-    try {
-        m.step = j.at("step").get<int64_t>();
-        m.layout = j.at("layout").get<std::string>();
-        m.model = j.at("model");
-        m.run = j.at("run");
-        m.tensors = j.at("tensors");
-        for (const auto& s : j.at("shards")) {
-            ShardEntry e;
-            e.file = s.at("file").get<std::string>();
-            e.rank = s.at("rank").get<int>();
-            e.tp_rank = s.at("tp_rank").get<int>();
-            e.tp = s.at("tp").get<int>();
-            e.ep_rank = s.value("ep_rank", 0);
-            e.ep = s.value("ep", 1);
-            e.bytes = s.at("bytes").get<int64_t>();
-            e.digest = parse_digest(s.at("digest").get<std::string>(), where);
-            for (const auto& r : s.at("ranges")) {
-                WEFT_CHECK(r.is_array() && r.size() == 4,
-                           "{}: shard {} has a range {} that is not [state, tensor, begin, end]",
-                           where, e.file, r.dump());
-                ShardRange sr{r[0].get<std::string>(), r[1].get<std::string>(), r[2].get<int64_t>(),
-                              r[3].get<int64_t>()};
-                WEFT_CHECK(kStates.count(sr.state),
-                           "{}: shard {} has state '{}', expected param, exp_avg or exp_avg_sq",
-                           where, e.file, sr.state);
-                WEFT_CHECK(0 <= sr.begin && sr.begin < sr.end,
-                           "{}: shard {} range of {} is [{}, {}), expected 0 <= begin < end", where,
-                           e.file, sr.tensor, sr.begin, sr.end);
-                e.ranges.push_back(std::move(sr));
-            }
-            // A file name with a directory in it would let a manifest read outside the
-            // checkpoint.
-            WEFT_CHECK(!e.file.empty() && fs::path(e.file).filename() == e.file,
-                       "{}: shard file '{}' is not a plain file name", where, e.file);
-            WEFT_CHECK(0 <= e.tp_rank && e.tp_rank < e.tp,
-                       "{}: shard {} has tp_rank {} of tp {}, expected 0 <= tp_rank < tp", where,
-                       e.file, e.tp_rank, e.tp);
-            WEFT_CHECK(0 <= e.ep_rank && e.ep_rank < e.ep,
-                       "{}: shard {} has ep_rank {} of ep {}, expected 0 <= ep_rank < ep", where,
-                       e.file, e.ep_rank, e.ep);
-            WEFT_CHECK(e.bytes == 4 * e.floats(),
-                       "{}: shard {} is said to hold {} bytes but its ranges add up to {} floats "
-                       "({} bytes)",
-                       where, e.file, e.bytes, e.floats(), 4 * e.floats());
-            m.shards.push_back(std::move(e));
+    m.step = top.integer("step");
+    m.layout = top.string("layout");
+    m.model = top.sub("model", Type::object).json();
+    m.run = top.sub("run", Type::object).json();
+    const Fields tensors = top.sub("tensors", Type::array);
+    m.tensors = tensors.json();
+    std::set<std::string> names;
+    for (size_t t = 0; t < tensors.size(); ++t) {
+        const Fields f = tensors.sub(t, Type::object);
+        const std::string name = f.string("name");
+        WEFT_CHECK(names.insert(name).second, "{}: tensor {} is listed twice", where, name);
+        const Fields shape = f.sub("shape", Type::array);
+        for (size_t d = 0; d < shape.size(); ++d)
+            WEFT_CHECK(shape.integer(d) > 0, "{}: {} is {}, expected positive integers", where,
+                       shape.path(), shape.json().dump());
+        const int64_t tp_dim = f.integer("tp_dim");
+        WEFT_CHECK(-1 <= tp_dim && tp_dim < int64_t(shape.size()),
+                   "{}: {} of tensor {} is {}, expected -1 (not split) or a dimension of its "
+                   "shape {}",
+                   where, f.path() + ".tp_dim", name, tp_dim, shape.json().dump());
+    }
+    const Fields shards = top.sub("shards", Type::array);
+    for (size_t i = 0; i < shards.size(); ++i) {
+        const Fields s = shards.sub(i, Type::object);
+        ShardEntry e;
+        e.file = s.string("file");
+        // A file name with a directory in it would let a manifest read outside the checkpoint.
+        WEFT_CHECK(!e.file.empty() && fs::path(e.file).filename() == e.file,
+                   "{}: shard file '{}' is not a plain file name", where, e.file);
+        e.rank = s.int32("rank");
+        e.tp_rank = s.int32("tp_rank");
+        e.tp = s.int32("tp");
+        e.ep_rank = s.has("ep_rank") ? s.int32("ep_rank") : 0;
+        e.ep = s.has("ep") ? s.int32("ep") : 1;
+        e.bytes = s.integer("bytes");
+        e.digest = parse_digest(s.string("digest"), where);
+        const Fields ranges = s.sub("ranges", Type::array);
+        for (size_t k = 0; k < ranges.size(); ++k) {
+            const Fields r = ranges.sub(k, Type::array);
+            WEFT_CHECK(r.size() == 4,
+                       "{}: {} of shard {} is {}, expected [state, tensor, begin, end]", where,
+                       r.path(), e.file, r.json().dump());
+            ShardRange sr{r.string(0), r.string(1), r.integer(2), r.integer(3)};
+            WEFT_CHECK(kStates.count(sr.state),
+                       "{}: shard {} has state '{}', expected param, exp_avg or exp_avg_sq", where,
+                       e.file, sr.state);
+            WEFT_CHECK(names.count(sr.tensor),
+                       "{}: {} of shard {} names tensor '{}', which the manifest's tensors do not "
+                       "list",
+                       where, r.path(), e.file, sr.tensor);
+            WEFT_CHECK(0 <= sr.begin && sr.begin < sr.end,
+                       "{}: shard {} range of {} is [{}, {}), expected 0 <= begin < end", where,
+                       e.file, sr.tensor, sr.begin, sr.end);
+            e.ranges.push_back(std::move(sr));
         }
-    } catch (const nlohmann::json::exception& e) {
-        fail("{}: malformed manifest: {}", where, e.what());
+        WEFT_CHECK(0 <= e.tp_rank && e.tp_rank < e.tp,
+                   "{}: shard {} has tp_rank {} of tp {}, expected 0 <= tp_rank < tp", where,
+                   e.file, e.tp_rank, e.tp);
+        WEFT_CHECK(0 <= e.ep_rank && e.ep_rank < e.ep,
+                   "{}: shard {} has ep_rank {} of ep {}, expected 0 <= ep_rank < ep", where,
+                   e.file, e.ep_rank, e.ep);
+        WEFT_CHECK(e.bytes == 4 * e.floats(),
+                   "{}: shard {} is said to hold {} bytes but its ranges add up to {} floats "
+                   "({} bytes)",
+                   where, e.file, e.bytes, e.floats(), 4 * e.floats());
+        m.shards.push_back(std::move(e));
     }
     WEFT_CHECK(m.step >= 0, "{}: step {} is negative", where, m.step);
     WEFT_CHECK(!m.shards.empty(), "{}: lists no shard files", where);

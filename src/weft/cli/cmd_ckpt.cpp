@@ -10,6 +10,7 @@
 #include "weft/cli/commands.hpp"
 #include "weft/cli/output_paths.hpp"
 #include "weft/core/error.hpp"
+#include "weft/train/manifest_check.hpp"
 
 namespace weft::cli {
 
@@ -19,7 +20,8 @@ struct CkptArgs {
     std::filesystem::path dir, hf_out;
 };
 
-// Prints what the manifest says and checks every shard; an error (exit 1) if any is BAD.
+// Prints what the manifest says, checks it against its model and checks every shard; an error
+// (exit 1) if any is BAD.
 void inspect(const std::filesystem::path& dir_or_run) {
     const std::filesystem::path dir = ckpt::resolve_checkpoint(dir_or_run);
     const ckpt::Manifest m = ckpt::read_manifest(dir);
@@ -45,7 +47,16 @@ void inspect(const std::filesystem::path& dir_or_run) {
                    s.rank, s.tp_rank, s.tp, s.bytes, s.ranges.size(), ckpt::digest_text(s.digest),
                    problem ? "BAD" : "OK", problem ? ": " + *problem : "");
     }
+    std::string manifest_problem;
+    try {
+        train::check_manifest_model(m, (dir / ckpt::kManifestFile).string());
+    } catch (const Error& e) {
+        manifest_problem = e.what();
+    }
+    fmt::print("manifest {}{}\n", manifest_problem.empty() ? "OK" : "BAD: ", manifest_problem);
     fmt::print("{} shard(s), {} bytes, {} BAD\n", m.shards.size(), total, bad);
+    WEFT_CHECK(manifest_problem.empty(),
+               "checkpoint {}: the manifest does not describe its model (BAD above)", dir.string());
     WEFT_CHECK(bad == 0, "checkpoint {}: {} of {} shard files are damaged (BAD above)",
                dir.string(), bad, m.shards.size());
 }

@@ -10,6 +10,7 @@
 #include "weft/ckpt/checkpoint_dir.hpp"
 #include "weft/ckpt/safetensors.hpp"
 #include "weft/core/error.hpp"
+#include "weft/train/manifest_check.hpp"
 
 namespace weft::train {
 
@@ -56,6 +57,13 @@ std::vector<ckpt::ShardRange> shard_ranges(const std::vector<OwnedRange>& owned)
     return out;
 }
 
+nlohmann::json manifest_tensors(const model::ModelConfig& cfg) {
+    nlohmann::json tensors = nlohmann::json::array();
+    for (const model::ParamSpec& t : model::build_param_layout(cfg).tensors)
+        tensors.push_back({{"name", t.name}, {"shape", t.shape}, {"tp_dim", t.tp_dim}});
+    return tensors;
+}
+
 namespace {
 
 CheckpointInfo open_manifest(const fs::path& dir) {
@@ -63,7 +71,7 @@ CheckpointInfo open_manifest(const fs::path& dir) {
     ck.dir = dir;
     ck.manifest = ckpt::read_manifest(dir);
     const std::string where = (dir / ckpt::kManifestFile).string();
-    ck.cfg = model::ModelConfig::from_json(ck.manifest.model, where);
+    ck.cfg = check_manifest_model(ck.manifest, where);
     ck.state = ck.manifest.run;
     ck.state["step"] = ck.manifest.step;
     return ck;
@@ -126,6 +134,17 @@ struct CheckpointReader::Mapped {
     }
 };
 
+model::ParamLayout writer_param_layout(const model::ModelConfig& cfg, int tp_rank, int tp,
+                                       int ep_rank, int ep) {
+    model::ModelShard shard;
+    shard.tp_rank = tp_rank;
+    shard.tp = tp;
+    shard.ep_rank = ep_rank;
+    shard.ep = ep;
+    // The writer padded the vocabulary as its tensor-parallel degree does.
+    return model::build_param_layout(model::config_for_tp(cfg, tp), shard);
+}
+
 CheckpointReader::CheckpointReader(const CheckpointInfo& ck) : ck_(ck) {
     for (size_t s = 0; s < ck_.manifest.shards.size(); ++s) {
         const ckpt::ShardEntry& e = ck_.manifest.shards[s];
@@ -160,14 +179,7 @@ const model::ParamLayout& CheckpointReader::writer_layout(int tp_rank, int tp, i
     const std::array<int, 4> key{tp_rank, tp, ep_rank, ep};
     auto it = writer_layouts_.find(key);
     if (it != writer_layouts_.end()) return it->second;
-    model::ModelShard shard;
-    shard.tp_rank = tp_rank;
-    shard.tp = tp;
-    shard.ep_rank = ep_rank;
-    shard.ep = ep;
-    // The writer padded the vocabulary as its tensor-parallel degree does.
-    return writer_layouts_
-        .emplace(key, model::build_param_layout(model::config_for_tp(ck_.cfg, tp), shard))
+    return writer_layouts_.emplace(key, writer_param_layout(ck_.cfg, tp_rank, tp, ep_rank, ep))
         .first->second;
 }
 

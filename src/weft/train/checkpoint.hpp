@@ -50,14 +50,18 @@ std::vector<OwnedRange> owned_ranges(const parallel::ZeroLayout& z, const std::v
 // the shard file.
 std::vector<ckpt::ShardRange> shard_ranges(const std::vector<OwnedRange>& owned);
 
+// The manifest's "tensors": every logical tensor of `cfg` with its shape and tp split.
+nlohmann::json manifest_tensors(const model::ModelConfig& cfg);
+
 struct CheckpointInfo {
     std::filesystem::path dir;
     model::ModelConfig cfg;
     nlohmann::json state;  // the run settings (seed, batch, learning rate...) and "step"
     ckpt::Manifest manifest;
 };
-// A checkpoint directory or a run directory (its latest). Every shard's size and digest are
-// checked: a damaged checkpoint is an error naming the file.
+// A checkpoint directory or a run directory (its latest). The manifest is checked against its
+// model (manifest_check.hpp) and every shard's size and digest: a damaged checkpoint is an error
+// naming the file.
 CheckpointInfo open_checkpoint(const std::filesystem::path& dir_or_run);
 
 // For --resume: the newest intact committed checkpoint of RUN_DIR, starting at `latest`;
@@ -68,6 +72,11 @@ struct ResumePoint {
     std::string warning;  // empty when latest was intact
 };
 std::optional<ResumePoint> open_resume_checkpoint(const std::filesystem::path& run_dir);
+
+// The parameter layout of the writer of shard tp_rank of tp, ep_rank of ep (its vocabulary padded
+// as that tp pads it): how that writer's stored elements map to the logical tensors.
+model::ParamLayout writer_param_layout(const model::ModelConfig& cfg, int tp_rank, int tp,
+                                       int ep_rank, int ep);
 
 // Reads a checkpoint's logical tensors into any layout (any tp shard of any units).
 class CheckpointReader {

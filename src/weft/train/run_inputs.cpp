@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "weft/ckpt/checkpoint_dir.hpp"
+#include "weft/ckpt/manifest.hpp"
 #include "weft/core/error.hpp"
 #include "weft/data/loader.hpp"
 #include "weft/model/state_io.hpp"
@@ -17,11 +18,19 @@ namespace fs = std::filesystem;
 // The sample order is a function of (seed, step, row of the global batch): resuming with another
 // seed, batch, sequence length or order would silently train on other samples than the
 // interrupted run would have.
-void check_resume_settings(const nlohmann::json& state, const TrainOptions& o) {
+void check_resume_settings(const CheckpointInfo& ck, const TrainOptions& o) {
+    const nlohmann::json& state = ck.state;
     auto same = [&](const char* key, const auto& now, const char* flag,
                     const char* what = "the sample order") {
         if (!state.contains(key)) return;
-        const auto then = state[key].get<std::decay_t<decltype(now)>>();
+        std::decay_t<decltype(now)> then;
+        try {
+            then = state[key].get<std::decay_t<decltype(now)>>();
+        } catch (const nlohmann::json::exception&) {
+            fail("{}: run.{} is {} ({}), expected a value of {} like {}",
+                 (ck.dir / ckpt::kManifestFile).string(), key, state[key].dump(),
+                 state[key].type_name(), flag, nlohmann::json(now).dump());
+        }
         WEFT_CHECK(then == now,
                    "resuming with {} {} but the checkpoint was trained with {}; {} would change "
                    "(use the same value, or start a new run from the checkpoint's weights)",
@@ -104,7 +113,7 @@ RunInputs open_run_inputs(const TrainOptions& o, bool root) {
                    vp.string(), in.val->size(), o.batch_size, o.seq_len);
     }
     if (in.resume_from) {
-        check_resume_settings(in.resume_from->state, o);
+        check_resume_settings(*in.resume_from, o);
         in.start_step = in.resume_from->state.at("step").get<int64_t>();
     }
     return in;

@@ -241,9 +241,7 @@ void CheckpointSaver::commit() {
     m.layout = mesh.layout().describe();
     m.model = cfg.to_json();
     m.run = p.run;
-    m.tensors = nlohmann::json::array();
-    for (const model::ParamSpec& t : model::build_param_layout(cfg).tensors)
-        m.tensors.push_back({{"name", t.name}, {"shape", t.shape}, {"tp_dim", t.tp_dim}});
+    m.tensors = manifest_tensors(cfg);
     for (int r = 0; r < mesh.world_size(); ++r) {
         const RankPlan plan = r == 0 ? RankPlan{} : plan_rank(st_, r);
         const RankPlan& rp = r == 0 ? plan_ : plan;

@@ -1,7 +1,7 @@
 // The sharded checkpoint's manifest, digests and shard writer: a manifest survives a round trip,
-// every malformed field is an error naming it, a version-1 checkpoint and a Hugging Face
-// directory are refused clearly, a truncated or altered shard is found, and the asynchronous
-// writer writes what the synchronous one does.
+// every malformed or mistyped field is an error naming it, a version-1 checkpoint and a Hugging
+// Face directory are refused clearly, a truncated or altered shard is found, and the
+// asynchronous writer writes what the synchronous one does.
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -89,7 +89,16 @@ TEST(Manifest, MalformedFieldsAreNamed) {
     EXPECT_TRUE(contains(bad([](auto& j) { j["shards"][0]["ranges"][0][0] = "grad"; }),
                          "has state 'grad'"));
     EXPECT_TRUE(contains(bad([](auto& j) { j["shards"][1]["tp_rank"] = 1; }), "tp_rank 1 of tp 1"));
-    EXPECT_TRUE(contains(bad([](auto& j) { j.erase("step"); }), "malformed manifest"));
+    EXPECT_TRUE(contains(bad([](auto& j) { j.erase("step"); }), "m.json: step is missing"));
+    // A field of another JSON type names its path, not nlohmann's "type must be number".
+    EXPECT_TRUE(contains(bad([](auto& j) { j["shards"][1]["tp"] = "1"; }),
+                         "m.json: shards[1].tp is \"1\" (string), expected an integer"));
+    EXPECT_TRUE(contains(bad([](auto& j) { j["shards"][0]["ranges"][1][3] = 2.5; }),
+                         "m.json: shards[0].ranges[1][3] is 2.5 (number), expected an integer"));
+    EXPECT_TRUE(contains(bad([](auto& j) { j["tensors"][0]["shape"][1] = 0; }),
+                         "m.json: tensors[0].shape is [10,0], expected positive integers"));
+    EXPECT_TRUE(contains(bad([](auto& j) { j["shards"][1]["ranges"][0][1] = "wpe.weight"; }),
+                         "names tensor 'wpe.weight', which the manifest's tensors do not list"));
 }
 
 TEST(Manifest, VersionOneAndUncommittedAreRefused) {
