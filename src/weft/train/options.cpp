@@ -79,16 +79,10 @@ std::string TrainOptions::first_model_flag() const {
     return {};
 }
 
-void TrainOptions::check_model_flags(const model::ModelConfig& cfg, const std::string& source,
-                                     const std::string& holder) const {
-    const std::string flag = first_model_flag();
-    if (flag.empty()) return;
-    // The same command line again with --resume (or with --model-dir beside the preset it holds)
-    // is the usual way to run: flags that name the source's own architecture are fine. The
-    // --moe-* training coefficients may differ without changing the model.
-    // Shape flags alone reshape the source's model.
-    model::ModelConfig asked = reshaped(model_given ? model::model_preset(model) : cfg, n_layer,
-                                        n_head, n_embd, n_positions);
+void check_same_model(model::ModelConfig asked, const model::ModelConfig& cfg,
+                      const std::string& source, const std::string& flag,
+                      const std::string& holder) {
+    // The --moe-* training coefficients may differ without changing the model.
     asked.moe_aux_loss_coef = cfg.moe_aux_loss_coef;
     asked.moe_z_loss_coef = cfg.moe_z_loss_coef;
     asked.moe_capacity_factor = cfg.moe_capacity_factor;
@@ -109,6 +103,18 @@ void TrainOptions::check_model_flags(const model::ModelConfig& cfg, const std::s
                "{}: {} asks for another model than {} holds ({}); {} gives the model, so drop "
                "the model flags or give its own values, or start a new run",
                source, flag, holder, field, holder);
+}
+
+void TrainOptions::check_model_flags(const model::ModelConfig& cfg, const std::string& source,
+                                     const std::string& holder) const {
+    const std::string flag = first_model_flag();
+    if (flag.empty()) return;
+    // The same command line again with --resume (or with --model-dir beside the preset it holds)
+    // is the usual way to run: flags that name the source's own architecture are fine. Shape
+    // flags alone reshape the source's model.
+    check_same_model(reshaped(model_given ? model::model_preset(model) : cfg, n_layer, n_head,
+                              n_embd, n_positions),
+                     cfg, source, flag, holder);
 }
 
 void TrainOptions::apply_moe_overrides(model::ModelConfig& cfg, const std::string& name) const {

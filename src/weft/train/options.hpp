@@ -16,6 +16,13 @@ namespace weft::train {
 model::ModelConfig reshaped_preset(const std::string& preset, int64_t n_layer, int64_t n_head,
                                    int64_t n_embd, int64_t n_positions);
 
+// An error when `asked` (what `flag` asks for) is another architecture than `cfg`, the model
+// that `holder` (a checkpoint, a config.json) gives; `source` names what is being done. The
+// --moe-* training coefficients may differ.
+void check_same_model(model::ModelConfig asked, const model::ModelConfig& cfg,
+                      const std::string& source, const std::string& flag,
+                      const std::string& holder);
+
 // The flags `weft train` and `weft bench train` both take that size a run: --steps, --batch-size
 // and --seq-len at least 1, --threads and --peak-gflops (0: choose, measure) not negative,
 // --threads at most the node's cores.

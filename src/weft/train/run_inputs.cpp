@@ -87,7 +87,13 @@ RunInputs open_run_inputs(const TrainOptions& o, bool root) {
     model::ModelConfig cfg = o.model_config();
     if (resume_from) {
         cfg = resume_from->cfg;
-        o.check_model_flags(cfg, "resuming " + resume_from->dir.string(), "the checkpoint");
+        const std::string source = "resuming " + resume_from->dir.string();
+        o.check_model_flags(cfg, source, "the checkpoint");
+        // A --model-dir beside --resume names a model too (the first command line's, given
+        // again): a missing one or one of another model is refused as --model is, not ignored.
+        if (!o.model_dir.empty())
+            check_same_model(model::read_hf_model_config(o.model_dir), cfg, source,
+                             "--model-dir " + o.model_dir.string(), "the checkpoint");
     } else if (!o.model_dir.empty()) {
         cfg = model::read_hf_model_config(o.model_dir);
         o.check_model_flags(cfg, "--model-dir " + o.model_dir.string(), "its config.json");
