@@ -85,6 +85,11 @@ sed 's/"n_embd": 64/"n_embd": 1099511627776/' hf/config.json > hf_wide/config.js
 sed 's/"vocab_size": 50257/"vocab_size": 1000000000000/' hf/config.json > hf_vocab/config.json
 expect_error "hf_wide/config.json: n_embd 1099511627776 is past what weft can hold (at most 2147483647)" runs/s -- train "${common[@]}" --model-dir hf_wide --out runs/s
 expect_error "hf_vocab/config.json: vocab_size 1000000000000 is past what weft can hold" "" -- eval --model-dir hf_vocab --data data/tinyshakespeare_val.bin
+# A model one process cannot hold: eval, sample and export refuse it before reading a weight.
+mkdir hf_deep && cp hf/model.safetensors hf_deep/
+sed 's/"n_layer": 2/"n_layer": 2000000/' hf/config.json > hf_deep/config.json
+expect_error "the model of hf_deep needs about" "" -- eval --model-dir hf_deep --data data/tinyshakespeare_val.bin --batch-size 1 --seq-len 8
+expect_error "of fp32 weights), but the node has" "" -- sample --model-dir hf_deep --tokenizer-dir "$SRC/data" --tokens 1
 expect_error "model 'llama-3-8b' needs about 119.7 GiB on this node's 1 rank(s)" runs/s -- train "${common[@]}" --model llama-3-8b --out runs/s
 expect_error "or more ranks on more nodes to divide its state (--zero 1-3 over dp, --tp, --pp)" runs/s -- train "${common[@]}" --model llama-3-8b --out runs/s
 ulimit -S -v "$vm_limit"

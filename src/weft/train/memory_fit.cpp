@@ -38,6 +38,17 @@ int64_t meminfo_available() {
     return -1;
 }
 
+// The one message of a refusal: the need, the node's free memory and the share a run may take,
+// and `expected`, what would shrink the need.
+[[noreturn]] void refuse_need(const std::string& what, double need, int ranks,
+                              const std::string& detail, int64_t available, const char* expected) {
+    fail(
+        "{} needs about {:.1f} GiB on this node's {} rank(s) ({}), but the node has {:.1f} GiB "
+        "available and a run may take {:.0f}% of it ({:.1f} GiB); expected {}",
+        what, gib(need), ranks, detail, gib(double(available)), 100 * kMemoryHeadroom,
+        gib(kMemoryHeadroom * double(available)), expected);
+}
+
 }  // namespace
 
 int64_t available_memory_bytes() {
@@ -70,15 +81,11 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
     // model is refused here rather than while its layout is built.
     const double floor = (prec.param + prec.grad + prec.optimizer) * params / world * local;
     auto refuse = [&](double need, const std::string& detail, bool state) {
-        fail(
-            "{} needs about {:.1f} GiB on this node's {} rank(s) ({}), but the node has {:.1f} "
-            "GiB available and a run may take {:.0f}% of it ({:.1f} GiB); expected {}",
-            what, gib(need), local, detail, gib(double(available)), 100 * kMemoryHeadroom,
-            gib(limit),
-            state ? "a smaller model (fewer layers, a smaller width), or more ranks on more "
-                    "nodes to divide its state (--zero 1-3 over dp, --tp, --pp)"
-                  : "a smaller --micro-batch-size or --seq-len, --recompute, or more ranks on "
-                    "more nodes to divide the activations (--tp, --cp, --pp)");
+        refuse_need(what, need, local, detail, available,
+                    state ? "a smaller model (fewer layers, a smaller width), or more ranks on "
+                            "more nodes to divide its state (--zero 1-3 over dp, --tp, --pp)"
+                          : "a smaller --micro-batch-size or --seq-len, --recompute, or more "
+                            "ranks on more nodes to divide the activations (--tp, --cp, --pp)");
     };
     if (floor > limit)
         refuse(floor,
@@ -120,6 +127,16 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
                            gib(most.weights), gib(most.grads), gib(most.optimizer),
                            gib(most.activations), gib(most.buffers)),
                most.activations + most.buffers < most.weights + most.grads + most.optimizer);
+}
+
+void check_weights_fit(const model::ModelConfig& cfg, const std::string& what) {
+    const int64_t available = available_memory_bytes();
+    if (available <= 0) return;
+    const double params = double(cfg.num_parameters()), need = 4 * params;
+    if (need > kMemoryHeadroom * double(available))
+        refuse_need(what, need, 1,
+                    fmt::format("{:.3g} parameters x 4 bytes of fp32 weights", params), available,
+                    "a smaller model, or weft train's layouts to spread it over ranks");
 }
 
 }  // namespace weft::train

@@ -35,4 +35,8 @@ inline constexpr double kMemoryHeadroom = 0.9;
 // from), gives the need, the limit and what would shrink the need.
 void check_memory_fits(const RunShape& run, const std::string& what);
 
+// The same for a command that holds a whole model in one process (eval, sample, export, ckpt
+// convert): its fp32 weights, the bulk of what it allocates, against the node's free memory.
+void check_weights_fit(const model::ModelConfig& cfg, const std::string& what);
+
 }  // namespace weft::train

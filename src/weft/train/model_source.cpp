@@ -4,6 +4,7 @@
 #include "weft/model/family.hpp"
 #include "weft/model/state_io.hpp"
 #include "weft/train/checkpoint.hpp"
+#include "weft/train/memory_fit.hpp"
 
 namespace weft::train {
 
@@ -24,6 +25,8 @@ ModelSource open_model_source(const std::filesystem::path& model_dir,
 }
 
 LoadedModel load_model(const ModelSource& source) {
+    check_weights_fit(source.cfg, "the model of " + (source.ckpt ? source.ckpt->dir.string()
+                                                                 : source.model_dir.string()));
     LoadedModel m;
     m.model = model::make_model(source.cfg);
     m.params = Buffer(m.model->layout().total);
