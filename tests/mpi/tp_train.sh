@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Tensor parallelism end to end: tp_train.sh <weft> <dp_check> <source dir> <mode> [N]
-#   parity N   5 steps against the single-process run (every step's loss within 1e-5 relative,
+#   parity N   5 steps against the single-process run (every step's loss within 1e-6 relative,
 #              final weights within 1e-4; the checkpoint is assembled from the shards): tp N with
 #              and without --sequence-parallel on tiny (4 heads); above tp 4, on a width-128
 #              model with 8 heads instead
@@ -23,7 +23,9 @@ parity)
   for sp in "" --sequence-parallel; do
     name=tp${N}${sp:+_sp}
     train "$N" $name "${model[@]}" --steps 5 --tp "$N" $sp
-    same_as_ref $name ref
+    # Only the order of the ranks' partial sums differs from one process (docs/tensor_parallel.md):
+    # measured 6e-9 at tp 2; 1e-6 catches an error of issue 31's 2.3e-6 size.
+    same_as_ref $name ref 5 1e-6
   done
   ;;
 dp)
