@@ -1,6 +1,5 @@
 #include "weft/ckpt/hf_llama_config.hpp"
 
-#include <map>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
@@ -13,8 +12,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-constexpr std::string_view kSupported = "\"gpt2\", \"llama\" and \"mixtral\"";
 
 // nullptr when the key is absent or null: transformers treats both as "use the default".
 const json* value_of(const json& obj, std::string_view key) {
@@ -59,47 +56,6 @@ int64_t token_id(const json& v, std::string_view key, const fs::path& file) {
                "{}: \"{}\" holds {}, expected a non-negative integer token id", file.string(), key,
                v.dump());
     return v.get<int64_t>();
-}
-
-// The architectures entry of each family weft reads.
-const std::map<std::string, std::string, std::less<>> kFamilyOfArchitecture = {
-    {"GPT2LMHeadModel", "gpt2"}, {"LlamaForCausalLM", "llama"}, {"MixtralForCausalLM", "mixtral"}};
-
-std::string family_of(const json& config, const fs::path& file) {
-    std::string from_arch;  // empty when architectures does not name one class weft knows
-    if (const json* arch = value_of(config, "architectures");
-        arch && arch->is_array() && arch->size() == 1 && (*arch)[0].is_string()) {
-        auto it = kFamilyOfArchitecture.find((*arch)[0].get<std::string>());
-        if (it != kFamilyOfArchitecture.end()) from_arch = it->second;
-    }
-    const json* type = value_of(config, "model_type");
-    if (!type) {
-        WEFT_CHECK(!from_arch.empty(),
-                   "{} has no \"model_type\" and no architectures weft knows (expected model_type "
-                   "{})",
-                   file.string(), kSupported);
-        return from_arch;
-    }
-    WEFT_CHECK(type->is_string(), "{}: model_type is {}, expected a string ({})", file.string(),
-               type->dump(), kSupported);
-    const std::string t = type->get<std::string>();
-    // Both are Llama-shaped except for one thing weft's Llama does not compute, which would
-    // change the outputs; a clear refusal beats a model that loads and answers differently.
-    WEFT_CHECK(t != "mistral",
-               "{}: model_type \"mistral\" is not supported: Mistral uses sliding-window "
-               "attention, which weft does not implement (weft supports {})",
-               file.string(), kSupported);
-    WEFT_CHECK(t != "qwen2",
-               "{}: model_type \"qwen2\" is not supported: Qwen2 has biases on its q/k/v "
-               "projections, which weft's Llama does not (weft supports {})",
-               file.string(), kSupported);
-    WEFT_CHECK(t == "gpt2" || t == "llama" || t == "mixtral",
-               "{}: model_type \"{}\" is not supported (weft supports {})", file.string(), t,
-               kSupported);
-    WEFT_CHECK(from_arch.empty() || from_arch == t,
-               "{}: model_type is \"{}\" but architectures is {}, a \"{}\" class", file.string(), t,
-               config["architectures"].dump(), from_arch);
-    return t;
 }
 
 // rope_scaling (transformers 4.x) or rope_parameters (5.x, which also holds rope_theta). Which
@@ -162,23 +118,32 @@ void read_rope(const json& config, const fs::path& file, HfLlamaConfig& c) {
 
 }  // namespace
 
-std::string read_hf_model_type(const fs::path& model_dir) {
+HfModelId read_hf_model_id(const fs::path& model_dir) {
     const fs::path file = model_dir / "config.json";
-    return family_of(read_config_json(file, "a Hugging Face model directory"), file);
+    const json config = read_config_json(file, "a Hugging Face model directory");
+    HfModelId id;
+    if (const json* type = value_of(config, "model_type")) {
+        WEFT_CHECK(type->is_string(), "{}: model_type is {}, expected a string", file.string(),
+                   type->dump());
+        id.model_type = type->get<std::string>();
+    }
+    if (const json* arch = value_of(config, "architectures");
+        arch && arch->is_array() && arch->size() == 1 && (*arch)[0].is_string())
+        id.architecture = (*arch)[0].get<std::string>();
+    return id;
 }
 
 HfLlamaConfig read_hf_llama_config(const fs::path& model_dir) {
     const fs::path file = model_dir / "config.json";
     const json config = read_config_json(file, "a Hugging Face model directory");
 
-    std::string family = "llama";
-    if (value_of(config, "model_type")) {
-        family = family_of(config, file);
-        WEFT_CHECK(family == "llama" || family == "mixtral",
-                   "{}: model_type is \"{}\", expected \"llama\" or \"mixtral\"", file.string(),
-                   family);
-    }
-    const bool mixtral = family == "mixtral";
+    // Which family reads a directory is the model registry's to say (model/family.cpp); this
+    // reader takes the two types it knows how to read.
+    const json* type = value_of(config, "model_type");
+    WEFT_CHECK(!type || *type == "llama" || *type == "mixtral",
+               "{}: model_type is {}, expected \"llama\" or \"mixtral\"", file.string(),
+               type ? type->dump() : "");
+    const bool mixtral = type && *type == "mixtral";
     const char* causal_lm = mixtral ? "MixtralForCausalLM" : "LlamaForCausalLM";
     // Other heads on the same body (LlamaForSequenceClassification, ...) have other tensors.
     if (const json* arch = value_of(config, "architectures"))

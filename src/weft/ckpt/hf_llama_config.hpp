@@ -56,10 +56,12 @@ HfLlamaConfig read_hf_llama_config(const std::filesystem::path& model_dir);
 // (a MixtralConfig when num_local_experts > 0).
 void write_hf_llama_config(const std::filesystem::path& model_dir, const HfLlamaConfig& c);
 
-// The model type MODEL_DIR/config.json describes: "gpt2", "llama" or "mixtral", from "model_type"
-// (or, when that is absent, from "architectures"). "mistral" and "qwen2" are refused with the
-// reason (sliding window attention, q/k/v biases) and any other type with the list of supported
-// ones.
-std::string read_hf_model_type(const std::filesystem::path& model_dir);
+// What MODEL_DIR/config.json says it is: its "model_type" and its one "architectures" class,
+// each empty when absent (or, for architectures, not a list of one string). Which family that
+// is, and whether weft has it, is the model registry's to decide (model::read_hf_model_config).
+struct HfModelId {
+    std::string model_type, architecture;
+};
+HfModelId read_hf_model_id(const std::filesystem::path& model_dir);
 
 }  // namespace weft::ckpt

@@ -28,15 +28,46 @@ const Family& family(const std::string& name) {
     fail("unknown model family '{}'; expected one of: {}", name, fmt::join(family_names(), ", "));
 }
 
-const Family& family_for_hf_type(const std::string& model_type, const std::string& where) {
+namespace {
+
+// Hugging Face models that look like a family weft has but compute something it does not: a
+// clear refusal beats a model that loads and answers differently.
+const std::vector<std::pair<std::string, std::string>> kRefusedHfTypes = {
+    {"mistral", "Mistral uses sliding-window attention, which weft does not implement"},
+    {"qwen2", "Qwen2 has biases on its q/k/v projections, which weft's Llama does not"},
+};
+
+}  // namespace
+
+const Family& family_for_hf(const ckpt::HfModelId& id, const std::string& file) {
     std::vector<std::string> known;
+    const Family* by_type = nullptr;
+    const Family* by_arch = nullptr;
+    std::string arch_type;  // the model_type the architectures class belongs to
     for (const Family* f : families())
-        for (const std::string& t : f->hf_model_types) {
-            if (t == model_type) return *f;
-            known.push_back(t);
+        for (const HfModelType& t : f->hf_model_types) {
+            known.push_back(fmt::format("\"{}\"", t.model_type));
+            if (t.model_type == id.model_type) by_type = f;
+            if (t.architecture == id.architecture) by_arch = f, arch_type = t.model_type;
         }
-    fail("{}: model_type \"{}\" is not an architecture weft implements; expected one of: {}", where,
-         model_type, fmt::join(known, ", "));
+    const std::string supported = fmt::format("{}", fmt::join(known, ", "));
+    if (id.model_type.empty()) {
+        WEFT_CHECK(by_arch,
+                   "{} has no \"model_type\" and no architectures weft knows (expected model_type "
+                   "{})",
+                   file, supported);
+        return *by_arch;
+    }
+    for (const auto& [type, reason] : kRefusedHfTypes)
+        WEFT_CHECK(id.model_type != type,
+                   "{}: model_type \"{}\" is not supported: {} (weft supports {})", file, type,
+                   reason, supported);
+    WEFT_CHECK(by_type, "{}: model_type \"{}\" is not supported (weft supports {})", file,
+               id.model_type, supported);
+    WEFT_CHECK(!by_arch || arch_type == id.model_type,
+               "{}: model_type is \"{}\" but architectures is [\"{}\"], a \"{}\" class", file,
+               id.model_type, id.architecture, arch_type);
+    return *by_type;
 }
 
 std::unique_ptr<Model> make_model(const ModelConfig& cfg, const ModelShard& shard, TpComm* tp,

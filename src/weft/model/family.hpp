@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "weft/ckpt/hf_llama_config.hpp"
 #include "weft/model/config.hpp"
 #include "weft/model/model.hpp"
 #include "weft/model/params.hpp"
@@ -53,10 +54,17 @@ struct HfTensorName {
     bool per_index = false;
 };
 
+// A Hugging Face model a family reads: config.json's model_type and the one architectures class
+// that goes with it (the causal-LM head; another head has other tensors).
+struct HfModelType {
+    std::string model_type, architecture;
+};
+
 struct Family {
     std::string name;
-    // Hugging Face config.json model_type values this family reads.
-    std::vector<std::string> hf_model_types;
+    // The Hugging Face models this family reads: the one registry of them (model/family.cpp
+    // resolves a directory's config.json against every family's list).
+    std::vector<HfModelType> hf_model_types;
     // Preset names and their configs.
     std::vector<std::pair<std::string, ModelConfig>> presets;
 
@@ -95,8 +103,11 @@ const Family& family(const std::string& name);
 inline const Family& family_of(const ModelConfig& cfg) {
     return family(cfg.family);
 }
-// The family whose hf_model_types holds `model_type` (config.json's).
-const Family& family_for_hf_type(const std::string& model_type, const std::string& where);
+// The family that reads a Hugging Face directory whose config.json (`file`) says `id`: by its
+// model_type, or by its architectures class when model_type is absent; the two must agree.
+// Known architectures weft does not compute are refused with the reason, others with the list
+// of those it reads.
+const Family& family_for_hf(const ckpt::HfModelId& id, const std::string& file);
 
 // The model for `cfg` (its family's make).
 std::unique_ptr<Model> make_model(const ModelConfig& cfg, const ModelShard& shard = {},

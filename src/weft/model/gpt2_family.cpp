@@ -118,7 +118,7 @@ HfTensorName hf_tensor(const ModelConfig&, const ParamSpec& p) {
 const Family& gpt2_family() {
     static const Family f{
         "gpt2",
-        {"gpt2"},
+        {{"gpt2", "GPT2LMHeadModel"}},
         {{"tiny", preset(2, 4, 64, 256)},
          {"gpt2", preset(12, 12, 768)},
          {"gpt2-medium", preset(24, 16, 1024)},

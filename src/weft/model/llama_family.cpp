@@ -234,7 +234,7 @@ HfTensorName hf_tensor(const ModelConfig&, const ParamSpec& p) {
 const Family& llama_family() {
     static const Family f{
         "llama",
-        {"llama", "mixtral"},
+        {{"llama", "LlamaForCausalLM"}, {"mixtral", "MixtralForCausalLM"}},
         {
             // Tests: 2 layers, 8 query heads sharing 4 key/value heads (so tp 2 and 4 split
             // both), untied head, GPT-2's vocabulary for the bundled corpus.

@@ -248,8 +248,8 @@ void read_hf_weights(const ckpt::HfWeights& w, const ModelConfig& cfg, const Par
 }
 
 ModelConfig read_hf_model_config(const std::filesystem::path& dir) {
-    const std::string model_type = ckpt::read_hf_model_type(dir);
-    return family_for_hf_type(model_type, (dir / "config.json").string()).read_hf_config(dir);
+    return family_for_hf(ckpt::read_hf_model_id(dir), (dir / "config.json").string())
+        .read_hf_config(dir);
 }
 
 void write_hf_model(const std::filesystem::path& dir, const ModelConfig& cfg,

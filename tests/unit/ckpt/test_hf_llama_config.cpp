@@ -76,7 +76,7 @@ TEST(HfLlamaConfig, ReadsSmolLM135M) {
     EXPECT_EQ(c.bos_token_id, 0);
     EXPECT_EQ(c.eos_token_id, 0);
     EXPECT_TRUE(c.eos_token_ids.empty());
-    EXPECT_EQ(read_hf_model_type(dir.path()), "llama");
+    EXPECT_EQ(read_hf_model_id(dir.path()).model_type, "llama");
 }
 
 TEST(HfLlamaConfig, ReadsLlama31_8B) {
@@ -329,11 +329,6 @@ TEST(HfLlamaConfig, ErrorModelType) {
         j.erase("architectures");
     });
     EXPECT_TRUE(contains(e, "model_type is \"gpt2\", expected \"llama\"")) << e;
-    e = error_with(dir, [](json& j) { j["model_type"] = "mistral"; });
-    EXPECT_TRUE(contains(e,
-                         "model_type \"mistral\" is not supported: Mistral uses sliding-window "
-                         "attention"))
-        << e;
 }
 
 TEST(HfLlamaConfig, ErrorBadTokenIds) {
@@ -361,40 +356,22 @@ TEST(HfLlamaConfig, WriteErrors) {
     EXPECT_TRUE(contains(e, "eos_token_ids starts with 128001 but eos_token_id is 5")) << e;
 }
 
-TEST(HfModelType, Families) {
+// What config.json says, unjudged: model/family.cpp's registry decides (test_family).
+TEST(HfModelId, ReadsTypeAndArchitecture) {
     TempDir dir;
-    const std::string file = (dir / "config.json").string();
-    auto type_of = [&](const std::string& text) {
+    auto id_of = [&](const std::string& text) {
         test::write_bytes(dir / "config.json", text);
-        return read_hf_model_type(dir.path());
+        return read_hf_model_id(dir.path());
     };
-    EXPECT_EQ(type_of(R"({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]})"), "gpt2");
-    EXPECT_EQ(type_of(R"({"model_type": "llama"})"), "llama");
-    // Without model_type the architecture decides.
-    EXPECT_EQ(type_of(R"({"architectures": ["LlamaForCausalLM"]})"), "llama");
-    EXPECT_EQ(type_of(R"({"architectures": ["GPT2LMHeadModel"]})"), "gpt2");
-
-    std::string e = error_of([&] { type_of(R"({"model_type": "mistral"})"); });
-    EXPECT_TRUE(contains(e, file + ": model_type \"mistral\" is not supported: Mistral uses "
-                                   "sliding-window attention"))
-        << e;
-    EXPECT_TRUE(contains(e, "weft supports \"gpt2\", \"llama\" and \"mixtral\"")) << e;
-    e = error_of([&] { type_of(R"({"model_type": "qwen2"})"); });
-    EXPECT_TRUE(contains(e,
-                         "model_type \"qwen2\" is not supported: Qwen2 has biases on its q/k/v "
-                         "projections"))
-        << e;
-    e = error_of([&] { type_of(R"({"model_type": "gemma"})"); });
-    EXPECT_TRUE(contains(e, file + ": model_type \"gemma\" is not supported (weft supports "
-                                   "\"gpt2\", \"llama\" and \"mixtral\")"))
-        << e;
-    e = error_of([&] { type_of(R"({"n_embd": 768})"); });
-    EXPECT_TRUE(contains(e, file + " has no \"model_type\"")) << e;
-    e = error_of(
-        [&] { type_of(R"({"model_type": "gpt2", "architectures": ["LlamaForCausalLM"]})"); });
-    EXPECT_TRUE(contains(e, "model_type is \"gpt2\" but architectures is [\"LlamaForCausalLM\"]"))
-        << e;
-    e = error_of([&] { read_hf_model_type(dir / "nope"); });
+    HfModelId id = id_of(R"({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]})");
+    EXPECT_EQ(id.model_type, "gpt2");
+    EXPECT_EQ(id.architecture, "GPT2LMHeadModel");
+    id = id_of(R"({"architectures": ["A", "B"]})");
+    EXPECT_EQ(id.model_type, "");
+    EXPECT_EQ(id.architecture, "");
+    std::string e = error_of([&] { id_of(R"({"model_type": 3})"); });
+    EXPECT_TRUE(contains(e, "model_type is 3, expected a string")) << e;
+    e = error_of([&] { read_hf_model_id(dir / "nope"); });
     EXPECT_TRUE(contains(e, "cannot read")) << e;
 }
 
