@@ -129,6 +129,8 @@ nlohmann::json ModelConfig::to_json() const {
         j["head_dim"] = head_dim();
         j["rope_theta"] = rope_theta;
         j["tie_embeddings"] = tie_embeddings;
+        // Only when on: configs and checkpoints from before it read and compare the same.
+        if (qkv_bias) j["qkv_bias"] = qkv_bias;
         if (n_experts > 0) {
             j["n_experts"] = n_experts;
             j["experts_per_token"] = experts_per_token;
@@ -175,6 +177,7 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& w
     get_opt("head_dim", c.n_head_dim);
     get_opt("rope_theta", c.rope_theta);
     get_opt("tie_embeddings", c.tie_embeddings);
+    get_opt("qkv_bias", c.qkv_bias);
     get_opt("n_experts", c.n_experts);
     get_opt("experts_per_token", c.experts_per_token);
     get_opt("moe_renormalize", c.moe_renormalize);

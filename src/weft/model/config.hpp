@@ -38,6 +38,8 @@ struct ModelConfig {
     double rope_theta = 10000.0;
     RopeScalingConfig rope_scaling;
     bool tie_embeddings = true;  // the output head is the token embedding
+    // A bias on the q, k and v projections, none on o_proj (Qwen2; llama.hpp).
+    bool qkv_bias = false;
 
     // Mixture of experts (Llama family; model/moe_block.hpp). With n_experts > 0 every layer's
     // MLP is a router and n_experts SwiGLU experts of width ffn(), experts_per_token (top-k) of

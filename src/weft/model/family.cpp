@@ -5,12 +5,14 @@
 #include "weft/core/error.hpp"
 #include "weft/model/gpt2_family.hpp"
 #include "weft/model/llama_family.hpp"
+#include "weft/model/qwen2_family.hpp"
 
 namespace weft::model {
 
 const std::vector<const Family*>& families() {
     // The registry: a new family adds its files and one line here.
-    static const std::vector<const Family*> all = {&gpt2_family(), &llama_family()};
+    static const std::vector<const Family*> all = {&gpt2_family(), &llama_family(),
+                                                   &qwen2_family()};
     return all;
 }
 
@@ -34,7 +36,6 @@ namespace {
 // clear refusal beats a model that loads and answers differently.
 const std::vector<std::pair<std::string, std::string>> kRefusedHfTypes = {
     {"mistral", "Mistral uses sliding-window attention, which weft does not implement"},
-    {"qwen2", "Qwen2 has biases on its q/k/v projections, which weft's Llama does not"},
 };
 
 }  // namespace

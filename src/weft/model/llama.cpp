@@ -290,6 +290,12 @@ LlamaBlock Llama::block(float* base, int layer) const {
                  nullptr,
                  nullptr,
                  {}};
+    if (cfg_.qkv_bias) {
+        const int last = layout_.units[size_t(u)].tensors;
+        b.qkv_b = unit_tensor(base, layout_, u, last - 3);
+        WEFT_CHECK(unit_tensor(base, layout_, u, last - 1) == b.qkv_b + (NH_ + NKV_) * HS_,
+                   "internal: the q/k/v biases of layer {} are not contiguous", layer);
+    }
     if (moe_) {
         b.moe = {unit_tensor(base, layout_, u, 6), unit_tensor(base, layout_, u, 7),
                  unit_tensor(base, layout_, u, 8), unit_tensor(base, layout_, u, 9)};
@@ -376,7 +382,7 @@ void Llama::block_forward_from(LlamaActivations& a, const LlamaBlock& p, int l, 
 
     k::rmsnorm_forward(tp_.own_rows(ln1, R), a.rstd1.data() + s * R, x, p.ln1_w, R, C, cfg_.ln_eps);
     tp_.gather_rows(ln1, R);
-    keep_and_project(qkv, ln1, a.ln1, at_ln, p.qkv_w, nullptr, BT, C, qkv_);
+    keep_and_project(qkv, ln1, a.ln1, at_ln, p.qkv_w, p.qkv_b, BT, C, qkv_);
     w.progress();
     const kernels::RopeTable& table = rope(cfg_.n_positions);
     rope_rows(qkv, B, T, NH_, HS_, qkv_, pos0, a.positions, table, false);
@@ -536,7 +542,7 @@ void Llama::block_backward(Activations& base, UnitAccess& w, int l) {
     const kernels::RopeTable& table = rope(cfg_.n_positions);
     rope_rows(dqkv_.data(), B, T, NH_, HS_, qkv_, 0, a.positions, table, true);
     rope_rows(dqkv_.data() + A, B, T, NKV_, HS_, qkv_, 0, a.positions, table, true);
-    backward_kept(dC, g.qkv_w, nullptr, dqkv_.data(), a.ln1, at_ln, p.qkv_w, BT, C, qkv_);
+    backward_kept(dC, g.qkv_w, g.qkv_b, dqkv_.data(), a.ln1, at_ln, p.qkv_w, BT, C, qkv_);
     k::rmsnorm_backward(dres, gln1, tp_.sum_input_grad(dC, BT, R, rows_.data()), x, p.ln1_w,
                         a.rstd1.data() + s * R, R, C);
     if (sp_) {

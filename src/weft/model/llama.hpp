@@ -14,6 +14,10 @@
 // packed [q | k | v] rows the attention kernel reads; gate and up likewise give [gate | up]
 // rows for the SwiGLU kernel. (n_embd must be a multiple of 16 so that no alignment padding
 // falls between them.)
+//
+// With ModelConfig::qkv_bias (Qwen2) the product adds a bias to q, k and v before the rotary
+// embedding, as transformers does; its three tensors close the block's unit back to back, one
+// [(NH + 2 NKV) HS / tp] bias split over tp like the rows of q/k/v.
 #include <cstdint>
 #include <memory>
 
@@ -59,10 +63,12 @@ struct LlamaActivations : Activations {
     std::vector<std::vector<double>> moe_counts;  // per layer of the span
 };
 
-// A block's tensors; a dense block has gu_w and down_w, an MoE block moe.
+// A block's tensors; a dense block has gu_w and down_w, an MoE block moe. qkv_b is the packed
+// [q | k | v] bias with ModelConfig::qkv_bias (Qwen2), else null.
 struct LlamaBlock {
     float *ln1_w, *qkv_w, *o_w, *ln2_w, *gu_w, *down_w;
     MoeWeights moe;
+    float* qkv_b = nullptr;
 };
 
 class Llama : public Model {

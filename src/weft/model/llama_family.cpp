@@ -51,6 +51,12 @@ void validate(const ModelConfig& c, const std::string& where) {
                "{}: weft's Llama needs a hidden size that is a multiple of 16, got {} (its q/k/v "
                "and gate/up weights are multiplied as one matrix each)",
                where, c.n_embd);
+    // Under tp a rank's q and k/v biases are (NH or NKV) / tp heads; a multiple of 16 floats
+    // each leaves no alignment padding between them (Llama::block).
+    WEFT_CHECK(!c.qkv_bias || c.head_dim() % 16 == 0,
+               "{}: head_dim {} must be a multiple of 16 for q/k/v biases (weft adds them as one "
+               "packed bias)",
+               where, c.head_dim());
     WEFT_CHECK(c.rope_theta > 0, "{}: rope_theta must be positive, got {}", where, c.rope_theta);
     const std::string& t = c.rope_scaling.type;
     WEFT_CHECK(t.empty() || t == "linear" || t == "llama3",
@@ -77,6 +83,17 @@ void declare(const ModelConfig& cfg, ParamDeclarer& d) {
     d.end_unit();
     for (int64_t l = 0; l < cfg.n_layer; ++l) {
         const std::string h = "layers." + std::to_string(l) + ".";
+        // Qwen2's q/k/v biases (zero at first, as transformers initialises them) close the unit
+        // back to back, so that they form the packed product's one [(NH + 2 NKV) HS / tp] bias
+        // and leave the other tensors' indices as they are (Llama::block).
+        auto end_block = [&] {
+            if (cfg.qkv_bias) {
+                d.tensor(h + "self_attn.q_proj.bias", {NH * HS}, Init::zeros, 0, kColumn);
+                d.tensor(h + "self_attn.k_proj.bias", {NKV * HS}, Init::zeros, 0, kColumn);
+                d.tensor(h + "self_attn.v_proj.bias", {NKV * HS}, Init::zeros, 0, kColumn);
+            }
+            d.end_unit();
+        };
         d.tensor(h + "input_layernorm.weight", {C}, O, 0);
         d.tensor(h + "self_attn.q_proj.weight", {NH * HS, C}, N, std, kColumn);
         d.tensor(h + "self_attn.k_proj.weight", {NKV * HS, C}, N, std, kColumn);
@@ -99,13 +116,13 @@ void declare(const ModelConfig& cfg, ParamDeclarer& d) {
                 d.tensor(s + "up_proj.weight", {SF, C}, N, std);
                 d.tensor(s + "down_proj.weight", {C, SF}, N, std);
             }
-            d.end_unit();
+            end_block();
             continue;
         }
         d.tensor(h + "mlp.gate_proj.weight", {F, C}, N, std, kColumn);
         d.tensor(h + "mlp.up_proj.weight", {F, C}, N, std, kColumn);
         d.tensor(h + "mlp.down_proj.weight", {C, F}, N, std, kRow);
-        d.end_unit();
+        end_block();
     }
     d.tensor("norm.weight", {C}, O, 0);
     if (!cfg.tie_embeddings)
@@ -180,6 +197,11 @@ ModelConfig read_hf(const std::filesystem::path& dir) {
 }
 
 void write_hf(const std::filesystem::path& dir, const ModelConfig& c) {
+    // LlamaConfig's attention_bias puts a bias on o_proj too.
+    WEFT_CHECK(!c.qkv_bias,
+               "cannot write {} as LlamaForCausalLM: the model has biases on q/k/v only, which "
+               "Llama's attention_bias does not give (use the qwen2 family)",
+               (dir / "config.json").string());
     ckpt::HfLlamaConfig h;
     h.hidden_size = c.n_embd;
     h.intermediate_size = c.ffn();
