@@ -21,11 +21,12 @@ c=$("$WEFT" eval --model-dir hf2 "${e[@]}")
 # Each family's exported directory trains under every axis its preset trains under: the first
 # step's loss as in the run it was exported from (unchanged by a step at --lr 1e-30), within
 # 1e-5 relative as the layout parity tests. Mixtral's per-expert tensors are whole on each tp
-# rank and sliced over ep (with ZeRO 3 each rank keeps a slice of that slice).
+# rank and sliced over ep (with ZeRO 3 each rank keeps a slice of that slice). Qwen2's q/k/v
+# biases split over tp as their rows do.
 t=(--data data/tinyshakespeare_train.bin --steps 1 --batch-size 2 --seq-len 32 --lr 1e-30
    --weight-decay 0 --peak-gflops 100 --threads 1)
 first_loss() { metric "$1/metrics.jsonl" loss | head -1; }
-for model in tiny llama-tiny moe-tiny; do
+for model in tiny llama-tiny moe-tiny qwen2-tiny; do
   "$WEFT" train --model "$model" "${t[@]}" --out "run_$model" >/dev/null 2>&1
   "$WEFT" export --ckpt "run_$model" --out "hf_$model" >/dev/null
   ref=$(first_loss "run_$model")

@@ -14,9 +14,12 @@
 #              tp 2 against bf16 in one process
 #   resume     4 layers: 3 steps at one layout, 3 more at another (tp 2 -> pp 2 -> dp 2 ZeRO 3
 #              -> one process), against an uninterrupted run; an HF export round trip
+#   qwen2      qwen2-tiny (the same model with q/k/v biases) at tp 2 and pp 2, 3 steps; its HF
+#              export read back at tp 2
 set -uo pipefail
 WEFT=$1 CHECK=$2 SRC=$3 MODE=$4 N=${5:-}
 MODEL=llama-tiny
+[ "$MODE" = qwen2 ] && MODEL=qwen2-tiny
 source "$SRC/tests/mpi/train_lib.sh"
 
 reference() {  # reference <name> args...: the single-process run
@@ -89,6 +92,21 @@ resume)
   check grep -q '"LlamaForCausalLM"' hf/config.json
   train 1 from_hf --steps 1 --model-dir hf --lr 1e-30 --weight-decay 0
   check "$CHECK" weights "$(ckpt straight 8)" "$(ckpt from_hf 1)" 1e-6
+  ;;
+qwen2)
+  # Only the biases are new: tp splits them like the rows of q/k/v, pp keeps them in their
+  # layer's unit. They start at zero and move from the first step, so steps 2 and 3 read them.
+  reference ref --steps 3
+  train 2 tp2 --steps 3 --tp 2
+  same_as_ref tp2 ref 3 1e-6
+  train 2 pp2 --steps 3 --pp 2 --micro-batch-size 1
+  same_as_ref pp2 ref 3
+  # A Hugging Face export (Qwen2ForCausalLM names), its biases no longer zero, loads back into
+  # the same model at tp 2.
+  check "$WEFT" export --ckpt ref --out hf
+  check grep -q '"Qwen2ForCausalLM"' hf/config.json
+  train 2 from_hf --steps 1 --model-dir hf --tp 2 --lr 1e-30 --weight-decay 0
+  check "$CHECK" weights "$(ckpt ref 3)" "$(ckpt from_hf 1)" 1e-6
   ;;
 *)
   echo "unknown mode $MODE"
