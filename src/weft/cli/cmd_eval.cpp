@@ -26,8 +26,8 @@ void add_eval_command(CLI::App& app) {
     CLI::App* c = app.add_subcommand(
         "eval", "Mean loss of a model over the first batches of a token file, in sequential order");
     c->add_option("--model-dir", a->model_dir,
-                  "Hugging Face model directory (GPT2LMHeadModel, LlamaForCausalLM or "
-                  "MixtralForCausalLM)");
+                  "Hugging Face model directory (GPT2LMHeadModel, LlamaForCausalLM, "
+                  "MixtralForCausalLM or Qwen2ForCausalLM)");
     c->add_option("--ckpt", a->ckpt, "weft checkpoint, or a run directory (its latest)");
     c->add_option("--data", a->data, "Token file")->required();
     add_data_format_option(c, a->data_format);

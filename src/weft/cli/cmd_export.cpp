@@ -23,7 +23,8 @@ void add_export_command(CLI::App& app) {
         app.add_subcommand("export",
                            "Write a checkpoint as a Hugging Face model directory (config.json, "
                            "model.safetensors or its sharded index) that transformers loads as "
-                           "GPT2LMHeadModel, LlamaForCausalLM or MixtralForCausalLM, by the "
+                           "GPT2LMHeadModel, LlamaForCausalLM, MixtralForCausalLM or "
+                           "Qwen2ForCausalLM, by the "
                            "model's family");
     c->add_option("--ckpt", a->ckpt, "weft checkpoint, or a run directory (its latest)")
         ->required();

@@ -24,8 +24,8 @@ void add_sample_command(CLI::App& app) {
     auto a = std::make_shared<SampleArgs>();
     CLI::App* c = app.add_subcommand("sample", "Generate text from a model (KV-cached)");
     c->add_option("--model-dir", a->model_dir,
-                  "Hugging Face model directory (GPT2LMHeadModel, LlamaForCausalLM or "
-                  "MixtralForCausalLM)");
+                  "Hugging Face model directory (GPT2LMHeadModel, LlamaForCausalLM, "
+                  "MixtralForCausalLM or Qwen2ForCausalLM)");
     c->add_option("--ckpt", a->ckpt, "weft checkpoint, or a run directory (its latest)");
     c->add_option("--prompt", a->prompt, "Text to continue (default: a newline)");
     c->add_option("--tokens", a->o.tokens, "Tokens to generate")->capture_default_str();

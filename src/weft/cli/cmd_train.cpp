@@ -28,7 +28,8 @@ void add_train_command(CLI::App& app) {
     require_counts(c, {"--n-positions"});
     c->add_option("--model-dir", o->model_dir,
                   "Start from a Hugging Face model directory (GPT2LMHeadModel, "
-                  "LlamaForCausalLM or MixtralForCausalLM: config.json, model.safetensors or its "
+                  "LlamaForCausalLM, MixtralForCausalLM or Qwen2ForCausalLM: config.json, "
+                  "model.safetensors or its "
                   "sharded index) instead "
                   "of a fresh initialisation; its config.json gives the model, and --model or a "
                   "shape flag that asks for another is refused");

@@ -29,8 +29,8 @@ int main(int argc, char** argv) {
     if (!launcher && !comm::under_mpirun()) mpi_env.emplace(comm::MpiEnv::Deferred{});
     const int rank = mpi_env ? mpi_env->rank() : 0, size = mpi_env ? mpi_env->size() : 1;
     CLI::App app{
-        "weft: train transformer language models (GPT-2, Llama, Mixtral-style mixtures of "
-        "experts) with data, tensor, pipeline, context and expert parallelism",
+        "weft: train transformer language models (GPT-2, Llama, Qwen2, Mixtral-style mixtures "
+        "of experts) with data, tensor, pipeline, context and expert parallelism",
         "weft"};
     app.require_subcommand(1);
     app.fallthrough(false);
