@@ -1,10 +1,14 @@
 #pragma once
 // What the model unit tests share: a micro-batch of random tokens, and a model in one process
 // with its parameters and gradient buffers.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "support/check.hpp"
 #include "weft/core/buffer.hpp"
 #include "weft/core/philox.hpp"
 #include "weft/model/model.hpp"
@@ -38,6 +42,42 @@ struct ModelRun {
         return sum * scale;
     }
 };
+
+// The gradient of every tensor at `per_tensor` elements (element(tensor, k) the logical index of
+// the k-th: the families pick embedding rows of tokens that occur) against central differences
+// of step h, within 2e-3 + 2e-2 |difference|. `what` names the case in failures.
+template <class M, class Element>
+void expect_finite_difference_gradients(ModelRun<M>& run, model::Activations& a, int per_tensor,
+                                        float h, Element element, const std::string& what = "") {
+    run.grads.zero();
+    run.step(a, true);
+    std::vector<float> p(run.params.data(), run.params.data() + run.params.size());
+    auto loss = [&] {
+        std::copy(p.begin(), p.end(), run.params.data());
+        return run.step(a, false);
+    };
+    int checked = 0;
+    for (const model::ParamSpec& t : run.model.layout().tensors) {
+        std::vector<size_t> idx;
+        for (int k = 0; k < per_tensor; ++k) idx.push_back(size_t(t.offset + element(t, k)));
+        const std::vector<double> fd = finite_difference(p, loss, idx, h);
+        for (size_t j = 0; j < idx.size(); ++j) {
+            EXPECT_NEAR(run.grads[int64_t(idx[j])], fd[j], 2e-3 + 2e-2 * std::abs(fd[j]))
+                << t.name << " element " << idx[j] - size_t(t.offset) << what;
+            ++checked;
+        }
+    }
+    EXPECT_EQ(checked, per_tensor * int(run.model.layout().tensors.size()));
+}
+
+// The elements the Llama-model families check: embedding rows of tokens that occur, others
+// spread over the tensor.
+inline auto llama_element(const model::Activations& a, const model::ModelConfig& c) {
+    return [&a, &c](const model::ParamSpec& t, int k) {
+        if (t.name == "embed_tokens.weight") return int64_t(a.inputs[size_t(k)]) * c.n_embd + k;
+        return (k * 7919 + 13) % t.numel_logical();
+    };
+}
 
 // The span of the first `count` blocks without the head, its kept activations bf16 or fp32.
 inline model::LayerSpan blocks_span(int count, bool bf16) {

@@ -42,33 +42,12 @@ TEST(Gpt2, GradientMatchesFiniteDifferences) {
     for (int64_t i = 0; i < run.params.size(); ++i) run.params[i] *= 5.0f;
     Gpt2Activations a(c, 2, 8);
     fill_tokens(a, c.vocab_size, 3);
-    run.step(a, true);
-
-    std::vector<float> p(run.params.data(), run.params.data() + run.params.size());
-    auto loss = [&] {
-        std::copy(p.begin(), p.end(), run.params.data());
-        return run.step(a, false);
-    };
-    int checked = 0;
-    for (const ParamSpec& t : run.model.layout().tensors) {
-        // A few elements of every tensor (embedding rows of tokens that occur, all others spread).
-        std::vector<size_t> idx;
-        const int64_t n = t.numel_logical();
-        for (int k = 0; k < 3; ++k) {
-            int64_t e = (k * 7919 + 13) % n;
-            if (t.name == "wte.weight") e = int64_t(a.inputs[k]) * c.n_embd + k;
-            if (t.name == "wpe.weight") e = k * c.n_embd + k;  // positions that are used
-            idx.push_back(size_t(t.offset + e));
-        }
-        std::vector<double> fd = test::finite_difference(p, loss, idx, 1e-2f);
-        for (size_t j = 0; j < idx.size(); ++j) {
-            double g = run.grads[int64_t(idx[j])];
-            EXPECT_NEAR(g, fd[j], 2e-3 + 2e-2 * std::abs(fd[j]))
-                << t.name << " element " << idx[j] - size_t(t.offset);
-            ++checked;
-        }
-    }
-    EXPECT_EQ(checked, 3 * int(run.model.layout().tensors.size()));
+    // A few elements of every tensor (embedding rows of tokens that occur, all others spread).
+    test::expect_finite_difference_gradients(run, a, 3, 1e-2f, [&](const ParamSpec& t, int k) {
+        if (t.name == "wte.weight") return int64_t(a.inputs[size_t(k)]) * c.n_embd + k;
+        if (t.name == "wpe.weight") return int64_t(k) * c.n_embd + k;  // positions that are used
+        return (k * 7919 + 13) % t.numel_logical();
+    });
 }
 
 TEST(Gpt2, InitialLossIsLogVocab) {

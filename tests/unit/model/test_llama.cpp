@@ -60,31 +60,7 @@ TEST_P(LlamaGradient, MatchesFiniteDifferences) {
     for (int64_t i = 0; i < run.params.size(); ++i) run.params[i] *= 4.0f;
     LlamaActivations a(c, 2, 12);
     fill_tokens(a, c.vocab_size, 3);
-    run.step(a, true);
-
-    std::vector<float> p(run.params.data(), run.params.data() + run.params.size());
-    auto loss = [&] {
-        std::copy(p.begin(), p.end(), run.params.data());
-        return run.step(a, false);
-    };
-    int checked = 0;
-    for (const ParamSpec& t : run.model.layout().tensors) {
-        std::vector<size_t> idx;
-        const int64_t n = t.numel_logical();
-        for (int k = 0; k < 4; ++k) {
-            int64_t e = (k * 7919 + 13) % n;
-            if (t.name == "embed_tokens.weight") e = int64_t(a.inputs[k]) * c.n_embd + k;
-            idx.push_back(size_t(t.offset + e));
-        }
-        std::vector<double> fd = test::finite_difference(p, loss, idx, 2e-3f);
-        for (size_t j = 0; j < idx.size(); ++j) {
-            double g = run.grads[int64_t(idx[j])];
-            EXPECT_NEAR(g, fd[j], 2e-3 + 2e-2 * std::abs(fd[j]))
-                << t.name << " element " << idx[j] - size_t(t.offset);
-            ++checked;
-        }
-    }
-    EXPECT_EQ(checked, 4 * int(run.model.layout().tensors.size()));
+    test::expect_finite_difference_gradients(run, a, 4, 2e-3f, test::llama_element(a, c));
 }
 
 INSTANTIATE_TEST_SUITE_P(Heads, LlamaGradient,

@@ -79,27 +79,10 @@ TEST(Qwen2, GradientsMatchFiniteDifferences) {
             }
         LlamaActivations a(c, 2, 12);
         fill_tokens(a, c.vocab_size, 3);
-        run.step(a, true);
-        std::vector<float> p(run.params.data(), run.params.data() + run.params.size());
-        auto loss = [&] {
-            std::copy(p.begin(), p.end(), run.params.data());
-            return run.step(a, false);
-        };
+        test::expect_finite_difference_gradients(run, a, 4, 2e-3f, test::llama_element(a, c),
+                                                 tied ? " tied" : " untied");
         int biases = 0;
-        for (const ParamSpec& t : run.model.layout().tensors) {
-            std::vector<size_t> idx;
-            for (int k = 0; k < 4; ++k) {
-                int64_t e = (k * 7919 + 13) % t.numel_logical();
-                if (t.name == "embed_tokens.weight") e = int64_t(a.inputs[k]) * c.n_embd + k;
-                idx.push_back(size_t(t.offset + e));
-            }
-            const std::vector<double> fd = test::finite_difference(p, loss, idx, 2e-3f);
-            for (size_t j = 0; j < idx.size(); ++j)
-                EXPECT_NEAR(run.grads[int64_t(idx[j])], fd[j], 2e-3 + 2e-2 * std::abs(fd[j]))
-                    << t.name << " element " << idx[j] - size_t(t.offset)
-                    << (tied ? " tied" : " untied");
-            biases += is_bias(t);
-        }
+        for (const ParamSpec& t : run.model.layout().tensors) biases += is_bias(t);
         EXPECT_EQ(biases, 3 * c.n_layer);
     }
 }
