@@ -8,25 +8,11 @@
 #include <utility>
 
 #include "weft/core/error.hpp"
+#include "weft/model/counts.hpp"
 #include "weft/model/family.hpp"
 #include "weft/model/limits.hpp"
-#include "weft/model/params.hpp"
 
 namespace weft::model {
-
-namespace {
-// Every block declares the same tensors, so one block's count stands for all of them: declaring
-// the tensors of a 10^9-layer config to count them exhausted the machine. In long double, so
-// that a count past int64 is refused rather than wrapped.
-long double count_parameters(const ModelConfig& cfg) {
-    ModelConfig one = cfg;
-    one.n_layer = 1;
-    long double n = 0;
-    for (const ParamSpec& p : build_param_layout(one).tensors)
-        n += (long double)(p.numel_logical()) * (p.unit == 1 ? cfg.n_layer : 1);
-    return n;
-}
-}  // namespace
 
 void ModelConfig::validate(const std::string& where) const {
     const Family& f = model::family(family);  // an unknown family is an error naming it
@@ -58,7 +44,7 @@ void ModelConfig::validate(const std::string& where) const {
     f.validate(*this, where);
     long double n = 0;
     try {
-        n = count_parameters(*this);
+        n = parameter_count(*this);
     } catch (const Error& e) {
         fail("{}: {}", where, e.what());  // a tensor too large to count: name the source
     }
@@ -97,22 +83,6 @@ void ModelConfig::validate_moe(const std::string& where) const {
 
 double ModelConfig::ln_eps_decimal() const {
     return std::stod(fmt::format("{}", ln_eps));
-}
-
-int64_t ModelConfig::num_parameters() const {
-    return int64_t(count_parameters(*this));
-}
-
-int64_t ModelConfig::active_parameters() const {
-    if (n_experts == 0) return num_parameters();
-    // Each layer's experts are three [E, F, C]-sized tensors; a token uses k of the E.
-    const int64_t per_expert = 3 * ffn() * n_embd;
-    return num_parameters() - n_layer * (n_experts - experts_per_token) * per_expert;
-}
-
-double ModelConfig::train_flops_per_token(int64_t T) const {
-    return 6.0 * double(active_parameters()) +
-           6.0 * double(n_layer) * double(T) * double(n_head * head_dim());
 }
 
 nlohmann::json ModelConfig::to_json() const {

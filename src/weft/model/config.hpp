@@ -1,8 +1,6 @@
 #pragma once
 // The shape of a model: its family (gpt2, llama) and the sizes every family shares, plus the
-// ones only some use. The counts that the trainer, the benchmarks and the planner share
-// (parameters, FLOPs) are computed here from the family's parameter declaration (family.hpp),
-// so there is one source for each.
+// ones only some use. What it counts to (parameters, FLOPs) is model/counts.hpp.
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -73,18 +71,6 @@ struct ModelConfig {
     void validate(const std::string& where) const;
     // The mixture-of-experts fields alone (validate runs it).
     void validate_moe(const std::string& where) const;
-
-    // Parameters of the logical model (vocabulary not padded), as Hugging Face counts them: the
-    // sum of the tensors the family declares.
-    int64_t num_parameters() const;
-    // The parameters one token is multiplied by: all but the experts it is not routed to (a
-    // dense model: num_parameters()).
-    int64_t active_parameters() const;
-    // Training FLOPs per token at sequence length T: 6 per active parameter per token (forward 2,
-    // backward 4) plus causal attention, 6 * n_layer * T * n_head * head_dim (QKᵀ and PV, each
-    // 2·T·width per token in forward, halved by the causal mask, times 3 for forward and
-    // backward).
-    double train_flops_per_token(int64_t T) const;
 
     // Every field, for checkpoints' state.json; from_json accepts files written before the
     // family key existed (gpt2).

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "weft/core/error.hpp"
+#include "weft/model/counts.hpp"
 #include "weft/model/family.hpp"
 #include "weft/parallel/pipeline/simulator.hpp"
 
@@ -71,7 +72,7 @@ struct Model {
                                      : gemm_fwd_bwd(rows, out, in / t, bwd);
         }
         // Causal attention core: 2·T·(heads·head width) FLOPs per token forward (QKᵀ and PV,
-        // halved by the mask, as model::ModelConfig::train_flops_per_token counts), backward
+        // halved by the mask, as model::train_flops_per_token counts), backward
         // twice that.
         const double T = double(w.seq_len), A = double(cfg.n_head * cfg.head_dim());
         const double attn_f =
@@ -376,7 +377,7 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
     e.step_s = e.pipeline_s + e.dp_exposed_s + e.optimizer_s;
     const double tokens = double(w.global_batch * w.seq_len);
     e.tokens_per_s = tokens / e.step_s;
-    if (cc.flops_per_token == 0) cc.flops_per_token = cfg.train_flops_per_token(w.seq_len);
+    if (cc.flops_per_token == 0) cc.flops_per_token = model::train_flops_per_token(cfg, w.seq_len);
     e.mfu = cc.flops_per_token * e.tokens_per_s / (double(l.world_size()) * m.peak);
 
     const std::pair<const char*, MeshAxis> names[] = {{"tp", MeshAxis::tp},

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "weft/model/counts.hpp"
+
 namespace weft::plan {
 
 namespace {
@@ -71,7 +73,7 @@ nlohmann::json estimate_json(const Estimate& e) {
 
 nlohmann::json result_json(const Workload& w, const Cluster& c, const SearchResult& r) {
     nlohmann::json j = {{"model", w.model.name},
-                        {"parameters", w.model.config.num_parameters()},
+                        {"parameters", model::num_parameters(w.model.config)},
                         {"cluster", c.name},
                         {"devices", r.world},
                         {"global_batch", w.global_batch},
@@ -119,8 +121,8 @@ std::string result_text(const Workload& w, const Cluster& c, const SearchResult&
     std::string s = fmt::format(
         "model    {} ({} parameters), global batch {} x {} tokens, {} (memory profile {}, "
         "gradients reduced in {})\n",
-        w.model.name, quantity(double(w.model.config.num_parameters())), w.global_batch, w.seq_len,
-        w.prec.name, profile_name(w.profile), w.prec.grad_wire == 2 ? "bf16" : "fp32");
+        w.model.name, quantity(double(model::num_parameters(w.model.config))), w.global_batch,
+        w.seq_len, w.prec.name, profile_name(w.profile), w.prec.grad_wire == 2 ? "bf16" : "fp32");
     const double peak = c.device.peak(w.prec.name);
     s += fmt::format("cluster  {}: {} devices ({} nodes x {}) of {}, {} {}, {:.1f} GiB\n", c.name,
                      r.world, c.nodes, c.devices_per_node, c.device.name,

@@ -11,6 +11,7 @@
 #include "weft/core/error.hpp"
 #include "weft/core/philox.hpp"
 #include "weft/kernels/matmul.hpp"
+#include "weft/model/counts.hpp"
 #include "weft/train/batch_split.hpp"
 #include "weft/train/comm_report.hpp"
 #include "weft/train/memory_fit.hpp"
@@ -94,9 +95,9 @@ BenchTrainResult bench_train(const BenchTrainOptions& o) {
     const parallel::OverlapTimes overlap = st.dp().take_overlap_times();
     std::sort(times.begin(), times.end());
     r.step_s = times[times.size() / 2];
-    r.parameters = cfg.num_parameters();
+    r.parameters = model::num_parameters(cfg);
     r.tokens_per_s = double(o.batch_size * T) / r.step_s;
-    r.flops_per_token = cfg.train_flops_per_token(T);
+    r.flops_per_token = model::train_flops_per_token(cfg, T);
     r.achieved_gflops = r.tokens_per_s * r.flops_per_token / 1e9;
     r.mfu = r.achieved_gflops / r.peak_gflops;
     r.comm_hidden = overlap.hidden();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "weft/core/error.hpp"
+#include "weft/model/counts.hpp"
 #include "weft/parallel/pipeline/schedule.hpp"
 #include "weft/parallel/pipeline/simulator.hpp"
 #include "weft/plan/memory.hpp"
@@ -75,7 +76,7 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
     const double limit = kMemoryHeadroom * double(available);
     const plan::Precision prec =
         plan::with_grad_reduce(plan::engine_precision(run.dtype), run.grad_reduce_dtype);
-    const double params = double(run.cfg.num_parameters());
+    const double params = double(model::num_parameters(run.cfg));
     // Every parameter's weight, gradient and moments live on some rank: spread evenly over the
     // job, that is a floor of the count that needs no tensor declared, so that a 10^9-layer
     // model is refused here rather than while its layout is built.
@@ -132,7 +133,7 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
 void check_weights_fit(const model::ModelConfig& cfg, const std::string& what) {
     const int64_t available = available_memory_bytes();
     if (available <= 0) return;
-    const double params = double(cfg.num_parameters()), need = 4 * params;
+    const double params = double(model::num_parameters(cfg)), need = 4 * params;
     if (need > kMemoryHeadroom * double(available))
         refuse_need(what, need, 1,
                     fmt::format("{:.3g} parameters x 4 bytes of fp32 weights", params), available,

@@ -4,6 +4,7 @@
 
 #include "weft/ckpt/checkpoint_dir.hpp"
 #include "weft/kernels/matmul.hpp"
+#include "weft/model/counts.hpp"
 
 namespace weft::train {
 
@@ -39,7 +40,7 @@ void RunLog::started(const TrainState& st, const RunInputs& in, const BatchSplit
         "weft train: {} parameters, {} layers x {} heads x {} width, batch {} = {} x {} x {} "
         "micro-batches of {} tokens (accumulation x dp x micro), {} thread(s) per rank, {} "
         "matrix products",
-        cfg.num_parameters(), cfg.n_layer, cfg.n_head, cfg.n_embd, o_.batch_size,
+        model::num_parameters(cfg), cfg.n_layer, cfg.n_head, cfg.n_embd, o_.batch_size,
         split.micro_batches, o_.layout.dp, split.micro, o_.seq_len, threads,
         o_.dtype == "bf16" && !kernels::bf16_products_native()
             ? "bf16 (emulated on the fp32 units: this CPU has neither AVX512-BF16 nor AMX)"

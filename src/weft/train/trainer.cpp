@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "weft/kernels/matmul.hpp"
+#include "weft/model/counts.hpp"
 #include "weft/train/batch_feed.hpp"
 #include "weft/train/batch_split.hpp"
 #include "weft/train/comm_trace.hpp"
@@ -171,7 +172,7 @@ void run_training(const TrainOptions& opts) {
                      comm,
                      heartbeat,
                      split.micro_batches,
-                     in.cfg.train_flops_per_token(o.seq_len),
+                     model::train_flops_per_token(in.cfg, o.seq_len),
                      peak_gflops,
                      fault,
                      delay};

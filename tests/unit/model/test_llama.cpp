@@ -16,6 +16,7 @@
 #include "weft/core/error.hpp"
 #include "weft/kernels/classifier.hpp"
 #include "weft/kernels/rmsnorm.hpp"
+#include "weft/model/counts.hpp"
 #include "weft/model/family.hpp"
 #include "weft/model/generate.hpp"
 #include "weft/model/llama.hpp"
@@ -86,7 +87,7 @@ TEST(Llama, TensorLayoutIsHuggingFaces) {
     const ModelConfig c = model_preset("smollm-135m");
     const ParamLayout l = build_param_layout(c);
     // SmolLM-135M: 134,515,008 parameters, as transformers counts them (tied head).
-    EXPECT_EQ(c.num_parameters(), 134515008);
+    EXPECT_EQ(num_parameters(c), 134515008);
     EXPECT_EQ(l.find("layers.0.self_attn.k_proj.weight").shape,
               (std::vector<int64_t>{192, 576}));  // 3 kv heads of 64
     EXPECT_EQ(l.find("layers.29.mlp.down_proj.weight").shape, (std::vector<int64_t>{576, 1536}));
