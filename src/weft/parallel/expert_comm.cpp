@@ -41,4 +41,8 @@ void GroupExpertComm::exchange_rows(const float* send, const int64_t* send_rows,
                        recv_displs_);
 }
 
+void GroupMoeComm::sum_counts(double* counts, int64_t n) {
+    comm::all_reduce(group_, std::span<double>(counts, size_t(n)));
+}
+
 }  // namespace weft::parallel

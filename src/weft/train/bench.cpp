@@ -12,6 +12,7 @@
 #include "weft/core/philox.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/model/counts.hpp"
+#include "weft/parallel/parallel_context.hpp"
 #include "weft/train/batch_split.hpp"
 #include "weft/train/comm_report.hpp"
 #include "weft/train/memory_fit.hpp"
@@ -34,8 +35,9 @@ BenchTrainResult bench_train(const BenchTrainOptions& o) {
     const kernels::MatmulPrecisionScope precision(kernels::parse_matmul_precision(o.dtype));
     // Collective; a world size that does not match the layout fails here on every rank.
     comm::Mesh mesh(o.layout);
+    const parallel::ParallelContext ctx(mesh, o.layout, o.dtype == "bf16");
     BenchTrainResult r;
-    r.layout = mesh.layout();
+    r.layout = ctx.layout();
     const BatchSplit split = split_batch(r.layout, o.batch_size, o.micro_batch_size);
     const int dp = r.layout.dp;
     r.root = mesh.world_rank() == 0;
@@ -51,11 +53,8 @@ BenchTrainResult bench_train(const BenchTrainOptions& o) {
     const int64_t baseline = current_rss_bytes();
     const int64_t B = o.batch_size / dp, T = o.seq_len, micro = split.micro;
 
-    // Context parallel: gradients over cp x dp, as weft train reduces them.
-    comm::Group& grad_group = r.layout.cp > 1 ? mesh.add_group({comm::Axis::cp, comm::Axis::dp})
-                                              : mesh.group(comm::Axis::dp);
-    TrainState st(cfg, grad_group, {r.layout.zero, o.bucket_mb, o.grad_reduce_dtype == "bf16"},
-                  micro, T, {o.pp_layers, o.dtype == "bf16"});
+    TrainState st(cfg, ctx, {r.layout.zero, o.bucket_mb, o.grad_reduce_dtype == "bf16"}, micro, T,
+                  {o.pp_layers});
     init_state(st, 1);
     optim::OptimConfig oc;
     model::Activations& act = st.activations();

@@ -116,8 +116,7 @@ RankPlan plan_rank(const TrainState& st, int world_rank) {
                     plan.ep = ep;
                     return plan;
                 }
-    fail("internal: world rank {} has no place in the mesh {}", world_rank,
-         mesh.layout().describe());
+    fail("internal: world rank {} has no place in the mesh {}", world_rank, st.layout().describe());
 }
 
 namespace {
@@ -238,7 +237,7 @@ void CheckpointSaver::commit() {
     const model::ModelConfig& cfg = st_.model().config();
     ckpt::Manifest m;
     m.step = p.step;
-    m.layout = mesh.layout().describe();
+    m.layout = st_.layout().describe();
     m.model = cfg.to_json();
     m.run = p.run;
     m.tensors = manifest_tensors(cfg);

@@ -29,7 +29,7 @@ MemoryEstimate memory_estimate(const TrainState& st, int64_t baseline_rss, int64
                                        act.B, act.T, baseline_rss);
     if (const PipelineStage* stage = st.stage()) {
         // The schedule says how many micro-batches this rank holds at once.
-        const Layout& l = st.mesh().layout();
+        const Layout& l = st.layout();
         const pipeline::Schedule s =
             pipeline::make_schedule(l.pp_schedule, l.pp, l.vpp, int(micro_batches));
         const int in_flight = pipeline::simulate(s, {}).peak_in_flight[size_t(st.pipeline_rank())];
@@ -41,7 +41,7 @@ MemoryEstimate memory_estimate(const TrainState& st, int64_t baseline_rss, int64
     // on the one rank of a pipeline that runs the head, as the planner counts them: the first
     // stage of gpt2 at pp 2 had its estimate 7.5% over its peak for the 196 MiB chunk.
     const int tp = st.mesh().size(comm::Axis::tp);
-    const bool head = !st.stage() || st.pipeline_rank() == st.mesh().layout().pp - 1;
+    const bool head = !st.stage() || st.pipeline_rank() == st.layout().pp - 1;
     const int64_t BT = act.B * act.T;
     const int64_t logits =
         !head    ? 0

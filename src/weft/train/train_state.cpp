@@ -7,9 +7,6 @@
 #include "weft/core/error.hpp"
 #include "weft/data/loader.hpp"
 #include "weft/model/family.hpp"
-#include "weft/parallel/context_parallel.hpp"
-#include "weft/parallel/expert_comm.hpp"
-#include "weft/parallel/tensor_parallel.hpp"
 
 namespace weft::train {
 
@@ -24,32 +21,6 @@ pipeline::Partition partition_for(const model::ModelConfig& cfg, const Layout& l
     }
     return pipeline::partition_layers(int(cfg.n_layer), l.pp, l.vpp, mp.pp_layers);
 }
-
-std::unique_ptr<model::TpComm> tp_comm_for(comm::Mesh& mesh, bool bf16) {
-    if (mesh.size(comm::Axis::tp) == 1) return nullptr;
-    return std::make_unique<parallel::GroupTpComm>(mesh.group(comm::Axis::tp), bf16);
-}
-
-parallel::CpComms cp_comms_for(comm::Mesh& mesh) {
-    // The cp axis holds the ranks of one tp rank (and dp, pp coordinates): under tensor
-    // parallelism the ring or the all-to-alls run over this rank's heads.
-    const Layout& l = mesh.layout();
-    return parallel::make_cp_comms(mesh.group(comm::Axis::cp), l.cp_kind, l.cp_ulysses);
-}
-
-// The routing counts of an MoE layer, summed over the ranks that split the batch (the group
-// gradients are reduced over). Every rank of it runs the same forwards in the same order, so a
-// blocking sum between the layers cannot deadlock.
-class GroupMoeComm : public model::MoeComm {
-  public:
-    explicit GroupMoeComm(comm::Group& group) : group_(group) {}
-    void sum_counts(double* counts, int64_t n) override {
-        comm::all_reduce(group_, std::span<double>(counts, size_t(n)));
-    }
-
-  private:
-    comm::Group& group_;
-};
 
 }  // namespace
 
@@ -85,8 +56,9 @@ model::ModelShard shard_for(const comm::Mesh& mesh, const pipeline::Partition& p
 
 // Expert gradients reduce over the expert-data-parallel group (the dp ranks holding the same
 // experts), everything else over dp.
-parallel::DataParallelOptions with_expert_dp(parallel::DataParallelOptions o, comm::Mesh& mesh) {
-    if (mesh.size(comm::Axis::ep) > 1) o.expert_dp = &mesh.expert_dp();
+parallel::DataParallelOptions with_expert_dp(parallel::DataParallelOptions o,
+                                             const parallel::ParallelContext& ctx) {
+    o.expert_dp = ctx.expert_dp_group();
     return o;
 }
 
@@ -100,49 +72,41 @@ bool recomputes(const Layout& l) {
 
 }  // namespace
 
-TrainState::TrainState(const model::ModelConfig& cfg, comm::Group& dp,
+TrainState::TrainState(const model::ModelConfig& cfg, const parallel::ParallelContext& ctx,
                        parallel::DataParallelOptions options, int64_t micro, int64_t T,
                        const ModelParallelOptions& mp)
-    : mesh_(dp.mesh()),
+    : ctx_(ctx),
+      mesh_(ctx.mesh()),
       pp_(mesh_.size(comm::Axis::pp)),
       pp_rank_(mesh_.rank(comm::Axis::pp)),
       tp_(mesh_.size(comm::Axis::tp)),
       tp_rank_(mesh_.rank(comm::Axis::tp)),
-      part_(partition_for(cfg, mesh_.layout(), mp)),
-      tp_comm_(tp_comm_for(mesh_, mp.bf16_activations)),
-      cp_(cp_comms_for(mesh_)),
+      part_(partition_for(cfg, ctx.layout(), mp)),
       // The vocabulary is padded to a multiple of 128 x tp so that it splits evenly.
       model_(model::make_model(model::config_for_tp(cfg, tp_), shard_for(mesh_, part_, cfg),
-                               tp_comm_.get(), mesh_.layout().sequence_parallel)),
-      dp_(model_->layout(), dp, with_expert_dp(options, mesh_)),
+                               ctx.tp(), ctx.layout().sequence_parallel)),
+      dp_(model_->layout(), ctx.gradient_group(), with_expert_dp(options, ctx)),
       tied_(mesh_.group(comm::Axis::pp), part_, model_->config().tie_embeddings,
-            dp_.padded().units[0].size, options.bf16_grad_reduce),
-      bf16_messages_(mp.bf16_activations) {
-    const bool recompute = recomputes(mesh_.layout());
-    const Layout& l = mesh_.layout();
+            dp_.padded().units[0].size, options.bf16_grad_reduce) {
+    const Layout& l = ctx.layout();
+    const bool recompute = recomputes(l);
     WEFT_CHECK(!l.sequence_parallel || l.cp == 1 || micro * (T / l.cp) % l.tp == 0,
                "--sequence-parallel with --cp {} and --tp {}: a rank holds micro-batch {} x "
                "--seq-len {} / cp = {} rows, which the tensor-parallel ranks split evenly only "
                "if they are a multiple of --tp {}; use a --seq-len that is a multiple of "
                "2 x cp x tp = {}",
                l.cp, l.tp, micro, T, micro * (T / l.cp), l.tp, 2 * l.cp * l.tp);
-    model_->set_context_parallel(cp_.main.get(), T, l.cp_kind != CpKind::ring, cp_.ring.get(),
+    model_->set_context_parallel(ctx.cp(), T, l.cp_kind != CpKind::ring, ctx.cp_ring(),
                                  l.ring_bidirectional);
-    if (l.ep > 1) {
-        ep_comm_ = std::make_unique<parallel::GroupExpertComm>(mesh_.group(comm::Axis::ep));
-        model_->set_expert_comm(ep_comm_.get());
-    }
-    if (cfg.n_experts > 0 && dp.size() > 1) {
-        moe_comm_ = std::make_unique<GroupMoeComm>(dp);
-        model_->set_moe_comm(moe_comm_.get());
-    }
+    if (ctx.expert()) model_->set_expert_comm(ctx.expert());
+    if (cfg.n_experts > 0 && ctx.moe()) model_->set_moe_comm(ctx.moe());
     const int64_t T_local = T / model_->cp_size();
     // A pipeline stage keeps its own Activations per micro-batch; `act_` then only carries the
     // tokens fill() writes.
     act_ = model_->new_activations(
         micro, T_local,
         pp_ > 1 ? model::LayerSpan{0, 0, false, false} : model::LayerSpan{0, -1, true, recompute});
-    if (cp_.main) act_->positions = model_->context_positions();
+    if (ctx.cp()) act_->positions = model_->context_positions();
     for (const parallel::ShardSlice& s : dp_.update_slices())
         adam_.emplace_back(dp_.padded(), s.begin, s.begin + s.size);
     if (pp_ > 1)
@@ -196,7 +160,7 @@ double TrainState::run_micro_batches(int64_t micro_batches,
                                      const std::function<void(int64_t)>& fill, float loss_scale) {
     if (stage_) {
         if (schedule_micro_ != micro_batches) {
-            const Layout& l = mesh_.layout();
+            const Layout& l = ctx_.layout();
             schedule_ = pipeline::make_schedule(l.pp_schedule, pp_, l.vpp, int(micro_batches));
             schedule_micro_ = micro_batches;
         }
@@ -205,7 +169,7 @@ double TrainState::run_micro_batches(int64_t micro_batches,
             a.inputs = act_->inputs;
             a.targets = act_->targets;
         };
-        stage_->set_bf16_messages(bf16_messages_);
+        stage_->set_bf16_messages(ctx_.bf16_activations());
         return stage_->step(schedule_, mesh_.group(comm::Axis::pp), put, loss_scale,
                             trace_on_ ? &trace_ : nullptr);
     }

@@ -3,7 +3,8 @@
 // AdamW moments as its pipeline stage, tensor-parallel shard and ZeRO stage keep them), and one
 // optimizer step over it: what `weft train` and `weft bench train` run. Where the state comes
 // from and goes to is state_checkpoint.hpp, what it weighs state_memory.hpp. The layout is the
-// mesh's (the dp group's mesh). Every call is collective over the whole mesh.
+// context's, and so are the communicators (parallel/parallel_context.hpp): TrainState builds
+// none. Every call is collective over the whole mesh.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -14,10 +15,9 @@
 
 #include "weft/data/token_file.hpp"
 #include "weft/model/model.hpp"
-#include "weft/model/tp_comm.hpp"
 #include "weft/optim/optimizer.hpp"
-#include "weft/parallel/context_parallel.hpp"
 #include "weft/parallel/data_parallel.hpp"
+#include "weft/parallel/parallel_context.hpp"
 #include "weft/train/evaluate.hpp"
 #include "weft/train/pipeline_stage.hpp"
 #include "weft/train/tied_embedding.hpp"
@@ -27,8 +27,6 @@ namespace weft::train {
 // What the layout does not say: how the layers are cut into pipeline chunks.
 struct ModelParallelOptions {
     std::string pp_layers;  // "3,3,2,2" or empty (even)
-    // Tensor-parallel activations and pipeline messages travel as bf16 (--dtype bf16).
-    bool bf16_activations = false;
 };
 
 struct StepOutcome {
@@ -51,10 +49,11 @@ model::ModelShard model_shard(const comm::Mesh& mesh, int pp_rank, int tp_rank, 
 
 class TrainState {
   public:
-    // `micro` sequences of T tokens per forward pass. `dp` is the group gradients are reduced
-    // over: the mesh's dp axis, or with context parallelism its cp x dp group, each cp rank
-    // holding T / cp tokens of every sequence (Model::set_context_parallel).
-    TrainState(const model::ModelConfig& cfg, comm::Group& dp,
+    // `micro` sequences of T tokens per forward pass. Gradients are reduced over the context's
+    // gradient group: the mesh's dp axis, or with context parallelism its cp x dp group, each
+    // cp rank holding T / cp tokens of every sequence (Model::set_context_parallel). The context
+    // must outlive this object.
+    TrainState(const model::ModelConfig& cfg, const parallel::ParallelContext& ctx,
                parallel::DataParallelOptions options, int64_t micro, int64_t T,
                const ModelParallelOptions& mp = {});
     ~TrainState();
@@ -74,6 +73,7 @@ class TrainState {
     const pipeline::Schedule& schedule() const { return schedule_; }
 
     comm::Mesh& mesh() const { return mesh_; }
+    const Layout& layout() const { return ctx_.layout(); }
     const model::Model& model() const { return *model_; }
     model::Model& model() { return *model_; }
     parallel::DataParallel& dp() { return dp_; }
@@ -103,13 +103,10 @@ class TrainState {
     // parallelism, else the dp group.
     void sum_over_model(std::span<double> values);
 
+    const parallel::ParallelContext& ctx_;
     comm::Mesh& mesh_;
     int pp_, pp_rank_, tp_, tp_rank_;
     pipeline::Partition part_;
-    std::unique_ptr<model::TpComm> tp_comm_;      // tp > 1
-    parallel::CpComms cp_;                        // cp > 1
-    std::unique_ptr<model::MoeComm> moe_comm_;    // the dp (cp x dp) group, for MoE routing counts
-    std::unique_ptr<model::ExpertComm> ep_comm_;  // ep > 1: token rows to and from the experts
     std::unique_ptr<model::Model> model_;
     parallel::DataParallel dp_;
     TiedEmbedding tied_;
@@ -120,7 +117,6 @@ class TrainState {
     int64_t schedule_micro_ = 0;
     bool trace_on_ = false;
     std::vector<pipeline::TraceRecord> trace_;
-    bool bf16_messages_ = false;  // pipeline messages as bf16 (ModelParallelOptions)
 };
 
 }  // namespace weft::train

@@ -9,6 +9,7 @@
 
 #include "weft/kernels/matmul.hpp"
 #include "weft/model/counts.hpp"
+#include "weft/parallel/parallel_context.hpp"
 #include "weft/train/batch_feed.hpp"
 #include "weft/train/batch_split.hpp"
 #include "weft/train/comm_trace.hpp"
@@ -37,12 +38,6 @@ comm::MeshOptions mesh_options(const TrainOptions& o) {
     if (o.comm_timeout > 0) m.timeout_s = o.comm_timeout;
     m.flight_dir = (o.out / "flight").string();  // written only on a hang or a signal
     return m;
-}
-
-// Context parallel: gradients (and ZeRO shards) over cp x dp, as Megatron-LM reduces them.
-comm::Group& gradient_group(comm::Mesh& mesh) {
-    return mesh.size(comm::Axis::cp) > 1 ? mesh.add_group({comm::Axis::cp, comm::Axis::dp})
-                                         : mesh.group(comm::Axis::dp);
 }
 
 // One optimizer step and what it reports: the step of torchtitan's train_step. The pieces it
@@ -131,9 +126,11 @@ void run_training(const TrainOptions& opts) {
     TrainOptions o = opts;
     o.validate();
     const TestFault fault = TestFault::from_env();
-    // Collective; a world size that does not match the layout fails here on every rank.
+    // Collective; a world size that does not match the layout fails here on every rank, an
+    // option the degrees do not allow in the context.
     comm::Mesh mesh(o.layout, mesh_options(o));
-    o.layout = mesh.layout();
+    const parallel::ParallelContext ctx(mesh, o.layout, o.dtype == "bf16");
+    o.layout = ctx.layout();
     const InjectedDelay delay = parse_inject_delay(o.inject_delay, mesh.world_size());
     const BatchSplit split = split_batch(o.layout, o.batch_size, o.micro_batch_size);
     const int threads = set_threads_per_rank(o.threads);
@@ -145,9 +142,8 @@ void run_training(const TrainOptions& opts) {
     check_memory_fits({in.cfg, o.layout, split.micro, split.micro_batches, o.seq_len, o.dtype,
                        o.grad_reduce_dtype, o.bucket_mb},
                       "model '" + in.model_name + "'");
-    TrainState st(in.cfg, gradient_group(mesh),
-                  {o.layout.zero, o.bucket_mb, o.grad_reduce_dtype == "bf16"}, split.micro,
-                  o.seq_len, {o.pp_layers, o.dtype == "bf16"});
+    TrainState st(in.cfg, ctx, {o.layout.zero, o.bucket_mb, o.grad_reduce_dtype == "bf16"},
+                  split.micro, o.seq_len, {o.pp_layers});
     load_run_start(st, in, o);
 
     RunLog log(o, mesh, in.start_step);
