@@ -106,7 +106,7 @@ std::vector<int> gathered_members(Group& g, int world_rank) {
 
 void check_mesh(Mesh& mesh) {
     const auto& c = mesh.coords();
-    const weft::Layout& l = mesh.layout();
+    const weft::MeshSizes& l = mesh.sizes();
     EXPECT_EQ(mesh.world_rank(), c[0] + l.tp * (c[1] + l.cp * (c[3] + l.dp * c[4])))
         << l.describe();
     EXPECT_EQ(c[2], (c[1] + l.cp * c[3]) % l.ep) << l.describe();
@@ -169,7 +169,7 @@ TEST(Mesh, NamedLayoutsOfFourRanks) {
     {
         weft::Layout dp4;  // dp derived from the world size
         Mesh mesh(dp4);
-        EXPECT_EQ(mesh.layout().dp, 4);
+        EXPECT_EQ(mesh.sizes().dp, 4);
         EXPECT_EQ(mesh.rank(Axis::dp), r);
         EXPECT_EQ(gathered_members(mesh.group(Axis::dp), r), (std::vector<int>{0, 1, 2, 3}));
         EXPECT_EQ(mesh.group(Axis::tp).size(), 1);
@@ -189,7 +189,7 @@ TEST(Mesh, EpFoldsOverDpOfFourRanks) {
     weft::Layout l;  // mpirun -np 4 --ep 2: dp 4 for attention, ep 2 x edp 2 for experts
     l.ep = 2;
     Mesh mesh(l);
-    EXPECT_EQ(mesh.layout().dp, 4);
+    EXPECT_EQ(mesh.sizes().dp, 4);
     EXPECT_EQ(mesh.rank(Axis::dp), r);
     EXPECT_EQ(gathered_members(mesh.group(Axis::dp), r), (std::vector<int>{0, 1, 2, 3}));
     const int first = r - r % 2;

@@ -80,17 +80,17 @@ Group::~Group() {
     if (comm_ && comm_->comm != MPI_COMM_NULL && !mpi_finalized()) MPI_Comm_free(&comm_->comm);
 }
 
-Mesh::Mesh(const Layout& layout, MeshOptions options) : layout_(layout), options_(options) {
+Mesh::Mesh(const MeshSizes& sizes, MeshOptions options) : sizes_(sizes), options_(options) {
     ensure_mpi();
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
     set_timeout(options.timeout_s);
     try {
-        layout_.resolve(world_size_);
+        sizes_.resolve(world_size_);
     } catch (const Error& e) {
         fail("cannot lay out {} MPI ranks (mpirun -np {}): {}", world_size_, world_size_, e.what());
     }
-    sizes_ = {layout_.tp, layout_.cp, layout_.ep, layout_.dp, layout_.pp};
+    extents_ = {sizes_.tp, sizes_.cp, sizes_.ep, sizes_.dp, sizes_.pp};
     flight_ = std::make_unique<FlightRecorder>(world_rank_, options_.flight_dir);
     const int ep = static_cast<int>(Axis::ep), dp = static_cast<int>(Axis::dp),
               cp = static_cast<int>(Axis::cp);
@@ -98,13 +98,13 @@ Mesh::Mesh(const Layout& layout, MeshOptions options) : layout_(layout), options
     for (int a = 0; a < kMeshAxes; ++a) {
         if (a == ep) continue;  // folded over cp x dp: no stride of its own
         strides_[a] = stride;
-        coords_[a] = (world_rank_ / stride) % sizes_[a];
-        stride *= sizes_[a];
+        coords_[a] = (world_rank_ / stride) % extents_[a];
+        stride *= extents_[a];
     }
     // cp and dp are adjacent in the rank order, so d = cp + cp_size * dp steps world ranks by
     // cp's stride.
-    const int d = coords_[cp] + sizes_[cp] * coords_[dp];
-    coords_[ep] = d % sizes_[ep];
+    const int d = coords_[cp] + extents_[cp] * coords_[dp];
+    coords_[ep] = d % extents_[ep];
     // Created first: its bounded wait is also the check that every rank reached this point, so
     // the blocking MPI_Comm_split calls below cannot hang on a missing rank.
     watchdog_ = std::make_unique<detail::Watchdog>(*this, MPI_COMM_WORLD);
@@ -116,7 +116,7 @@ Mesh::Mesh(const Layout& layout, MeshOptions options) : layout_(layout), options
             std::unique_ptr<Group>(new Group(*this, index, std::move(name), std::move(comm))));
     };
     // The cp x dp index split in two: edp rank (d / ep) above the ep rank (d mod ep).
-    const int edp_rank = d / sizes_[ep];
+    const int edp_rank = d / extents_[ep];
     for (int a = 0; a < kMeshAxes; ++a) {
         // Ranks that differ only in coordinate a share a color; the key orders them by it. The
         // ep group: the cp x dp ranks that differ only in d mod ep.
@@ -128,7 +128,7 @@ Mesh::Mesh(const Layout& layout, MeshOptions options) : layout_(layout), options
     groups_.push_back(
         std::unique_ptr<Group>(new Group(*this, kMeshAxes, "world", std::move(world))));
     flight_->name_group(kMeshAxes, "world");
-    split(kMeshAxes + 1, "edp", world_rank_ - edp_rank * sizes_[ep] * strides_[cp], edp_rank);
+    split(kMeshAxes + 1, "edp", world_rank_ - edp_rank * extents_[ep] * strides_[cp], edp_rank);
     if (!options_.flight_dir.empty()) install_flight_signals(*flight_);
 }
 
@@ -143,15 +143,15 @@ int Mesh::rank(Axis axis) const {
 }
 
 int Mesh::size(Axis axis) const {
-    return axis == Axis::world ? world_size_ : sizes_[static_cast<int>(axis)];
+    return axis == Axis::world ? world_size_ : extents_[static_cast<int>(axis)];
 }
 
 int Mesh::world_rank_of(const std::array<int, kMeshAxes>& coords) const {
     int rank = 0;
     for (int a = 0; a < kMeshAxes; ++a) {
-        WEFT_CHECK(coords[a] >= 0 && coords[a] < sizes_[a],
+        WEFT_CHECK(coords[a] >= 0 && coords[a] < extents_[a],
                    "mesh coordinate {}={} is out of range, expected 0..{} ({})", axis_name(Axis(a)),
-                   coords[a], sizes_[a] - 1, layout_.describe());
+                   coords[a], extents_[a] - 1, sizes_.describe());
         rank += coords[a] * strides_[a];
     }
     return rank;
@@ -160,9 +160,9 @@ int Mesh::world_rank_of(const std::array<int, kMeshAxes>& coords) const {
 std::string Mesh::describe_rank(int world_rank) const {
     std::string out;
     for (int a = 0; a < kMeshAxes; ++a) {
-        if (sizes_[a] == 1 || Axis(a) == Axis::ep) continue;  // ep: cp's and dp's say it
+        if (extents_[a] == 1 || Axis(a) == Axis::ep) continue;  // ep: cp's and dp's say it
         if (!out.empty()) out += ", ";
-        out += fmt::format("{} {}", axis_name(Axis(a)), (world_rank / strides_[a]) % sizes_[a]);
+        out += fmt::format("{} {}", axis_name(Axis(a)), (world_rank / strides_[a]) % extents_[a]);
     }
     return out.empty() ? "the only rank" : out;
 }

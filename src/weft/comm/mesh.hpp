@@ -1,5 +1,6 @@
 #pragma once
-// The process mesh: one Layout laid over MPI_COMM_WORLD in Megatron's rank order, tp fastest:
+// The process mesh: the degrees of a layout (MeshSizes) laid over MPI_COMM_WORLD in Megatron's
+// rank order, tp fastest:
 //
 //   rank = tp_rank + tp*(cp_rank + cp*(dp_rank + dp*pp_rank))
 //
@@ -14,6 +15,8 @@
 // the same ep rank (edp_rank = d / ep). Attention sees cp and dp ranks; an expert's weights are
 // replicated over edp, and a rank's tokens reach their experts over ep. Its coordinate follows
 // from cp's and dp's: world_rank_of ignores it and describe_rank leaves it out.
+// The mesh knows sizes, not how a run uses them (ZeRO, schedules, cp kinds): those options are
+// the Layout's, passed to whoever needs them (parallel/parallel_context.hpp).
 // mpi.h stays out of this header: callers see groups, not communicators.
 #include <array>
 #include <initializer_list>
@@ -86,14 +89,14 @@ class Group {
 
 class Mesh {
   public:
-    // Collective over MPI_COMM_WORLD. Resolves the layout against the world size (dp = 0 is
+    // Collective over MPI_COMM_WORLD. Resolves the sizes against the world size (dp = 0 is
     // derived) and throws weft::Error naming every degree when the product does not match.
-    explicit Mesh(const Layout& layout, MeshOptions options = {});
+    explicit Mesh(const MeshSizes& sizes, MeshOptions options = {});
     ~Mesh();
     Mesh(const Mesh&) = delete;
     Mesh& operator=(const Mesh&) = delete;
 
-    const Layout& layout() const { return layout_; }
+    const MeshSizes& sizes() const { return sizes_; }  // resolved: dp filled in
     int world_rank() const { return world_rank_; }
     int world_size() const { return world_size_; }
     // Coordinate of this rank on an axis (world: the world rank), and the axis' degree.
@@ -128,11 +131,11 @@ class Mesh {
 
   private:
     friend struct detail::Access;
-    Layout layout_;
+    MeshSizes sizes_;
     MeshOptions options_;
     int world_rank_ = 0;
     int world_size_ = 1;
-    std::array<int, kMeshAxes> sizes_{};
+    std::array<int, kMeshAxes> extents_{};  // sizes_ indexed by Axis
     std::array<int, kMeshAxes> strides_{};
     std::array<int, kMeshAxes> coords_{};
     std::unique_ptr<FlightRecorder> flight_;

@@ -71,16 +71,17 @@ std::string_view cp_kind_name(CpKind kind) {
     return kind == CpKind::ring ? "ring" : kind == CpKind::ulysses ? "ulysses" : "hybrid";
 }
 
-void Layout::resolve(int world_size) {
-    auto positive = [](const char* name, int v) {
-        WEFT_CHECK(v >= 1, "--{} must be at least 1, got {}", name, v);
-    };
-    positive("tp", tp), positive("pp", pp), positive("cp", cp), positive("ep", ep);
-    positive("vpp", vpp);
-    WEFT_CHECK(zero >= 0 && zero <= 3, "--zero must be 0, 1, 2 or 3, got {}", zero);
-    WEFT_CHECK(!sequence_parallel || tp > 1,
-               "--sequence-parallel needs --tp greater than 1: it splits the LayerNorm and "
-               "residual regions over the tensor-parallel ranks");
+namespace {
+
+void check_positive(const char* name, int v) {
+    WEFT_CHECK(v >= 1, "--{} must be at least 1, got {}", name, v);
+}
+
+}  // namespace
+
+void MeshSizes::resolve(int world_size) {
+    check_positive("tp", tp), check_positive("pp", pp), check_positive("cp", cp);
+    check_positive("ep", ep);
     // ep is not a factor: it folds over dp.
     int others = tp * pp * cp;
     if (dp == 0) {
@@ -89,7 +90,7 @@ void Layout::resolve(int world_size) {
                    cp, others);
         dp = world_size / others;
     }
-    positive("dp", dp);
+    check_positive("dp", dp);
     WEFT_CHECK(dp * others == world_size,
                "layout dp*tp*pp*cp = {}*{}*{}*{} = {} does not match the world size {}", dp, tp, pp,
                cp, dp * others, world_size);
@@ -102,8 +103,21 @@ void Layout::resolve(int world_size) {
                "are split over ep consecutive ranks of the cp x dp group (MoE parallel folding), "
                "expected ep among the divisors of {}",
                ep, cp, dp, cp * dp, cp * dp);
-    // Combinations of options and sizes, after the sizes themselves: a layout that does not fit
-    // the world is named first.
+}
+
+std::string MeshSizes::describe() const {
+    return fmt::format("dp={} tp={} pp={} cp={} ep={}", dp, tp, pp, cp, ep);
+}
+
+void Layout::resolve(int world_size) {
+    // The sizes first, as comm::Mesh checks them before the options are looked at: a layout that
+    // does not fit the world is named first.
+    MeshSizes::resolve(world_size);
+    check_positive("vpp", vpp);
+    WEFT_CHECK(zero >= 0 && zero <= 3, "--zero must be 0, 1, 2 or 3, got {}", zero);
+    WEFT_CHECK(!sequence_parallel || tp > 1,
+               "--sequence-parallel needs --tp greater than 1: it splits the LayerNorm and "
+               "residual regions over the tensor-parallel ranks");
     WEFT_CHECK(pp > 1 || vpp == 1, "--vpp {} needs --pp greater than 1", vpp);
     // Settings of an axis that is not there: like --sequence-parallel at tp 1, each says the
     // user meant another layout.
@@ -151,7 +165,7 @@ std::string Layout::describe() const {
         : cp_kind == CpKind::hybrid ? fmt::format(" hybrid ulysses={}", cp_ulysses)
         : ring_bidirectional && cp_kind == CpKind::ring ? std::string(" ring bidirectional")
                                                         : fmt::format(" {}", cp_kind_name(cp_kind));
-    return fmt::format("dp={} tp={} pp={} cp={} ep={} zero={}{}{}{}{}", dp, tp, pp, cp, ep, zero,
+    return fmt::format("{} zero={}{}{}{}{}", MeshSizes::describe(), zero,
                        sequence_parallel ? " sp" : "", pipeline, again, context);
 }
 

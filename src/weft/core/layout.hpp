@@ -44,6 +44,10 @@ struct MeshSizes {
     int ep = 1;
 
     int world_size() const { return dp * tp * pp * cp; }
+    // Fills in dp from the world size and checks the degrees (positive, their product the world,
+    // ep dividing cp x dp); throws weft::Error naming them and the flags that set them.
+    void resolve(int world_size);
+    std::string describe() const;  // "dp=2 tp=1 pp=1 cp=1 ep=1"
 };
 
 // How a run uses the mesh.
@@ -59,9 +63,10 @@ struct ParallelOptions {
 };
 
 // The two parts are bases, not members, so that a degree reads as layout.tp and an option as
-// layout.zero wherever a Layout is used.
+// layout.zero wherever a Layout is used. comm::Mesh takes the MeshSizes part alone: the mesh
+// lays out ranks and knows no option.
 struct Layout : MeshSizes, ParallelOptions {
-    // Fills in dp from the world size and checks every value and every combination of values;
+    // MeshSizes::resolve, then every option and every combination of options and degrees;
     // throws weft::Error naming them (and the flags that set them).
     void resolve(int world_size);
     std::string describe() const;

@@ -77,6 +77,27 @@ TEST(Layout, EpFoldsOverDp) {
     EXPECT_EQ(error_of(l, 1), "--ep must be at least 1, got 0");
 }
 
+// The sizes resolve alone, as comm::Mesh resolves them: an option never stops a mesh, and the
+// sizes' errors are the layout's.
+TEST(Layout, SizesResolveWithoutTheOptions) {
+    Layout l;
+    l.tp = 2, l.ep = 2, l.sequence_parallel = true, l.zero = 9;
+    MeshSizes sizes = l;
+    sizes.resolve(8);
+    EXPECT_EQ(sizes.dp, 4);
+    EXPECT_EQ(sizes.describe(), "dp=4 tp=2 pp=1 cp=1 ep=2");
+    EXPECT_EQ(error_of(l, 8), "--zero must be 0, 1, 2 or 3, got 9");
+    sizes = {};
+    sizes.tp = 2;
+    try {
+        sizes.resolve(3);
+        FAIL() << "expected weft::Error";
+    } catch (const Error& e) {
+        EXPECT_EQ(std::string(e.what()), error_of(l, 3));
+        EXPECT_EQ(std::string(e.what()), "world size 3 is not divisible by tp*pp*cp = 2*1*1 = 2");
+    }
+}
+
 TEST(Layout, ParsesFlagValuesOnce) {
     for (ScheduleKind k :
          {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::interleaved})
