@@ -35,4 +35,13 @@ BatchSplit split_batch(const Layout& l, int64_t batch_size, int64_t micro_batch_
     return s;
 }
 
+void check_sequence_split(const Layout& l, int64_t micro, int64_t T) {
+    WEFT_CHECK(!l.sequence_parallel || l.cp == 1 || micro * (T / l.cp) % l.tp == 0,
+               "--sequence-parallel with --cp {} and --tp {}: a rank holds micro-batch {} x "
+               "--seq-len {} / cp = {} rows, which the tensor-parallel ranks split evenly only "
+               "if they are a multiple of --tp {}; use a --seq-len that is a multiple of "
+               "2 x cp x tp = {}",
+               l.cp, l.tp, micro, T, micro * (T / l.cp), l.tp, 2 * l.cp * l.tp);
+}
+
 }  // namespace weft::train

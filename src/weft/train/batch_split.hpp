@@ -18,4 +18,9 @@ struct BatchSplit {
 // (interleaving needs a multiple of pp).
 BatchSplit split_batch(const Layout& resolved, int64_t batch_size, int64_t micro_batch_size);
 
+// Sequence parallelism beside context parallelism: a rank's micro x seq_len / cp rows must split
+// evenly over tp. The error names the flags and a --seq-len that works; found with the batch
+// split, before the memory check or the model are built.
+void check_sequence_split(const Layout& resolved, int64_t micro, int64_t seq_len);
+
 }  // namespace weft::train

@@ -39,6 +39,7 @@ BenchTrainResult bench_train(const BenchTrainOptions& o) {
     BenchTrainResult r;
     r.layout = ctx.layout();
     const BatchSplit split = split_batch(r.layout, o.batch_size, o.micro_batch_size);
+    check_sequence_split(r.layout, split.micro, o.seq_len);
     const int dp = r.layout.dp;
     r.root = mesh.world_rank() == 0;
     r.ranks = mesh.world_size();

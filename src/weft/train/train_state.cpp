@@ -90,12 +90,6 @@ TrainState::TrainState(const model::ModelConfig& cfg, const parallel::ParallelCo
             dp_.padded().units[0].size, options.bf16_grad_reduce) {
     const Layout& l = ctx.layout();
     const bool recompute = recomputes(l);
-    WEFT_CHECK(!l.sequence_parallel || l.cp == 1 || micro * (T / l.cp) % l.tp == 0,
-               "--sequence-parallel with --cp {} and --tp {}: a rank holds micro-batch {} x "
-               "--seq-len {} / cp = {} rows, which the tensor-parallel ranks split evenly only "
-               "if they are a multiple of --tp {}; use a --seq-len that is a multiple of "
-               "2 x cp x tp = {}",
-               l.cp, l.tp, micro, T, micro * (T / l.cp), l.tp, 2 * l.cp * l.tp);
     model_->set_context_parallel(ctx.cp(), T, l.cp_kind != CpKind::ring, ctx.cp_ring(),
                                  l.ring_bidirectional);
     if (ctx.expert()) model_->set_expert_comm(ctx.expert());

@@ -133,6 +133,7 @@ void run_training(const TrainOptions& opts) {
     o.layout = ctx.layout();
     const InjectedDelay delay = parse_inject_delay(o.inject_delay, mesh.world_size());
     const BatchSplit split = split_batch(o.layout, o.batch_size, o.micro_batch_size);
+    check_sequence_split(o.layout, split.micro, o.seq_len);
     const int threads = set_threads_per_rank(o.threads);
     kernels::set_matmul_precision(kernels::parse_matmul_precision(o.dtype));
     const int64_t baseline_rss = current_rss_bytes();
