@@ -7,7 +7,6 @@
 #include "weft/kernels/classifier.hpp"
 #include "weft/kernels/elementwise.hpp"
 #include "weft/kernels/gelu.hpp"
-#include "weft/kernels/layernorm.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/kernels/precision.hpp"
 #include "weft/model/cp_attention.hpp"
@@ -98,7 +97,8 @@ int64_t Gpt2Activations::floats(const ModelConfig& cfg, int64_t B, int64_t T,
 
 Gpt2::Gpt2(const ModelConfig& cfg, const ModelShard& shard, TpComm* tp, bool sequence_parallel)
     : Model(cfg, shard, tp ? tp->size() : 1, shard.tp_rank, sequence_parallel),
-      tp_(tp, shard.tp_rank, sequence_parallel, cfg.n_embd, cfg.vocab_size, cfg.padded_vocab()) {}
+      tp_(tp, shard.tp_rank, sequence_parallel, cfg.n_embd, cfg.vocab_size, cfg.padded_vocab()),
+      norm_(NormBlock::Kind::layer_norm, cfg.n_embd, cfg.ln_eps, tp_) {}
 
 std::unique_ptr<Activations> Gpt2::new_activations(int64_t B, int64_t T, LayerSpan span) const {
     return std::make_unique<Gpt2Activations>(cfg_, B, T, activation_span(span));
@@ -121,8 +121,9 @@ int64_t Gpt2::scratch_floats(const ModelConfig& cfg, int64_t B, int64_t T, int t
                                       kernels::matmul_backward_scratch_floats(C / tp, C),
                                       kernels::matmul_backward_scratch_floats(C, 4 * C / tp),
                                       kernels::matmul_backward_scratch_floats(4 * C / tp, C)});
-    // dres_, dC_, d3C_, d4C_, and the partial LayerNorm gradients.
-    return rows * C + BT * C + BT * 3 * C / tp + BT * 4 * C / tp + (sp ? 4 * C : 0) + dweight;
+    // dres_, dC_, d3C_, d4C_, and the norms' partial gradients.
+    return rows * C + BT * C + BT * 3 * C / tp + BT * 4 * C / tp +
+           NormBlock::scratch_floats(NormBlock::Kind::layer_norm, C, sp) + dweight;
 }
 
 void Gpt2::ensure_scratch(int64_t BT) {
@@ -132,7 +133,6 @@ void Gpt2::ensure_scratch(int64_t BT) {
     dC_ = Buffer(BT * C);
     d3C_ = Buffer(BT * 3 * C / tp);
     d4C_ = Buffer(BT * 4 * C / tp);
-    if (sp_) ln_grads_ = Buffer(4 * C);
     scratch_bt_ = BT;
 }
 
@@ -188,6 +188,16 @@ void Gpt2::block_forward_cached(Activations& a, UnitAccess& w, int l, KvCache& c
     w.release(l + 1);
 }
 
+NormBlock::Stats Gpt2::ln1_stats(Gpt2Activations& a, int64_t slot) const {
+    const int64_t R = a.rows();
+    return {a.ln1_mean.data() + slot * R, a.ln1_rstd.data() + slot * R};
+}
+
+NormBlock::Stats Gpt2::ln2_stats(Gpt2Activations& a, int64_t slot) const {
+    const int64_t R = a.rows();
+    return {a.ln2_mean.data() + slot * R, a.ln2_rstd.data() + slot * R};
+}
+
 AttentionCore Gpt2::attention(Gpt2Activations& a, int64_t slot) const {
     const int64_t BT = a.B * a.T, NH = cfg_.n_head / tp_size_, Cl = cfg_.n_embd / tp_size_;
     return {a.B,
@@ -224,9 +234,7 @@ void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, Uni
 
     // Attention: the LayerNorm of this rank's rows, then (sequence parallel) every rank's rows,
     // the input of the column-parallel qkv projection.
-    k::layernorm_forward(tp_.own_rows(ln1, R), a.ln1_mean.data() + s * R, a.ln1_rstd.data() + s * R,
-                         x, p.ln1_w, p.ln1_b, R, C, cfg_.ln_eps);
-    tp_.gather_rows(ln1, R);
+    norm_.forward(ln1, ln1_stats(a, s), x, {p.ln1_w, p.ln1_b}, R);
     if (attn16) {
         // q, k, v are only wanted as bf16 (every path below reads the kept copy): the product
         // writes them rounded.
@@ -245,9 +253,7 @@ void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, Uni
         tp_.row_parallel_forward(res2, atty, p.proj_w, p.proj_b, x, BT, Cl, R, dC_.data());
     w.progress();
     // MLP, the same way.
-    k::layernorm_forward(tp_.own_rows(ln2, R), a.ln2_mean.data() + s * R, a.ln2_rstd.data() + s * R,
-                         res2, p.ln2_w, p.ln2_b, R, C, cfg_.ln_eps);
-    tp_.gather_rows(ln2, R);
+    norm_.forward(ln2, ln2_stats(a, s), res2, {p.ln2_w, p.ln2_b}, R);
     if (a.bf16) {
         // fch is kept as bf16 and the GELU reads it so, as its backward will: the product writes
         // it rounded, and the GELU rounds its output into the kept fch_gelu, with no fp32 copy
@@ -272,13 +278,11 @@ double Gpt2::head_forward(Activations& base, UnitAccess& w, bool train, float lo
     Gpt2Activations& a = acts(base);
     WEFT_CHECK(a.head && a.first_layer + a.n_layers == cfg_.n_layer,
                "internal: the head needs the output of the last layer");
-    const int64_t BT = a.B * a.T, C = cfg_.n_embd, L = cfg_.n_layer, R = a.rows();
+    const int64_t BT = a.B * a.T, L = cfg_.n_layer, R = a.rows();
     if (tp_size_ > 1) ensure_scratch(BT);  // the partial sums (one process needs none)
     Gpt2Final f = final_norm(w.params(int(L) + 1));
     const float* x = a.resid_in(int(L));
-    k::layernorm_forward(tp_.own_rows(a.lnf.data(), R), a.lnf_mean.data(), a.lnf_rstd.data(), x,
-                         f.lnf_w, f.lnf_b, R, C, cfg_.ln_eps);
-    tp_.gather_rows(a.lnf.data(), R);
+    norm_.forward(a.lnf.data(), {a.lnf_mean.data(), a.lnf_rstd.data()}, x, {f.lnf_w, f.lnf_b}, R);
     // The head is tied to the token embedding; its gradient goes into wte's.
     Gpt2Embed e = embed(w.params(0));
     float* dwte = train ? embed(w.grads(0)).wte : nullptr;
@@ -298,28 +302,21 @@ void Gpt2::logits(Activations& a, UnitAccess& w, int64_t row, float* out) {
     float* ln = dC_.data();
     float stats[2];
     Gpt2Final f = final_norm(w.params(int(L) + 1));
-    k::layernorm_forward(ln, stats, stats + 1, a.resid_in(int(L)) + row * C, f.lnf_w, f.lnf_b, 1, C,
-                         cfg_.ln_eps);
+    norm_.forward(ln, {stats, stats + 1}, a.resid_in(int(L)) + row * C, {f.lnf_w, f.lnf_b}, 1);
     k::classifier_logits(out, ln, embed(w.params(0)).wte, 1, C, cfg_.vocab_size);
 }
 
 void Gpt2::head_backward(Activations& base, UnitAccess& w) {
     Gpt2Activations& a = acts(base);
-    const int64_t BT = a.B * a.T, C = cfg_.n_embd, L = cfg_.n_layer, R = a.rows();
+    const int64_t BT = a.B * a.T, L = cfg_.n_layer, R = a.rows();
     ensure_scratch(BT);
     Gpt2Final f = final_norm(w.params(int(L) + 1));
     Gpt2Final g = final_norm(w.grads(int(L) + 1));
     dres_.zero();
-    // Sequence parallel: the norm's parameters see only this rank's rows here.
-    if (sp_) ln_grads_.zero();
-    float* gw = sp_ ? ln_grads_.data() : g.lnf_w;
-    float* gb = sp_ ? ln_grads_.data() + C : g.lnf_b;
-    k::layernorm_backward(dres_.data(), gw, gb, a.dlnf.data(), a.resid_in(int(L)), f.lnf_w,
-                          a.lnf_mean.data(), a.lnf_rstd.data(), R, C);
-    if (sp_) {
-        float* dst[] = {g.lnf_w, g.lnf_b};
-        tp_.add_replicated_grads(ln_grads_.data(), dst, 2);
-    }
+    norm_.begin_backward();
+    norm_.backward(0, dres_.data(), {g.lnf_w, g.lnf_b}, a.dlnf.data(), a.resid_in(int(L)),
+                   {f.lnf_w, f.lnf_b}, {a.lnf_mean.data(), a.lnf_rstd.data()}, R);
+    norm_.end_backward();
     w.release(int(L) + 1);
     w.grads_ready(int(L) + 1);
 }
@@ -339,14 +336,7 @@ void Gpt2::block_backward(Activations& base, UnitAccess& w, int l) {
     const int64_t at_fc = s * BT * 4 * Cl;
     const float* res2 = a.resid2.data() + s * R * C;
     float *dres = dres_.data(), *d3C = d3C_.data(), *d4C = d4C_.data();
-    // Sequence parallel: the LayerNorms' parameters see only this rank's rows; their gradients
-    // are collected apart and summed over the ranks at the end.
-    Gpt2Block gn = g;
-    if (sp_) {
-        ln_grads_.zero();
-        float* lg = ln_grads_.data();
-        gn.ln1_w = lg, gn.ln1_b = lg + C, gn.ln2_w = lg + 2 * C, gn.ln2_b = lg + 3 * C;
-    }
+    norm_.begin_backward();
 
     // dres holds the gradient of this block's output (this rank's rows); the residual
     // connections mean it flows unchanged to resid2 and to x, and the LayerNorm backwards add
@@ -370,9 +360,8 @@ void Gpt2::block_backward(Activations& base, UnitAccess& w, int l) {
         backward_kept(dC_.data(), g.fc_w, nullptr, d4C, a.ln2, at_ln, p.fc_w, BT, C, 4 * Cl);
     }
     w.progress();
-    k::layernorm_backward(dres, gn.ln2_w, gn.ln2_b, tp_.sum_input_grad(dC_.data(), BT, R, d4C),
-                          res2, p.ln2_w, a.ln2_mean.data() + s * R, a.ln2_rstd.data() + s * R, R,
-                          C);
+    norm_.backward(1, dres, {g.ln2_w, g.ln2_b}, tp_.sum_input_grad(dC_.data(), BT, R, d4C), res2,
+                   {p.ln2_w, p.ln2_b}, ln2_stats(a, s), R);
     dout = tp_.gather_grad(dres, R, dC_.data());
     float* datty = d4C;  // free again: [B*T, C/tp] fits in [B*T, 4C/tp]
     // The bf16 kernel takes the output's gradient rounded to bf16, as the products round it: the
@@ -388,12 +377,9 @@ void Gpt2::block_backward(Activations& base, UnitAccess& w, int l) {
     attention(a, s).backward(cp_.get(), d3C, datty, datty16);
     w.progress();
     backward_kept(dC_.data(), g.qkv_w, g.qkv_b, d3C, a.ln1, at_ln, p.qkv_w, BT, C, 3 * Cl);
-    k::layernorm_backward(dres, gn.ln1_w, gn.ln1_b, tp_.sum_input_grad(dC_.data(), BT, R, d4C), x,
-                          p.ln1_w, a.ln1_mean.data() + s * R, a.ln1_rstd.data() + s * R, R, C);
-    if (sp_) {
-        float* dst[] = {g.ln1_w, g.ln1_b, g.ln2_w, g.ln2_b};
-        tp_.add_replicated_grads(ln_grads_.data(), dst, 4);
-    }
+    norm_.backward(0, dres, {g.ln1_w, g.ln1_b}, tp_.sum_input_grad(dC_.data(), BT, R, d4C), x,
+                   {p.ln1_w, p.ln1_b}, ln1_stats(a, s), R);
+    norm_.end_backward();
     w.release(l + 1);
     w.grads_ready(l + 1);
 }

@@ -12,6 +12,7 @@
 #include "weft/model/attention_core.hpp"
 #include "weft/model/kept_tensor.hpp"
 #include "weft/model/model.hpp"
+#include "weft/model/norm_block.hpp"
 #include "weft/model/tp_comm.hpp"
 #include "weft/model/tp_regions.hpp"
 
@@ -97,8 +98,11 @@ class Gpt2 : public Model {
     void ensure_scratch(int64_t BT);
     // The layer's forward from its parameters, into the micro-batch's buffers; with a cache,
     // attending to its keys and values too (block_forward_cached).
-    // The attention core (attention_core.hpp) of the micro-batch slot `slot` of `a`.
+    // The attention core (attention_core.hpp) of the micro-batch slot `slot` of `a`, and the
+    // statistics its two norms keep.
     AttentionCore attention(Gpt2Activations& a, int64_t slot) const;
+    NormBlock::Stats ln1_stats(Gpt2Activations& a, int64_t slot) const;
+    NormBlock::Stats ln2_stats(Gpt2Activations& a, int64_t slot) const;
     void block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int layer, UnitAccess& w,
                             KvCache* cache = nullptr, int64_t pos0 = 0);
     Gpt2Block block(float* unit_base, int layer) const;
@@ -106,12 +110,12 @@ class Gpt2 : public Model {
     Gpt2Final final_norm(float* unit_base) const;
 
     TpRegions tp_;
+    NormBlock norm_;  // ln1, ln2 (slots 0, 1) and the final norm
     int64_t scratch_bt_ = 0;
     // Backward scratch: residual gradient [rows, C] and per-width temps [B*T, C], [B*T, 3C/tp],
     // [B*T, 4C/tp]. With tp > 1 dC_ also takes the partial sums of forward's row-parallel
     // products under sequence parallelism and the gathered gradients in backward.
     Buffer dres_, dC_, d3C_, d4C_;
-    Buffer ln_grads_;  // sequence parallel: [4C] partial LayerNorm gradients
 };
 
 }  // namespace weft::model

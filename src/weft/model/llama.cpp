@@ -9,7 +9,6 @@
 #include "weft/kernels/elementwise.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/kernels/precision.hpp"
-#include "weft/kernels/rmsnorm.hpp"
 #include "weft/kernels/swiglu.hpp"
 #include "weft/model/cp_attention.hpp"
 
@@ -152,7 +151,8 @@ int64_t LlamaActivations::floats(const ModelConfig& cfg, int64_t B, int64_t T,
 
 Llama::Llama(const ModelConfig& cfg, const ModelShard& shard, TpComm* tp, bool sequence_parallel)
     : Model(cfg, shard, tp ? tp->size() : 1, shard.tp_rank, sequence_parallel),
-      tp_(tp, shard.tp_rank, sequence_parallel, cfg.n_embd, cfg.vocab_size, cfg.padded_vocab()) {
+      tp_(tp, shard.tp_rank, sequence_parallel, cfg.n_embd, cfg.vocab_size, cfg.padded_vocab()),
+      norm_(NormBlock::Kind::rms_norm, cfg.n_embd, cfg.ln_eps, tp_) {
     const Widths w = widths(cfg_, tp_size_);
     NH_ = w.NH, NKV_ = w.NKV, HS_ = w.HS, F_ = w.F, qkv_ = w.qkv;
     if (cfg_.n_experts > 0) {
@@ -241,9 +241,9 @@ int64_t Llama::scratch_floats(const ModelConfig& cfg, int64_t B, int64_t T, int 
     } else {
         dweight = std::max({dweight, dw(C, 2 * w.F), dw(w.F, C)});
     }
-    return rows * C + BT * C + BT * w.qkv + BT * w.F + BT * wide_width(w) +
-           (sp ? rows * C + 2 * C : 0) + (cfg.n_experts > 0 ? MoeMlp::scratch_floats(cfg, BT) : 0) +
-           dweight;
+    return rows * C + BT * C + BT * w.qkv + BT * w.F + BT * wide_width(w) + (sp ? rows * C : 0) +
+           NormBlock::scratch_floats(NormBlock::Kind::rms_norm, C, sp) +
+           (cfg.n_experts > 0 ? MoeMlp::scratch_floats(cfg, BT) : 0) + dweight;
 }
 
 void Llama::ensure_scratch(int64_t BT) {
@@ -254,10 +254,7 @@ void Llama::ensure_scratch(int64_t BT) {
     dqkv_ = Buffer(BT * qkv_);
     dact_ = Buffer(BT * F_);
     wide_ = Buffer(BT * wide_width(widths(cfg_, tp_size_)));
-    if (sp_) {
-        rows_ = Buffer(rows * C);
-        ln_grads_ = Buffer(2 * C);
-    }
+    if (sp_) rows_ = Buffer(rows * C);
     scratch_bt_ = BT;
 }
 
@@ -380,8 +377,7 @@ void Llama::block_forward_from(LlamaActivations& a, const LlamaBlock& p, int l, 
     float* act = moe_ ? nullptr : a.act.bf16() ? dact_.data() : a.act.f32() + at_act;
     float* out = a.resid_in(l + 1);
 
-    k::rmsnorm_forward(tp_.own_rows(ln1, R), a.rstd1.data() + s * R, x, p.ln1_w, R, C, cfg_.ln_eps);
-    tp_.gather_rows(ln1, R);
+    norm_.forward(ln1, {nullptr, a.rstd1.data() + s * R}, x, {p.ln1_w}, R);
     keep_and_project(qkv, ln1, a.ln1, at_ln, p.qkv_w, p.qkv_b, BT, C, qkv_);
     w.progress();
     const kernels::RopeTable& table = rope(cfg_.n_positions);
@@ -396,9 +392,7 @@ void Llama::block_forward_from(LlamaActivations& a, const LlamaBlock& p, int l, 
     else
         tp_.row_parallel_forward(res2, atty, p.o_w, nullptr, x, BT, A, R, dC_.data());
     w.progress();
-    k::rmsnorm_forward(tp_.own_rows(ln2, R), a.rstd2.data() + s * R, res2, p.ln2_w, R, C,
-                       cfg_.ln_eps);
-    tp_.gather_rows(ln2, R);
+    norm_.forward(ln2, {nullptr, a.rstd2.data() + s * R}, res2, {p.ln2_w}, R);
     if (moe_) {
         moe_->forward(
             a.moe[size_t(s)], a.moe_counts[size_t(l - a.first_layer)], out, ln2, res2, p.moe, BT,
@@ -427,13 +421,12 @@ double Llama::head_forward(Activations& base, UnitAccess& w, bool train, float l
     LlamaActivations& a = acts(base);
     WEFT_CHECK(a.head && a.first_layer + a.n_layers == cfg_.n_layer,
                "internal: the head needs the output of the last layer");
-    const int64_t BT = a.B * a.T, C = cfg_.n_embd, R = a.rows();
+    const int64_t BT = a.B * a.T, R = a.rows();
     const int u = int(cfg_.n_layer) + 1;
     if (tp_size_ > 1) ensure_scratch(BT);
     float* norm = unit_tensor(w.params(u), layout_, u, 0);
-    k::rmsnorm_forward(tp_.own_rows(a.lnf.data(), R), a.lnf_rstd.data(),
-                       a.resid_in(int(cfg_.n_layer)), norm, R, C, cfg_.ln_eps);
-    tp_.gather_rows(a.lnf.data(), R);
+    norm_.forward(a.lnf.data(), {nullptr, a.lnf_rstd.data()}, a.resid_in(int(cfg_.n_layer)), {norm},
+                  R);
     tp_.head(a.losses.data(), a.dlnf.data(), train ? head_weight(w, true) : nullptr, a.lnf.data(),
              head_weight(w, false), a.targets.data(), BT, R, train, loss_scale, dC_.data());
     w.release(u);
@@ -449,26 +442,23 @@ void Llama::logits(Activations& a, UnitAccess& w, int64_t row, float* out) {
     const int u = int(cfg_.n_layer) + 1;
     ensure_scratch(1);
     float rstd;
-    k::rmsnorm_forward(dC_.data(), &rstd, a.resid_in(int(cfg_.n_layer)) + row * C,
-                       unit_tensor(w.params(u), layout_, u, 0), 1, C, cfg_.ln_eps);
+    norm_.forward(dC_.data(), {nullptr, &rstd}, a.resid_in(int(cfg_.n_layer)) + row * C,
+                  {unit_tensor(w.params(u), layout_, u, 0)}, 1);
     k::classifier_logits(out, dC_.data(), head_weight(w, false), 1, C, cfg_.vocab_size);
 }
 
 void Llama::head_backward(Activations& base, UnitAccess& w) {
     LlamaActivations& a = acts(base);
-    const int64_t BT = a.B * a.T, C = cfg_.n_embd, R = a.rows();
+    const int64_t BT = a.B * a.T, R = a.rows();
     const int u = int(cfg_.n_layer) + 1;
     ensure_scratch(BT);
     float* norm = unit_tensor(w.params(u), layout_, u, 0);
     float* gnorm = unit_tensor(w.grads(u), layout_, u, 0);
     dres_.zero();
-    if (sp_) ln_grads_.zero();
-    k::rmsnorm_backward(dres_.data(), sp_ ? ln_grads_.data() : gnorm, a.dlnf.data(),
-                        a.resid_in(int(cfg_.n_layer)), norm, a.lnf_rstd.data(), R, C);
-    if (sp_) {
-        float* dst[] = {gnorm};
-        tp_.add_replicated_grads(ln_grads_.data(), dst, 1);
-    }
+    norm_.begin_backward();
+    norm_.backward(0, dres_.data(), {gnorm}, a.dlnf.data(), a.resid_in(int(cfg_.n_layer)), {norm},
+                   {nullptr, a.lnf_rstd.data()}, R);
+    norm_.end_backward();
     w.release(u);
     w.grads_ready(u);
 }
@@ -488,14 +478,7 @@ void Llama::block_backward(Activations& base, UnitAccess& w, int l) {
     const int64_t at_gu = s * BT * 2 * F_, at_act = s * BT * F_;
     const float* res2 = a.resid2.data() + s * R * C;
     float *dres = dres_.data(), *dC = dC_.data(), *wide = wide_.data();
-    // Sequence parallel: the norms' weights see only this rank's rows; their gradients are
-    // collected apart and summed over the ranks at the end.
-    float* gln1 = g.ln1_w;
-    float* gln2 = g.ln2_w;
-    if (sp_) {
-        ln_grads_.zero();
-        gln1 = ln_grads_.data(), gln2 = ln_grads_.data() + C;
-    }
+    norm_.begin_backward();
 
     // dres: the gradient of the block's output (this rank's rows), flowing unchanged through
     // both residual connections; the norms' backwards add their share into it.
@@ -521,8 +504,8 @@ void Llama::block_backward(Activations& base, UnitAccess& w, int l) {
     w.progress();
     // The dense MLP's column-parallel input gradient is a partial sum over tp; the replicated
     // MoE block's is already whole.
-    k::rmsnorm_backward(dres, gln2, moe_ ? dC : tp_.sum_input_grad(dC, BT, R, rows_.data()), res2,
-                        p.ln2_w, a.rstd2.data() + s * R, R, C);
+    norm_.backward(1, dres, {g.ln2_w}, moe_ ? dC : tp_.sum_input_grad(dC, BT, R, rows_.data()),
+                   res2, {p.ln2_w}, {nullptr, a.rstd2.data() + s * R}, R);
     dout = tp_.gather_grad(dres, R, dC);
     float* datty = wide;  // free again
     // The bf16 kernel takes the output's gradient rounded to bf16, as the products round it:
@@ -543,12 +526,9 @@ void Llama::block_backward(Activations& base, UnitAccess& w, int l) {
     rope_rows(dqkv_.data(), B, T, NH_, HS_, qkv_, 0, a.positions, table, true);
     rope_rows(dqkv_.data() + A, B, T, NKV_, HS_, qkv_, 0, a.positions, table, true);
     backward_kept(dC, g.qkv_w, g.qkv_b, dqkv_.data(), a.ln1, at_ln, p.qkv_w, BT, C, qkv_);
-    k::rmsnorm_backward(dres, gln1, tp_.sum_input_grad(dC, BT, R, rows_.data()), x, p.ln1_w,
-                        a.rstd1.data() + s * R, R, C);
-    if (sp_) {
-        float* dst[] = {g.ln1_w, g.ln2_w};
-        tp_.add_replicated_grads(ln_grads_.data(), dst, 2);
-    }
+    norm_.backward(0, dres, {g.ln1_w}, tp_.sum_input_grad(dC, BT, R, rows_.data()), x, {p.ln1_w},
+                   {nullptr, a.rstd1.data() + s * R}, R);
+    norm_.end_backward();
     w.release(l + 1);
     w.grads_ready(l + 1);
 }

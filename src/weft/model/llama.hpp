@@ -27,6 +27,7 @@
 #include "weft/model/kept_tensor.hpp"
 #include "weft/model/model.hpp"
 #include "weft/model/moe_block.hpp"
+#include "weft/model/norm_block.hpp"
 #include "weft/model/tp_comm.hpp"
 #include "weft/model/tp_regions.hpp"
 
@@ -115,14 +116,15 @@ class Llama : public Model {
     float* head_weight(UnitAccess& w, bool grads) const;
 
     TpRegions tp_;
+    NormBlock norm_;  // the input and post-attention norms (slots 0, 1) and the final norm
     int64_t NH_, NKV_, HS_, F_;  // this rank's query and key/value heads, head width, FFN width
     int64_t qkv_;                // (NH_ + 2 NKV_) HS_: one row of the packed projection
     kernels::RopeTable rope_;
     int64_t scratch_bt_ = 0;
     // Backward scratch: dres_ [rows, C], dC_ [B*T, C], dqkv_ [B*T, qkv_], dact_ [B*T, F_],
     // wide_ [B*T, max(2 F_, NH_ HS_)] (the gate/up gradient, then the attention output's),
-    // and under sequence parallelism rows_ [rows, C] and ln_grads_ [2C].
-    Buffer dres_, dC_, dqkv_, dact_, wide_, rows_, ln_grads_;
+    // and under sequence parallelism rows_ [rows, C].
+    Buffer dres_, dC_, dqkv_, dact_, wide_, rows_;
     std::unique_ptr<MoeMlp> moe_;  // n_experts > 0
     MoeStats moe_stats_;
     std::vector<float> router_bias_;  // [n_layer, n_experts], zero until balancing moves it
