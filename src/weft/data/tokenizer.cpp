@@ -21,6 +21,28 @@ std::string unmap_bytes(std::string_view spelled, const std::filesystem::path& p
     return *std::move(bytes);
 }
 
+// vocab.bpe: a "#version" line, then one merge "left right" a line, best (rank 0) first. Calls
+// fn(line, index of its space, line number) for each merge, spelled as in the file.
+template <typename Fn>
+void for_each_merge(std::string_view text, const std::filesystem::path& vocab_bpe, Fn&& fn) {
+    size_t line_no = 0;
+    for (size_t pos = 0; pos < text.size();) {
+        size_t end = text.find('\n', pos);
+        if (end == std::string::npos) end = text.size();
+        std::string_view line(text.data() + pos, end - pos);
+        pos = end + 1;
+        ++line_no;
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        if (line.empty() || (line_no == 1 && line.starts_with("#"))) continue;
+        size_t space = line.find(' ');
+        WEFT_CHECK(space != 0 && space != std::string_view::npos && space + 1 < line.size() &&
+                       line.find(' ', space + 1) == std::string_view::npos,
+                   "{}:{}: expected a merge 'left right', found '{}'", vocab_bpe.string(), line_no,
+                   line);
+        fn(line, space, line_no);
+    }
+}
+
 }  // namespace
 
 Gpt2Tokenizer::Gpt2Tokenizer() = default;
@@ -57,7 +79,6 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::filesystem::path& encoder_json,
         tok.bpe_.set_byte_token(static_cast<uint8_t>(b), it->second);
     }
 
-    // vocab.bpe: a "#version" line, then one merge "left right" a line, best (rank 0) first.
     const std::string text = read_whole_file(vocab_bpe, "GPT-2 vocab.bpe");
     auto id_of = [&](const std::string& bytes, std::string_view line, size_t line_no) {
         auto it = ids.find(bytes);
@@ -65,27 +86,14 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::filesystem::path& encoder_json,
                    vocab_bpe.string(), line_no, line, encoder_json.string());
         return it->second;
     };
-    size_t line_no = 0;
-    for (size_t pos = 0; pos < text.size();) {
-        size_t end = text.find('\n', pos);
-        if (end == std::string::npos) end = text.size();
-        std::string_view line(text.data() + pos, end - pos);
-        pos = end + 1;
-        ++line_no;
-        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-        if (line.empty() || (line_no == 1 && line.starts_with("#"))) continue;
-        size_t space = line.find(' ');
-        WEFT_CHECK(space != 0 && space != std::string_view::npos && space + 1 < line.size() &&
-                       line.find(' ', space + 1) == std::string_view::npos,
-                   "{}:{}: expected a merge 'left right', found '{}'", vocab_bpe.string(), line_no,
-                   line);
+    for_each_merge(text, vocab_bpe, [&](std::string_view line, size_t space, size_t line_no) {
         std::string left = unmap_bytes(line.substr(0, space), vocab_bpe);
         std::string right = unmap_bytes(line.substr(space + 1), vocab_bpe);
         int32_t a = id_of(left, line, line_no), b = id_of(right, line, line_no);
         int32_t result = id_of(left + right, line, line_no);
         WEFT_CHECK(tok.bpe_.add_merge(a, b, result), "{}:{}: merge '{}' appears twice",
                    vocab_bpe.string(), line_no, line);
-    }
+    });
     WEFT_CHECK(tok.bpe_.merge_count() > 0, "{}: no merges", vocab_bpe.string());
     return tok;
 }
@@ -128,6 +136,21 @@ std::string Gpt2Tokenizer::decode(std::span<const int32_t> tokens) const {
 
 std::string Gpt2Tokenizer::decode_token(int32_t token) const {
     return token_bytes(token);
+}
+
+Gpt2Spelling read_gpt2_spelling(const std::filesystem::path& encoder_json,
+                                const std::filesystem::path& vocab_bpe) {
+    // Loading checks the files as every other command sees them (ids, alphabet, merges).
+    const Gpt2Tokenizer tok = Gpt2Tokenizer::load(encoder_json, vocab_bpe);
+    Gpt2Spelling s;
+    s.eot = tok.eot();
+    s.tokens.resize(size_t(tok.vocab_size()));
+    for (auto& [spelled, id] :
+         parse_string_int_object(read_whole_file(encoder_json, "GPT-2 encoder.json"), encoder_json))
+        s.tokens[size_t(id)] = std::move(spelled);
+    for_each_merge(read_whole_file(vocab_bpe, "GPT-2 vocab.bpe"), vocab_bpe,
+                   [&](std::string_view line, size_t, size_t) { s.merges.emplace_back(line); });
+    return s;
 }
 
 }  // namespace weft::data

@@ -91,4 +91,14 @@ class Gpt2Tokenizer final : public Tokenizer {
     int32_t eot_ = -1;
 };
 
+// GPT-2's encoder.json tokens in id order and vocab.bpe's merges, spelled as the files spell them
+// (GPT-2's byte -> character alphabet): what a GGUF file's "gpt2" tokenizer holds. The files are
+// checked as Gpt2Tokenizer::load checks them.
+struct Gpt2Spelling {
+    std::vector<std::string> tokens, merges;
+    int32_t eot = -1;
+};
+Gpt2Spelling read_gpt2_spelling(const std::filesystem::path& encoder_json,
+                                const std::filesystem::path& vocab_bpe);
+
 }  // namespace weft::data

@@ -16,7 +16,9 @@
 
 namespace {
 
+using weft::data::Gpt2Spelling;
 using weft::data::Gpt2Tokenizer;
+using weft::data::read_gpt2_spelling;
 
 const std::filesystem::path kData = std::filesystem::path(WEFT_SOURCE_DIR) / "data";
 
@@ -73,6 +75,17 @@ TEST(Tokenizer, SizesAndEndOfText) {
               (std::vector<int32_t>{27, 91, 437, 1659, 5239, 91, 29}));
     EXPECT_EQ(gpt2().decode_token(50256), "<|endoftext|>");
     EXPECT_TRUE(gpt2().encode("").empty());
+}
+
+// What a GGUF file's tokenizer holds: the files' spellings, in id and rank order.
+TEST(Tokenizer, Gpt2Spelling) {
+    const Gpt2Spelling s = read_gpt2_spelling(kData / "encoder.json", kData / "vocab.bpe");
+    ASSERT_EQ(s.tokens.size(), 50257u);
+    EXPECT_EQ(s.tokens[50256], "<|endoftext|>");
+    EXPECT_EQ(s.tokens[198], "\u010a");  // "\n", spelled as encoder.py spells byte 0x0a
+    EXPECT_EQ(s.eot, 50256);
+    ASSERT_EQ(s.merges.size(), 50000u);
+    EXPECT_EQ(s.merges[0], "\u0120 t");  // "Ġ t", the first line after "#version"
 }
 
 TEST(Tokenizer, DecodeTokenGivesRawBytes) {
