@@ -3,9 +3,12 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 
+#include "weft/ckpt/gguf.hpp"
 #include "weft/cli/commands.hpp"
 #include "weft/cli/output_paths.hpp"
 #include "weft/core/error.hpp"
+#include "weft/data/tokenizer.hpp"
+#include "weft/model/llama_gguf.hpp"
 #include "weft/model/state_io.hpp"
 #include "weft/train/model_source.hpp"
 
@@ -13,8 +16,29 @@ namespace weft::cli {
 
 namespace {
 struct ExportArgs {
-    std::filesystem::path ckpt, out;
+    std::filesystem::path ckpt, out, tokenizer_dir = "data";
+    std::string format = "hf", gguf_type;
 };
+
+// llama.cpp's GGUF of a Llama-family checkpoint, with GPT-2's vocabulary from `tokenizer_dir`.
+// Every input is checked (the type, the family, the tokenizer against the model) before the
+// weights are read.
+void export_checkpoint_to_gguf(const ExportArgs& a) {
+    const ckpt::GgmlType type = ckpt::parse_ggml_type(
+        a.gguf_type.empty() ? "f32" : std::string_view(a.gguf_type), "--gguf-type");
+    check_output_paths({{a.out, "--out", false}});
+    const train::ModelSource source = train::open_model_source({}, a.ckpt);
+    data::Gpt2Spelling spelled =
+        data::read_gpt2_spelling(a.tokenizer_dir / "encoder.json", a.tokenizer_dir / "vocab.bpe");
+    const model::GgufBpeVocab vocab{std::move(spelled.tokens), std::move(spelled.merges),
+                                    spelled.eot};
+    model::check_gguf_export(source.cfg, vocab);
+    train::LoadedModel m = train::load_model(source);
+    model::write_llama_gguf(a.out, m.model->config(), m.model->layout(), m.params.data(), type,
+                            vocab);
+    fmt::print("wrote {} ({})\n", a.out.string(), ckpt::ggml_type_name(type));
+}
+
 }  // namespace
 
 void add_export_command(CLI::App& app) {
@@ -24,15 +48,28 @@ void add_export_command(CLI::App& app) {
                            "Write a checkpoint as a Hugging Face model directory (config.json, "
                            "model.safetensors or its sharded index) that transformers loads as "
                            "GPT2LMHeadModel, LlamaForCausalLM, MixtralForCausalLM or "
-                           "Qwen2ForCausalLM, by the "
-                           "model's family");
+                           "Qwen2ForCausalLM, by the model's family; or, with --format gguf, "
+                           "one GGUF file of a Llama model that llama.cpp loads");
     c->add_option("--ckpt", a->ckpt, "weft checkpoint, or a run directory (its latest)")
         ->required();
     c->add_option("--out", a->out,
                   "Directory to write (created; an existing one must hold only "
-                  "a previous export)")
+                  "a previous export); with --format gguf the file to write")
         ->required();
-    c->callback([a] {
+    c->add_option("--format", a->format,
+                  "hf: a Hugging Face directory; gguf: llama.cpp's file format (Llama models)")
+        ->check(CLI::IsMember({"hf", "gguf"}));
+    c->add_option("--gguf-type", a->gguf_type,
+                  "With --format gguf: the matrices' type, f32 (default), f16 or bf16; norms stay "
+                  "f32");
+    c->add_option("--tokenizer-dir", a->tokenizer_dir,
+                  "With --format gguf: the directory of GPT-2's encoder.json and vocab.bpe, the "
+                  "vocabulary written into the file");
+    c->callback([a, c] {
+        if (a->format == "gguf") return export_checkpoint_to_gguf(*a);
+        for (const char* flag : {"--gguf-type", "--tokenizer-dir"})
+            WEFT_CHECK(c->count(flag) == 0, "{} applies to --format gguf only (--format is {})",
+                       flag, a->format);
         check_output_paths({{a->out, "--out", true}});
         export_checkpoint_to_hf(a->ckpt, a->out, "--out");
     });

@@ -1,0 +1,153 @@
+#include "weft/model/llama_gguf.hpp"
+
+#include <algorithm>
+
+#include "weft/core/error.hpp"
+
+namespace weft::model {
+
+namespace {
+
+// llama.cpp's tensor name for a Llama tensor of weft's (HF's names without "model.").
+std::string gguf_name(const std::string& name) {
+    static const std::pair<const char*, const char*> block[] = {
+        {"input_layernorm.weight", "attn_norm.weight"},
+        {"self_attn.q_proj.weight", "attn_q.weight"},
+        {"self_attn.k_proj.weight", "attn_k.weight"},
+        {"self_attn.v_proj.weight", "attn_v.weight"},
+        {"self_attn.o_proj.weight", "attn_output.weight"},
+        {"post_attention_layernorm.weight", "ffn_norm.weight"},
+        {"mlp.gate_proj.weight", "ffn_gate.weight"},
+        {"mlp.up_proj.weight", "ffn_up.weight"},
+        {"mlp.down_proj.weight", "ffn_down.weight"},
+    };
+    if (name == "embed_tokens.weight") return "token_embd.weight";
+    if (name == "norm.weight") return "output_norm.weight";
+    if (name == "lm_head.weight") return "output.weight";
+    if (name.starts_with("layers.")) {
+        const size_t dot = name.find('.', 7);
+        const std::string rest = name.substr(dot + 1);
+        for (const auto& [hf, gg] : block)
+            if (rest == hf) return "blk." + name.substr(7, dot - 7) + "." + gg;
+    }
+    fail("internal: no GGUF name for Llama tensor '{}'", name);
+}
+
+// Hugging Face's rotary layout pairs dimension i of a head with i + head_dim/2 (rotate_half);
+// llama.cpp's "normal" rope pairs 2i with 2i+1. convert_hf_to_gguf.py's permute interleaves each
+// head's two halves of rows so that the same pairs rotate: row 2i <- i, row 2i+1 <- i + half.
+std::vector<float> interleave_rotary_rows(const float* w, int64_t heads, int64_t head_dim,
+                                          int64_t cols) {
+    std::vector<float> out(size_t(heads * head_dim * cols));
+    const int64_t half = head_dim / 2;
+    for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < half; ++i)
+            for (int64_t j = 0; j < 2; ++j)
+                std::copy_n(w + (h * head_dim + j * half + i) * cols, cols,
+                            out.data() + (h * head_dim + 2 * i + j) * cols);
+    return out;
+}
+
+// llama_ftype: what general.file_type says the bulk of the weights are.
+uint32_t file_type(ckpt::GgmlType t) {
+    switch (t) {
+        case ckpt::GgmlType::f32:
+            return 0;
+        case ckpt::GgmlType::f16:
+            return 1;
+        case ckpt::GgmlType::bf16:
+            return 32;
+    }
+    return 0;
+}
+
+}  // namespace
+
+void check_gguf_export(const ModelConfig& cfg, const GgufBpeVocab& vocab) {
+    WEFT_CHECK(cfg.family == "llama",
+               "GGUF export writes Llama-family models (llama.cpp's llama architecture); this "
+               "model's family is {}",
+               cfg.family);
+    WEFT_CHECK(cfg.n_experts == 0,
+               "GGUF export of a mixture of experts ({} experts, Mixtral) is not written yet; "
+               "dense Llama models only",
+               cfg.n_experts);
+    WEFT_CHECK(!cfg.qkv_bias,
+               "GGUF export: the model has q/k/v biases (Qwen2), which llama.cpp's llama "
+               "architecture has not");
+    // llama3 scaling is a per-frequency table (rope_freqs.weight) convert_hf_to_gguf.py computes.
+    WEFT_CHECK(cfg.rope_scaling.type.empty() || cfg.rope_scaling.type == "linear",
+               "GGUF export: rope_scaling type '{}' is not written yet; expected none or linear",
+               cfg.rope_scaling.type);
+    WEFT_CHECK(int64_t(vocab.tokens.size()) <= cfg.vocab_size,
+               "GGUF export: the tokenizer has {} tokens, more than the model's vocabulary of {}",
+               vocab.tokens.size(), cfg.vocab_size);
+}
+
+void write_llama_gguf(const std::filesystem::path& file, const ModelConfig& cfg,
+                      const ParamLayout& layout, const float* flat, ckpt::GgmlType type,
+                      const GgufBpeVocab& vocab) {
+    check_gguf_export(cfg, vocab);
+    WEFT_CHECK(layout.tp == 1, "internal: {} would be written from one tensor-parallel shard",
+               file.string());
+    const int64_t HS = cfg.head_dim();
+    ckpt::GgufMetadata m;
+    m.add_string("general.architecture", "llama");
+    m.add_string("general.name", file.stem().string());
+    m.add_u32("general.file_type", file_type(type));
+    m.add_u32("llama.vocab_size", uint32_t(cfg.vocab_size));
+    m.add_u32("llama.context_length", uint32_t(cfg.n_positions));
+    m.add_u32("llama.embedding_length", uint32_t(cfg.n_embd));
+    m.add_u32("llama.block_count", uint32_t(cfg.n_layer));
+    m.add_u32("llama.feed_forward_length", uint32_t(cfg.ffn()));
+    m.add_u32("llama.attention.head_count", uint32_t(cfg.n_head));
+    m.add_u32("llama.attention.head_count_kv", uint32_t(cfg.kv_heads()));
+    m.add_u32("llama.attention.key_length", uint32_t(HS));
+    m.add_u32("llama.attention.value_length", uint32_t(HS));
+    m.add_u32("llama.rope.dimension_count", uint32_t(HS));
+    m.add_f32("llama.rope.freq_base", float(cfg.rope_theta));
+    m.add_f32("llama.attention.layer_norm_rms_epsilon", cfg.ln_eps);
+    if (cfg.rope_scaling.type == "linear") {
+        m.add_string("llama.rope.scaling.type", "linear");
+        m.add_f32("llama.rope.scaling.factor", float(cfg.rope_scaling.factor));
+    }
+
+    // The vocabulary, padded to the model's as convert_hf_to_gguf.py pads ("[PADn]", unused).
+    std::vector<std::string> tokens = vocab.tokens;
+    std::vector<int32_t> types(tokens.size(), 1);  // llama_token_type: 1 normal, 3 control
+    if (vocab.eot >= 0) types[size_t(vocab.eot)] = 3;
+    for (int64_t id = int64_t(tokens.size()); id < cfg.vocab_size; ++id) {
+        tokens.push_back("[PAD" + std::to_string(id) + "]");
+        types.push_back(5);  // unused
+    }
+    m.add_string("tokenizer.ggml.model", "gpt2");
+    m.add_string("tokenizer.ggml.pre", "gpt-2");
+    m.add_string_array("tokenizer.ggml.tokens", tokens);
+    m.add_i32_array("tokenizer.ggml.token_type", types);
+    m.add_string_array("tokenizer.ggml.merges", vocab.merges);
+    if (vocab.eot >= 0) {
+        m.add_u32("tokenizer.ggml.bos_token_id", uint32_t(vocab.eot));
+        m.add_u32("tokenizer.ggml.eos_token_id", uint32_t(vocab.eot));
+    }
+    // weft trains on text without a BOS token (the corpus' documents are separated by EOT).
+    m.add_bool("tokenizer.ggml.add_bos_token", false);
+
+    std::vector<ckpt::GgufTensor> tensors;
+    std::vector<std::vector<float>> permuted;
+    permuted.reserve(2 * size_t(cfg.n_layer));
+    for (const ParamSpec& p : layout.tensors) {
+        const float* data = flat + p.offset;
+        const bool q = p.name.ends_with("self_attn.q_proj.weight");
+        if (q || p.name.ends_with("self_attn.k_proj.weight")) {
+            permuted.push_back(
+                interleave_rotary_rows(data, q ? cfg.n_head : cfg.kv_heads(), HS, cfg.n_embd));
+            data = permuted.back().data();
+        }
+        // Norms stay F32, as convert_hf_to_gguf.py keeps every 1-D tensor.
+        const ckpt::GgmlType t = p.shape.size() == 1 ? ckpt::GgmlType::f32 : type;
+        tensors.push_back({gguf_name(p.name), p.shape, t, data});
+    }
+    ckpt::write_gguf(file, m, tensors);
+}
+
+}  // namespace weft::model

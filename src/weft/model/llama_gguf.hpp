@@ -1,0 +1,35 @@
+#pragma once
+// A Llama-family model as a GGUF file that llama.cpp loads (its "llama" architecture): the
+// metadata keys, tensor names and the rotary layout convert_hf_to_gguf.py writes for a
+// LlamaForCausalLM, with a GPT-2 byte-level BPE vocabulary.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "weft/ckpt/gguf.hpp"
+#include "weft/model/config.hpp"
+#include "weft/model/params.hpp"
+
+namespace weft::model {
+
+// A byte-level BPE vocabulary as llama.cpp's "gpt2" tokenizer reads it: tokens in id order and
+// merges "left right" best first, both spelled in GPT-2's byte -> character alphabet (as
+// encoder.json and vocab.bpe hold them).
+struct GgufBpeVocab {
+    std::vector<std::string> tokens, merges;
+    int32_t eot = -1;  // the end-of-text token: llama.cpp's BOS and EOS
+};
+
+// Whether `cfg` can be written: a dense Llama with rotary scaling llama.cpp reads from keys, and a
+// vocabulary of at most the model's size. Otherwise one error naming the family or the
+// feature; called before any weight is read.
+void check_gguf_export(const ModelConfig& cfg, const GgufBpeVocab& vocab);
+
+// Writes `file` (atomically): the whole model of `layout` (tp 1) from `flat`, matrices as `type`,
+// norms F32 as convert_hf_to_gguf.py keeps 1-D tensors.
+void write_llama_gguf(const std::filesystem::path& file, const ModelConfig& cfg,
+                      const ParamLayout& layout, const float* flat, ckpt::GgmlType type,
+                      const GgufBpeVocab& vocab);
+
+}  // namespace weft::model
