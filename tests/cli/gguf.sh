@@ -1,42 +1,46 @@
-# `weft export --format gguf` against llama.cpp itself: a briefly trained llama-tiny is written as
-# GGUF in F32, F16 and BF16, node-llama-cpp's prebuilt llama.cpp library (npm) loads each file and
-# computes the mean next-token loss of 33 validation tokens, and `weft eval` of the checkpoint on
-# the same tokens must agree: F32 within 1e-6 relative, F16 5e-6 and BF16 (rounded weights) 1e-4
-# (measured 5e-8, 2.3e-7 and 1.9e-5). Without the rotary permutation of q/k the F32 and F16 files
-# are off by 1.7e-5 and 1.8e-5 on this briefly trained model, which the tolerances catch. Bad
-# flags are one clear error each, before a file is written. The llama.cpp part is skipped (exit
-# 77) only when npm cannot install the package (or node is older than its 20); a cached install
-# is used offline.
+# `weft export --format gguf` against llama.cpp itself. A briefly trained llama-tiny ("plain") and
+# the same weights with q_proj and k_proj multiplied by 20 and Llama 3.1's llama3 rope scaling
+# ("sharp": attention scores 400 times larger, so that the rotary layout and its scaling carry
+# much of the loss) are written as GGUF; node-llama-cpp's prebuilt llama.cpp library (npm) loads
+# each file and computes the mean next-token loss of 33 validation tokens, which must agree with
+# `weft eval` of the checkpoint on the same tokens: F32 within 1e-6 relative, F16 2e-5 and BF16
+# 1e-4 (rounded weights). Measured on sharp: 3e-8, 3.1e-6, 1.8e-5; a file without the q/k rotary
+# permutation is off by 2.6e-4, one without llama3's rope_freqs by 4.4e-4. Bad flags are one clear
+# error each, before a file is written. The llama.cpp part is skipped (exit 77) only when npm
+# cannot install the package (or node is older than its 20); a cached install is used offline.
 source "$(dirname "$0")/lib.sh"
 prepare_data
-"$WEFT" train --model llama-tiny --data data/tinyshakespeare_train.bin --out run --steps 10 \
+"$WEFT" train --model llama-tiny --data data/tinyshakespeare_train.bin --out plain --steps 10 \
   --batch-size 4 --seq-len 64 --lr 3e-3 --warmup 2 --peak-gflops 100 >train.log 2>&1 \
   || { cat train.log; exit 1; }
 
 expect_error "--gguf-type 'q4_0' is not a GGUF type weft writes; expected f32, f16 or bf16" x.gguf \
-  -- export --ckpt run --out x.gguf --format gguf --gguf-type q4_0
-expect_error "--gguf-type applies to --format gguf only" x -- export --ckpt run --out x --gguf-type f16
-expect_error "--format: gguf2 not in {hf,gguf}" x.gguf -- export --ckpt run --out x.gguf --format gguf2
-expect_error "encoder.json" x.gguf -- export --ckpt run --out x.gguf --format gguf --tokenizer-dir nowhere
+  -- export --ckpt plain --out x.gguf --format gguf --gguf-type q4_0
+expect_error "--gguf-type applies to --format gguf only" x -- export --ckpt plain --out x --gguf-type f16
+expect_error "--format: gguf2 not in {hf,gguf}" x.gguf -- export --ckpt plain --out x.gguf --format gguf2
+expect_error "encoder.json" x.gguf -- export --ckpt plain --out x.gguf --format gguf --tokenizer-dir nowhere
 "$WEFT" train --model tiny --data data/tinyshakespeare_train.bin --out gpt2run --steps 1 \
   --batch-size 1 --seq-len 16 --peak-gflops 100 >/dev/null 2>&1
 expect_error "this model's family is gpt2" x.gguf \
   -- export --ckpt gpt2run --out x.gguf --format gguf --tokenizer-dir "$SRC/data"
 
-for t in f32 f16 bf16; do
-  "$WEFT" export --ckpt run --out "m-$t.gguf" --format gguf --gguf-type "$t" --tokenizer-dir "$SRC/data" \
-    >/dev/null
+export_gguf() {  # export_gguf <run> <type>: writes <run>-<type>.gguf and checks its header
+  "$WEFT" export --ckpt "$1" --out "$1-$2.gguf" --format gguf --gguf-type "$2" \
+    --tokenizer-dir "$SRC/data" >/dev/null
   # "GGUF", version 3 (little-endian uint32s).
-  head=$(od -An -tx4 -N8 "m-$t.gguf" | tr -s ' ')
-  [ "$head" = " 46554747 00000003" ] && ok "m-$t.gguf: GGUF v3, $(stat -c %s "m-$t.gguf") bytes" \
-    || bad "m-$t.gguf header: $head"
-done
+  local head
+  head=$(od -An -tx4 -N8 "$1-$2.gguf" | tr -s ' ')
+  [ "$head" = " 46554747 00000003" ] && ok "$1-$2.gguf: GGUF v3, $(stat -c %s "$1-$2.gguf") bytes" \
+    || bad "$1-$2.gguf header: $head"
+}
+export_gguf plain f32
 
 # The first batch weft eval reads (B 1, T 32: tokens 0..32 of the file, after its 1024-byte header).
 tokens=$(od -An -tu2 -j1024 -N66 -v data/tinyshakespeare_val.bin | tr -s ' \n' ',' | sed 's/^,//; s/,$//')
-weft_loss=$("$WEFT" eval --ckpt run --data data/tinyshakespeare_val.bin --batch-size 1 --seq-len 32 \
-  --batches 1 --json | sed -E 's/.*"loss": *([^,}]*).*/\1/')
-echo "weft eval: $weft_loss on tokens $tokens"
+weft_loss() {
+  "$WEFT" eval --ckpt "$1" --data data/tinyshakespeare_val.bin --batch-size 1 --seq-len 32 \
+    --batches 1 --json | sed -E 's/.*"loss": *([^,}]*).*/\1/'
+}
 
 # node-llama-cpp, pinned, in a cache kept between runs; its linux-x64 package holds llama.cpp's
 # prebuilt CPU libraries (the CUDA and Vulkan ones are optional dependencies, left out).
@@ -60,14 +64,26 @@ if [ ! -e "$cache/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/llama-ad
     exit 77
   fi
 fi
-for t in f32:1e-6 f16:5e-6 bf16:1e-4; do
-  type=${t%%:*} tol=${t#*:}
-  out=$(NODE_LLAMA_CPP_SKIP_DOWNLOAD=true node "$SRC/tests/cli/gguf_eval.mjs" "$cache" "m-$type.gguf" \
-    "$tokens" 2>&1) || { bad "llama.cpp on m-$type.gguf: $out"; continue; }
-  cpp_loss=$(sed -nE 's/.*"loss": *([^,}]*).*/\1/p' <<<"$out")
-  rel=$(awk -v a="$weft_loss" -v b="$cpp_loss" 'BEGIN { d = (a - b) / a; print (d < 0 ? -d : d) }')
+
+# sharp: the plain weights through a Hugging Face directory, q/k scaled, llama3 rope scaling in
+# its config.json, one step at a negligible learning rate to make it a checkpoint again.
+"$WEFT" export --ckpt plain --out hf >/dev/null
+node "$SRC/tests/cli/gguf_sharpen.mjs" hf/model.safetensors 20
+sed -i 's/"rope_scaling": null/"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}/' \
+  hf/config.json
+"$WEFT" train --model-dir hf --data data/tinyshakespeare_train.bin --out sharp --steps 1 \
+  --batch-size 1 --seq-len 16 --lr 1e-9 --peak-gflops 100 >sharp.log 2>&1 || { cat sharp.log; exit 1; }
+for t in f32 f16 bf16; do export_gguf sharp $t; done
+
+for case in plain:f32:1e-6 sharp:f32:1e-6 sharp:f16:2e-5 sharp:bf16:1e-4; do
+  IFS=: read -r run type tol <<<"$case"
+  want=$(weft_loss "$run")
+  out=$(NODE_LLAMA_CPP_SKIP_DOWNLOAD=true node "$SRC/tests/cli/gguf_eval.mjs" "$cache" \
+    "$run-$type.gguf" "$tokens" 2>&1) || { bad "llama.cpp on $run-$type.gguf: $out"; continue; }
+  got=$(sed -nE 's/.*"loss": *([^,}]*).*/\1/p' <<<"$out")
+  rel=$(awk -v a="$want" -v b="$got" 'BEGIN { d = (a - b) / a; print (d < 0 ? -d : d) }')
   awk -v r="$rel" -v t="$tol" 'BEGIN { exit !(r <= t) }' \
-    && ok "$type: llama.cpp loss $cpp_loss, weft $weft_loss, relative difference $rel <= $tol" \
-    || bad "$type: llama.cpp loss $cpp_loss, weft $weft_loss, relative difference $rel > $tol"
+    && ok "$run $type: llama.cpp loss $got, weft $want, relative difference $rel <= $tol" \
+    || bad "$run $type: llama.cpp loss $got, weft $want, relative difference $rel > $tol"
 done
 finish

@@ -94,6 +94,8 @@ void rope_rows(float* x, int64_t B, int64_t T, int64_t nheads, int64_t HS, int64
     }
 }
 
+}  // namespace
+
 kernels::RopeScaling rope_scaling(const RopeScalingConfig& r) {
     kernels::RopeScaling s;
     if (r.type == "linear") s.kind = kernels::RopeScaling::Kind::linear;
@@ -104,8 +106,6 @@ kernels::RopeScaling rope_scaling(const RopeScalingConfig& r) {
     s.original_max_position = r.original_max_position;
     return s;
 }
-
-}  // namespace
 
 LlamaActivations::LlamaActivations(const ModelConfig& cfg, int64_t B_, int64_t T_, LayerSpan span)
     : Activations(cfg, B_, T_, span) {

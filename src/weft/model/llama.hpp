@@ -72,6 +72,10 @@ struct LlamaBlock {
     float* qkv_b = nullptr;
 };
 
+// The rotary kernels' scaling for a config's rope_scaling (also what a GGUF export's
+// rope_freqs table is derived from).
+kernels::RopeScaling rope_scaling(const RopeScalingConfig& r);
+
 class Llama : public Model {
   public:
     explicit Llama(const ModelConfig& cfg, const ModelShard& shard = {}, TpComm* tp = nullptr,

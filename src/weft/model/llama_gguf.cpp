@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "weft/core/error.hpp"
+#include "weft/kernels/rope.hpp"
+#include "weft/model/llama.hpp"
 
 namespace weft::model {
 
@@ -75,10 +77,6 @@ void check_gguf_export(const ModelConfig& cfg, const GgufBpeVocab& vocab) {
     WEFT_CHECK(!cfg.qkv_bias,
                "GGUF export: the model has q/k/v biases (Qwen2), which llama.cpp's llama "
                "architecture has not");
-    // llama3 scaling is a per-frequency table (rope_freqs.weight) convert_hf_to_gguf.py computes.
-    WEFT_CHECK(cfg.rope_scaling.type.empty() || cfg.rope_scaling.type == "linear",
-               "GGUF export: rope_scaling type '{}' is not written yet; expected none or linear",
-               cfg.rope_scaling.type);
     WEFT_CHECK(int64_t(vocab.tokens.size()) <= cfg.vocab_size,
                "GGUF export: the tokenizer has {} tokens, more than the model's vocabulary of {}",
                vocab.tokens.size(), cfg.vocab_size);
@@ -133,6 +131,17 @@ void write_llama_gguf(const std::filesystem::path& file, const ModelConfig& cfg,
     m.add_bool("tokenizer.ggml.add_bos_token", false);
 
     std::vector<ckpt::GgufTensor> tensors;
+    // llama3 scaling divides each rotary frequency by its own factor, which llama.cpp reads from
+    // rope_freqs.weight ([head_dim / 2], as convert_hf_to_gguf.py writes it): the unscaled
+    // frequency over the scaled one.
+    std::vector<float> rope_freqs;
+    if (cfg.rope_scaling.type == "llama3") {
+        const std::vector<double> plain = kernels::rope_inv_freq(HS, cfg.rope_theta, {});
+        const std::vector<double> scaled =
+            kernels::rope_inv_freq(HS, cfg.rope_theta, rope_scaling(cfg.rope_scaling));
+        for (size_t i = 0; i < plain.size(); ++i) rope_freqs.push_back(float(plain[i] / scaled[i]));
+        tensors.push_back({"rope_freqs.weight", {HS / 2}, ckpt::GgmlType::f32, rope_freqs.data()});
+    }
     std::vector<std::vector<float>> permuted;
     permuted.reserve(2 * size_t(cfg.n_layer));
     for (const ParamSpec& p : layout.tensors) {

@@ -21,8 +21,8 @@ struct GgufBpeVocab {
     int32_t eot = -1;  // the end-of-text token: llama.cpp's BOS and EOS
 };
 
-// Whether `cfg` can be written: a dense Llama with rotary scaling llama.cpp reads from keys, and a
-// vocabulary of at most the model's size. Otherwise one error naming the family or the
+// Whether `cfg` can be written: a dense Llama without q/k/v biases (any rope scaling weft has),
+// and a tokenizer of at most the model's vocabulary. Otherwise one error naming the family or the
 // feature; called before any weight is read.
 void check_gguf_export(const ModelConfig& cfg, const GgufBpeVocab& vocab);
 
