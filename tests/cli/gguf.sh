@@ -1,13 +1,14 @@
-# `weft export --format gguf` against llama.cpp itself. A briefly trained llama-tiny ("plain") and
-# the same weights with q_proj and k_proj multiplied by 20 and Llama 3.1's llama3 rope scaling
-# ("sharp": attention scores 400 times larger, so that the rotary layout and its scaling carry
-# much of the loss) are written as GGUF; node-llama-cpp's prebuilt llama.cpp library (npm) loads
-# each file and computes the mean next-token loss of 33 validation tokens, which must agree with
-# `weft eval` of the checkpoint on the same tokens: F32 within 1e-6 relative, F16 2e-5 and BF16
-# 1e-4 (rounded weights). Measured on sharp: 3e-8, 3.1e-6, 1.8e-5; a file without the q/k rotary
-# permutation is off by 2.6e-4, one without llama3's rope_freqs by 4.4e-4. Bad flags are one clear
-# error each, before a file is written. The llama.cpp part is skipped (exit 77) only when npm
-# cannot install the package (or node is older than its 20); a cached install is used offline.
+# `weft export --format gguf` against llama.cpp itself. Three models are written as GGUF: a briefly
+# trained llama-tiny ("plain"), a briefly trained moe-tiny (Mixtral's routing), and the plain
+# weights with q_proj and k_proj multiplied by 20 and Llama 3.1's llama3 rope scaling ("sharp":
+# attention scores 400 times larger, so that the rotary layout and its scaling carry much of the
+# loss). node-llama-cpp's prebuilt llama.cpp library (npm) loads each file and computes the mean
+# next-token loss of 33 validation tokens, which must agree with `weft eval` of the checkpoint on
+# the same tokens: F32 within 1e-6 relative, F16 2e-5 and BF16 1e-4 (rounded weights). Measured
+# on sharp: 3e-8, 3.1e-6, 1.8e-5; a file without the q/k rotary permutation is off by 2.6e-4, one
+# without llama3's rope_freqs by 4.4e-4. Bad flags are one clear error each, before a file is
+# written. The llama.cpp part is skipped (exit 77) only when npm cannot install the package (or
+# node is older than its 20); a cached install is used offline.
 source "$(dirname "$0")/lib.sh"
 prepare_data
 "$WEFT" train --model llama-tiny --data data/tinyshakespeare_train.bin --out plain --steps 10 \
@@ -74,13 +75,25 @@ sed -i 's/"rope_scaling": null/"rope_scaling": {"rope_type": "llama3", "factor":
 "$WEFT" train --model-dir hf --data data/tinyshakespeare_train.bin --out sharp --steps 1 \
   --batch-size 1 --seq-len 16 --lr 1e-9 --peak-gflops 100 >sharp.log 2>&1 || { cat sharp.log; exit 1; }
 for t in f32 f16 bf16; do export_gguf sharp $t; done
+# Mixtral: moe-tiny (4 experts, top 2), 3 steps.
+"$WEFT" train --model moe-tiny --data data/tinyshakespeare_train.bin --out moe --steps 3 \
+  --batch-size 2 --seq-len 32 --lr 3e-3 --warmup 1 --peak-gflops 100 >moe.log 2>&1 \
+  || { cat moe.log; exit 1; }
+export_gguf moe f32
 
-for case in plain:f32:1e-6 sharp:f32:1e-6 sharp:f16:2e-5 sharp:bf16:1e-4; do
+cases=(plain:f32:1e-6 sharp:f32:1e-6 sharp:f16:2e-5 sharp:bf16:1e-4 moe:f32:1e-6)
+files=()
+for case in "${cases[@]}"; do IFS=: read -r run type tol <<<"$case" && files+=("$run-$type.gguf"); done
+# One node process loads every file (the library's start-up once).
+if ! NODE_LLAMA_CPP_SKIP_DOWNLOAD=true node "$SRC/tests/cli/gguf_eval.mjs" "$cache" "$tokens" \
+  "${files[@]}" >llama.txt 2>&1; then
+  bad "llama.cpp: $(cat llama.txt)"
+fi
+for case in "${cases[@]}"; do
   IFS=: read -r run type tol <<<"$case"
   want=$(weft_loss "$run")
-  out=$(NODE_LLAMA_CPP_SKIP_DOWNLOAD=true node "$SRC/tests/cli/gguf_eval.mjs" "$cache" \
-    "$run-$type.gguf" "$tokens" 2>&1) || { bad "llama.cpp on $run-$type.gguf: $out"; continue; }
-  got=$(sed -nE 's/.*"loss": *([^,}]*).*/\1/p' <<<"$out")
+  got=$(grep -F "\"$run-$type.gguf\"" llama.txt | sed -nE 's/.*"loss": *([^,}]*).*/\1/p')
+  [ -n "$got" ] || { bad "$run $type: no loss from llama.cpp"; continue; }
   rel=$(awk -v a="$want" -v b="$got" 'BEGIN { d = (a - b) / a; print (d < 0 ? -d : d) }')
   awk -v r="$rel" -v t="$tol" 'BEGIN { exit !(r <= t) }' \
     && ok "$run $type: llama.cpp loss $got, weft $want, relative difference $rel <= $tol" \

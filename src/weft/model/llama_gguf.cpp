@@ -22,6 +22,12 @@ std::string gguf_name(const std::string& name) {
         {"mlp.gate_proj.weight", "ffn_gate.weight"},
         {"mlp.up_proj.weight", "ffn_up.weight"},
         {"mlp.down_proj.weight", "ffn_down.weight"},
+        // Mixtral: the router and all experts' matrices as one [E, ...] tensor each, the layout
+        // weft already keeps (convert_hf_to_gguf.py stacks Hugging Face's per-expert tensors).
+        {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},
+        {"block_sparse_moe.experts.w1.weight", "ffn_gate_exps.weight"},
+        {"block_sparse_moe.experts.w2.weight", "ffn_down_exps.weight"},
+        {"block_sparse_moe.experts.w3.weight", "ffn_up_exps.weight"},
     };
     if (name == "embed_tokens.weight") return "token_embd.weight";
     if (name == "norm.weight") return "output_norm.weight";
@@ -70,10 +76,15 @@ void check_gguf_export(const ModelConfig& cfg, const GgufBpeVocab& vocab) {
                "GGUF export writes Llama-family models (llama.cpp's llama architecture); this "
                "model's family is {}",
                cfg.family);
-    WEFT_CHECK(cfg.n_experts == 0,
-               "GGUF export of a mixture of experts ({} experts, Mixtral) is not written yet; "
-               "dense Llama models only",
-               cfg.n_experts);
+    // llama.cpp's llama architecture routes as Mixtral: softmax, top k, renormalised.
+    WEFT_CHECK(cfg.n_shared_experts == 0,
+               "GGUF export: the model has {} shared experts, which llama.cpp's llama "
+               "architecture (Mixtral) has not",
+               cfg.n_shared_experts);
+    WEFT_CHECK(cfg.n_experts == 0 || cfg.moe_renormalize,
+               "GGUF export: the model routes without renormalising its top-{} weights, which "
+               "llama.cpp's llama architecture (Mixtral) always does",
+               cfg.experts_per_token);
     WEFT_CHECK(!cfg.qkv_bias,
                "GGUF export: the model has q/k/v biases (Qwen2), which llama.cpp's llama "
                "architecture has not");
@@ -105,6 +116,10 @@ void write_llama_gguf(const std::filesystem::path& file, const ModelConfig& cfg,
     m.add_u32("llama.rope.dimension_count", uint32_t(HS));
     m.add_f32("llama.rope.freq_base", float(cfg.rope_theta));
     m.add_f32("llama.attention.layer_norm_rms_epsilon", cfg.ln_eps);
+    if (cfg.n_experts > 0) {
+        m.add_u32("llama.expert_count", uint32_t(cfg.n_experts));
+        m.add_u32("llama.expert_used_count", uint32_t(cfg.experts_per_token));
+    }
     if (cfg.rope_scaling.type == "linear") {
         m.add_string("llama.rope.scaling.type", "linear");
         m.add_f32("llama.rope.scaling.factor", float(cfg.rope_scaling.factor));
@@ -152,8 +167,10 @@ void write_llama_gguf(const std::filesystem::path& file, const ModelConfig& cfg,
                 interleave_rotary_rows(data, q ? cfg.n_head : cfg.kv_heads(), HS, cfg.n_embd));
             data = permuted.back().data();
         }
-        // Norms stay F32, as convert_hf_to_gguf.py keeps every 1-D tensor.
-        const ckpt::GgmlType t = p.shape.size() == 1 ? ckpt::GgmlType::f32 : type;
+        // Norms and the router stay F32, as convert_hf_to_gguf.py keeps every 1-D tensor and
+        // ffn_gate_inp.
+        const bool router = p.name.ends_with("block_sparse_moe.gate.weight");
+        const ckpt::GgmlType t = p.shape.size() == 1 || router ? ckpt::GgmlType::f32 : type;
         tensors.push_back({gguf_name(p.name), p.shape, t, data});
     }
     ckpt::write_gguf(file, m, tensors);

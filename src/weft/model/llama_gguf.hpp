@@ -21,9 +21,9 @@ struct GgufBpeVocab {
     int32_t eot = -1;  // the end-of-text token: llama.cpp's BOS and EOS
 };
 
-// Whether `cfg` can be written: a dense Llama without q/k/v biases (any rope scaling weft has),
-// and a tokenizer of at most the model's vocabulary. Otherwise one error naming the family or the
-// feature; called before any weight is read.
+// Whether `cfg` can be written: a Llama or Mixtral (renormalised top-k, no shared experts) without
+// q/k/v biases, any rope scaling weft has, and a tokenizer of at most the model's vocabulary.
+// Otherwise one error naming the family or the feature; called before any weight is read.
 void check_gguf_export(const ModelConfig& cfg, const GgufBpeVocab& vocab);
 
 // Writes `file` (atomically): the whole model of `layout` (tp 1) from `flat`, matrices as `type`,
