@@ -1,14 +1,15 @@
-# `weft export --format gguf` against llama.cpp itself. Three models are written as GGUF: a briefly
-# trained llama-tiny ("plain"), a briefly trained moe-tiny (Mixtral's routing), and the plain
-# weights with q_proj and k_proj multiplied by 20 and Llama 3.1's llama3 rope scaling ("sharp":
-# attention scores 400 times larger, so that the rotary layout and its scaling carry much of the
-# loss). node-llama-cpp's prebuilt llama.cpp library (npm) loads each file and computes the mean
-# next-token loss of 33 validation tokens, which must agree with `weft eval` of the checkpoint on
-# the same tokens: F32 within 1e-6 relative, F16 2e-5 and BF16 1e-4 (rounded weights). Measured
-# on sharp: 3e-8, 3.1e-6, 1.8e-5; a file without the q/k rotary permutation is off by 2.6e-4, one
-# without llama3's rope_freqs by 4.4e-4. Bad flags are one clear error each, before a file is
-# written. The llama.cpp part is skipped (exit 77) only when npm cannot install the package (or
-# node is older than its 20); a cached install is used offline.
+# `weft export --format gguf` against llama.cpp itself. Four models are written as GGUF: a briefly
+# trained llama-tiny ("plain"), a briefly trained moe-tiny (Mixtral's routing), the plain weights
+# with q_proj and k_proj multiplied by 20 and Llama 3.1's llama3 rope scaling ("sharp": attention
+# scores 400 times larger, so that the rotary layout and its scaling carry much of the loss), and
+# a qwen2-tiny sharpened alike ("qsharp", q/k biases included). node-llama-cpp's prebuilt
+# llama.cpp library (npm) loads each file and computes the mean next-token loss of 33 validation
+# tokens, which must agree with `weft eval` of the checkpoint on the same tokens: F32 within 1e-6
+# relative, F16 2e-5 and BF16 1e-4 (rounded weights). Measured on sharp: 3e-8, 3.1e-6, 1.8e-5; a
+# file without the q/k rotary permutation is off by 2.6e-4, one without llama3's rope_freqs by
+# 4.4e-4, and qsharp permuted as a llama by 4.9e-4. Bad flags are one clear error each, before a
+# file is written. The llama.cpp part is skipped (exit 77) only when npm cannot install the
+# package (or node is older than its 20); a cached install is used offline.
 source "$(dirname "$0")/lib.sh"
 prepare_data
 "$WEFT" train --model llama-tiny --data data/tinyshakespeare_train.bin --out plain --steps 10 \
@@ -66,22 +67,31 @@ if [ ! -e "$cache/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/llama-ad
   fi
 fi
 
-# sharp: the plain weights through a Hugging Face directory, q/k scaled, llama3 rope scaling in
-# its config.json, one step at a negligible learning rate to make it a checkpoint again.
-"$WEFT" export --ckpt plain --out hf >/dev/null
-node "$SRC/tests/cli/gguf_sharpen.mjs" hf/model.safetensors 20
-sed -i 's/"rope_scaling": null/"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}/' \
-  hf/config.json
-"$WEFT" train --model-dir hf --data data/tinyshakespeare_train.bin --out sharp --steps 1 \
-  --batch-size 1 --seq-len 16 --lr 1e-9 --peak-gflops 100 >sharp.log 2>&1 || { cat sharp.log; exit 1; }
+# sharpen <run> <out> [sed expression on config.json]: <run>'s weights through a Hugging Face
+# directory, q/k scaled by 20, one step at a negligible learning rate to make them a checkpoint.
+sharpen() {
+  "$WEFT" export --ckpt "$1" --out "hf-$2" >/dev/null
+  node "$SRC/tests/cli/gguf_sharpen.mjs" "hf-$2/model.safetensors" 20
+  [ -z "${3:-}" ] || sed -i "$3" "hf-$2/config.json"
+  "$WEFT" train --model-dir "hf-$2" --data data/tinyshakespeare_train.bin --out "$2" --steps 1 \
+    --batch-size 1 --seq-len 16 --lr 1e-9 --peak-gflops 100 >"$2.log" 2>&1 || { cat "$2.log"; exit 1; }
+}
+sharpen plain sharp 's/"rope_scaling": null/"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}/'
 for t in f32 f16 bf16; do export_gguf sharp $t; done
+# Qwen2 (llama.cpp's qwen2 architecture: q/k/v biases, no permutation): qwen2-tiny, 3 steps,
+# sharpened (its q/k biases too).
+"$WEFT" train --model qwen2-tiny --data data/tinyshakespeare_train.bin --out qwen2 --steps 3 \
+  --batch-size 2 --seq-len 32 --lr 3e-3 --warmup 1 --peak-gflops 100 >qwen2.log 2>&1 \
+  || { cat qwen2.log; exit 1; }
+sharpen qwen2 qsharp
+export_gguf qsharp f32
 # Mixtral: moe-tiny (4 experts, top 2), 3 steps.
 "$WEFT" train --model moe-tiny --data data/tinyshakespeare_train.bin --out moe --steps 3 \
   --batch-size 2 --seq-len 32 --lr 3e-3 --warmup 1 --peak-gflops 100 >moe.log 2>&1 \
   || { cat moe.log; exit 1; }
 export_gguf moe f32
 
-cases=(plain:f32:1e-6 sharp:f32:1e-6 sharp:f16:2e-5 sharp:bf16:1e-4 moe:f32:1e-6)
+cases=(plain:f32:1e-6 sharp:f32:1e-6 sharp:f16:2e-5 sharp:bf16:1e-4 moe:f32:1e-6 qsharp:f32:1e-6)
 files=()
 for case in "${cases[@]}"; do IFS=: read -r run type tol <<<"$case" && files+=("$run-$type.gguf"); done
 # One node process loads every file (the library's start-up once).

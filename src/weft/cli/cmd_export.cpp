@@ -49,15 +49,16 @@ void add_export_command(CLI::App& app) {
                            "model.safetensors or its sharded index) that transformers loads as "
                            "GPT2LMHeadModel, LlamaForCausalLM, MixtralForCausalLM or "
                            "Qwen2ForCausalLM, by the model's family; or, with --format gguf, "
-                           "one GGUF file of a Llama or Mixtral model that llama.cpp loads");
+                           "one GGUF file of a Llama, Mixtral or Qwen2 model that llama.cpp loads");
     c->add_option("--ckpt", a->ckpt, "weft checkpoint, or a run directory (its latest)")
         ->required();
     c->add_option("--out", a->out,
                   "Directory to write (created; an existing one must hold only "
                   "a previous export); with --format gguf the file to write")
         ->required();
-    c->add_option("--format", a->format,
-                  "hf: a Hugging Face directory; gguf: llama.cpp's file format (Llama, Mixtral)")
+    c->add_option(
+         "--format", a->format,
+         "hf: a Hugging Face directory; gguf: llama.cpp's file format (Llama, Mixtral, Qwen2)")
         ->check(CLI::IsMember({"hf", "gguf"}));
     c->add_option("--gguf-type", a->gguf_type,
                   "With --format gguf: the matrices' type, f32 (default), f16 or bf16; norms stay "

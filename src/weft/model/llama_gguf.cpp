@@ -22,6 +22,10 @@ std::string gguf_name(const std::string& name) {
         {"mlp.gate_proj.weight", "ffn_gate.weight"},
         {"mlp.up_proj.weight", "ffn_up.weight"},
         {"mlp.down_proj.weight", "ffn_down.weight"},
+        // Qwen2.
+        {"self_attn.q_proj.bias", "attn_q.bias"},
+        {"self_attn.k_proj.bias", "attn_k.bias"},
+        {"self_attn.v_proj.bias", "attn_v.bias"},
         // Mixtral: the router and all experts' matrices as one [E, ...] tensor each, the layout
         // weft already keeps (convert_hf_to_gguf.py stacks Hugging Face's per-expert tensors).
         {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},
@@ -72,10 +76,14 @@ uint32_t file_type(ckpt::GgmlType t) {
 }  // namespace
 
 void check_gguf_export(const ModelConfig& cfg, const GgufBpeVocab& vocab) {
-    WEFT_CHECK(cfg.family == "llama",
-               "GGUF export writes Llama-family models (llama.cpp's llama architecture); this "
-               "model's family is {}",
+    WEFT_CHECK(cfg.family == "llama" || cfg.family == "qwen2",
+               "GGUF export writes Llama-family models (llama.cpp's llama and qwen2 "
+               "architectures); this model's family is {}",
                cfg.family);
+    WEFT_CHECK(cfg.family == "llama" || cfg.n_experts == 0,
+               "GGUF export: a {} model with {} experts is not one llama.cpp's {} architecture "
+               "reads",
+               cfg.family, cfg.n_experts, cfg.family);
     // llama.cpp's llama architecture routes as Mixtral: softmax, top k, renormalised.
     WEFT_CHECK(cfg.n_shared_experts == 0,
                "GGUF export: the model has {} shared experts, which llama.cpp's llama "
@@ -85,9 +93,9 @@ void check_gguf_export(const ModelConfig& cfg, const GgufBpeVocab& vocab) {
                "GGUF export: the model routes without renormalising its top-{} weights, which "
                "llama.cpp's llama architecture (Mixtral) always does",
                cfg.experts_per_token);
-    WEFT_CHECK(!cfg.qkv_bias,
-               "GGUF export: the model has q/k/v biases (Qwen2), which llama.cpp's llama "
-               "architecture has not");
+    WEFT_CHECK(cfg.family == "qwen2" || !cfg.qkv_bias,
+               "GGUF export: the model has q/k/v biases, which llama.cpp's llama architecture "
+               "has not (its qwen2 architecture has: use the qwen2 family)");
     WEFT_CHECK(int64_t(vocab.tokens.size()) <= cfg.vocab_size,
                "GGUF export: the tokenizer has {} tokens, more than the model's vocabulary of {}",
                vocab.tokens.size(), cfg.vocab_size);
@@ -100,29 +108,32 @@ void write_llama_gguf(const std::filesystem::path& file, const ModelConfig& cfg,
     WEFT_CHECK(layout.tp == 1, "internal: {} would be written from one tensor-parallel shard",
                file.string());
     const int64_t HS = cfg.head_dim();
+    // llama.cpp's architecture of the same name, whose keys it prefixes.
+    const std::string& arch = cfg.family;
+    auto key = [&](std::string_view k) { return arch + "." + std::string(k); };
     ckpt::GgufMetadata m;
-    m.add_string("general.architecture", "llama");
+    m.add_string("general.architecture", arch);
     m.add_string("general.name", file.stem().string());
     m.add_u32("general.file_type", file_type(type));
-    m.add_u32("llama.vocab_size", uint32_t(cfg.vocab_size));
-    m.add_u32("llama.context_length", uint32_t(cfg.n_positions));
-    m.add_u32("llama.embedding_length", uint32_t(cfg.n_embd));
-    m.add_u32("llama.block_count", uint32_t(cfg.n_layer));
-    m.add_u32("llama.feed_forward_length", uint32_t(cfg.ffn()));
-    m.add_u32("llama.attention.head_count", uint32_t(cfg.n_head));
-    m.add_u32("llama.attention.head_count_kv", uint32_t(cfg.kv_heads()));
-    m.add_u32("llama.attention.key_length", uint32_t(HS));
-    m.add_u32("llama.attention.value_length", uint32_t(HS));
-    m.add_u32("llama.rope.dimension_count", uint32_t(HS));
-    m.add_f32("llama.rope.freq_base", float(cfg.rope_theta));
-    m.add_f32("llama.attention.layer_norm_rms_epsilon", cfg.ln_eps);
+    m.add_u32(key("vocab_size"), uint32_t(cfg.vocab_size));
+    m.add_u32(key("context_length"), uint32_t(cfg.n_positions));
+    m.add_u32(key("embedding_length"), uint32_t(cfg.n_embd));
+    m.add_u32(key("block_count"), uint32_t(cfg.n_layer));
+    m.add_u32(key("feed_forward_length"), uint32_t(cfg.ffn()));
+    m.add_u32(key("attention.head_count"), uint32_t(cfg.n_head));
+    m.add_u32(key("attention.head_count_kv"), uint32_t(cfg.kv_heads()));
+    m.add_u32(key("attention.key_length"), uint32_t(HS));
+    m.add_u32(key("attention.value_length"), uint32_t(HS));
+    m.add_u32(key("rope.dimension_count"), uint32_t(HS));
+    m.add_f32(key("rope.freq_base"), float(cfg.rope_theta));
+    m.add_f32(key("attention.layer_norm_rms_epsilon"), cfg.ln_eps);
     if (cfg.n_experts > 0) {
-        m.add_u32("llama.expert_count", uint32_t(cfg.n_experts));
-        m.add_u32("llama.expert_used_count", uint32_t(cfg.experts_per_token));
+        m.add_u32(key("expert_count"), uint32_t(cfg.n_experts));
+        m.add_u32(key("expert_used_count"), uint32_t(cfg.experts_per_token));
     }
     if (cfg.rope_scaling.type == "linear") {
-        m.add_string("llama.rope.scaling.type", "linear");
-        m.add_f32("llama.rope.scaling.factor", float(cfg.rope_scaling.factor));
+        m.add_string(key("rope.scaling.type"), "linear");
+        m.add_f32(key("rope.scaling.factor"), float(cfg.rope_scaling.factor));
     }
 
     // The vocabulary, padded to the model's as convert_hf_to_gguf.py pads ("[PADn]", unused).
@@ -162,7 +173,8 @@ void write_llama_gguf(const std::filesystem::path& file, const ModelConfig& cfg,
     for (const ParamSpec& p : layout.tensors) {
         const float* data = flat + p.offset;
         const bool q = p.name.ends_with("self_attn.q_proj.weight");
-        if (q || p.name.ends_with("self_attn.k_proj.weight")) {
+        // qwen2 rotates rotate_half's pairs in llama.cpp too (its NEOX rope): nothing to permute.
+        if (arch == "llama" && (q || p.name.ends_with("self_attn.k_proj.weight"))) {
             permuted.push_back(
                 interleave_rotary_rows(data, q ? cfg.n_head : cfg.kv_heads(), HS, cfg.n_embd));
             data = permuted.back().data();

@@ -1,7 +1,8 @@
 #pragma once
-// A Llama-family model as a GGUF file that llama.cpp loads (its "llama" architecture): the
-// metadata keys, tensor names and the rotary layout convert_hf_to_gguf.py writes for a
-// LlamaForCausalLM, with a GPT-2 byte-level BPE vocabulary.
+// A Llama-family model as a GGUF file that llama.cpp loads (its "llama" architecture, "qwen2" for
+// Qwen2): the metadata keys, tensor names and the rotary layout convert_hf_to_gguf.py writes for
+// a LlamaForCausalLM, MixtralForCausalLM or Qwen2ForCausalLM, with a GPT-2 byte-level BPE
+// vocabulary.
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -22,7 +23,8 @@ struct GgufBpeVocab {
 };
 
 // Whether `cfg` can be written: a Llama or Mixtral (renormalised top-k, no shared experts) without
-// q/k/v biases, any rope scaling weft has, and a tokenizer of at most the model's vocabulary.
+// q/k/v biases, or a dense Qwen2; any rope scaling weft has, and a tokenizer of at most the
+// model's vocabulary.
 // Otherwise one error naming the family or the feature; called before any weight is read.
 void check_gguf_export(const ModelConfig& cfg, const GgufBpeVocab& vocab);
 
