@@ -1,5 +1,5 @@
-# `weft export --format gguf` against llama.cpp itself. Four models are written as GGUF: a briefly
-# trained llama-tiny ("plain"), a briefly trained moe-tiny (Mixtral's routing), the plain weights
+# `weft export --format gguf` against llama.cpp itself. Five models are written as GGUF: a briefly
+# trained llama-tiny ("plain"), moe-tiny (Mixtral's routing) and GPT-2 tiny, the plain weights
 # with q_proj and k_proj multiplied by 20 and Llama 3.1's llama3 rope scaling ("sharp": attention
 # scores 400 times larger, so that the rotary layout and its scaling carry much of the loss), and
 # a qwen2-tiny sharpened alike ("qsharp", q/k biases included). node-llama-cpp's prebuilt
@@ -21,10 +21,6 @@ expect_error "--gguf-type 'q4_0' is not a GGUF type weft writes; expected f32, f
 expect_error "--gguf-type applies to --format gguf only" x -- export --ckpt plain --out x --gguf-type f16
 expect_error "--format: gguf2 not in {hf,gguf}" x.gguf -- export --ckpt plain --out x.gguf --format gguf2
 expect_error "encoder.json" x.gguf -- export --ckpt plain --out x.gguf --format gguf --tokenizer-dir nowhere
-"$WEFT" train --model tiny --data data/tinyshakespeare_train.bin --out gpt2run --steps 1 \
-  --batch-size 1 --seq-len 16 --peak-gflops 100 >/dev/null 2>&1
-expect_error "this model's family is gpt2" x.gguf \
-  -- export --ckpt gpt2run --out x.gguf --format gguf --tokenizer-dir "$SRC/data"
 
 export_gguf() {  # export_gguf <run> <type>: writes <run>-<type>.gguf and checks its header
   "$WEFT" export --ckpt "$1" --out "$1-$2.gguf" --format gguf --gguf-type "$2" \
@@ -85,13 +81,19 @@ for t in f32 f16 bf16; do export_gguf sharp $t; done
   || { cat qwen2.log; exit 1; }
 sharpen qwen2 qsharp
 export_gguf qsharp f32
+# GPT-2 (llama.cpp's gpt2 architecture): the tiny preset, 3 steps.
+"$WEFT" train --model tiny --data data/tinyshakespeare_train.bin --out gpt2 --steps 3 \
+  --batch-size 2 --seq-len 32 --lr 3e-3 --warmup 1 --peak-gflops 100 >gpt2.log 2>&1 \
+  || { cat gpt2.log; exit 1; }
+export_gguf gpt2 f32
 # Mixtral: moe-tiny (4 experts, top 2), 3 steps.
 "$WEFT" train --model moe-tiny --data data/tinyshakespeare_train.bin --out moe --steps 3 \
   --batch-size 2 --seq-len 32 --lr 3e-3 --warmup 1 --peak-gflops 100 >moe.log 2>&1 \
   || { cat moe.log; exit 1; }
 export_gguf moe f32
 
-cases=(plain:f32:1e-6 sharp:f32:1e-6 sharp:f16:2e-5 sharp:bf16:1e-4 moe:f32:1e-6 qsharp:f32:1e-6)
+cases=(plain:f32:1e-6 sharp:f32:1e-6 sharp:f16:2e-5 sharp:bf16:1e-4 moe:f32:1e-6 qsharp:f32:1e-6
+  gpt2:f32:1e-6)
 files=()
 for case in "${cases[@]}"; do IFS=: read -r run type tol <<<"$case" && files+=("$run-$type.gguf"); done
 # One node process loads every file (the library's start-up once).

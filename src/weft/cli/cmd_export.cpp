@@ -8,7 +8,7 @@
 #include "weft/cli/output_paths.hpp"
 #include "weft/core/error.hpp"
 #include "weft/data/tokenizer.hpp"
-#include "weft/model/llama_gguf.hpp"
+#include "weft/model/gguf_export.hpp"
 #include "weft/model/state_io.hpp"
 #include "weft/train/model_source.hpp"
 
@@ -20,7 +20,7 @@ struct ExportArgs {
     std::string format = "hf", gguf_type;
 };
 
-// llama.cpp's GGUF of a Llama-family checkpoint, with GPT-2's vocabulary from `tokenizer_dir`.
+// llama.cpp's GGUF of a checkpoint, with GPT-2's vocabulary from `tokenizer_dir`.
 // Every input is checked (the type, the family, the tokenizer against the model) before the
 // weights are read.
 void export_checkpoint_to_gguf(const ExportArgs& a) {
@@ -34,7 +34,7 @@ void export_checkpoint_to_gguf(const ExportArgs& a) {
                                     spelled.eot};
     model::check_gguf_export(source.cfg, vocab);
     train::LoadedModel m = train::load_model(source);
-    model::write_llama_gguf(a.out, m.model->config(), m.model->layout(), m.params.data(), type,
+    model::write_gguf_model(a.out, m.model->config(), m.model->layout(), m.params.data(), type,
                             vocab);
     fmt::print("wrote {} ({})\n", a.out.string(), ckpt::ggml_type_name(type));
 }
@@ -49,16 +49,15 @@ void add_export_command(CLI::App& app) {
                            "model.safetensors or its sharded index) that transformers loads as "
                            "GPT2LMHeadModel, LlamaForCausalLM, MixtralForCausalLM or "
                            "Qwen2ForCausalLM, by the model's family; or, with --format gguf, "
-                           "one GGUF file of a Llama, Mixtral or Qwen2 model that llama.cpp loads");
+                           "one GGUF file that llama.cpp loads");
     c->add_option("--ckpt", a->ckpt, "weft checkpoint, or a run directory (its latest)")
         ->required();
     c->add_option("--out", a->out,
                   "Directory to write (created; an existing one must hold only "
                   "a previous export); with --format gguf the file to write")
         ->required();
-    c->add_option(
-         "--format", a->format,
-         "hf: a Hugging Face directory; gguf: llama.cpp's file format (Llama, Mixtral, Qwen2)")
+    c->add_option("--format", a->format,
+                  "hf: a Hugging Face directory; gguf: llama.cpp's file format")
         ->check(CLI::IsMember({"hf", "gguf"}));
     c->add_option("--gguf-type", a->gguf_type,
                   "With --format gguf: the matrices' type, f32 (default), f16 or bf16; norms stay "

@@ -1,4 +1,4 @@
-#include "weft/model/llama_gguf.hpp"
+#include "weft/model/gguf_export.hpp"
 
 #include <algorithm>
 
@@ -10,9 +10,24 @@ namespace weft::model {
 
 namespace {
 
-// llama.cpp's tensor name for a Llama tensor of weft's (HF's names without "model.").
+// llama.cpp's tensor name for a tensor of weft's (Llama: HF's names without "model."; GPT-2:
+// HF's without "transformer.").
 std::string gguf_name(const std::string& name) {
     static const std::pair<const char*, const char*> block[] = {
+        // GPT-2 (llama.cpp's gpt2 architecture): fused q/k/v, biases everywhere.
+        {"ln_1.weight", "attn_norm.weight"},
+        {"ln_1.bias", "attn_norm.bias"},
+        {"attn.c_attn.weight", "attn_qkv.weight"},
+        {"attn.c_attn.bias", "attn_qkv.bias"},
+        {"attn.c_proj.weight", "attn_output.weight"},
+        {"attn.c_proj.bias", "attn_output.bias"},
+        {"ln_2.weight", "ffn_norm.weight"},
+        {"ln_2.bias", "ffn_norm.bias"},
+        {"mlp.c_fc.weight", "ffn_up.weight"},
+        {"mlp.c_fc.bias", "ffn_up.bias"},
+        {"mlp.c_proj.weight", "ffn_down.weight"},
+        {"mlp.c_proj.bias", "ffn_down.bias"},
+        // Llama.
         {"input_layernorm.weight", "attn_norm.weight"},
         {"self_attn.q_proj.weight", "attn_q.weight"},
         {"self_attn.k_proj.weight", "attn_k.weight"},
@@ -33,16 +48,25 @@ std::string gguf_name(const std::string& name) {
         {"block_sparse_moe.experts.w2.weight", "ffn_down_exps.weight"},
         {"block_sparse_moe.experts.w3.weight", "ffn_up_exps.weight"},
     };
-    if (name == "embed_tokens.weight") return "token_embd.weight";
-    if (name == "norm.weight") return "output_norm.weight";
-    if (name == "lm_head.weight") return "output.weight";
-    if (name.starts_with("layers.")) {
-        const size_t dot = name.find('.', 7);
+    static const std::pair<const char*, const char*> whole[] = {
+        {"embed_tokens.weight", "token_embd.weight"},
+        {"norm.weight", "output_norm.weight"},
+        {"lm_head.weight", "output.weight"},
+        {"wte.weight", "token_embd.weight"},
+        {"wpe.weight", "position_embd.weight"},
+        {"ln_f.weight", "output_norm.weight"},
+        {"ln_f.bias", "output_norm.bias"},
+    };
+    for (const auto& [ours, gg] : whole)
+        if (name == ours) return gg;
+    for (const std::string_view layers : {"layers.", "h."}) {
+        if (!name.starts_with(layers)) continue;
+        const size_t at = layers.size(), dot = name.find('.', at);
         const std::string rest = name.substr(dot + 1);
         for (const auto& [hf, gg] : block)
-            if (rest == hf) return "blk." + name.substr(7, dot - 7) + "." + gg;
+            if (rest == hf) return "blk." + name.substr(at, dot - at) + "." + gg;
     }
-    fail("internal: no GGUF name for Llama tensor '{}'", name);
+    fail("internal: no GGUF name for tensor '{}'", name);
 }
 
 // Hugging Face's rotary layout pairs dimension i of a head with i + head_dim/2 (rotate_half);
@@ -76,9 +100,9 @@ uint32_t file_type(ckpt::GgmlType t) {
 }  // namespace
 
 void check_gguf_export(const ModelConfig& cfg, const GgufBpeVocab& vocab) {
-    WEFT_CHECK(cfg.family == "llama" || cfg.family == "qwen2",
-               "GGUF export writes Llama-family models (llama.cpp's llama and qwen2 "
-               "architectures); this model's family is {}",
+    WEFT_CHECK(cfg.family == "llama" || cfg.family == "qwen2" || cfg.family == "gpt2",
+               "GGUF export writes GPT-2, Llama, Mixtral and Qwen2 models (llama.cpp's gpt2, "
+               "llama and qwen2 architectures); this model's family is {}",
                cfg.family);
     WEFT_CHECK(cfg.family == "llama" || cfg.n_experts == 0,
                "GGUF export: a {} model with {} experts is not one llama.cpp's {} architecture "
@@ -101,7 +125,34 @@ void check_gguf_export(const ModelConfig& cfg, const GgufBpeVocab& vocab) {
                vocab.tokens.size(), cfg.vocab_size);
 }
 
-void write_llama_gguf(const std::filesystem::path& file, const ModelConfig& cfg,
+namespace {
+
+// The tokenizer: GPT-2's byte-level BPE, padded to the model's vocabulary as
+// convert_hf_to_gguf.py pads ("[PADn]", unused).
+void add_tokenizer(ckpt::GgufMetadata& m, const ModelConfig& cfg, const GgufBpeVocab& vocab) {
+    std::vector<std::string> tokens = vocab.tokens;
+    std::vector<int32_t> types(tokens.size(), 1);  // llama_token_type: 1 normal, 3 control
+    if (vocab.eot >= 0) types[size_t(vocab.eot)] = 3;
+    for (int64_t id = int64_t(tokens.size()); id < cfg.vocab_size; ++id) {
+        tokens.push_back("[PAD" + std::to_string(id) + "]");
+        types.push_back(5);  // unused
+    }
+    m.add_string("tokenizer.ggml.model", "gpt2");
+    m.add_string("tokenizer.ggml.pre", "gpt-2");
+    m.add_string_array("tokenizer.ggml.tokens", tokens);
+    m.add_i32_array("tokenizer.ggml.token_type", types);
+    m.add_string_array("tokenizer.ggml.merges", vocab.merges);
+    if (vocab.eot >= 0) {
+        m.add_u32("tokenizer.ggml.bos_token_id", uint32_t(vocab.eot));
+        m.add_u32("tokenizer.ggml.eos_token_id", uint32_t(vocab.eot));
+    }
+    // weft trains on text without a BOS token (the corpus' documents are separated by EOT).
+    m.add_bool("tokenizer.ggml.add_bos_token", false);
+}
+
+}  // namespace
+
+void write_gguf_model(const std::filesystem::path& file, const ModelConfig& cfg,
                       const ParamLayout& layout, const float* flat, ckpt::GgmlType type,
                       const GgufBpeVocab& vocab) {
     check_gguf_export(cfg, vocab);
@@ -121,12 +172,16 @@ void write_llama_gguf(const std::filesystem::path& file, const ModelConfig& cfg,
     m.add_u32(key("block_count"), uint32_t(cfg.n_layer));
     m.add_u32(key("feed_forward_length"), uint32_t(cfg.ffn()));
     m.add_u32(key("attention.head_count"), uint32_t(cfg.n_head));
-    m.add_u32(key("attention.head_count_kv"), uint32_t(cfg.kv_heads()));
-    m.add_u32(key("attention.key_length"), uint32_t(HS));
-    m.add_u32(key("attention.value_length"), uint32_t(HS));
-    m.add_u32(key("rope.dimension_count"), uint32_t(HS));
-    m.add_f32(key("rope.freq_base"), float(cfg.rope_theta));
-    m.add_f32(key("attention.layer_norm_rms_epsilon"), cfg.ln_eps);
+    if (arch == "gpt2") {
+        m.add_f32(key("attention.layer_norm_epsilon"), cfg.ln_eps);
+    } else {
+        m.add_u32(key("attention.head_count_kv"), uint32_t(cfg.kv_heads()));
+        m.add_u32(key("attention.key_length"), uint32_t(HS));
+        m.add_u32(key("attention.value_length"), uint32_t(HS));
+        m.add_u32(key("rope.dimension_count"), uint32_t(HS));
+        m.add_f32(key("rope.freq_base"), float(cfg.rope_theta));
+        m.add_f32(key("attention.layer_norm_rms_epsilon"), cfg.ln_eps);
+    }
     if (cfg.n_experts > 0) {
         m.add_u32(key("expert_count"), uint32_t(cfg.n_experts));
         m.add_u32(key("expert_used_count"), uint32_t(cfg.experts_per_token));
@@ -135,26 +190,7 @@ void write_llama_gguf(const std::filesystem::path& file, const ModelConfig& cfg,
         m.add_string(key("rope.scaling.type"), "linear");
         m.add_f32(key("rope.scaling.factor"), float(cfg.rope_scaling.factor));
     }
-
-    // The vocabulary, padded to the model's as convert_hf_to_gguf.py pads ("[PADn]", unused).
-    std::vector<std::string> tokens = vocab.tokens;
-    std::vector<int32_t> types(tokens.size(), 1);  // llama_token_type: 1 normal, 3 control
-    if (vocab.eot >= 0) types[size_t(vocab.eot)] = 3;
-    for (int64_t id = int64_t(tokens.size()); id < cfg.vocab_size; ++id) {
-        tokens.push_back("[PAD" + std::to_string(id) + "]");
-        types.push_back(5);  // unused
-    }
-    m.add_string("tokenizer.ggml.model", "gpt2");
-    m.add_string("tokenizer.ggml.pre", "gpt-2");
-    m.add_string_array("tokenizer.ggml.tokens", tokens);
-    m.add_i32_array("tokenizer.ggml.token_type", types);
-    m.add_string_array("tokenizer.ggml.merges", vocab.merges);
-    if (vocab.eot >= 0) {
-        m.add_u32("tokenizer.ggml.bos_token_id", uint32_t(vocab.eot));
-        m.add_u32("tokenizer.ggml.eos_token_id", uint32_t(vocab.eot));
-    }
-    // weft trains on text without a BOS token (the corpus' documents are separated by EOT).
-    m.add_bool("tokenizer.ggml.add_bos_token", false);
+    add_tokenizer(m, cfg, vocab);
 
     std::vector<ckpt::GgufTensor> tensors;
     // llama3 scaling divides each rotary frequency by its own factor, which llama.cpp reads from
@@ -184,6 +220,9 @@ void write_llama_gguf(const std::filesystem::path& file, const ModelConfig& cfg,
         const bool router = p.name.ends_with("block_sparse_moe.gate.weight");
         const ckpt::GgmlType t = p.shape.size() == 1 || router ? ckpt::GgmlType::f32 : type;
         tensors.push_back({gguf_name(p.name), p.shape, t, data});
+        // GPT-2's head is its token embedding: convert_hf_to_gguf.py writes it again as output.
+        if (arch == "gpt2" && p.name == "wte.weight")
+            tensors.push_back({"output.weight", p.shape, t, data});
     }
     ckpt::write_gguf(file, m, tensors);
 }

@@ -1,7 +1,7 @@
 #pragma once
-// A Llama-family model as a GGUF file that llama.cpp loads (its "llama" architecture, "qwen2" for
-// Qwen2): the metadata keys, tensor names and the rotary layout convert_hf_to_gguf.py writes for
-// a LlamaForCausalLM, MixtralForCausalLM or Qwen2ForCausalLM, with a GPT-2 byte-level BPE
+// A model as a GGUF file that llama.cpp loads, in its architecture of the family's name (gpt2,
+// llama for Llama and Mixtral, qwen2): the metadata keys, tensor names and rotary layout
+// convert_hf_to_gguf.py writes for the Hugging Face export, with a GPT-2 byte-level BPE
 // vocabulary.
 #include <cstdint>
 #include <filesystem>
@@ -22,15 +22,15 @@ struct GgufBpeVocab {
     int32_t eot = -1;  // the end-of-text token: llama.cpp's BOS and EOS
 };
 
-// Whether `cfg` can be written: a Llama or Mixtral (renormalised top-k, no shared experts) without
-// q/k/v biases, or a dense Qwen2; any rope scaling weft has, and a tokenizer of at most the
-// model's vocabulary.
-// Otherwise one error naming the family or the feature; called before any weight is read.
+// Whether `cfg` can be written: GPT-2, a Llama or Mixtral (renormalised top-k, no shared experts)
+// without q/k/v biases, or a dense Qwen2; any rope scaling weft has, and a tokenizer of at most
+// the model's vocabulary. Otherwise one error naming the family or the feature; called before
+// any weight is read.
 void check_gguf_export(const ModelConfig& cfg, const GgufBpeVocab& vocab);
 
 // Writes `file` (atomically): the whole model of `layout` (tp 1) from `flat`, matrices as `type`,
 // norms F32 as convert_hf_to_gguf.py keeps 1-D tensors.
-void write_llama_gguf(const std::filesystem::path& file, const ModelConfig& cfg,
+void write_gguf_model(const std::filesystem::path& file, const ModelConfig& cfg,
                       const ParamLayout& layout, const float* flat, ckpt::GgmlType type,
                       const GgufBpeVocab& vocab);
 
