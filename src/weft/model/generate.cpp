@@ -62,31 +62,44 @@ int32_t pick_token(std::span<const float> logits, const SampleOptions& o, float 
     return idx.back();
 }
 
-Generator::Generator(const ModelConfig& cfg, const ParamLayout& layout, const float* params)
+CachedForward::CachedForward(const ModelConfig& cfg, const ParamLayout& layout, const float* params)
     : model_(make_model(cfg)),
       layout_(layout),
       params_(const_cast<float*>(params)),  // read only: no backward runs
       access_(layout_, params_, nullptr),
-      cache_(cfg.n_layer, cfg.n_positions, model_->kv_width()),
       logits_(cfg.vocab_size) {}
 
-std::span<const float> Generator::feed(std::span<const int32_t> tokens) {
+std::span<const float> CachedForward::feed(KvCache& cache, int64_t pos0,
+                                           std::span<const int32_t> tokens) {
     const ModelConfig& cfg = model_->config();
     const int64_t n = int64_t(tokens.size()), L = cfg.n_layer;
-    WEFT_CHECK(n >= 1 && pos_ + n <= cfg.n_positions,
-               "internal: feeding {} tokens at position {} of {}", n, pos_, cfg.n_positions);
+    WEFT_CHECK(n >= 1 && pos0 + n <= std::min(cfg.n_positions, cache.positions),
+               "internal: feeding {} tokens at position {} of {}", n, pos0, cache.positions);
     if (!act_ || act_->T != n) {
         // Each layer's input, one layer's buffers (as recomputation keeps them); no loss head.
         act_ = model_->new_activations(1, n, LayerSpan{0, -1, false, true});
     }
     Activations& a = *act_;
     std::copy(tokens.begin(), tokens.end(), a.inputs.begin());
-    model_->embed_forward(a, access_, pos_);
-    for (int l = 0; l < L; ++l) model_->block_forward_cached(a, access_, l, cache_, pos_);
+    model_->embed_forward(a, access_, pos0);
+    for (int l = 0; l < L; ++l) model_->block_forward_cached(a, access_, l, cache, pos0);
     // Only the last token's logits are wanted.
     model_->logits(a, access_, n - 1, logits_.data());
-    pos_ += n;
     return {logits_.data(), size_t(cfg.vocab_size)};
+}
+
+Generator::Generator(const ModelConfig& cfg, const ParamLayout& layout, const float* params)
+    : forward_(cfg, layout, params), cache_(cfg.n_layer, cfg.n_positions, forward_.kv_width()) {}
+
+std::span<const float> Generator::feed(std::span<const int32_t> tokens) {
+    std::span<const float> logits = forward_.feed(cache_, pos_, tokens);
+    pos_ += int64_t(tokens.size());
+    return logits;
+}
+
+size_t sampled_vocab(const ModelConfig& cfg, const SampleOptions& o) {
+    return o.vocab_limit > 0 && o.vocab_limit < cfg.vocab_size ? size_t(o.vocab_limit)
+                                                               : size_t(cfg.vocab_size);
 }
 
 std::vector<int32_t> generate(const ModelConfig& cfg, const ParamLayout& layout,
@@ -96,8 +109,7 @@ std::vector<int32_t> generate(const ModelConfig& cfg, const ParamLayout& layout,
     o.validate();
     WEFT_CHECK(!prompt.empty(), "the prompt must hold at least one token");
     check_prompt(cfg, prompt);
-    const size_t V = o.vocab_limit > 0 && o.vocab_limit < cfg.vocab_size ? size_t(o.vocab_limit)
-                                                                         : size_t(cfg.vocab_size);
+    const size_t V = sampled_vocab(cfg, o);
     Generator g(cfg, layout, params);
     std::vector<int32_t> context(prompt.begin(), prompt.end());
     const int64_t window = cfg.n_positions;

@@ -34,6 +34,27 @@ void check_prompt(const ModelConfig& cfg, std::span<const int32_t> prompt);
 // Picks a token from logits[V] under the options, with the uniform number u in [0, 1).
 int32_t pick_token(std::span<const float> logits, const SampleOptions& o, float u);
 
+// One model's cached forward, shared by every sequence it runs: each call brings the sequence's
+// own KvCache and position, so that a server runs many sequences through one model's weights
+// and scratch, each computed exactly as it would be alone.
+class CachedForward {
+  public:
+    CachedForward(const ModelConfig& cfg, const ParamLayout& layout, const float* params);
+    // Feeds tokens at positions pos0 .. (a prompt chunk or the last sampled token) into `cache`
+    // and returns the logits of the last one (V floats, valid until the next call).
+    std::span<const float> feed(KvCache& cache, int64_t pos0, std::span<const int32_t> tokens);
+    const ModelConfig& config() const { return model_->config(); }
+    int64_t kv_width() const { return model_->kv_width(); }
+
+  private:
+    std::unique_ptr<Model> model_;
+    const ParamLayout& layout_;
+    float* params_;
+    FlatAccess access_;
+    std::unique_ptr<Activations> act_;  // for the token count of the last call
+    Buffer logits_;
+};
+
 class Generator {
   public:
     Generator(const ModelConfig& cfg, const ParamLayout& layout, const float* params);
@@ -44,15 +65,13 @@ class Generator {
     void reset() { pos_ = 0; }
 
   private:
-    std::unique_ptr<Model> model_;  // whose block forward the generator runs, with the KV cache
-    const ParamLayout& layout_;
-    float* params_;
-    FlatAccess access_;
+    CachedForward forward_;
     int64_t pos_ = 0;
     KvCache cache_;
-    std::unique_ptr<Activations> act_;  // for the token count of the last call
-    Buffer logits_;
 };
+
+// The sampling vocabulary: o.vocab_limit when it is below the model's, else the whole of it.
+size_t sampled_vocab(const ModelConfig& cfg, const SampleOptions& o);
 
 // Generates o.tokens tokens after the prompt, fewer when o.stop_token is chosen; `on_token` sees
 // each as it is chosen.
