@@ -1,0 +1,91 @@
+#pragma once
+// The serving engine: a queue of requests and a loop whose every step serves each running request
+// (continuous batching, as vLLM's scheduler and llama.cpp's server slots do). There is no prefill
+// or decode phase, only the tokens a request has computed chasing the tokens it wants: each step
+// runs one decode token of every request that has its prompt in the cache, then prompt chunks
+// of the others up to a token budget (Sarathi-Serve's chunked prefill). Requests join at the next
+// step and leave as soon as they are done. The engine knows no sockets: a front end submits a
+// Request and reads its Stream.
+//
+// Batch invariance: a request's tokens and logprobs never depend on the others. Each request runs
+// its own forward over its own KV cache (model::CachedForward, the one `weft sample` runs), and
+// its prompt is cut into chunks at fixed positions (multiples of the chunk size) whatever else is
+// running: a chunk that does not fit this step's budget waits for the next step whole.
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "weft/model/generate.hpp"
+#include "weft/serve/stream.hpp"
+
+namespace weft::serve {
+
+struct Request {
+    std::vector<int32_t> prompt;
+    // o.tokens: the most tokens to generate; o.stop_token: the end of text (ends with "stop").
+    model::SampleOptions o;
+    std::vector<std::string> stop;  // stop strings, none empty
+};
+
+struct EngineOptions {
+    int slots = 16;              // requests running at once; more wait
+    int64_t batch_tokens = 512;  // a step's token budget, and the prompt chunk size
+    int64_t block_tokens = 16;   // KV cache positions per block of the pool
+    int64_t kv_blocks = 0;       // blocks in the pool
+};
+
+struct EngineStats {
+    int64_t running = 0, waiting = 0;
+    int64_t prompt_tokens = 0, generated_tokens = 0;  // since the start
+    int64_t requests_done = 0, steps = 0;
+    int64_t kv_blocks_used = 0, kv_blocks_total = 0;
+};
+
+// Blocks of KV cache positions a request reserves: enough for its prompt and max_tokens.
+int64_t kv_blocks_for(const Request& r, int64_t block_tokens);
+// KV pool blocks that `gib` GiB hold for a model of n_layer layers of kv_width floats per position
+// (keys and values, fp32).
+int64_t kv_blocks_in(double gib, int64_t n_layer, int64_t kv_width, int64_t block_tokens);
+
+class Engine {
+  public:
+    // `piece`: the bytes of one token (for stop strings and the streamed text).
+    Engine(const model::ModelConfig& cfg, const model::ParamLayout& layout, const float* params,
+           std::function<std::string(int32_t)> piece, EngineOptions o);
+    ~Engine();
+
+    // An error (weft::Error) naming what makes `r` impossible to serve: an empty prompt, ids
+    // outside the vocabulary, more positions than the model's context or the whole KV pool.
+    void check(const Request& r) const;
+    // Queues a checked request; its output arrives on the returned stream.
+    std::shared_ptr<Stream> submit(Request r);
+    // One engine step; false when there was nothing to do.
+    bool step();
+    // Steps until `stop` is set and nothing is running or waiting (a drain).
+    void run(const std::atomic<bool>& stop);
+    EngineStats stats() const;
+    const model::ModelConfig& config() const { return forward_.config(); }
+    const EngineOptions& options() const { return o_; }
+
+  private:
+    struct Running;
+    void finish(Running& r, const std::string& reason);
+    void sample_next(Running& r, std::span<const float> logits);
+
+    model::CachedForward forward_;
+    std::function<std::string(int32_t)> piece_;
+    EngineOptions o_;
+    mutable std::mutex mu_;  // guards waiting_ and stats_
+    std::condition_variable cv_;
+    std::deque<std::unique_ptr<Running>> waiting_;
+    std::vector<std::unique_ptr<Running>> running_;  // the engine loop's alone
+    EngineStats stats_;
+};
+
+}  // namespace weft::serve
