@@ -8,6 +8,8 @@ packages=(
   libdnnl-dev
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libfmt-dev
   libxxhash-dev
+  libcpp-httplib-dev
+  curl jq
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 missing=()

@@ -1,0 +1,125 @@
+#include <fmt/format.h>
+#include <pthread.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <csignal>
+#include <memory>
+#include <thread>
+
+#include "weft/cli/commands.hpp"
+#include "weft/comm/mpi_env.hpp"
+#include "weft/core/error.hpp"
+#include "weft/model/counts.hpp"
+#include "weft/serve/http_front.hpp"
+#include "weft/train/model_source.hpp"
+#include "weft/train/process.hpp"
+
+namespace weft::cli {
+
+namespace {
+struct ServeArgs {
+    std::filesystem::path model_dir, ckpt, tokenizer_dir = "data";
+    std::filesystem::path tokenizer;
+    serve::FrontOptions front;
+    serve::EngineOptions engine;
+    double kv_cache_gib = 1.0;
+    int threads = 0;
+};
+
+// The name clients give as "model": the last component of the path the user named.
+std::string model_name(const std::filesystem::path& p) {
+    std::filesystem::path n = p.lexically_normal();
+    if (n.filename().empty()) n = n.parent_path();
+    return n.filename().string();
+}
+
+void serve(ServeArgs& a) {
+    WEFT_CHECK(!comm::under_mpirun(),
+               "weft serve runs as one process, not under mpirun (tensor-parallel serving is not "
+               "there yet)");
+    WEFT_CHECK(a.kv_cache_gib > 0, "--kv-cache-gib must be positive, got {}", a.kv_cache_gib);
+    const train::ModelSource source = train::open_model_source(a.model_dir, a.ckpt);
+    const std::unique_ptr<data::Tokenizer> tok = data::open_tokenizer(a.tokenizer, a.tokenizer_dir);
+    const int threads = train::set_threads_per_rank(a.threads);
+    // SIGTERM and SIGINT are taken by one thread (below) through sigwait: blocked here, before
+    // any thread starts, so that every thread inherits the mask.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+    train::LoadedModel m = train::load_model(source);
+    const model::ModelConfig& cfg = m.model->config();
+    a.engine.kv_blocks = serve::kv_blocks_in(a.kv_cache_gib, cfg.n_layer, m.model->kv_width(),
+                                             a.engine.block_tokens);
+    serve::Engine engine(
+        cfg, m.model->layout(), m.params.data(), [&tok](int32_t t) { return tok->decode_token(t); },
+        a.engine);
+    const serve::ApiContext ctx{model_name(a.ckpt.empty() ? a.model_dir : a.ckpt), *tok, engine};
+    serve::HttpFront front(ctx, engine, a.front);
+    const int port = front.bind();
+
+    std::atomic<bool> drained{false};
+    std::thread loop([&] { engine.run(drained); });
+    std::thread waiter([&] {
+        int sig = 0;
+        sigwait(&signals, &sig);
+        if (drained) return;  // woken by the exit below, not by a signal
+        fmt::print(stderr, "weft serve: {}: draining the requests in flight, then exiting\n",
+                   sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        front.stop();
+    });
+    fmt::print(
+        "weft serve: model {} ({}, {:.2f}M parameters, context {}), dtype fp32, {} threads, "
+        "KV pool {} blocks of {} tokens ({} tokens), {} slots, batch {} tokens, "
+        "http://{}:{}/v1\n",
+        ctx.model_id, cfg.family, double(model::num_parameters(cfg)) / 1e6, cfg.n_positions,
+        threads, a.engine.kv_blocks, a.engine.block_tokens,
+        a.engine.kv_blocks * a.engine.block_tokens, a.engine.slots, a.engine.batch_tokens,
+        a.front.host, port);
+    std::fflush(stdout);
+    front.listen();  // returns once stopped and every handler has answered
+    drained = true;
+    pthread_kill(waiter.native_handle(), SIGTERM);
+    waiter.join();
+    loop.join();
+}
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+    auto a = std::make_shared<ServeArgs>();
+    CLI::App* c = app.add_subcommand(
+        "serve", "Serve a model over HTTP with OpenAI's API (continuous batching)");
+    c->add_option("--model-dir", a->model_dir,
+                  "Hugging Face model directory (GPT2LMHeadModel, LlamaForCausalLM, "
+                  "MixtralForCausalLM or Qwen2ForCausalLM)");
+    c->add_option("--ckpt", a->ckpt, "weft checkpoint, or a run directory (its latest)");
+    CLI::Option* dir = c->add_option("--tokenizer-dir", a->tokenizer_dir,
+                                     "Directory with encoder.json and vocab.bpe")
+                           ->capture_default_str();
+    c->add_option("--tokenizer", a->tokenizer,
+                  "A Hugging Face tokenizer.json, or a directory holding one, in place of "
+                  "GPT-2's files")
+        ->excludes(dir);
+    c->add_option("--host", a->front.host, "Address to listen on")->capture_default_str();
+    c->add_option("--port", a->front.port, "Port to listen on (0: any free one)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 65535));
+    c->add_option("--slots", a->engine.slots, "Requests running at once (more wait)")
+        ->capture_default_str();
+    c->add_option("--batch-tokens", a->engine.batch_tokens,
+                  "Tokens per engine step, and the prompt chunk size")
+        ->capture_default_str();
+    c->add_option("--kv-cache-gib", a->kv_cache_gib, "Size of the KV cache pool in GiB")
+        ->capture_default_str();
+    c->add_option("--api-key", a->front.api_key,
+                  "Require 'Authorization: Bearer KEY' on /v1/ routes");
+    c->add_option("--threads", a->threads,
+                  "OpenMP threads (0: OMP_NUM_THREADS, else the node's cores)")
+        ->capture_default_str();
+    c->callback([a] { serve(*a); });
+}
+
+}  // namespace weft::cli

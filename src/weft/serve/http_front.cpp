@@ -1,0 +1,204 @@
+#include "weft/serve/http_front.hpp"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "weft/core/error.hpp"
+
+namespace weft::serve {
+
+using nlohmann::json;
+
+namespace {
+
+void send_error(httplib::Response& res, const ApiError& e) {
+    res.status = e.status;
+    res.set_content(dump(e.body()), "application/json");
+}
+
+int64_t unix_now() {
+    return std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+// Prometheus text exposition of the engine's counters and gauges.
+std::string metrics_text(const EngineStats& s) {
+    std::string out;
+    auto metric = [&](const char* name, const char* type, const char* help, int64_t v) {
+        out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, v);
+    };
+    metric("weft_requests_running", "gauge", "Requests in the running batch.", s.running);
+    metric("weft_requests_waiting", "gauge", "Requests queued for a slot or KV blocks.", s.waiting);
+    metric("weft_requests_finished_total", "counter", "Requests that left the batch.",
+           s.requests_done);
+    metric("weft_prompt_tokens_total", "counter", "Prompt tokens computed.", s.prompt_tokens);
+    metric("weft_generation_tokens_total", "counter", "Tokens generated.", s.generated_tokens);
+    metric("weft_engine_steps_total", "counter", "Engine steps that ran a forward.", s.steps);
+    metric("weft_kv_blocks_used", "gauge", "KV cache pool blocks reserved.", s.kv_blocks_used);
+    metric("weft_kv_blocks_free", "gauge", "KV cache pool blocks free.",
+           s.kv_blocks_total - s.kv_blocks_used);
+    return out;
+}
+
+// Counts a completion from its start until its last byte is written (a stream's provider may
+// outlive the handler).
+struct InFlight {
+    explicit InFlight(std::atomic<int>& n_) : n(n_) { ++n; }
+    ~InFlight() { --n; }
+    std::atomic<int>& n;
+};
+
+}  // namespace
+
+struct HttpFront::Impl {
+    Impl(const ApiContext& c, Engine& e, FrontOptions o) : ctx(c), engine(e), opt(std::move(o)) {}
+    const ApiContext& ctx;
+    Engine& engine;
+    FrontOptions opt;
+    httplib::Server svr;
+    std::atomic<int64_t> next_id{0};
+    std::atomic<int> in_flight{0};
+    std::atomic<bool> draining{false};
+
+    void complete(const httplib::Request& req, httplib::Response& res, bool chat);
+};
+
+void HttpFront::Impl::complete(const httplib::Request& req, httplib::Response& res, bool chat) {
+    auto counted = std::make_shared<InFlight>(in_flight);
+    ApiRequest r;
+    std::shared_ptr<Stream> out;
+    try {
+        r = parse_request(req.body, chat, ctx);
+        out = engine.submit(r.req);
+    } catch (const ApiError& e) {
+        return send_error(res, e);
+    }
+    const std::string id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", next_id++);
+    const int64_t created = unix_now();
+    using std::chrono::milliseconds;
+    if (!r.stream) {
+        // httplib 0.11 cannot tell that a waiting client hung up: the request runs to its end
+        // (max_tokens bounds it); a stream's client that leaves is dropped at once.
+        Update all, u;
+        while (!all.done()) {
+            if (!out->take(u, milliseconds(100))) continue;
+            all.text += u.text;
+            all.tokens.insert(all.tokens.end(), u.tokens.begin(), u.tokens.end());
+            all.logprobs.insert(all.logprobs.end(), u.logprobs.begin(), u.logprobs.end());
+            all.finish_reason = u.finish_reason;
+            all.prompt_tokens = u.prompt_tokens;
+            all.completion_tokens = u.completion_tokens;
+        }
+        return res.set_content(dump(completion_json(r, all, id, created, ctx)), "application/json");
+    }
+    auto first = std::make_shared<bool>(true);
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, r, out, id, created, first, counted](size_t, httplib::DataSink& sink) {
+            Update u;
+            while (!out->take(u, milliseconds(100)))
+                if (!sink.is_writable()) return false;
+            std::string event =
+                "data: " + dump(chunk_json(r, u, id, created, ctx, *first)) + "\n\n";
+            *first = false;
+            if (u.done()) event += "data: [DONE]\n\n";
+            if (!sink.write(event.data(), event.size())) return false;
+            if (u.done()) sink.done();
+            return true;
+        },
+        [out](bool success) {
+            if (!success) out->cancel();
+        });
+}
+
+HttpFront::HttpFront(const ApiContext& ctx, Engine& engine, FrontOptions o)
+    : impl_(std::make_unique<Impl>(ctx, engine, std::move(o))) {
+    Impl& m = *impl_;
+    httplib::Server& s = m.svr;
+    // A handler thread per client waiting on the engine: more than the default pool of 8, so
+    // that many concurrent streams are all in the batch.
+    s.new_task_queue = [] { return new httplib::ThreadPool(64); };
+    s.set_payload_max_length(m.opt.max_body_bytes);
+    s.set_pre_routing_handler([&m](const httplib::Request& req, httplib::Response& res) {
+        if (m.draining && req.method == "POST") {
+            send_error(res, {503, "the server is shutting down (draining the requests in flight)",
+                             "server_error", "", "shutting_down"});
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        if (m.opt.api_key.empty() || req.path.rfind("/v1/", 0) != 0)
+            return httplib::Server::HandlerResponse::Unhandled;
+        if (req.get_header_value("Authorization") == "Bearer " + m.opt.api_key)
+            return httplib::Server::HandlerResponse::Unhandled;
+        send_error(res, {401,
+                         "invalid API key (expected the header 'Authorization: Bearer <the "
+                         "--api-key of the server>')",
+                         "invalid_request_error", "", "invalid_api_key"});
+        return httplib::Server::HandlerResponse::Handled;
+    });
+    // Whatever httplib refuses itself (a body over the limit, an unknown route) still answers
+    // with an error object.
+    s.set_error_handler(httplib::Server::HandlerWithResponse(
+        [&m](const httplib::Request& req, httplib::Response& res) {
+            if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+            if (res.status == 413)
+                send_error(res, {413,
+                                 fmt::format("the body is larger than the limit of {} bytes",
+                                             m.opt.max_body_bytes),
+                                 "invalid_request_error", "", "request_too_large"});
+            else
+                send_error(res, {res.status, fmt::format("no route {} {}", req.method, req.path),
+                                 "invalid_request_error", "", "not_found"});
+            return httplib::Server::HandlerResponse::Handled;
+        }));
+    s.Post("/v1/completions", [&m](const httplib::Request& req, httplib::Response& res) {
+        m.complete(req, res, false);
+    });
+    s.Post("/v1/chat/completions", [&m](const httplib::Request& req, httplib::Response& res) {
+        m.complete(req, res, true);
+    });
+    s.Get("/v1/models", [&m](const httplib::Request&, httplib::Response& res) {
+        json model = {{"id", m.ctx.model_id},
+                      {"object", "model"},
+                      {"created", 0},
+                      {"owned_by", "weft"},
+                      {"max_model_len", m.engine.config().n_positions}};
+        res.set_content(dump({{"object", "list"}, {"data", json::array({model})}}),
+                        "application/json");
+    });
+    s.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+        res.set_content(R"({"status":"ok"})", "application/json");
+    });
+    s.Get("/metrics", [&m](const httplib::Request&, httplib::Response& res) {
+        res.set_content(metrics_text(m.engine.stats()), "text/plain; version=0.0.4");
+    });
+}
+
+HttpFront::~HttpFront() = default;
+
+int HttpFront::bind() {
+    Impl& m = *impl_;
+    const int port = m.opt.port == 0
+                         ? m.svr.bind_to_any_port(m.opt.host)
+                         : (m.svr.bind_to_port(m.opt.host, m.opt.port) ? m.opt.port : -1);
+    WEFT_CHECK(port > 0, "cannot listen on {}:{} (expected a free port and a local address)",
+               m.opt.host, m.opt.port);
+    return port;
+}
+
+void HttpFront::listen() {
+    impl_->svr.listen_after_bind();
+}
+
+void HttpFront::stop() {
+    // httplib's stop ends the streams it is writing: first answer every completion in flight,
+    // turning new ones away.
+    impl_->draining = true;
+    while (impl_->in_flight > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    impl_->svr.stop();
+}
+
+}  // namespace weft::serve

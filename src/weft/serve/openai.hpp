@@ -1,0 +1,52 @@
+#pragma once
+// The OpenAI API's shapes, without sockets: a request body checked and turned into an engine
+// Request, and the engine's output turned into the JSON the official clients expect (a
+// completion, a chat completion, their stream chunks, an error object).
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "weft/data/tokenizer.hpp"
+#include "weft/serve/engine.hpp"
+
+namespace weft::serve {
+
+// A 4xx answer: {"error": {"message", "type", "param", "code"}}.
+struct ApiError {
+    int status;
+    std::string message, type, param, code;
+    nlohmann::json body() const;
+};
+
+// What the front needs to check and shape requests.
+struct ApiContext {
+    std::string model_id;  // the one name /v1/models lists
+    const data::Tokenizer& tok;
+    const Engine& engine;
+};
+
+struct ApiRequest {
+    bool chat = false, stream = false;
+    bool logprobs = false;
+    Request req;
+};
+
+// The simple chat template of every family (docs/serving.md): each message as "<role>: <content>"
+// on its own line, then "assistant:" for the model to continue.
+std::string chat_prompt(const nlohmann::json& messages);
+
+// Parses and checks a /v1/completions (chat: /v1/chat/completions) body; throws ApiError.
+ApiRequest parse_request(const std::string& body, bool chat, const ApiContext& ctx);
+
+// The whole answer of a non-streaming request, from every update merged.
+nlohmann::json completion_json(const ApiRequest& r, const Update& all, const std::string& id,
+                               int64_t created, const ApiContext& ctx);
+// One server-sent event's JSON of a stream: a delta (with the finish reason and usage on the
+// last one).
+nlohmann::json chunk_json(const ApiRequest& r, const Update& u, const std::string& id,
+                          int64_t created, const ApiContext& ctx, bool first);
+
+// JSON text that never throws on bytes that are not UTF-8 (a token may end mid-character):
+// those are replaced by U+FFFD.
+std::string dump(const nlohmann::json& j);
+
+}  // namespace weft::serve

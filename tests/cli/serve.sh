@@ -1,0 +1,111 @@
+# `weft serve`: the OpenAI routes through curl, bad input as 4xx error objects while serving,
+# batch invariance (alone, among others, as `weft sample`), and a SIGTERM drain that exits 0.
+source "$(dirname "$0")/lib.sh"
+prepare_data
+"$WEFT" train --model tiny --data data/tinyshakespeare_train.bin --out run --steps 2 \
+  --batch-size 2 --seq-len 32 --peak-gflops 100 2>/dev/null
+KEY=test-key
+# A server of small steps: prompts of more than 8 tokens are prefilled in chunks.
+"$WEFT" serve --ckpt run --tokenizer-dir "$SRC/data" --port 0 --slots 4 --batch-tokens 8 \
+  --kv-cache-gib 0.001 --api-key $KEY --threads 2 >serve.out 2>serve.err &
+pid=$!
+trap 'kill -9 $pid 2>/dev/null; rm -rf "$WORK"' EXIT
+for _ in $(seq 600); do grep -q "http://" serve.out && break; sleep 0.1; done
+url=$(grep -o "http://[0-9.:]*" serve.out) || { cat serve.err; bad "no start line"; finish; }
+grep -q "weft serve: model run (gpt2" serve.out && ok "start line: $(cat serve.out)" || bad "start line: $(cat serve.out)"
+# post <route> <json body> [curl args...]: the body of the answer; the status in $WORK/status
+# (of the last call: concurrent calls write their own answer files).
+post() {
+  local route=$1 body=$2 answer
+  shift 2
+  answer=$(mktemp -p "$WORK")
+  curl -s --max-time 60 -o "$answer" -w "%{http_code}" -H "Authorization: Bearer ${WRONG_KEY:-$KEY}" \
+    -H "Content-Type: application/json" -d "$body" "$@" "$url/v1/$route" >status
+  cat "$answer"
+}
+
+a=$(post completions '{"model":"run","prompt":"ROMEO:","max_tokens":12,"temperature":0}')
+[ "$(jq -r '.choices[0].finish_reason + " " + (.usage.completion_tokens|tostring) + " " + .object' <<<"$a")" = "length 12 text_completion" ] \
+  && ok "completion: $(jq -c .choices[0].text <<<"$a")" || bad "completion: $a"
+want=$("$WEFT" sample --ckpt run --tokenizer-dir "$SRC/data" --prompt "ROMEO:" --tokens 12 --temperature 0)
+[ "ROMEO:$(jq -r .choices[0].text <<<"$a")" = "$want" ] && ok "greedy text equals weft sample's" || bad "weft sample says $want; the server $a"
+c=$(post chat/completions '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":5,"temperature":0}')
+[ "$(jq -r '.object + " " + .choices[0].message.role + " " + (.usage.prompt_tokens|tostring)' <<<"$c")" = "chat.completion assistant 7" ] \
+  && ok "chat: $(jq -c .choices[0].message <<<"$c")" || bad "chat: $c"
+s=$(post completions '{"prompt":"ROMEO:","max_tokens":12,"temperature":0,"stream":true}' -N)
+[ "$(tail -n 1 <<<"$s")" = "data: [DONE]" ] && ok "stream ends with [DONE]" || bad "stream: $s"
+text=$(grep '^data: {' <<<"$s" | sed 's/^data: //' | jq -rj '.choices[0].text')
+[ "$text" = "$(jq -r .choices[0].text <<<"$a")" ] && ok "streamed text equals the whole answer" || bad "streamed '$text'"
+grep -q '"usage":{"completion_tokens":12' <<<"$s" && ok "stream's last chunk has usage" || bad "no usage in stream"
+cs=$(post chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":3,"stream":true}' -N)
+[ "$(grep -c '^data: {' <<<"$cs")" -ge 1 ] && grep -q '"delta":{"content":' <<<"$cs" && grep -q '"role":"assistant"' <<<"$cs" \
+  && ok "chat stream of deltas" || bad "chat stream: $cs"
+st=$(post completions '{"prompt":"ROMEO:","max_tokens":12,"temperature":0,"stop":"'"$(jq -r .choices[0].text <<<"$a" | cut -c3-4)"'"}')
+[ "$(jq -r .choices[0].finish_reason <<<"$st")" = stop ] && [ "$(jq -r .choices[0].text <<<"$st")" = "$(jq -r .choices[0].text <<<"$a" | cut -c1-2)" ] \
+  && ok "stop string ends the text before it" || bad "stop: $st"
+ids=$(post completions '{"prompt":[40,716],"max_tokens":2}')
+[ "$(jq .usage.prompt_tokens <<<"$ids")" = 2 ] && ok "prompt as token ids" || bad "token ids: $ids"
+m=$(curl -s --max-time 10 -H "Authorization: Bearer $KEY" "$url/v1/models")
+[ "$(jq -r '.data[0].id' <<<"$m")" = run ] && ok "models lists run" || bad "models: $m"
+[ "$(curl -s --max-time 10 "$url/health")" = '{"status":"ok"}' ] && ok "health" || bad "health"
+
+# Batch invariance: one request's tokens and logprobs alone and among 5 others (some of them
+# prefilling long prompts in chunks while it decodes), and a chunked prompt as `weft sample`.
+lp='{"prompt":"ROMEO:","max_tokens":24,"temperature":0,"logprobs":1}'
+alone=$(post completions "$lp" | jq -c .choices)
+long="$(printf 'To be, or not to be, that is the question. %.0s' {1..3})"
+for i in 1 2 3 4 5; do
+  post completions '{"prompt":"'"$long"' '"$i"'","max_tokens":20,"temperature":0.8,"seed":'"$i"'}' >/dev/null &
+done
+among=$(post completions "$lp" | jq -c .choices)
+wait_others() { for j in $(jobs -p); do [ "$j" = "$pid" ] || wait "$j"; done; }
+wait_others
+[ "$alone" = "$among" ] && ok "tokens and logprobs alone = among 5 others" || bad "batch variance: $alone vs $among"
+chunked=$(post completions '{"prompt":"'"$long"'","max_tokens":8,"temperature":0}' | jq -r .choices[0].text)
+want=$("$WEFT" sample --ckpt run --tokenizer-dir "$SRC/data" --prompt "$long" --tokens 8 --temperature 0)
+[ "$long$chunked" = "$want" ] && ok "prompt prefilled in chunks of 8 = weft sample's" || bad "chunked: '$chunked' vs '$want'"
+
+# Bad input: a 4xx with an error object each, and the server goes on serving.
+expect_api_error() {  # <status> <code> <route> <body> [curl args...]
+  local status=$1 code=$2 route=$3 body=$4
+  shift 4
+  local e
+  e=$(post "$route" "$body" "$@")
+  if [ "$(cat status)" = "$status" ] && [ "$(jq -r .error.code <<<"$e")" = "$code" ] &&
+     [ "$(jq -r '.error.message|length > 10' <<<"$e")" = true ]; then
+    ok "$status $code: $(jq -r .error.message <<<"$e")"
+  else
+    bad "expected $status $code for $body; got $(cat status) $e"
+  fi
+}
+expect_api_error 400 invalid_json completions '{"prompt": "x",'
+expect_api_error 400 invalid_type completions '{"prompt":"x","max_tokens":"ten"}'
+expect_api_error 400 invalid_type chat/completions '{"messages":"hi"}'
+expect_api_error 404 model_not_found completions '{"model":"gpt-4","prompt":"x"}'
+expect_api_error 400 context_length_exceeded completions '{"prompt":"x","max_tokens":1000}'
+expect_api_error 400 invalid_value completions '{"prompt":""}'
+expect_api_error 400 invalid_value completions '{"prompt":[1,50257]}'
+expect_api_error 400 invalid_value completions '{"prompt":"x","top_p":0}'
+WRONG_KEY=wrong expect_api_error 401 invalid_api_key completions '{"prompt":"x"}'
+head -c 1200000 /dev/zero | tr '\0' ' ' >big.json
+expect_api_error 413 request_too_large completions @big.json
+again=$(post completions "$lp" | jq -c .choices)
+[ "$again" = "$alone" ] && ok "still serving, same answer" || bad "after bad input: $again"
+
+met=$(curl -s --max-time 10 "$url/metrics")
+grep -q '^weft_requests_running 0$' <<<"$met" && grep -q '^weft_kv_blocks_used 0$' <<<"$met" &&
+  [ "$(grep '^weft_generation_tokens_total' <<<"$met" | cut -d' ' -f2)" -gt 100 ] \
+  && ok "metrics: $(grep -v '^#' <<<"$met" | tr '\n' ' ')" || bad "metrics: $met"
+
+# SIGTERM: the stream in flight is answered whole, then the server exits 0.
+post completions '{"prompt":"ROMEO:","max_tokens":200,"stream":true}' -N >drain.txt &
+client=$!
+sleep 0.5
+kill -TERM $pid
+rc=0
+timeout 60 tail --pid=$pid -f /dev/null || rc=$?
+wait $pid || rc=$?
+wait $client || true
+[ "$rc" = 0 ] && ok "SIGTERM: exit 0" || bad "SIGTERM: exit $rc: $(cat serve.err)"
+tail -n 1 drain.txt | grep -q '^$' && grep -q '^data: \[DONE\]' drain.txt && ok "in-flight stream drained" || bad "drain: $(tail -c 300 drain.txt)"
+finish
