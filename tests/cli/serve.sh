@@ -9,9 +9,9 @@ KEY=test-key
 "$WEFT" serve --ckpt run --tokenizer-dir "$SRC/data" --port 0 --slots 4 --batch-tokens 8 \
   --kv-cache-gib 0.001 --api-key $KEY --threads 2 >serve.out 2>serve.err &
 pid=$!
-trap 'kill -9 $pid 2>/dev/null; rm -rf "$WORK"' EXIT
+trap 'kill -9 $pid 2>/dev/null || true; rm -rf "$WORK"' EXIT
 for _ in $(seq 600); do grep -q "http://" serve.out && break; sleep 0.1; done
-url=$(grep -o "http://[0-9.:]*" serve.out) || { cat serve.err; bad "no start line"; finish; }
+url=$(grep -o "http://[0-9.:]*" serve.out) || { cat serve.err; bad "no start line"; finish; exit 1; }
 grep -q "weft serve: model run (gpt2" serve.out && ok "start line: $(cat serve.out)" || bad "start line: $(cat serve.out)"
 # post <route> <json body> [curl args...]: the body of the answer; the status in $WORK/status
 # (of the last call: concurrent calls write their own answer files).
