@@ -97,6 +97,28 @@ grep -q '^weft_requests_running 0$' <<<"$met" && grep -q '^weft_kv_blocks_used 0
   [ "$(grep '^weft_generation_tokens_total' <<<"$met" | cut -d' ' -f2)" -gt 100 ] \
   && ok "metrics: $(grep -v '^#' <<<"$met" | tr '\n' ' ')" || bad "metrics: $met"
 
+# The official openai npm client, installed once into a cache directory; skipped, and said so,
+# only when npm cannot reach its registry and the package is not there yet.
+npm_dir=${XDG_CACHE_HOME:-$HOME/.cache}/weft/npm-openai
+if [ ! -d "$npm_dir/node_modules/openai" ]; then
+  mkdir -p "$npm_dir"
+  timeout 180 npm install --silent --no-audit --no-fund --prefix "$npm_dir" openai@4 >npm.log 2>&1 || true
+fi
+if [ -d "$npm_dir/node_modules/openai" ]; then
+  got=$(timeout 60 node "$SRC/tests/cli/openai_client.js" "$npm_dir/node_modules/openai" "$url/v1" $KEY 2>&1) || true
+  text=$(jq -r .choices[0].text <<<"$a")
+  chat=$(jq -r .choices[0].message.content <<<"$c")
+  if [ "$(jq -r .text <<<"$got")" = "$text" ] && [ "$(jq -r .streamed <<<"$got")" = "$text" ] &&
+     [ "$(jq -r .chat <<<"$got")" = "$chat" ] && [ "$(jq -r .chat_streamed <<<"$got")" = "$chat" ] &&
+     [ "$(jq -r .total_tokens <<<"$got")" = 15 ] && [ "$(jq -c .error <<<"$got")" = '{"status":404,"code":"model_not_found"}' ]; then
+    ok "openai npm client: completions and chat, whole and streamed, and a 404"
+  else
+    bad "openai npm client: $got"
+  fi
+else
+  echo "SKIPPED: the openai npm client (npm could not install it: $(tail -n 1 npm.log))"
+fi
+
 # SIGTERM: the stream in flight is answered whole, then the server exits 0.
 post completions '{"prompt":"ROMEO:","max_tokens":200,"stream":true}' -N >drain.txt &
 client=$!

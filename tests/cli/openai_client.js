@@ -1,0 +1,30 @@
+// The official `openai` npm client against `weft serve` (tests/cli/serve.sh): completions and
+// chat, whole and streamed, and an error it must surface. Prints one JSON line of what it got.
+// node openai_client.js <openai package dir> <base URL> <API key>
+const OpenAI = require(process.argv[2]);
+const client = new OpenAI({ baseURL: process.argv[3], apiKey: process.argv[4], maxRetries: 0 });
+const base = { model: 'run', temperature: 0 };
+(async () => {
+  const whole = await client.completions.create({ ...base, prompt: 'ROMEO:', max_tokens: 12 });
+  let streamed = '';
+  const s = await client.completions.create({ ...base, prompt: 'ROMEO:', max_tokens: 12, stream: true });
+  for await (const chunk of s) streamed += chunk.choices[0].text;
+  const messages = [{ role: 'user', content: 'Hello' }];
+  const chat = await client.chat.completions.create({ ...base, messages, max_tokens: 5 });
+  let chatStreamed = '';
+  const cs = await client.chat.completions.create({ ...base, messages, max_tokens: 5, stream: true });
+  for await (const chunk of cs) chatStreamed += chunk.choices[0].delta.content || '';
+  let error = {};
+  try {
+    await client.completions.create({ ...base, model: 'gpt-4', prompt: 'x' });
+  } catch (e) {
+    error = { status: e.status, code: e.code };
+  }
+  console.log(JSON.stringify({
+    text: whole.choices[0].text, streamed, total_tokens: whole.usage.total_tokens,
+    chat: chat.choices[0].message.content, chat_streamed: chatStreamed, error,
+  }));
+})().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
