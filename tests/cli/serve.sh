@@ -92,6 +92,11 @@ expect_api_error 413 request_too_large completions @big.json
 again=$(post completions "$lp" | jq -c .choices)
 [ "$again" = "$alone" ] && ok "still serving, same answer" || bad "after bad input: $again"
 
+# A client that leaves mid-stream: its request is dropped and its blocks freed (/metrics back to
+# zero below) long before its 240 tokens.
+curl -s -N --max-time 0.3 -H "Authorization: Bearer $KEY" \
+  -d '{"prompt":"ROMEO:","max_tokens":240,"temperature":0.9,"stream":true}' "$url/v1/completions" >/dev/null || true
+for _ in $(seq 50); do curl -s --max-time 10 "$url/metrics" | grep -q '^weft_requests_running 0$' && break; sleep 0.1; done
 met=$(curl -s --max-time 10 "$url/metrics")
 grep -q '^weft_requests_running 0$' <<<"$met" && grep -q '^weft_kv_blocks_used 0$' <<<"$met" &&
   [ "$(grep '^weft_generation_tokens_total' <<<"$met" | cut -d' ' -f2)" -gt 100 ] \
