@@ -5,6 +5,7 @@
 
 #include "weft/cli/commands.hpp"
 #include "weft/cli/layout_options.hpp"
+#include "weft/cli/model_options.hpp"
 #include "weft/core/error.hpp"
 #include "weft/data/token_file.hpp"
 #include "weft/train/evaluate.hpp"
@@ -25,10 +26,7 @@ void add_eval_command(CLI::App& app) {
     auto a = std::make_shared<EvalArgs>();
     CLI::App* c = app.add_subcommand(
         "eval", "Mean loss of a model over the first batches of a token file, in sequential order");
-    c->add_option("--model-dir", a->model_dir,
-                  "Hugging Face model directory (GPT2LMHeadModel, LlamaForCausalLM, "
-                  "MixtralForCausalLM or Qwen2ForCausalLM)");
-    c->add_option("--ckpt", a->ckpt, "weft checkpoint, or a run directory (its latest)");
+    add_model_source_options(c, a->model_dir, a->ckpt);
     c->add_option("--data", a->data, "Token file")->required();
     add_data_format_option(c, a->data_format);
     c->add_option("--batch-size", a->batch_size, "Sequences per batch")->capture_default_str();

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "weft/cli/commands.hpp"
+#include "weft/cli/model_options.hpp"
 #include "weft/cli/sample_text.hpp"
 #include "weft/train/model_source.hpp"
 
@@ -23,10 +24,7 @@ struct SampleArgs {
 void add_sample_command(CLI::App& app) {
     auto a = std::make_shared<SampleArgs>();
     CLI::App* c = app.add_subcommand("sample", "Generate text from a model (KV-cached)");
-    c->add_option("--model-dir", a->model_dir,
-                  "Hugging Face model directory (GPT2LMHeadModel, LlamaForCausalLM, "
-                  "MixtralForCausalLM or Qwen2ForCausalLM)");
-    c->add_option("--ckpt", a->ckpt, "weft checkpoint, or a run directory (its latest)");
+    add_model_source_options(c, a->model_dir, a->ckpt);
     c->add_option("--prompt", a->prompt, "Text to continue (default: a newline)");
     c->add_option("--tokens", a->o.tokens, "Tokens to generate")->capture_default_str();
     c->add_option("--temperature", a->o.temperature, "Softmax temperature (0: greedy)")
@@ -41,13 +39,7 @@ void add_sample_command(CLI::App& app) {
     c->add_flag("--ignore-eos", a->ignore_eos,
                 "Go on past the tokenizer's end-of-text token (by default generation stops "
                 "there, before --tokens)");
-    CLI::Option* dir = c->add_option("--tokenizer-dir", a->tokenizer_dir,
-                                     "Directory with encoder.json and vocab.bpe")
-                           ->capture_default_str();
-    c->add_option("--tokenizer", a->tokenizer,
-                  "A Hugging Face tokenizer.json, or a directory holding one (byte-level BPE: "
-                  "GPT-2, Llama 3, Qwen2, SmolLM), in place of GPT-2's files")
-        ->excludes(dir);
+    add_tokenizer_options(c, a->tokenizer, a->tokenizer_dir);
     c->callback([a] {
         a->o.validate();
         // The model's source first: it is what the user named; its weights are read last.

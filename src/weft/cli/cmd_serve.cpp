@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "weft/cli/commands.hpp"
+#include "weft/cli/model_options.hpp"
 #include "weft/comm/mpi_env.hpp"
 #include "weft/core/error.hpp"
 #include "weft/model/counts.hpp"
@@ -92,17 +93,8 @@ void add_serve_command(CLI::App& app) {
     auto a = std::make_shared<ServeArgs>();
     CLI::App* c = app.add_subcommand(
         "serve", "Serve a model over HTTP with OpenAI's API (continuous batching)");
-    c->add_option("--model-dir", a->model_dir,
-                  "Hugging Face model directory (GPT2LMHeadModel, LlamaForCausalLM, "
-                  "MixtralForCausalLM or Qwen2ForCausalLM)");
-    c->add_option("--ckpt", a->ckpt, "weft checkpoint, or a run directory (its latest)");
-    CLI::Option* dir = c->add_option("--tokenizer-dir", a->tokenizer_dir,
-                                     "Directory with encoder.json and vocab.bpe")
-                           ->capture_default_str();
-    c->add_option("--tokenizer", a->tokenizer,
-                  "A Hugging Face tokenizer.json, or a directory holding one, in place of "
-                  "GPT-2's files")
-        ->excludes(dir);
+    add_model_source_options(c, a->model_dir, a->ckpt);
+    add_tokenizer_options(c, a->tokenizer, a->tokenizer_dir);
     c->add_option("--host", a->front.host, "Address to listen on")->capture_default_str();
     c->add_option("--port", a->front.port, "Port to listen on (0: any free one)")
         ->capture_default_str()

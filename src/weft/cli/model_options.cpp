@@ -1,0 +1,26 @@
+#include "weft/cli/model_options.hpp"
+
+#include <CLI/CLI.hpp>
+
+namespace weft::cli {
+
+void add_model_source_options(CLI::App* c, std::filesystem::path& model_dir,
+                              std::filesystem::path& ckpt) {
+    c->add_option("--model-dir", model_dir,
+                  "Hugging Face model directory (GPT2LMHeadModel, LlamaForCausalLM, "
+                  "MixtralForCausalLM or Qwen2ForCausalLM)");
+    c->add_option("--ckpt", ckpt, "weft checkpoint, or a run directory (its latest)");
+}
+
+void add_tokenizer_options(CLI::App* c, std::filesystem::path& tokenizer,
+                           std::filesystem::path& tokenizer_dir) {
+    CLI::Option* dir =
+        c->add_option("--tokenizer-dir", tokenizer_dir, "Directory with encoder.json and vocab.bpe")
+            ->capture_default_str();
+    c->add_option("--tokenizer", tokenizer,
+                  "A Hugging Face tokenizer.json, or a directory holding one (byte-level BPE: "
+                  "GPT-2, Llama 3, Qwen2, SmolLM), in place of GPT-2's files")
+        ->excludes(dir);
+}
+
+}  // namespace weft::cli

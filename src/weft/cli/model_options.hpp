@@ -1,0 +1,21 @@
+#pragma once
+// The flags of the commands that run a trained model (eval, sample, serve): where the model comes
+// from, and which tokenizer turns text into its ids and back.
+#include <filesystem>
+
+namespace CLI {
+class App;
+}
+
+namespace weft::cli {
+
+// --model-dir (a Hugging Face directory) and --ckpt (a weft checkpoint or run directory);
+// train::open_model_source checks that exactly one is given.
+void add_model_source_options(CLI::App* c, std::filesystem::path& model_dir,
+                              std::filesystem::path& ckpt);
+// --tokenizer-dir (GPT-2's encoder.json and vocab.bpe) or --tokenizer (a tokenizer.json), as
+// data::open_tokenizer takes them.
+void add_tokenizer_options(CLI::App* c, std::filesystem::path& tokenizer,
+                           std::filesystem::path& tokenizer_dir);
+
+}  // namespace weft::cli
