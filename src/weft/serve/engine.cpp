@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "weft/core/error.hpp"
 #include "weft/core/philox.hpp"
@@ -11,11 +12,9 @@
 namespace weft::serve {
 
 struct Engine::Running {
-    Running(Request req_, const model::ModelConfig& cfg, int64_t kv_width, int64_t blocks_)
+    Running(Request req_, int64_t blocks_)
         : req(std::move(req_)),
           out(std::make_shared<Stream>()),
-          // The positions it can reach, not the model's whole context: what the pool counted.
-          cache(cfg.n_layer, int64_t(req.prompt.size()) + req.o.tokens, kv_width),
           tokens(req.prompt),
           rng(philox_for(req.o.seed, "sample")),
           text(req.stop),
@@ -23,7 +22,9 @@ struct Engine::Running {
 
     Request req;
     std::shared_ptr<Stream> out;
-    model::KvCache cache;
+    // Made on admission, not while waiting: the memory the pool counts. The positions it can
+    // reach, not the model's whole context.
+    std::optional<model::KvCache> cache;
     std::vector<int32_t> tokens;  // the prompt, then what was generated
     int64_t computed = 0;         // positions in the cache
     Philox rng;                   // as `weft sample`'s: token i draws its uniform number i
@@ -80,7 +81,7 @@ void Engine::check(const Request& r) const {
 std::shared_ptr<Stream> Engine::submit(Request r) {
     check(r);
     const int64_t blocks = kv_blocks_for(r, o_.block_tokens);
-    auto run = std::make_unique<Running>(std::move(r), config(), forward_.kv_width(), blocks);
+    auto run = std::make_unique<Running>(std::move(r), blocks);
     std::shared_ptr<Stream> out = run->out;
     {
         std::lock_guard lock(mu_);
@@ -142,7 +143,10 @@ bool Engine::step() {
         // starve behind a stream of small ones.
         while (!waiting_.empty() && int64_t(running_.size()) < o_.slots &&
                stats_.kv_blocks_used + waiting_.front()->blocks <= o_.kv_blocks) {
-            stats_.kv_blocks_used += waiting_.front()->blocks;
+            Running& r = *waiting_.front();
+            stats_.kv_blocks_used += r.blocks;
+            r.cache.emplace(config().n_layer, r.prompt_size() + r.req.o.tokens,
+                            forward_.kv_width());
             running_.push_back(std::move(waiting_.front()));
             waiting_.pop_front();
         }
@@ -176,7 +180,7 @@ bool Engine::step() {
     for (const Work& w : work) {
         Running& r = *w.r;
         std::span<const float> logits = forward_.feed(
-            r.cache, r.computed,
+            *r.cache, r.computed,
             std::span<const int32_t>(r.tokens).subspan(size_t(r.computed), size_t(w.n)));
         if (r.computed < r.prompt_size()) prompt_tokens += w.n;
         r.computed += w.n;

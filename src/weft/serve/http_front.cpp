@@ -76,6 +76,8 @@ void HttpFront::Impl::complete(const httplib::Request& req, httplib::Response& r
         out = engine.submit(r.req);
     } catch (const ApiError& e) {
         return send_error(res, e);
+    } catch (const Error& e) {  // what the engine refuses that the parser did not foresee
+        return send_error(res, {400, e.what(), "invalid_request_error", "", "invalid_value"});
     }
     const std::string id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", next_id++);
     const int64_t created = unix_now();
