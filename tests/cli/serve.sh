@@ -99,7 +99,9 @@ curl -s -N --max-time 0.3 -H "Authorization: Bearer $KEY" \
 for _ in $(seq 50); do curl -s --max-time 10 "$url/metrics" | grep -q '^weft_requests_running 0$' && break; sleep 0.1; done
 met=$(curl -s --max-time 10 "$url/metrics")
 grep -q '^weft_requests_running 0$' <<<"$met" && grep -q '^weft_kv_blocks_used 0$' <<<"$met" &&
-  [ "$(grep '^weft_generation_tokens_total' <<<"$met" | cut -d' ' -f2)" -gt 100 ] \
+  [ "$(grep '^weft_generation_tokens_total' <<<"$met" | cut -d' ' -f2)" -gt 100 ] &&
+  [ "$(grep '^weft_time_to_first_token_seconds_count' <<<"$met" | cut -d' ' -f2)" = "$(grep '^weft_requests_finished_total' <<<"$met" | cut -d' ' -f2)" ] &&
+  grep -q '^weft_time_per_output_token_seconds_bucket{le="+Inf"} [1-9]' <<<"$met" \
   && ok "metrics: $(grep -v '^#' <<<"$met" | tr '\n' ' ')" || bad "metrics: $met"
 
 # The official openai npm client, installed once into a cache directory; skipped, and said so,

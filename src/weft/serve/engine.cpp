@@ -30,6 +30,7 @@ struct Engine::Running {
     Philox rng;                   // as `weft sample`'s: token i draws its uniform number i
     StopText text;
     int64_t blocks;
+    std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();  // submitted
     bool ended = false;  // its last update, with a finish reason, was pushed
 
     int64_t prompt_size() const { return int64_t(req.prompt.size()); }
@@ -122,8 +123,13 @@ void Engine::sample_next(Running& r, std::span<const float> logits) {
     u.prompt_tokens = r.prompt_size();
     u.completion_tokens = r.generated();
     {
+        const auto now = std::chrono::steady_clock::now();
+        const double seconds = std::chrono::duration<double>(now - r.last).count();
+        r.last = now;
         std::lock_guard lock(mu_);
         ++stats_.generated_tokens;
+        (r.generated() == 1 ? stats_.time_to_first_token : stats_.time_per_output_token)
+            .add(seconds);
     }
     if (stopped)
         u.finish_reason = "stop";

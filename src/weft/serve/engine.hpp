@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "weft/model/generate.hpp"
+#include "weft/serve/histogram.hpp"
 #include "weft/serve/stream.hpp"
 
 namespace weft::serve {
@@ -45,6 +46,8 @@ struct EngineStats {
     int64_t prompt_tokens = 0, generated_tokens = 0;  // since the start
     int64_t requests_done = 0, steps = 0;
     int64_t kv_blocks_used = 0, kv_blocks_total = 0;
+    // Seconds from a request's submission to its first token, and between its tokens.
+    Histogram time_to_first_token, time_per_output_token;
 };
 
 // Blocks of KV cache positions a request reserves: enough for its prompt and max_tokens.

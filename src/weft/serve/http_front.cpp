@@ -41,6 +41,20 @@ std::string metrics_text(const EngineStats& s) {
     metric("weft_kv_blocks_used", "gauge", "KV cache pool blocks reserved.", s.kv_blocks_used);
     metric("weft_kv_blocks_free", "gauge", "KV cache pool blocks free.",
            s.kv_blocks_total - s.kv_blocks_used);
+    auto histogram = [&](const char* name, const char* help, const Histogram& h) {
+        out += fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
+        int64_t below = 0;
+        for (size_t i = 0; i < h.bounds.size(); ++i)
+            out +=
+                fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, h.bounds[i], below += h.counts[i]);
+        out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, h.count,
+                           name, h.sum, name, h.count);
+    };
+    histogram("weft_time_to_first_token_seconds",
+              "Seconds from a request's arrival to its first generated token.",
+              s.time_to_first_token);
+    histogram("weft_time_per_output_token_seconds",
+              "Seconds between a request's successive generated tokens.", s.time_per_output_token);
     return out;
 }
 
