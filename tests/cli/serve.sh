@@ -4,6 +4,9 @@ source "$(dirname "$0")/lib.sh"
 prepare_data
 "$WEFT" train --model tiny --data data/tinyshakespeare_train.bin --out run --steps 2 \
   --batch-size 2 --seq-len 32 --peak-gflops 100 2>/dev/null
+expect_error "--slots must be at least 1, got 0" "" -- serve --ckpt run --slots 0
+expect_error "--kv-cache-gib must be positive, got -1" "" -- serve --ckpt run --kv-cache-gib -1
+expect_error "--kv-cache-gib 1e-09 holds no KV cache block of 16 positions (expected at least 1.53e-05 GiB" "" -- serve --ckpt run --tokenizer-dir "$SRC/data" --kv-cache-gib 1e-9
 KEY=test-key
 # A server of small steps: prompts of more than 8 tokens are prefilled in chunks.
 "$WEFT" serve --ckpt run --tokenizer-dir "$SRC/data" --port 0 --slots 4 --batch-tokens 8 \

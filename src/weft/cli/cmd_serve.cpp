@@ -40,6 +40,7 @@ void serve(ServeArgs& a) {
                "weft serve runs as one process, not under mpirun (tensor-parallel serving is not "
                "there yet)");
     WEFT_CHECK(a.kv_cache_gib > 0, "--kv-cache-gib must be positive, got {}", a.kv_cache_gib);
+    a.engine.validate();
     const train::ModelSource source = train::open_model_source(a.model_dir, a.ckpt);
     const std::unique_ptr<data::Tokenizer> tok = data::open_tokenizer(a.tokenizer, a.tokenizer_dir);
     const int threads = train::set_threads_per_rank(a.threads);
@@ -55,6 +56,13 @@ void serve(ServeArgs& a) {
     const model::ModelConfig& cfg = m.model->config();
     a.engine.kv_blocks = serve::kv_blocks_in(a.kv_cache_gib, cfg.n_layer, m.model->kv_width(),
                                              a.engine.block_tokens);
+    const double block_gib =
+        1.0 / double(serve::kv_blocks_in(1.0, cfg.n_layer, m.model->kv_width(), 1));
+    WEFT_CHECK(
+        a.engine.kv_blocks >= 1,
+        "--kv-cache-gib {} holds no KV cache block of {} positions (expected at least {:.3g} "
+        "GiB for this model)",
+        a.kv_cache_gib, a.engine.block_tokens, block_gib * double(a.engine.block_tokens));
     serve::Engine engine(
         cfg, m.model->layout(), m.params.data(), [&tok](int32_t t) { return tok->decode_token(t); },
         a.engine);

@@ -47,11 +47,15 @@ int64_t kv_blocks_in(double gib, int64_t n_layer, int64_t kv_width, int64_t bloc
     return int64_t(gib * double(int64_t(1) << 30) / block_bytes);
 }
 
+void EngineOptions::validate() const {
+    WEFT_CHECK(slots >= 1, "--slots must be at least 1, got {}", slots);
+    WEFT_CHECK(batch_tokens >= 1, "--batch-tokens must be at least 1, got {}", batch_tokens);
+}
+
 Engine::Engine(const model::ModelConfig& cfg, const model::ParamLayout& layout, const float* params,
                std::function<std::string(int32_t)> piece, EngineOptions o)
     : forward_(cfg, layout, params), piece_(std::move(piece)), o_(o) {
-    WEFT_CHECK(o_.slots >= 1, "--slots must be at least 1, got {}", o_.slots);
-    WEFT_CHECK(o_.batch_tokens >= 1, "--batch-tokens must be at least 1, got {}", o_.batch_tokens);
+    o_.validate();
     WEFT_CHECK(o_.kv_blocks >= 1,
                "the KV cache pool holds no block of {} positions (expected a larger "
                "--kv-cache-gib)",

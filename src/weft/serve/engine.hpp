@@ -39,6 +39,9 @@ struct EngineOptions {
     int64_t batch_tokens = 512;  // a step's token budget, and the prompt chunk size
     int64_t block_tokens = 16;   // KV cache positions per block of the pool
     int64_t kv_blocks = 0;       // blocks in the pool
+
+    // Errors naming --slots or --batch-tokens (the pool is checked by the engine).
+    void validate() const;
 };
 
 struct EngineStats {
