@@ -81,6 +81,8 @@ expect_api_error() {  # <status> <code> <route> <body> [curl args...]
     bad "expected $status $code for $body; got $(cat status) $e"
   fi
 }
+post completions '{"prompt":"ROMEO:","max_tokens":150,"stream":true}' -N >during.txt &
+during=$!
 expect_api_error 400 invalid_json completions '{"prompt": "x",'
 expect_api_error 400 invalid_type completions '{"prompt":"x","max_tokens":"ten"}'
 expect_api_error 400 invalid_type chat/completions '{"messages":"hi"}'
@@ -92,6 +94,9 @@ expect_api_error 400 invalid_value completions '{"prompt":"x","top_p":0}'
 WRONG_KEY=wrong expect_api_error 401 invalid_api_key completions '{"prompt":"x"}'
 head -c 1200000 /dev/zero | tr '\0' ' ' >big.json
 expect_api_error 413 request_too_large completions @big.json
+expect_api_error 404 not_found models/nothing '{}'
+wait $during
+grep -q '^data: \[DONE\]' during.txt && ok "a stream ran to its end through the bad input" || bad "stream during bad input: $(tail -c 200 during.txt)"
 again=$(post completions "$lp" | jq -c .choices)
 [ "$again" = "$alone" ] && ok "still serving, same answer" || bad "after bad input: $again"
 
@@ -105,7 +110,7 @@ grep -q '^weft_requests_running 0$' <<<"$met" && grep -q '^weft_kv_blocks_used 0
   [ "$(grep '^weft_generation_tokens_total' <<<"$met" | cut -d' ' -f2)" -gt 100 ] &&
   [ "$(grep '^weft_time_to_first_token_seconds_count' <<<"$met" | cut -d' ' -f2)" = "$(grep '^weft_requests_finished_total' <<<"$met" | cut -d' ' -f2)" ] &&
   grep -q '^weft_time_per_output_token_seconds_bucket{le="+Inf"} [1-9]' <<<"$met" \
-  && ok "metrics: $(grep -v '^#' <<<"$met" | tr '\n' ' ')" || bad "metrics: $met"
+  && ok "metrics: $(grep -v '^#\|_bucket' <<<"$met" | tr '\n' ' ')" || bad "metrics: $met"
 
 # The official openai npm client, installed once into a cache directory; skipped, and said so,
 # only when npm cannot reach its registry and the package is not there yet.
