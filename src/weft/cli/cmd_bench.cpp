@@ -3,14 +3,20 @@
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "weft/cli/commands.hpp"
 #include "weft/cli/layout_options.hpp"
+#include "weft/core/error.hpp"
 #include "weft/kernels/gemm_peak.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/model/config.hpp"
+#include "weft/serve/bench_client.hpp"
 #include "weft/train/bench.hpp"
 
 namespace weft::cli {
@@ -26,6 +32,25 @@ struct TrainArgs {
     train::BenchTrainOptions o;
     bool json = false;
 };
+struct ServeArgs {
+    serve::BenchServeOptions o;
+    std::string rate = "inf";
+    std::filesystem::path json;
+};
+// --rate: requests/s, or inf. A string flag, as the float flags refuse inf.
+double parse_rate(const std::string& s) {
+    if (s == "inf") return std::numeric_limits<double>::infinity();
+    double r = 0;
+    size_t used = 0;
+    try {
+        r = std::stod(s, &used);
+    } catch (const std::exception&) {
+        used = 0;
+    }
+    WEFT_CHECK(used == s.size() && std::isfinite(r) && r > 0,
+               "--rate must be positive requests/s or inf (all at once), got '{}'", s);
+    return r;
+}
 double mib(int64_t b) {
     return double(b) / (1 << 20);
 }
@@ -87,6 +112,50 @@ void add_bench_command(CLI::App& app) {
                     ? ""
                     : "; emulated on the fp32 units: this CPU has neither AVX512-BF16 "
                       "nor AMX");
+    });
+
+    auto sv = std::make_shared<ServeArgs>();
+    CLI::App* bs = c->add_subcommand(
+        "serve",
+        "Load an OpenAI-compatible server (weft serve, llama.cpp, vLLM) with streaming "
+        "completions at Poisson arrivals: throughput, TTFT, TPOT, ITL, goodput");
+    bs->add_option("--url", sv->o.url, "The server, http://HOST:PORT")->required();
+    bs->add_option("--requests", sv->o.requests, "Requests to send")->required();
+    bs->add_option("--rate", sv->rate, "Mean arrivals per second (Poisson), or inf: all at once")
+        ->capture_default_str();
+    bs->add_option("--max-concurrency", sv->o.max_concurrency,
+                   "Requests in flight at most (0: no limit)")
+        ->capture_default_str();
+    bs->add_option("--prompt-len", sv->o.prompt_len, "Prompt tokens (random ids) per request")
+        ->required();
+    bs->add_option("--output-len", sv->o.output_len,
+                   "max_tokens per request (weft ends earlier at end of text; the counts are the "
+                   "server's usage)")
+        ->required();
+    bs->add_option("--seed", sv->o.seed, "Seed of the prompts and the arrival times")
+        ->capture_default_str();
+    bs->add_option("--api-key", sv->o.api_key, "Sent as Authorization: Bearer KEY");
+    bs->add_option("--model", sv->o.model, "The request's model (default: the server's first)");
+    bs->add_option("--ttft-slo-ms", sv->o.ttft_slo_ms,
+                   "Goodput counts requests with time to first token at most this");
+    bs->add_option("--tpot-slo-ms", sv->o.tpot_slo_ms,
+                   "Goodput counts requests with time per output token at most this");
+    bs->add_option("--timeout", sv->o.timeout_s, "Seconds one request may take")
+        ->capture_default_str();
+    bs->add_option("--json", sv->json, "Also write the figures as one JSON object to this file");
+    bs->callback([sv] {
+        sv->o.rate = parse_rate(sv->rate);
+        const serve::BenchServeReport r = serve::bench_serve(sv->o);
+        const nlohmann::json j = serve::report_json(r);
+        fmt::print("{}", serve::report_table(j));
+        if (!sv->json.empty()) {
+            std::ofstream f(sv->json);
+            f << j.dump(2) << "\n";
+            WEFT_CHECK(f.good(), "cannot write --json {}", sv->json.string());
+        }
+        WEFT_CHECK(j["successful_requests"].get<int64_t>() > 0,
+                   "all {} requests to {} failed; the first: {}", sv->o.requests, sv->o.url,
+                   j["errors"].empty() ? "" : j["errors"][0].get<std::string>());
     });
 
     auto t = std::make_shared<TrainArgs>();
