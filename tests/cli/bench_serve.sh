@@ -7,6 +7,7 @@ expect_error "--rate must be positive requests/s or inf (all at once), got '0'" 
 expect_error "--rate must be positive requests/s or inf (all at once), got '-2'" "" -- bench serve --url http://127.0.0.1:9 --requests 8 --rate -2 --prompt-len 8 --output-len 8
 expect_error "--url '127.0.0.1:8080' is not http://HOST:PORT" "" -- bench serve --url 127.0.0.1:8080 --requests 8 --prompt-len 8 --output-len 8
 expect_error "--url 'http://127.0.0.1' is not http://HOST:PORT" "" -- bench serve --url http://127.0.0.1 --requests 8 --prompt-len 8 --output-len 8
+expect_error "--json" "" -- bench serve --url http://127.0.0.1:9 --requests 8 --prompt-len 8 --output-len 8 --json no/such/dir/out.json
 # Port 9 (discard) has no listener on a test machine: the server cannot be reached.
 expect_error "cannot reach --url http://127.0.0.1:9" out.json -- bench serve --url http://127.0.0.1:9 --requests 8 --prompt-len 8 --output-len 8 --json out.json
 

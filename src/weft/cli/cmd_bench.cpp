@@ -12,6 +12,7 @@
 
 #include "weft/cli/commands.hpp"
 #include "weft/cli/layout_options.hpp"
+#include "weft/cli/output_paths.hpp"
 #include "weft/core/error.hpp"
 #include "weft/kernels/gemm_peak.hpp"
 #include "weft/kernels/matmul.hpp"
@@ -145,6 +146,7 @@ void add_bench_command(CLI::App& app) {
     bs->add_option("--json", sv->json, "Also write the figures as one JSON object to this file");
     bs->callback([sv] {
         sv->o.rate = parse_rate(sv->rate);
+        check_output_paths({{sv->json, "--json", false}});
         const serve::BenchServeReport r = serve::bench_serve(sv->o);
         const nlohmann::json j = serve::report_json(r);
         fmt::print("{}", serve::report_table(j));
