@@ -42,6 +42,12 @@ grep -q "Successful requests: *8" table.txt && grep -q "P99 ITL (ms):" table.txt
 "$WEFT" bench serve --url "$url" --api-key k --requests 4 --rate inf --prompt-len 8 --output-len 4 \
   --ttft-slo-ms 0.001 --json tight.json >/dev/null 2>&1
 [ "$(jq -r '.goodput' tight.json)" = 0 ] && [ "$(jq -r .rate tight.json)" = inf ] && ok "goodput 0 under a 1 us TTFT limit" || bad "tight: $(head -c 300 tight.json)"
+# One in flight: each request is sent after the one before it has ended.
+"$WEFT" bench serve --url "$url" --api-key k --requests 4 --max-concurrency 1 --prompt-len 8 --output-len 4 \
+  --json one.json >/dev/null 2>&1
+[ "$(jq '[.per_request[]|{s: .start_ms, e: (.start_ms + .e2e_ms)}] as $r | [range(1; 4)|$r[.].s >= $r[.-1].e]|all' one.json)" = true ] &&
+  [ "$(jq .successful_requests one.json)" = 4 ] \
+  && ok "--max-concurrency 1: no two requests overlap" || bad "max-concurrency 1: $(jq -c .per_request one.json)"
 kill -TERM $pid
 wait $pid || true
 finish

@@ -125,7 +125,7 @@ void add_bench_command(CLI::App& app) {
     bs->add_option("--rate", sv->rate, "Mean arrivals per second (Poisson), or inf: all at once")
         ->capture_default_str();
     bs->add_option("--max-concurrency", sv->o.max_concurrency,
-                   "Requests in flight at most (0: no limit)")
+                   "Requests in flight at most (0: no limit but 256, one client thread each)")
         ->capture_default_str();
     bs->add_option("--prompt-len", sv->o.prompt_len, "Prompt tokens (random ids) per request")
         ->required();

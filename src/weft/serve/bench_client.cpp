@@ -4,12 +4,12 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <mutex>
 #include <random>
 #include <regex>
-#include <semaphore>
 #include <thread>
 
 #include "weft/core/error.hpp"
@@ -18,6 +18,7 @@ namespace weft::serve {
 
 namespace {
 using Clock = std::chrono::steady_clock;
+constexpr int kMaxWorkers = 256;
 
 double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -153,7 +154,8 @@ BenchServeOptions checked(BenchServeOptions o) {
     WEFT_CHECK(o.requests >= 1, "--requests must be at least 1, got {}", o.requests);
     WEFT_CHECK(o.rate > 0, "--rate must be positive requests/s (or inf: all at once), got {}",
                o.rate);
-    WEFT_CHECK(o.max_concurrency >= 0, "--max-concurrency must be 0 (no limit) or more, got {}",
+    WEFT_CHECK(o.max_concurrency >= 0 && o.max_concurrency <= kMaxWorkers,
+               "--max-concurrency must be 0 (no limit but {0}) to {0}, got {1}", kMaxWorkers,
                o.max_concurrency);
     WEFT_CHECK(o.prompt_len >= 1, "--prompt-len must be at least 1 token, got {}", o.prompt_len);
     WEFT_CHECK(o.output_len >= 1, "--output-len must be at least 1 token, got {}", o.output_len);
@@ -196,24 +198,29 @@ BenchServeReport bench_serve(const BenchServeOptions& given) {
         for (int& t : p) t = id(gen);
     }
     std::exponential_distribution<double> gap(std::isinf(o.rate) ? 1.0 : o.rate);
-    const int limit = o.max_concurrency > 0 ? o.max_concurrency : o.requests;
-    std::counting_semaphore<> slots(limit);
+    std::vector<double> arrivals(size_t(o.requests));
+    for (size_t i = 1; i < arrivals.size(); ++i)
+        arrivals[i] = arrivals[i - 1] + (std::isinf(o.rate) ? 0 : gap(gen));
+    // A pool of workers, each taking the next request at its arrival time: at most the pool's
+    // size in flight (a request that finds every worker busy is sent late, as a capped client
+    // would), and never more threads than kMaxWorkers whatever --requests says.
+    const int workers = std::min(
+        {o.max_concurrency > 0 ? o.max_concurrency : kMaxWorkers, o.requests, kMaxWorkers});
     r.requests.resize(size_t(o.requests));
-    std::vector<std::thread> threads;
-    threads.reserve(size_t(o.requests));
+    std::atomic<size_t> next{0};
     const Clock::time_point t0 = Clock::now();
-    double arrival = 0;
-    for (int i = 0; i < o.requests; ++i) {
-        if (i > 0 && !std::isinf(o.rate)) arrival += gap(gen);
-        std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(
-                                               std::chrono::duration<double>(arrival)));
-        slots.acquire();
-        threads.emplace_back([&, i] {
-            r.requests[size_t(i)] = run_request(o, r.model, prompts[size_t(i)]);
-            slots.release();
+    std::vector<std::thread> pool;
+    for (int w = 0; w < workers; ++w)
+        pool.emplace_back([&] {
+            for (size_t i; (i = next.fetch_add(1)) < arrivals.size();) {
+                std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(
+                                                       std::chrono::duration<double>(arrivals[i])));
+                const double start = seconds_since(t0);
+                r.requests[i] = run_request(o, r.model, prompts[i]);
+                r.requests[i].start = start;
+            }
         });
-    }
-    for (std::thread& t : threads) t.join();
+    for (std::thread& t : pool) t.join();
     r.duration_s = seconds_since(t0);
     return r;
 }
@@ -267,6 +274,7 @@ nlohmann::json report_json(const BenchServeReport& r) {
         {"per_request", nlohmann::json::array()}};
     for (const RequestTiming& t : r.requests)
         j["per_request"].push_back({{"ok", t.ok},
+                                    {"start_ms", 1000 * t.start},
                                     {"ttft_ms", 1000 * t.ttft},
                                     {"e2e_ms", 1000 * t.e2e},
                                     {"prompt_tokens", t.prompt_tokens},

@@ -14,7 +14,7 @@ struct BenchServeOptions {
     std::string url;  // http://HOST:PORT, or with the /v1 that `weft serve` prints
     int requests = 0;
     double rate = std::numeric_limits<double>::infinity();  // requests/s; inf: all at once
-    int max_concurrency = 0;                                // 0: as many as requests
+    int max_concurrency = 0;                                // 0: up to 256
     int prompt_len = 0, output_len = 0;
     uint64_t seed = 1337;
     std::string api_key, model;               // model "": the server's first /v1/models
@@ -25,6 +25,7 @@ struct BenchServeOptions {
 struct RequestTiming {
     bool ok = false;
     std::string error;
+    double start = 0;          // seconds from the benchmark's start to sending
     double ttft = 0, e2e = 0;  // seconds from sending
     std::vector<double> itl;   // gaps between the chunks that carried text
     int64_t prompt_tokens = 0, output_tokens = 0;
