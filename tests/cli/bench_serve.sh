@@ -42,6 +42,12 @@ grep -q "Successful requests: *8" table.txt && grep -q "P99 ITL (ms):" table.txt
 "$WEFT" bench serve --url "$url" --api-key k --requests 4 --rate inf --prompt-len 8 --output-len 4 \
   --ttft-slo-ms 0.001 --json tight.json >/dev/null 2>&1
 [ "$(jq -r '.goodput' tight.json)" = 0 ] && [ "$(jq -r .rate tight.json)" = inf ] && ok "goodput 0 under a 1 us TTFT limit" || bad "tight: $(head -c 300 tight.json)"
+# Text prompts: 8 words, about 8 tokens by the server's count.
+"$WEFT" bench serve --url "$url" --api-key k --requests 2 --text-prompt --prompt-len 8 --output-len 2 \
+  --json text.json >/dev/null 2>&1
+[ "$(jq -r .prompt_kind text.json) $(jq .successful_requests text.json)" = "text 2" ] &&
+  [ "$(jq '[.per_request[].prompt_tokens]|all(. >= 8 and . <= 16)' text.json)" = true ] \
+  && ok "--text-prompt: $(jq -c '[.per_request[].prompt_tokens]' text.json) prompt tokens" || bad "text prompt: $(head -c 400 text.json)"
 # One in flight: each request is sent after the one before it has ended.
 "$WEFT" bench serve --url "$url" --api-key k --requests 4 --max-concurrency 1 --prompt-len 8 --output-len 4 \
   --json one.json >/dev/null 2>&1

@@ -129,6 +129,9 @@ void add_bench_command(CLI::App& app) {
         ->capture_default_str();
     bs->add_option("--prompt-len", sv->o.prompt_len, "Prompt tokens (random ids) per request")
         ->required();
+    bs->add_flag("--text-prompt", sv->o.text_prompt,
+                 "Prompts of --prompt-len common words (about that many tokens; the server's "
+                 "usage counts them) instead of token ids");
     bs->add_option("--output-len", sv->o.output_len,
                    "max_tokens per request (weft ends earlier at end of text; the counts are the "
                    "server's usage)")

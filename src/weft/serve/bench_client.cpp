@@ -42,7 +42,7 @@ std::string error_message(int status, const std::string& body) {
 // first token, later ones give the inter-token gaps (a server that sends several tokens in one
 // chunk shows one gap for them, as in vLLM's benchmark); the output count is the server's usage.
 RequestTiming run_request(const BenchServeOptions& o, const std::string& model,
-                          const std::vector<int>& prompt) {
+                          const nlohmann::json& prompt) {
     RequestTiming t;
     httplib::Client cli(o.url);
     cli.set_connection_timeout(5);
@@ -118,7 +118,7 @@ RequestTiming run_request(const BenchServeOptions& o, const std::string& model,
         t.ok = true;
         // A server that does not report usage in a stream: one token per chunk.
         if (t.output_tokens == 0) t.output_tokens = text_chunks;
-        if (t.prompt_tokens == 0) t.prompt_tokens = int64_t(prompt.size());
+        if (t.prompt_tokens == 0) t.prompt_tokens = o.prompt_len;
     }
     return t;
 }
@@ -188,14 +188,26 @@ BenchServeReport bench_serve(const BenchServeOptions& given) {
     const BenchServeOptions o = checked(given);
     const std::string served = first_model(o);
     BenchServeReport r{o.url, o.model.empty() ? served : o.model, o, {}, 0};
-    // Prompts of ids from a small range every vocabulary has (no special tokens up there),
-    // different per request so that no server can reuse one prompt's cache for the next.
+    // Prompts of ids from a small range every vocabulary has (no special tokens up there), or of
+    // common words that most BPE vocabularies hold whole (with their leading space); different
+    // per request so that no server can reuse one prompt's cache for the next.
+    static const char* const words[] = {
+        "the",  "of",  "and", "to",   "in", "that", "is",    "was",  "for", "on",  "with",
+        "as",   "his", "he",  "it",   "at", "by",   "be",    "this", "had", "not", "but",
+        "from", "are", "or",  "have", "an", "they", "which", "one",  "you", "were"};
     std::mt19937_64 gen(o.seed);
-    std::uniform_int_distribution<int> id(1000, 1999);
-    std::vector<std::vector<int>> prompts(size_t(o.requests));
-    for (auto& p : prompts) {
-        p.resize(size_t(o.prompt_len));
-        for (int& t : p) t = id(gen);
+    std::uniform_int_distribution<int> id(1000, 1999), word(0, int(std::size(words)) - 1);
+    std::vector<nlohmann::json> prompts(size_t(o.requests));
+    for (nlohmann::json& p : prompts) {
+        std::vector<int> ids;
+        std::string text;
+        for (int k = 0; k < o.prompt_len; ++k) {
+            if (o.text_prompt)
+                text += std::string(" ") + words[word(gen)];
+            else
+                ids.push_back(id(gen));
+        }
+        p = o.text_prompt ? nlohmann::json(text) : nlohmann::json(ids);
     }
     std::exponential_distribution<double> gap(std::isinf(o.rate) ? 1.0 : o.rate);
     std::vector<double> arrivals(size_t(o.requests));
@@ -256,6 +268,7 @@ nlohmann::json report_json(const BenchServeReport& r) {
         {"rate", std::isinf(o.rate) ? nlohmann::json("inf") : nlohmann::json(o.rate)},
         {"max_concurrency", o.max_concurrency},
         {"prompt_len", o.prompt_len},
+        {"prompt_kind", o.text_prompt ? "text" : "token ids"},
         {"output_len", o.output_len},
         {"seed", o.seed},
         {"successful_requests", ok},
