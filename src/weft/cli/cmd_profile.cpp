@@ -18,6 +18,7 @@
 #include "weft/kernels/gemm_peak.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/train/memory.hpp"
+#include "weft/train/memory_fit.hpp"
 #include "weft/train/process.hpp"
 
 namespace weft::cli {
@@ -139,15 +140,6 @@ double memory_bandwidth(double seconds) {
     return 12.0 * double(n) / t;
 }
 
-int64_t mem_total_bytes() {
-    std::ifstream f("/proc/meminfo");
-    std::string key;
-    int64_t kib = 0;
-    while (f >> key >> kib)
-        if (key == "MemTotal:") return kib * 1024;
-    return 0;
-}
-
 std::string cpu_name() {
     std::ifstream f("/proc/cpuinfo");
     std::string line;
@@ -247,7 +239,8 @@ void add_profile_command(CLI::App& app) {
             {"device",
              {{"name", cpu_name()},
               {"peak_tflops", {{"fp32", peak / 1e12}}},
-              {"memory_gib", double(mem_total_bytes()) / ranks / double(1 << 30)},
+              {"memory_gib", double(std::max<int64_t>(0, train::meminfo_bytes("MemTotal"))) /
+                                 ranks / double(1 << 30)},
               {"memory_bandwidth_gbs", bw / 1e9},
               {"gemm_efficiency", gemm},
               {"attention_efficiency", attn},

@@ -30,15 +30,6 @@ int64_t file_number(const char* path) {
     return f >> v ? v : -1;
 }
 
-int64_t meminfo_available() {
-    std::ifstream f("/proc/meminfo");
-    std::string key, unit;
-    int64_t kib = 0;
-    while (f >> key >> kib && std::getline(f, unit))
-        if (key == "MemAvailable:") return kib * 1024;
-    return -1;
-}
-
 // The one message of a refusal: the need, the node's free memory and the share a run may take,
 // and `expected`, what would shrink the need.
 [[noreturn]] void refuse_need(const std::string& what, double need, int ranks,
@@ -52,8 +43,18 @@ int64_t meminfo_available() {
 
 }  // namespace
 
+int64_t meminfo_bytes(std::string_view field) {
+    std::ifstream f("/proc/meminfo");
+    std::string key, unit;
+    int64_t kib = 0;
+    while (f >> key >> kib && std::getline(f, unit))
+        if (key.size() == field.size() + 1 && key.starts_with(field) && key.back() == ':')
+            return kib * 1024;
+    return -1;
+}
+
 int64_t available_memory_bytes() {
-    int64_t available = meminfo_available();
+    int64_t available = meminfo_bytes("MemAvailable");
     // A container's limit, cgroup v2 then v1 (whose "unlimited" is a huge number).
     const std::pair<const char*, const char*> cgroups[] = {
         {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},

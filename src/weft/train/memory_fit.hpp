@@ -4,6 +4,7 @@
 // the count the trainer's own estimate is checked against), against what the node has free.
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "weft/core/layout.hpp"
 #include "weft/model/config.hpp"
@@ -20,6 +21,9 @@ struct RunShape {
     std::string dtype = "fp32", grad_reduce_dtype = "fp32";
     double bucket_mb = 25;
 };
+
+// A field of /proc/meminfo ("MemTotal", "MemAvailable") in bytes; -1 where it is absent.
+int64_t meminfo_bytes(std::string_view field);
 
 // Bytes this process may still allocate: /proc/meminfo's MemAvailable, or the cgroup's limit
 // less its usage when that is lower.
