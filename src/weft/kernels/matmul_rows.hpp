@@ -1,0 +1,36 @@
+#pragma once
+// Products whose every output row is the same bits whatever else is in the batch: serving's and
+// generation's products, so that a request computes the same tokens and logprobs alone or among
+// fifteen others, in a prompt chunk of 16 or of 512 (batch invariance, docs/serving.md). oneDNN's
+// products (matmul.hpp) choose their blocking, and with it each sum's order, by M: their rows
+// differ in the last bits between M = 1, 2..8 and >= 16. Here an output element is always one
+// fixed sequence of operations on its input row and weight row, whatever M, the tile it falls
+// in, or the thread that computes it: split over rows and columns, never over K.
+//
+// Row-major; the weight [N,K] as torch.nn.Linear, read in place (fp32) or as a bf16 copy made
+// once (RowWeightsBf16), whose products take the input rounded to bf16 (to nearest even) and
+// accumulate in fp32.
+#include <cstdint>
+#include <vector>
+
+namespace weft::kernels {
+
+// out[M,N] = inp[M,K] · weight[N,K]ᵀ + bias[N] (bias may be null); row m of out depends only on
+// row m of inp, bit for bit, for every M.
+void matmul_rows(float* out, const float* inp, const float* weight, const float* bias, int64_t M,
+                 int64_t K, int64_t N);
+
+// A weight rounded to bf16 once, for matmul_rows_bf16.
+struct RowWeightsBf16 {
+    RowWeightsBf16() = default;
+    RowWeightsBf16(const float* weight, int64_t N, int64_t K);
+    int64_t N = 0, K = 0;
+    std::vector<uint16_t> w;  // [N,K] bf16 bit patterns
+};
+
+// matmul_rows with the input rounded to bf16 and the bf16 weight: fp32 accumulation, the same
+// bits per row for every M.
+void matmul_rows_bf16(float* out, const float* inp, const RowWeightsBf16& weight, const float* bias,
+                      int64_t M);
+
+}  // namespace weft::kernels

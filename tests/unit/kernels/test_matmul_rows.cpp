@@ -1,0 +1,102 @@
+// matmul_rows: the product against a double-precision reference, and each row the same bits
+// whatever M (the property serving's batch invariance rests on).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "weft/kernels/matmul_rows.hpp"
+#include "weft/kernels/precision.hpp"
+
+namespace weft::kernels {
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed) {
+    std::mt19937 g(seed);
+    std::normal_distribution<float> d(0, 1);
+    std::vector<float> v(n);
+    for (auto& x : v) x = d(g);
+    return v;
+}
+
+// Shapes with tails in every dimension a fast path might tile.
+struct Shape {
+    int64_t K, N;
+};
+const Shape kShapes[] = {{1, 1}, {7, 5}, {64, 48}, {129, 67}, {576, 192}};
+
+TEST(MatmulRows, MatchesReference) {
+    for (auto [K, N] : kShapes) {
+        const int64_t M = 9;
+        auto x = randn(size_t(M * K), 1), w = randn(size_t(N * K), 2), b = randn(size_t(N), 3);
+        std::vector<float> out(size_t(M * N));
+        matmul_rows(out.data(), x.data(), w.data(), b.data(), M, K, N);
+        for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < N; ++n) {
+                double s = b[size_t(n)];
+                for (int64_t k = 0; k < K; ++k)
+                    s += double(x[size_t(m * K + k)]) * w[size_t(n * K + k)];
+                EXPECT_NEAR(out[size_t(m * N + n)], s, 1e-5 * (1 + std::sqrt(double(K))))
+                    << "K " << K << " N " << N << " m " << m << " n " << n;
+            }
+    }
+}
+
+TEST(MatmulRowsBf16, MatchesRoundedReference) {
+    for (auto [K, N] : kShapes) {
+        const int64_t M = 9;
+        auto x = randn(size_t(M * K), 4), w = randn(size_t(N * K), 5);
+        RowWeightsBf16 w16(w.data(), N, K);
+        std::vector<float> out(size_t(M * N));
+        matmul_rows_bf16(out.data(), x.data(), w16, nullptr, M);
+        for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < N; ++n) {
+                double s = 0;
+                for (int64_t k = 0; k < K; ++k)
+                    s += double(bf16_to_fp32(fp32_to_bf16(x[size_t(m * K + k)]))) *
+                         bf16_to_fp32(fp32_to_bf16(w[size_t(n * K + k)]));
+                EXPECT_NEAR(out[size_t(m * N + n)], s, 1e-5 * (1 + std::sqrt(double(K))));
+            }
+    }
+}
+
+// Row m of a product of M rows equals, bitwise, the product of that row alone, for every M up to
+// past any tile a fast path uses, and any position of the row in the batch.
+template <class Product>
+void expect_rows_invariant(Product product, int64_t K, int64_t N) {
+    const int64_t max_m = 37;
+    auto x = randn(size_t(max_m * K), 6);
+    std::vector<float> alone(size_t(max_m * N));
+    for (int64_t m = 0; m < max_m; ++m) product(alone.data() + m * N, x.data() + m * K, 1);
+    for (int64_t M = 1; M <= max_m; ++M) {
+        const int64_t first = max_m - M;  // the batch's rows end at the last row
+        std::vector<float> out(size_t(M * N));
+        product(out.data(), x.data() + first * K, M);
+        ASSERT_EQ(0, std::memcmp(out.data(), alone.data() + first * N, out.size() * sizeof(float)))
+            << "M " << M << " K " << K << " N " << N;
+    }
+}
+
+TEST(MatmulRows, EveryRowTheSameBitsForAnyM) {
+    for (auto [K, N] : kShapes) {
+        auto w = randn(size_t(N * K), 7), b = randn(size_t(N), 8);
+        expect_rows_invariant([&](float* out, const float* x,
+                                  int64_t M) { matmul_rows(out, x, w.data(), b.data(), M, K, N); },
+                              K, N);
+    }
+}
+
+TEST(MatmulRowsBf16, EveryRowTheSameBitsForAnyM) {
+    for (auto [K, N] : kShapes) {
+        auto w = randn(size_t(N * K), 9), b = randn(size_t(N), 10);
+        RowWeightsBf16 w16(w.data(), N, K);
+        expect_rows_invariant([&](float* out, const float* x,
+                                  int64_t M) { matmul_rows_bf16(out, x, w16, b.data(), M); },
+                              K, N);
+    }
+}
+
+}  // namespace
+}  // namespace weft::kernels
