@@ -1,0 +1,130 @@
+#include "weft/decode/accept.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "weft/core/error.hpp"
+
+namespace weft::decode {
+
+double Distribution::prob(int32_t id) const {
+    for (size_t i = 0; i < ids.size(); ++i)
+        if (ids[i] == id) return probs[i];
+    return 0;
+}
+
+Distribution sampling_distribution(std::span<const float> logits, const model::SampleOptions& o) {
+    WEFT_CHECK(o.temperature > 0, "internal: a greedy choice has no sampling distribution");
+    const int64_t V = int64_t(logits.size());
+    Distribution d;
+    d.ids.resize(size_t(V));
+    std::iota(d.ids.begin(), d.ids.end(), 0);
+    const int64_t keep = (o.top_k > 0 && o.top_k < V) ? o.top_k : V;
+    // pick_token's order and cut, so that drawing here is drawing there.
+    auto by_logit = [&](int32_t a, int32_t b) {
+        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    };
+    std::partial_sort(d.ids.begin(), d.ids.begin() + keep, d.ids.end(), by_logit);
+    d.ids.resize(size_t(keep));
+    d.probs.resize(d.ids.size());
+    const double top = logits[d.ids[0]];
+    double sum = 0;
+    for (size_t i = 0; i < d.ids.size(); ++i)
+        sum += d.probs[i] = std::exp((logits[d.ids[i]] - top) / o.temperature);
+    if (o.top_p < 1) {
+        double cum = 0;
+        size_t n = 0;
+        while (n < d.probs.size() && cum < o.top_p * sum) cum += d.probs[n++];
+        d.probs.resize(n), d.ids.resize(n);
+        sum = cum;
+    }
+    for (double& p : d.probs) p /= sum;
+    return d;
+}
+
+int32_t draw(const Distribution& d, double u) {
+    double acc = 0;
+    for (size_t i = 0; i < d.probs.size(); ++i) {
+        acc += d.probs[i];
+        if (u < acc) return d.ids[i];
+    }
+    // Rounding left the sum a little under 1: the last id with any probability.
+    for (size_t i = d.probs.size(); i-- > 0;)
+        if (d.probs[i] > 0) return d.ids[i];
+    fail("internal: drawing from an empty distribution");
+}
+
+namespace {
+
+int32_t argmax(std::span<const float> l) {
+    return int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+}
+
+std::vector<int> children(const TokenTree& t, int node) {
+    std::vector<int> c;
+    for (int i = 0; i < t.size(); ++i)
+        if (t.parents[size_t(i)] == node) c.push_back(i);
+    return c;
+}
+
+// p := max(0, p - q) normalised; q a point mass on `id` when null.
+void subtract(Distribution& p, const Distribution* q, int32_t id) {
+    double sum = 0;
+    for (size_t i = 0; i < p.ids.size(); ++i) {
+        const double qi = q ? q->prob(p.ids[i]) : (p.ids[i] == id ? 1.0 : 0.0);
+        sum += p.probs[i] = std::max(0.0, p.probs[i] - qi);
+    }
+    // p <= q everywhere leaves nothing; only a guess p gave no chance at all can be rejected
+    // then, so there is always some mass left where it matters.
+    if (sum > 0)
+        for (double& x : p.probs) x /= sum;
+}
+
+}  // namespace
+
+Verdict accept_greedy(const TokenTree& tree, const RowLogits& logits) {
+    Verdict v;
+    for (int node = -1;;) {
+        const int32_t t = argmax(logits(node + 1));
+        const int next = tree.child(node, t);
+        if (next < 0) {
+            v.next = t;
+            return v;
+        }
+        v.nodes.push_back(next);
+        node = next;
+    }
+}
+
+Verdict accept_sampling(const TokenTree& tree, const RowLogits& logits,
+                        const model::SampleOptions& o, const Proposal& proposal, const Philox& rng,
+                        uint64_t& counter) {
+    Verdict v;
+    for (int node = -1;;) {
+        Distribution p = sampling_distribution(logits(node + 1), o);
+        const Distribution* q = proposal ? proposal(node) : nullptr;
+        const std::vector<int> cs = children(tree, node);
+        WEFT_CHECK(!q || cs.size() <= 1,
+                   "internal: a drawn guess must be its node's only child, got {}", cs.size());
+        int accepted = -1;
+        for (int c : cs) {
+            const int32_t x = tree.tokens[size_t(c)];
+            const double px = p.prob(x), qx = q ? q->prob(x) : 1.0;
+            const double u = rng.uniform(counter++);
+            if (qx > 0 && u * qx < px) {  // u < min(1, p / q)
+                accepted = c;
+                break;
+            }
+            subtract(p, q, x);
+        }
+        if (accepted < 0) {
+            v.next = draw(p, rng.uniform(counter++));
+            return v;
+        }
+        v.nodes.push_back(accepted);
+        node = accepted;
+    }
+}
+
+}  // namespace weft::decode
