@@ -7,5 +7,14 @@ grep -q "bubble     0.1579 simulated, 0.1579 theory" <<<"$out" && ok "interleave
 grep -q '"traceEvents"' t.json && ok "chrome trace written" || bad "no trace"
 out=$("$WEFT" pipeline --pp 4 --micro-batches 8 --pp-schedule 1f1b)
 grep -q "0.2727 simulated" <<<"$out" && ok "1f1b p=4 m=8 bubble 0.2727 = 3/11" || bad "1f1b bubble: $out"
+# The zero-bubble schedules: B and W drawn apart, the bubble below 1F1B's (zb-v lowest), every
+# rank within 1F1B's first rank's activations.
+out=$("$WEFT" pipeline --pp 4 --micro-batches 8 --pp-schedule zb-h1 --svg zb.svg)
+grep -q "0.1724 simulated, 0.1111 theory" <<<"$out" && ok "zb-h1 p=4 m=8 bubble 0.1724 (paper 0.1111)" || bad "zb-h1: $out"
+grep -q "W (weight gradients)" zb.svg && ok "svg legend shows W" || bad "no W in the svg"
+out=$("$WEFT" pipeline --pp 4 --micro-batches 8 --pp-schedule zb-v --json)
+grep -q '"bubble":0.0588' <<<"$out" && grep -q '"peak_in_flight":\[8,8,8,8\]' <<<"$out" \
+  && ok "zb-v p=4 m=8 bubble 0.0588, 8 half-stage chunks a rank" || bad "zb-v: $out"
+expect_error "zb-v runs two chunks per rank in a V" "" -- pipeline --pp 4 --pp-schedule zb-v --vpp 3
 expect_error "micro" "" -- pipeline --pp 4 --micro-batches 6 --pp-schedule interleaved --vpp 2
 finish

@@ -22,10 +22,24 @@ namespace {
 struct PipelineArgs {
     int pp = 4, vpp = 1, micro_batches = 8;
     std::string schedule = "1f1b";
-    double forward = 1, backward = 2, send = 0, latency = 0;
+    double forward = 1, backward = 2, send = 0, latency = 0, weight_share = 0.5;
     std::filesystem::path svg, trace;
     bool json = false;
 };
+
+// The formula ideal_bubble computes, as the papers write it.
+const char* bubble_formula(pipeline::ScheduleKind kind) {
+    switch (kind) {
+        case pipeline::ScheduleKind::interleaved:
+            return "(p-1)/(v*m+p-1)";
+        case pipeline::ScheduleKind::zb_h1:
+            return "(p-1)/(3m+p-1) (Qi et al., F = B = W)";
+        case pipeline::ScheduleKind::zb_v:
+            return "0 (Qi et al., F = B = W, m >= 2p)";
+        default:
+            return "(p-1)/(m+p-1)";
+    }
+}
 
 void write_file(const std::filesystem::path& path, const std::string& text, const char* flag) {
     std::ofstream f(path, std::ios::binary);
@@ -44,9 +58,15 @@ void add_pipeline_command(CLI::App& app) {
     c->add_option("--pp", a->pp, "Pipeline ranks (stages)")->capture_default_str();
     c->add_option("--micro-batches", a->micro_batches, "Micro-batches per step")
         ->capture_default_str();
-    c->add_option("--pp-schedule", a->schedule, "gpipe | 1f1b | interleaved")
+    c->add_option("--pp-schedule", a->schedule,
+                  "gpipe | 1f1b | interleaved | zb-h1 | zb-v (zero-bubble: backward split into "
+                  "B and W)")
         ->capture_default_str();
-    c->add_option("--vpp", a->vpp, "Model chunks per rank (interleaved only)")
+    c->add_option("--vpp", a->vpp,
+                  "Model chunks per rank (interleaved; zb-v is 2 in a V, set for you)")
+        ->capture_default_str();
+    c->add_option("--weight-share", a->weight_share,
+                  "zb-h1 / zb-v: the share of a backward that is W, the weights' gradients")
         ->capture_default_str();
     c->add_option("--forward-cost", a->forward,
                   "Forward time of one whole stage; each of the vpp chunks takes 1/vpp of it")
@@ -65,11 +85,13 @@ void add_pipeline_command(CLI::App& app) {
     c->callback([a] {
         check_output_paths({{a->svg, "--svg", false}, {a->trace, "--trace", false}});
         const pipeline::ScheduleKind kind = pipeline::parse_schedule_kind(a->schedule);
+        if (kind == pipeline::ScheduleKind::zb_v && a->vpp == 1) a->vpp = 2;
         const pipeline::Schedule s = pipeline::make_schedule(kind, a->pp, a->vpp, a->micro_batches);
         pipeline::validate(s);
         pipeline::Costs costs = pipeline::stage_costs(a->vpp, a->forward, a->backward);
         costs.send = a->send;
         costs.latency = a->latency;
+        costs.weight_share = a->weight_share;
         const pipeline::SimResult r = pipeline::simulate(s, costs);
         const double theory = pipeline::ideal_bubble(kind, a->pp, a->vpp, a->micro_batches);
 
@@ -89,9 +111,8 @@ void add_pipeline_command(CLI::App& app) {
         }
         fmt::print("{} pp={} vpp={} micro-batches={}\n", a->schedule, a->pp, a->vpp,
                    a->micro_batches);
-        fmt::print(
-            "bubble     {:.4f} simulated, {:.4f} theory {}\n", r.bubble, theory,
-            kind == pipeline::ScheduleKind::interleaved ? "(p-1)/(v*m+p-1)" : "(p-1)/(m+p-1)");
+        fmt::print("bubble     {:.4f} simulated, {:.4f} theory {}\n", r.bubble, theory,
+                   bubble_formula(kind));
         fmt::print("makespan   {:g} (stage forward {:g}, backward {:g})\n", r.makespan, a->forward,
                    a->backward);
         if (a->vpp == 1) {

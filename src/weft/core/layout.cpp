@@ -14,6 +14,8 @@ std::optional<ScheduleKind> schedule_kind_named(std::string_view name) {
     if (name == "gpipe") return ScheduleKind::gpipe;
     if (name == "1f1b") return ScheduleKind::one_f_one_b;
     if (name == "interleaved") return ScheduleKind::interleaved;
+    if (name == "zb-h1") return ScheduleKind::zb_h1;
+    if (name == "zb-v") return ScheduleKind::zb_v;
     return std::nullopt;
 }
 
@@ -21,12 +23,12 @@ std::optional<ScheduleKind> schedule_kind_named(std::string_view name) {
 
 ScheduleKind parse_schedule_kind(std::string_view name) {
     if (auto kind = schedule_kind_named(name)) return *kind;
-    fail("unknown pipeline schedule '{}', expected gpipe, 1f1b or interleaved", name);
+    fail("unknown pipeline schedule '{}', expected gpipe, 1f1b, interleaved, zb-h1 or zb-v", name);
 }
 
 ScheduleKind parse_pp_schedule_flag(std::string_view value) {
     if (auto kind = schedule_kind_named(value)) return *kind;
-    fail("--pp-schedule must be gpipe, 1f1b or interleaved, got '{}'", value);
+    fail("--pp-schedule must be gpipe, 1f1b, interleaved, zb-h1 or zb-v, got '{}'", value);
 }
 
 std::string_view format_schedule_kind(ScheduleKind kind) {
@@ -37,6 +39,10 @@ std::string_view format_schedule_kind(ScheduleKind kind) {
             return "1f1b";
         case ScheduleKind::interleaved:
             return "interleaved";
+        case ScheduleKind::zb_h1:
+            return "zb-h1";
+        case ScheduleKind::zb_v:
+            return "zb-v";
     }
     return "?";
 }
@@ -142,9 +148,22 @@ void Layout::resolve(int world_size) {
                "--cp-kind hybrid runs Ulysses in groups of --cp-ulysses ranks and the ring across "
                "them: --cp-ulysses must divide --cp {}, got {}",
                cp, cp_ulysses);
-    WEFT_CHECK(pp_schedule == ScheduleKind::interleaved || vpp == 1,
-               "schedule {} has one chunk per rank, expected vpp=1, got vpp={} (use interleaved)",
-               format_schedule_kind(pp_schedule), vpp);
+    // ZB-V is two chunks a rank in a V by definition: --vpp may be left out.
+    if (pp_schedule == ScheduleKind::zb_v && vpp == 1) vpp = 2;
+    WEFT_CHECK(pp_schedule != ScheduleKind::zb_v || vpp == 2,
+               "schedule zb-v runs two chunks per rank in a V, expected vpp=2 (or no --vpp), got "
+               "vpp={}",
+               vpp);
+    WEFT_CHECK(
+        pp_schedule == ScheduleKind::interleaved || pp_schedule == ScheduleKind::zb_v || vpp == 1,
+        "schedule {} has one chunk per rank, expected vpp=1, got vpp={} (use interleaved)",
+        format_schedule_kind(pp_schedule), vpp);
+    WEFT_CHECK(!(pp_schedule == ScheduleKind::zb_h1 || pp_schedule == ScheduleKind::zb_v) ||
+                   recompute != Recompute::full,
+               "--pp-schedule {} with --recompute full: a zero-bubble schedule runs a layer's "
+               "weight gradients (W) after the backward of the layers below it, which "
+               "recomputation overwrites; use --recompute none (or another schedule)",
+               format_schedule_kind(pp_schedule));
     WEFT_CHECK(pp == 1 || zero <= 1,
                "--zero {} with --pp {}: ZeRO stages 2 and 3 reduce (and gather) per micro-batch, "
                "which a pipeline's interleaved backward defeats; use --zero 0 or 1 with "

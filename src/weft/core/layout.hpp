@@ -10,9 +10,11 @@
 
 namespace weft {
 
-// The pipeline schedules (parallel/pipeline/schedule.hpp generates them).
-enum class ScheduleKind { gpipe, one_f_one_b, interleaved };
-// "gpipe" | "1f1b" | "interleaved"; throws weft::Error naming the bad string otherwise.
+// The pipeline schedules (parallel/pipeline/schedule.hpp generates them). The zero-bubble ones
+// (Qi et al. 2024) split each backward into B (input gradients) and W (weight gradients).
+enum class ScheduleKind { gpipe, one_f_one_b, interleaved, zb_h1, zb_v };
+// "gpipe" | "1f1b" | "interleaved" | "zb-h1" | "zb-v"; throws weft::Error naming the bad string
+// otherwise.
 ScheduleKind parse_schedule_kind(std::string_view name);
 // The same, for the value of --pp-schedule: the error names the flag.
 ScheduleKind parse_pp_schedule_flag(std::string_view value);

@@ -11,7 +11,8 @@ namespace weft::pipeline {
 
 std::vector<int> Partition::chunks_of(int rank) const {
     std::vector<int> out;
-    for (int c = rank; c < chunks(); c += pp) out.push_back(c);
+    for (int c = 0; c < chunks(); ++c)
+        if (owner(c) == rank) out.push_back(c);
     return out;
 }
 
@@ -24,8 +25,9 @@ std::vector<bool> Partition::units_of(int rank, const model::ModelConfig& cfg) c
     return held;
 }
 
-Partition partition_layers(int n_layer, int pp, int vpp, const std::string& layers) {
-    Partition p{pp, vpp, n_layer, {}, {}};
+Partition partition_layers(int n_layer, int pp, int vpp, const std::string& layers, bool vee) {
+    WEFT_CHECK(!vee || vpp == 2, "internal: a V of chunks needs vpp 2, got {}", vpp);
+    Partition p{pp, vpp, n_layer, {}, {}, vee};
     const int chunks = pp * vpp;
     // Every chunk holds at least one layer: no --pp-layers can help here.
     WEFT_CHECK(chunks <= n_layer,

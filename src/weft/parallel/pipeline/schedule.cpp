@@ -24,6 +24,10 @@ std::string_view format_action_kind(Action::Kind kind) {
             return "send_grad";
         case Action::recv_grad:
             return "recv_grad";
+        case Action::backward_input:
+            return "backward_input";
+        case Action::backward_weight:
+            return "backward_weight";
     }
     return "?";
 }
@@ -50,11 +54,7 @@ MessageId message_id(const Action& a, int rank) {
     }
 }
 
-namespace {
-
-// Appends a compute action to rank r's list together with the messages around it, placed as the
-// header promises: receive right before, send right after.
-void emit(Schedule& s, int r, Action::Kind kind, int micro, int chunk) {
+void append_compute(Schedule& s, int r, Action::Kind kind, int micro, int chunk) {
     std::vector<Action>& out = s.ranks[r];
     const int prev = chunk - 1, next = chunk + 1;
     const bool has_prev = prev >= 0 && s.owner(prev) != r;
@@ -63,11 +63,19 @@ void emit(Schedule& s, int r, Action::Kind kind, int micro, int chunk) {
         if (has_prev) out.push_back({Action::recv_act, micro, chunk, s.owner(prev)});
         out.push_back({Action::forward, micro, chunk, -1});
         if (has_next) out.push_back({Action::send_act, micro, chunk, s.owner(next)});
+    } else if (kind == Action::backward_weight) {
+        out.push_back({kind, micro, chunk, -1});  // no message needs W
     } else {
         if (has_next) out.push_back({Action::recv_grad, micro, chunk, s.owner(next)});
-        out.push_back({Action::backward, micro, chunk, -1});
+        out.push_back({kind, micro, chunk, -1});
         if (has_prev) out.push_back({Action::send_grad, micro, chunk, s.owner(prev)});
     }
+}
+
+namespace {
+
+void emit(Schedule& s, int r, Action::Kind kind, int micro, int chunk) {
+    append_compute(s, r, kind, micro, chunk);
 }
 
 // Warm-up forwards, then one forward and one backward in turn, then the remaining backwards:
@@ -107,7 +115,9 @@ Schedule make_schedule(ScheduleKind kind, int pp, int vpp, int micro_batches) {
                "pp {} x vpp {} x {} micro-batches = {} (micro-batch, chunk) pairs is past what a "
                "schedule can hold (at most {}); expected fewer pipeline ranks or micro-batches",
                pp, vpp, micro_batches, pairs, kMaxSchedulePairs);
-    WEFT_CHECK(kind == ScheduleKind::interleaved || vpp == 1,
+    WEFT_CHECK(kind != ScheduleKind::zb_v || vpp == 2,
+               "schedule zb-v runs two chunks per rank in a V, expected vpp=2, got vpp={}", vpp);
+    WEFT_CHECK(kind == ScheduleKind::interleaved || kind == ScheduleKind::zb_v || vpp == 1,
                "schedule {} has one chunk per rank, expected vpp=1, got vpp={} (use interleaved)",
                format_schedule_kind(kind), vpp);
     if (kind == ScheduleKind::interleaved) {
@@ -120,6 +130,10 @@ Schedule make_schedule(ScheduleKind kind, int pp, int vpp, int micro_batches) {
     }
 
     Schedule s{pp, vpp, micro_batches, kind, std::vector<std::vector<Action>>(pp)};
+    if (s.split_backward()) {
+        fill_zero_bubble(s);
+        return s;
+    }
     const int m = micro_batches;
     for (int r = 0; r < pp; ++r) {
         auto plain = [r](int k) { return std::pair{k, r}; };
@@ -133,6 +147,9 @@ Schedule make_schedule(ScheduleKind kind, int pp, int vpp, int micro_batches) {
                 // pipe before its first gradient can come back.
                 emit_1f1b(s, r, m, std::min(pp - r - 1, m), plain, plain);
                 break;
+            case ScheduleKind::zb_h1:
+            case ScheduleKind::zb_v:
+                break;  // filled above
             case ScheduleKind::interleaved: {
                 // The k-th virtual micro-batch of a rank: blocks of pp micro-batches run through
                 // local chunk 0, then local chunk 1, ... before the next block starts.
@@ -163,8 +180,9 @@ namespace {
 
 // Position of every action of a schedule, for the order checks of validate().
 struct Positions {
-    std::map<std::pair<int, int>, int> forward, backward;  // (micro, chunk) -> index on its rank
-    std::map<MessageId, int> sends, recvs;                 // message -> index on its rank
+    // (micro, chunk) -> index on its rank; `backward` is the fused backward or B, `weight` W.
+    std::map<std::pair<int, int>, int> forward, backward, weight;
+    std::map<MessageId, int> sends, recvs;  // message -> index on its rank
 };
 
 Positions index_actions(const Schedule& s) {
@@ -183,7 +201,16 @@ Positions index_actions(const Schedule& s) {
                        where(), format_action(a), a.chunk, s.owner(a.chunk), r);
             const std::pair key{a.micro, a.chunk};
             if (a.is_compute()) {
-                auto& seen = a.kind == Action::forward ? p.forward : p.backward;
+                const bool split =
+                    a.kind == Action::backward_input || a.kind == Action::backward_weight;
+                WEFT_CHECK(split == s.split_backward() || a.kind == Action::forward,
+                           "{} ({}): schedule {} expected {}", where(), format_action(a),
+                           format_schedule_kind(s.kind),
+                           s.split_backward() ? "backward_input and backward_weight"
+                                              : "one fused backward");
+                auto& seen = a.kind == Action::forward           ? p.forward
+                             : a.kind == Action::backward_weight ? p.weight
+                                                                 : p.backward;
                 WEFT_CHECK(seen.emplace(key, i).second, "{} ({}): expected one {}, found another",
                            where(), format_action(a), format_action_kind(a.kind));
                 continue;
@@ -260,6 +287,25 @@ void validate(const Schedule& s) {
                        "rank {}: backward of micro-batch {} chunk {} (action {}) precedes its "
                        "forward (action {})",
                        s.owner(c), micro, c, b, f);
+            if (s.split_backward()) {
+                // W after its B, and both in micro-batch order on the chunk: the gradients
+                // then accumulate in the order of the fused schedules (bitwise the same).
+                const auto w = p.weight.find({micro, c});
+                WEFT_CHECK(w != p.weight.end(),
+                           "rank {}: missing backward_weight of micro-batch {} chunk {}",
+                           s.owner(c), micro, c);
+                WEFT_CHECK(b < w->second,
+                           "rank {}: backward_weight of micro-batch {} chunk {} (action {}) "
+                           "precedes its backward_input (action {})",
+                           s.owner(c), micro, c, w->second, b);
+                if (micro > 0) {
+                    WEFT_CHECK(p.backward.at({micro - 1, c}) < b &&
+                                   p.weight.at({micro - 1, c}) < w->second,
+                               "rank {}: chunk {}'s backward of micro-batch {} runs before that "
+                               "of micro-batch {}: expected B and W in micro-batch order",
+                               s.owner(c), c, micro, micro - 1);
+                }
+            }
             if (c + 1 < s.chunks()) {
                 link(false, micro, c, c + 1, f, p.forward.at({micro, c + 1}));
                 link(true, micro, c + 1, c, p.backward.at({micro, c + 1}), b);

@@ -5,7 +5,15 @@
 //
 // Model chunks: the model is cut into pp * vpp chunks of consecutive layers, numbered 0..pp*vpp-1
 // in the order the forward pass visits them. Chunk c lives on rank c % pp, so with interleaving
-// (vpp > 1) rank r holds chunks r, r + pp, r + 2pp, ...
+// (vpp > 1) rank r holds chunks r, r + pp, r + 2pp, ...; except in a V (zb-v: vpp = 2), where
+// rank r holds chunks r and 2pp - 1 - r, so that the last chunk, and the loss, sit on rank 0
+// beside the first, and the turn of the V (chunks pp - 1 and pp) hands over in memory.
+//
+// Backward is one action (backward) or, in the zero-bubble schedules (Qi et al. 2024), two:
+// backward_input (B: the gradient of the chunk's input, on the critical path, sent on at once)
+// and backward_weight (W: the weights' gradients, which nothing downstream waits for, so W can
+// fill what would be bubbles). A chunk's W of a micro-batch comes after its B; the W's of a chunk
+// run in micro-batch order, as the B's do, so the gradients accumulate in the fused order.
 //
 // Placement of messages (the contract with the executor):
 // - recv_act (micro, c) comes immediately before forward (micro, c), recv_grad (micro, c)
@@ -30,13 +38,35 @@ using weft::format_schedule_kind;
 using weft::parse_schedule_kind;
 using weft::ScheduleKind;
 
+// The rank of chunk c: c % pp, or in a V (`vee`, two chunks per rank) c or 2pp - 1 - c.
+inline int chunk_owner(int chunk, int pp, bool vee) {
+    return vee && chunk >= pp ? 2 * pp - 1 - chunk : chunk % pp;
+}
+inline bool splits_backward(ScheduleKind kind) {
+    return kind == ScheduleKind::zb_h1 || kind == ScheduleKind::zb_v;
+}
+
 struct Action {
-    enum Kind { forward, backward, send_act, recv_act, send_grad, recv_grad } kind;
+    enum Kind {
+        forward,
+        backward,
+        send_act,
+        recv_act,
+        send_grad,
+        recv_grad,
+        backward_input,
+        backward_weight
+    } kind;
     int micro;      // micro-batch index, 0..micro_batches-1
     int chunk;      // model chunk index, 0..pp*vpp-1
     int peer = -1;  // rank at the other end of a send/recv; -1 for compute
 
-    bool is_compute() const { return kind == forward || kind == backward; }
+    bool is_compute() const {
+        return kind == forward || kind == backward || kind == backward_input ||
+               kind == backward_weight;
+    }
+    // The backward that produces the input's gradient: the fused one or B.
+    bool is_input_backward() const { return kind == backward || kind == backward_input; }
     bool is_send() const { return kind == send_act || kind == send_grad; }
     bool is_recv() const { return kind == recv_act || kind == recv_grad; }
     bool operator==(const Action&) const = default;
@@ -52,7 +82,9 @@ struct Schedule {
     std::vector<std::vector<Action>> ranks;  // ranks[r] = actions of pipeline rank r, in order
 
     int chunks() const { return pp * vpp; }
-    int owner(int chunk) const { return chunk % pp; }
+    int owner(int chunk) const { return chunk_owner(chunk, pp, kind == ScheduleKind::zb_v); }
+    // Whether backward comes as B and W (the zero-bubble kinds).
+    bool split_backward() const { return splits_backward(kind); }
 };
 
 // Identifies a point-to-point message independently of which side names it: the activation or
@@ -76,10 +108,23 @@ MessageId message_id(const Action& a, int rank);
 //   virtual micro-batches walk groups of pp micro-batches through chunk 0, 1, ... of the rank;
 //   warm-up of min((pp - rank - 1) * 2 + (vpp - 1) * pp, vpp * m) forwards, then 1F1B, then
 //   cool-down backwards.
+// - zb-h1 and zb-v (zero_bubble.cpp): list schedules of F, B and W found by running the pipeline
+//   at unit costs (F = B = W, as the paper's hand-made schedules assume) and taking at each free
+//   moment a ready B, else a forward if the rank holds fewer activations than its limit, else
+//   the oldest W: zb-h1 with 1F1B's peak as every rank's limit (pp micro-batches), zb-v in a V with
+//   vpp = 2 and the limit 2pp chunks (pp micro-batches of a whole stage, 1F1B's first rank).
 Schedule make_schedule(ScheduleKind kind, int pp, int vpp, int micro_batches);
 
+// Appends a compute action to rank r's list with the messages around it, placed as above:
+// receive right before, send right after (none around a backward_weight). For generators.
+void append_compute(Schedule& s, int r, Action::Kind kind, int micro, int chunk);
+// Fills s.ranks for a zero-bubble kind (zero_bubble.cpp).
+void fill_zero_bubble(Schedule& s);
+
 // Checks the structure of a schedule; throws weft::Error naming the first violation:
-// - every (micro, chunk) has exactly one forward and one backward, on rank chunk % pp;
+// - every (micro, chunk) has exactly one forward and one backward (split schedules: one
+//   backward_input and, after it, one backward_weight), on the chunk's owner;
+// - split schedules: on each chunk, backward_input and backward_weight in micro-batch order;
 // - on each rank, forward (m, c) precedes backward (m, c); where chunks c and c + 1 share a rank,
 //   forward (m, c) precedes forward (m, c + 1) and backward (m, c + 1) precedes backward (m, c);
 // - where they do not, the rank holding c has send_act (m, c) after forward (m, c) and the rank

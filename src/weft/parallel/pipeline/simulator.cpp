@@ -19,6 +19,21 @@ double Costs::backward_cost(int chunk) const {
     return chunk_backward.empty() ? backward : chunk_backward[chunk];
 }
 
+double Costs::cost(const Action& a) const {
+    switch (a.kind) {
+        case Action::forward:
+            return forward_cost(a.chunk);
+        case Action::backward:
+            return backward_cost(a.chunk);
+        case Action::backward_input:
+            return (1 - weight_share) * backward_cost(a.chunk);
+        case Action::backward_weight:
+            return weight_share * backward_cost(a.chunk);
+        default:
+            return 0;
+    }
+}
+
 Costs stage_costs(int vpp, double forward, double backward) {
     WEFT_CHECK(vpp >= 1, "virtual pipeline size must be at least 1, got vpp={}", vpp);
     Costs c;
@@ -29,6 +44,8 @@ Costs stage_costs(int vpp, double forward, double backward) {
 
 double ideal_bubble(ScheduleKind kind, int pp, int vpp, int micro_batches) {
     const double p = pp, m = micro_batches;
+    if (kind == ScheduleKind::zb_v) return 0;
+    if (kind == ScheduleKind::zb_h1) return (p - 1) / (3 * m + p - 1);
     const double v = kind == ScheduleKind::interleaved ? vpp : 1;
     return (p - 1) / (v * m + p - 1);
 }
@@ -48,6 +65,9 @@ void check_costs(const Schedule& s, const Costs& c) {
     WEFT_CHECK(c.forward >= 0 && c.backward >= 0 && c.send >= 0 && c.latency >= 0,
                "costs must be non-negative, got forward={} backward={} send={} latency={}",
                c.forward, c.backward, c.send, c.latency);
+    WEFT_CHECK(c.weight_share >= 0 && c.weight_share <= 1,
+               "the weight gradients' share of a backward must be in [0, 1], got {}",
+               c.weight_share);
 }
 
 // Explains a deadlock: every rank that still has actions is blocked on a recv.
@@ -106,12 +126,13 @@ SimResult simulate(const Schedule& s, const Costs& costs) {
         const double start = now[r];
         double end = start;
         if (a.is_compute()) {
-            const bool fwd = a.kind == Action::forward;
-            const double cost = fwd ? costs.forward_cost(a.chunk) : costs.backward_cost(a.chunk);
+            const double cost = costs.cost(a);
             end = start + cost;
             res.compute[r] += cost;
             res.busy[r] += cost;
-            held[r] += fwd ? 1 : -1;
+            // Activations are held from the forward to the last backward that reads them.
+            const bool frees = a.kind == Action::backward || a.kind == Action::backward_weight;
+            held[r] += a.kind == Action::forward ? 1 : frees ? -1 : 0;
             res.peak_in_flight[r] = std::max(res.peak_in_flight[r], held[r]);
         } else if (a.is_send()) {
             end = start + costs.send;

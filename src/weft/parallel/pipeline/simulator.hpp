@@ -18,12 +18,17 @@ namespace weft::pipeline {
 // docs/pipeline.md.
 struct Costs {
     double forward = 1, backward = 2, send = 0, latency = 0;
+    // Split schedules: the share of a backward that is W (the weights' gradients); B takes the
+    // rest. A linear layer's backward is two products of the forward's size, one for each.
+    double weight_share = 0.5;
     // Optional per-chunk costs (size pp * vpp) that override forward / backward, e.g. measured
     // times or an uneven layer split. Per-rank costs are the case chunk_x[c] = x[c % pp].
     std::vector<double> chunk_forward, chunk_backward;
 
     double forward_cost(int chunk) const;
     double backward_cost(int chunk) const;
+    // The time of a compute action: forward, fused backward, B or W.
+    double cost(const Action& a) const;
 };
 
 // Costs of one whole pipeline stage spread evenly over its vpp chunks, so that schedules with
@@ -40,7 +45,8 @@ struct SimResult {
     double bubble = 0;    // 1 - total compute / (pp * makespan)
     // Per rank: time computing; time busy (computing or sending); idle = makespan - busy.
     std::vector<double> compute, busy, idle;
-    // Per rank: most (micro, chunk) activations held at once (forward done, backward not yet).
+    // Per rank: most (micro, chunk) activations held at once (forward done, backward not yet;
+    // in split schedules, W not yet).
     // With vpp == 1 this counts micro-batches; with interleaving each unit is 1/vpp of a stage.
     std::vector<int> peak_in_flight;
     std::vector<std::vector<TimedAction>> timeline;  // per rank, in execution order
@@ -53,7 +59,9 @@ struct SimResult {
 SimResult simulate(const Schedule& s, const Costs& costs);
 
 // The bubble fraction of the papers: (p-1)/(m+p-1) for gpipe and 1f1b (Huang et al. 2019,
-// Narayanan et al. 2021), (p-1)/(v*m+p-1) for interleaved.
+// Narayanan et al. 2021), (p-1)/(v*m+p-1) for interleaved; for zb-h1 (p-1)/(3m+p-1), the
+// bubble (p-1)(F+B-2W) of Qi et al. 2024 at F = B = W; for zb-v 0 (the paper's schedule has none
+// once m >= 2p at F = B = W; the simulated one says what is left).
 double ideal_bubble(ScheduleKind kind, int pp, int vpp, int micro_batches);
 
 }  // namespace weft::pipeline

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <vector>
 
 namespace weft::pipeline {
 
@@ -35,6 +36,13 @@ double pixels_per_unit(const SimResult& r) {
     return ppu;
 }
 
+// Forward blue, backward (and B) orange, W green.
+unsigned color(Action::Kind kind) {
+    return kind == Action::forward           ? 0x2f6db5
+           : kind == Action::backward_weight ? 0x3a9a4a
+                                             : 0xd9661f;
+}
+
 // A tick step of 1, 2 or 5 times a power of ten giving about ten ticks.
 double tick_step(double span) {
     if (span <= 0) return 1;
@@ -63,7 +71,7 @@ std::string schedule_svg(const Schedule& s, const SimResult& r) {
     fmt::format_to(w, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
     std::string title =
         fmt::format("{} p={} m={}", format_schedule_kind(s.kind), s.pp, s.micro_batches);
-    if (s.kind == ScheduleKind::interleaved) title += fmt::format(" v={}", s.vpp);
+    if (s.vpp > 1) title += fmt::format(" v={}", s.vpp);
     title += fmt::format(": bubble {:.2f}% (theory {:.2f}%), makespan {:g}", 100 * r.bubble,
                          100 * ideal_bubble(s.kind, s.pp, s.vpp, s.micro_batches), r.makespan);
     fmt::format_to(w, "<text x=\"{}\" y=\"20\" font-size=\"14\" font-weight=\"bold\">{}</text>\n",
@@ -93,7 +101,7 @@ std::string schedule_svg(const Schedule& s, const SimResult& r) {
             if (!a.is_compute()) continue;
             const int local = a.chunk / s.pp;
             const double t_shade = s.vpp > 1 ? 0.55 * local / (s.vpp - 1) : 0;
-            const unsigned base = a.kind == Action::forward ? 0x2f6db5 : 0xd9661f;
+            const unsigned base = color(a.kind);
             fmt::format_to(w,
                            "<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{}\" "
                            "fill=\"{}\" stroke=\"white\" stroke-width=\"0.5\"><title>{}</title>"
@@ -131,16 +139,22 @@ std::string schedule_svg(const Schedule& s, const SimResult& r) {
     fmt::format_to(w, "<g class=\"legend\">\n");
     double lx = kLeft;
     const double ly = ay + 30;
-    for (int kind = 0; kind < 2; ++kind) {
+    std::vector<Action::Kind> kinds = {Action::forward, Action::backward};
+    if (s.split_backward())
+        kinds = {Action::forward, Action::backward_input, Action::backward_weight};
+    for (Action::Kind kind : kinds) {
         for (int local = 0; local < s.vpp; ++local) {
             const double t_shade = s.vpp > 1 ? 0.55 * local / (s.vpp - 1) : 0;
             fmt::format_to(w,
                            "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"12\" height=\"12\" "
                            "fill=\"{}\"/>\n",
-                           lx, ly, shade(kind == 0 ? 0x2f6db5 : 0xd9661f, t_shade));
+                           lx, ly, shade(color(kind), t_shade));
             lx += 14;
         }
-        std::string name = kind == 0 ? "forward" : "backward";
+        std::string name = kind == Action::forward          ? "forward"
+                           : kind == Action::backward       ? "backward"
+                           : kind == Action::backward_input ? "B (input gradients)"
+                                                            : "W (weight gradients)";
         if (s.vpp > 1) name += " (chunk 0..v-1, darker first)";
         fmt::format_to(w, "<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n", lx + 2, ly + 10, name);
         lx += 7.0 * name.size() + 24;

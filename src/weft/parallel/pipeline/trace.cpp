@@ -34,10 +34,9 @@ std::vector<TraceRecord> trace_records(const SimResult& r, double us_per_unit) {
         double last = 0;
         for (const TimedAction& t : r.timeline[rank]) {
             const Action& a = t.action;
-            const char* category = a.kind == Action::forward    ? "forward"
-                                   : a.kind == Action::backward ? "backward"
-                                   : a.is_send()                ? "send"
-                                                                : "recv";
+            const std::string category = a.is_compute() ? std::string(format_action_kind(a.kind))
+                                         : a.is_send()  ? "send"
+                                                        : "recv";
             out.push_back({rank, format_action(a), category, t.start * us_per_unit,
                            (t.end - t.start) * us_per_unit});
             last = t.end;

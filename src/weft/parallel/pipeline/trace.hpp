@@ -12,8 +12,9 @@ namespace weft::pipeline {
 
 struct TraceRecord {
     int rank;
-    std::string name;      // shown on the slice, e.g. "forward m3 c5"
-    std::string category;  // forward | backward | send | recv | idle
+    std::string name;  // shown on the slice, e.g. "forward m3 c5"
+    std::string
+        category;  // forward | backward | backward_input | backward_weight | send | recv | idle
     double start_us, dur_us;
 };
 
