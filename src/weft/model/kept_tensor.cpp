@@ -4,6 +4,7 @@
 #include "weft/kernels/matmul.hpp"
 #include "weft/kernels/precision.hpp"
 #include "weft/kernels/profile.hpp"
+#include "weft/model/weight_grads.hpp"
 
 namespace weft::model {
 
@@ -29,6 +30,10 @@ void keep_and_project_kept(KeptTensor& out_kept, int64_t out_at, const float* x,
 
 void backward_kept(float* dinp, float* dw, float* db, const float* dout, const KeptTensor& kept,
                    int64_t at, const float* w, int64_t M, int64_t K, int64_t N) {
+    if (WeightGradQueue* q = DeferWeightGrads::current()) {
+        q->defer(dw, db, dout, kept, at, M, K, N);
+        dw = db = nullptr;
+    }
     if (!kept.bf16())
         return k::matmul_backward(dinp, dw, db, dout, kept.f32() + at, w, M, K, N, false);
     k::matmul_backward_bf16_input(dinp, dw, db, dout, kept.b16() + at, w, M, K, N, false);
@@ -38,6 +43,10 @@ void backward_kept_rounded(uint16_t* dinp16, float* scratch, float* dw, float* d
                            const float* dout, const KeptTensor& kept, int64_t at, const float* w,
                            int64_t M, int64_t K, int64_t N) {
     WEFT_CHECK(kept.bf16(), "internal: backward_kept_rounded on an fp32 kept input");
+    if (WeightGradQueue* q = DeferWeightGrads::current()) {
+        q->defer(dw, db, dout, kept, at, M, K, N);
+        dw = db = nullptr;
+    }
     if (k::bf16_products_native())
         return k::matmul_backward_bf16_in_out(dinp16, dw, db, dout, kept.b16() + at, w, M, K, N);
     k::matmul_backward_bf16_input(scratch, dw, db, dout, kept.b16() + at, w, M, K, N, false);
@@ -47,6 +56,10 @@ void backward_kept_rounded(uint16_t* dinp16, float* scratch, float* dw, float* d
 void backward_kept_bf16_dout(float* dinp, float* dw, const uint16_t* dout, const KeptTensor& kept,
                              int64_t at, const float* w, int64_t M, int64_t K, int64_t N) {
     WEFT_CHECK(kept.bf16(), "internal: backward_kept_bf16_dout on an fp32 kept input");
+    if (WeightGradQueue* q = DeferWeightGrads::current()) {
+        q->defer_bf16_dout(dw, dout, kept, at, M, K, N);
+        dw = nullptr;
+    }
     k::matmul_backward_bf16_dout(dinp, dw, dout, kept.b16() + at, w, M, K, N, false);
 }
 

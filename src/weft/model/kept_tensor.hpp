@@ -43,7 +43,9 @@ void keep_and_project_kept(KeptTensor& out_kept, int64_t out_at, const float* x,
                            int64_t at, const float* w, const float* b, int64_t M, int64_t K,
                            int64_t N, float* scratch);
 
-// kernels::matmul_backward with its input [M, K] read from where keep_and_project kept it.
+// kernels::matmul_backward with its input [M, K] read from where keep_and_project kept it. These
+// backwards compute only the input's gradient, and queue the weights' (and bias's), while a
+// DeferWeightGrads scope lives (weight_grads.hpp: the zero-bubble schedules' W).
 void backward_kept(float* dinp, float* dw, float* db, const float* dout, const KeptTensor& kept,
                    int64_t at, const float* w, int64_t M, int64_t K, int64_t N);
 

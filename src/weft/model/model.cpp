@@ -174,6 +174,24 @@ double Model::forward(Activations& a, UnitAccess& w, bool train, float loss_scal
     return head_forward(a, w, train, loss_scale);
 }
 
+void Model::block_backward_input(Activations& a, UnitAccess& w, int layer) {
+    WEFT_CHECK(!a.recompute,
+               "internal: a split backward with recomputation (the W would read the buffers "
+               "the next layer's recomputation overwrites)");
+    if (a.weight_grads.empty()) a.weight_grads.resize(size_t(a.n_layers));
+    WeightGradQueue& q = a.weight_grads[size_t(layer - a.first_layer)];
+    WEFT_CHECK(q.empty(), "internal: layer {}'s B ran again before its W", layer);
+    DeferWeightGrads scope(q);
+    HoldGradsReady held(w);
+    block_backward(a, held, layer);
+}
+
+void Model::block_backward_weight(Activations& a, UnitAccess& w, int layer) {
+    WEFT_CHECK(!a.weight_grads.empty(), "internal: layer {}'s W before its B", layer);
+    a.weight_grads[size_t(layer - a.first_layer)].run();
+    w.grads_ready(layer + 1);
+}
+
 void Model::backward(Activations& a, UnitAccess& w) {
     head_backward(a, w);
     for (int l = int(cfg_.n_layer) - 1; l >= 0; --l) block_backward(a, w, l);

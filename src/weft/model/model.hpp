@@ -20,6 +20,7 @@
 #include "weft/model/cp_comm.hpp"
 #include "weft/model/moe_comm.hpp"
 #include "weft/model/params.hpp"
+#include "weft/model/weight_grads.hpp"
 
 namespace weft::model {
 
@@ -52,6 +53,21 @@ class FlatAccess : public UnitAccess {
     const ParamLayout& layout_;
     float* params_;
     float* grads_;
+};
+
+// `w` as it is, except that no unit's gradients are signalled ready: the access a split
+// backward's B runs through, whose units are complete only after their W (a data-parallel
+// reduction started at B would miss them).
+class HoldGradsReady : public UnitAccess {
+  public:
+    explicit HoldGradsReady(UnitAccess& w) : w_(w) {}
+    float* params(int unit) override { return w_.params(unit); }
+    float* grads(int unit) override { return w_.grads(unit); }
+    void release(int unit) override { w_.release(unit); }
+    void progress() override { w_.progress(); }
+
+  private:
+    UnitAccess& w_;
 };
 
 // Which layers of the model one Activations value serves: a pipeline chunk holds a range of
@@ -108,6 +124,9 @@ struct Activations {
     // [n_layers + 1, rows, C]: the input of each layer of the span, then the output of its last.
     Buffer resid;
     Buffer losses;  // head only: [B*T] per-token loss, every row on every rank
+    // Per layer of the span: the weight gradients its split backward's B left for its W
+    // (Model::block_backward_input); empty otherwise.
+    std::vector<WeightGradQueue> weight_grads;
 
     int64_t rows() const { return rows_; }
     // Row of resid holding the input of `layer` (layer == first + n_layers: the span's output).
@@ -172,6 +191,13 @@ class Model {
     virtual void head_backward(Activations& a, UnitAccess& w) = 0;
     virtual void block_backward(Activations& a, UnitAccess& w, int layer) = 0;
     virtual void embed_backward(Activations& a, UnitAccess& w) = 0;
+    // block_backward in two halves, for the zero-bubble pipeline schedules: B, the gradient of
+    // the layer's input (into dresid, as block_backward), with the layer's weight gradients
+    // queued in `a`; then W, which computes them and signals the unit's gradients ready. The
+    // gradients are block_backward's bit for bit. Between a layer's B and W, `a` must stay as
+    // it is: no recomputation (LayerSpan::recompute) refills the layer's buffers.
+    void block_backward_input(Activations& a, UnitAccess& w, int layer);
+    void block_backward_weight(Activations& a, UnitAccess& w, int layer);
 
     // Generation with a KV cache (tp = 1, B = 1): the layer's forward of a's T tokens at
     // positions pos0 .. pos0 + T - 1 (embedded with embed_forward(a, w, pos0)); their keys and

@@ -1,0 +1,81 @@
+#include "weft/model/weight_grads.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "weft/kernels/matmul.hpp"
+
+namespace weft::model {
+
+namespace k = weft::kernels;
+
+namespace {
+thread_local WeightGradQueue* current_queue = nullptr;
+}
+
+DeferWeightGrads::DeferWeightGrads(WeightGradQueue& q) : saved_(current_queue) {
+    current_queue = &q;
+}
+DeferWeightGrads::~DeferWeightGrads() {
+    current_queue = saved_;
+}
+WeightGradQueue* DeferWeightGrads::current() {
+    return current_queue;
+}
+
+void WeightGradQueue::defer(float* dw, float* db, const float* dout, const KeptTensor& kept,
+                            int64_t at, int64_t M, int64_t K, int64_t N) {
+    Task t{dw, db, &kept, at, M, K, N, false, {}};
+    if (!spare_.empty() && spare_.back().dout.size() >= M * N) {
+        t.dout = std::move(spare_.back().dout);
+        spare_.pop_back();
+    } else {
+        t.dout = Buffer(M * N);
+    }
+    std::memcpy(t.dout.data(), dout, size_t(M * N) * sizeof(float));
+    tasks_.push_back(std::move(t));
+}
+
+void WeightGradQueue::defer_bf16_dout(float* dw, const uint16_t* dout, const KeptTensor& kept,
+                                      int64_t at, int64_t M, int64_t K, int64_t N) {
+    const int64_t floats = KeptTensor::floats(M * N, true);
+    Task t{dw, nullptr, &kept, at, M, K, N, true, {}};
+    if (!spare_.empty() && spare_.back().dout.size() >= floats) {
+        t.dout = std::move(spare_.back().dout);
+        spare_.pop_back();
+    } else {
+        t.dout = Buffer(floats);
+    }
+    std::memcpy(t.dout.data(), dout, size_t(M * N) * sizeof(uint16_t));
+    tasks_.push_back(std::move(t));
+}
+
+void WeightGradQueue::run() {
+    for (Task& t : tasks_) {
+        const KeptTensor& kept = *t.kept;
+        if (t.bf16_dout) {
+            const auto* d16 = reinterpret_cast<const uint16_t*>(t.dout.data());
+            k::matmul_backward_bf16_dout(nullptr, t.dw, d16, kept.b16() + t.at, nullptr, t.M, t.K,
+                                         t.N, false);
+        } else if (kept.bf16()) {
+            k::matmul_backward_bf16_input(nullptr, t.dw, t.db, t.dout.data(), kept.b16() + t.at,
+                                          nullptr, t.M, t.K, t.N, false);
+        } else {
+            k::matmul_backward(nullptr, t.dw, t.db, t.dout.data(), kept.f32() + t.at, nullptr, t.M,
+                               t.K, t.N, false);
+        }
+    }
+    // Largest buffers last, where defer looks first.
+    for (Task& t : tasks_) spare_.push_back(std::move(t));
+    tasks_.clear();
+    std::sort(spare_.begin(), spare_.end(),
+              [](const Task& a, const Task& b) { return a.dout.size() < b.dout.size(); });
+}
+
+int64_t WeightGradQueue::floats() const {
+    int64_t n = 0;
+    for (const Task& t : tasks_) n += t.dout.size();
+    return n;
+}
+
+}  // namespace weft::model
