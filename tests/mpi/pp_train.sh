@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Pipeline parallelism end to end: pp_train.sh <weft> <dp_check> <source dir> <mode> [N]
-#   parity N   tiny with 8 layers, 5 steps, pp N x every schedule at m = N, 1F1B and interleaved
-#              also at m = 2N (a steady state; GPipe's m = 2N is its m = N twice over), and (pp 2)
-#              1f1b with --recompute, against the single-process run: every step's loss within
-#              1e-5 (relative), final weights within 1e-4 (the checkpoint is assembled from the
-#              stages)
-#   dp         pp 2 x dp 2: 1f1b at ZeRO 1, interleaved at ZeRO 0; dp 2 with --recompute; the
-#              same parity
+#   parity N   tiny with 8 layers, 5 steps, pp N x every schedule at m = N, 1F1B, interleaved and
+#              the zero-bubble ones also at m = 2N (a steady state; GPipe's m = 2N is its m = N
+#              twice over), and (pp 2) 1f1b with --recompute, against the single-process run:
+#              every step's loss within 1e-5 (relative), final weights within 1e-4 (the
+#              checkpoint is assembled from the stages); zb-h1 bit for bit 1f1b's (the split
+#              backward changes no gradient), zb-v (a V: the tied embedding's two halves on one
+#              rank, summed in another order) within the same tolerances
+#   dp         pp 2 x dp 2: 1f1b at ZeRO 1, interleaved at ZeRO 0, zb-v at ZeRO 1 (a unit's
+#              gradients are reduced only after its W); dp 2 with --recompute; the same parity
 #   memory     at the same m, 1F1B holds fewer activations than GPipe on the first stage
 #              (allocated bytes as the schedule predicts, and peak resident memory), and
 #              --recompute fewer still; the first stage's peak RSS within -10%/+5% of its
@@ -26,8 +28,9 @@ case $MODE in
 parity)
   "$WEFT" train "${args[@]}" --steps 5 --out ref >ref.log 2>&1 || { cat ref.log; exit 1; }
   for m in "$N" $((2 * N)); do
-    for sched in gpipe 1f1b interleaved; do
+    for sched in gpipe 1f1b interleaved zb-h1 zb-v; do
       [ $sched = gpipe ] && [ "$m" -ne "$N" ] && continue
+      [[ $sched = zb-* ]] && [ "$m" -eq "$N" ] && continue  # a steady state only: test time
       extra=()
       [ $sched = interleaved ] && extra+=(--vpp 2)
       run=pp${N}_${sched}_m$m
@@ -35,6 +38,9 @@ parity)
       same_as_ref $run ref
     done
   done
+  m=$((2 * N))
+  check "$CHECK" losses pp${N}_1f1b_m$m pp${N}_zb-h1_m$m 0
+  check "$CHECK" weights "$(ckpt pp${N}_1f1b_m$m 5)" "$(ckpt pp${N}_zb-h1_m$m 5)" 0
   if [ "$N" -eq 2 ]; then
     train "$N" pp${N}_recompute --steps 5 --pp "$N" --micro-batch-size 2 --recompute
     same_as_ref pp${N}_recompute ref
@@ -46,6 +52,8 @@ dp)
   same_as_ref pp2_dp2_zero1 ref
   train 4 pp2_dp2_interleaved --steps 5 --pp 2 --pp-schedule interleaved --vpp 2 --micro-batch-size 1
   same_as_ref pp2_dp2_interleaved ref
+  train 4 pp2_dp2_zbv --steps 5 --pp 2 --pp-schedule zb-v --zero 1 --micro-batch-size 1
+  same_as_ref pp2_dp2_zbv ref
   # Recomputation without a pipeline, and with data parallelism.
   train 2 dp2_recompute --steps 5 --recompute --micro-batch-size 2
   same_as_ref dp2_recompute ref
@@ -102,6 +110,9 @@ errors)
     --pp 2 --pp-schedule interleaved --vpp 2 --micro-batch-size 8
   expect_error 2 "--zero 2 with --pp 2" --pp 2 --zero 2
   expect_error 2 "schedule 1f1b has one chunk per rank, expected vpp=1, got vpp=2" --pp 2 --pp-schedule 1f1b --vpp 2
+  expect_error 2 "schedule zb-v runs two chunks per rank in a V, expected vpp=2 (or no --vpp), got vpp=4" \
+    --pp 2 --pp-schedule zb-v --vpp 4
+  expect_error 2 "--pp-schedule zb-h1 with --recompute full" --pp 2 --pp-schedule zb-h1 --recompute --micro-batch-size 2
   # An uneven split given explicitly trains.
   "$WEFT" train "${args[@]}" --steps 5 --out ref >ref.log 2>&1 || { cat ref.log; exit 1; }
   train 2 uneven --steps 5 --pp 2 --pp-layers 5,3 --micro-batch-size 2

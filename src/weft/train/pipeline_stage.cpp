@@ -91,6 +91,12 @@ double PipelineStage::step(const pipeline::Schedule& s, comm::Group& pp, const F
 void PipelineStage::forward(int micro, int chunk) {
     model::Activations& a = acquire(micro, chunk);
     const bool first = chunk == 0, last = chunk == part_.chunks() - 1;
+    if (!first && part_.owner(chunk - 1) == rank_) {
+        // The previous chunk is this rank's too (the turn of a V): its output is here.
+        model::Activations& prev = acquire(micro, chunk - 1);
+        std::copy_n(prev.resid_in(prev.first_layer + prev.n_layers), a.boundary_floats(),
+                    a.resid_in(a.first_layer));
+    }
     if (first || last) (*fill_)(micro, a);
     a.loss_scale = loss_scale_;
     if (first) model_.embed_forward(a, w_);
@@ -99,11 +105,37 @@ void PipelineStage::forward(int micro, int chunk) {
 }
 
 void PipelineStage::backward(int micro, int chunk) {
+    backward_chunk(micro, chunk, false);
+}
+
+void PipelineStage::backward_input(int micro, int chunk) {
+    backward_chunk(micro, chunk, true);
+}
+
+void PipelineStage::backward_weight(int micro, int chunk) {
+    model::Activations& a = acquire(micro, chunk);
+    last_micro_(micro == micro_batches_ - 1);
+    // The fused backward's order, last layer first, so that units complete as they would there.
+    for (int l = a.first_layer + a.n_layers - 1; l >= a.first_layer; --l)
+        model_.block_backward_weight(a, w_, l);
+    // The embedding's gradient was complete at B, but a data-parallel bucket holding it and
+    // the first layers starts with it: signalled after those layers' W.
+    if (chunk == 0) w_.grads_ready(0);
+    release(micro, chunk);
+}
+
+void PipelineStage::backward_chunk(int micro, int chunk, bool split) {
     model::Activations& a = acquire(micro, chunk);
     const int64_t n = a.boundary_floats();
     last_micro_(micro == micro_batches_ - 1);
+    model::HoldGradsReady held(w_);
+    model::UnitAccess& w = split ? static_cast<model::UnitAccess&>(held) : w_;
     if (chunk == part_.chunks() - 1) {
-        model_.head_backward(a, w_);
+        model_.head_backward(a, w);
+    } else if (part_.owner(chunk + 1) == rank_) {
+        // The next chunk is this rank's too (the turn of a V): its input's gradient is here.
+        const Buffer& g = grad_out_.at({micro, chunk + 1});
+        std::copy_n(g.data(), n, model_.dresid(B_, T_));
     } else {
         auto it = grad_in_.find({micro, chunk});
         WEFT_CHECK(it != grad_in_.end(),
@@ -111,16 +143,20 @@ void PipelineStage::backward(int micro, int chunk) {
         std::copy_n(it->second.data(), n, model_.dresid(B_, T_));
         grad_in_.erase(it);
     }
-    for (int l = a.first_layer + a.n_layers - 1; l >= a.first_layer; --l)
-        model_.block_backward(a, w_, l);
+    for (int l = a.first_layer + a.n_layers - 1; l >= a.first_layer; --l) {
+        if (split)
+            model_.block_backward_input(a, w_, l);
+        else
+            model_.block_backward(a, w_, l);
+    }
     if (chunk == 0) {
-        model_.embed_backward(a, w_);
+        model_.embed_backward(a, w);
     } else {
         Buffer& out = grad_out_[{micro, chunk}];
         if (out.size() != n) out = Buffer(n);
         std::copy_n(model_.dresid(B_, T_), n, out.data());
     }
-    release(micro, chunk);
+    if (!split) release(micro, chunk);  // else kept for the W
 }
 
 std::span<float> PipelineStage::act_in(int micro, int chunk) {
@@ -167,17 +203,21 @@ double PipelineStage::forward_only(comm::Group& pp, const model::Activations& io
         a.loss_scale = 0;
         if (c == 0) {
             model_.embed_forward(a, w_);
+        } else if (part_.owner(c - 1) == rank_) {  // the turn of a V: handed over here
+            model::Activations& prev = *eval_.at(c - 1);
+            std::copy_n(prev.resid_in(prev.first_layer + prev.n_layers), n,
+                        a.resid_in(a.first_layer));
         } else {
             comm::recv(pp, std::span<float>(a.resid_in(a.first_layer), size_t(n)),
                        part_.owner(c - 1), kTag);
         }
         for (int l = a.first_layer; l < a.first_layer + a.n_layers; ++l)
             model_.block_forward(a, w_, l);
-        if (c + 1 < chunks) {
+        if (c + 1 < chunks && part_.owner(c + 1) != rank_) {
             comm::send(pp,
                        std::span<const float>(a.resid_in(a.first_layer + a.n_layers), size_t(n)),
                        part_.owner(c + 1), kTag);
-        } else {
+        } else if (c + 1 == chunks) {
             loss = model_.head_forward(a, w_, /*train=*/false, 1.0f);
         }
     }

@@ -51,6 +51,8 @@ class PipelineStage : public pipeline::StageWork {
 
     void forward(int micro, int chunk) override;
     void backward(int micro, int chunk) override;
+    void backward_input(int micro, int chunk) override;
+    void backward_weight(int micro, int chunk) override;
     std::span<float> act_in(int micro, int chunk) override;
     std::span<const float> act_out(int micro, int chunk) override;
     std::span<float> grad_in(int micro, int chunk) override;
@@ -60,6 +62,8 @@ class PipelineStage : public pipeline::StageWork {
     using Key = std::pair<int, int>;  // (micro, chunk)
     model::LayerSpan span(int chunk) const;
     model::Activations& acquire(int micro, int chunk);
+    // The fused backward, or with `split` its B (the weights' gradients queued for the W).
+    void backward_chunk(int micro, int chunk, bool split);
     void release(int micro, int chunk);
 
     model::Model& model_;

@@ -23,23 +23,30 @@ BubbleReport measure_bubble(const pipeline::Schedule& s,
     BubbleReport r;
     std::vector<double> end(size_t(s.pp), 0.0);
     double compute = 0;
-    // Mean forward and backward time per chunk; the name is "forward m3 c5".
+    // Mean forward and backward time per chunk; the name is "forward m3 c5". A split
+    // backward's B and W add up to its backward (per micro-batch), and give W's share.
     std::vector<double> fsum(size_t(s.chunks()), 0), bsum(size_t(s.chunks()), 0);
     std::vector<int> fn(size_t(s.chunks()), 0), bn(size_t(s.chunks()), 0);
+    double wsum = 0;
     for (const pipeline::TraceRecord& t : records) {
         end[size_t(t.rank)] = std::max(end[size_t(t.rank)], t.start_us + t.dur_us);
-        const bool f = t.category == "forward", b = t.category == "backward";
+        const bool f = t.category == "forward", w = t.category == "backward_weight";
+        const bool b = t.category == "backward" || t.category == "backward_input" || w;
         if (!f && !b) continue;
         compute += t.dur_us;
+        if (w) wsum += t.dur_us;
         const int c = std::stoi(t.name.substr(t.name.rfind(" c") + 2));
         (f ? fsum : bsum)[size_t(c)] += t.dur_us;
-        ++(f ? fn : bn)[size_t(c)];
+        if (!w) ++(f ? fn : bn)[size_t(c)];
     }
     const double makespan = *std::max_element(end.begin(), end.end());
     r.makespan_s = makespan * 1e-6;
     r.measured = makespan > 0 ? 1 - compute / (s.pp * makespan) : 0;
     pipeline::Costs costs;
     costs.send = costs.latency = 0;
+    double bwd = 0;
+    for (double x : bsum) bwd += x;
+    if (s.split_backward() && bwd > 0) costs.weight_share = wsum / bwd;
     for (int c = 0; c < s.chunks(); ++c) {
         costs.chunk_forward.push_back(fn[size_t(c)] ? fsum[size_t(c)] / fn[size_t(c)] : 0);
         costs.chunk_backward.push_back(bn[size_t(c)] ? bsum[size_t(c)] / bn[size_t(c)] : 0);

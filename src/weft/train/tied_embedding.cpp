@@ -16,6 +16,7 @@ TiedEmbedding::TiedEmbedding(comm::Group& pp, const pipeline::Partition& part, b
     : pp_(pp), floats_(floats), bf16_(bf16) {
     if (!tied || pp.size() == 1) return;
     const int first = part.owner(0), last = part.owner(part.chunks() - 1);
+    if (first == last) return;  // one rank holds both ends (the V of zb-v): one table
     if (pp.rank() == first) peer_ = last, first_ = true;
     if (pp.rank() == last) peer_ = first;
 }

@@ -50,16 +50,26 @@ std::vector<TraceRecord> run_schedule(const Schedule& s, int rank, comm::Group& 
                 work.forward(a.micro, a.chunk);
                 record(a, start, "forward");
                 break;
-            case Action::backward: {
+            case Action::backward:
+            case Action::backward_input: {
                 auto it = sends.find({false, a.micro, a.chunk});
                 if (it != sends.end()) {
                     it->second.request.wait();
                     sends.erase(it);
                 }
-                work.backward(a.micro, a.chunk);
-                record(a, start, "backward");
+                if (a.kind == Action::backward) {
+                    work.backward(a.micro, a.chunk);
+                    record(a, start, "backward");
+                } else {
+                    work.backward_input(a.micro, a.chunk);
+                    record(a, start, "backward_input");
+                }
                 break;
             }
+            case Action::backward_weight:
+                work.backward_weight(a.micro, a.chunk);
+                record(a, start, "backward_weight");
+                break;
             case Action::send_act:
             case Action::send_grad: {
                 const bool grad = a.kind == Action::send_grad;

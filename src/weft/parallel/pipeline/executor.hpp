@@ -19,6 +19,11 @@ class StageWork {
     virtual ~StageWork() = default;
     virtual void forward(int micro, int chunk) = 0;
     virtual void backward(int micro, int chunk) = 0;
+    // The zero-bubble schedules' halves of backward: B, the gradient of the chunk's input (then
+    // sent from grad_out), and W, the weights' gradients. B then W must give the fused
+    // backward's gradients bit for bit.
+    virtual void backward_input(int micro, int chunk) = 0;
+    virtual void backward_weight(int micro, int chunk) = 0;
     // Message buffers of (micro, chunk), valid from the call until the message is done:
     // where the chunk's input activation is received, where its output is sent from, where the
     // gradient of its output is received and where the gradient of its input is sent from.
