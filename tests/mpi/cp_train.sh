@@ -75,7 +75,8 @@ gpt2)
   train 4 cp2_pp2 --cp 2 --pp 2 --pp-schedule interleaved --vpp 2 --micro-batch-size 2
   train 4 cp2_tp2_sp --cp 2 --tp 2 --sequence-parallel --micro-batch-size 1
   train 4 token2_pp2 --cp 2 --pp 2 --ring-bidirectional --micro-batch-size 2
-  for run in cp2_pp2 cp2_tp2_sp token2_pp2; do
+  train 4 cp2_pp2_zbh1 --cp 2 --pp 2 --pp-schedule zb-h1 --micro-batch-size 2
+  for run in cp2_pp2 cp2_tp2_sp token2_pp2 cp2_pp2_zbh1; do
     same_as_ref $run ref $STEPS
     same_val_loss $run ref
   done

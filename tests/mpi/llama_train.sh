@@ -52,7 +52,7 @@ tp)
 pp)
   args+=(--n-layer 8)
   reference ref --steps 5
-  for sched in 1f1b interleaved; do
+  for sched in 1f1b interleaved zb-v; do
     extra=()
     [ $sched = interleaved ] && extra+=(--vpp 2)
     train "$N" pp${N}_$sched --steps 5 --pp "$N" --pp-schedule $sched --micro-batch-size 1 "${extra[@]}"

@@ -14,7 +14,8 @@
 #              --recompute fewer still; the first stage's peak RSS within -10%/+5% of its
 #              estimate in fp32 and bf16 (which counts the head's logits only on the last)
 #   resume     a checkpoint written at pp 2 resumes at pp 4, one written at pp 4 at pp 1
-#              (more stages and fewer; ckpt_shards_reshard covers other layouts)
+#              (more stages and fewer; ckpt_shards_reshard covers other layouts), one written
+#              under 1f1b resumes under zb-v
 #   errors     layers that do not split, a --pp-layers that does not add up, too few
 #              micro-batches for interleaving, ZeRO 2 with a pipeline: one clear error each,
 #              before the run directory exists
@@ -99,6 +100,11 @@ resume)
     check "$CHECK" losses straight $run 1e-5
     check "$CHECK" weights "$(ckpt straight 6)" "$(ckpt $run 6)" 1e-4
   done
+  # Across schedules: a 1F1B checkpoint resumes under zb-v (its chunks in a V).
+  train 2 to_zbv --steps 6 --pp 2 --micro-batch-size 2 --exit-after 3
+  train 2 to_zbv --steps 6 --pp 2 --pp-schedule zb-v --micro-batch-size 2 --resume
+  check "$CHECK" losses straight to_zbv 1e-5
+  check "$CHECK" weights "$(ckpt straight 6)" "$(ckpt to_zbv 6)" 1e-4
   ;;
 errors)
   expect_error 2 "6 layers do not split evenly into pp 2 x vpp 2 = 4 pipeline chunks" \

@@ -40,6 +40,9 @@ dp)
   "$WEFT" train "${args[@]}" --n-layer 4 --steps 5 --out ref4 >ref4.log 2>&1 || { cat ref4.log; exit 1; }
   train 4 tp2_pp2 --n-layer 4 --steps 5 --tp 2 --pp 2 --micro-batch-size 2 --sequence-parallel
   same_as_ref tp2_pp2 ref4
+  # The zero-bubble V beside tp + SP: W's products read the gathered rows B kept.
+  train 4 tp2_pp2_zbv --n-layer 4 --steps 5 --tp 2 --pp 2 --pp-schedule zb-v --micro-batch-size 2 --sequence-parallel
+  same_as_ref tp2_pp2_zbv ref4
   ;;
 resume)
   "$WEFT" train "${args[@]}" --steps 6 --out straight >straight.log 2>&1 || { cat straight.log; exit 1; }
