@@ -7,7 +7,7 @@
 #              run the same family-blind code GPT-2's dp_train covers
 #   tp N       tp N with and without --sequence-parallel (kv heads split over tp); losses
 #              within 1e-6
-#   pp N       8 layers, pp N x 1f1b and interleaved (vpp 2): the family's part is how its
+#   pp N       8 layers, pp N x 1f1b, interleaved (vpp 2) and zb-v: the family's part is how its
 #              layers split into stages and chunks, which GPipe would repeat
 #   mixed      tp 2 x dp 2 at ZeRO 3 with sequence parallelism, tp 2 x dp 2 x pp 2 (8 ranks,
 #              which holds every pair of the three), dp 2 with --recompute, bf16 products at
