@@ -44,6 +44,9 @@ void serve(ServeArgs& a) {
     const train::ModelSource source = train::open_model_source(a.model_dir, a.ckpt);
     const std::unique_ptr<data::Tokenizer> tok = data::open_tokenizer(a.tokenizer, a.tokenizer_dir);
     const int threads = train::set_threads_per_rank(a.threads);
+    // Decided before the weights load: a template outside the subset is said at once.
+    const serve::ChatFormat chat = serve::choose_chat_format(a.tokenizer, source.cfg.family, *tok);
+    if (!chat.warning.empty()) fmt::print(stderr, "weft serve: warning: {}\n", chat.warning);
     // SIGTERM and SIGINT are taken by one thread (below) through sigwait: blocked here, before
     // any thread starts, so that every thread inherits the mask.
     sigset_t signals;
@@ -66,7 +69,8 @@ void serve(ServeArgs& a) {
     serve::Engine engine(
         cfg, m.model->layout(), m.params.data(), [&tok](int32_t t) { return tok->decode_token(t); },
         a.engine);
-    const serve::ApiContext ctx{model_name(a.ckpt.empty() ? a.model_dir : a.ckpt), *tok, engine};
+    const serve::ApiContext ctx{model_name(a.ckpt.empty() ? a.model_dir : a.ckpt), *tok, engine,
+                                chat};
     serve::HttpFront front(ctx, engine, a.front);
     const int port = front.bind();
 
@@ -88,6 +92,7 @@ void serve(ServeArgs& a) {
         threads, a.engine.kv_blocks, a.engine.block_tokens,
         a.engine.kv_blocks * a.engine.block_tokens, a.engine.slots, a.engine.batch_tokens,
         a.front.host, port);
+    fmt::print("weft serve: chat template: {}\n", chat.description);
     std::fflush(stdout);
     front.listen();  // returns once stopped and every handler has answered
     drained = true;

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <string_view>
@@ -25,6 +26,11 @@
 #include "weft/data/tokenizer.hpp"
 
 namespace weft::data {
+
+// A special token's name in a tokenizer_config.json `config` (read from `path`): `key`
+// ("bos_token", "eos_token") as a string or {"content": name, ...}; "" when absent or null.
+std::string configured_token(const nlohmann::json& config, const char* key,
+                             const std::filesystem::path& path);
 
 class HfTokenizer final : public Tokenizer {
   public:

@@ -33,15 +33,6 @@ std::string show(const json& j) {
     return s.size() > 80 ? s.substr(0, 77) + "..." : s;
 }
 
-json parse_json(const fs::path& path, std::string_view what) {
-    const std::string text = read_whole_file(path, what);
-    try {
-        return json::parse(text);
-    } catch (const json::parse_error& e) {
-        fail("{} '{}' is not valid JSON: {}", what, path.string(), e.what());
-    }
-}
-
 bool get_bool(const json& obj, const char* key, bool fallback, const fs::path& path,
               std::string_view where) {
     auto it = obj.find(key);
@@ -281,17 +272,6 @@ void read_pre_tokenizer(const json& p, const fs::path& path, HfTokenizer::Impl& 
     impl.pre_tokenizers.push_back(step);
 }
 
-// tokenizer_config.json's eos_token: a name, {"content": name, ...}, or nothing.
-std::string configured_eos(const fs::path& config) {
-    const json c = parse_json(config, "tokenizer config");
-    json eos = c.is_object() ? c.value("eos_token", json()) : json();
-    if (eos.is_object()) eos = eos.value("content", json());
-    if (eos.is_null()) return "";
-    WEFT_CHECK(eos.is_string() && !eos.get_ref<const std::string&>().empty(),
-               "{}: eos_token is {}, expected a token's name", config.string(), show(eos));
-    return eos.get<std::string>();
-}
-
 int32_t find_eot(const fs::path& path, const json& root,
                  const std::unordered_map<std::string, int32_t>& spelled_ids) {
     auto added_id = [&](std::string_view name) -> int32_t {
@@ -302,7 +282,9 @@ int32_t find_eot(const fs::path& path, const json& root,
     const fs::path config = path.parent_path() / "tokenizer_config.json";
     std::error_code ec;
     if (fs::exists(config, ec)) {
-        if (std::string eos = configured_eos(config); !eos.empty()) {
+        if (std::string eos =
+                configured_token(parse_json(config, "tokenizer config"), "eos_token", config);
+            !eos.empty()) {
             int32_t id = added_id(eos);
             if (auto it = spelled_ids.find(eos); id < 0 && it != spelled_ids.end()) id = it->second;
             WEFT_CHECK(id >= 0, "{}: eos_token '{}' is not a token of {}", config.string(), eos,
@@ -350,6 +332,15 @@ HfTokenizer HfTokenizer::load(const fs::path& path) {
         fail("{}: unexpected content: {}", path.string(), e.what());
     }
     return HfTokenizer(std::move(impl));
+}
+
+std::string configured_token(const json& config, const char* key, const fs::path& path) {
+    json t = config.is_object() ? config.value(key, json()) : json();
+    if (t.is_object()) t = t.value("content", json());
+    if (t.is_null()) return "";
+    WEFT_CHECK(t.is_string() && !t.get_ref<const std::string&>().empty(),
+               "{}: {} is {}, expected a token's name", path.string(), key, show(t));
+    return t.get<std::string>();
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& path) {

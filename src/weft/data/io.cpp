@@ -25,4 +25,13 @@ std::string read_whole_file(const std::filesystem::path& path, std::string_view 
     return bytes;
 }
 
+nlohmann::json parse_json(const std::filesystem::path& path, std::string_view what) {
+    const std::string text = read_whole_file(path, what);
+    try {
+        return nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+        fail("{} '{}' is not valid JSON: {}", what, path.string(), e.what());
+    }
+}
+
 }  // namespace weft::data

@@ -110,11 +110,10 @@ json ApiError::body() const {
               {"code", code.empty() ? json(nullptr) : json(code)}}}};
 }
 
-std::string chat_prompt(const json& messages) {
+std::string chat_prompt(const json& messages, const ChatFormat& chat) {
     if (!messages.is_array() || messages.empty())
         throw invalid(fmt::format("'messages' must be a non-empty array, got {}", messages.dump()),
                       "messages", "invalid_type");
-    std::string text;
     for (const json& m : messages) {
         if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
             !m.contains("content") || !m["content"].is_string())
@@ -122,9 +121,16 @@ std::string chat_prompt(const json& messages) {
                                       "'content', got {}",
                                       m.dump()),
                           "messages", "invalid_type");
-        text += m["role"].get<std::string>() + ": " + m["content"].get<std::string>() + "\n";
     }
-    return text + "assistant:";
+    try {
+        return chat.render(messages);
+    } catch (const TemplateRaised& e) {
+        throw invalid(fmt::format("the model's chat template refuses these messages: {}", e.what()),
+                      "messages");
+    } catch (const Error& e) {
+        throw invalid(fmt::format("the chat template cannot render these messages: {}", e.what()),
+                      "messages");
+    }
 }
 
 ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& ctx) {
@@ -166,7 +172,7 @@ ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& c
     if (chat) {
         if (!body.contains("messages"))
             throw invalid("'messages' is required", "messages", "missing_field");
-        r.req.prompt = ctx.tok.encode(chat_prompt(body["messages"]));
+        r.req.prompt = ctx.tok.encode(chat_prompt(body["messages"], ctx.chat));
     } else {
         r.req.prompt = prompt_ids(body, ctx);
     }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "weft/data/tokenizer.hpp"
+#include "weft/serve/chat_format.hpp"
 #include "weft/serve/engine.hpp"
 
 namespace weft::serve {
@@ -22,6 +23,7 @@ struct ApiContext {
     std::string model_id;  // the one name /v1/models lists
     const data::Tokenizer& tok;
     const Engine& engine;
+    const ChatFormat& chat;  // how /v1/chat/completions turns messages into a prompt
 };
 
 struct ApiRequest {
@@ -30,9 +32,9 @@ struct ApiRequest {
     Request req;
 };
 
-// The simple chat template of every family (docs/serving.md): each message as "<role>: <content>"
-// on its own line, then "assistant:" for the model to continue.
-std::string chat_prompt(const nlohmann::json& messages);
+// The prompt of a chat's `messages` (a non-empty array of objects with string role and content)
+// by the server's chat template; throws ApiError.
+std::string chat_prompt(const nlohmann::json& messages, const ChatFormat& chat);
 
 // Parses and checks a /v1/completions (chat: /v1/chat/completions) body; throws ApiError.
 ApiRequest parse_request(const std::string& body, bool chat, const ApiContext& ctx);

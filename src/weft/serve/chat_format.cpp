@@ -1,0 +1,112 @@
+#include "weft/serve/chat_format.hpp"
+
+#include "weft/data/hf_tokenizer.hpp"
+#include "weft/data/io.hpp"
+
+namespace weft::serve {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// The family defaults, in the same subset (docs/serving.md). "simple" is weft's own, for models
+// that know no chat tokens (GPT-2's tokenizer); the others are the formats of Llama 3 Instruct
+// (its template, with its BOS written out) and of Qwen2 and SmolLM Instruct (ChatML).
+struct Default {
+    const char* name;
+    const char* source;
+};
+constexpr Default kSimple = {
+    "simple",
+    R"({% for message in messages %}{{ message.role + ': ' + message.content + '\n' }}{% endfor %})"
+    R"({% if add_generation_prompt %}assistant:{% endif %})"};
+constexpr Default kLlama3 = {
+    "Llama 3",
+    R"(<|begin_of_text|>{% for message in messages %}{{ '<|start_header_id|>' + message.role + )"
+    R"('<|end_header_id|>\n\n' + message.content | trim + '<|eot_id|>' }}{% endfor %})"
+    R"({% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }})"
+    R"({% endif %})"};
+constexpr Default kChatML = {
+    "ChatML",
+    R"({% for message in messages %}{{ '<|im_start|>' + message.role + '\n' + message.content + )"
+    R"('<|im_end|>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }})"
+    R"({% endif %})"};
+
+bool has_tokens(const data::Tokenizer& tok, std::initializer_list<const char*> names) {
+    for (const char* n : names)
+        if (tok.encode(n).size() != 1) return false;
+    return true;
+}
+
+// Llama 3's header tokens where the tokenizer has them (Llama 3), ChatML's where it has those or
+// the family is Qwen2's, else the simple template.
+const Default& family_default(const std::string& family, const data::Tokenizer& tok) {
+    if (family == "gpt2") return kSimple;
+    if (family == "llama" &&
+        has_tokens(tok, {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}))
+        return kLlama3;
+    if (family == "qwen2" || has_tokens(tok, {"<|im_start|>", "<|im_end|>"})) return kChatML;
+    return kSimple;
+}
+
+// The chat_template of a tokenizer_config.json: a string, or a list of {"name", "template"} of
+// which the one named "default" is the chat template (transformers' convention).
+std::string template_text(const json& t, const fs::path& config) {
+    if (t.is_string()) return t.get<std::string>();
+    WEFT_CHECK(t.is_array(),
+               "{}: chat_template is {}, expected a string or a list of named templates",
+               config.string(), t.type_name());
+    for (const json& e : t)
+        if (e.is_object() && e.value("name", "") == "default" && e.contains("template") &&
+            e["template"].is_string())
+            return e["template"].get<std::string>();
+    return "";
+}
+
+}  // namespace
+
+std::string ChatFormat::render(const json& messages) const {
+    return tmpl.render({messages, true, bos_token, eos_token});
+}
+
+ChatFormat choose_chat_format(const fs::path& tokenizer, const std::string& family,
+                              const data::Tokenizer& tok) {
+    const Default& fallback = family_default(family, tok);
+    auto family_format = [&](const std::string& why, std::string warning = "") {
+        return ChatFormat{ChatTemplate::parse(fallback.source), "", "",
+                          fmt::format("family default, {} ({})", fallback.name, why),
+                          std::move(warning)};
+    };
+    if (tokenizer.empty()) return family_format("GPT-2's tokenizer files have no chat template");
+    std::error_code ec;
+    const fs::path dir = fs::is_directory(tokenizer, ec) ? tokenizer : tokenizer.parent_path();
+    const fs::path config = dir / "tokenizer_config.json";
+    if (!fs::exists(config, ec))
+        return family_format(fmt::format("no tokenizer_config.json in {}", dir.string()));
+    const json c = data::parse_json(config, "tokenizer config");
+    const std::string text = c.is_object() && c.contains("chat_template")
+                                 ? template_text(c["chat_template"], config)
+                                 : "";
+    if (text.empty()) return family_format(fmt::format("{} has no chat_template", config.string()));
+    std::string bos = data::configured_token(c, "bos_token", config);
+    std::string eos = data::configured_token(c, "eos_token", config);
+    std::string problem;
+    try {
+        ChatFormat f{ChatTemplate::parse(text), std::move(bos), std::move(eos),
+                     fmt::format("model's, {}", config.string()), ""};
+        // A template that cannot render one user turn would fail every request: set aside now.
+        f.render(json::array({{{"role", "user"}, {"content", "Hello"}}}));
+        return f;
+    } catch (const TemplateRaised& e) {
+        problem = fmt::format("it refuses a conversation of one user turn: {}", e.what());
+    } catch (const Error& e) {
+        problem = fmt::format("it is outside weft's Jinja subset: {}", e.what());
+    }
+    return family_format("weft cannot render the model's",
+                         fmt::format("{}: weft cannot render the chat_template ({}); rendering the "
+                                     "family default, {}, instead",
+                                     config.string(), problem, fallback.name));
+}
+
+}  // namespace weft::serve

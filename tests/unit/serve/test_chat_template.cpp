@@ -1,0 +1,164 @@
+// The Jinja subset of chat templates against the real templates of the families weft serves,
+// with the expected text derived by hand from each template, and the constructs outside the
+// subset refused at parse time.
+#include <gtest/gtest.h>
+
+#include "weft/serve/chat_template.hpp"
+
+namespace weft::serve {
+namespace {
+
+using nlohmann::json;
+
+// The templates as the JSON-decoded `chat_template` strings hold them: "\n" inside a Jinja string
+// literal is a backslash and an n, hence raw strings.
+
+// Qwen/Qwen2-0.5B-Instruct's tokenizer_config.json (the same in Qwen2-1.5B/7B-Instruct).
+constexpr const char* kQwen2 =
+    R"({% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %})";
+// HuggingFaceTB/SmolLM-135M-Instruct's tokenizer_config.json: plain ChatML.
+constexpr const char* kSmolLM =
+    R"({% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %})";
+// HuggingFaceTB/SmolLM2-135M-Instruct's tokenizer_config.json: ChatML with a default system turn.
+constexpr const char* kSmolLM2 =
+    R"({% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %})";
+// meta-llama/Meta-Llama-3-8B-Instruct's tokenizer_config.json.
+constexpr const char* kLlama3 =
+    R"({% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %})";
+// mistralai/Mixtral-8x7B-Instruct-v0.1's (and Mistral-7B-Instruct-v0.1's) tokenizer_config.json.
+constexpr const char* kMixtral =
+    R"({{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %})";
+
+json chat(bool system) {
+    json m = json::array();
+    if (system) m.push_back({{"role", "system"}, {"content", "You are terse."}});
+    m.push_back({{"role", "user"}, {"content", " Hi \n"}});
+    m.push_back({{"role", "assistant"}, {"content", "Hello."}});
+    m.push_back({{"role", "user"}, {"content", "Count to 3."}});
+    return m;
+}
+
+std::string render(const char* source, const json& messages, bool add = true, std::string bos = "",
+                   std::string eos = "") {
+    return ChatTemplate::parse(source).render({messages, add, std::move(bos), std::move(eos)});
+}
+
+TEST(ChatTemplate, Qwen2AddsItsSystemTurnWhenTheChatHasNone) {
+    EXPECT_EQ(render(kQwen2, chat(false)),
+              "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+              "<|im_start|>user\n Hi \n<|im_end|>\n"
+              "<|im_start|>assistant\nHello.<|im_end|>\n"
+              "<|im_start|>user\nCount to 3.<|im_end|>\n"
+              "<|im_start|>assistant\n");
+    EXPECT_EQ(render(kQwen2, chat(true), false),
+              "<|im_start|>system\nYou are terse.<|im_end|>\n"
+              "<|im_start|>user\n Hi \n<|im_end|>\n"
+              "<|im_start|>assistant\nHello.<|im_end|>\n"
+              "<|im_start|>user\nCount to 3.<|im_end|>\n");
+}
+
+TEST(ChatTemplate, SmolLMIsChatML) {
+    EXPECT_EQ(render(kSmolLM, chat(true)),
+              "<|im_start|>system\nYou are terse.<|im_end|>\n"
+              "<|im_start|>user\n Hi \n<|im_end|>\n"
+              "<|im_start|>assistant\nHello.<|im_end|>\n"
+              "<|im_start|>user\nCount to 3.<|im_end|>\n"
+              "<|im_start|>assistant\n");
+    const json one = json::array({{{"role", "user"}, {"content", "Hi"}}});
+    EXPECT_EQ(render(kSmolLM2, one),
+              "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+              "Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+}
+
+TEST(ChatTemplate, Llama3TrimsContentAndStartsWithBos) {
+    EXPECT_EQ(render(kLlama3, chat(true), true, "<|begin_of_text|>"),
+              "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are "
+              "terse.<|eot_id|>"
+              "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+              "<|start_header_id|>assistant<|end_header_id|>\n\nHello.<|eot_id|>"
+              "<|start_header_id|>user<|end_header_id|>\n\nCount to 3.<|eot_id|>"
+              "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+TEST(ChatTemplate, MixtralAlternatesRolesOrRaises) {
+    EXPECT_EQ(render(kMixtral, chat(false), true, "<s>", "</s>"),
+              "<s>[INST]  Hi \n [/INST]Hello.</s>[INST] Count to 3. [/INST]");
+    try {
+        render(kMixtral, chat(true), true, "<s>", "</s>");
+        FAIL() << "a system turn was rendered";
+    } catch (const TemplateRaised& e) {
+        EXPECT_STREQ(e.what(),
+                     "Conversation roles must alternate user/assistant/user/assistant/...");
+    }
+}
+
+// transformers renders with trim_blocks and lstrip_blocks: a block tag's line indentation and
+// the newline after it vanish; "-" strips every blank on its side.
+TEST(ChatTemplate, WhitespaceControlAsHuggingFaceRenders) {
+    const char* t =
+        "{% for m in messages %}\n"
+        "    {% if m.role == 'user' %}\n"
+        "U: {{ m.content }}\n"
+        "    {% endif %}\n"
+        "{% endfor %}\n"
+        "  {{- '[' -}}  \n  {{ add_generation_prompt }} {# a comment #}\n"
+        "  {%- if true -%}  ]  {%- endif %}";
+    EXPECT_EQ(render(t, chat(false)), "U:  Hi \n\nU: Count to 3.\n[True ]");
+}
+
+TEST(ChatTemplate, PythonSemanticsOfTheSubset) {
+    const char* t =
+        "{% set rest = messages[1:] %}{{ rest | length }}|{{ messages[-1].content }}|"
+        "{{ messages[0]['content'].strip() ~ 1 }}|{{ 'user' in messages[0].role }}|"
+        "{{ messages[0].tool_calls is defined }}|{{ not messages[9] is defined }}|"
+        "{{ messages[0].name or 'anon' }}|{{ 7 // 2 }},{{ -7 % 3 }},{{ 7 / 2 }}|"
+        "{{ 'x' if messages | length > 2 else 'y' }}|{{ {'a': [1, 'b', none]} | tojson }}|"
+        "{{ messages[0].content[1:3] }}|{{ 'a,b'.split(',') | join('+') }}|"
+        "{% for m in messages %}{{ loop.index }}{{ '.' if not loop.last }}{% endfor %}|"
+        "{{ 'Hi'.startswith('H') and 'x'.upper() }}|{{ [1, 2] }}|{{ missing }}|"
+        "{{ (messages | first).role | upper }}";
+    EXPECT_EQ(render(t, chat(false)),
+              "2|Count to 3.|Hi1|True|False|True|anon|3,2,3.5|x|{\"a\": [1, \"b\", null]}|Hi|"
+              "a+b|1.2.3|X|[1, 2]||USER");
+}
+
+TEST(ChatTemplate, RuntimeErrorsNameTheOperationAndLine) {
+    try {
+        render("{{ 'a' }}\n{{ 'n' + messages | length }}", chat(false));
+        FAIL() << "a string plus a number was rendered";
+    } catch (const Error& e) {
+        EXPECT_EQ(std::string(e.what()),
+                  "chat template line 2: cannot apply '+' to a string (n) and a number (3)");
+    }
+}
+
+// Each construct outside the subset is refused at parse time, named with its line.
+TEST(ChatTemplate, OutsideTheSubsetIsRefusedAtParse) {
+    const std::pair<const char*, const char*> cases[] = {
+        {"{% macro f() %}x{% endmacro %}", "line 1: the statement '{% macro %}' is not in"},
+        {"a\n{{ x | wordcount }}", "line 2: the filter 'wordcount' is not in"},
+        {"{% set ns = namespace(a=1) %}", "line 1: the function 'namespace()' is not in"},
+        {"{% set ns.a = 1 %}", "'{% set ns.attribute %}' is not in"},
+        {"{{ x.format(1) }}", "the method '.format()' is not in"},
+        {"{% if x is divisibleby(3) %}{% endif %}", "the test 'is divisibleby' is not in"},
+        {"{% for k, v in x %}{% endfor %}", "a for loop over several names"},
+        {"{% if x %}", "the template ends inside a block (expected '{% endif %}')"},
+        {"{% endfor %}", "'{% endfor %}' without its opening tag"},
+        {"{{ 'open }}", "a string is never closed"},
+        {"{{ x ", "'{{' is never closed"},
+        {"{{ 2 ** 3 }}", "the operator '**' is not in"},
+        {"{% for m in messages %}{% break %}{% endfor %}", "the statement '{% break %}'"},
+    };
+    for (const auto& [source, want] : cases) {
+        try {
+            ChatTemplate::parse(source);
+            ADD_FAILURE() << "parsed: " << source;
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(want), std::string::npos)
+                << source << " -> " << e.what();
+        }
+    }
+}
+
+}  // namespace
+}  // namespace weft::serve
