@@ -7,6 +7,7 @@
 #include "weft/cli/commands.hpp"
 #include "weft/cli/output_paths.hpp"
 #include "weft/core/error.hpp"
+#include "weft/data/hf_tokenizer.hpp"
 #include "weft/data/tokenizer.hpp"
 #include "weft/model/gguf_export.hpp"
 #include "weft/model/state_io.hpp"
@@ -16,11 +17,28 @@ namespace weft::cli {
 
 namespace {
 struct ExportArgs {
-    std::filesystem::path ckpt, out, tokenizer_dir = "data";
+    std::filesystem::path ckpt, out, tokenizer_dir = "data", tokenizer;
     std::string format = "hf", gguf_type;
 };
 
-// llama.cpp's GGUF of a checkpoint, with GPT-2's vocabulary from `tokenizer_dir`.
+// The vocabulary written into a GGUF: a Hugging Face tokenizer.json's when --tokenizer names one,
+// else GPT-2's files in --tokenizer-dir.
+model::GgufBpeVocab gguf_vocab(const ExportArgs& a) {
+    if (!a.tokenizer.empty()) {
+        data::HfSpelling s = data::read_hf_spelling(a.tokenizer);
+        return {std::move(s.tokens), std::move(s.merges), s.eos, std::move(s.types), s.bos,
+                std::move(s.pre)};
+    }
+    data::Gpt2Spelling s =
+        data::read_gpt2_spelling(a.tokenizer_dir / "encoder.json", a.tokenizer_dir / "vocab.bpe");
+    model::GgufBpeVocab v;
+    v.tokens = std::move(s.tokens);
+    v.merges = std::move(s.merges);
+    v.eot = s.eot;
+    return v;
+}
+
+// llama.cpp's GGUF of a checkpoint, with the vocabulary of gguf_vocab.
 // Every input is checked (the type, the family, the tokenizer against the model) before the
 // weights are read.
 void export_checkpoint_to_gguf(const ExportArgs& a) {
@@ -28,10 +46,7 @@ void export_checkpoint_to_gguf(const ExportArgs& a) {
         a.gguf_type.empty() ? "f32" : std::string_view(a.gguf_type), "--gguf-type");
     check_output_paths({{a.out, "--out", false}});
     const train::ModelSource source = train::open_model_source({}, a.ckpt);
-    data::Gpt2Spelling spelled =
-        data::read_gpt2_spelling(a.tokenizer_dir / "encoder.json", a.tokenizer_dir / "vocab.bpe");
-    const model::GgufBpeVocab vocab{std::move(spelled.tokens), std::move(spelled.merges),
-                                    spelled.eot};
+    const model::GgufBpeVocab vocab = gguf_vocab(a);
     model::check_gguf_export(source.cfg, vocab);
     train::LoadedModel m = train::load_model(source);
     model::write_gguf_model(a.out, m.model->config(), m.model->layout(), m.params.data(), type,
@@ -62,12 +77,17 @@ void add_export_command(CLI::App& app) {
     c->add_option("--gguf-type", a->gguf_type,
                   "With --format gguf: the matrices' type, f32 (default), f16 or bf16; norms stay "
                   "f32");
-    c->add_option("--tokenizer-dir", a->tokenizer_dir,
-                  "With --format gguf: the directory of GPT-2's encoder.json and vocab.bpe, the "
-                  "vocabulary written into the file");
+    CLI::Option* dir = c->add_option(
+        "--tokenizer-dir", a->tokenizer_dir,
+        "With --format gguf: the directory of GPT-2's encoder.json and vocab.bpe, the "
+        "vocabulary written into the file");
+    c->add_option("--tokenizer", a->tokenizer,
+                  "With --format gguf: a Hugging Face tokenizer.json (or its directory) of "
+                  "byte-level BPE (GPT-2, Llama 3, Qwen2, SmolLM) to write in place of GPT-2's")
+        ->excludes(dir);
     c->callback([a, c] {
         if (a->format == "gguf") return export_checkpoint_to_gguf(*a);
-        for (const char* flag : {"--gguf-type", "--tokenizer-dir"})
+        for (const char* flag : {"--gguf-type", "--tokenizer-dir", "--tokenizer"})
             WEFT_CHECK(c->count(flag) == 0, "{} applies to --format gguf only (--format is {})",
                        flag, a->format);
         check_output_paths({{a->out, "--out", true}});

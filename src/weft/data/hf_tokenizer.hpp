@@ -32,6 +32,25 @@ namespace weft::data {
 std::string configured_token(const nlohmann::json& config, const char* key,
                              const std::filesystem::path& path);
 
+// A tokenizer.json's vocabulary as a GGUF file's "gpt2" tokenizer holds it for llama.cpp
+// (convert_hf_to_gguf.py's fields), checked as HfTokenizer::load checks the file.
+struct HfSpelling {
+    // Tokens in id order as model.vocab spells them (GPT-2's byte alphabet), added tokens as
+    // their content; an id nothing gives is "[PAD<id>]". Merges "left right", best first.
+    std::vector<std::string> tokens, merges;
+    // llama_token_type: 1 normal, 3 control (a special added token), 4 user-defined (another
+    // added token), 5 unused (a pad).
+    std::vector<int32_t> types;
+    int32_t bos = -1;  // tokenizer_config.json's bos_token; -1: none
+    int32_t eos = -1;  // the end-of-text token (HfTokenizer's eot)
+    // llama.cpp's name of the pre-tokenizer (tokenizer.ggml.pre): "gpt-2" (GPT-2's regex),
+    // "llama-bpe" (Llama 3's), "qwen2" (Qwen2's), "smollm" (single digits, then GPT-2's).
+    std::string pre;
+};
+// `path`: a tokenizer.json or a directory holding one. A pre-tokenizer llama.cpp has no name for
+// (another Digits or ByteLevel setting) is an error naming it.
+HfSpelling read_hf_spelling(const std::filesystem::path& path);
+
 class HfTokenizer final : public Tokenizer {
   public:
     static HfTokenizer load(const std::filesystem::path& tokenizer_json);

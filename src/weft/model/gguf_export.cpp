@@ -127,23 +127,26 @@ void check_gguf_export(const ModelConfig& cfg, const GgufBpeVocab& vocab) {
 
 namespace {
 
-// The tokenizer: GPT-2's byte-level BPE, padded to the model's vocabulary as
-// convert_hf_to_gguf.py pads ("[PADn]", unused).
+// The tokenizer: byte-level BPE (GPT-2's, or a Hugging Face tokenizer.json's), padded to the
+// model's vocabulary as convert_hf_to_gguf.py pads ("[PADn]", unused).
 void add_tokenizer(ckpt::GgufMetadata& m, const ModelConfig& cfg, const GgufBpeVocab& vocab) {
     std::vector<std::string> tokens = vocab.tokens;
-    std::vector<int32_t> types(tokens.size(), 1);  // llama_token_type: 1 normal, 3 control
-    if (vocab.eot >= 0) types[size_t(vocab.eot)] = 3;
+    std::vector<int32_t> types = vocab.types;  // llama_token_type: 1 normal, 3 control
+    if (types.empty()) {
+        types.assign(tokens.size(), 1);
+        if (vocab.eot >= 0) types[size_t(vocab.eot)] = 3;
+    }
     for (int64_t id = int64_t(tokens.size()); id < cfg.vocab_size; ++id) {
         tokens.push_back("[PAD" + std::to_string(id) + "]");
         types.push_back(5);  // unused
     }
     m.add_string("tokenizer.ggml.model", "gpt2");
-    m.add_string("tokenizer.ggml.pre", "gpt-2");
+    m.add_string("tokenizer.ggml.pre", vocab.pre);
     m.add_string_array("tokenizer.ggml.tokens", tokens);
     m.add_i32_array("tokenizer.ggml.token_type", types);
     m.add_string_array("tokenizer.ggml.merges", vocab.merges);
     if (vocab.eot >= 0) {
-        m.add_u32("tokenizer.ggml.bos_token_id", uint32_t(vocab.eot));
+        m.add_u32("tokenizer.ggml.bos_token_id", uint32_t(vocab.bos >= 0 ? vocab.bos : vocab.eot));
         m.add_u32("tokenizer.ggml.eos_token_id", uint32_t(vocab.eot));
     }
     // weft trains on text without a BOS token (the corpus' documents are separated by EOT).

@@ -1,8 +1,8 @@
 #pragma once
 // A model as a GGUF file that llama.cpp loads, in its architecture of the family's name (gpt2,
 // llama for Llama and Mixtral, qwen2): the metadata keys, tensor names and rotary layout
-// convert_hf_to_gguf.py writes for the Hugging Face export, with a GPT-2 byte-level BPE
-// vocabulary.
+// convert_hf_to_gguf.py writes for the Hugging Face export, with a byte-level BPE vocabulary
+// (GPT-2's files, or a Hugging Face tokenizer.json's).
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -19,7 +19,11 @@ namespace weft::model {
 // encoder.json and vocab.bpe hold them).
 struct GgufBpeVocab {
     std::vector<std::string> tokens, merges;
-    int32_t eot = -1;  // the end-of-text token: llama.cpp's BOS and EOS
+    int32_t eot = -1;  // the end-of-text token: llama.cpp's EOS, and its BOS unless `bos` is set
+    // llama_token_type per token; empty: every token normal but `eot` (control).
+    std::vector<int32_t> types = {};
+    int32_t bos = -1;
+    std::string pre = "gpt-2";  // llama.cpp's name of the pre-tokenizer
 };
 
 // Whether `cfg` can be written: GPT-2, a Llama or Mixtral (renormalised top-k, no shared experts)
