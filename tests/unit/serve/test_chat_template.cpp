@@ -3,6 +3,10 @@
 // subset refused at parse time.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
+#include "weft/data/hf_tokenizer.hpp"
+#include "weft/serve/chat_format.hpp"
 #include "weft/serve/chat_template.hpp"
 
 namespace weft::serve {
@@ -158,6 +162,67 @@ TEST(ChatTemplate, OutsideTheSubsetIsRefusedAtParse) {
                 << source << " -> " << e.what();
         }
     }
+}
+
+namespace fs = std::filesystem;
+const fs::path kTokenizers = fs::path(WEFT_SOURCE_DIR) / "tests/data/tokenizers";
+
+// A copy of a test tokenizer in a fresh directory, with `added` special tokens appended and
+// `config` as its tokenizer_config.json (null: none).
+fs::path tokenizer_dir(const std::string& name, const std::vector<std::string>& added,
+                       const json& config) {
+    const fs::path dir =
+        fs::path(testing::TempDir()) / ("chat_format_" + name + "_" + std::to_string(added.size()) +
+                                        (config.is_null() ? "" : "_config"));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::ifstream in(kTokenizers / name / "tokenizer.json");
+    json t = json::parse(in);
+    int id = 0;
+    for (const json& a : t["added_tokens"]) id = std::max(id, a["id"].get<int>() + 1);
+    for (const std::string& content : added)
+        t["added_tokens"].push_back({{"id", id++}, {"content", content}, {"special", true}});
+    std::ofstream(dir / "tokenizer.json") << t.dump();
+    if (!config.is_null()) std::ofstream(dir / "tokenizer_config.json") << config.dump();
+    return dir;
+}
+
+std::string chosen(const fs::path& dir, const std::string& family, std::string* description) {
+    const data::HfTokenizer tok = data::HfTokenizer::load(dir / "tokenizer.json");
+    const ChatFormat f = choose_chat_format(dir, family, tok);
+    *description = f.description;
+    return f.render(chat(true));
+}
+
+// The family defaults by the tokenizer's special tokens, each the text of the real template it
+// stands for (the Llama 3 default renders as Llama 3 Instruct's own with its BOS).
+TEST(ChatFormat, FamilyDefaultsFollowTheTokenizer) {
+    std::string d;
+    const fs::path l3 =
+        tokenizer_dir("llama3", {"<|start_header_id|>", "<|end_header_id|>"}, nullptr);
+    EXPECT_EQ(chosen(l3, "llama", &d), render(kLlama3, chat(true), true, "<|begin_of_text|>"));
+    EXPECT_EQ(d, "family default, Llama 3 (no tokenizer_config.json in " + l3.string() + ")");
+    EXPECT_EQ(chosen(l3, "gpt2", &d),
+              "system: You are terse.\nuser:  Hi \n\nassistant: Hello.\nuser: Count to "
+              "3.\nassistant:");
+    EXPECT_EQ(d.substr(0, 23), "family default, simple ");
+
+    const fs::path q = tokenizer_dir("qwen2", {}, json{{"eos_token", "<|im_end|>"}});
+    EXPECT_EQ(chosen(q, "qwen2", &d), render(kSmolLM, chat(true)));
+    EXPECT_EQ(d, "family default, ChatML (" + (q / "tokenizer_config.json").string() +
+                     " has no chat_template)");
+    EXPECT_EQ(chosen(q, "llama", &d), render(kSmolLM, chat(true)));  // SmolLM: ChatML tokens
+    EXPECT_EQ(chosen(kTokenizers / "gpt2", "llama", &d).substr(0, 8), "system: ");
+
+    // The model's own, with its bos_token, when it is in the subset.
+    const fs::path m = tokenizer_dir(
+        "qwen2", {}, json{{"chat_template", kMixtral}, {"bos_token", "<|endoftext|>"}});
+    const data::HfTokenizer tok = data::HfTokenizer::load(m / "tokenizer.json");
+    const ChatFormat f = choose_chat_format(m, "qwen2", tok);
+    EXPECT_EQ(f.description, "model's, " + (m / "tokenizer_config.json").string());
+    EXPECT_TRUE(f.warning.empty());
+    EXPECT_EQ(f.render(chat(false)),
+              "<|endoftext|>[INST]  Hi \n [/INST]Hello.[INST] Count to 3. [/INST]");
 }
 
 }  // namespace
