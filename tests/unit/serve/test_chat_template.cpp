@@ -120,10 +120,10 @@ TEST(ChatTemplate, PythonSemanticsOfTheSubset) {
         "{{ messages[0].content[1:3] }}|{{ 'a,b'.split(',') | join('+') }}|"
         "{% for m in messages %}{{ loop.index }}{{ '.' if not loop.last }}{% endfor %}|"
         "{{ 'Hi'.startswith('H') and 'x'.upper() }}|{{ [1, 2] }}|{{ missing }}|"
-        "{{ (messages | first).role | upper }}";
+        "{{ (messages | first).role | upper }}|{{ 'abc'[::-1] }}{{ messages[-2:] | length }}";
     EXPECT_EQ(render(t, chat(false)),
               "2|Count to 3.|Hi1|True|False|True|anon|3,2,3.5|x|{\"a\": [1, \"b\", null]}|Hi|"
-              "a+b|1.2.3|X|[1, 2]||USER");
+              "a+b|1.2.3|X|[1, 2]||USER|cba2");
 }
 
 TEST(ChatTemplate, RuntimeErrorsNameTheOperationAndLine) {
