@@ -1,7 +1,8 @@
 // llama.cpp's tokenizer of GGUF files, through node-llama-cpp's prebuilt library:
 //   node gguf_tokenize.mjs <npm prefix holding node-llama-cpp> <text file> <model.gguf>...
 // prints one line per model: {"model": path, "ids": the text's token ids (no BOS, special
-// tokens' names as text), "text": those ids detokenized, "eos": its end-of-sequence token}.
+// tokens' names as text), "text": those ids detokenized, "bos" and "eos": its
+// begin- and end-of-sequence tokens}.
 import { readFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 
@@ -15,8 +16,9 @@ for (const modelPath of models) {
   // The vocabulary alone: no weights are read.
   const model = await llama.loadModel({ modelPath, vocabOnly: true });
   const ids = model.tokenize(text, false);
-  const text2 = model.detokenize(ids, false);
-  console.log(JSON.stringify({ model: modelPath, ids, text: text2, eos: model.tokens.eos }));
+  const back = model.detokenize(ids, false);
+  console.log(JSON.stringify({ model: modelPath, ids, text: back, bos: model.tokens.bos,
+    eos: model.tokens.eos }));
   await model.dispose();
 }
 await llama.dispose();

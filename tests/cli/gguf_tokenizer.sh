@@ -2,7 +2,8 @@
 # "gpt2" tokenizer (tokens, token types, merges, BOS/EOS, pre-tokenizer name). llama.cpp itself
 # (node-llama-cpp) tokenizes a sentence that separates the pre-tokenizers (contractions in capitals,
 # digit runs, runs of spaces, tabs, newlines, non-ASCII) into weft's ids and detokenizes them back
-# to the sentence, with weft's end-of-text token as its EOS, for the test tokenizers of GPT-2's, Qwen2's and SmolLM's pre-tokenizers. A
+# to the sentence, with weft's end-of-text token as its EOS, for the test tokenizers of GPT-2's,
+# Qwen2's, SmolLM's and Llama 3's pre-tokenizers (and Llama 3's bos_token as its BOS). A
 # pre-tokenizer llama.cpp has not is one clear error before a file is written. The llama.cpp part
 # is skipped (exit 77) only when npm cannot install node-llama-cpp.
 source "$(dirname "$0")/lib.sh"
@@ -17,13 +18,23 @@ expect_error "excludes" x.gguf \
 expect_error "--tokenizer applies to --format gguf only" x -- export --ckpt run --out x --tokenizer "$toks/qwen2"
 
 # One line break only: `weft prepare` cuts documents at blank lines.
-printf "IT'S 12345 o'clock,   Hello\tworld!\n  Café déjà vu: 3.14159 x42\n" >sentence.txt
-names=(gpt2 qwen2 smollm)
+printf "IT'S 12345 o'clock,   Hello\tworld!\n  Café déjà vu: 3.14159 x42, weft!!!!\n" >sentence.txt
+# The Llama 3 test tokenizer's five vocabulary entries no merge makes (ignore_merges: " weft" and
+# "!!!!" are whole tokens) sit at ids up to 127999, past llama-tiny's 50257: renumbered to follow
+# the others, so that the model takes it.
+mkdir llama3
+jq '(.model.vocab | to_entries | map(select(.value > 5255)) | sort_by(.value) | to_entries
+     | map({key: .value.key, value: (5256 + .key)}) | from_entries) as $high
+    | .model.vocab |= (with_entries(select(.value <= 5255)) + $high)' \
+  "$toks/llama3/tokenizer.json" >llama3/tokenizer.json
+cp "$toks/llama3/tokenizer_config.json" llama3/
+names=(gpt2 qwen2 smollm llama3)
+tok_of() { [ "$1" = llama3 ] && echo llama3 || echo "$toks/$1"; }
 for t in "${names[@]}"; do
-  "$WEFT" export --ckpt run --out "$t.gguf" --format gguf --tokenizer "$toks/$t" >/dev/null
+  "$WEFT" export --ckpt run --out "$t.gguf" --format gguf --tokenizer "$(tok_of "$t")" >/dev/null
   # weft's ids of the sentence: the token file of `weft prepare`, whose first token (the
   # end-of-text before the document) goes to the validation file.
-  "$WEFT" prepare --input sentence.txt --out "ids-$t" --val-tokens 1 --tokenizer "$toks/$t" >/dev/null
+  "$WEFT" prepare --input sentence.txt --out "ids-$t" --val-tokens 1 --tokenizer "$(tok_of "$t")" >/dev/null
   od -An -tu2 -j1024 -v "ids-$t/sentence_train.bin" | tr -s ' \n' ',' | sed 's/^,//; s/,$//' >"ids-$t.txt"
   od -An -tu2 -j1024 -v "ids-$t/sentence_val.bin" | tr -d ' \n' >"eot-$t.txt"
 done
@@ -42,4 +53,7 @@ for t in "${names[@]}"; do
   [ "$(jq .eos <<<"$line")" = "$(cat "eot-$t.txt")" ] && ok "$t: llama.cpp's EOS is weft's end of text, $(cat "eot-$t.txt")" \
     || bad "$t: llama.cpp's EOS $(jq .eos <<<"$line"), weft's $(cat "eot-$t.txt")"
 done
+bos=$(grep -F '"llama3.gguf"' llama.txt | jq .bos)
+[ "$bos" = 5261 ] && ok "llama3: llama.cpp's BOS is tokenizer_config.json's <|begin_of_text|>, 5261" \
+  || bad "llama3: llama.cpp's BOS $bos, expected 5261"
 finish
