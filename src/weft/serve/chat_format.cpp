@@ -81,20 +81,28 @@ ChatFormat choose_chat_format(const fs::path& tokenizer, const std::string& fami
     if (tokenizer.empty()) return family_format("GPT-2's tokenizer files have no chat template");
     std::error_code ec;
     const fs::path dir = fs::is_directory(tokenizer, ec) ? tokenizer : tokenizer.parent_path();
-    const fs::path config = dir / "tokenizer_config.json";
-    if (!fs::exists(config, ec))
-        return family_format(fmt::format("no tokenizer_config.json in {}", dir.string()));
-    const json c = data::parse_json(config, "tokenizer config");
-    const std::string text = c.is_object() && c.contains("chat_template")
-                                 ? template_text(c["chat_template"], config)
-                                 : "";
-    if (text.empty()) return family_format(fmt::format("{} has no chat_template", config.string()));
+    const fs::path config = dir / "tokenizer_config.json", jinja = dir / "chat_template.jinja";
+    const json c = fs::exists(config, ec) ? data::parse_json(config, "tokenizer config") : json();
+    // transformers writes the template into tokenizer_config.json, or (since 4.43's
+    // save_pretrained) into chat_template.jinja beside it.
+    fs::path source = config;
+    std::string text = c.is_object() && c.contains("chat_template")
+                           ? template_text(c["chat_template"], config)
+                           : "";
+    if (text.empty() && fs::exists(jinja, ec)) {
+        source = jinja;
+        text = data::read_whole_file(jinja, "chat template");
+    }
+    if (text.empty())
+        return family_format(fmt::format("no chat_template in {} and no {}",
+                                         c.is_null() ? "a tokenizer_config.json" : config.string(),
+                                         jinja.string()));
     std::string bos = data::configured_token(c, "bos_token", config);
     std::string eos = data::configured_token(c, "eos_token", config);
     std::string problem;
     try {
         ChatFormat f{ChatTemplate::parse(text), std::move(bos), std::move(eos),
-                     fmt::format("model's, {}", config.string()), ""};
+                     fmt::format("model's, {}", source.string()), ""};
         // A template that cannot render one user turn would fail every request: set aside now.
         f.render(json::array({{{"role", "user"}, {"content", "Hello"}}}));
         return f;
@@ -106,7 +114,7 @@ ChatFormat choose_chat_format(const fs::path& tokenizer, const std::string& fami
     return family_format("weft cannot render the model's",
                          fmt::format("{}: weft cannot render the chat_template ({}); rendering the "
                                      "family default, {}, instead",
-                                     config.string(), problem, fallback.name));
+                                     source.string(), problem, fallback.name));
 }
 
 }  // namespace weft::serve

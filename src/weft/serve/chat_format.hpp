@@ -1,7 +1,8 @@
 #pragma once
 // Which chat template a server renders, decided once at start (docs/serving.md): the model's own
-// `chat_template` from the tokenizer_config.json beside its tokenizer.json when weft's Jinja
-// subset renders it, else the family's default, with the reason for the start line.
+// `chat_template` from the tokenizer_config.json (or chat_template.jinja) beside its tokenizer.json
+// when weft's Jinja subset renders it, else the family's default, with the reason for the start
+// line.
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>

@@ -201,7 +201,8 @@ TEST(ChatFormat, FamilyDefaultsFollowTheTokenizer) {
     const fs::path l3 =
         tokenizer_dir("llama3", {"<|start_header_id|>", "<|end_header_id|>"}, nullptr);
     EXPECT_EQ(chosen(l3, "llama", &d), render(kLlama3, chat(true), true, "<|begin_of_text|>"));
-    EXPECT_EQ(d, "family default, Llama 3 (no tokenizer_config.json in " + l3.string() + ")");
+    EXPECT_EQ(d, "family default, Llama 3 (no chat_template in a tokenizer_config.json and no " +
+                     (l3 / "chat_template.jinja").string() + ")");
     EXPECT_EQ(chosen(l3, "gpt2", &d),
               "system: You are terse.\nuser:  Hi \n\nassistant: Hello.\nuser: Count to "
               "3.\nassistant:");
@@ -209,8 +210,14 @@ TEST(ChatFormat, FamilyDefaultsFollowTheTokenizer) {
 
     const fs::path q = tokenizer_dir("qwen2", {}, json{{"eos_token", "<|im_end|>"}});
     EXPECT_EQ(chosen(q, "qwen2", &d), render(kSmolLM, chat(true)));
-    EXPECT_EQ(d, "family default, ChatML (" + (q / "tokenizer_config.json").string() +
-                     " has no chat_template)");
+    EXPECT_EQ(d, "family default, ChatML (no chat_template in " +
+                     (q / "tokenizer_config.json").string() + " and no " +
+                     (q / "chat_template.jinja").string() + ")");
+    // transformers' newer layout: the template in chat_template.jinja.
+    std::ofstream(q / "chat_template.jinja") << kQwen2;
+    EXPECT_EQ(chosen(q, "qwen2", &d), render(kQwen2, chat(true)));
+    EXPECT_EQ(d, "model's, " + (q / "chat_template.jinja").string());
+    fs::remove(q / "chat_template.jinja");
     EXPECT_EQ(chosen(q, "llama", &d), render(kSmolLM, chat(true)));  // SmolLM: ChatML tokens
     EXPECT_EQ(chosen(kTokenizers / "gpt2", "llama", &d).substr(0, 8), "system: ");
 
