@@ -277,8 +277,7 @@ class ExprParser {
     int line_;
 };
 
-// Statements between the pieces [i, end): stops at a tag whose first word is in `until`, which
-// it returns (empty at the end of the template).
+// The statements of a template's pieces, each block nested up to its end tag.
 class StatementParser {
   public:
     explicit StatementParser(std::vector<Piece> pieces) : pieces_(std::move(pieces)) {}
