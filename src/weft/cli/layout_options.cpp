@@ -37,7 +37,9 @@ void add_layout_options(CLI::App* c, Layout& layout, std::string& pp_layers,
     c->add_option_function<std::string>(
          "--pp-schedule",
          [&layout](const std::string& v) { layout.pp_schedule = parse_pp_schedule_flag(v); },
-         "Pipeline schedule: gpipe, 1f1b or interleaved")
+         "Pipeline schedule: gpipe, 1f1b, interleaved (with --vpp), or the zero-bubble zb-h1 "
+         "and zb-v (backward split into input and weight gradients; zb-v two chunks a rank "
+         "in a V)")
         ->default_str(std::string(format_schedule_kind(layout.pp_schedule)));
     c->add_option("--vpp", layout.vpp,
                   "Virtual stages (model chunks) per pipeline rank, for --pp-schedule interleaved")
