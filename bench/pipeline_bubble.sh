@@ -4,16 +4,18 @@
 # Trains a GPT of width 512 (GPT-2 vocabulary, T 256, micro-batches of one sequence) for 4 steps
 # per schedule with --trace and prints the last step's bubble: measured (1 - compute / (pp x step
 # time)), simulated from the step's own mean forward/backward time per chunk, and the paper's
-# formula, with each rank's mean forward and backward time per chunk from the trace.
+# formula, with each rank's mean forward and backward time per chunk from the trace (for the
+# zero-bubble schedules B + W, then T_B and T_W apart), and the first stage's activation bytes.
 # Two cases: 8 layers split evenly (the head on the last stage makes it the slow one), and, at
-# pp 2, 16 layers split so that both stages do the same work per micro-batch.
+# pp 2, 16 layers split so that both stages do the same work per micro-batch (zb-v's V puts the
+# head's chunk on rank 0 beside the first: 2,6,6,2).
 set -euo pipefail
 BUILD=${1:-build} PP=${2:-2} M=${3:-8}
 source "$(dirname "$0")/lib.sh"
 bench_start "$BUILD"
 echo "load: $(bench_load); pp $PP, $M micro-batches of 1 x 256 tokens, 1 thread per rank"
-printf "%-7s %-8s %-12s %-9s %-9s %-7s %-7s %s\n" layers split schedule measured simulated \
-  ideal step "per rank: mean forward / backward per chunk (ms)"
+printf "%-7s %-9s %-12s %-9s %-9s %-7s %-7s %-9s %s\n" layers split schedule measured simulated \
+  ideal step "act MB" "per rank: mean F / B+W per chunk (ms) [B / W]"
 
 # Mean forward and backward duration per rank from a Chrome trace (one key per line, as weft
 # writes it).
@@ -21,10 +23,18 @@ rank_means() {
   awk '/"cat":/ { c = $2; gsub(/[",]/, "", c) }
        /"dur":/ { d = $2; gsub(/,/, "", d) }
        /"pid":/ { p = $2; gsub(/,/, "", p) }
-       /^[[:space:]]*}/ { if (c == "forward" || c == "backward") { s[p, c] += d; n[p, c]++ } c = "" }
-       END { for (r = 0; (r, "forward") in n; ++r)
-               printf "%s%d: %.0f / %.0f", (r ? ", " : ""), r,
-                      s[r, "forward"] / n[r, "forward"] / 1000, s[r, "backward"] / n[r, "backward"] / 1000 }' "$1"
+       /^[[:space:]]*}/ { if (c == "forward" || c ~ /^backward/) { s[p, c] += d; n[p, c]++ } c = "" }
+       END { for (r = 0; (r, "forward") in n; ++r) {
+               if ((r, "backward") in n) {
+                 printf "%s%d: %.0f / %.0f", (r ? ", " : ""), r,
+                        s[r, "forward"] / n[r, "forward"] / 1000, s[r, "backward"] / n[r, "backward"] / 1000
+               } else {
+                 b = s[r, "backward_input"] / n[r, "backward_input"] / 1000
+                 w = s[r, "backward_weight"] / n[r, "backward_weight"] / 1000
+                 printf "%s%d: %.0f / %.0f [%.0f / %.0f]", (r ? ", " : ""), r,
+                        s[r, "forward"] / n[r, "forward"] / 1000, b + w, b, w
+               }
+             } }' "$1"
 }
 field() { grep '"event":"pipeline_trace"' "$1" | grep -o "\"$2\":[0-9.e+-]*" | cut -d: -f2; }
 
@@ -33,22 +43,26 @@ run() {  # run <layers> <schedule> [--pp-layers split]
   shift 2
   [ $# -gt 0 ] && split=$2 && extra+=("$@")
   [ "$sched" = interleaved ] && extra+=(--vpp 2)
-  local out="run_${layers}_$sched"
+  local out="run_${layers}_${sched}_$split"
   mpirun -np "$PP" --bind-to none "$WEFT" train --model gpt2 --n-layer "$layers" --n-embd 512 \
     --n-head 8 --data data/tinyshakespeare_train.bin --batch-size "$M" --micro-batch-size 1 \
     --seq-len 256 --steps 4 --threads 1 --peak-gflops 100 --pp "$PP" --pp-schedule "$sched" \
     "${extra[@]}" --trace "$out.json" --out "$out" >/dev/null 2>&1
-  local step
+  local step act
   step=$(grep '"step":4,' "$out/metrics.jsonl" | grep -o '"step_time_s":[0-9.e+-]*' | cut -d: -f2)
-  printf "%-7s %-8s %-12s %-9.3f %-9.3f %-7.3f %-7.2f %s\n" "$layers" "$split" "$sched" \
+  act=$(grep '"step":4,' "$out/metrics.jsonl" | grep -o '"activation_bytes":[0-9]*' | cut -d: -f2)
+  printf "%-7s %-9s %-12s %-9.3f %-9.3f %-7.3f %-7.2f %-9.1f %s\n" "$layers" "$split" "$sched" \
     "$(field "$out/metrics.jsonl" bubble_measured)" "$(field "$out/metrics.jsonl" bubble_simulated)" \
-    "$(field "$out/metrics.jsonl" bubble_ideal)" "$step" "$(rank_means "$out.json")"
+    "$(field "$out/metrics.jsonl" bubble_ideal)" "$step" "$(echo "${act:-0} / 1000000" | bc -l)" \
+    "$(rank_means "$out.json")"
 }
 
-for sched in gpipe 1f1b interleaved; do run 8 $sched; done
+for sched in gpipe 1f1b interleaved zb-h1 zb-v; do run 8 $sched; done
 if [ "$PP" = 2 ]; then
   run 16 gpipe --pp-layers 12,4
   run 16 1f1b --pp-layers 12,4
   run 16 interleaved --pp-layers 6,2,6,2
+  run 16 zb-h1 --pp-layers 12,4
+  run 16 zb-v --pp-layers 2,6,6,2
 fi
 echo "load after: $(bench_load)"
