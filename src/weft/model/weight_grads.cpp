@@ -79,3 +79,13 @@ int64_t WeightGradQueue::floats() const {
 }
 
 }  // namespace weft::model
+
+namespace weft::model {
+
+int64_t WeightGradQueue::allocated_floats() const {
+    int64_t n = floats();
+    for (const Task& t : spare_) n += t.dout.size();
+    return n;
+}
+
+}  // namespace weft::model

@@ -29,8 +29,10 @@ class WeightGradQueue {
                          int64_t M, int64_t K, int64_t N);
     // Runs the queued gradients in order, and empties the queue (keeping its buffers).
     void run();
-    // Floats the copies of output gradients hold (the memory W costs until it runs).
+    // Floats the copies of output gradients hold (the memory W costs until it runs), and with
+    // the buffers kept for reuse.
     int64_t floats() const;
+    int64_t allocated_floats() const;
 
   private:
     struct Task {

@@ -39,6 +39,17 @@ int64_t PipelineStage::activation_floats(int in_flight) const {
     return sum * in_flight / std::max<int64_t>(1, part_.vpp);
 }
 
+int64_t PipelineStage::activation_bytes() const {
+    int64_t floats = allocated_floats_;
+    auto add = [&](const model::Activations& a) {
+        for (const model::WeightGradQueue& q : a.weight_grads) floats += q.allocated_floats();
+    };
+    for (const auto& [key, a] : acts_) add(*a);
+    for (const auto& [chunk, pool] : pool_)
+        for (const auto& a : pool) add(*a);
+    return 4 * floats;
+}
+
 model::Activations& PipelineStage::acquire(int micro, int chunk) {
     auto& slot = acts_[{micro, chunk}];
     if (slot) return *slot;

@@ -44,8 +44,9 @@ class PipelineStage : public pipeline::StageWork {
     // Most Activations values this rank held at once during the last step.
     int peak_in_flight() const { return peak_live_; }
     // Bytes of activation buffers this rank has allocated (kept for reuse across steps): the
-    // most it ever held at once.
-    int64_t activation_bytes() const { return 4 * allocated_floats_; }
+    // most it ever held at once; with a split backward, also the copies of output gradients
+    // its W's wait on.
+    int64_t activation_bytes() const;
     // Analytic floats of the activations of `count` micro-batches in flight per chunk.
     int64_t activation_floats(int in_flight) const;
 
