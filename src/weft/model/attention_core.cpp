@@ -8,8 +8,7 @@ namespace weft::model {
 
 namespace k = weft::kernels;
 
-void AttentionCore::forward(CpAttention* cp, float* qkv32, float* out32, KvCache* cache, int layer,
-                            int64_t pos0) {
+void AttentionCore::forward(CpAttention* cp, float* qkv32, float* out32) {
     const int64_t BT = B * T, A = q_width(), KV = kv_width(), L = ld();
     const bool b16 = qkv.bf16();
     const CpAttentionShape cps{B, T, NH, NKV, HS, L, L, A};
@@ -21,21 +20,12 @@ void AttentionCore::forward(CpAttention* cp, float* qkv32, float* out32, KvCache
         keep_rounded(out, at_out, out32, BT, A);
     } else if (cp) {
         cp->forward(out32, lse, qkv32, qkv32 + A, qkv32 + A + KV, cps);
-    } else if (!cache && b16) {
+    } else if (b16) {
         const uint16_t* q16 = qkv.b16() + at_qkv;
         k::attention_forward_bf16(out.b16() + at_out, lse, q16, q16 + A, q16 + A + KV,
                                   {B, T, T, NH, HS, L, L, A, 0, NKV});
-    } else if (!cache) {
-        k::attention_forward_qkv(out32, lse, qkv32, B, T, NH, HS, NKV);
     } else {
-        // Generation (tp = 1, one sequence): these positions' keys and values join the cache,
-        // and the queries attend to every cached position up to their own; under bf16 the
-        // rounded q, k, v, as the bf16 kernel would read them.
-        if (b16) widen_bf16(qkv32, qkv.b16() + at_qkv, BT * L);
-        cache->store(layer, pos0, T, qkv32 + A, qkv32 + A + KV, L);
-        const k::AttentionShape shape{1, T, pos0 + T, NH, HS, L, KV, A, pos0, NKV};
-        k::attention_forward(out32, lse, qkv32, cache->k_at(layer), cache->v_at(layer), shape);
-        if (b16) keep_rounded(out, at_out, out32, BT, A);
+        k::attention_forward_qkv(out32, lse, qkv32, B, T, NH, HS, NKV);
     }
 }
 

@@ -5,8 +5,7 @@
 // here and nowhere else:
 //   - context parallel: the CpAttention region (ring, TokenRing, Ulysses or their hybrid);
 //   - bf16 (--dtype bf16): the bf16 kernel on the kept bf16 q, k, v;
-//   - plain fp32;
-//   - generation: this call's keys and values join a KV cache, its queries attend to all of it.
+//   - plain fp32.
 // q, k, v are kept for backward in `qkv` and the output in `out` (fp32 or bf16 KeptTensors, at
 // the micro-batch's offsets); both are made before and read after by the family's own layers.
 #include <cstdint>
@@ -32,10 +31,8 @@ struct AttentionCore {
     // `qkv32`: the fp32 q, k, v when kept in fp32 (qkv.f32() + at_qkv); under bf16 scratch of
     // B*T*ld() floats (generation widens the kept bf16 copy into it). `out32`: where the fp32
     // output goes (out.f32() + at_out), or under bf16 scratch of B*T*q_width() floats that is
-    // rounded into `out`. `cp`: the context-parallel region, or null; `cache` (with `layer` and
-    // the first position `pos0`): generation, or null.
-    void forward(CpAttention* cp, float* qkv32, float* out32, KvCache* cache = nullptr,
-                 int layer = 0, int64_t pos0 = 0);
+    // rounded into `out`. `cp`: the context-parallel region, or null.
+    void forward(CpAttention* cp, float* qkv32, float* out32);
     // dqkv [B*T, ld()] is overwritten with the gradients of q, k and v, from the output's
     // gradient: `dout32` in fp32, or under bf16 `dout16`, rounded to bf16 as the products round
     // it (the other may be null).

@@ -62,39 +62,50 @@ int32_t pick_token(std::span<const float> logits, const SampleOptions& o, float 
     return idx.back();
 }
 
-CachedForward::CachedForward(const ModelConfig& cfg, const ParamLayout& layout, const float* params)
-    : model_(make_model(cfg)),
-      layout_(layout),
-      params_(const_cast<float*>(params)),  // read only: no backward runs
-      access_(layout_, params_, nullptr),
-      logits_(cfg.vocab_size) {}
-
-std::span<const float> CachedForward::feed(KvCache& cache, int64_t pos0,
-                                           std::span<const int32_t> tokens) {
-    const ModelConfig& cfg = model_->config();
-    const int64_t n = int64_t(tokens.size()), L = cfg.n_layer;
-    WEFT_CHECK(n >= 1 && pos0 + n <= std::min(cfg.n_positions, cache.positions),
-               "internal: feeding {} tokens at position {} of {}", n, pos0, cache.positions);
-    if (!act_ || act_->T != n) {
-        // Each layer's input, one layer's buffers (as recomputation keeps them); no loss head.
-        act_ = model_->new_activations(1, n, LayerSpan{0, -1, false, true});
-    }
-    Activations& a = *act_;
-    std::copy(tokens.begin(), tokens.end(), a.inputs.begin());
-    model_->embed_forward(a, access_, pos0);
-    for (int l = 0; l < L; ++l) model_->block_forward_cached(a, access_, l, cache, pos0);
-    // Only the last token's logits are wanted.
-    model_->logits(a, access_, n - 1, logits_.data());
-    return {logits_.data(), size_t(cfg.vocab_size)};
+float token_logprob(std::span<const float> logits, int32_t t) {
+    const double top = *std::max_element(logits.begin(), logits.end());
+    double sum = 0;
+    for (float x : logits) sum += std::exp(double(x) - top);
+    return float(double(logits[size_t(t)]) - top - std::log(sum));
 }
 
-Generator::Generator(const ModelConfig& cfg, const ParamLayout& layout, const float* params)
-    : forward_(cfg, layout, params), cache_(cfg.n_layer, cfg.n_positions, forward_.kv_width()) {}
+RowForward::RowForward(const ModelConfig& cfg, const ParamLayout& layout, const float* params,
+                       bool bf16)
+    : model_(make_model(cfg)),
+      // Read only: no backward runs.
+      access_(layout, const_cast<float*>(params), nullptr),
+      mm_(bf16) {
+    WEFT_CHECK(layout.total == model_->layout().total,
+               "internal: parameters of {} floats for a model of {}", layout.total,
+               model_->layout().total);
+}
+
+std::span<const float> RowForward::run(const RowBatch& b, KvPool& kv) {
+    const int64_t V = model_->config().vocab_size;
+    logits_.resize(b.logit_rows.size() * size_t(V));
+    if (b.rows() > 0) model_->forward_rows(b, access_, kv, mm_, logits_.data());
+    return logits_;
+}
+
+Generator::Generator(const ModelConfig& cfg, const ParamLayout& layout, const float* params,
+                     bool bf16)
+    : forward_(cfg, layout, params, bf16),
+      pool_((cfg.n_positions + 15) / 16, cfg.n_layer, forward_.kv_width()) {}
 
 std::span<const float> Generator::feed(std::span<const int32_t> tokens) {
-    std::span<const float> logits = forward_.feed(cache_, pos_, tokens);
+    WEFT_CHECK(!tokens.empty() && pos_ + int64_t(tokens.size()) <= forward_.config().n_positions,
+               "internal: feeding {} tokens at position {}", tokens.size(), pos_);
+    pool_.grow(table_, pos_ + int64_t(tokens.size()));
+    batch_.clear();
+    batch_.add(tokens, pos_, table_, true);
+    std::span<const float> logits = forward_.run(batch_, pool_);
     pos_ += int64_t(tokens.size());
     return logits;
+}
+
+void Generator::reset() {
+    pool_.release_all(table_);
+    pos_ = 0;
 }
 
 size_t sampled_vocab(const ModelConfig& cfg, const SampleOptions& o) {
@@ -104,13 +115,13 @@ size_t sampled_vocab(const ModelConfig& cfg, const SampleOptions& o) {
 
 std::vector<int32_t> generate(const ModelConfig& cfg, const ParamLayout& layout,
                               const float* params, std::span<const int32_t> prompt,
-                              const SampleOptions& o,
-                              const std::function<void(int32_t)>& on_token) {
+                              const SampleOptions& o, const std::function<void(int32_t)>& on_token,
+                              bool bf16) {
     o.validate();
     WEFT_CHECK(!prompt.empty(), "the prompt must hold at least one token");
     check_prompt(cfg, prompt);
     const size_t V = sampled_vocab(cfg, o);
-    Generator g(cfg, layout, params);
+    Generator g(cfg, layout, params, bf16);
     std::vector<int32_t> context(prompt.begin(), prompt.end());
     const int64_t window = cfg.n_positions;
     if (int64_t(context.size()) > window)  // only the last window of a long prompt is seen

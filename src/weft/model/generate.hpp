@@ -1,5 +1,5 @@
 #pragma once
-// Text generation with a KV cache: the prompt is run once, then each new token attends to the
+// Text generation with a paged KV cache: the prompt is run once, then each new token attends to the
 // cached keys and values of all before it. When the context window fills, the cache is rebuilt
 // from the last half of the window (a sliding window), so generation can go on.
 #include <cstdint>
@@ -8,7 +8,10 @@
 #include <span>
 #include <vector>
 
+#include "weft/model/kv_pool.hpp"
 #include "weft/model/model.hpp"
+#include "weft/model/row_batch.hpp"
+#include "weft/model/row_products.hpp"
 
 namespace weft::model {
 
@@ -34,40 +37,46 @@ void check_prompt(const ModelConfig& cfg, std::span<const int32_t> prompt);
 // Picks a token from logits[V] under the options, with the uniform number u in [0, 1).
 int32_t pick_token(std::span<const float> logits, const SampleOptions& o, float u);
 
-// One model's cached forward, shared by every sequence it runs: each call brings the sequence's
-// own KvCache and position, so that a server runs many sequences through one model's weights
-// and scratch, each computed exactly as it would be alone.
-class CachedForward {
+// The log-probability of token t under logits (the model's own, not the sampling's
+// temperature), in double from the fp32 logits: the same bits for the same logits.
+float token_logprob(std::span<const float> logits, int32_t t);
+
+// One model's forward over the rows of many sequences at once (Model::forward_rows): the one
+// `weft sample` and `weft serve` both run, so that a sequence's bits are the same alone, among
+// others, and in prompt chunks of any size. `bf16`: the products on weights rounded to bf16.
+class RowForward {
   public:
-    CachedForward(const ModelConfig& cfg, const ParamLayout& layout, const float* params);
-    // Feeds tokens at positions pos0 .. (a prompt chunk or the last sampled token) into `cache`
-    // and returns the logits of the last one (V floats, valid until the next call).
-    std::span<const float> feed(KvCache& cache, int64_t pos0, std::span<const int32_t> tokens);
+    RowForward(const ModelConfig& cfg, const ParamLayout& layout, const float* params,
+               bool bf16 = false);
+    // Runs the batch's rows, their keys and values into `kv`; returns the logits of its
+    // logit_rows ([n, V], valid until the next call).
+    std::span<const float> run(const RowBatch& b, KvPool& kv);
     const ModelConfig& config() const { return model_->config(); }
     int64_t kv_width() const { return model_->kv_width(); }
 
   private:
     std::unique_ptr<Model> model_;
-    const ParamLayout& layout_;
-    float* params_;
     FlatAccess access_;
-    std::unique_ptr<Activations> act_;  // for the token count of the last call
-    Buffer logits_;
+    RowProducts mm_;
+    std::vector<float> logits_;
 };
 
 class Generator {
   public:
-    Generator(const ModelConfig& cfg, const ParamLayout& layout, const float* params);
+    Generator(const ModelConfig& cfg, const ParamLayout& layout, const float* params,
+              bool bf16 = false);
     // Feeds tokens at the current position (prompt or the last sampled token) and returns the
     // logits of the last one (V floats, valid until the next call).
     std::span<const float> feed(std::span<const int32_t> tokens);
     int64_t position() const { return pos_; }
-    void reset() { pos_ = 0; }
+    void reset();
 
   private:
-    CachedForward forward_;
+    RowForward forward_;
+    KvPool pool_;  // the whole context's blocks
+    BlockTable table_;
+    RowBatch batch_;
     int64_t pos_ = 0;
-    KvCache cache_;
 };
 
 // The sampling vocabulary: o.vocab_limit when it is below the model's, else the whole of it.
@@ -78,6 +87,6 @@ size_t sampled_vocab(const ModelConfig& cfg, const SampleOptions& o);
 std::vector<int32_t> generate(const ModelConfig& cfg, const ParamLayout& layout,
                               const float* params, std::span<const int32_t> prompt,
                               const SampleOptions& o,
-                              const std::function<void(int32_t)>& on_token = {});
+                              const std::function<void(int32_t)>& on_token = {}, bool bf16 = false);
 
 }  // namespace weft::model

@@ -10,6 +10,8 @@
 #include "weft/kernels/matmul.hpp"
 #include "weft/kernels/precision.hpp"
 #include "weft/model/cp_attention.hpp"
+#include "weft/model/row_batch.hpp"
+#include "weft/model/row_products.hpp"
 
 namespace weft::model {
 
@@ -181,11 +183,43 @@ void Gpt2::block_forward(Activations& a, UnitAccess& w, int l) {
     w.release(l + 1);
 }
 
-void Gpt2::block_forward_cached(Activations& a, UnitAccess& w, int l, KvCache& cache,
-                                int64_t pos0) {
-    check_cached(a, pos0);
-    block_forward_from(acts(a), block(w.params(l + 1), l), l, w, &cache, pos0);
-    w.release(l + 1);
+void Gpt2::forward_rows(const RowBatch& b, UnitAccess& w, KvPool& kv, RowProducts& mm,
+                        float* logits) {
+    check_rows(b);
+    const int64_t R = b.rows(), C = cfg_.n_embd, NH = cfg_.n_head, L = cfg_.n_layer;
+    Buffer x(R * C), ln(R * C), qkv(R * 3 * C), att(R * C), h(R * 4 * C), g(R * 4 * C), y(R * C);
+    Buffer stats(2 * R);
+    const Gpt2Embed e = embed(w.params(0));
+    for (int64_t r = 0; r < R; ++r)
+        k::embedding_forward(x.data() + r * C, &b.tokens[size_t(r)], e.wte, e.wpe, 1, 1, C,
+                             b.positions[size_t(r)]);
+    auto add = [&](float* to, const float* from) {
+        for (int64_t i = 0; i < R * C; ++i) to[i] += from[i];
+    };
+    for (int l = 0; l < L; ++l) {
+        const Gpt2Block p = block(w.params(l + 1), l);
+        norm_.forward(ln.data(), {stats.data(), stats.data() + R}, x.data(), {p.ln1_w, p.ln1_b}, R);
+        mm(qkv.data(), ln.data(), p.qkv_w, p.qkv_b, R, C, 3 * C);
+        attend_rows(att.data(), qkv.data(), 3 * C, b, kv, l, NH, NH, cfg_.head_dim());
+        mm(y.data(), att.data(), p.proj_w, p.proj_b, R, C, C);
+        add(x.data(), y.data());
+        norm_.forward(ln.data(), {stats.data(), stats.data() + R}, x.data(), {p.ln2_w, p.ln2_b}, R);
+        mm(h.data(), ln.data(), p.fc_w, p.fc_b, R, C, 4 * C);
+        // Row by row, so that no vector loop's tail falls inside a row at some R and not others.
+        for (int64_t r = 0; r < R; ++r)
+            k::gelu_forward(g.data() + r * 4 * C, h.data() + r * 4 * C, 4 * C);
+        mm(y.data(), g.data(), p.fcproj_w, p.fcproj_b, R, 4 * C, C);
+        add(x.data(), y.data());
+        w.release(l + 1);
+    }
+    const int64_t n = int64_t(b.logit_rows.size());
+    for (int64_t i = 0; i < n; ++i)
+        std::copy_n(x.data() + b.logit_rows[size_t(i)] * C, C, y.data() + i * C);
+    const Gpt2Final f = final_norm(w.params(int(L) + 1));
+    norm_.forward(ln.data(), {stats.data(), stats.data() + R}, y.data(), {f.lnf_w, f.lnf_b}, n);
+    mm(logits, ln.data(), e.wte, nullptr, n, C, cfg_.vocab_size);
+    w.release(int(L) + 1);
+    w.release(0);
 }
 
 NormBlock::Stats Gpt2::ln1_stats(Gpt2Activations& a, int64_t slot) const {
@@ -212,8 +246,7 @@ AttentionCore Gpt2::attention(Gpt2Activations& a, int64_t slot) const {
             a.lse.data() + slot * a.B * NH * a.T};
 }
 
-void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, UnitAccess& w,
-                              KvCache* cache, int64_t pos0) {
+void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, UnitAccess& w) {
     const int64_t B = a.B, T = a.T, BT = B * T, C = cfg_.n_embd, R = a.rows();
     // This rank's heads and MLP columns.
     const int64_t Cl = C / tp_size_;
@@ -244,7 +277,7 @@ void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, Uni
         keep_and_project(qkv, ln1, a.ln1, at_ln, p.qkv_w, p.qkv_b, BT, C, 3 * Cl);
     }
     w.progress();
-    attention(a, s).forward(cp_.get(), qkv, atty, cache, l, pos0);
+    attention(a, s).forward(cp_.get(), qkv, atty);
     w.progress();
     if (attn16)
         tp_.row_parallel_forward(res2, a.atty.b16() + at_att, p.proj_w, p.proj_b, x, BT, Cl, R,
@@ -293,17 +326,6 @@ double Gpt2::head_forward(Activations& base, UnitAccess& w, bool train, float lo
     double sum = 0;
     for (int64_t i = 0; i < BT; ++i) sum += a.losses[i];
     return sum;
-}
-
-void Gpt2::logits(Activations& a, UnitAccess& w, int64_t row, float* out) {
-    WEFT_CHECK(tp_size_ == 1, "internal: logits at tensor-parallel degree {}", tp_size_);
-    const int64_t C = cfg_.n_embd, L = cfg_.n_layer;
-    ensure_scratch(1);
-    float* ln = dC_.data();
-    float stats[2];
-    Gpt2Final f = final_norm(w.params(int(L) + 1));
-    norm_.forward(ln, {stats, stats + 1}, a.resid_in(int(L)) + row * C, {f.lnf_w, f.lnf_b}, 1);
-    k::classifier_logits(out, ln, embed(w.params(0)).wte, 1, C, cfg_.vocab_size);
 }
 
 void Gpt2::head_backward(Activations& base, UnitAccess& w) {

@@ -80,9 +80,8 @@ class Gpt2 : public Model {
     void head_backward(Activations& a, UnitAccess& w) override;
     void block_backward(Activations& a, UnitAccess& w, int layer) override;
     void embed_backward(Activations& a, UnitAccess& w) override;
-    void block_forward_cached(Activations& a, UnitAccess& w, int layer, KvCache& cache,
-                              int64_t pos0) override;
-    void logits(Activations& a, UnitAccess& w, int64_t row, float* out) override;
+    void forward_rows(const RowBatch& b, UnitAccess& w, KvPool& kv, RowProducts& mm,
+                      float* logits) override;
     int64_t kv_width() const override { return cfg_.n_embd; }
     float* dresid(int64_t B, int64_t T) override;
 
@@ -96,15 +95,13 @@ class Gpt2 : public Model {
   private:
     Gpt2Activations& acts(Activations& a) const;
     void ensure_scratch(int64_t BT);
-    // The layer's forward from its parameters, into the micro-batch's buffers; with a cache,
-    // attending to its keys and values too (block_forward_cached).
     // The attention core (attention_core.hpp) of the micro-batch slot `slot` of `a`, and the
     // statistics its two norms keep.
     AttentionCore attention(Gpt2Activations& a, int64_t slot) const;
     NormBlock::Stats ln1_stats(Gpt2Activations& a, int64_t slot) const;
     NormBlock::Stats ln2_stats(Gpt2Activations& a, int64_t slot) const;
-    void block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int layer, UnitAccess& w,
-                            KvCache* cache = nullptr, int64_t pos0 = 0);
+    // The layer's forward from its parameters, into the micro-batch's buffers.
+    void block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int layer, UnitAccess& w);
     Gpt2Block block(float* unit_base, int layer) const;
     Gpt2Embed embed(float* unit_base) const;
     Gpt2Final final_norm(float* unit_base) const;

@@ -11,6 +11,8 @@
 #include "weft/kernels/precision.hpp"
 #include "weft/kernels/swiglu.hpp"
 #include "weft/model/cp_attention.hpp"
+#include "weft/model/row_batch.hpp"
+#include "weft/model/row_products.hpp"
 
 namespace weft::model {
 
@@ -334,11 +336,59 @@ void Llama::block_forward(Activations& a, UnitAccess& w, int l) {
     w.release(l + 1);
 }
 
-void Llama::block_forward_cached(Activations& a, UnitAccess& w, int l, KvCache& cache,
-                                 int64_t pos0) {
-    check_cached(a, pos0);
-    block_forward_from(acts(a), block(w.params(l + 1), l), l, w, &cache, pos0);
-    w.release(l + 1);
+void Llama::forward_rows(const RowBatch& b, UnitAccess& w, KvPool& kv, RowProducts& mm,
+                         float* logits) {
+    check_rows(b);
+    const int64_t R = b.rows(), C = cfg_.n_embd, A = NH_ * HS_, L = cfg_.n_layer;
+    const int64_t wide = std::max({qkv_, 2 * F_, A});
+    Buffer x(R * C), ln(R * C), qkv(R * qkv_), att(R * A), gu(R * wide), act(R * F_), y(R * C);
+    Buffer rstd(R);
+    const float* wte = unit_tensor(w.params(0), layout_, 0, 0);
+    for (int64_t r = 0; r < R; ++r)
+        std::copy_n(wte + int64_t(b.tokens[size_t(r)]) * C, C, x.data() + r * C);
+    if (!cfg_.tie_embeddings) w.release(0);
+    auto add = [&](float* to, const float* from) {
+        for (int64_t i = 0; i < R * C; ++i) to[i] += from[i];
+    };
+    const kernels::RopeTable& table = rope(cfg_.n_positions);
+    for (int l = 0; l < L; ++l) {
+        const LlamaBlock p = block(w.params(l + 1), l);
+        norm_.forward(ln.data(), {nullptr, rstd.data()}, x.data(), {p.ln1_w}, R);
+        mm(qkv.data(), ln.data(), p.qkv_w, p.qkv_b, R, C, qkv_);
+        for (int64_t r = 0; r < R; ++r) {
+            float* q = qkv.data() + r * qkv_;
+            const int64_t pos = b.positions[size_t(r)];
+            k::rope_forward(q, 1, 1, NH_, HS_, qkv_, pos, table);
+            k::rope_forward(q + A, 1, 1, NKV_, HS_, qkv_, pos, table);
+        }
+        attend_rows(att.data(), qkv.data(), qkv_, b, kv, l, NH_, NKV_, HS_);
+        mm(y.data(), att.data(), p.o_w, nullptr, R, A, C);
+        add(x.data(), y.data());
+        norm_.forward(ln.data(), {nullptr, rstd.data()}, x.data(), {p.ln2_w}, R);
+        if (moe_) {
+            moe_->forward_rows(
+                y.data(), ln.data(), x.data(), p.moe, R, mm,
+                cfg_.moe_router_bias_rate > 0 ? router_bias_.data() + l * cfg_.n_experts : nullptr);
+            std::copy_n(y.data(), R * C, x.data());
+        } else {
+            mm(gu.data(), ln.data(), p.gu_w, nullptr, R, C, 2 * F_);
+            // Row by row, so that no vector loop's tail falls inside a row at some R only.
+            for (int64_t r = 0; r < R; ++r)
+                k::swiglu_forward(act.data() + r * F_, gu.data() + r * 2 * F_, 1, F_);
+            mm(y.data(), act.data(), p.down_w, nullptr, R, F_, C);
+            add(x.data(), y.data());
+        }
+        w.release(l + 1);
+    }
+    const int64_t n = int64_t(b.logit_rows.size());
+    for (int64_t i = 0; i < n; ++i)
+        std::copy_n(x.data() + b.logit_rows[size_t(i)] * C, C, y.data() + i * C);
+    const int u = int(L) + 1;
+    norm_.forward(ln.data(), {nullptr, rstd.data()}, y.data(),
+                  {unit_tensor(w.params(u), layout_, u, 0)}, n);
+    mm(logits, ln.data(), head_weight(w, false), nullptr, n, C, cfg_.vocab_size);
+    w.release(u);
+    if (cfg_.tie_embeddings) w.release(0);
 }
 
 AttentionCore Llama::attention(LlamaActivations& a, int64_t slot) const {
@@ -356,7 +406,7 @@ AttentionCore Llama::attention(LlamaActivations& a, int64_t slot) const {
 }
 
 void Llama::block_forward_from(LlamaActivations& a, const LlamaBlock& p, int l, UnitAccess& w,
-                               KvCache* cache, int64_t pos0, bool recomputing) {
+                               bool recomputing) {
     const int64_t B = a.B, T = a.T, BT = B * T, C = cfg_.n_embd, R = a.rows();
     const int64_t A = NH_ * HS_;
     ensure_scratch(BT);
@@ -381,10 +431,10 @@ void Llama::block_forward_from(LlamaActivations& a, const LlamaBlock& p, int l, 
     keep_and_project(qkv, ln1, a.ln1, at_ln, p.qkv_w, p.qkv_b, BT, C, qkv_);
     w.progress();
     const kernels::RopeTable& table = rope(cfg_.n_positions);
-    rope_rows(qkv, B, T, NH_, HS_, qkv_, pos0, a.positions, table, false);
-    rope_rows(qkv + A, B, T, NKV_, HS_, qkv_, pos0, a.positions, table, false);
+    rope_rows(qkv, B, T, NH_, HS_, qkv_, 0, a.positions, table, false);
+    rope_rows(qkv + A, B, T, NKV_, HS_, qkv_, 0, a.positions, table, false);
     if (attn16) keep_rounded(a.qkv, at_qkv, qkv, BT, qkv_);
-    attention(a, s).forward(cp_.get(), qkv, atty, cache, l, pos0);
+    attention(a, s).forward(cp_.get(), qkv, atty);
     w.progress();
     if (attn16)
         tp_.row_parallel_forward(res2, a.atty.b16() + at_att, p.o_w, nullptr, x, BT, A, R,
@@ -436,17 +486,6 @@ double Llama::head_forward(Activations& base, UnitAccess& w, bool train, float l
     return sum;
 }
 
-void Llama::logits(Activations& a, UnitAccess& w, int64_t row, float* out) {
-    WEFT_CHECK(tp_size_ == 1, "internal: logits at tensor-parallel degree {}", tp_size_);
-    const int64_t C = cfg_.n_embd;
-    const int u = int(cfg_.n_layer) + 1;
-    ensure_scratch(1);
-    float rstd;
-    norm_.forward(dC_.data(), {nullptr, &rstd}, a.resid_in(int(cfg_.n_layer)) + row * C,
-                  {unit_tensor(w.params(u), layout_, u, 0)}, 1);
-    k::classifier_logits(out, dC_.data(), head_weight(w, false), 1, C, cfg_.vocab_size);
-}
-
 void Llama::head_backward(Activations& base, UnitAccess& w) {
     LlamaActivations& a = acts(base);
     const int64_t BT = a.B * a.T, R = a.rows();
@@ -470,7 +509,7 @@ void Llama::block_backward(Activations& base, UnitAccess& w, int l) {
     ensure_scratch(BT);
     LlamaBlock p = block(w.params(l + 1), l);
     LlamaBlock g = block(w.grads(l + 1), l);
-    if (a.recompute) block_forward_from(a, p, l, w, nullptr, 0, /*recomputing=*/true);
+    if (a.recompute) block_forward_from(a, p, l, w, /*recomputing=*/true);
     const int64_t s = a.slot(l);
     const float* x = a.resid_in(l);
     const bool attn16 = a.qkv.bf16();

@@ -89,9 +89,8 @@ class Llama : public Model {
     void head_backward(Activations& a, UnitAccess& w) override;
     void block_backward(Activations& a, UnitAccess& w, int layer) override;
     void embed_backward(Activations& a, UnitAccess& w) override;
-    void block_forward_cached(Activations& a, UnitAccess& w, int layer, KvCache& cache,
-                              int64_t pos0) override;
-    void logits(Activations& a, UnitAccess& w, int64_t row, float* out) override;
+    void forward_rows(const RowBatch& b, UnitAccess& w, KvPool& kv, RowProducts& mm,
+                      float* logits) override;
     int64_t kv_width() const override { return cfg_.kv_heads() * cfg_.head_dim(); }
     float* dresid(int64_t B, int64_t T) override;
     MoeStats take_moe_stats() override;
@@ -114,7 +113,7 @@ class Llama : public Model {
     // The attention core (attention_core.hpp) of the micro-batch slot `slot` of `a`.
     AttentionCore attention(LlamaActivations& a, int64_t slot) const;
     void block_forward_from(LlamaActivations& a, const LlamaBlock& p, int layer, UnitAccess& w,
-                            KvCache* cache = nullptr, int64_t pos0 = 0, bool recomputing = false);
+                            bool recomputing = false);
     LlamaBlock block(float* unit_base, int layer) const;
     // The output head's weight (the embedding when tied) in params or grads.
     float* head_weight(UnitAccess& w, bool grads) const;

@@ -5,6 +5,7 @@
 #include "weft/core/error.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/model/cp_attention.hpp"
+#include "weft/model/row_batch.hpp"
 
 namespace weft::model {
 
@@ -62,24 +63,6 @@ int64_t Activations::shared_floats(const ModelConfig& cfg, int64_t B, int64_t T,
     const int64_t heads = 2 * (cfg.n_head / span.tp + cfg.kv_heads() / span.tp);
     return (n + 1) * rows * cfg.n_embd + (span.head ? tokens : 0) + 2 * tokens +
            kept * tokens * heads * cfg.head_dim() / (span.bf16 ? 2 : 1);
-}
-
-KvCache::KvCache(int64_t n_layer, int64_t positions_, int64_t width_)
-    : positions(positions_),
-      width(width_),
-      k(n_layer * positions_ * width_),
-      v(n_layer * positions_ * width_) {}
-
-void KvCache::store(int layer, int64_t pos0, int64_t T, const float* keys, const float* values,
-                    int64_t ld) {
-    WEFT_CHECK(pos0 >= 0 && pos0 + T <= positions, "internal: caching positions {}..{} of {}", pos0,
-               pos0 + T, positions);
-    float* kc = k_at(layer) + pos0 * width;
-    float* vc = v_at(layer) + pos0 * width;
-    for (int64_t t = 0; t < T; ++t) {
-        std::copy_n(keys + t * ld, width, kc + t * width);
-        std::copy_n(values + t * ld, width, vc + t * width);
-    }
 }
 
 Model::Model(const ModelConfig& cfg, const ModelShard& shard, int tp_size, int tp_rank,
@@ -160,11 +143,13 @@ void Model::check_embedding(const Activations& a, int64_t pos0) const {
                "internal: positions {}..{} of a model of {}", pos0, pos0 + a.T, cfg_.n_positions);
 }
 
-void Model::check_cached(const Activations& a, int64_t pos0) const {
-    WEFT_CHECK(tp_size_ == 1 && a.B == 1 && pos0 >= 0 && pos0 + a.T <= cfg_.n_positions,
-               "internal: cached generation of positions {}..{} of {} sequences at "
-               "tensor-parallel degree {} (expected one sequence within {} positions, tp 1)",
-               pos0, pos0 + a.T, a.B, tp_size_, cfg_.n_positions);
+void Model::check_rows(const RowBatch& b) const {
+    WEFT_CHECK(tp_size_ == 1 && !cp_, "internal: a forward over rows at tensor-parallel degree {}",
+               tp_size_);
+    for (const RowSeq& s : b.seqs)
+        WEFT_CHECK(s.pos0 >= 0 && s.pos0 + s.rows <= cfg_.n_positions,
+                   "internal: a forward of positions {}..{} (expected within {} positions)", s.pos0,
+                   s.pos0 + s.rows, cfg_.n_positions);
 }
 
 double Model::forward(Activations& a, UnitAccess& w, bool train, float loss_scale) {

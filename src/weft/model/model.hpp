@@ -145,19 +145,9 @@ struct Activations {
     int64_t n_embd_, rows_;
 };
 
-// The keys and values of the positions a generated sequence has seen: [n_layer, n_positions,
-// width] each, width being the model's key/value width (Model::kv_width).
-struct KvCache {
-    KvCache(int64_t n_layer, int64_t positions, int64_t width);
-    int64_t positions, width;
-    Buffer k, v;
-    float* k_at(int layer) { return k.data() + layer * positions * width; }
-    // The keys and values of T new positions from pos0 on: rows of `width` floats, `ld` apart.
-    void store(int layer, int64_t pos0, int64_t T, const float* keys, const float* values,
-               int64_t ld);
-    float* v_at(int layer) { return v.data() + layer * positions * width; }
-};
-
+class KvPool;
+struct RowBatch;
+class RowProducts;
 class CpAttention;
 
 class Model {
@@ -199,13 +189,14 @@ class Model {
     void block_backward_input(Activations& a, UnitAccess& w, int layer);
     void block_backward_weight(Activations& a, UnitAccess& w, int layer);
 
-    // Generation with a KV cache (tp = 1, B = 1): the layer's forward of a's T tokens at
-    // positions pos0 .. pos0 + T - 1 (embedded with embed_forward(a, w, pos0)); their keys and
-    // values join those `cache` holds for the positions before, and their queries attend to all.
-    virtual void block_forward_cached(Activations& a, UnitAccess& w, int layer, KvCache& cache,
-                                      int64_t pos0) = 0;
-    // Generation: the logits (vocab_size floats) of row `row` of the last layer's output.
-    virtual void logits(Activations& a, UnitAccess& w, int64_t row, float* out) = 0;
+    // Serving and generation (tp = 1): one forward over the rows of several sequences at once
+    // (row_batch.hpp), each at its own positions with its keys and values in `kv`. Every product
+    // goes through `mm` (row_products.hpp), norms, the rotary embedding and activations run per
+    // row, attention per sequence over its own keys (attend_rows), and experts are routed per
+    // row with no capacity limit: a row's bits do not depend on the other rows of the batch.
+    // logits [b.logit_rows.size(), vocab_size]: those rows' logits, in order.
+    virtual void forward_rows(const RowBatch& b, UnitAccess& w, KvPool& kv, RowProducts& mm,
+                              float* logits) = 0;
     // Context parallelism: each sequence of T_global tokens is split over the ranks of `cp`
     // (which must outlive the model) and attention runs as a ring over them, or with `ulysses`
     // as all-to-alls over heads (which this rank's heads and kv heads must divide by). With
@@ -260,8 +251,8 @@ class Model {
     void check_activations(const Activations& a) const;
     // The embedding's activations (layer 0, positions pos0 .. pos0 + T inside the model).
     void check_embedding(const Activations& a, int64_t pos0) const;
-    // Cached generation: one sequence at tp 1, positions inside the model.
-    void check_cached(const Activations& a, int64_t pos0) const;
+    // forward_rows' batch: tp 1, positions inside the model.
+    void check_rows(const RowBatch& b) const;
 
     ModelConfig cfg_;
     ParamLayout layout_;

@@ -2,8 +2,10 @@
 
 #include "weft/core/error.hpp"
 #include "weft/kernels/matmul.hpp"
+#include "weft/kernels/matmul_rows.hpp"
 #include "weft/kernels/moe_router.hpp"
 #include "weft/kernels/swiglu.hpp"
+#include "weft/model/row_products.hpp"
 
 namespace weft::model {
 
@@ -197,6 +199,49 @@ void MoeMlp::forward(MoeLayerActs& a, std::vector<double>& counts, float* out, c
         stats->dropped += double(plan.dropped);
         stats->slots += double(N * K);
     }
+}
+
+void MoeMlp::forward_rows(float* out, const float* x, const float* residual, const MoeWeights& p,
+                          int64_t N, RowProducts& mm, const float* selection_bias) {
+    WEFT_CHECK(!ep_comm_, "internal: a forward over rows with expert parallelism");
+    const int64_t E = E_, K = k_, F = F_, C = C_, S = N * K;
+    auto floats = [](int64_t n) { return std::vector<float>(static_cast<size_t>(n)); };
+    std::vector<float> logits = floats(N * E), probs = floats(N * E), lse = floats(N),
+                       weight = floats(S), xp = floats(S * C), g = floats(S * F), u = floats(S * F),
+                       gu = floats(S * 2 * F), act = floats(S * F), y = floats(S * C);
+    std::vector<int32_t> expert(static_cast<size_t>(S));
+    k::matmul_rows(logits.data(), x, p.router, nullptr, N, C, E);
+    k::moe_router_forward(probs.data(), lse.data(), expert.data(), weight.data(), logits.data(), N,
+                          E, K, cfg_.moe_renormalize, selection_bias);
+    k::MoePlan plan;
+    k::moe_plan(plan, expert.data(), weight.data(), N, E, K);
+    k::moe_permute(xp.data(), x, plan, C);
+    for (int64_t e = 0; e < E; ++e) {
+        const int64_t n = plan.rows_of(e), r0 = plan.offsets[size_t(e)];
+        if (n == 0) continue;
+        mm(g.data() + r0 * F, xp.data() + r0 * C, p.w1 + e * F * C, nullptr, n, C, F);
+        mm(u.data() + r0 * F, xp.data() + r0 * C, p.w3 + e * F * C, nullptr, n, C, F);
+    }
+    const int64_t R = plan.rows();
+    // [gate | up] rows for the SwiGLU, one row at a time (no vector tail inside a row).
+    for (int64_t r = 0; r < R; ++r) {
+        std::copy_n(g.data() + r * F, F, gu.data() + r * 2 * F);
+        std::copy_n(u.data() + r * F, F, gu.data() + r * 2 * F + F);
+        k::swiglu_forward(act.data() + r * F, gu.data() + r * 2 * F, 1, F);
+    }
+    for (int64_t e = 0; e < E; ++e) {
+        const int64_t n = plan.rows_of(e), r0 = plan.offsets[size_t(e)];
+        if (n > 0) mm(y.data() + r0 * C, act.data() + r0 * F, p.w2 + e * C * F, nullptr, n, F, C);
+    }
+    k::moe_unpermute(out, y.data(), weight.data(), residual, plan, C);
+    if (SF_ == 0) return;
+    // Shared experts: every row, added after the routed ones and the residual.
+    std::vector<float> sgu = floats(N * 2 * SF_), sact = floats(N * SF_), sy = floats(N * C);
+    mm(sgu.data(), x, p.shared_gu, nullptr, N, C, 2 * SF_);
+    for (int64_t r = 0; r < N; ++r)
+        k::swiglu_forward(sact.data() + r * SF_, sgu.data() + r * 2 * SF_, 1, SF_);
+    mm(sy.data(), sact.data(), p.shared_down, nullptr, N, SF_, C);
+    for (int64_t i = 0; i < N * C; ++i) out[i] += sy[size_t(i)];
 }
 
 void MoeMlp::backward(float* dx, const float* dout, const float* x, const MoeLayerActs& a,

@@ -23,6 +23,8 @@
 
 namespace weft::model {
 
+class RowProducts;
+
 struct MoeWeights {
     float *router, *w1, *w2, *w3;  // router [E, C]; w1 (gate), w3 (up) [E, F, C]; w2 [E, C, F]
     // Shared experts (n_shared_experts x F = SF wide; null without): [gate; up] [2 SF, C] and
@@ -78,6 +80,12 @@ class MoeMlp {
                  const float* residual, const MoeWeights& p, int64_t N, double loss_scale,
                  bool counts_known, MoeComm* comm, MoeStats* stats, int layer,
                  const float* selection_bias = nullptr);
+    // Serving and generation (Model::forward_rows): out[N, C] = residual + MoE(x), each row
+    // routed on its own with no capacity limit (a full expert would drop rows depending on the
+    // others in the batch), every product through `mm`, the router's in fp32: a row's bits do
+    // not depend on the other rows. Every expert on this rank (no expert parallelism).
+    void forward_rows(float* out, const float* x, const float* residual, const MoeWeights& p,
+                      int64_t N, RowProducts& mm, const float* selection_bias = nullptr);
     // dx[N, C] (overwritten) from dout[N, C], the gradient of forward's output; the weights'
     // gradients are added to g. The router's losses' gradients flow back with loss_scale.
     void backward(float* dx, const float* dout, const float* x, const MoeLayerActs& a,

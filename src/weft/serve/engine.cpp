@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <optional>
 
 #include "weft/core/error.hpp"
 #include "weft/core/philox.hpp"
@@ -12,24 +11,20 @@
 namespace weft::serve {
 
 struct Engine::Running {
-    Running(Request req_, int64_t blocks_)
+    explicit Running(Request req_)
         : req(std::move(req_)),
           out(std::make_shared<Stream>()),
           tokens(req.prompt),
           rng(philox_for(req.o.seed, "sample")),
-          text(req.stop),
-          blocks(blocks_) {}
+          text(req.stop) {}
 
     Request req;
     std::shared_ptr<Stream> out;
-    // Made on admission, not while waiting: the memory the pool counts. The positions it can
-    // reach, not the model's whole context.
-    std::optional<model::KvCache> cache;
+    model::BlockTable table;      // empty while waiting
     std::vector<int32_t> tokens;  // the prompt, then what was generated
     int64_t computed = 0;         // positions in the cache
     Philox rng;                   // as `weft sample`'s: token i draws its uniform number i
     StopText text;
-    int64_t blocks;
     std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();  // submitted
     bool ended = false;  // its last update, with a finish reason, was pushed
 
@@ -52,14 +47,26 @@ void EngineOptions::validate() const {
     WEFT_CHECK(batch_tokens >= 1, "--batch-tokens must be at least 1, got {}", batch_tokens);
 }
 
-Engine::Engine(const model::ModelConfig& cfg, const model::ParamLayout& layout, const float* params,
-               std::function<std::string(int32_t)> piece, EngineOptions o)
-    : forward_(cfg, layout, params), piece_(std::move(piece)), o_(o) {
-    o_.validate();
-    WEFT_CHECK(o_.kv_blocks >= 1,
+namespace {
+
+// The pool's blocks, checked before the pool is made.
+int64_t pool_blocks(const EngineOptions& o) {
+    o.validate();
+    WEFT_CHECK(o.kv_blocks >= 1,
                "the KV cache pool holds no block of {} positions (expected a larger "
                "--kv-cache-gib)",
-               o_.block_tokens);
+               o.block_tokens);
+    return o.kv_blocks;
+}
+
+}  // namespace
+
+Engine::Engine(const model::ModelConfig& cfg, const model::ParamLayout& layout, const float* params,
+               std::function<std::string(int32_t)> piece, EngineOptions o)
+    : forward_(cfg, layout, params, o.bf16),
+      pool_(pool_blocks(o), cfg.n_layer, forward_.kv_width(), o.block_tokens),
+      piece_(std::move(piece)),
+      o_(o) {
     stats_.kv_blocks_total = o_.kv_blocks;
 }
 
@@ -85,8 +92,7 @@ void Engine::check(const Request& r) const {
 
 std::shared_ptr<Stream> Engine::submit(Request r) {
     check(r);
-    const int64_t blocks = kv_blocks_for(r, o_.block_tokens);
-    auto run = std::make_unique<Running>(std::move(r), blocks);
+    auto run = std::make_unique<Running>(std::move(r));
     std::shared_ptr<Stream> out = run->out;
     {
         std::lock_guard lock(mu_);
@@ -111,12 +117,7 @@ void Engine::sample_next(Running& r, std::span<const float> logits) {
     const std::span<const float> l = logits.first(model::sampled_vocab(config(), r.req.o));
     const int64_t i = r.generated();
     const int32_t t = model::pick_token(l, r.req.o, r.rng.uniform(uint64_t(i)));
-    // The token's log-probability under the model itself (not the sampling's temperature), in
-    // double from the fp32 logits: the same bits for the same logits.
-    const double top = *std::max_element(l.begin(), l.end());
-    double sum = 0;
-    for (float x : l) sum += std::exp(double(x) - top);
-    const float logprob = float(double(l[size_t(t)]) - top - std::log(sum));
+    const float logprob = model::token_logprob(l, t);
     if (t == r.req.o.stop_token) return finish(r, "stop");
     r.tokens.push_back(t);
     bool stopped = false;
@@ -145,69 +146,101 @@ void Engine::sample_next(Running& r, std::span<const float> logits) {
     r.out->push(u);
 }
 
+void Engine::admit() {
+    std::erase_if(waiting_, [](const auto& r) { return r->out->cancelled(); });
+    // First come, first served: a large request at the head is not overtaken, so it cannot
+    // starve behind a stream of small ones. It takes the blocks of every token it has (its
+    // prompt, and what it generated before a preemption) at once, so that its prompt chunks
+    // never wait for blocks.
+    while (!waiting_.empty() && int64_t(running_.size()) < o_.slots &&
+           pool_.grow(waiting_.front()->table, int64_t(waiting_.front()->tokens.size()))) {
+        running_.push_back(std::move(waiting_.front()));
+        waiting_.pop_front();
+    }
+    stats_.waiting = int64_t(waiting_.size());
+    stats_.running = int64_t(running_.size());
+    stats_.kv_blocks_used = pool_.used_blocks();
+}
+
+void Engine::preempt_newest() {
+    Running& r = *running_.back();
+    pool_.release_all(r.table);
+    r.computed = 0;
+    std::lock_guard lock(mu_);
+    waiting_.push_front(std::move(running_.back()));
+    running_.pop_back();
+    ++stats_.preemptions;
+}
+
 bool Engine::step() {
     {
         std::lock_guard lock(mu_);
-        std::erase_if(waiting_, [](const auto& r) { return r->out->cancelled(); });
-        // First come, first served: a large request at the head is not overtaken, so it cannot
-        // starve behind a stream of small ones.
-        while (!waiting_.empty() && int64_t(running_.size()) < o_.slots &&
-               stats_.kv_blocks_used + waiting_.front()->blocks <= o_.kv_blocks) {
-            Running& r = *waiting_.front();
-            stats_.kv_blocks_used += r.blocks;
-            r.cache.emplace(config().n_layer, r.prompt_size() + r.req.o.tokens,
-                            forward_.kv_width());
-            running_.push_back(std::move(waiting_.front()));
-            waiting_.pop_front();
-        }
-        stats_.waiting = int64_t(waiting_.size());
-        stats_.running = int64_t(running_.size());
+        admit();
     }
-    // Tokens wanted minus tokens computed: 1 for a request in decode, a chunk of the prompt for
-    // one in prefill. Decodes first, then whole chunks while the budget lasts (at least one per
-    // step, so that a prompt advances however many decodes there are).
-    struct Work {
-        Running* r;
-        int64_t n;
-    };
-    std::vector<Work> work;
+    // Tokens wanted minus tokens computed: 1 for a request in decode, a chunk of its prompt (or,
+    // recomputed, of its prompt and what it generated) for the others. Decodes first, then
+    // chunks while the budget lasts (at least one per step, so that a prompt advances however
+    // many decodes there are). Cut anywhere: a row's bits do not depend on its chunk.
+    std::vector<int64_t> n(running_.size(), 0);
     int64_t budget = o_.batch_tokens;
-    for (auto& r : running_)
-        if (!r->out->cancelled() && r->computed >= r->prompt_size()) {
-            work.push_back({r.get(), 1});
+    for (size_t i = 0; i < running_.size(); ++i)
+        if (!running_[i]->out->cancelled() &&
+            int64_t(running_[i]->tokens.size()) - running_[i]->computed == 1) {
+            n[i] = 1;
             --budget;
         }
     bool chunked = false;
-    for (auto& r : running_) {
-        if (r->out->cancelled() || r->computed >= r->prompt_size()) continue;
-        const int64_t n = std::min(o_.batch_tokens, r->prompt_size() - r->computed);
-        if (chunked && n > budget) break;
-        work.push_back({r.get(), n});
-        budget -= n;
+    for (size_t i = 0; i < running_.size(); ++i) {
+        const Running& r = *running_[i];
+        const int64_t want = int64_t(r.tokens.size()) - r.computed;
+        if (r.out->cancelled() || want <= 1) continue;
+        if (chunked && budget <= 0) break;
+        n[i] = std::min({want, o_.batch_tokens, chunked ? budget : o_.batch_tokens});
+        budget -= n[i];
         chunked = true;
     }
-    int64_t prompt_tokens = 0;
-    for (const Work& w : work) {
-        Running& r = *w.r;
-        std::span<const float> logits = forward_.feed(
-            *r.cache, r.computed,
-            std::span<const int32_t>(r.tokens).subspan(size_t(r.computed), size_t(w.n)));
-        if (r.computed < r.prompt_size()) prompt_tokens += w.n;
-        r.computed += w.n;
-        if (r.computed == int64_t(r.tokens.size())) sample_next(r, logits);
+    // Blocks for the new positions, oldest request first; when none is free the newest running
+    // request gives its blocks back (possibly the one asking, when it is the newest).
+    for (size_t i = 0; i < running_.size(); ++i) {
+        Running& r = *running_[i];
+        while (n[i] > 0 && !pool_.grow(r.table, r.computed + n[i])) {
+            const bool self = i + 1 == running_.size();
+            preempt_newest();
+            n.pop_back();
+            if (self) break;
+        }
     }
+    batch_.clear();
+    std::vector<Running*> sampled;
+    int64_t prompt_tokens = 0;
+    for (size_t i = 0; i < running_.size(); ++i) {
+        if (n[i] == 0) continue;
+        Running& r = *running_[i];
+        const bool last = r.computed + n[i] == int64_t(r.tokens.size());
+        batch_.add(std::span<const int32_t>(r.tokens).subspan(size_t(r.computed), size_t(n[i])),
+                   r.computed, r.table, last);
+        prompt_tokens +=
+            std::max<int64_t>(0, std::min(r.prompt_size(), r.computed + n[i]) - r.computed);
+        r.computed += n[i];
+        if (last) sampled.push_back(&r);
+    }
+    const std::span<const float> logits = forward_.run(batch_, pool_);
+    const size_t V = size_t(config().vocab_size);
+    for (size_t i = 0; i < sampled.size(); ++i) sample_next(*sampled[i], logits.subspan(i * V, V));
     std::lock_guard lock(mu_);
     stats_.prompt_tokens += prompt_tokens;
-    if (!work.empty()) ++stats_.steps;
+    if (batch_.rows() > 0) ++stats_.steps;
     const size_t before = running_.size();
     std::erase_if(running_, [&](const std::unique_ptr<Running>& r) {
         const bool done = r->out->cancelled() || r->ended;
-        if (done) stats_.kv_blocks_used -= r->blocks;
+        if (done) pool_.release_all(r->table);
         return done;
     });
     stats_.requests_done += int64_t(before - running_.size());
     stats_.running = int64_t(running_.size());
-    return !work.empty() || before != running_.size();
+    stats_.waiting = int64_t(waiting_.size());
+    stats_.kv_blocks_used = pool_.used_blocks();
+    return batch_.rows() > 0 || before != running_.size();
 }
 
 void Engine::run(const std::atomic<bool>& stop) {

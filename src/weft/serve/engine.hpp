@@ -7,10 +7,13 @@
 // step and leave as soon as they are done. The engine knows no sockets: a front end submits a
 // Request and reads its Stream.
 //
-// Batch invariance: a request's tokens and logprobs never depend on the others. Each request runs
-// its own forward over its own KV cache (model::CachedForward, the one `weft sample` runs), and
-// its prompt is cut into chunks at fixed positions (multiples of the chunk size) whatever else is
-// running: a chunk that does not fit this step's budget waits for the next step whole.
+// One forward per step for every row of every request (model::RowForward, the one `weft sample`
+// runs), over a paged KV cache (model::KvPool: a block table per request, blocks taken as it
+// grows). Batch invariance: a request's tokens and logprobs never depend on the others, nor on
+// how its prompt is cut into chunks, nor on a preemption, because each row of that forward is the
+// same bits whatever the other rows (Model::forward_rows). When a running request needs a block
+// and none is free, the newest running one is preempted: its blocks are freed and it waits at
+// the head of the queue, to be recomputed from its prompt and what it generated.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -39,6 +42,7 @@ struct EngineOptions {
     int64_t batch_tokens = 512;  // a step's token budget, and the prompt chunk size
     int64_t block_tokens = 16;   // KV cache positions per block of the pool
     int64_t kv_blocks = 0;       // blocks in the pool
+    bool bf16 = false;           // products on weights rounded to bf16 (--dtype bf16)
 
     // Errors naming --slots or --batch-tokens (the pool is checked by the engine).
     void validate() const;
@@ -49,11 +53,12 @@ struct EngineStats {
     int64_t prompt_tokens = 0, generated_tokens = 0;  // since the start
     int64_t requests_done = 0, steps = 0;
     int64_t kv_blocks_used = 0, kv_blocks_total = 0;
+    int64_t preemptions = 0;  // running requests sent back to wait for KV blocks
     // Seconds from a request's submission to its first token, and between its tokens.
     Histogram time_to_first_token, time_per_output_token;
 };
 
-// Blocks of KV cache positions a request reserves: enough for its prompt and max_tokens.
+// Blocks of KV cache positions a request may reach: its prompt and max_tokens.
 int64_t kv_blocks_for(const Request& r, int64_t block_tokens);
 // KV pool blocks that `gib` GiB hold for a model of n_layer layers of kv_width floats per position
 // (keys and values, fp32).
@@ -83,8 +88,14 @@ class Engine {
     struct Running;
     void finish(Running& r, const std::string& reason);
     void sample_next(Running& r, std::span<const float> logits);
+    // Takes waiting requests while slots and the blocks of their tokens are free (lock held).
+    void admit();
+    // Frees the blocks of the newest running request and puts it at the head of the queue.
+    void preempt_newest();
 
-    model::CachedForward forward_;
+    model::RowForward forward_;
+    model::KvPool pool_;  // the engine loop's alone (stats_ counts it)
+    model::RowBatch batch_;
     std::function<std::string(int32_t)> piece_;
     EngineOptions o_;
     mutable std::mutex mu_;  // guards waiting_ and stats_

@@ -38,9 +38,11 @@ std::string metrics_text(const EngineStats& s) {
     metric("weft_prompt_tokens_total", "counter", "Prompt tokens computed.", s.prompt_tokens);
     metric("weft_generation_tokens_total", "counter", "Tokens generated.", s.generated_tokens);
     metric("weft_engine_steps_total", "counter", "Engine steps that ran a forward.", s.steps);
-    metric("weft_kv_blocks_used", "gauge", "KV cache pool blocks reserved.", s.kv_blocks_used);
+    metric("weft_kv_blocks_used", "gauge", "KV cache pool blocks in use.", s.kv_blocks_used);
     metric("weft_kv_blocks_free", "gauge", "KV cache pool blocks free.",
            s.kv_blocks_total - s.kv_blocks_used);
+    metric("weft_preemptions_total", "counter",
+           "Running requests whose KV blocks were freed, to be recomputed.", s.preemptions);
     auto histogram = [&](const char* name, const char* help, const Histogram& h) {
         out += fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
         int64_t below = 0;

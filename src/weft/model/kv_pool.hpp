@@ -1,0 +1,64 @@
+#pragma once
+// A paged KV cache (vLLM's PagedAttention): one pool of fixed-size blocks of positions, each
+// holding the keys and values of every layer for `block_tokens` positions, and a block table per
+// sequence naming the block of each run of its positions. A sequence takes blocks as it grows
+// and gives them back when it ends, so the pool is shared by whatever runs, and no sequence
+// reserves the positions it may never reach. Grouped-query aware: a position holds the kv heads'
+// keys and values (Model::kv_width), not the query heads'.
+//
+// Blocks are reference counted, so that sequences with the same prompt prefix can share its
+// full blocks (prefix caching: the engine decides what is shared, the pool only counts).
+#include <cstdint>
+#include <vector>
+
+#include "weft/core/buffer.hpp"
+
+namespace weft::model {
+
+// A sequence's blocks, in position order: position p is in block table[p / block_tokens].
+using BlockTable = std::vector<int32_t>;
+
+class KvPool {
+  public:
+    KvPool(int64_t blocks, int64_t n_layer, int64_t width, int64_t block_tokens = 16);
+
+    int64_t blocks() const { return blocks_; }
+    int64_t block_tokens() const { return block_tokens_; }
+    int64_t width() const { return width_; }
+    int64_t free_blocks() const { return int64_t(free_.size()); }
+    int64_t used_blocks() const { return blocks_ - free_blocks(); }
+    // Blocks that `positions` positions fill.
+    int64_t blocks_for(int64_t positions) const {
+        return (positions + block_tokens_ - 1) / block_tokens_;
+    }
+
+    // A free block, its count at 1; -1 when none is free.
+    int32_t allocate();
+    void retain(int32_t block);
+    // Drops one reference; the block is free again at none.
+    void release(int32_t block);
+    int32_t references(int32_t block) const { return refs_[size_t(block)]; }
+    // Takes blocks into `table` until it covers `positions`; false (the table unchanged) when
+    // the pool has too few free.
+    bool grow(BlockTable& table, int64_t positions);
+    // Releases every block of `table` and empties it.
+    void release_all(BlockTable& table);
+
+    // The keys (values) of `layer` at position `pos` of the sequence whose blocks are `table`.
+    float* k(const BlockTable& table, int layer, int64_t pos) { return at(table, layer, pos, 0); }
+    float* v(const BlockTable& table, int layer, int64_t pos) { return at(table, layer, pos, 1); }
+
+  private:
+    float* at(const BlockTable& table, int layer, int64_t pos, int kv) {
+        const int64_t b = table[size_t(pos / block_tokens_)];
+        return data_.data() +
+               (((b * n_layer_ + layer) * 2 + kv) * block_tokens_ + pos % block_tokens_) * width_;
+    }
+
+    int64_t blocks_, n_layer_, width_, block_tokens_;
+    Buffer data_;  // [blocks, n_layer, 2 (k, v), block_tokens, width]
+    std::vector<int32_t> refs_;
+    std::vector<int32_t> free_;  // a stack: the block freed last is taken first
+};
+
+}  // namespace weft::model

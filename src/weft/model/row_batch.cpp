@@ -1,0 +1,88 @@
+#include "weft/model/row_batch.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "weft/core/error.hpp"
+
+namespace weft::model {
+
+void RowBatch::add(std::span<const int32_t> t, int64_t pos0, const BlockTable& table, bool logits) {
+    const int64_t n = int64_t(t.size()), row0 = rows();
+    seqs.push_back({row0, n, pos0, &table});
+    tokens.insert(tokens.end(), t.begin(), t.end());
+    for (int64_t i = 0; i < n; ++i) positions.push_back(pos0 + i);
+    if (logits) logit_rows.push_back(row0 + n - 1);
+}
+
+void RowBatch::clear() {
+    tokens.clear();
+    positions.clear();
+    seqs.clear();
+    logit_rows.clear();
+}
+
+namespace {
+
+// Eight running sums in a fixed order (vectorisable without reassociation), then their tree.
+float dot(const float* a, const float* b, int64_t n) {
+    float s[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; ++j) s[j] += a[i + j] * b[i + j];
+    float tail = 0;
+    for (; i < n; ++i) tail += a[i] * b[i];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])) + tail;
+}
+
+}  // namespace
+
+void attend_rows(float* out, const float* qkv, int64_t ld, const RowBatch& b, KvPool& kv, int layer,
+                 int64_t NH, int64_t NKV, int64_t HS) {
+    const int64_t A = NH * HS, KV = NKV * HS, G = NH / NKV, R = b.rows();
+    WEFT_CHECK(KV == kv.width() && NH % NKV == 0,
+               "internal: attention of {} heads over {} kv heads of {} into a pool {} wide", NH,
+               NKV, HS, kv.width());
+    std::vector<const BlockTable*> table_of(static_cast<size_t>(R));
+    for (const RowSeq& s : b.seqs)
+        for (int64_t i = 0; i < s.rows; ++i) {
+            const float* r = qkv + (s.row0 + i) * ld;
+            std::copy_n(r + A, KV, kv.k(*s.table, layer, s.pos0 + i));
+            std::copy_n(r + A + KV, KV, kv.v(*s.table, layer, s.pos0 + i));
+            table_of[size_t(s.row0 + i)] = s.table;
+        }
+    const float scale = 1.0f / std::sqrt(float(HS));
+    // Threads only for work that pays for waking them (a tiny model's step is microseconds).
+    int64_t work = 0;
+    for (int64_t p : b.positions) work += (p + 1) * NH * HS;
+#pragma omp parallel if (work >= (int64_t(1) << 18))
+    {
+        std::vector<float> p;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t t = 0; t < R * NH; ++t) {
+            const int64_t row = t / NH, h = t % NH, g = h / G, pos = b.positions[size_t(row)];
+            const BlockTable& table = *table_of[size_t(row)];
+            const float* q = qkv + row * ld + h * HS;
+            p.resize(size_t(pos + 1));
+            float top = -std::numeric_limits<float>::infinity();
+            for (int64_t j = 0; j <= pos; ++j) {
+                p[size_t(j)] = dot(q, kv.k(table, layer, j) + g * HS, HS) * scale;
+                top = std::max(top, p[size_t(j)]);
+            }
+            float sum = 0;
+            for (int64_t j = 0; j <= pos; ++j) sum += p[size_t(j)] = std::exp(p[size_t(j)] - top);
+            float* o = out + row * A + h * HS;
+            std::fill(o, o + HS, 0.0f);
+            for (int64_t j = 0; j <= pos; ++j) {
+                const float* v = kv.v(table, layer, j) + g * HS;
+                const float pj = p[size_t(j)];
+                for (int64_t d = 0; d < HS; ++d) o[d] += pj * v[d];
+            }
+            const float inv = 1.0f / sum;
+            for (int64_t d = 0; d < HS; ++d) o[d] *= inv;
+        }
+    }
+}
+
+}  // namespace weft::model

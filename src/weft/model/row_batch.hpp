@@ -1,0 +1,43 @@
+#pragma once
+// The rows of one forward over several sequences at once (Model::forward_rows): each sequence
+// brings a run of consecutive positions (a prompt chunk, or one decode token) and its block
+// table in a KvPool; a row's result depends only on its sequence's tokens, never on the other
+// rows of the batch nor on how its own sequence was cut into calls (batch invariance,
+// docs/serving.md).
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "weft/model/kv_pool.hpp"
+
+namespace weft::model {
+
+struct RowSeq {
+    int64_t row0, rows, pos0;  // rows row0.. of the batch are positions pos0..
+    const BlockTable* table;   // covers pos0 + rows positions
+};
+
+struct RowBatch {
+    std::vector<int32_t> tokens;     // [rows]
+    std::vector<int64_t> positions;  // [rows]
+    std::vector<RowSeq> seqs;
+    std::vector<int64_t> logit_rows;  // the rows whose logits are wanted, in the order returned
+
+    int64_t rows() const { return int64_t(tokens.size()); }
+    // Appends `t` at positions pos0.. of the sequence of `table`; with `logits`, its last row's
+    // logits are wanted.
+    void add(std::span<const int32_t> t, int64_t pos0, const BlockTable& table, bool logits);
+    void clear();
+};
+
+// Causal attention of every row of `b` (grouped-query: NKV kv heads for NH query heads of HS):
+// the keys and values of its rows (packed [q | k | v] rows of qkv, `ld` apart) are first stored
+// at their positions in `kv` (layer `layer`), then each row's queries attend to its sequence's
+// positions up to its own, read through the block table. out [rows, NH HS]. Each output is one
+// fixed sequence of operations over its row's query and its sequence's cached keys and values:
+// the same bits whatever the other rows, and whether its sequence's earlier positions came in
+// this call or an earlier one.
+void attend_rows(float* out, const float* qkv, int64_t ld, const RowBatch& b, KvPool& kv, int layer,
+                 int64_t NH, int64_t NKV, int64_t HS);
+
+}  // namespace weft::model
