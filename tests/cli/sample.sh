@@ -12,6 +12,10 @@ b=$("$WEFT" sample "${s[@]}")
 c=$("$WEFT" sample "${s[@]}" --seed 8)
 [ "$a" != "$c" ] && ok "another seed, another text" || bad "seed ignored"
 expect_error "--top-p must be in (0, 1]" "" -- sample --ckpt run --top-p 1.5
+expect_error "--dtype must be fp32 or bf16, got 'fp16'" "" -- sample --ckpt run --dtype fp16
+g=(--ckpt run --tokenizer-dir "$SRC/data" --prompt "ROMEO:" --tokens 20 --temperature 0 --dtype bf16)
+b16=$("$WEFT" sample "${g[@]}")
+[[ "$b16" == ROMEO:?* && "$b16" = "$("$WEFT" sample "${g[@]}")" ]] && ok "--dtype bf16: $b16" || bad "--dtype bf16: $b16"
 # Generation stops at the end-of-text token unless --ignore-eos: a model trained on nothing but
 # end-of-text tokens (an llm.c file: magic 20240520, version 1, 1024 tokens of 50256) says it first.
 { printf '\x88\xd8\x34\x01\x01\x00\x00\x00\x00\x04\x00\x00'; head -c 1012 /dev/zero

@@ -18,6 +18,7 @@ struct SampleArgs {
     std::string prompt = "\n";
     model::SampleOptions o;
     bool ignore_eos = false;
+    std::string dtype = "fp32";
 };
 }  // namespace
 
@@ -40,14 +41,16 @@ void add_sample_command(CLI::App& app) {
                 "Go on past the tokenizer's end-of-text token (by default generation stops "
                 "there, before --tokens)");
     add_tokenizer_options(c, a->tokenizer, a->tokenizer_dir);
+    add_generation_dtype_option(c, a->dtype);
     c->callback([a] {
         a->o.validate();
+        const bool bf16 = generation_bf16(a->dtype);
         // The model's source first: it is what the user named; its weights are read last.
         const train::ModelSource source = train::open_model_source(a->model_dir, a->ckpt);
         const std::unique_ptr<data::Tokenizer> tok =
             data::open_tokenizer(a->tokenizer, a->tokenizer_dir);
         train::LoadedModel m = train::load_model(source);
-        sample_text(m, *tok, a->prompt, a->o, a->ignore_eos, stdout);
+        sample_text(m, *tok, a->prompt, a->o, a->ignore_eos, bf16, stdout);
     });
 }
 

@@ -26,6 +26,7 @@ struct ServeArgs {
     serve::EngineOptions engine;
     double kv_cache_gib = 1.0;
     int threads = 0;
+    std::string dtype = "fp32";
 };
 
 // The name clients give as "model": the last component of the path the user named.
@@ -41,6 +42,7 @@ void serve(ServeArgs& a) {
                "there yet)");
     WEFT_CHECK(a.kv_cache_gib > 0, "--kv-cache-gib must be positive, got {}", a.kv_cache_gib);
     a.engine.validate();
+    a.engine.bf16 = generation_bf16(a.dtype);
     const train::ModelSource source = train::open_model_source(a.model_dir, a.ckpt);
     const std::unique_ptr<data::Tokenizer> tok = data::open_tokenizer(a.tokenizer, a.tokenizer_dir);
     const int threads = train::set_threads_per_rank(a.threads);
@@ -85,11 +87,11 @@ void serve(ServeArgs& a) {
         front.stop();
     });
     fmt::print(
-        "weft serve: model {} ({}, {:.2f}M parameters, context {}), dtype fp32, {} threads, "
+        "weft serve: model {} ({}, {:.2f}M parameters, context {}), dtype {}, {} threads, "
         "KV pool {} blocks of {} tokens ({} tokens), {} slots, batch {} tokens, "
         "http://{}:{}/v1\n",
         ctx.model_id, cfg.family, double(model::num_parameters(cfg)) / 1e6, cfg.n_positions,
-        threads, a.engine.kv_blocks, a.engine.block_tokens,
+        a.dtype, threads, a.engine.kv_blocks, a.engine.block_tokens,
         a.engine.kv_blocks * a.engine.block_tokens, a.engine.slots, a.engine.batch_tokens,
         a.front.host, port);
     fmt::print("weft serve: chat template: {}\n", chat.description);
@@ -121,6 +123,7 @@ void add_serve_command(CLI::App& app) {
         ->capture_default_str();
     c->add_option("--api-key", a->front.api_key,
                   "Require 'Authorization: Bearer KEY' on /v1/ routes");
+    add_generation_dtype_option(c, a->dtype);
     c->add_option("--threads", a->threads,
                   "OpenMP threads (0: OMP_NUM_THREADS, else the node's cores)")
         ->capture_default_str();

@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "weft/core/error.hpp"
+
 namespace weft::cli {
 
 void add_model_source_options(CLI::App* c, std::filesystem::path& model_dir,
@@ -21,6 +23,17 @@ void add_tokenizer_options(CLI::App* c, std::filesystem::path& tokenizer,
                   "A Hugging Face tokenizer.json, or a directory holding one (byte-level BPE: "
                   "GPT-2, Llama 3, Qwen2, SmolLM), in place of GPT-2's files")
         ->excludes(dir);
+}
+
+void add_generation_dtype_option(CLI::App* c, std::string& dtype) {
+    c->add_option("--dtype", dtype,
+                  "fp32, or bf16: matrix products on weights rounded to bf16, fp32 accumulation")
+        ->capture_default_str();
+}
+
+bool generation_bf16(const std::string& dtype) {
+    WEFT_CHECK(dtype == "fp32" || dtype == "bf16", "--dtype must be fp32 or bf16, got '{}'", dtype);
+    return dtype == "bf16";
 }
 
 }  // namespace weft::cli

@@ -2,6 +2,7 @@
 // The flags of the commands that run a trained model (eval, sample, serve): where the model comes
 // from, and which tokenizer turns text into its ids and back.
 #include <filesystem>
+#include <string>
 
 namespace CLI {
 class App;
@@ -17,5 +18,11 @@ void add_model_source_options(CLI::App* c, std::filesystem::path& model_dir,
 // data::open_tokenizer takes them.
 void add_tokenizer_options(CLI::App* c, std::filesystem::path& tokenizer,
                            std::filesystem::path& tokenizer_dir);
+
+// --dtype of the commands that generate (sample, serve): fp32, or bf16 products on weights
+// rounded once (model::RowProducts).
+void add_generation_dtype_option(CLI::App* c, std::string& dtype);
+// Whether `dtype` is bf16; an error naming it unless fp32 or bf16.
+bool generation_bf16(const std::string& dtype);
 
 }  // namespace weft::cli

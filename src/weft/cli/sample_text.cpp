@@ -7,7 +7,7 @@
 namespace weft::cli {
 
 void sample_text(const train::LoadedModel& m, const data::Tokenizer& tok, const std::string& prompt,
-                 const model::SampleOptions& o, bool ignore_eos, std::FILE* out) {
+                 const model::SampleOptions& o, bool ignore_eos, bool bf16, std::FILE* out) {
     std::vector<int32_t> ids = tok.encode(prompt);
     if (ids.empty()) ids.push_back(tok.eot());
     const model::ModelConfig& cfg = m.model->config();
@@ -32,12 +32,14 @@ void sample_text(const train::LoadedModel& m, const data::Tokenizer& tok, const 
     std::fputs(prompt.c_str(), out);
     // Byte-level BPE: the bytes of successive tokens concatenate to the text, even where one
     // character spans two tokens.
-    model::generate(m.model->config(), m.model->layout(), m.params.data(), ids, within,
-                    [&](int32_t t) {
-                        std::string bytes = tok.decode_token(t);
-                        std::fwrite(bytes.data(), 1, bytes.size(), out);
-                        std::fflush(out);
-                    });
+    model::generate(
+        m.model->config(), m.model->layout(), m.params.data(), ids, within,
+        [&](int32_t t) {
+            std::string bytes = tok.decode_token(t);
+            std::fwrite(bytes.data(), 1, bytes.size(), out);
+            std::fflush(out);
+        },
+        bf16);
     std::fputs("\n", out);
 }
 

@@ -12,6 +12,6 @@
 namespace weft::cli {
 
 void sample_text(const train::LoadedModel& m, const data::Tokenizer& tok, const std::string& prompt,
-                 const model::SampleOptions& o, bool ignore_eos, std::FILE* out);
+                 const model::SampleOptions& o, bool ignore_eos, bool bf16, std::FILE* out);
 
 }  // namespace weft::cli

@@ -102,11 +102,12 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 // What `weft sample` gives a request (model::generate), and the log-probability of each of its
 // tokens through the Generator `weft sample` runs.
-Update sampled_alone(const model::ModelConfig& c, const Weights& w, const Request& r) {
+Update sampled_alone(const model::ModelConfig& c, const Weights& w, const Request& r,
+                     bool bf16 = false) {
     Update u;
     const auto& L = w.model->layout();
-    u.tokens = model::generate(c, L, w.params.data(), r.prompt, r.o);
-    model::Generator g(c, L, w.params.data());
+    u.tokens = model::generate(c, L, w.params.data(), r.prompt, r.o, {}, bf16);
+    model::Generator g(c, L, w.params.data(), bf16);
     std::span<const float> logits = g.feed(r.prompt);
     for (int32_t t : u.tokens) {
         u.logprobs.push_back(model::token_logprob(logits, t));
@@ -203,6 +204,25 @@ TEST_P(ServeEngine, PreemptedRequestsKeepTheirBits) {
         EXPECT_EQ(out[i].tokens, sample.tokens) << "request " << i;
         EXPECT_TRUE(same_bits(out[i].logprobs, sample.logprobs)) << "request " << i;
     }
+}
+
+// --dtype bf16: products on weights rounded once; the same invariance, against `weft sample
+// --dtype bf16`, and other bits than fp32's.
+TEST_P(ServeEngine, Bf16IsBatchInvariantToo) {
+    const model::ModelConfig c = small_config(GetParam());
+    Weights w(c);
+    const Request mine = request(tokens(21, 7, c.vocab_size), 10, 0.0f, 11);
+    const Update sample = sampled_alone(c, w, mine, true);
+    EXPECT_FALSE(same_bits(sample.logprobs, sampled_alone(c, w, mine).logprobs));
+    EngineOptions o = options(8, 16);
+    o.bf16 = true;
+    Engine e(c, w.model->layout(), w.params.data(), piece, o);
+    std::vector<std::shared_ptr<Stream>> streams{e.submit(mine)};
+    for (int i = 0; i < 7; ++i)
+        streams.push_back(e.submit(request(tokens(4 + 5 * i, 50 + i, c.vocab_size), 8, 0.7f, i)));
+    const std::vector<Update> among = run_all(e, streams);
+    EXPECT_EQ(among[0].tokens, sample.tokens);
+    EXPECT_TRUE(same_bits(among[0].logprobs, sample.logprobs));
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ServeEngine, ::testing::Values("gpt2", "llama", "qwen2", "moe"));
