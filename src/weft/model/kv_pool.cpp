@@ -10,29 +10,64 @@ KvPool::KvPool(int64_t blocks, int64_t n_layer, int64_t width, int64_t block_tok
       width_(width),
       block_tokens_(block_tokens),
       data_(blocks * n_layer * 2 * block_tokens * width),
-      refs_(size_t(blocks), 0) {
+      refs_(size_t(blocks), 0),
+      free_at_(size_t(blocks)),
+      hash_of_(size_t(blocks), 0),
+      is_published_(size_t(blocks), false) {
     WEFT_CHECK(blocks >= 1 && block_tokens >= 1, "internal: a KV pool of {} blocks of {} positions",
                blocks, block_tokens);
-    free_.reserve(size_t(blocks));
-    for (int64_t b = blocks - 1; b >= 0; --b) free_.push_back(int32_t(b));
+    for (int64_t b = 0; b < blocks; ++b)
+        free_at_[size_t(b)] = free_.insert(free_.end(), int32_t(b));
 }
 
 int32_t KvPool::allocate() {
     if (free_.empty()) return -1;
-    const int32_t b = free_.back();
-    free_.pop_back();
+    const int32_t b = free_.front();
+    free_.pop_front();
     refs_[size_t(b)] = 1;
+    if (is_published_[size_t(b)]) {  // its keys and values are about to be overwritten
+        published_.erase(hash_of_[size_t(b)]);
+        is_published_[size_t(b)] = false;
+    }
     return b;
 }
 
 void KvPool::retain(int32_t block) {
-    WEFT_CHECK(refs_[size_t(block)] > 0, "internal: retaining free KV block {}", block);
+    if (refs_[size_t(block)] == 0) {
+        WEFT_CHECK(is_published_[size_t(block)], "internal: retaining free KV block {}", block);
+        free_.erase(free_at_[size_t(block)]);
+    }
     ++refs_[size_t(block)];
 }
 
 void KvPool::release(int32_t block) {
     WEFT_CHECK(refs_[size_t(block)] > 0, "internal: releasing free KV block {}", block);
-    if (--refs_[size_t(block)] == 0) free_.push_back(block);
+    if (--refs_[size_t(block)] == 0) free_at_[size_t(block)] = free_.insert(free_.end(), block);
+}
+
+uint64_t KvPool::block_hash(uint64_t prefix, std::span<const int32_t> tokens) {
+    // FNV-1a over the prefix's hash and the tokens, then a final mix (splitmix64's).
+    uint64_t h = 1469598103934665603ull ^ prefix;
+    for (int32_t t : tokens) {
+        h ^= uint64_t(uint32_t(t));
+        h *= 1099511628211ull;
+    }
+    h ^= h >> 30;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebull;
+    return h ^ (h >> 31);
+}
+
+int32_t KvPool::published(uint64_t hash) const {
+    const auto it = published_.find(hash);
+    return it == published_.end() ? -1 : it->second;
+}
+
+void KvPool::publish(int32_t block, uint64_t hash) {
+    if (is_published_[size_t(block)] || !published_.emplace(hash, block).second) return;
+    hash_of_[size_t(block)] = hash;
+    is_published_[size_t(block)] = true;
 }
 
 bool KvPool::grow(BlockTable& table, int64_t positions) {

@@ -6,9 +6,16 @@
 // reserves the positions it may never reach. Grouped-query aware: a position holds the kv heads'
 // keys and values (Model::kv_width), not the query heads'.
 //
-// Blocks are reference counted, so that sequences with the same prompt prefix can share its
-// full blocks (prefix caching: the engine decides what is shared, the pool only counts).
+// Prefix caching (vLLM's automatic prefix caching): a full block can be published under a hash
+// of its tokens and of every token before it; a sequence whose prefix hashes alike takes the same
+// block (reference counted) instead of computing it. A block whose last reference is gone stays
+// published while it waits in the free list, least recently freed first to be reused, so that a
+// later request with the same prefix still finds it; reusing it for other positions unpublishes
+// it.
 #include <cstdint>
+#include <list>
+#include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "weft/core/buffer.hpp"
@@ -34,6 +41,7 @@ class KvPool {
 
     // A free block, its count at 1; -1 when none is free.
     int32_t allocate();
+    // One more reference (a free block, still published, is taken out of the free list).
     void retain(int32_t block);
     // Drops one reference; the block is free again at none.
     void release(int32_t block);
@@ -43,6 +51,13 @@ class KvPool {
     bool grow(BlockTable& table, int64_t positions);
     // Releases every block of `table` and empties it.
     void release_all(BlockTable& table);
+
+    // The hash of a block of tokens following a prefix whose hash is `prefix` (0: none).
+    static uint64_t block_hash(uint64_t prefix, std::span<const int32_t> tokens);
+    // The block published under `hash`, or -1.
+    int32_t published(uint64_t hash) const;
+    // Publishes a block its sequence has filled (nothing if the hash has a block already).
+    void publish(int32_t block, uint64_t hash);
 
     // The keys (values) of `layer` at position `pos` of the sequence whose blocks are `table`.
     float* k(const BlockTable& table, int layer, int64_t pos) { return at(table, layer, pos, 0); }
@@ -58,7 +73,11 @@ class KvPool {
     int64_t blocks_, n_layer_, width_, block_tokens_;
     Buffer data_;  // [blocks, n_layer, 2 (k, v), block_tokens, width]
     std::vector<int32_t> refs_;
-    std::vector<int32_t> free_;  // a stack: the block freed last is taken first
+    std::list<int32_t> free_;                            // least recently freed first
+    std::vector<std::list<int32_t>::iterator> free_at_;  // a free block's place in free_
+    std::unordered_map<uint64_t, int32_t> published_;
+    std::vector<uint64_t> hash_of_;  // a published block's hash, else 0
+    std::vector<bool> is_published_;
 };
 
 }  // namespace weft::model

@@ -20,10 +20,11 @@ struct Engine::Running {
 
     Request req;
     std::shared_ptr<Stream> out;
-    model::BlockTable table;      // empty while waiting
-    std::vector<int32_t> tokens;  // the prompt, then what was generated
-    int64_t computed = 0;         // positions in the cache
-    Philox rng;                   // as `weft sample`'s: token i draws its uniform number i
+    model::BlockTable table;       // empty while waiting
+    std::vector<uint64_t> hashes;  // of its first full blocks (prefix caching), in order
+    std::vector<int32_t> tokens;   // the prompt, then what was generated
+    int64_t computed = 0;          // positions in the cache
+    Philox rng;                    // as `weft sample`'s: token i draws its uniform number i
     StopText text;
     std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();  // submitted
     bool ended = false;  // its last update, with a finish reason, was pushed
@@ -152,8 +153,29 @@ void Engine::admit() {
     // starve behind a stream of small ones. It takes the blocks of every token it has (its
     // prompt, and what it generated before a preemption) at once, so that its prompt chunks
     // never wait for blocks.
-    while (!waiting_.empty() && int64_t(running_.size()) < o_.slots &&
-           pool_.grow(waiting_.front()->table, int64_t(waiting_.front()->tokens.size()))) {
+    while (!waiting_.empty() && int64_t(running_.size()) < o_.slots) {
+        Running& r = *waiting_.front();
+        // Prefix caching: the full blocks of its tokens that another request published, all but
+        // the last token (whose logits it needs). Their keys and values are the bits it would
+        // compute itself, as a row's bits depend only on its sequence's tokens.
+        const int64_t B = pool_.block_tokens();
+        const std::span<const int32_t> t(r.tokens);
+        for (int64_t j = 0; j < (int64_t(t.size()) - 1) / B; ++j) {
+            const uint64_t h = model::KvPool::block_hash(r.hashes.empty() ? 0 : r.hashes.back(),
+                                                         t.subspan(size_t(j * B), size_t(B)));
+            const int32_t b = pool_.published(h);
+            if (b < 0) break;
+            pool_.retain(b);
+            r.table.push_back(b);
+            r.hashes.push_back(h);
+        }
+        if (!pool_.grow(r.table, int64_t(r.tokens.size()))) {
+            pool_.release_all(r.table);
+            r.hashes.clear();
+            break;
+        }
+        r.computed = int64_t(r.hashes.size()) * B;
+        stats_.prefix_cache_hit_tokens += r.computed;
         running_.push_back(std::move(waiting_.front()));
         waiting_.pop_front();
     }
@@ -165,6 +187,7 @@ void Engine::admit() {
 void Engine::preempt_newest() {
     Running& r = *running_.back();
     pool_.release_all(r.table);
+    r.hashes.clear();
     r.computed = 0;
     std::lock_guard lock(mu_);
     waiting_.push_front(std::move(running_.back()));
@@ -227,6 +250,17 @@ bool Engine::step() {
     const std::span<const float> logits = forward_.run(batch_, pool_);
     const size_t V = size_t(config().vocab_size);
     for (size_t i = 0; i < sampled.size(); ++i) sample_next(*sampled[i], logits.subspan(i * V, V));
+    // The blocks filled in this step, published for the requests with the same prefix.
+    const int64_t B = pool_.block_tokens();
+    for (auto& r : running_)
+        while ((int64_t(r->hashes.size()) + 1) * B <= r->computed) {
+            const size_t j = r->hashes.size();
+            const uint64_t h = model::KvPool::block_hash(
+                j == 0 ? 0 : r->hashes.back(),
+                std::span<const int32_t>(r->tokens).subspan(j * size_t(B), size_t(B)));
+            pool_.publish(r->table[j], h);
+            r->hashes.push_back(h);
+        }
     std::lock_guard lock(mu_);
     stats_.prompt_tokens += prompt_tokens;
     if (batch_.rows() > 0) ++stats_.steps;

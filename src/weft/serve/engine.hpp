@@ -13,7 +13,8 @@
 // how its prompt is cut into chunks, nor on a preemption, because each row of that forward is the
 // same bits whatever the other rows (Model::forward_rows). When a running request needs a block
 // and none is free, the newest running one is preempted: its blocks are freed and it waits at
-// the head of the queue, to be recomputed from its prompt and what it generated.
+// the head of the queue, to be recomputed from its prompt and what it generated. Full blocks are
+// shared between requests whose tokens up to them are the same (prefix caching, KvPool).
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -53,7 +54,8 @@ struct EngineStats {
     int64_t prompt_tokens = 0, generated_tokens = 0;  // since the start
     int64_t requests_done = 0, steps = 0;
     int64_t kv_blocks_used = 0, kv_blocks_total = 0;
-    int64_t preemptions = 0;  // running requests sent back to wait for KV blocks
+    int64_t preemptions = 0;              // running requests sent back to wait for KV blocks
+    int64_t prefix_cache_hit_tokens = 0;  // prompt positions taken from published blocks
     // Seconds from a request's submission to its first token, and between its tokens.
     Histogram time_to_first_token, time_per_output_token;
 };

@@ -43,6 +43,9 @@ std::string metrics_text(const EngineStats& s) {
            s.kv_blocks_total - s.kv_blocks_used);
     metric("weft_preemptions_total", "counter",
            "Running requests whose KV blocks were freed, to be recomputed.", s.preemptions);
+    metric("weft_prefix_cache_hit_tokens_total", "counter",
+           "Prompt positions whose keys and values came from another request's blocks.",
+           s.prefix_cache_hit_tokens);
     auto histogram = [&](const char* name, const char* help, const Histogram& h) {
         out += fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
         int64_t below = 0;

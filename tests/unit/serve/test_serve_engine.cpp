@@ -206,6 +206,30 @@ TEST_P(ServeEngine, PreemptedRequestsKeepTheirBits) {
     }
 }
 
+// Prefix caching: a request whose first 32 prompt positions are another's (finished) takes their
+// blocks instead of computing them, and answers with the bits of `weft sample`; so does one with
+// the same whole prompt (all full blocks but the one holding its last token).
+TEST_P(ServeEngine, SharedPrefixBlocksKeepTheBits) {
+    const model::ModelConfig c = small_config(GetParam());
+    Weights w(c);
+    const std::vector<int32_t> prompt = tokens(40, 5, c.vocab_size);
+    std::vector<int32_t> longer = prompt;
+    for (int32_t t : tokens(6, 6, c.vocab_size)) longer.push_back(t);
+    Engine e(c, w.model->layout(), w.params.data(), piece, options(4, 16));
+    const Request first = request(prompt, 6, 0.0f, 1);
+    run_all(e, {e.submit(first)});
+    EXPECT_EQ(e.stats().prefix_cache_hit_tokens, 0);
+    const std::vector<Request> later{request(longer, 8, 0.0f, 2), request(prompt, 8, 0.9f, 3)};
+    const std::vector<Update> out = run_all(e, {e.submit(later[0]), e.submit(later[1])});
+    EXPECT_EQ(e.stats().prefix_cache_hit_tokens, 64);
+    EXPECT_EQ(e.stats().kv_blocks_used, 0);
+    for (size_t i = 0; i < later.size(); ++i) {
+        const Update sample = sampled_alone(c, w, later[i]);
+        EXPECT_EQ(out[i].tokens, sample.tokens) << "request " << i;
+        EXPECT_TRUE(same_bits(out[i].logprobs, sample.logprobs)) << "request " << i;
+    }
+}
+
 // --dtype bf16: products on weights rounded once; the same invariance, against `weft sample
 // --dtype bf16`, and other bits than fp32's.
 TEST_P(ServeEngine, Bf16IsBatchInvariantToo) {
