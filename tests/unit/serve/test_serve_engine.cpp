@@ -116,6 +116,16 @@ Update sampled_alone(const model::ModelConfig& c, const Weights& w, const Reques
     return u;
 }
 
+// Each output has the tokens and logprob bits `weft sample` gives its request.
+void expect_as_sampled(const model::ModelConfig& c, const Weights& w,
+                       const std::vector<Request>& requests, const std::vector<Update>& out) {
+    for (size_t i = 0; i < requests.size(); ++i) {
+        const Update sample = sampled_alone(c, w, requests[i]);
+        EXPECT_EQ(out[i].tokens, sample.tokens) << "request " << i;
+        EXPECT_TRUE(same_bits(out[i].logprobs, sample.logprobs)) << "request " << i;
+    }
+}
+
 }  // namespace
 
 class ServeEngine : public ::testing::TestWithParam<std::string> {};
@@ -199,11 +209,7 @@ TEST_P(ServeEngine, PreemptedRequestsKeepTheirBits) {
     const std::vector<Update> out = run_all(e, streams);
     EXPECT_GT(e.stats().preemptions, 0);
     EXPECT_EQ(e.stats().kv_blocks_used, 0);
-    for (size_t i = 0; i < requests.size(); ++i) {
-        const Update sample = sampled_alone(c, w, requests[i]);
-        EXPECT_EQ(out[i].tokens, sample.tokens) << "request " << i;
-        EXPECT_TRUE(same_bits(out[i].logprobs, sample.logprobs)) << "request " << i;
-    }
+    expect_as_sampled(c, w, requests, out);
 }
 
 // Prefix caching: a request whose first 32 prompt positions are another's (finished) takes their
@@ -223,11 +229,7 @@ TEST_P(ServeEngine, SharedPrefixBlocksKeepTheBits) {
     const std::vector<Update> out = run_all(e, {e.submit(later[0]), e.submit(later[1])});
     EXPECT_EQ(e.stats().prefix_cache_hit_tokens, 64);
     EXPECT_EQ(e.stats().kv_blocks_used, 0);
-    for (size_t i = 0; i < later.size(); ++i) {
-        const Update sample = sampled_alone(c, w, later[i]);
-        EXPECT_EQ(out[i].tokens, sample.tokens) << "request " << i;
-        EXPECT_TRUE(same_bits(out[i].logprobs, sample.logprobs)) << "request " << i;
-    }
+    expect_as_sampled(c, w, later, out);
 }
 
 // --dtype bf16: products on weights rounded once; the same invariance, against `weft sample
