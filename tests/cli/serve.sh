@@ -109,7 +109,8 @@ met=$(curl -s --max-time 10 "$url/metrics")
 grep -q '^weft_requests_running 0$' <<<"$met" && grep -q '^weft_kv_blocks_used 0$' <<<"$met" &&
   [ "$(grep '^weft_generation_tokens_total' <<<"$met" | cut -d' ' -f2)" -gt 100 ] &&
   [ "$(grep '^weft_time_to_first_token_seconds_count' <<<"$met" | cut -d' ' -f2)" = "$(grep '^weft_requests_finished_total' <<<"$met" | cut -d' ' -f2)" ] &&
-  grep -q '^weft_time_per_output_token_seconds_bucket{le="+Inf"} [1-9]' <<<"$met" \
+  grep -q '^weft_time_per_output_token_seconds_bucket{le="+Inf"} [1-9]' <<<"$met" &&
+  grep -q '^weft_preemptions_total 0$' <<<"$met" && grep -q '^weft_prefix_cache_hit_tokens_total [0-9]' <<<"$met" \
   && ok "metrics: $(grep -v '^#\|_bucket' <<<"$met" | tr '\n' ' ')" || bad "metrics: $met"
 
 # The official openai npm client, installed once into a cache directory; skipped, and said so,
