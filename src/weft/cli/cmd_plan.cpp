@@ -13,7 +13,8 @@ namespace weft::cli {
 namespace {
 struct PlanArgs {
     std::string model, cluster, dtype = "bf16", profile, recompute, schedule, cp_kind = "ring";
-    std::string grad_reduce_dtype;
+    std::string grad_reduce_dtype, attention, pp_layers;
+    bool tp_overlap = false, no_dp_overlap = false;
     int64_t global_batch = 0, seq_len = 0, micro_batch = 0, max_micro_batch = 64;
     int top = 5, devices = 0, nodes = 0, dp = 0, tp = 0, pp = 0, cp = 0, vpp = 0, zero = -1;
     int cp_ulysses = 0;
@@ -41,8 +42,22 @@ void add_plan_command(CLI::App& app) {
         ->required();
     c->add_option("--global-batch", a->global_batch, "Sequences per optimizer step")->required();
     c->add_option("--seq-len", a->seq_len, "Tokens per sequence (default: the model's context)");
-    c->add_option("--dtype", a->dtype, "bf16 | fp16 (mixed precision) | fp32")
+    c->add_option("--dtype", a->dtype,
+                  "bf16 | fp16 (mixed precision) | fp8 (Transformer Engine: fp8 products, bf16 "
+                  "otherwise) | fp32")
         ->capture_default_str();
+    c->add_option("--attention", a->attention,
+                  "flash (FlashAttention: no s x s scores kept, the GPU default) | scores (the "
+                  "unfused softmax of Korthikanti et al. 2022, Table 2)");
+    c->add_flag("--tp-overlap", a->tp_overlap,
+                "Overlap tensor-parallel collectives with the products (Megatron-Core's "
+                "tp_comm_overlap)");
+    c->add_flag("--no-dp-overlap", a->no_dp_overlap,
+                "Reduce gradients after the last backward instead of overlapped with it (2021 "
+                "Megatron-LM, DeepSpeed's pipeline engine)");
+    c->add_option("--pp-layers", a->pp_layers,
+                  "Layers of each pipeline chunk, e.g. 7,8,8,7 (needs --pp; the engine's "
+                  "--pp-layers)");
     c->add_option("--grad-reduce-dtype", a->grad_reduce_dtype,
                   "fp32 | bf16: what data-parallel gradient reductions carry (the engine's "
                   "--grad-reduce-dtype); default: fp32 under the engine profile, the --dtype's "
@@ -59,7 +74,9 @@ void add_plan_command(CLI::App& app) {
     c->add_option("--tp", a->tp, "Fix the tensor-parallel degree");
     c->add_option("--pp", a->pp, "Fix the pipeline-parallel degree");
     c->add_option("--cp", a->cp, "Fix the context-parallel degree");
-    c->add_option("--cp-kind", a->cp_kind, "How cp splits attention: ring | ulysses | hybrid")
+    c->add_option("--cp-kind", a->cp_kind,
+                  "How cp splits attention: ring | ulysses | hybrid | all-gather (K, V gathered, "
+                  "as Llama 3's 128K stage)")
         ->capture_default_str();
     c->add_option("--cp-ulysses", a->cp_ulysses, "With --cp-kind hybrid: Ulysses group size");
     c->add_flag("--ring-bidirectional", a->ring_bidirectional,
@@ -94,11 +111,22 @@ void add_plan_command(CLI::App& app) {
         WEFT_CHECK(w.seq_len >= 1 && w.seq_len <= w.model.config.n_positions,
                    "--seq-len must be in [1, {}] for {}, got {}", w.model.config.n_positions,
                    w.model.name, w.seq_len);
-        w.prec = plan::precision(a->dtype);
-        w.profile = !a->profile.empty()     ? plan::parse_profile(a->profile)
-                    : w.prec.name == "fp32" ? plan::MemoryProfile::engine
-                                            : plan::MemoryProfile::korthikanti;
-        if (w.profile == plan::MemoryProfile::engine) w.prec = plan::engine_precision(a->dtype);
+        w.profile = !a->profile.empty()  ? plan::parse_profile(a->profile)
+                    : a->dtype == "fp32" ? plan::MemoryProfile::engine
+                                         : plan::MemoryProfile::korthikanti;
+        // A GPU run keeps Megatron-Core's state (fp32 main gradients); fp32 is this engine's.
+        w.prec = w.profile == plan::MemoryProfile::engine ? plan::engine_precision(a->dtype)
+                 : a->dtype == "fp32"                     ? plan::precision(a->dtype)
+                                                          : plan::megatron_precision(a->dtype);
+        if (!a->attention.empty()) {
+            WEFT_CHECK(w.profile == plan::MemoryProfile::korthikanti,
+                       "--attention {} needs --memory-profile korthikanti (the engine profile "
+                       "counts the engine's own attention)",
+                       a->attention);
+            w.attention = plan::parse_attention(a->attention);
+        }
+        w.tp_overlap = a->tp_overlap;
+        w.dp_overlap = !a->no_dp_overlap;
         if (!a->grad_reduce_dtype.empty())
             w.prec = plan::with_grad_reduce(w.prec, a->grad_reduce_dtype);
         WEFT_CHECK(a->bucket_mb > 0, "--bucket-mb must be positive, got {}", a->bucket_mb);
@@ -121,7 +149,10 @@ void add_plan_command(CLI::App& app) {
         if (a->sp || a->no_sp) s.sp = a->sp;
         if (!a->recompute.empty()) s.recompute = parse_recompute(a->recompute);
         if (!a->schedule.empty()) s.schedule = parse_pp_schedule_flag(a->schedule);
-        s.cp_kind = parse_cp_kind(a->cp_kind);
+        // All-gather context parallelism is the planner's alone (the engine runs ring, Ulysses
+        // and their hybrid).
+        w.cp_all_gather = a->cp_kind == "all-gather";
+        s.cp_kind = w.cp_all_gather ? CpKind::ring : parse_cp_kind(a->cp_kind);
         WEFT_CHECK(s.cp_kind == CpKind::hybrid ? a->cp_ulysses >= 1 : a->cp_ulysses == 0,
                    "--cp-ulysses {} goes with --cp-kind hybrid (at least 1), got --cp-kind {}",
                    a->cp_ulysses, a->cp_kind);
@@ -131,6 +162,9 @@ void add_plan_command(CLI::App& app) {
                    "got --cp-kind {}",
                    a->cp_kind);
         s.ring_bidirectional = a->ring_bidirectional;
+        WEFT_CHECK(a->pp_layers.empty() || a->pp > 0,
+                   "--pp-layers {} needs --pp (the stages it splits)", a->pp_layers);
+        s.pp_layers = a->pp_layers;
         s.devices = a->devices;
         WEFT_CHECK(a->max_micro_batch >= 1, "--max-micro-batch must be at least 1, got {}",
                    a->max_micro_batch);

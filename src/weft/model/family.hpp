@@ -43,6 +43,9 @@ struct LinearShape {
 // output). Sequence parallelism divides the first two by tp as well.
 struct ActivationTerms {
     double replicated, split, scores;
+    // Of replicated and split, the inputs of the linear layers that Transformer Engine keeps as
+    // fp8 under fp8 training (one byte instead of two): those not also kept by another op.
+    double fp8_replicated, fp8_split;
 };
 
 // A tensor's name and orientation in Hugging Face's files.

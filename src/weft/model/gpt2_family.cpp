@@ -81,7 +81,9 @@ std::vector<LinearShape> layer_linears(const ModelConfig& cfg) {
 ActivationTerms korthikanti_terms(const ModelConfig& cfg) {
     // Korthikanti et al. Table 2: sbh(10 + 24/t) + 5as²b/t (attention with dropout).
     const double h = double(cfg.n_embd);
-    return {10 * h, 24 * h, 5 * double(cfg.n_head)};
+    // fp8: the QKV and MLP-up inputs (two LayerNorm outputs, 2h each) and the MLP-down input
+    // (the GELU output, 8h); the projection's input is also FlashAttention's kept output.
+    return {10 * h, 24 * h, 5 * double(cfg.n_head), 4 * h, 8 * h};
 }
 
 ModelConfig read_hf(const std::filesystem::path& dir) {

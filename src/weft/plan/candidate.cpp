@@ -17,6 +17,14 @@ Precision precision(const std::string& dtype) {
     fail("--dtype must be bf16, fp16 or fp32, got '{}'", dtype);
 }
 
+Precision megatron_precision(const std::string& dtype) {
+    // fp16 keeps fp16 gradients and an fp32 copy of them beside the master weights and moments
+    // (the table's "float16 param, float16 grads: 20 bytes, distributed 4 + 16/d").
+    if (dtype == "fp16") return {dtype, 2, 2, 16, 2, 36, 2};
+    if (dtype == "bf16" || dtype == "fp8") return {dtype, 2, 4, 12, 2, 34, 4};
+    fail("--dtype must be bf16, fp16 or fp8 for a GPU run, got '{}'", dtype);
+}
+
 Precision engine_precision(const std::string& dtype) {
     if (dtype == "bf16") return {dtype, 4, 4, 8, 2, 36, 4};
     if (dtype == "fp32") return precision(dtype);
@@ -31,6 +39,16 @@ Precision with_grad_reduce(Precision p, const std::string& dtype) {
     else
         fail("--grad-reduce-dtype must be fp32 or bf16, got '{}'", dtype);
     return p;
+}
+
+AttentionKind parse_attention(std::string_view name) {
+    if (name == "flash") return AttentionKind::flash;
+    if (name == "scores") return AttentionKind::scores;
+    fail("--attention must be flash or scores, got '{}'", name);
+}
+
+std::string_view attention_name(AttentionKind a) {
+    return a == AttentionKind::flash ? "flash" : "scores";
 }
 
 std::string_view profile_name(MemoryProfile p) {
@@ -62,6 +80,7 @@ std::string Candidate::describe() const {
              : l.cp_kind == CpKind::ulysses ? std::string(" ulysses")
              : l.ring_bidirectional         ? std::string(" ring bidirectional")
                                             : std::string(" ring");
+    if (!pp_layers.empty()) pipe += fmt::format(" layers={}", pp_layers);
     return fmt::format("dp={}{} tp={} pp={} cp={}{} zero={}{} mb={}{} recompute={}", l.dp, ep, l.tp,
                        l.pp, l.cp, cp, l.zero, l.sequence_parallel ? " sp" : "", micro_batch, pipe,
                        recompute_name(l.recompute));
@@ -93,13 +112,13 @@ double memoized(std::string key, Make make) {
 }
 
 double count_stage_parameters(const model::ModelConfig& cfg, const Layout& l, int stage,
-                              bool experts_only) {
+                              const std::string& pp_layers, bool experts_only) {
     // The tensors the model family declares, as one tp rank of this stage stores them (the
     // engine's own layout, model::build_param_layout: one source for every count).
     model::ModelShard shard;
     if (l.pp > 1)
-        shard.units =
-            pipeline::partition_layers(int(cfg.n_layer), l.pp, l.vpp, "").units_of(stage, cfg);
+        shard.units = pipeline::partition_layers(int(cfg.n_layer), l.pp, l.vpp, pp_layers)
+                          .units_of(stage, cfg);
     shard.tp = l.tp;
     double p = 0;
     for (const model::ParamSpec& t :
@@ -121,17 +140,25 @@ double count_unit_parameters(const model::ModelConfig& cfg, int tp, int unit) {
 
 }  // namespace
 
-double stage_parameters(const model::ModelConfig& cfg, const Layout& l, int stage) {
-    const std::string key =
-        fmt::format("stage {} {} {} {} {}", l.tp, l.pp, l.vpp, stage, cfg.to_json().dump());
-    return memoized(key, [&] { return count_stage_parameters(cfg, l, stage, false); });
+double stage_parameters(const model::ModelConfig& cfg, const Layout& l, int stage,
+                        const std::string& pp_layers) {
+    const std::string key = fmt::format("stage {} {} {} {} {} {}", l.tp, l.pp, l.vpp, stage,
+                                        pp_layers, cfg.to_json().dump());
+    return memoized(key, [&] { return count_stage_parameters(cfg, l, stage, pp_layers, false); });
 }
 
-double stage_expert_parameters(const model::ModelConfig& cfg, const Layout& l, int stage) {
+double stage_expert_parameters(const model::ModelConfig& cfg, const Layout& l, int stage,
+                               const std::string& pp_layers) {
     if (cfg.n_experts == 0) return 0;
-    const std::string key =
-        fmt::format("experts {} {} {} {} {}", l.tp, l.pp, l.vpp, stage, cfg.to_json().dump());
-    return memoized(key, [&] { return count_stage_parameters(cfg, l, stage, true); });
+    const std::string key = fmt::format("experts {} {} {} {} {} {}", l.tp, l.pp, l.vpp, stage,
+                                        pp_layers, cfg.to_json().dump());
+    return memoized(key, [&] { return count_stage_parameters(cfg, l, stage, pp_layers, true); });
+}
+
+std::vector<int> chunk_layers(const model::ModelConfig& cfg, const Layout& l,
+                              const std::string& pp_layers) {
+    if (pp_layers.empty()) return std::vector<int>(l.pp * l.vpp, int(cfg.n_layer) / (l.pp * l.vpp));
+    return pipeline::partition_layers(int(cfg.n_layer), l.pp, l.vpp, pp_layers).count;
 }
 
 double unit_parameters(const model::ModelConfig& cfg, int tp, int unit) {

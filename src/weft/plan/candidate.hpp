@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "weft/core/layout.hpp"
 #include "weft/plan/models.hpp"
@@ -28,6 +29,13 @@ struct Precision {
     double grad_wire = 0;
 };
 Precision precision(const std::string& dtype);  // bf16 | fp16 | fp32
+// Megatron-Core's bytes for a mixed-precision run (its distributed optimizer's table,
+// docs.nvidia.com/megatron-core/developer-guide/latest/distrib_optimizer.html: "float16 param,
+// fp32 grads: 18 bytes, distributed 6 + 12/d"): 16-bit weights, fp32 main gradients (Megatron
+// accumulates and all-reduces bf16 runs' gradients in fp32), 12 bytes of fp32 master weights and
+// Adam moments. fp8 is Transformer Engine's recipe: the same state (bf16 weights, their fp8
+// copies made per step and not kept), products at the fp8 peak, everything else in bf16.
+Precision megatron_precision(const std::string& dtype);  // bf16 | fp16 | fp8
 // This engine's bytes (the engine memory profile): fp32 weights, gradients and moments, and an
 // fp32 update, for fp32 and bf16 alike (docs/planner.md); `activation` is what tensor- and
 // pipeline-parallel messages carry: 2 bytes under bf16 (bf16 on the wire), else 4. Gradients
@@ -38,6 +46,14 @@ Precision engine_precision(const std::string& dtype);
 Precision with_grad_reduce(Precision p, const std::string& dtype);
 
 enum class MemoryProfile { engine, korthikanti };
+
+// How attention keeps what its backward needs (korthikanti profile). flash: FlashAttention (Dao et
+// al. 2022), no s x s scores, only the fp32 log-sum-exp of each row; what every GPU framework
+// runs today. scores: the softmax output and dropout of Korthikanti et al.'s Table 2 (2021
+// Megatron, unfused attention).
+enum class AttentionKind { flash, scores };
+AttentionKind parse_attention(std::string_view name);
+std::string_view attention_name(AttentionKind a);
 std::string_view profile_name(MemoryProfile p);
 MemoryProfile parse_profile(std::string_view name);
 
@@ -46,6 +62,14 @@ struct Workload {
     int64_t global_batch = 0, seq_len = 0;
     Precision prec;
     MemoryProfile profile = MemoryProfile::korthikanti;
+    AttentionKind attention = AttentionKind::flash;
+    bool tp_overlap = false;  // tensor-parallel collectives overlapped with the products
+    // Gradient reduction overlapped with backward (Megatron-Core's --overlap-grad-reduce,
+    // DeepSpeed's overlap_comm, FSDP); without, it runs after the last backward (2021 Megatron).
+    bool dp_overlap = true;
+    // Context parallelism by all-gathering K and V before attention (Llama 3's 128K stage,
+    // Dubey et al. 2024, Sec. 3.3.2) instead of cp_kind's ring or all-to-alls.
+    bool cp_all_gather = false;
     double bucket_mb = 25;  // gradient bucket (the engine's --bucket-mb)
     // Mixture of experts, expert parallelism: the rows the busiest ep rank's experts receive per
     // MoE layer, over the balanced k x tokens (--moe-imbalance; 0: the model's capacity factor
@@ -59,6 +83,10 @@ double moe_imbalance(const Workload& w);
 struct Candidate {
     Layout layout;
     int64_t micro_batch = 1;
+    // Layers of each pipeline chunk, "7,8,...,8,7" (the engine's --pp-layers); empty: even. A
+    // stage holding the embedding or the head is usually given a layer less, the layer's time
+    // going to the embedding or the head (Llama 3's 126 layers over 16 stages).
+    std::string pp_layers;
 
     int64_t micro_batches(const Workload& w) const {
         return w.global_batch / (int64_t(layout.dp) * micro_batch);
@@ -72,12 +100,17 @@ struct Candidate {
 // column-parallel biases split, LayerNorms and row-parallel biases replicated), the embeddings
 // on the first stage, the final LayerNorm on the last, and a copy of the tied word embeddings
 // on the last stage when pp > 1 (Megatron keeps one there and all-reduces its gradient).
-double stage_parameters(const model::ModelConfig& cfg, const Layout& l, int stage);
+double stage_parameters(const model::ModelConfig& cfg, const Layout& l, int stage,
+                        const std::string& pp_layers = "");
 // Parameters of one unit (0 the embedding, 1 the first block) as one tp rank stores it.
 double unit_parameters(const model::ModelConfig& cfg, int tp, int unit);
 // Of stage_parameters, those in expert tensors (ParamSpec::expert) at ep = 1: expert
 // parallelism divides these by ep, the rest stay whole on every rank.
-double stage_expert_parameters(const model::ModelConfig& cfg, const Layout& l, int stage);
+double stage_expert_parameters(const model::ModelConfig& cfg, const Layout& l, int stage,
+                               const std::string& pp_layers = "");
+// Layers of each of the pp x vpp chunks (pp_layers, or an even split).
+std::vector<int> chunk_layers(const model::ModelConfig& cfg, const Layout& l,
+                              const std::string& pp_layers);
 int64_t tp_padded_vocab(const model::ModelConfig& cfg, int tp);  // padded to 128 * tp
 
 }  // namespace weft::plan

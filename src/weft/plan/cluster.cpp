@@ -25,6 +25,22 @@ double Device::peak(const std::string& dtype) const {
          fmt::join(names, ", "));
 }
 
+GemmEfficiency Device::gemm_for(const std::string& dtype) const {
+    for (const auto& [k, g] : gemm_by_dtype)
+        if (k == dtype) return g;
+    return gemm;
+}
+
+static GemmEfficiency read_gemm(const JsonReader& d, const std::string& key,
+                                const std::string& file) {
+    JsonReader g = d.object(key);
+    g.only({"max", "m_half", "n_half", "k_half"});
+    const GemmEfficiency e = {g.positive("max"), g.non_negative("m_half"), g.non_negative("n_half"),
+                              g.non_negative("k_half")};
+    WEFT_CHECK(e.max <= 1, "{}: device.{}.max must be at most 1, got {}", file, key, e.max);
+    return e;
+}
+
 static Link read_link(const JsonReader& r, const std::string& key) {
     JsonReader l = r.object(key);
     l.only({"bandwidth_gbs", "latency_us"});
@@ -44,18 +60,15 @@ Cluster load_cluster(const fs::path& path) {
 
     JsonReader d = r.object("device");
     d.only({"name", "peak_tflops", "memory_gib", "memory_bandwidth_gbs", "gemm_efficiency",
-            "attention_efficiency", "kernel_overhead_us", "runtime_gib"});
+            "gemm_efficiency_fp8", "attention_efficiency", "kernel_overhead_us", "runtime_gib"});
     Device& dev = c.device;
     dev.name = d.string("name");
     for (auto [k, v] : d.positive_map("peak_tflops")) dev.peak_flops.emplace_back(k, v * 1e12);
     dev.memory_bytes = d.positive("memory_gib") * double(1 << 30);
     dev.memory_bandwidth = d.positive("memory_bandwidth_gbs") * 1e9;
-    JsonReader g = d.object("gemm_efficiency");
-    g.only({"max", "m_half", "n_half", "k_half"});
-    dev.gemm = {g.positive("max"), g.non_negative("m_half"), g.non_negative("n_half"),
-                g.non_negative("k_half")};
-    WEFT_CHECK(dev.gemm.max <= 1, "{}: device.gemm_efficiency.max must be at most 1, got {}",
-               c.file, dev.gemm.max);
+    dev.gemm = read_gemm(d, "gemm_efficiency", c.file);
+    if (d.has("gemm_efficiency_fp8"))
+        dev.gemm_by_dtype.emplace_back("fp8", read_gemm(d, "gemm_efficiency_fp8", c.file));
     dev.attention_efficiency = d.positive("attention_efficiency");
     WEFT_CHECK(dev.attention_efficiency <= 1,
                "{}: device.attention_efficiency must be at most 1, got {}", c.file,

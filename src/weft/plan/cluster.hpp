@@ -29,12 +29,16 @@ struct Device {
     double memory_bytes = 0;
     double memory_bandwidth = 0;  // bytes/s, for memory-bound kernels and the optimizer step
     GemmEfficiency gemm;
+    // Per dtype where products of that dtype saturate differently (fp8 GEMMs reach a smaller
+    // fraction of their doubled peak); `gemm` for any other.
+    std::vector<std::pair<std::string, GemmEfficiency>> gemm_by_dtype;
     double attention_efficiency = 0.5;  // fraction of peak the attention core reaches
     double kernel_overhead = 0;         // s per kernel call (launch, OpenMP fork/join)
     double runtime_bytes = 0;  // memory not ours: CUDA context and allocator, or a process's
                                // resident size before the model is allocated (CPU)
 
     double peak(const std::string& dtype) const;  // throws listing the dtypes the file has
+    GemmEfficiency gemm_for(const std::string& dtype) const;
 };
 
 struct Cluster {

@@ -23,6 +23,14 @@ Placement place(const Cluster& c, int stride, int size) {
     const int extent = stride * size;
     p.inter_node = !(extent <= c.devices_per_node && c.devices_per_node % extent == 0);
     p.link = p.inter_node ? c.inter : c.intra;
+    // A group with g members in each node crosses nodes on g rails at once: NCCL runs one ring
+    // (channel) per rail, each leaving the node once, so the node-crossing hops of the ring carry
+    // 1/g of the data each (the hierarchical all-reduce's inter-node phase, reduce-scattered
+    // within the node first). The per-device bandwidth is then g rails', up to NVLink's.
+    if (p.inter_node && stride < c.devices_per_node) {
+        const int g = std::min(size, c.devices_per_node / stride);
+        p.link.bandwidth = std::min(c.intra.bandwidth, c.inter.bandwidth * g);
+    }
     return p;
 }
 
@@ -37,11 +45,15 @@ struct Model {
     const Candidate& k;
     double peak, C, t, tokens, act;
     Placement tp, cp, ep;
+    // Products run at the dtype's peak and its fitted efficiency (fp8: Transformer Engine's fp8
+    // GEMMs); attention and everything else at `peak`, the 16-bit one under fp8.
+    double gemm_peak;
+    GemmEfficiency gemm_eff;
 
     double overhead() const { return c.device.kernel_overhead; }
     // 2MNK FLOPs at the shape's efficiency.
     double gemm(double M, double N, double K) const {
-        return 2 * M * N * K / (peak * c.device.gemm(M, N, K)) + overhead();
+        return 2 * M * N * K / (gemm_peak * gemm_eff(M, N, K)) + overhead();
     }
     // Forward GEMM [M,K]x[K,N] and its two backward products: dX [M,N]x[N,K], dW [N,M]x[M,K].
     double gemm_fwd_bwd(double M, double N, double K, double& bwd) const {
@@ -88,7 +100,11 @@ struct Model {
         // Tensor parallel (Shoeybi et al. 2019): two all-reduces of the [tokens, C] activation
         // in forward and two in backward; with sequence parallelism (Korthikanti et al. 2022)
         // an all-gather and a reduce-scatter replace each, moving the same bytes.
-        const double tp_f = t > 1 ? 2 * all_reduce_time(tp, m * C * act) : 0;
+        double tp_f = t > 1 ? 2 * all_reduce_time(tp, m * C * act) : 0;
+        // --tp-overlap (Megatron-Core's tp_comm_overlap): each collective is split in chunks
+        // that run under the neighbouring product (Wang et al. 2022), so only what outlasts the
+        // layer's products shows.
+        if (w.tp_overlap) tp_f = std::max(0.0, tp_f - fwd);
         // Context parallelism (docs/context_parallel.md counts the bytes). Ring: each rank
         // receives the other ranks' K and V blocks (kv heads only), cp-1 shifts of 2·m·KV, while
         // it computes; backward also returns their gradients, about twice that; only the excess
@@ -123,7 +139,15 @@ struct Model {
                                  2 * reduce_scatter_time(heads, m * KV / t * 4);
             cp_f = std::max(0.0, kv - attn_f) + a2a_f;
             cp_b = std::max(0.0, kv + dkv - attn_b) + a2a_b;
-            if (kind == CpKind::ring && k.layout.ring_bidirectional) {
+            if (w.cp_all_gather) {
+                // Llama 3: every rank gathers the whole sequence's K and V (grouped-query
+                // attention keeps them small) before attending with its own queries, and
+                // reduce-scatters their gradients (fp32) in backward; not overlapped.
+                Placement all = cp;
+                all.size = k.layout.cp;
+                cp_f = reduce_scatter_time(all, 2 * m * all.size * KV / t * act);
+                cp_b = reduce_scatter_time(all, 2 * m * all.size * KV / t * 4);
+            } else if (kind == CpKind::ring && k.layout.ring_bidirectional) {
                 const double NH = double(cfg.n_head);
                 const double q_f = std::max(A * act, (A + NH) * 4);
                 const double q_b = std::max(3 * A * act + NH * 4, A * 4);
@@ -238,29 +262,32 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
                w.global_batch);
     const Placement tp = place_axis(c, l, MeshAxis::tp), cp = place_axis(c, l, MeshAxis::cp);
     const Placement pp = place_axis(c, l, MeshAxis::pp), ep = place_axis(c, l, MeshAxis::ep);
+    const bool fp8 = w.prec.name == "fp8";
     Model m{w,
             c,
             k,
-            c.device.peak(w.prec.name),
+            c.device.peak(fp8 ? "bf16" : w.prec.name),
             double(cfg.n_embd),
             double(l.tp),
             double(k.micro_batch * w.seq_len / l.cp),
             w.prec.activation,
             tp,
             cp,
-            ep};
+            ep,
+            c.device.peak(w.prec.name),
+            c.device.gemm_for(w.prec.name)};
 
     // Pipeline: chunk costs per micro-batch, the shared schedule generator and simulator.
     const LayerCost layer = m.layer();
     double embed_f, embed_b, head_f, head_b, head_comm;
     m.ends(embed_f, embed_b, head_f, head_b, head_comm);
     const int chunks = l.pp * l.vpp;
-    const double lpc = double(cfg.n_layer) / chunks;
+    const std::vector<int> counts = chunk_layers(cfg, l, k.pp_layers);
     pipeline::Costs costs;
     for (int ch = 0; ch < chunks; ++ch) {
-        costs.chunk_forward.push_back(lpc * layer.fwd + (ch == 0 ? embed_f : 0) +
+        costs.chunk_forward.push_back(counts[ch] * layer.fwd + (ch == 0 ? embed_f : 0) +
                                       (ch == chunks - 1 ? head_f : 0));
-        costs.chunk_backward.push_back(lpc * layer.bwd + (ch == 0 ? embed_b : 0) +
+        costs.chunk_backward.push_back(counts[ch] * layer.bwd + (ch == 0 ? embed_b : 0) +
                                        (ch == chunks - 1 ? head_b : 0));
     }
     double p2p = 0;
@@ -293,8 +320,9 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
     // instead, dp/ep x cp ranks: priced as one more reduction of their bytes on that group.
     double psi = 0, psi_e = 0, fwd_mb = 0, bwd_mb = 0;
     for (int r = 0; r < l.pp; ++r) {
-        if (stage_parameters(cfg, l, r) > psi)
-            psi = stage_parameters(cfg, l, r), psi_e = stage_expert_parameters(cfg, l, r) / l.ep;
+        if (stage_parameters(cfg, l, r, k.pp_layers) > psi)
+            psi = stage_parameters(cfg, l, r, k.pp_layers),
+            psi_e = stage_expert_parameters(cfg, l, r, k.pp_layers) / l.ep;
         double f = 0, b = 0;
         for (int ch = r; ch < chunks; ch += l.pp)
             f += costs.chunk_forward[ch], b += costs.chunk_backward[ch];
@@ -340,6 +368,7 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
                                std::max(tail / 2, rs - bwd_mb));
         }
     }
+    if (!w.dp_overlap) exposed = comm;
     if (l.pp > 1) {  // tied word embeddings: first and last stage all-reduce their gradient
         Placement pair = pp;
         pair.size = 2;

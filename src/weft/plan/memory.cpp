@@ -20,7 +20,8 @@
 namespace weft::plan {
 
 double korthikanti_layer_bytes(const model::ModelConfig& cfg, int64_t seq, int64_t b, int tp,
-                               int cp, bool sp, Recompute r, double activation_bytes) {
+                               int cp, bool sp, Recompute r, double activation_bytes,
+                               AttentionKind attention) {
     const double s = double(seq) / cp, h = double(cfg.n_embd);
     const double t = tp, B = double(b), S = double(seq);
     const model::ActivationTerms k = model::family_of(cfg).korthikanti_terms(cfg);
@@ -29,9 +30,29 @@ double korthikanti_layer_bytes(const model::ModelConfig& cfg, int64_t seq, int64
         bytes = 2 * s * B * h;
     } else {
         bytes = s * B * (sp ? (k.replicated + k.split) / t : k.replicated + k.split / t);
-        if (r == Recompute::none) bytes += k.scores * s * S * B / t;  // scores over the sequence
+        // Scores over the sequence, unless FlashAttention recomputes them from q, k, v.
+        if (r == Recompute::none && attention == AttentionKind::scores)
+            bytes += k.scores * s * S * B / t;
     }
-    return bytes * activation_bytes / 2;
+    bytes *= activation_bytes / 2;
+    if (attention == AttentionKind::flash) bytes += flash_lse_bytes(cfg, seq, b, tp, cp, r);
+    return bytes;
+}
+
+double flash_lse_bytes(const model::ModelConfig& cfg, int64_t seq, int64_t b, int tp, int cp,
+                       Recompute r) {
+    if (r == Recompute::full) return 0;
+    return 4.0 * double(cfg.n_head) / tp * double(seq) / cp * double(b);
+}
+
+double fp8_saved_bytes(const model::ModelConfig& cfg, int64_t seq, int64_t b, int tp, int cp,
+                       bool sp, Recompute r) {
+    if (r == Recompute::full) return 0;
+    const model::ActivationTerms k = model::family_of(cfg).korthikanti_terms(cfg);
+    const double t = tp;
+    // Counted at two bytes an element; fp8 keeps one of them.
+    return double(seq) / cp * double(b) *
+           (sp ? (k.fp8_replicated + k.fp8_split) / t : k.fp8_replicated + k.fp8_split / t) / 2;
 }
 
 double engine_layer_floats(const model::ModelConfig& cfg, int64_t seq, int64_t b, int tp, bool sp,
@@ -77,20 +98,20 @@ struct EngineState {
 };
 
 EngineState engine_state(const model::ModelConfig& cfg, const Layout& l, int stage,
-                         double bucket_mb, bool bf16_reduce) {
+                         const std::string& pp_layers, double bucket_mb, bool bf16_reduce) {
     static std::mutex mutex;
     static std::map<std::string, EngineState> cache;
     const std::string key =
-        fmt::format("{} {} {} {} {} {} {} {} {} {}", l.tp, l.pp, l.vpp, stage, l.dp * l.cp, l.ep,
-                    l.zero, bucket_mb, bf16_reduce, cfg.to_json().dump());
+        fmt::format("{} {} {} {} {} {} {} {} {} {} {}", l.tp, l.pp, l.vpp, stage, l.dp * l.cp, l.ep,
+                    l.zero, bucket_mb, bf16_reduce, pp_layers, cfg.to_json().dump());
     {
         std::lock_guard lock(mutex);
         if (auto it = cache.find(key); it != cache.end()) return it->second;
     }
     model::ModelShard shard;
     if (l.pp > 1)
-        shard.units =
-            pipeline::partition_layers(int(cfg.n_layer), l.pp, l.vpp, "").units_of(stage, cfg);
+        shard.units = pipeline::partition_layers(int(cfg.n_layer), l.pp, l.vpp, pp_layers)
+                          .units_of(stage, cfg);
     shard.tp = l.tp;
     shard.ep = l.ep;
     // As the trainer lays out an ep shard (train::model_shard): expert runs aligned so that
@@ -110,25 +131,45 @@ EngineState engine_state(const model::ModelConfig& cfg, const Layout& l, int sta
 
 }  // namespace
 
+MemoryBreakdown gpu_model_states(const Workload& w, const Layout& l, double psi, double psi_e) {
+    // Rajbhandari et al. 2020 (ZeRO), Sec. 5.1 / Fig. 1: (2 + 2 + K)Psi per device for stage 0;
+    // stage 1 divides the K term by Nd, stage 2 also the gradients, stage 3 also the parameters.
+    // With experts, a device holds E/ep of them, cut by ZeRO over the dp/ep x cp ranks that hold
+    // the same ones (the expert-data-parallel group); the rest over dp x cp.
+    const Precision& p = w.prec;
+    const double shards = double(l.dp) * l.cp, psi_d = psi - psi_e;
+    const double eshards = double(l.dp * l.cp / l.ep), pe = psi_e / l.ep;
+    MemoryBreakdown m;
+    m.weights = p.param * (psi_d / (l.zero == 3 ? shards : 1) + pe / (l.zero == 3 ? eshards : 1));
+    m.grads = p.grad * (psi_d / (l.zero >= 2 ? shards : 1) + pe / (l.zero >= 2 ? eshards : 1));
+    m.optimizer =
+        p.optimizer * (psi_d / (l.zero >= 1 ? shards : 1) + pe / (l.zero >= 1 ? eshards : 1));
+    return m;
+}
+
 MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidate& k, int stage,
                              int in_flight) {
     const model::ModelConfig& cfg = w.model.config;
     const Layout& l = k.layout;
     const Precision& p = w.prec;
     const int64_t b = k.micro_batch, T = w.seq_len, s = T / l.cp;
-    const double layers_per_chunk = double(cfg.n_layer) / (l.pp * l.vpp);
+    // The layers of this stage's chunks, on average per chunk (in-flight counts are of chunks).
+    const std::vector<int> counts = chunk_layers(cfg, l, k.pp_layers);
+    double stage_layers = 0;
+    for (int c = stage; c < l.pp * l.vpp; c += l.pp) stage_layers += counts[c];
+    const double layers_per_chunk = stage_layers / l.vpp;
     const bool first = stage == 0, last = stage == l.pp - 1;
     // The engine stores scratch and model state in fp32 whatever --dtype is; the families count
     // their activations in floats' worth of bytes, bf16 buffers at half a float each.
     constexpr double kEngineBytes = sizeof(float);
-    const double shards = double(l.dp) * l.cp;  // ZeRO shards over the gradient group, dp x cp
-    const double psi = stage_parameters(cfg, l, stage);
+    const double psi = stage_parameters(cfg, l, stage, k.pp_layers);
     const double per_layer_params = unit_parameters(cfg, l.tp, 1);
     MemoryBreakdown m;
     m.runtime = c.device.runtime_bytes;
 
     if (w.profile == MemoryProfile::engine) {
-        const EngineState e = engine_state(cfg, l, stage, w.bucket_mb, p.grad_wire == 2);
+        const EngineState e =
+            engine_state(cfg, l, stage, k.pp_layers, w.bucket_mb, p.grad_wire == 2);
         m.weights = double(e.state.params);
         m.grads = double(e.state.grads);
         m.optimizer = double(e.state.optimizer);
@@ -142,16 +183,18 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
         // context parallelism.
         const model::Family& f = model::family_of(cfg);
         const bool ulysses_kept = l.cp > 1 && l.cp_kind != CpKind::ring;
-        const int chunks = l.pp * l.vpp, lpc = int(cfg.n_layer) / chunks;
+        const int chunks = l.pp * l.vpp;
         const bool bf16 = p.name == "bf16";
         double floats = 0;
-        for (int c = stage; c < chunks; c += l.pp)
-            floats += double(
-                f.activation_floats(cfg, b, s,
-                                    {c * lpc, lpc, c == chunks - 1, l.recompute == Recompute::full,
-                                     l.tp, l.sequence_parallel, ulysses_kept, bf16}));
+        int first_layer = 0;
+        for (int c = 0; c < chunks; first_layer += counts[c++])
+            if (c % l.pp == stage)
+                floats += double(f.activation_floats(
+                    cfg, b, s,
+                    {first_layer, counts[c], c == chunks - 1, l.recompute == Recompute::full, l.tp,
+                     l.sequence_parallel, ulysses_kept, bf16}));
         // Expert parallelism: each MoE layer also keeps the rows its experts received.
-        const double layers = double(lpc) * l.vpp;
+        const double layers = stage_layers;
         floats += layers * moe_received_floats(cfg, b * s, l.ep, moe_imbalance(w));
         m.activations = kEngineBytes * floats * in_flight / l.vpp;
         // Backward scratch (the family's) and the classifier's logits chunk.
@@ -194,22 +237,17 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
         return m;
     }
 
-    // Rajbhandari et al. 2020 (ZeRO), Sec. 5.1 / Fig. 1: (2 + 2 + K)Ψ per device for stage 0;
-    // stage 1 divides the K term by Nd, stage 2 also the gradients, stage 3 also the parameters.
-    // With experts, a device holds E/ep of them, cut by ZeRO over the dp/ep x cp ranks that hold
-    // the same ones (the expert-data-parallel group); the rest over dp x cp.
-    const double psi_e = stage_expert_parameters(cfg, l, stage), psi_d = psi - psi_e;
-    const double eshards = double(l.dp * l.cp / l.ep), pe = psi_e / l.ep;
-    m.weights = p.param * (psi_d / (l.zero == 3 ? shards : 1) + pe / (l.zero == 3 ? eshards : 1));
-    m.grads = p.grad * (psi_d / (l.zero >= 2 ? shards : 1) + pe / (l.zero >= 2 ? eshards : 1));
-    m.optimizer =
-        p.optimizer * (psi_d / (l.zero >= 1 ? shards : 1) + pe / (l.zero >= 1 ? eshards : 1));
+    const MemoryBreakdown states =
+        gpu_model_states(w, l, psi, stage_expert_parameters(cfg, l, stage, k.pp_layers));
+    m.weights = states.weights, m.grads = states.grads, m.optimizer = states.optimizer;
 
     const double sbh = double(s * b * cfg.n_embd);
     const double t = l.tp;
-    m.activations = in_flight * layers_per_chunk *
-                    korthikanti_layer_bytes(cfg, T, b, l.tp, l.cp, l.sequence_parallel, l.recompute,
-                                            p.activation);
+    double layer_bytes = korthikanti_layer_bytes(cfg, T, b, l.tp, l.cp, l.sequence_parallel,
+                                                 l.recompute, p.activation, w.attention);
+    if (p.name == "fp8")
+        layer_bytes -= fp8_saved_bytes(cfg, T, b, l.tp, l.cp, l.sequence_parallel, l.recompute);
+    m.activations = in_flight * layers_per_chunk * layer_bytes;
     // Korthikanti et al. Sec. 4.3: the embedding dropout mask (sbh bytes per micro-batch in
     // flight, / t with sequence parallelism) on the first stage; on the last, the final norm and
     // output projection inputs (4sbh/t) and the fp32 logits of the cross entropy (4sbv/t).
@@ -223,9 +261,13 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
     if (l.zero >= 2) m.buffers += 2 * bucket;  // reduce-scatter buckets in flight
     if (l.zero == 3) m.buffers += 2 * per_layer_params * p.param;  // gathered + prefetched layer
     if (l.pp > 1) m.buffers += 4 * sbh / (l.sequence_parallel ? t : 1) * p.activation;  // p2p
+    // All-gather context parallelism: one layer's whole-sequence K and V, gathered.
+    if (l.cp > 1 && w.cp_all_gather)
+        m.buffers +=
+            2.0 * double(T * b) * double(cfg.kv_heads() * cfg.head_dim()) / t * p.activation;
     if (l.recompute == Recompute::full)  // the layer being recomputed holds its full activations
         m.buffers += korthikanti_layer_bytes(cfg, T, b, l.tp, l.cp, l.sequence_parallel,
-                                             Recompute::none, p.activation);
+                                             Recompute::none, p.activation, w.attention);
     return m;
 }
 

@@ -32,8 +32,30 @@ struct MemoryBreakdown {
 // activations and 1-byte dropout masks; for other element sizes the whole is scaled by
 // bytes/2. With context parallelism each rank keeps s/cp of the tokens; its attention scores
 // span the whole sequence, so the 5as/h term becomes 5a(s/cp)s b/t.
+// With `attention` flash (FlashAttention, the GPU default) the score term is gone whatever the
+// recomputation, and flash_lse_bytes is kept instead: no recomputation then keeps what selective
+// recomputation keeps, plus the log-sum-exp.
 double korthikanti_layer_bytes(const model::ModelConfig& cfg, int64_t seq, int64_t b, int tp,
-                               int cp, bool sp, Recompute r, double activation_bytes);
+                               int cp, bool sp, Recompute r, double activation_bytes,
+                               AttentionKind attention = AttentionKind::scores);
+// FlashAttention's saved statistics (Dao et al. 2022, Alg. 2: the log-sum-exp L of each query
+// row and head, fp32): 4 bytes x heads/t x s/cp x b per layer. 0 with full recomputation (the
+// layer's input alone is kept).
+double flash_lse_bytes(const model::ModelConfig& cfg, int64_t seq, int64_t b, int tp, int cp,
+                       Recompute r);
+
+// fp8 training (Transformer Engine): the linear layers keep their inputs as fp8, one byte where
+// korthikanti_layer_bytes counts two; the bytes per layer and micro-batch this saves (the
+// family's ActivationTerms::fp8_*; 0 with full recomputation).
+double fp8_saved_bytes(const model::ModelConfig& cfg, int64_t seq, int64_t b, int tp, int cp,
+                       bool sp, Recompute r);
+
+// Model states of one device (weights, gradients, optimizer) for the korthikanti profile: the
+// ZeRO paper's (2 + 2 + K)Psi with the bytes of `w.prec` (Megatron-Core: 2 + 4 + 12), cut over
+// the gradient group dp x cp by ZeRO stage (1: Megatron's distributed optimizer, 6 + 12/d), the
+// experts' share over their own group. `psi` and `psi_e` are the stage's parameters and, of
+// them, the expert tensors' (at ep = 1).
+MemoryBreakdown gpu_model_states(const Workload& w, const Layout& l, double psi, double psi_e);
 
 // Floats one more layer adds to the activations the engine allocates (the model family's
 // activation_floats, the one source), under tp and sequence parallelism; with full

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "weft/core/error.hpp"
+#include "weft/parallel/pipeline/partition.hpp"
 
 namespace weft::plan {
 
@@ -42,9 +43,16 @@ std::optional<Rejection> check_candidate(const Workload& w, const Candidate& k) 
     if (cfg.kv_heads() % l.tp != 0)
         return no("indivisible: kv heads % tp",
                   fmt::format("{} key/value heads over tp={}", cfg.kv_heads(), l.tp));
-    if (cfg.n_layer % (int64_t(l.pp) * l.vpp) != 0)
+    if (!k.pp_layers.empty()) {
+        try {
+            pipeline::partition_layers(int(cfg.n_layer), l.pp, l.vpp, k.pp_layers);
+        } catch (const Error& e) {
+            return no("invalid: pp-layers", e.what());
+        }
+    } else if (cfg.n_layer % (int64_t(l.pp) * l.vpp) != 0) {
         return no("indivisible: layers % (pp*vpp)",
                   fmt::format("{} layers over pp={} x vpp={}", cfg.n_layer, l.pp, l.vpp));
+    }
     if (w.global_batch % (int64_t(l.dp) * k.micro_batch) != 0)
         return no(
             "indivisible: batch % (dp*micro-batch)",
@@ -96,7 +104,9 @@ std::optional<Rejection> check_candidate(const Workload& w, const Candidate& k) 
     }
     // ZeRO-2/3 shard gradients every micro-batch, which a pipeline's gradient accumulation
     // across micro-batches defeats; DeepSpeed refuses the combination, and so does the engine.
-    if (l.zero >= 2 && l.pp > 1)
+    // FSDP with a pipeline (Llama 3, Megatron-Core's FSDP) reduce-scatters each micro-batch's
+    // gradients instead, which the GPU profile prices.
+    if (l.zero >= 2 && l.pp > 1 && w.profile == MemoryProfile::engine)
         return no("incompatible: zero >= 2 with pp > 1",
                   fmt::format("zero={} pp={}", l.zero, l.pp));
     return std::nullopt;
@@ -185,6 +195,7 @@ SearchResult search(const Workload& w, const Cluster& c, const SearchSpace& spac
                                         k.layout.pp_schedule = sched, k.layout.vpp = vpp;
                                         k.layout.recompute = r;
                                         k.micro_batch = mb;
+                                        k.pp_layers = s.pp_layers;
                                         ++res.considered;
                                         if (auto why = check_candidate(w, k)) {
                                             reject(why->reason, why->detail);

@@ -152,8 +152,8 @@ TEST(PlanMemory, PipelineInFlightScalesActivations) {
     k.layout.sequence_parallel = true;
     const MemoryBreakdown one = stage_memory(w, big_cluster(), k, 3, 1);
     const MemoryBreakdown eight = stage_memory(w, big_cluster(), k, 3, 8);
-    const double layer =
-        korthikanti_layer_bytes(w.model.config, 2048, 1, 8, 1, true, Recompute::none, 2);
+    const double layer = korthikanti_layer_bytes(w.model.config, 2048, 1, 8, 1, true,
+                                                 Recompute::none, 2, w.attention);
     EXPECT_DOUBLE_EQ(one.activations, 12 * layer);
     EXPECT_DOUBLE_EQ(eight.activations, 96 * layer);
 }

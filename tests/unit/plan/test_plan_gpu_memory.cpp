@@ -1,0 +1,116 @@
+// The GPU memory model against published accounting: FlashAttention's kept statistics instead of
+// Korthikanti et al.'s scores, Megatron-Core's distributed optimizer bytes, Transformer Engine's
+// fp8 inputs, and what uneven pipeline stages hold.
+#include <gtest/gtest.h>
+
+#include "support/plan_cluster.hpp"
+#include "weft/plan/memory.hpp"
+#include "weft/plan/search.hpp"
+
+using namespace weft;
+using namespace weft::plan;
+
+namespace {
+
+Workload gpt3(const std::string& dtype) {
+    Workload w;
+    w.model = load_model("gpt3-175b");
+    w.global_batch = 64, w.seq_len = 2048;
+    w.prec = megatron_precision(dtype);
+    return w;
+}
+
+}  // namespace
+
+// Korthikanti et al. 2022, Sec. 4.1: a layer keeps sbh(34 + 5as/h) bytes without
+// recomputation, 5as²b of them the attention scores (softmax output, dropout mask and output).
+// FlashAttention (Dao et al. 2022, Alg. 2) keeps none of them, only the fp32 log-sum-exp of each
+// query row and head: 4asb bytes. At GPT-3 175B's shape (s 2048, h 12288, a 96, b 1, t 8, sp):
+// sbh·34/t + 4·(a/t)·s·b, what selective recomputation keeps plus the statistics.
+TEST(PlanGpuMemory, FlashAttentionKeepsNoScores) {
+    const model::ModelConfig cfg = load_model("gpt3-175b").config;
+    const double sbh = 2048.0 * 12288, lse = 4.0 * 96 / 8 * 2048;
+    EXPECT_DOUBLE_EQ(flash_lse_bytes(cfg, 2048, 1, 8, 1, Recompute::none), lse);
+    EXPECT_DOUBLE_EQ(
+        korthikanti_layer_bytes(cfg, 2048, 1, 8, 1, true, Recompute::none, 2, AttentionKind::flash),
+        sbh * 34 / 8 + lse);
+    // The scores variant stays Table 2's: sbh(34/t + 5as/(ht)) = sbh(4.25 + 10).
+    EXPECT_DOUBLE_EQ(korthikanti_layer_bytes(cfg, 2048, 1, 8, 1, true, Recompute::none, 2,
+                                             AttentionKind::scores),
+                     sbh * 14.25);
+    // Full recomputation keeps the layer's input alone (2sbh), flash or not.
+    EXPECT_DOUBLE_EQ(
+        korthikanti_layer_bytes(cfg, 2048, 1, 8, 1, true, Recompute::full, 2, AttentionKind::flash),
+        2 * sbh);
+    // Context parallelism: each rank keeps s/cp rows of statistics.
+    EXPECT_DOUBLE_EQ(flash_lse_bytes(cfg, 2048, 1, 8, 4, Recompute::none), lse / 4);
+    // The whole stage: a 1F1B first stage of pp = 8 holds 8 micro-batches of 12 layers.
+    Workload w = gpt3("bf16");
+    Candidate k;
+    k.layout.dp = 1, k.layout.tp = 8, k.layout.pp = 8, k.layout.sequence_parallel = true;
+    const Cluster c = test::plan_cluster(8);
+    const double flash = stage_memory(w, c, k, 1, 8).activations;
+    w.attention = AttentionKind::scores;
+    const double scores = stage_memory(w, c, k, 1, 8).activations;
+    EXPECT_DOUBLE_EQ(flash, 96 * (sbh * 34 / 8 + lse));
+    EXPECT_DOUBLE_EQ(scores, 96 * sbh * 14.25);
+}
+
+// Megatron-Core's distributed optimizer (docs.nvidia.com/megatron-core/developer-guide/latest/
+// distrib_optimizer.html): bf16 parameters with fp32 gradients take 18 bytes a parameter
+// without it and 6 + 12/d with it; fp16 with fp16 gradients 20 and 4 + 16/d.
+TEST(PlanGpuMemory, DistributedOptimizerBytes) {
+    const double psi = 1e9, d = 16;
+    Layout l;
+    l.dp = int(d);
+    for (auto [dtype, whole, fixed, sharded] : {std::tuple{"bf16", 18.0, 6.0, 12.0},
+                                                {"fp16", 20.0, 4.0, 16.0},
+                                                {"fp8", 18.0, 6.0, 12.0}}) {
+        Workload w = gpt3(dtype);
+        l.zero = 0;
+        MemoryBreakdown m = gpu_model_states(w, l, psi, 0);
+        EXPECT_DOUBLE_EQ(m.weights + m.grads + m.optimizer, whole * psi) << dtype;
+        l.zero = 1;
+        m = gpu_model_states(w, l, psi, 0);
+        EXPECT_DOUBLE_EQ(m.weights + m.grads + m.optimizer, (fixed + sharded / d) * psi) << dtype;
+    }
+}
+
+// Transformer Engine keeps fp8 copies of the linear layers' inputs: at GPT-3's shape the QKV and
+// MLP-up inputs (2h each) and the MLP-down input (8h) take one byte instead of two.
+TEST(PlanGpuMemory, Fp8KeepsLinearInputsInOneByte) {
+    const model::ModelConfig cfg = load_model("gpt3-175b").config;
+    const double sbh = 2048.0 * 12288;
+    EXPECT_DOUBLE_EQ(fp8_saved_bytes(cfg, 2048, 1, 8, 1, true, Recompute::none), sbh * 6 / 8);
+    EXPECT_DOUBLE_EQ(fp8_saved_bytes(cfg, 2048, 1, 8, 1, true, Recompute::full), 0);
+    Candidate k;
+    k.layout.dp = 1, k.layout.tp = 8, k.layout.sequence_parallel = true;
+    const Cluster c = test::plan_cluster(1);
+    const double bf16 = stage_memory(gpt3("bf16"), c, k, 0, 1).activations;
+    const double fp8 = stage_memory(gpt3("fp8"), c, k, 0, 1).activations;
+    EXPECT_DOUBLE_EQ(bf16 - fp8, 96 * sbh * 6 / 8);
+}
+
+// Uneven stages (--pp-layers): the first stage, which also holds the embedding, gets a layer
+// less; its parameters and activations follow its own layer count.
+TEST(PlanGpuMemory, UnevenStagesHoldTheirOwnLayers) {
+    const Workload w = gpt3("bf16");
+    const model::ModelConfig& cfg = w.model.config;
+    Candidate even, uneven;
+    even.layout.dp = uneven.layout.dp = 1;
+    even.layout.tp = uneven.layout.tp = 8;
+    even.layout.pp = uneven.layout.pp = 4;
+    uneven.pp_layers = "23,25,24,24";
+    ASSERT_FALSE(check_candidate(w, uneven).has_value());
+    const double layer = unit_parameters(cfg, 8, 1);
+    EXPECT_DOUBLE_EQ(stage_parameters(cfg, uneven.layout, 0, uneven.pp_layers),
+                     stage_parameters(cfg, even.layout, 0) - layer);
+    EXPECT_DOUBLE_EQ(stage_parameters(cfg, uneven.layout, 1, uneven.pp_layers),
+                     stage_parameters(cfg, even.layout, 1) + layer);
+    const Cluster c = test::plan_cluster(4);
+    EXPECT_DOUBLE_EQ(stage_memory(w, c, uneven, 1, 1).activations * 24,
+                     stage_memory(w, c, even, 1, 1).activations * 25);
+    Candidate bad = uneven;
+    bad.pp_layers = "24,24,24";
+    EXPECT_EQ(check_candidate(w, bad)->reason, "invalid: pp-layers");
+}
