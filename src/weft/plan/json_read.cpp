@@ -81,6 +81,19 @@ int64_t JsonReader::integer(const std::string& key, int64_t min) const {
     return x;
 }
 
+bool JsonReader::boolean(const std::string& key) const {
+    const nlohmann::json& v = at(key);
+    WEFT_CHECK(v.is_boolean(), "{}: {}: expected true or false, got {}", file_, path(key),
+               v.type_name());
+    return v.get<bool>();
+}
+
+std::vector<std::string> JsonReader::keys() const {
+    std::vector<std::string> k;
+    for (auto it = j_.begin(); it != j_.end(); ++it) k.push_back(it.key());
+    return k;
+}
+
 double JsonReader::number_or(const std::string& key, double fallback) const {
     return has(key) ? number(key) : fallback;
 }

@@ -22,6 +22,9 @@ class JsonReader {
     double positive(const std::string& key) const;      // > 0
     double non_negative(const std::string& key) const;  // >= 0
     int64_t integer(const std::string& key, int64_t min) const;
+    bool boolean(const std::string& key) const;
+    // The keys of this object, sorted (an object of named entries).
+    std::vector<std::string> keys() const;
     double number_or(const std::string& key, double fallback) const;
     // The keys of an object whose values are all positive numbers (e.g. peak_tflops by dtype).
     std::vector<std::pair<std::string, double>> positive_map(const std::string& key) const;
