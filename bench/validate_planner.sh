@@ -3,6 +3,9 @@
 #
 #   bench/validate_planner.sh [--quick] [--no-profile] [--mpi] [--cp | --cp-only]
 #
+# With --mpi --cp it measures 31 layouts (--quick: fewer), 3 steps each by default (STEPS);
+# it needs both cores for about 20 minutes, so run it on an otherwise idle machine:
+#   cmake --build build --target weft && bench/validate_planner.sh --mpi --cp
 # 1. profiles the machine into $OUT/local.json (`weft profile`; skipped with --no-profile, which
 #    uses configs/clusters/local.json), and with --mpi also into $OUT/local-2rank.json under
 #    `mpirun -np 2`;
@@ -73,7 +76,10 @@ if [ $MPI = 1 ]; then
             # pipeline parallel: 8 micro-batches of one sequence, a GPT of width 512
             "gpt2 8 256 2 0 --pp 2 --pp-schedule gpipe --micro-batch-size 1 --n-layer 8 --n-embd 512 --n-head 8"
             "gpt2 8 256 2 0 --pp 2 --pp-schedule 1f1b --micro-batch-size 1 --n-layer 8 --n-embd 512 --n-head 8"
-            "gpt2 8 256 2 0 --pp 2 --pp-schedule interleaved --vpp 2 --micro-batch-size 1 --n-layer 8 --n-embd 512 --n-head 8")
+            "gpt2 8 256 2 0 --pp 2 --pp-schedule interleaved --vpp 2 --micro-batch-size 1 --n-layer 8 --n-embd 512 --n-head 8"
+            # uneven stages: the head's stage a layer short, and the other way round
+            "gpt2 8 256 2 0 --pp 2 --pp-schedule 1f1b --pp-layers 5,3 --micro-batch-size 1 --n-layer 8 --n-embd 512 --n-head 8"
+            "gpt2 8 256 2 0 --pp 2 --pp-schedule 1f1b --pp-layers 3,5 --micro-batch-size 1 --n-layer 8 --n-embd 512 --n-head 8")
 fi
 
 # The planner's flags for the engine's: a fixed layout, and a model file for a reshaped preset.
@@ -89,7 +95,7 @@ plan_args() {  # plan_args <preset> <seq> <ranks> <engine flags...>
       --cp-kind) extra+=("$1" "$2"); shift ;;
       --ring-bidirectional) extra+=("$1") ;;
       --sequence-parallel) sp=--sp ;;
-      --pp-schedule|--vpp) extra+=("$1" "$2"); shift ;;
+      --pp-schedule|--vpp|--pp-layers) extra+=("$1" "$2"); shift ;;
       --micro-batch-size) micro=$2; shift ;;
       --n-layer) layers=$2; shift ;;
       --n-embd) width=$2; shift ;;
