@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "weft/model/counts.hpp"
+#include "weft/plan/compare.hpp"
 
 namespace weft::plan {
 
@@ -91,6 +92,12 @@ nlohmann::json result_json(const Workload& w, const Cluster& c, const SearchResu
     j["best"] = nlohmann::json::array();
     for (const Estimate& e : r.best) j["best"].push_back(estimate_json(e));
     if (r.best.empty() && r.best_unfitting) j["best_unfitting"] = estimate_json(*r.best_unfitting);
+    if (r.best.size() >= 2) {
+        nlohmann::json why = nlohmann::json::array();
+        for (const TermDiff& d : step_differences(r.best[0], r.best[1]))
+            why.push_back({{"term", d.term}, {"best_s", d.best}, {"runner_up_s", d.other}});
+        j["why_best"] = {{"runner_up", r.best[1].cand.describe()}, {"terms", why}};
+    }
     return j;
 }
 
@@ -136,6 +143,7 @@ std::string result_text(const Workload& w, const Cluster& c, const SearchResult&
     s += "\n";
     int i = 0;
     for (const Estimate& e : r.best) s += estimate_rows(++i, e);
+    if (r.best.size() >= 2) s += "\n" + why_text(r.best[0], r.best[1]);
     if (r.best.empty()) {
         s += "no layout fits.\n";
         if (r.best_unfitting) {
