@@ -86,7 +86,8 @@ TEST(PlanFiles, MalformedClusterErrorsNameTheKey) {
 }
 
 TEST(PlanFiles, ShippedClustersLoad) {
-    for (const char* name : {"dgx-a100", "dgx-h100", "local"}) {
+    for (const char* name : {"dgx-a100", "dgx-h100", "dgx-h200", "dgx-b200", "mi300x",
+                             "frontier-mi250x", "jean-zay-a100", "local"}) {
         const fs::path p =
             fs::path(WEFT_SOURCE_DIR) / "configs/clusters" / (std::string(name) + ".json");
         const Cluster c = load_cluster(p);
@@ -96,6 +97,11 @@ TEST(PlanFiles, ShippedClustersLoad) {
     EXPECT_EQ(a100.devices_per_node, 8);
     EXPECT_DOUBLE_EQ(a100.intra.bandwidth, 300e9);  // NVLink 600 GB/s, 300 each way
     EXPECT_DOUBLE_EQ(a100.inter.bandwidth, 25e9);   // 200 Gb/s per GPU
+    // fp8 products have their own efficiency where a file gives one; other dtypes the default.
+    const Cluster h100 = load_cluster(fs::path(WEFT_SOURCE_DIR) / "configs/clusters/dgx-h100.json");
+    EXPECT_DOUBLE_EQ(h100.device.gemm_for("fp8").max, 0.48);
+    EXPECT_DOUBLE_EQ(h100.device.gemm_for("bf16").max, h100.device.gemm.max);
+    EXPECT_DOUBLE_EQ(a100.device.gemm_for("fp8").max, a100.device.gemm.max);
 }
 
 TEST(PlanFiles, ModelPresetsAndFiles) {
