@@ -215,8 +215,10 @@ double moe_all_to_all_bytes(const Workload& w, const Layout& l, double tokens) {
     const model::ModelConfig& cfg = w.model.config;
     if (cfg.n_experts == 0 || l.ep <= 1) return 0;
     const double bytes = w.profile == MemoryProfile::engine ? sizeof(float) : w.prec.activation;
+    // With sequence parallelism each tp rank routes its 1/t of the tokens.
+    const double share = l.sequence_parallel ? double(l.tp) : 1.0;
     return moe_imbalance(w) * double(cfg.experts_per_token) * tokens * double(cfg.n_embd) * bytes *
-           (l.ep - 1) / l.ep;
+           (l.ep - 1) / l.ep / share;
 }
 
 double all_reduce_time(const Placement& p, double bytes) {
@@ -320,9 +322,13 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
     // instead, dp/ep x cp ranks: priced as one more reduction of their bytes on that group.
     double psi = 0, psi_e = 0, fwd_mb = 0, bwd_mb = 0;
     for (int r = 0; r < l.pp; ++r) {
-        if (stage_parameters(cfg, l, r, k.pp_layers) > psi)
-            psi = stage_parameters(cfg, l, r, k.pp_layers),
-            psi_e = stage_expert_parameters(cfg, l, r, k.pp_layers) / l.ep;
+        // On GPUs the experts split over tp (gpu_expert_parameters); the engine keeps them whole.
+        const double stored_e = stage_expert_parameters(cfg, l, r, k.pp_layers);
+        const double e = w.profile == MemoryProfile::engine
+                             ? stored_e
+                             : gpu_expert_parameters(cfg, l, r, k.pp_layers);
+        const double total = stage_parameters(cfg, l, r, k.pp_layers) - stored_e + e;
+        if (total > psi) psi = total, psi_e = e / l.ep;
         double f = 0, b = 0;
         for (int ch = r; ch < chunks; ch += l.pp)
             f += costs.chunk_forward[ch], b += costs.chunk_backward[ch];

@@ -73,11 +73,11 @@ double engine_head_floats(const model::ModelConfig& cfg, int64_t seq, int64_t b,
     return double(f.activation_floats(cfg, b, seq, head) - f.activation_floats(cfg, b, seq, none));
 }
 
-double moe_received_floats(const model::ModelConfig& cfg, int64_t tokens, int ep,
-                           double imbalance) {
+double moe_received_floats(const model::ModelConfig& cfg, int64_t tokens, int ep, double imbalance,
+                           int tp) {
     if (cfg.n_experts == 0 || ep <= 1) return 0;
     const double rows = imbalance * double(tokens) * double(cfg.experts_per_token);
-    return rows * double(cfg.n_embd + 3 * cfg.ffn());
+    return rows * (double(cfg.n_embd) + 3.0 * double(cfg.ffn()) / tp);
 }
 
 namespace {
@@ -130,6 +130,13 @@ EngineState engine_state(const model::ModelConfig& cfg, const Layout& l, int sta
 }
 
 }  // namespace
+
+double gpu_expert_parameters(const model::ModelConfig& cfg, const Layout& l, int stage,
+                             const std::string& pp_layers) {
+    Layout whole = l;
+    whole.tp = 1;
+    return stage_expert_parameters(cfg, whole, stage, pp_layers) / l.tp;
+}
 
 MemoryBreakdown gpu_model_states(const Workload& w, const Layout& l, double psi, double psi_e) {
     // Rajbhandari et al. 2020 (ZeRO), Sec. 5.1 / Fig. 1: (2 + 2 + K)Psi per device for stage 0;
@@ -237,8 +244,9 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
         return m;
     }
 
-    const MemoryBreakdown states =
-        gpu_model_states(w, l, psi, stage_expert_parameters(cfg, l, stage, k.pp_layers));
+    const double psi_e = gpu_expert_parameters(cfg, l, stage, k.pp_layers);
+    const MemoryBreakdown states = gpu_model_states(
+        w, l, psi - stage_expert_parameters(cfg, l, stage, k.pp_layers) + psi_e, psi_e);
     m.weights = states.weights, m.grads = states.grads, m.optimizer = states.optimizer;
 
     const double sbh = double(s * b * cfg.n_embd);
@@ -254,7 +262,7 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
     if (first) m.activations += in_flight * sbh / (l.sequence_parallel ? t : 1);
     // Expert parallelism: the rows each MoE layer's experts receive (at the activation size).
     m.activations += in_flight * layers_per_chunk *
-                     moe_received_floats(cfg, b * s, l.ep, moe_imbalance(w)) * p.activation;
+                     moe_received_floats(cfg, b * s, l.ep, moe_imbalance(w), l.tp) * p.activation;
     if (last) m.activations += 4 * sbh / t + 4 * double(s * b * tp_padded_vocab(cfg, l.tp)) / t;
 
     const double bucket = w.bucket_mb * (1 << 20);

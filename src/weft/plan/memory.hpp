@@ -50,6 +50,13 @@ double flash_lse_bytes(const model::ModelConfig& cfg, int64_t seq, int64_t b, in
 double fp8_saved_bytes(const model::ModelConfig& cfg, int64_t seq, int64_t b, int tp, int cp,
                        bool sp, Recompute r);
 
+// Expert parameters one tp rank of pipeline rank `stage` holds on a GPU (at ep = 1): the
+// experts split over tp as Megatron-Core's expert tensor parallelism does at its default degree
+// (tp), 1/t of each expert's gate, up and down. The engine's layout keeps them whole on every tp
+// rank (stage_expert_parameters), and refuses tp with experts.
+double gpu_expert_parameters(const model::ModelConfig& cfg, const Layout& l, int stage,
+                             const std::string& pp_layers);
+
 // Model states of one device (weights, gradients, optimizer) for the korthikanti profile: the
 // ZeRO paper's (2 + 2 + K)Psi with the bytes of `w.prec` (Megatron-Core: 2 + 4 + 12), cut over
 // the gradient group dp x cp by ZeRO stage (1: Megatron's distributed optimizer, 6 + 12/d), the
@@ -69,7 +76,9 @@ double engine_head_floats(const model::ModelConfig& cfg, int64_t seq, int64_t b,
 // for the rows its experts receive from the ep group (the received inputs [R, C], the experts'
 // gate|up [R, 2F] and product [R, F]; R = imbalance x tokens x k, the busiest rank's share), beside
 // what the family counts for the k rows a token sends. 0 at ep 1, where no row travels.
-double moe_received_floats(const model::ModelConfig& cfg, int64_t tokens, int ep, double imbalance);
+// On GPUs (`tp` > 1) each tp rank holds 1/t of the experts' gate|up and product columns.
+double moe_received_floats(const model::ModelConfig& cfg, int64_t tokens, int ep, double imbalance,
+                           int tp = 1);
 
 // One device of pipeline rank `stage` whose schedule holds at most `in_flight` (micro-batch,
 // chunk) activations at once (from the pipeline simulator).

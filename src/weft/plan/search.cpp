@@ -86,8 +86,9 @@ std::optional<Rejection> check_candidate(const Workload& w, const Candidate& k) 
         return no("indivisible: experts % ep",
                   fmt::format("{} experts over ep={}", cfg.n_experts, l.ep));
     // The engine runs MoE layers replicated on every tp rank (no expert tensor parallelism):
-    // every tp rank does the whole block's work, which the cost model does not price.
-    if (cfg.n_experts > 0 && l.tp > 1)
+    // every tp rank does the whole block's work, which the cost model does not price. On GPUs
+    // the experts split over tp (Megatron-Core's expert tensor parallelism).
+    if (cfg.n_experts > 0 && l.tp > 1 && w.profile == MemoryProfile::engine)
         return no("unsupported: experts with tp > 1",
                   fmt::format("{} experts over tp={}", cfg.n_experts, l.tp));
     if (l.pp_schedule == ScheduleKind::interleaved) {

@@ -114,3 +114,29 @@ TEST(PlanGpuMemory, UnevenStagesHoldTheirOwnLayers) {
     bad.pp_layers = "24,24,24";
     EXPECT_EQ(check_candidate(w, bad)->reason, "invalid: pp-layers");
 }
+
+// MoE experts split over tp (Megatron-Core's expert tensor parallelism at its default, the tp
+// degree): each tp rank holds 1/t of every expert's gate, up and down on the GPU profile, and
+// 1/ep of the experts; the engine, which replicates its MoE layers over tp, still refuses it.
+TEST(PlanGpuMemory, ExpertsSplitOverTensorParallelism) {
+    Workload w;
+    w.model = load_model("mixtral-8x7b");
+    w.global_batch = 64, w.seq_len = 4096;
+    w.prec = megatron_precision("bf16");
+    Candidate k;
+    k.layout.dp = 4, k.layout.ep = 2, k.layout.tp = 2, k.layout.sequence_parallel = true;
+    ASSERT_FALSE(check_candidate(w, k).has_value());
+    Layout one = k.layout;
+    one.tp = 1;
+    const model::ModelConfig& cfg = w.model.config;
+    EXPECT_NEAR(gpu_expert_parameters(cfg, k.layout, 0, ""),
+                stage_expert_parameters(cfg, one, 0) / 2,
+                1e-9 * stage_expert_parameters(cfg, one, 0));
+    const MemoryBreakdown m = stage_memory(w, test::plan_cluster(1), k, 0, 1);
+    const double dense =
+        stage_parameters(cfg, k.layout, 0) - stage_expert_parameters(cfg, k.layout, 0);
+    const double pe = gpu_expert_parameters(cfg, k.layout, 0, "");
+    EXPECT_DOUBLE_EQ(m.weights, 2 * (dense + pe / 2));
+    w.profile = MemoryProfile::engine;
+    EXPECT_EQ(check_candidate(w, k)->reason, "unsupported: experts with tp > 1");
+}
