@@ -6,6 +6,7 @@
 
 #include "weft/cli/flag_checks.hpp"
 #include "weft/core/error.hpp"
+#include "weft/parallel/pipeline/partition.hpp"
 #include "weft/plan/report.hpp"
 
 namespace weft::cli {
@@ -164,6 +165,10 @@ void add_plan_command(CLI::App& app) {
         s.ring_bidirectional = a->ring_bidirectional;
         WEFT_CHECK(a->pp_layers.empty() || a->pp > 0,
                    "--pp-layers {} needs --pp (the stages it splits)", a->pp_layers);
+        // A list that cannot split this model is the user's mistake, not a layout to reject.
+        if (!a->pp_layers.empty())
+            pipeline::partition_layers(int(w.model.config.n_layer), a->pp, a->vpp ? a->vpp : 1,
+                                       a->pp_layers);
         s.pp_layers = a->pp_layers;
         s.devices = a->devices;
         WEFT_CHECK(a->max_micro_batch >= 1, "--max-micro-batch must be at least 1, got {}",

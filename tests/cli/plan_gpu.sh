@@ -1,0 +1,35 @@
+# weft plan on GPU clusters: the new flags' bad values are one clear error each, a recipe that ran
+# on 80 GB H100s (NeMo's Llama 3 70B, FlashAttention, no recomputation) is predicted to fit, the
+# score-keeping attention is not, and the text says why the first layout beat the second.
+source "$(dirname "$0")/lib.sh"
+c=(--cluster "$SRC/configs/clusters/dgx-h100.json")
+
+expect_error "--attention must be flash or scores, got 'dense'" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --attention dense
+expect_error "--pp-layers 3,3 needs --pp" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --pp-layers 3,3
+expect_error "3,3" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --pp 2 --pp-layers 3,3
+expect_error "--dtype must be bf16, fp16 or fp8 for a GPU run, got 'int4'" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --dtype int4
+expect_error "--attention scores needs --memory-profile korthikanti" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --dtype fp32 --attention scores
+
+# NeMo 24.07's Llama 3 70B recipe on 64 H100s (docs/planner.md, data/published_runs.json).
+recipe=(plan --model llama-3-70b "${c[@]}" --global-batch 128 --seq-len 8192 --dtype fp8 --dp 2 --tp 4
+        --pp 4 --cp 2 --vpp 5 --pp-schedule interleaved --sp --micro-batch 1 --zero 1 --recompute none
+        --tp-overlap --json)
+if "$WEFT" "${recipe[@]}" >fits.json 2>&1 && python3 -c "
+import json; j = json.load(open('fits.json')); assert j['best'][0]['fits'], j" 2>/dev/null; then
+  ok "NeMo Llama 3 70B recipe fits: $(python3 -c "import json; print(round(json.load(open('fits.json'))['best'][0]['memory_bytes']['total'] / 2**30, 1))") GiB"
+else
+  bad "NeMo Llama 3 70B recipe: $(cat fits.json)"
+fi
+"$WEFT" "${recipe[@]}" --attention scores >scores.json 2>&1 || true
+if python3 -c "import json; j = json.load(open('scores.json')); assert 'best_unfitting' in j" 2>/dev/null; then
+  ok "with s x s scores kept the same recipe does not fit"
+else
+  bad "scores variant: $(head -c 400 scores.json)"
+fi
+
+# Uneven stages are accepted and shown; the search explains its choice.
+out=$("$WEFT" plan --model llama-3-8b "${c[@]}" --nodes 2 --global-batch 64 --seq-len 8192 --tp 8 --pp 2 \
+      --pp-layers 15,17 --top 2 2>&1) || true
+grep -q "layers=15,17" <<<"$out" && ok "uneven stages: $(grep -m1 'layers=' <<<"$out")" || bad "uneven stages: $out"
+grep -q "^why 1 over 2" <<<"$out" && ok "$(grep '^why' <<<"$out")" || bad "no why line: $out"
+finish
