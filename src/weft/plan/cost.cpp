@@ -369,9 +369,10 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
                 exposed = M * std::max(tail / 2, rs - bwd_mb) + std::max(0.0, ag - fwd_mb);
                 break;
             default:  // 3: gather before each forward and backward, prefetched one layer ahead
+                // Backward's gathers and reduce-scatters share the links (a ring moves (n-1)/n
+                // of each both ways), so together they have the backward to hide behind.
                 comm = M * (2 * ag + rs);
-                exposed = M * (std::max(0.0, ag - fwd_mb) + std::max(0.0, ag - bwd_mb) +
-                               std::max(tail / 2, rs - bwd_mb));
+                exposed = M * (std::max(0.0, ag - fwd_mb) + std::max(tail / 2, ag + rs - bwd_mb));
         }
     }
     if (!w.dp_overlap) exposed = comm;

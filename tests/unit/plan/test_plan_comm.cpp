@@ -96,3 +96,16 @@ TEST(PlanComm, Fp8ProductsRunAtTheirOwnPeak) {
     w.prec = megatron_precision("bf16");
     EXPECT_DOUBLE_EQ(evaluate(w, c, k).step_s, bf16);
 }
+
+// ZeRO-3: backward's gathers and reduce-scatters share the links, so when communication
+// dominates, what shows is all of it less the compute it runs under (forward and backward).
+TEST(PlanComm, Zero3BackwardCollectivesShareTheLinks) {
+    const Workload w = workload("gpt2", 16, 1024);
+    Cluster c = test::plan_cluster(2);
+    c.inter.bandwidth = 1e8;  // 0.1 GB/s: the gathers dwarf the compute
+    Candidate k;
+    k.layout.dp = 16, k.layout.zero = 3;
+    const Estimate e = evaluate(w, c, k);
+    EXPECT_GT(e.dp_comm_s, 10 * e.pipeline_s);
+    EXPECT_NEAR(e.dp_exposed_s, e.dp_comm_s - e.pipeline_s, 1e-9 * e.dp_comm_s);
+}
