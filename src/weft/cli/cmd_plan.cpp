@@ -152,8 +152,8 @@ void add_plan_command(CLI::App& app) {
         if (!a->schedule.empty()) s.schedule = parse_pp_schedule_flag(a->schedule);
         // All-gather context parallelism is the planner's alone (the engine runs ring, Ulysses
         // and their hybrid).
-        w.cp_all_gather = a->cp_kind == "all-gather";
-        s.cp_kind = w.cp_all_gather ? CpKind::ring : parse_cp_kind(a->cp_kind);
+        s.cp_all_gather = a->cp_kind == "all-gather";
+        s.cp_kind = s.cp_all_gather ? CpKind::ring : parse_cp_kind(a->cp_kind);
         WEFT_CHECK(s.cp_kind == CpKind::hybrid ? a->cp_ulysses >= 1 : a->cp_ulysses == 0,
                    "--cp-ulysses {} goes with --cp-kind hybrid (at least 1), got --cp-kind {}",
                    a->cp_ulysses, a->cp_kind);

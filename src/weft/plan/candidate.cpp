@@ -76,7 +76,8 @@ std::string Candidate::describe() const {
     // The kind of cp only where there is one; TokenRing is a ring.
     std::string cp;
     if (l.cp > 1)
-        cp = l.cp_kind == CpKind::hybrid    ? fmt::format(" hybrid ulysses={}", l.cp_ulysses)
+        cp = cp_all_gather                  ? std::string(" all-gather")
+             : l.cp_kind == CpKind::hybrid  ? fmt::format(" hybrid ulysses={}", l.cp_ulysses)
              : l.cp_kind == CpKind::ulysses ? std::string(" ulysses")
              : l.ring_bidirectional         ? std::string(" ring bidirectional")
                                             : std::string(" ring");

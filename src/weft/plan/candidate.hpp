@@ -67,9 +67,6 @@ struct Workload {
     // Gradient reduction overlapped with backward (Megatron-Core's --overlap-grad-reduce,
     // DeepSpeed's overlap_comm, FSDP); without, it runs after the last backward (2021 Megatron).
     bool dp_overlap = true;
-    // Context parallelism by all-gathering K and V before attention (Llama 3's 128K stage,
-    // Dubey et al. 2024, Sec. 3.3.2) instead of cp_kind's ring or all-to-alls.
-    bool cp_all_gather = false;
     double bucket_mb = 25;  // gradient bucket (the engine's --bucket-mb)
     // Mixture of experts, expert parallelism: the rows the busiest ep rank's experts receive per
     // MoE layer, over the balanced k x tokens (--moe-imbalance; 0: the model's capacity factor
@@ -87,6 +84,10 @@ struct Candidate {
     // stage holding the embedding or the head is usually given a layer less, the layer's time
     // going to the embedding or the head (Llama 3's 126 layers over 16 stages).
     std::string pp_layers;
+    // Context parallelism by all-gathering K and V before attention (Llama 3's 128K stage,
+    // Dubey et al. 2024, Sec. 3.3.2) instead of cp_kind's ring or all-to-alls. The planner's
+    // alone: the engine runs ring, Ulysses and their hybrid.
+    bool cp_all_gather = false;
 
     int64_t micro_batches(const Workload& w) const {
         return w.global_batch / (int64_t(layout.dp) * micro_batch);

@@ -139,7 +139,7 @@ struct Model {
                                  2 * reduce_scatter_time(heads, m * KV / t * 4);
             cp_f = std::max(0.0, kv - attn_f) + a2a_f;
             cp_b = std::max(0.0, kv + dkv - attn_b) + a2a_b;
-            if (w.cp_all_gather) {
+            if (k.cp_all_gather) {
                 // Llama 3: every rank gathers the whole sequence's K and V (grouped-query
                 // attention keeps them small) before attending with its own queries, and
                 // reduce-scatters their gradients (fp32) in backward; not overlapped.

@@ -270,7 +270,7 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
     if (l.zero == 3) m.buffers += 2 * per_layer_params * p.param;  // gathered + prefetched layer
     if (l.pp > 1) m.buffers += 4 * sbh / (l.sequence_parallel ? t : 1) * p.activation;  // p2p
     // All-gather context parallelism: one layer's whole-sequence K and V, gathered.
-    if (l.cp > 1 && w.cp_all_gather)
+    if (l.cp > 1 && k.cp_all_gather)
         m.buffers +=
             2.0 * double(T * b) * double(cfg.kv_heads() * cfg.head_dim()) / t * p.activation;
     if (l.recompute == Recompute::full)  // the layer being recomputed holds its full activations

@@ -104,7 +104,7 @@ std::vector<PublishedRun> load_published_runs(const fs::path& file, const fs::pa
         if (l.has("cp_kind")) {
             const std::string kind = l.string("cp_kind");
             if (kind == "all-gather")
-                w.cp_all_gather = true;
+                r.cand.cp_all_gather = true;
             else
                 lay.cp_kind = parse_cp_kind(kind);
         }

@@ -197,6 +197,7 @@ SearchResult search(const Workload& w, const Cluster& c, const SearchSpace& spac
                                         k.layout.recompute = r;
                                         k.micro_batch = mb;
                                         k.pp_layers = s.pp_layers;
+                                        k.cp_all_gather = s.cp_all_gather;
                                         ++res.considered;
                                         if (auto why = check_candidate(w, k)) {
                                             reject(why->reason, why->detail);

@@ -23,6 +23,7 @@ struct SearchSpace {
     CpKind cp_kind = CpKind::ring;    // how cp > 1 splits attention
     int cp_ulysses = 0;               // hybrid: the Ulysses group's size
     std::string pp_layers;            // uneven stages ("7,8,8,7"); needs pp fixed
+    bool cp_all_gather = false;       // cp by all-gathering K and V (Candidate::cp_all_gather)
     bool ring_bidirectional = false;  // ring: TokenRing
     int devices = 0;               // 0: every device of the cluster (or dp*tp*pp*cp when all fixed)
     int64_t max_micro_batch = 64;  // largest micro-batch tried when not fixed

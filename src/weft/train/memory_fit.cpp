@@ -104,7 +104,7 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
     w.profile = plan::MemoryProfile::engine;
     w.bucket_mb = run.bucket_mb;
     const plan::Cluster c;  // runtime 0: what the ranks hold now is no longer available
-    const plan::Candidate k{l, run.micro, ""};
+    const plan::Candidate k{l, run.micro, "", false};
     // Micro-batches each pipeline rank holds at once, as the trainer's estimate takes them.
     std::vector<int> in_flight{1};
     if (l.pp > 1)

@@ -58,7 +58,7 @@ TEST(PlanComm, AllGatherContextParallelism) {
     const Cluster c = test::plan_cluster(1);
     Candidate k;
     k.layout.dp = 1, k.layout.cp = 4;
-    w.cp_all_gather = true;
+    k.cp_all_gather = true;
     ASSERT_FALSE(check_candidate(w, k).has_value());
     const Estimate e = evaluate(w, c, k);
     const double m = 8192 / 4, kv = 8 * 128, n = 4, bw = c.intra.bandwidth, a = c.intra.latency;
