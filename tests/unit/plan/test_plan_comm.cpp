@@ -12,11 +12,7 @@ using namespace weft::plan;
 namespace {
 
 Workload workload(const std::string& model, int64_t batch, int64_t seq) {
-    Workload w;
-    w.model = load_model(model);
-    w.global_batch = batch, w.seq_len = seq;
-    w.prec = megatron_precision("bf16");
-    return w;
+    return test::plan_workload(model, batch, seq, megatron_precision("bf16"));
 }
 
 }  // namespace

@@ -11,10 +11,7 @@ using namespace weft;
 using namespace weft::plan;
 
 TEST(PlanCompare, TermsThatDifferLargestFirst) {
-    Workload w;
-    w.model = load_model("gpt3-175b");
-    w.global_batch = 64, w.seq_len = 2048;
-    w.prec = megatron_precision("bf16");
+    const Workload w = test::plan_workload("gpt3-175b", 64, 2048, megatron_precision("bf16"));
     const Cluster c = test::plan_cluster(8);
     Candidate a, b;
     a.layout.dp = 8, a.layout.tp = 8, a.layout.pp = 1, a.layout.zero = 3;

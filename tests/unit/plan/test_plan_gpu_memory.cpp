@@ -13,11 +13,7 @@ using namespace weft::plan;
 namespace {
 
 Workload gpt3(const std::string& dtype) {
-    Workload w;
-    w.model = load_model("gpt3-175b");
-    w.global_batch = 64, w.seq_len = 2048;
-    w.prec = megatron_precision(dtype);
-    return w;
+    return test::plan_workload("gpt3-175b", 64, 2048, megatron_precision(dtype));
 }
 
 }  // namespace
@@ -119,10 +115,7 @@ TEST(PlanGpuMemory, UnevenStagesHoldTheirOwnLayers) {
 // degree): each tp rank holds 1/t of every expert's gate, up and down on the GPU profile, and
 // 1/ep of the experts; the engine, which replicates its MoE layers over tp, still refuses it.
 TEST(PlanGpuMemory, ExpertsSplitOverTensorParallelism) {
-    Workload w;
-    w.model = load_model("mixtral-8x7b");
-    w.global_batch = 64, w.seq_len = 4096;
-    w.prec = megatron_precision("bf16");
+    Workload w = test::plan_workload("mixtral-8x7b", 64, 4096, megatron_precision("bf16"));
     Candidate k;
     k.layout.dp = 4, k.layout.ep = 2, k.layout.tp = 2, k.layout.sequence_parallel = true;
     ASSERT_FALSE(check_candidate(w, k).has_value());

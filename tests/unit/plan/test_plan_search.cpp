@@ -21,11 +21,7 @@ Cluster cluster(int nodes, double gib) {
 }
 
 Workload workload(const std::string& model, int64_t batch, int64_t seq) {
-    Workload w;
-    w.model = load_model(model);
-    w.global_batch = batch, w.seq_len = seq;
-    w.prec = precision("bf16");
-    return w;
+    return test::plan_workload(model, batch, seq, precision("bf16"));
 }
 
 void check_all_valid(const Workload& w, const Cluster& c, const SearchResult& r) {
