@@ -118,7 +118,7 @@ double count_stage_parameters(const model::ModelConfig& cfg, const Layout& l, in
     // engine's own layout, model::build_param_layout: one source for every count).
     model::ModelShard shard;
     if (l.pp > 1)
-        shard.units = pipeline::partition_layers(int(cfg.n_layer), l.pp, l.vpp, pp_layers)
+        shard.units = pipeline::partition_layers(int(cfg.n_layer), l, pp_layers)
                           .units_of(stage, cfg);
     shard.tp = l.tp;
     double p = 0;
@@ -159,7 +159,7 @@ double stage_expert_parameters(const model::ModelConfig& cfg, const Layout& l, i
 std::vector<int> chunk_layers(const model::ModelConfig& cfg, const Layout& l,
                               const std::string& pp_layers) {
     if (pp_layers.empty()) return std::vector<int>(l.pp * l.vpp, int(cfg.n_layer) / (l.pp * l.vpp));
-    return pipeline::partition_layers(int(cfg.n_layer), l.pp, l.vpp, pp_layers).count;
+    return pipeline::partition_layers(int(cfg.n_layer), l, pp_layers).count;
 }
 
 double unit_parameters(const model::ModelConfig& cfg, int tp, int unit) {

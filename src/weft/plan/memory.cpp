@@ -110,7 +110,7 @@ EngineState engine_state(const model::ModelConfig& cfg, const Layout& l, int sta
     }
     model::ModelShard shard;
     if (l.pp > 1)
-        shard.units = pipeline::partition_layers(int(cfg.n_layer), l.pp, l.vpp, pp_layers)
+        shard.units = pipeline::partition_layers(int(cfg.n_layer), l, pp_layers)
                           .units_of(stage, cfg);
     shard.tp = l.tp;
     shard.ep = l.ep;

@@ -45,7 +45,7 @@ std::optional<Rejection> check_candidate(const Workload& w, const Candidate& k) 
                   fmt::format("{} key/value heads over tp={}", cfg.kv_heads(), l.tp));
     if (!k.pp_layers.empty()) {
         try {
-            pipeline::partition_layers(int(cfg.n_layer), l.pp, l.vpp, k.pp_layers);
+            pipeline::partition_layers(int(cfg.n_layer), l, k.pp_layers);
         } catch (const Error& e) {
             return no("invalid: pp-layers", e.what());
         }
@@ -99,10 +99,21 @@ std::optional<Rejection> check_candidate(const Workload& w, const Candidate& k) 
         if (m % l.pp != 0)
             return no("indivisible: micro-batches % pp (interleaved)",
                       fmt::format("{} micro-batches over pp={}", m, l.pp));
+    } else if (l.pp_schedule == ScheduleKind::zb_v) {
+        if (l.pp == 1 || l.vpp != 2)
+            return no("invalid: zb-v needs pp > 1 and vpp = 2",
+                      fmt::format("pp={} vpp={}", l.pp, l.vpp));
+    } else if (l.pp_schedule == ScheduleKind::zb_h1 && l.pp == 1) {
+        return no("invalid: zb-h1 needs pp > 1", "pp=1");
     } else if (l.vpp != 1) {
         return no("invalid: vpp > 1 needs the interleaved schedule",
                   fmt::format("vpp={} with {}", l.vpp, format_schedule_kind(l.pp_schedule)));
     }
+    // A W reads its layer's kept inputs after the layers below have run B: full recomputation
+    // would have overwritten them (the engine refuses it too).
+    if (pipeline::splits_backward(l.pp_schedule) && l.recompute == Recompute::full)
+        return no("unsupported: zero-bubble schedule with full recomputation",
+                  fmt::format("{} with recompute full", format_schedule_kind(l.pp_schedule)));
     // ZeRO-2/3 shard gradients every micro-batch, which a pipeline's gradient accumulation
     // across micro-batches defeats; DeepSpeed refuses the combination, and so does the engine.
     // FSDP with a pipeline (Llama 3, Megatron-Core's FSDP) reduce-scatters each micro-batch's
@@ -150,21 +161,28 @@ SearchResult search(const Workload& w, const Cluster& c, const SearchSpace& spac
                 std::vector<int64_t> mbs = {1};
                 if (w.global_batch % dp == 0)
                     mbs = divisors(w.global_batch / dp, s.max_micro_batch);
-                // Schedules: 1F1B, and interleaved for every vpp > 1 dividing the layers.
+                // Schedules: 1F1B, interleaved for every vpp > 1 dividing the layers, and the
+                // zero-bubble zb-h1 and zb-v (a V of two chunks a rank).
                 std::vector<std::pair<ScheduleKind, int>> scheds;
                 if (s.schedule) {
                     if (*s.schedule == ScheduleKind::interleaved) {
                         for (int v : choices<int>(s.vpp, {2, 3, 4, 6, 8}))
                             scheds.push_back({ScheduleKind::interleaved, v});
+                    } else if (*s.schedule == ScheduleKind::zb_v) {
+                        scheds.push_back({ScheduleKind::zb_v, 2});
                     } else {
                         scheds.push_back({*s.schedule, s.vpp.value_or(1)});
                     }
                 } else {
                     scheds.push_back({ScheduleKind::one_f_one_b, 1});
-                    if (pp > 1)
+                    if (pp > 1) {
                         for (int v : choices<int>(s.vpp, {2, 3, 4, 6, 8}))
                             if (v > 1 && cfg.n_layer % (int64_t(pp) * v) == 0)
                                 scheds.push_back({ScheduleKind::interleaved, v});
+                        scheds.push_back({ScheduleKind::zb_h1, 1});
+                        if (cfg.n_layer % (2 * int64_t(pp)) == 0)
+                            scheds.push_back({ScheduleKind::zb_v, 2});
+                    }
                 }
                 // Expert parallelism: every ep dividing dp and the experts (1 for a dense model).
                 std::vector<int> eps = {1};

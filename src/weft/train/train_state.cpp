@@ -19,8 +19,7 @@ pipeline::Partition partition_for(const model::ModelConfig& cfg, const Layout& l
                    mp.pp_layers);
         return pipeline::partition_layers(int(cfg.n_layer), 1, 1, "");
     }
-    return pipeline::partition_layers(int(cfg.n_layer), l.pp, l.vpp, mp.pp_layers,
-                                      l.pp_schedule == ScheduleKind::zb_v);
+    return pipeline::partition_layers(int(cfg.n_layer), l, mp.pp_layers);
 }
 
 }  // namespace

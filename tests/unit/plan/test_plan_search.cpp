@@ -1,6 +1,8 @@
 // The search returns only layouts that fit and divide; evaluation is deterministic.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "support/plan_cluster.hpp"
 #include "weft/core/error.hpp"
 #include "weft/plan/report.hpp"
@@ -219,4 +221,30 @@ TEST(PlanSearch, Bf16GradientReductionHalvesTheGradientBytes) {
     }
     EXPECT_EQ(with_grad_reduce(w.prec, "fp32").grad_wire, 4);
     EXPECT_THROW(with_grad_reduce(w.prec, "fp16"), Error);
+}
+
+// The zero-bubble schedules are layouts the planner prices from the same simulator: at one
+// fixed layout, zb-h1's bubble is below 1F1B's and zb-v's below both, and full recomputation
+// with them is refused (the engine refuses it: a W reads inputs recomputation overwrote).
+TEST(PlanSearch, ZeroBubbleSchedulesCutTheBubble) {
+    const Workload w = workload("gpt2", 64, 1024);
+    std::map<ScheduleKind, double> bubble;
+    for (ScheduleKind kind : {ScheduleKind::one_f_one_b, ScheduleKind::zb_h1, ScheduleKind::zb_v}) {
+        SearchSpace s;
+        s.dp = 4, s.tp = 1, s.pp = 2, s.zero = 1, s.micro_batch = 2, s.sp = false;  // 8 micro-batches
+        s.recompute = Recompute::none, s.schedule = kind;
+        const SearchResult r = search(w, cluster(1, 80), s, 5);
+        ASSERT_EQ(r.best.size(), 1u) << format_schedule_kind(kind);
+        EXPECT_EQ(r.best[0].cand.layout.vpp, kind == ScheduleKind::zb_v ? 2 : 1);
+        bubble[kind] = r.best[0].bubble;
+    }
+    EXPECT_LT(bubble[ScheduleKind::zb_h1], bubble[ScheduleKind::one_f_one_b]);
+    EXPECT_LT(bubble[ScheduleKind::zb_v], bubble[ScheduleKind::zb_h1]);
+    Candidate k;
+    k.layout.dp = 2, k.layout.pp = 4, k.layout.pp_schedule = ScheduleKind::zb_h1;
+    k.layout.recompute = Recompute::full;
+    k.micro_batch = 4;
+    const auto no = check_candidate(w, k);
+    ASSERT_TRUE(no.has_value());
+    EXPECT_EQ(no->reason, "unsupported: zero-bubble schedule with full recomputation");
 }

@@ -70,4 +70,8 @@ Partition partition_layers(int n_layer, int pp, int vpp, const std::string& laye
     return p;
 }
 
+Partition partition_layers(int n_layer, const Layout& l, const std::string& layers) {
+    return partition_layers(n_layer, l.pp, l.vpp, layers, l.pp_schedule == ScheduleKind::zb_v);
+}
+
 }  // namespace weft::pipeline

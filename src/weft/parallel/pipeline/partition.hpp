@@ -30,5 +30,7 @@ struct Partition {
 // chunks are placed in a V (the zb-v schedule; vpp must be 2).
 Partition partition_layers(int n_layer, int pp, int vpp, const std::string& layers,
                            bool vee = false);
+// The partition a layout runs: its pp and vpp, in a V under zb-v.
+Partition partition_layers(int n_layer, const Layout& l, const std::string& layers);
 
 }  // namespace weft::pipeline
