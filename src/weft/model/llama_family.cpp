@@ -271,6 +271,12 @@ const Family& llama_family() {
             {"llama-3-70b", preset({128256, 8192, 80, 64, 8, 8192, 28672, 500000.0, false})},
             {"llama-3.1-405b", preset({128256, 131072, 126, 128, 8, 16384, 53248, 500000.0, false},
                                       1e-5f, {"llama3", 8.0, 1.0, 4.0, 8192})},
+            // Meta Llama 3.2 1B and 3B (meta-llama/Llama-3.2-{1B,3B} config.json): tied
+            // embeddings, llama3 rope scaling of factor 32.
+            {"llama-3.2-1b", preset({128256, 131072, 16, 32, 8, 2048, 8192, 500000.0, true}, 1e-5f,
+                                    {"llama3", 32.0, 1.0, 4.0, 8192})},
+            {"llama-3.2-3b", preset({128256, 131072, 28, 24, 8, 3072, 8192, 500000.0, true}, 1e-5f,
+                                    {"llama3", 32.0, 1.0, 4.0, 8192})},
             // Mixture of experts. Tests: llama-tiny's attention, 4 experts of width 128, top 2
             // renormalised, both router losses on; trains in seconds on the bundled corpus.
             {"moe-tiny", preset({50257, 256, 2, 8, 4, 64, 128, 10000.0, false}, 1e-5f, {},

@@ -83,6 +83,16 @@ TEST(Llama, InitialLossIsLogVocab) {
     EXPECT_NEAR(run.step(a, false), std::log(double(c.vocab_size)), 0.05);
 }
 
+// Meta's Llama 3.2 1B and 3B, as transformers counts them (tied head): 1,235,814,400 and
+// 3,212,749,824 parameters.
+TEST(Llama, Llama32PresetsHaveMetasCounts) {
+    EXPECT_EQ(num_parameters(model_preset("llama-3.2-1b")), 1235814400);
+    const ModelConfig c = model_preset("llama-3.2-3b");
+    EXPECT_EQ(num_parameters(c), 3212749824);
+    EXPECT_EQ(c.head_dim(), 128);
+    EXPECT_TRUE(c.tie_embeddings);
+}
+
 TEST(Llama, TensorLayoutIsHuggingFaces) {
     const ModelConfig c = model_preset("smollm-135m");
     const ParamLayout l = build_param_layout(c);
