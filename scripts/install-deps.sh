@@ -7,7 +7,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libdnnl-dev
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libfmt-dev
-  libxxhash-dev
+  libxxhash-dev liburing-dev
   libcpp-httplib-dev
   curl jq
   libgtest-dev libgmock-dev libbenchmark-dev

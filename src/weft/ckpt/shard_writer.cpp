@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "weft/ckpt/atomic.hpp"
+#include "weft/core/buffer.hpp"
 
 namespace weft::ckpt {
 
@@ -39,6 +40,31 @@ void ShardWriter::run(std::filesystem::path path, std::span<const float> data) {
         }
         out.commit();
         result_ = {int64_t(total), digest.value(),
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+    } catch (...) {
+        error_ = std::current_exception();
+    }
+    done_.store(true, std::memory_order_release);
+}
+
+void ShardWriter::write_from(const std::filesystem::path& path, int64_t floats,
+                             const Source& source) {
+    wait();
+    const auto t0 = std::chrono::steady_clock::now();
+    done_.store(false, std::memory_order_release);
+    try {
+        AtomicFileWriter out(path);
+        Digest digest;
+        const int64_t piece = int64_t(1) << 22;  // floats: 16 MiB, as run() writes
+        Buffer buf(std::min(piece, std::max<int64_t>(floats, 1)));
+        for (int64_t at = 0; at < floats; at += piece) {
+            const int64_t n = std::min(piece, floats - at);
+            source(at, n, buf.data());
+            digest.update(buf.data(), size_t(n) * sizeof(float));
+            out.write_uncached(buf.data(), size_t(n) * sizeof(float));
+        }
+        out.commit();
+        result_ = {floats * int64_t(sizeof(float)), digest.value(),
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
     } catch (...) {
         error_ = std::current_exception();

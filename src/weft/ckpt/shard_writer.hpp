@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <thread>
 
@@ -24,6 +25,11 @@ class ShardWriter {
     // Writes `data` to `path` atomically (temporary, fsync, rename). `data` must stay untouched
     // until wait() returns. With `async` the write runs on a thread and start returns at once.
     void start(const std::filesystem::path& path, std::span<const float> data, bool async);
+    // Fills floats [at, at + n) of the shard into `out`; called for consecutive pieces.
+    using Source = std::function<void(int64_t at, int64_t n, float* out)>;
+    // Writes the `floats` floats `source` produces, piece by piece, at once: no copy of the
+    // whole is held (a state that is partly on disk, --offload). The same file as start()'s.
+    void write_from(const std::filesystem::path& path, int64_t floats, const Source& source);
     // Whether the write started last has finished (successfully or not); true when idle.
     bool done() const { return done_.load(std::memory_order_acquire); }
     // Waits for the write; rethrows its error. Its size and digest.

@@ -113,6 +113,17 @@ void add_train_command(CLI::App& app) {
     c->add_option("--bucket-mb", o->bucket_mb,
                   "Gradients are reduced in buckets of at least this many MiB, during backward")
         ->capture_default_str();
+    c->add_option("--offload", o->offload,
+                  "optimizer: keep AdamW's moments in files under --offload-dir and stream them "
+                  "through a bounded pool at each step (io_uring, direct I/O); weights and "
+                  "gradients stay in memory, and the run's numbers are bitwise the same");
+    c->add_option("--offload-dir", o->offload_dir,
+                  "Existing directory for --offload's files (scratch: removed at the end; a "
+                  "checkpoint copies the state in)");
+    c->add_option("--offload-group-mb", o->offload_group_mb,
+                  "--offload streams the state in groups of this many MiB per moment")
+        ->capture_default_str();
+    require_together(c, "--offload", "--offload-dir");
     c->add_option("--comm-timeout", o->comm_timeout,
                   "Seconds a rank may wait in one communication call before the job ends naming "
                   "the missing rank (0: $WEFT_COMM_TIMEOUT, else 300)")
@@ -148,6 +159,7 @@ void add_train_command(CLI::App& app) {
                    "--async-checkpoint", "--resume", "--exit-after"});
     group_options(c, "Communication and precision",
                   {"--bucket-mb", "--comm-timeout", "--dtype", "--grad-reduce-dtype"});
+    group_options(c, "Memory", {"--offload", "--offload-dir", "--offload-group-mb"});
     group_options(c, "Progress and measurement",
                   {"--log-every", "--threads", "--peak-gflops", "--trace", "--inject-delay"});
     c->callback([o, c] {

@@ -49,4 +49,12 @@ void require_counts(CLI::App* c, std::initializer_list<const char*> flags) {
     }
 }
 
+void require_together(CLI::App* c, const char* a, const char* b) {
+    CLI::Option* oa = c->get_option_no_throw(a);
+    CLI::Option* ob = c->get_option_no_throw(b);
+    WEFT_CHECK(oa && ob, "internal: {} lacks {} or {} to require together", c->get_name(), a, b);
+    oa->needs(ob);
+    ob->needs(oa);
+}
+
 }  // namespace weft::cli

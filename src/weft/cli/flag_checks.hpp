@@ -19,4 +19,8 @@ void require_finite_floats(CLI::App& app);
 // error.
 void require_counts(CLI::App* c, std::initializer_list<const char*> flags);
 
+// Flags that mean something only together (--offload and --offload-dir): each given without the
+// other is refused, naming both. A flag missing from c is an internal error.
+void require_together(CLI::App* c, const char* a, const char* b);
+
 }  // namespace weft::cli

@@ -37,8 +37,8 @@ float clip_scale(const OptimConfig& c, double grad_norm) {
     return float(c.grad_clip / (grad_norm + 1e-6));
 }
 
-AdamW::AdamW(const model::ParamLayout& layout, int64_t begin, int64_t end)
-    : begin_(begin), end_(end), m_(end - begin), v_(end - begin) {
+AdamW::AdamW(const model::ParamLayout& layout, int64_t begin, int64_t end, bool offloaded)
+    : begin_(begin), end_(end), m_(offloaded ? 0 : end - begin), v_(offloaded ? 0 : end - begin) {
     WEFT_CHECK(begin >= 0 && begin <= end && end <= layout.total,
                "internal: optimizer range [{}, {}) outside the buffer of {}", begin, end,
                layout.total);
@@ -57,7 +57,15 @@ AdamW::AdamW(const model::ParamLayout& layout, int64_t begin, int64_t end)
 
 void AdamW::step(float* params, const float* grads, const OptimConfig& c, float lr,
                  float grad_scale, int64_t t) {
+    WEFT_CHECK(m_.size() == end_ - begin_, "internal: AdamW::step on offloaded moments");
+    step_range(0, end_ - begin_, params, grads, m_.data(), v_.data(), c, lr, grad_scale, t);
+}
+
+void AdamW::step_range(int64_t a, int64_t b, float* params, const float* grads, float* m, float* v,
+                       const OptimConfig& c, float lr, float grad_scale, int64_t t) const {
     for (const Segment& s : segments_) {
+        const int64_t lo = std::max(a, s.begin), hi = std::min(b, s.end);
+        if (lo >= hi) continue;
         kernels::AdamWParams p;
         p.lr = lr;
         p.beta1 = c.beta1;
@@ -66,8 +74,8 @@ void AdamW::step(float* params, const float* grads, const OptimConfig& c, float 
         p.weight_decay = s.decay ? c.weight_decay : 0.0f;
         p.step = t;
         p.grad_scale = grad_scale;
-        kernels::adamw_update(params + s.begin, grads + s.begin, m_.data() + s.begin,
-                              v_.data() + s.begin, s.end - s.begin, p);
+        kernels::adamw_update(params + (lo - a), grads + (lo - a), m + (lo - a), v + (lo - a),
+                              hi - lo, p);
     }
 }
 

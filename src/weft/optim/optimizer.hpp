@@ -33,11 +33,19 @@ float clip_scale(const OptimConfig& c, double grad_norm);
 
 class AdamW {
   public:
-    // Keeps moments for the flat-buffer range [begin, end).
-    AdamW(const model::ParamLayout& layout, int64_t begin, int64_t end);
+    // Keeps moments for the flat-buffer range [begin, end); in memory unless `offloaded` (then
+    // the caller keeps them, e.g. on disk: offload/streamed_state.hpp, and calls step_range).
+    AdamW(const model::ParamLayout& layout, int64_t begin, int64_t end, bool offloaded = false);
     // params and grads point at element `begin` of their flat buffers. `t` is 1-based.
     void step(float* params, const float* grads, const OptimConfig& c, float lr, float grad_scale,
               int64_t t);
+    // The same update for elements [begin + a, begin + b) only, with moments the caller holds:
+    // params, grads, m and v point at element begin + a. Element by element the result is
+    // step()'s, however the range is cut.
+    void step_range(int64_t a, int64_t b, float* params, const float* grads, float* m, float* v,
+                    const OptimConfig& c, float lr, float grad_scale, int64_t t) const;
+    // Per-element state arrays (exp_avg, exp_avg_sq), as a streamed step names them.
+    static constexpr const char* kStateNames[] = {"exp_avg", "exp_avg_sq"};
 
     int64_t begin() const { return begin_; }
     int64_t end() const { return end_; }

@@ -72,6 +72,9 @@ struct Workload {
     // MoE layer, over the balanced k x tokens (--moe-imbalance; 0: the model's capacity factor
     // when it drops tokens, else 1, a balanced dropless router).
     double moe_imbalance = 0;
+    // --offload optimizer (engine profile): the moments live on disk, streamed in groups of this
+    // many floats through a pool in memory; 0: in memory.
+    int64_t offload_group_floats = 0;
 };
 
 // The imbalance factor `w` prices (Workload::moe_imbalance, its default resolved).

@@ -13,6 +13,8 @@
 #include "weft/model/cp_attention.hpp"
 #include "weft/model/family.hpp"
 #include "weft/model/params.hpp"
+#include "weft/offload/streamed_state.hpp"
+#include "weft/optim/optimizer.hpp"
 #include "weft/parallel/data_parallel.hpp"
 #include "weft/parallel/pipeline/partition.hpp"
 #include "weft/parallel/zero_layout.hpp"
@@ -180,6 +182,11 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
         m.weights = double(e.state.params);
         m.grads = double(e.state.grads);
         m.optimizer = double(e.state.optimizer);
+        if (w.offload_group_floats > 0) {
+            m.offloaded = m.optimizer;
+            m.optimizer = double(offload::pool_bytes(w.offload_group_floats,
+                                                     int(std::size(optim::AdamW::kStateNames))));
+        }
         m.buffers += double(e.working);
         // The Activations of each of this stage's chunks, as the model allocates them (the
         // family's count), times the micro-batches the schedule holds at once per chunk, as

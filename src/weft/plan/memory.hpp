@@ -17,6 +17,9 @@ namespace weft::plan {
 
 struct MemoryBreakdown {
     double weights = 0, grads = 0, optimizer = 0, activations = 0, buffers = 0, runtime = 0;
+    // Optimizer state on disk (--offload optimizer), not in total(): `optimizer` is then the
+    // pool it streams through.
+    double offloaded = 0;
     double total() const { return weights + grads + optimizer + activations + buffers + runtime; }
 };
 

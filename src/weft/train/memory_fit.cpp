@@ -81,7 +81,10 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
     // Every parameter's weight, gradient and moments live on some rank: spread evenly over the
     // job, that is a floor of the count that needs no tensor declared, so that a 10^9-layer
     // model is refused here rather than while its layout is built.
-    const double floor = (prec.param + prec.grad + prec.optimizer) * params / world * local;
+    // With --offload the moments are on disk: the memory holds weights and gradients.
+    const double in_memory =
+        prec.param + prec.grad + (run.offload_group_floats > 0 ? 0 : prec.optimizer);
+    const double floor = in_memory * params / world * local;
     auto refuse = [&](double need, const std::string& detail, bool state) {
         refuse_need(what, need, local, detail, available,
                     state ? "a smaller model (fewer layers, a smaller width), or more ranks on "
@@ -91,9 +94,12 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
     };
     if (floor > limit)
         refuse(floor,
-               fmt::format("at least {:.3g} parameters x {:.0f} bytes of weights, gradients and "
-                           "AdamW moments over {} rank(s)",
-                           params, prec.param + prec.grad + prec.optimizer, world),
+               fmt::format(
+                   "at least {:.3g} parameters x {:.0f} bytes of weights, gradients{} "
+                   "over {} rank(s)",
+                   params, in_memory,
+                   run.offload_group_floats > 0 ? " (AdamW moments on disk)" : " and AdamW moments",
+                   world),
                true);
 
     plan::Workload w;
@@ -103,6 +109,7 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
     w.prec = prec;
     w.profile = plan::MemoryProfile::engine;
     w.bucket_mb = run.bucket_mb;
+    w.offload_group_floats = run.offload_group_floats;
     const plan::Cluster c;  // runtime 0: what the ranks hold now is no longer available
     const plan::Candidate k{l, run.micro, "", false};
     // Micro-batches each pipeline rank holds at once, as the trainer's estimate takes them.

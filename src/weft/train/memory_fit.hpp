@@ -20,6 +20,7 @@ struct RunShape {
     int64_t micro = 1, micro_batches = 1, seq_len = 1;
     std::string dtype = "fp32", grad_reduce_dtype = "fp32";
     double bucket_mb = 25;
+    int64_t offload_group_floats = 0;  // --offload optimizer: the moments on disk (plan::Workload)
 };
 
 // A field of /proc/meminfo ("MemTotal", "MemAvailable") in bytes; -1 where it is absent.

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "weft/core/error.hpp"
+#include "weft/offload/state_files.hpp"
 #include "weft/train/process.hpp"
 
 namespace weft::train {
@@ -174,6 +175,19 @@ void TrainOptions::validate() const {
                    "{} must be 0 (off{}) or a positive number, got {}", flag,
                    value == &moe_capacity_factor ? ": dropless" : "", **value);
     optim.validate();
+    WEFT_CHECK(offload.empty() || offload == "optimizer" || offload == "optimizer+params",
+               "--offload '{}': expected 'optimizer' (or 'optimizer+params')", offload);
+    WEFT_CHECK(offload != "optimizer+params",
+               "--offload optimizer+params (parameters on disk, ZeRO-3 style) is not implemented "
+               "yet; expected --offload optimizer");
+    WEFT_CHECK(offload_group_mb > 0 && offload_group_mb <= 1024,
+               "--offload-group-mb {}: expected a size in (0, 1024] MiB", offload_group_mb);
+    WEFT_CHECK(offload.empty() || !async_checkpoint,
+               "--async-checkpoint with --offload {}: a checkpoint then streams the moments "
+               "from the offload files while the step waits, and no copy is kept to write "
+               "behind training; expected one of the two flags",
+               offload);
+    if (!offload.empty()) offload::check_offload_dir(offload_dir, "--offload-dir");
 }
 
 }  // namespace weft::train

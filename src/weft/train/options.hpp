@@ -85,6 +85,12 @@ struct TrainOptions {
     std::string grad_reduce_dtype = "fp32";
     std::string inject_delay;  // RANK:MS, a testing aid (InjectedDelay); empty: none
 
+    // --offload optimizer: AdamW's moments in files under offload_dir, streamed each step in
+    // groups of offload_group_mb MiB per moment (train_state.hpp's OffloadOptions).
+    std::string offload;  // "" | optimizer
+    std::filesystem::path offload_dir;
+    double offload_group_mb = 16;
+
     // The model shape after applying preset, overrides and (later) the Hugging Face config.
     model::ModelConfig model_config() const;
     // The first of --model, --n-layer, --n-head, --n-embd and --n-positions that was given, as

@@ -18,21 +18,20 @@ namespace fs = std::filesystem;
 
 namespace {
 
-float* moments(optim::AdamW& adam, bool second) {
-    return second ? adam.exp_avg_sq().data() : adam.exp_avg().data();
+// Floats [at, at + n) of slice i's first or second moment: in the optimizer, or with --offload
+// in its files.
+void read_moments(TrainState& st, size_t i, bool second, int64_t at, int64_t n, float* out) {
+    if (offload::StreamedState* o = st.offloaded())
+        return o->files().read(second, int(i), at, n, out);
+    optim::AdamW& adam = st.optimizers()[i];
+    std::copy_n((second ? adam.exp_avg_sq() : adam.exp_avg()).data() + at, n, out);
 }
 
-// AdamW moments <-> a buffer shaped as this rank's shard (stage 0: the whole buffer).
-void copy_moments(TrainState& st, float* shard, bool second, bool to_shard) {
-    const auto& slices = st.dp().update_slices();
-    for (size_t i = 0; i < slices.size(); ++i) {
-        float* m = moments(st.optimizers()[i], second);
-        float* s = shard + slices[i].shard_offset;
-        if (to_shard)
-            std::copy_n(m, slices[i].size, s);
-        else
-            std::copy_n(s, slices[i].size, m);
-    }
+void write_moments(TrainState& st, size_t i, bool second, int64_t n, const float* in) {
+    if (offload::StreamedState* o = st.offloaded())
+        return o->files().write(second, int(i), 0, n, in);
+    optim::AdamW& adam = st.optimizers()[i];
+    std::copy_n(in, n, (second ? adam.exp_avg_sq() : adam.exp_avg()).data());
 }
 
 // The pipeline rank that holds unit `unit` (0: the embeddings, L + 1: the final norm).
@@ -71,17 +70,21 @@ void load_state(TrainState& st, const CheckpointInfo& ck) {
         };
     };
     dp.load_params(reader(StateTensors::params));
-    // Stage 0 keeps the moments whole; the others keep this rank's slices.
-    const bool whole = dp.stage() == 0;
-    Buffer shard(dp.zero_layout().shard_floats());
+    // Stage 0 keeps the moments whole, as one slice, read straight into the optimizer's;
+    // the others keep this rank's slices, and --offload its files: through a copy.
+    const bool whole = dp.stage() == 0, direct = whole && !st.offloaded();
+    const auto& slices = dp.update_slices();
+    Buffer shard(direct ? 0 : whole ? slices[0].size : dp.zero_layout().shard_floats());
     for (bool second : {false, true}) {
         auto fill = reader(second ? StateTensors::exp_avg_sq : StateTensors::exp_avg);
-        if (whole) {
-            parallel::fill_units(dp.zero_layout(), fill, moments(st.optimizers()[0], second), true);
-        } else {
-            parallel::fill_units(dp.zero_layout(), fill, shard.data(), false);
-            copy_moments(st, shard.data(), second, false);
-        }
+        optim::AdamW& adam = st.optimizers()[0];
+        parallel::fill_units(
+            dp.zero_layout(), fill,
+            direct ? (second ? adam.exp_avg_sq() : adam.exp_avg()).data() : shard.data(), whole);
+        if (direct) continue;
+        for (size_t i = 0; i < slices.size(); ++i)
+            write_moments(st, i, second, slices[i].size,
+                          shard.data() + (whole ? 0 : slices[i].shard_offset));
     }
 }
 
@@ -127,11 +130,18 @@ int64_t owned_floats(const std::vector<OwnedRange>& owned) {
     return n;
 }
 
-// Copies this rank's part of the state into `out`, in the order shard_ranges lists it.
-void stage_state(TrainState& st, const RankPlan& plan, float* out) {
+// A run of one state tensor of this rank's part, within one update slice.
+struct Piece {
+    StateTensors which;
+    size_t slice;
+    int64_t at, floats;  // at: in the slice
+};
+
+// This rank's part of the state in the order shard_ranges lists it (the shard file's).
+std::vector<Piece> state_pieces(TrainState& st, const RankPlan& plan) {
     parallel::DataParallel& dp = st.dp();
-    dp.settle();
     const auto& slices = dp.update_slices();
+    std::vector<Piece> pieces;
     for (StateTensors which : kStateTensorOrder) {
         for (const OwnedRange& r : plan.owned) {
             // Stage 0 updates the whole buffer as one slice; the others their ZeRO slices, of
@@ -144,17 +154,50 @@ void stage_state(TrainState& st, const RankPlan& plan, float* out) {
                        slices[i + 1].begin <= r.padded_begin)
                     ++i;
             }
-            const parallel::ShardSlice& s = slices[i];
-            const int64_t at = r.padded_begin - s.begin;
-            const float* src = nullptr;
-            if (which == StateTensors::params)
-                src = dp.update_params(s) + at;
-            else
-                src = moments(st.optimizers()[i], which == StateTensors::exp_avg_sq) + at;
-            std::memcpy(out, src, size_t(r.floats()) * sizeof(float));
-            out += r.floats();
+            pieces.push_back({which, i, r.padded_begin - slices[i].begin, r.floats()});
         }
     }
+    return pieces;
+}
+
+// Floats [from, from + n) of a piece into `out`.
+void copy_piece(TrainState& st, const Piece& p, int64_t from, int64_t n, float* out) {
+    parallel::DataParallel& dp = st.dp();
+    if (p.which == StateTensors::params)
+        std::memcpy(out, dp.update_params(dp.update_slices()[p.slice]) + p.at + from,
+                    size_t(n) * sizeof(float));
+    else
+        read_moments(st, p.slice, p.which == StateTensors::exp_avg_sq, p.at + from, n, out);
+}
+
+// Copies this rank's part of the state into `out`, in the order shard_ranges lists it.
+void stage_state(TrainState& st, const RankPlan& plan, float* out) {
+    st.dp().settle();
+    for (const Piece& p : state_pieces(st, plan)) {
+        copy_piece(st, p, 0, p.floats, out);
+        out += p.floats;
+    }
+}
+
+// The same as a source of consecutive pieces for ShardWriter::write_from.
+ckpt::ShardWriter::Source state_source(TrainState& st, const RankPlan& plan) {
+    st.dp().settle();
+    struct Cursor {
+        std::vector<Piece> pieces;
+        size_t piece = 0;
+        int64_t within = 0, done = 0;
+    };
+    auto c = std::make_shared<Cursor>(Cursor{state_pieces(st, plan)});
+    return [&st, c](int64_t at, int64_t n, float* out) {
+        WEFT_CHECK(at == c->done, "internal: checkpoint source read at {} after {}", at, c->done);
+        for (c->done += n; n > 0;) {
+            const Piece& p = c->pieces[c->piece];
+            const int64_t take = std::min(n, p.floats - c->within);
+            copy_piece(st, p, c->within, take, out);
+            out += take, n -= take, c->within += take;
+            if (c->within == p.floats) ++c->piece, c->within = 0;
+        }
+    };
 }
 
 }  // namespace
@@ -177,16 +220,27 @@ CheckpointSaver::~CheckpointSaver() = default;
 void CheckpointSaver::save(int64_t step, const nlohmann::json& run) {
     if (pending_) commit();
     const int64_t floats = 3 * owned_floats(plan_.owned);
-    // The synchronous path holds the copy only while it writes; the asynchronous one keeps it.
-    const auto t0 = std::chrono::steady_clock::now();
-    if (staging_.size() != floats) staging_ = Buffer(floats);
-    stage_state(st_, plan_, staging_.data());
-    stage_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const fs::path final_dir = ckpt::checkpoint_path(run_dir_, step);
     // The same name on every rank (no pid): they all write into it. A crashed run's leftover
     // was removed at start (remove_stale_temporaries), and a step is saved once per run.
     const fs::path tmp =
         final_dir.parent_path() / (std::string(ckpt::kTempPrefix) + final_dir.filename().string());
+    if (st_.offloaded()) {
+        // The moments are on disk already: written straight from the weights and the offload
+        // files, without a copy of the whole (12 bytes a parameter) in memory.
+        fs::create_directories(tmp);
+        pending_ = Pending{step, run, tmp};
+        stage_s_ = 0;
+        writer_.write_from(tmp / ckpt::shard_file_name(st_.mesh().world_rank()), floats,
+                           state_source(st_, plan_));
+        commit();
+        return;
+    }
+    // The synchronous path holds the copy only while it writes; the asynchronous one keeps it.
+    const auto t0 = std::chrono::steady_clock::now();
+    if (staging_.size() != floats) staging_ = Buffer(floats);
+    stage_state(st_, plan_, staging_.data());
+    stage_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     fs::create_directories(tmp);
     pending_ = Pending{step, run, tmp};
     writer_.start(tmp / ckpt::shard_file_name(st_.mesh().world_rank()),
@@ -268,6 +322,8 @@ void CheckpointSaver::commit() {
 }
 
 int64_t save_state_bytes(const TrainState& st) {
+    // With offload a save streams the state through one piece (ShardWriter::write_from).
+    if (st.offloaded()) return int64_t(16) << 20;
     return 3 * 4 * owned_floats(plan_rank(st, st.mesh().world_rank()).owned);
 }
 

@@ -81,7 +81,8 @@ class CheckpointSaver {
     Timing last_;
 };
 
-// Bytes of the staging buffer a save holds on this rank (its part of weights and moments).
+// Bytes of the staging buffer a save holds on this rank (its part of weights and moments; with
+// --offload, one piece of the stream it writes).
 int64_t save_state_bytes(const TrainState& st);
 
 }  // namespace weft::train

@@ -74,7 +74,7 @@ bool recomputes(const Layout& l) {
 
 TrainState::TrainState(const model::ModelConfig& cfg, const parallel::ParallelContext& ctx,
                        parallel::DataParallelOptions options, int64_t micro, int64_t T,
-                       const ModelParallelOptions& mp)
+                       const ModelParallelOptions& mp, const OffloadOptions& offload)
     : ctx_(ctx),
       mesh_(ctx.mesh()),
       pp_(mesh_.size(comm::Axis::pp)),
@@ -101,8 +101,28 @@ TrainState::TrainState(const model::ModelConfig& cfg, const parallel::ParallelCo
         micro, T_local,
         pp_ > 1 ? model::LayerSpan{0, 0, false, false} : model::LayerSpan{0, -1, true, recompute});
     if (ctx.cp()) act_->positions = model_->context_positions();
-    for (const parallel::ShardSlice& s : dp_.update_slices())
-        adam_.emplace_back(dp_.padded(), s.begin, s.begin + s.size);
+    const bool offloaded = !offload.dir.empty();
+    std::vector<int64_t> sizes;
+    for (const parallel::ShardSlice& s : dp_.update_slices()) {
+        adam_.emplace_back(dp_.padded(), s.begin, s.begin + s.size, offloaded);
+        sizes.push_back(s.size);
+    }
+    if (offloaded) {
+        offload_files_ = std::make_unique<offload::StateFiles>(
+            offload.dir, mesh_.world_rank(),
+            std::vector<std::string>(std::begin(optim::AdamW::kStateNames),
+                                     std::end(optim::AdamW::kStateNames)),
+            sizes);
+        offload_ = std::make_unique<offload::StreamedState>(*offload_files_, offload.group_floats);
+        // Fresh moments are zero (a checkpoint being resumed overwrites them). Writing them, then
+        // reading them back, is also the disk's bandwidth as the step will see it.
+        offload_init_[0] =
+            offload_->run(false, true, [](int, int64_t a, int64_t b, std::span<float* const> st) {
+                for (float* s : st) std::fill_n(s, b - a, 0.0f);
+            });
+        offload_init_[1] =
+            offload_->run(true, false, [](int, int64_t, int64_t, std::span<float* const>) {});
+    }
     if (pp_ > 1)
         stage_ = std::make_unique<PipelineStage>(
             *model_, dp_, part_, pp_rank_, micro, T_local, recompute,
@@ -110,6 +130,12 @@ TrainState::TrainState(const model::ModelConfig& cfg, const parallel::ParallelCo
 }
 
 TrainState::~TrainState() = default;
+
+parallel::ModelStateBytes TrainState::model_state_bytes() const {
+    parallel::ModelStateBytes b = dp_.model_state_bytes();
+    if (offload_) b.optimizer = offload_->pool_bytes();
+    return b;
+}
 
 StepOutcome TrainState::step(int64_t micro_batches, const std::function<void(int64_t)>& fill,
                              float loss_scale, const optim::OptimConfig& oc, float lr, int64_t t) {
@@ -144,8 +170,18 @@ StepOutcome TrainState::step(int64_t micro_batches, const std::function<void(int
     }
     const float scale = optim::clip_scale(oc, out.grad_norm);
     const auto& slices = dp_.update_slices();
-    for (size_t i = 0; i < slices.size(); ++i)
-        adam_[i].step(dp_.update_params(slices[i]), dp_.update_grads(slices[i]), oc, lr, scale, t);
+    if (offload_) {
+        offload_last_ =
+            offload_->run(true, true, [&](int i, int64_t a, int64_t b, std::span<float* const> s) {
+                const parallel::ShardSlice& sl = slices[size_t(i)];
+                adam_[size_t(i)].step_range(a, b, dp_.update_params(sl) + a,
+                                            dp_.update_grads(sl) + a, s[0], s[1], oc, lr, scale, t);
+            });
+    } else {
+        for (size_t i = 0; i < slices.size(); ++i)
+            adam_[i].step(dp_.update_params(slices[i]), dp_.update_grads(slices[i]), oc, lr, scale,
+                          t);
+    }
     dp_.after_update();
     return out;
 }

@@ -6,6 +6,7 @@
 // context's, and so are the communicators (parallel/parallel_context.hpp): TrainState builds
 // none. Every call is collective over the whole mesh.
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -15,6 +16,7 @@
 
 #include "weft/data/token_file.hpp"
 #include "weft/model/model.hpp"
+#include "weft/offload/streamed_state.hpp"
 #include "weft/optim/optimizer.hpp"
 #include "weft/parallel/data_parallel.hpp"
 #include "weft/parallel/parallel_context.hpp"
@@ -27,6 +29,15 @@ namespace weft::train {
 // What the layout does not say: how the layers are cut into pipeline chunks.
 struct ModelParallelOptions {
     std::string pp_layers;  // "3,3,2,2" or empty (even)
+};
+
+// --offload optimizer: the AdamW moments of this rank's shard live in files under `dir` and each
+// step streams them through a pool of groups of `group_floats` (offload/streamed_state.hpp).
+// The weights and gradients stay in memory as they are without offload (fp32 whatever --dtype:
+// they are the master copy), so that a run's numbers are bitwise those of the in-memory run.
+struct OffloadOptions {
+    std::filesystem::path dir;  // empty: the moments stay in memory
+    int64_t group_floats = int64_t(4) << 20;
 };
 
 struct StepOutcome {
@@ -55,7 +66,7 @@ class TrainState {
     // must outlive this object.
     TrainState(const model::ModelConfig& cfg, const parallel::ParallelContext& ctx,
                parallel::DataParallelOptions options, int64_t micro, int64_t T,
-               const ModelParallelOptions& mp = {});
+               const ModelParallelOptions& mp = {}, const OffloadOptions& offload = {});
     ~TrainState();
 
     // One optimizer step (1-based t) over `micro_batches` forward/backward passes; fill(m) puts
@@ -91,7 +102,16 @@ class TrainState {
     int pipeline_rank() const { return pp_rank_; }
     // Whether ranks hold different parts of the model (pipeline stages or tensor shards).
     bool model_parallel() const { return pp_ > 1 || tp_ > 1; }
-    parallel::ModelStateBytes model_state_bytes() const { return dp_.model_state_bytes(); }
+    // With offload the moments in memory are the pool's groups; their files are on disk.
+    parallel::ModelStateBytes model_state_bytes() const;
+
+    // The moments' files and their streaming, with --offload (else null); what the last step's
+    // pass moved, and what writing then reading the initial state did (the disk's bandwidth).
+    offload::StreamedState* offloaded() { return offload_.get(); }
+    const offload::StreamedState* offloaded() const { return offload_.get(); }
+    const offload::PassStats& last_offload_pass() const { return offload_last_; }
+    const offload::PassStats& offload_init_write() const { return offload_init_[0]; }
+    const offload::PassStats& offload_init_read() const { return offload_init_[1]; }
 
   private:
     // Forward and backward of every micro-batch; returns this rank's loss sum.
@@ -111,6 +131,9 @@ class TrainState {
     parallel::DataParallel dp_;
     TiedEmbedding tied_;
     std::vector<optim::AdamW> adam_;  // one per update slice
+    std::unique_ptr<offload::StateFiles> offload_files_;
+    std::unique_ptr<offload::StreamedState> offload_;
+    offload::PassStats offload_last_, offload_init_[2];
     std::unique_ptr<model::Activations> act_;
     std::unique_ptr<PipelineStage> stage_;  // pp > 1
     pipeline::Schedule schedule_;

@@ -90,6 +90,16 @@ struct StepRunner {
                                {"step_time_s", dt},
                                {"peak_rss_bytes", peak_rss_bytes()},
                                {"activation_bytes", activation_bytes(st)}};
+        if (const offload::StreamedState* off = st.offloaded(); off) {
+            // The optimizer's pass over the state on disk: its transfers, the time spent waiting
+            // for them and the time updating; the rest of step_time_s is forward and backward.
+            const offload::PassStats& p = st.last_offload_pass();
+            line.update({{"offload_read_bytes", p.read_bytes},
+                         {"offload_written_bytes", p.written_bytes},
+                         {"offload_io_wait_s", p.io_wait_s},
+                         {"offload_update_s", p.work_s},
+                         {"offload_pass_s", p.total_s}});
+        }
         if (out.moe.n_experts > 0) line.update(moe_metrics(out.moe));
         if (out.router_bias_max_abs) line["moe_router_bias_max_abs"] = *out.router_bias_max_abs;
         line.update(comm.step_fields());
@@ -120,6 +130,24 @@ struct StepRunner {
     }
 };
 
+// The disk's bandwidth as the offloaded step sees it: writing the initial state, then reading it
+// back, through the step's own ring and pool.
+void log_offload_disk(const TrainState& st, RunLog& log) {
+    const offload::PassStats &w = st.offload_init_write(), &r = st.offload_init_read();
+    const double wbw = double(w.written_bytes) / w.total_s, rbw = double(r.read_bytes) / r.total_s;
+    log.write({{"event", "offload_disk"},
+               {"dir", st.offloaded()->files().path(0).parent_path().string()},
+               {"state_bytes", st.offloaded()->files().bytes()},
+               {"pool_bytes", st.offloaded()->pool_bytes()},
+               {"write_bytes_per_s", wbw},
+               {"read_bytes_per_s", rbw}});
+    log.note(
+        fmt::format("offload: {:.2f} GiB of optimizer state on disk, pool {:.0f} MiB; the "
+                    "disk wrote it at {:.2f} GB/s and read it at {:.2f} GB/s",
+                    double(st.offloaded()->files().bytes()) / (1 << 30),
+                    double(st.offloaded()->pool_bytes()) / (1 << 20), wbw / 1e9, rbw / 1e9));
+}
+
 }  // namespace
 
 void run_training(const TrainOptions& opts) {
@@ -140,11 +168,14 @@ void run_training(const TrainOptions& opts) {
 
     // Everything that can be wrong is found, on every rank, before the run directory is touched.
     const RunInputs in = open_run_inputs(o, mesh.world_rank() == 0);
-    check_memory_fits({in.cfg, o.layout, split.micro, split.micro_batches, o.seq_len, o.dtype,
-                       o.grad_reduce_dtype, o.bucket_mb},
-                      "model '" + in.model_name + "'");
+    const OffloadOptions offload{o.offload.empty() ? std::filesystem::path() : o.offload_dir,
+                                 int64_t(o.offload_group_mb * double(1 << 20) / sizeof(float))};
+    check_memory_fits(
+        {in.cfg, o.layout, split.micro, split.micro_batches, o.seq_len, o.dtype,
+         o.grad_reduce_dtype, o.bucket_mb, offload.dir.empty() ? 0 : offload.group_floats},
+        "model '" + in.model_name + "'");
     TrainState st(in.cfg, ctx, {o.layout.zero, o.bucket_mb, o.grad_reduce_dtype == "bf16"},
-                  split.micro, o.seq_len, {o.pp_layers});
+                  split.micro, o.seq_len, {o.pp_layers}, offload);
     load_run_start(st, in, o);
 
     RunLog log(o, mesh, in.start_step);
@@ -152,6 +183,7 @@ void run_training(const TrainOptions& opts) {
     heartbeat.beat(Phase::init, in.start_step);
     const MemoryEstimate mem = memory_estimate(st, baseline_rss, split.micro_batches);
     log.started(st, in, split, threads, mem);
+    if (st.offloaded()) log_offload_disk(st, log);
     const int64_t rank_rows = o.batch_size / o.layout.dp;
     const BatchFeed feed(in.train, o.seq_len, o.seed, o.sequential, o.batch_size,
                          mesh.rank(comm::Axis::dp) * rank_rows, split.micro);

@@ -1,0 +1,86 @@
+# --offload optimizer: AdamW's moments live in files and stream through a small pool, in many
+# groups (--offload-group-mb 0.25 cuts a one-layer tiny model's 1.7M floats per moment into 26
+# groups of 64K); 20 steps give bitwise the losses, gradient norms and checkpoint of the
+# in-memory run (one rank, and dp 2 ZeRO-1), a run stopped and resumed with offload continues
+# bitwise, the files are gone after the run, and bad offload directories are refused before
+# anything is written.
+source "$(dirname "$0")/lib.sh"
+prepare_data
+args=(--model tiny --n-layer 1 --n-embd 32 --n-head 2 --data data/tinyshakespeare_train.bin
+      --steps 20 --batch-size 2 --seq-len 16 --lr 1e-3 --warmup 2 --peak-gflops 100 --eval-batches 1)
+mkdir -p off
+"$WEFT" train "${args[@]}" --out mem 2>/dev/null
+"$WEFT" train "${args[@]}" --out disk --offload optimizer --offload-dir off \
+  --offload-group-mb 0.25 2>log.txt || { cat log.txt; exit 1; }
+a=$(metric mem/metrics.jsonl loss | tr '\n' ' ')
+b=$(metric disk/metrics.jsonl loss | tr '\n' ' ')
+echo "in memory: $a"
+echo "offloaded: $b"
+[ "$(metric disk/metrics.jsonl loss | wc -l)" -eq 20 ] && [ "$a" = "$b" ] &&
+  ok "20 steps' losses bit-identical with offload" || bad "losses differ"
+[ "$(metric mem/metrics.jsonl grad_norm | tr '\n' ' ')" = \
+  "$(metric disk/metrics.jsonl grad_norm | tr '\n' ' ')" ] && ok "grad norms bit-identical" ||
+  bad "grad norms differ"
+cmp -s mem/checkpoints/step_000020/rank_00000.bin disk/checkpoints/step_000020/rank_00000.bin &&
+  ok "checkpoint (weights and moments) bit-identical" || bad "checkpoints differ"
+read_b=$(metric disk/metrics.jsonl offload_read_bytes | head -1)
+state_b=$(metric disk/metrics.jsonl state_bytes | head -1)
+[ -n "$read_b" ] && [ "$read_b" -gt 0 ] && [ "$read_b" -le "$state_b" ] &&
+  ok "each step reads the state from disk ($read_b of $state_b bytes)" || bad "read $read_b of $state_b"
+grep -q "disk wrote it at" log.txt && ok "run reports the disk's bandwidth" || bad "no bandwidth line"
+[ -z "$(ls off)" ] && ok "offload files removed at the end" || bad "left in off: $(ls off)"
+
+# Stopped after 8 steps and resumed: the moments come back from the checkpoint into the files.
+"$WEFT" train "${args[@]}" --out split --offload optimizer --offload-dir off \
+  --offload-group-mb 0.25 --exit-after 8 2>/dev/null
+"$WEFT" train "${args[@]}" --out split --offload optimizer --offload-dir off \
+  --offload-group-mb 0.25 --resume 2>/dev/null
+[ "$(metric split/metrics.jsonl loss | tr '\n' ' ')" = "$a" ] &&
+  ok "resumed offload run bit-identical to the in-memory run" || bad "resumed run differs"
+# ZeRO-1 over two ranks: each rank streams its own shard's moments.
+if mpirun -n 1 true 2>/dev/null; then
+  mpirun -n 2 "$WEFT" train "${args[@]}" --dp 2 --zero 1 --out dp_mem 2>/dev/null
+  mpirun -n 2 "$WEFT" train "${args[@]}" --dp 2 --zero 1 --out dp_disk --offload optimizer \
+    --offload-dir off --offload-group-mb 0.25 2>/dev/null
+  [ "$(metric dp_mem/metrics.jsonl loss | tr '\n' ' ')" = \
+    "$(metric dp_disk/metrics.jsonl loss | tr '\n' ' ')" ] &&
+    ok "dp 2 ZeRO-1: losses bit-identical with offload" || bad "dp 2 ZeRO-1 losses differ"
+fi
+
+# Bad input: one error each, before the run directory is written.
+expect_error "requires --offload-dir" bad1 -- train "${args[@]}" --out bad1 --offload optimizer
+expect_error "requires --offload" bad2 -- train "${args[@]}" --out bad2 --offload-dir off
+expect_error "--offload-dir nowhere: no such directory" bad3 -- train "${args[@]}" --out bad3 \
+  --offload optimizer --offload-dir nowhere
+expect_error "not a directory" bad4 -- train "${args[@]}" --out bad4 --offload optimizer \
+  --offload-dir log.txt
+expect_error "--offload 'cpu': expected 'optimizer'" bad5 -- train "${args[@]}" --out bad5 \
+  --offload cpu --offload-dir off
+expect_error "optimizer+params (parameters on disk, ZeRO-3 style) is not implemented" bad6 -- \
+  train "${args[@]}" --out bad6 --offload optimizer+params --offload-dir off
+expect_error "--async-checkpoint with --offload optimizer" bad10 -- train "${args[@]}" \
+  --out bad10 --offload optimizer --offload-dir off --async-checkpoint
+echo "my notes" >off/weft-offload-rank0-exp_avg.bin
+expect_error "is not a weft offload file" bad7 -- train "${args[@]}" --out bad7 \
+  --offload optimizer --offload-dir off
+[ "$(cat off/weft-offload-rank0-exp_avg.bin)" = "my notes" ] && ok "another's file left as it was" ||
+  bad "another's file was overwritten"
+rm off/weft-offload-rank0-exp_avg.bin
+# A read-only file system (as root, permissions do not stop a write; a read-only mount does).
+if [ -d /proc/sys ] && ! touch /proc/sys/weft-probe 2>/dev/null; then
+  expect_error "--offload-dir" bad8 -- train "${args[@]}" --out bad8 --offload optimizer \
+    --offload-dir /proc/sys
+fi
+# A disk too small for the state: a 1 MiB tmpfs, when this process may mount one.
+mkdir small
+if mount -t tmpfs -o size=1m weft-offload-test small 2>/dev/null; then
+  trap 'umount small 2>/dev/null || true; rm -rf "$WORK"' EXIT
+  expect_error "the disk has" bad9 -- train "${args[@]}" --out bad9 --offload optimizer \
+    --offload-dir small
+  [ -z "$(ls small)" ] && ok "nothing written to the full disk" || bad "wrote $(ls small)"
+  umount small
+  trap 'rm -rf "$WORK"' EXIT
+else
+  echo "skip: cannot mount a tmpfs here (the disk-full case is not tested)"
+fi
+finish
