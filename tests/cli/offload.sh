@@ -28,6 +28,9 @@ state_b=$(metric disk/metrics.jsonl state_bytes | head -1)
 [ -n "$read_b" ] && [ "$read_b" -gt 0 ] && [ "$read_b" -le "$state_b" ] &&
   ok "each step reads the state from disk ($read_b of $state_b bytes)" || bad "read $read_b of $state_b"
 grep -q "disk wrote it at" log.txt && ok "run reports the disk's bandwidth" || bad "no bandwidth line"
+# The estimate counts the pool (3 slots x 2 moments x 0.25 MiB), not the moments on disk.
+grep -q "memory estimate per rank: .* optimizer 1.5 MiB" log.txt &&
+  ok "memory estimate counts the pool" || bad "estimate: $(grep 'memory estimate' log.txt)"
 [ -z "$(ls off)" ] && ok "offload files removed at the end" || bad "left in off: $(ls off)"
 
 # Stopped after 8 steps and resumed: the moments come back from the checkpoint into the files.

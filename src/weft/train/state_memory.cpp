@@ -24,7 +24,7 @@ MemoryEstimate memory_estimate(const TrainState& st, int64_t baseline_rss, int64
     const model::Model& model = st.model();
     const model::ModelConfig& cfg = model.config();
     const model::Activations& act = st.activations();
-    const parallel::ModelStateBytes b = dp.model_state_bytes();
+    const parallel::ModelStateBytes b = st.model_state_bytes();  // --offload: the pool
     MemoryEstimate m = estimate_memory(cfg, b.params, b.grads, b.optimizer, dp.working_bytes(),
                                        act.B, act.T, baseline_rss);
     if (const PipelineStage* stage = st.stage()) {
