@@ -50,6 +50,17 @@ if mpirun -n 1 true 2>/dev/null; then
     ok "dp 2 ZeRO-1: losses bit-identical with offload" || bad "dp 2 ZeRO-1 losses differ"
 fi
 
+# The planner prices the same: the moments on disk, the pool in memory.
+plan=(plan --model llama-3.2-1b --cluster local --global-batch 1 --seq-len 1024 --dp 1 --tp 1
+      --pp 1 --zero 0 --dtype fp32)
+"$WEFT" "${plan[@]}" >plan_mem.txt 2>&1
+"$WEFT" "${plan[@]}" --offload optimizer >plan_off.txt 2>&1
+grep -q "optimizer 9.21 + " plan_mem.txt && grep -q "optimizer 0.09 + " plan_off.txt &&
+  grep -q "optimizer 9.21 GiB on disk" plan_off.txt && ok "plan --offload moves 9.21 GiB to disk" ||
+  bad "plan: $(grep -h 'optimizer' plan_mem.txt plan_off.txt)"
+expect_error "--offload prices weft train's own offload" "" -- plan --model gpt2 --cluster local \
+  --global-batch 8 --dtype bf16 --offload optimizer
+
 # Bad input: one error each, before the run directory is written.
 expect_error "requires --offload-dir" bad1 -- train "${args[@]}" --out bad1 --offload optimizer
 expect_error "requires --offload" bad2 -- train "${args[@]}" --out bad2 --offload-dir off

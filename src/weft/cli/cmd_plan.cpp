@@ -6,6 +6,7 @@
 
 #include "weft/cli/flag_checks.hpp"
 #include "weft/core/error.hpp"
+#include "weft/offload/streamed_state.hpp"
 #include "weft/parallel/pipeline/partition.hpp"
 #include "weft/plan/report.hpp"
 
@@ -15,6 +16,7 @@ namespace {
 struct PlanArgs {
     std::string model, cluster, dtype = "bf16", profile, recompute, schedule, cp_kind = "ring";
     std::string grad_reduce_dtype, attention, pp_layers;
+    std::string offload;
     bool tp_overlap = false, no_dp_overlap = false;
     int64_t global_batch = 0, seq_len = 0, micro_batch = 0, max_micro_batch = 64;
     int top = 5, devices = 0, nodes = 0, dp = 0, tp = 0, pp = 0, cp = 0, vpp = 0, zero = -1;
@@ -63,6 +65,9 @@ void add_plan_command(CLI::App& app) {
                   "fp32 | bf16: what data-parallel gradient reductions carry (the engine's "
                   "--grad-reduce-dtype); default: fp32 under the engine profile, the --dtype's "
                   "gradient bytes under korthikanti");
+    c->add_option("--offload", a->offload,
+                  "optimizer: price weft train --offload optimizer (engine profile): AdamW's "
+                  "moments on disk, its streaming pool in memory");
     c->add_option("--memory-profile", a->profile,
                   "engine (this engine, fp32 CPU) | korthikanti (GPU mixed precision); default: "
                   "engine for fp32, else korthikanti");
@@ -130,6 +135,15 @@ void add_plan_command(CLI::App& app) {
         w.dp_overlap = !a->no_dp_overlap;
         if (!a->grad_reduce_dtype.empty())
             w.prec = plan::with_grad_reduce(w.prec, a->grad_reduce_dtype);
+        WEFT_CHECK(a->offload.empty() || a->offload == "optimizer",
+                   "--offload '{}': expected 'optimizer'", a->offload);
+        WEFT_CHECK(a->offload.empty() || w.profile == plan::MemoryProfile::engine,
+                   "--offload prices weft train's own offload, the engine memory profile; expected "
+                   "--memory-profile engine (or --dtype fp32), got {}",
+                   a->profile.empty() ? "--dtype " + a->dtype : "--memory-profile " + a->profile);
+        if (!a->offload.empty())
+            w.offload_group_floats =
+                int64_t(offload::kDefaultGroupMb * double(1 << 20) / sizeof(float));
         WEFT_CHECK(a->bucket_mb > 0, "--bucket-mb must be positive, got {}", a->bucket_mb);
         w.bucket_mb = a->bucket_mb;
         WEFT_CHECK(a->moe_imbalance == 0 || a->moe_imbalance >= 1,

@@ -25,6 +25,9 @@ struct PassStats {
     PassStats& operator+=(const PassStats& o);
 };
 
+// weft train's --offload-group-mb, which weft plan prices too.
+inline constexpr double kDefaultGroupMb = 16;
+
 // Bytes of the pool of `slots` groups of `group_floats` for `streams` state streams (what
 // StreamedState allocates, and the memory count prices).
 int64_t pool_bytes(int64_t group_floats, int streams, int slots = 3);

@@ -29,10 +29,9 @@ std::string quantity(double x) {  // 124.4M, 175.0B
 }  // namespace
 
 nlohmann::json memory_json(const MemoryBreakdown& m) {
-    return {{"weights", m.weights},     {"gradients", m.grads},
-            {"optimizer", m.optimizer}, {"activations", m.activations},
-            {"buffers", m.buffers},     {"runtime", m.runtime},
-            {"total", m.total()}};
+    return {{"weights", m.weights},         {"gradients", m.grads},    {"optimizer", m.optimizer},
+            {"activations", m.activations}, {"buffers", m.buffers},    {"runtime", m.runtime},
+            {"total", m.total()},           {"offloaded", m.offloaded}};
 }
 
 nlohmann::json estimate_json(const Estimate& e) {
@@ -120,6 +119,9 @@ static std::string estimate_rows(int rank, const Estimate& e) {
         "activations {:.2f} + buffers {:.2f} + runtime {:.2f} = {:.2f} GiB of {:.1f}\n",
         e.memory_stage, gib(m.weights), gib(m.grads), gib(m.optimizer), gib(m.activations),
         gib(m.buffers), gib(m.runtime), gib(m.total()), gib(e.capacity));
+    if (m.offloaded > 0)
+        s += fmt::format("    offloaded/device: optimizer {:.2f} GiB on disk (--offload)\n",
+                         gib(m.offloaded));
     if (!e.axes.empty()) s += fmt::format("    axes: {}\n", fmt::join(e.axes, ", "));
     return s;
 }

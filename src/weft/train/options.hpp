@@ -8,6 +8,7 @@
 #include "weft/core/layout.hpp"
 #include "weft/data/token_file.hpp"
 #include "weft/model/config.hpp"
+#include "weft/offload/streamed_state.hpp"
 #include "weft/optim/optimizer.hpp"
 
 namespace weft::train {
@@ -89,7 +90,7 @@ struct TrainOptions {
     // groups of offload_group_mb MiB per moment (train_state.hpp's OffloadOptions).
     std::string offload;  // "" | optimizer
     std::filesystem::path offload_dir;
-    double offload_group_mb = 16;
+    double offload_group_mb = offload::kDefaultGroupMb;
 
     // The model shape after applying preset, overrides and (later) the Hugging Face config.
     model::ModelConfig model_config() const;
