@@ -294,6 +294,37 @@ TEST(AdamW, ShardsTogetherEqualTheWholeBuffer) {
         }
 }
 
+// --offload: an AdamW that keeps no moments, stepped group by group over moments the caller
+// holds (step_range), computes bitwise what step() computes over the whole range, whatever the
+// cuts, across tensor and decay boundaries.
+TEST(AdamW, StepRangeOverCallersMomentsIsBitwiseStep) {
+    const auto layout = tiny_layout();
+    OptimConfig c;
+    c.weight_decay = 0.1f;
+    const int64_t begin = 3, end = layout.total, cuts[] = {0, 5, 6, 21, 33, end - begin};
+    auto whole = make_params(layout, 7, 0.0f);
+    auto grouped = whole;
+    AdamW full(layout, begin, end);
+    AdamW offloaded(layout, begin, end, /*offloaded=*/true);
+    EXPECT_EQ(offloaded.exp_avg_sq().size(), 0);
+    std::vector<float> m(size_t(end - begin)), v(size_t(end - begin));
+    for (int64_t t = 1; t <= 3; ++t) {
+        const auto grads = random_vector(size_t(layout.total), 200 + uint64_t(t));
+        full.step(whole.data() + begin, grads.data() + begin, c, 0.01f, 0.5f, t);
+        for (size_t k = 0; k + 1 < std::size(cuts); ++k) {
+            const int64_t a = cuts[k], b = cuts[k + 1];
+            offloaded.step_range(a, b, grouped.data() + begin + a, grads.data() + begin + a,
+                                 m.data() + a, v.data() + a, c, 0.01f, 0.5f, t);
+        }
+    }
+    for (int64_t i = 0; i < layout.total; ++i)
+        EXPECT_EQ(grouped[size_t(i)], whole[size_t(i)]) << "index " << i;
+    for (int64_t i = 0; i < end - begin; ++i) {
+        EXPECT_EQ(m[size_t(i)], full.exp_avg().data()[i]) << i;
+        EXPECT_EQ(v[size_t(i)], full.exp_avg_sq().data()[i]) << i;
+    }
+}
+
 TEST(AdamW, RejectsRangeOutsideTheBuffer) {
     const auto layout = tiny_layout();
     EXPECT_THROW(AdamW(layout, 0, layout.total + 1), Error);
