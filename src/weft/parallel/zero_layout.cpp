@@ -73,21 +73,35 @@ model::ParamLayout unit_layout(const model::ParamLayout& layout, int unit) {
 }
 
 void fill_units(const ZeroLayout& z, const UnitFill& fill, float* dst, bool whole) {
+    if (!whole)
+        return fill_units(
+            z, fill,
+            [dst](int, int64_t at, int64_t n, const float* data) {
+                std::copy_n(data, n, dst + at);
+            },
+            false);
+    const auto& units = z.padded().units;
+    for (int u = 0; u < z.units(); ++u) {
+        std::fill_n(dst + units[u].offset, units[u].size, 0.0f);
+        fill(u, dst + units[u].offset);
+    }
+}
+
+void fill_units(const ZeroLayout& z, const UnitFill& fill, const UnitKeep& keep, bool whole) {
     const auto& units = z.padded().units;
     Buffer tmp;
     for (int u = 0; u < z.units(); ++u) {
-        if (whole) {
-            std::fill_n(dst + units[u].offset, units[u].size, 0.0f);
-            fill(u, dst + units[u].offset);
-            continue;
-        }
         // One unit at a time, so that a shard is filled without the whole model in memory.
         if (tmp.size() < units[u].size) tmp = Buffer(units[u].size);
         std::fill_n(tmp.data(), units[u].size, 0.0f);
         fill(u, tmp.data());
+        if (whole) {
+            keep(-1, units[u].offset, units[u].size, tmp.data());
+            continue;
+        }
         for (int i = z.first_slice(u); i < z.first_slice(u + 1); ++i) {
             const ShardSlice& s = z.slices()[size_t(i)];
-            std::copy_n(tmp.data() + (s.begin - units[u].offset), s.size, dst + s.shard_offset);
+            keep(i, s.shard_offset, s.size, tmp.data() + (s.begin - units[u].offset));
         }
     }
 }

@@ -85,6 +85,12 @@ using UnitFill = std::function<void(int unit, float* unit_buffer)>;
 // Builds each unit with `fill` and keeps what this rank holds: the whole padded buffer when
 // `whole` (dst has padded().total floats), else this rank's slices (dst is a shard).
 void fill_units(const ZeroLayout& z, const UnitFill& fill, float* dst, bool whole);
+// The same, one unit at a time, handing what this rank keeps to `keep(slice, at, n, data)`:
+// floats [at, at + n) of the whole padded buffer (slice -1, when `whole`), or slice `slice` of
+// z.slices() whole (at its shard_offset), so that it can go elsewhere than a buffer of the whole
+// (--offload's files).
+using UnitKeep = std::function<void(int slice, int64_t at, int64_t n, const float* data)>;
+void fill_units(const ZeroLayout& z, const UnitFill& fill, const UnitKeep& keep, bool whole);
 
 // Gradient buckets: consecutive units merged, the last unit first (the order in which backward
 // completes them), until a bucket holds at least `min_bytes`.

@@ -27,11 +27,11 @@ void read_moments(TrainState& st, size_t i, bool second, int64_t at, int64_t n, 
     std::copy_n((second ? adam.exp_avg_sq() : adam.exp_avg()).data() + at, n, out);
 }
 
-void write_moments(TrainState& st, size_t i, bool second, int64_t n, const float* in) {
+void write_moments(TrainState& st, size_t i, bool second, int64_t at, int64_t n, const float* in) {
     if (offload::StreamedState* o = st.offloaded())
-        return o->files().write(second, int(i), 0, n, in);
+        return o->files().write(second, int(i), at, n, in);
     optim::AdamW& adam = st.optimizers()[i];
-    std::copy_n(in, n, (second ? adam.exp_avg_sq() : adam.exp_avg()).data());
+    std::copy_n(in, n, (second ? adam.exp_avg_sq() : adam.exp_avg()).data() + at);
 }
 
 // The pipeline rank that holds unit `unit` (0: the embeddings, L + 1: the final norm).
@@ -70,21 +70,27 @@ void load_state(TrainState& st, const CheckpointInfo& ck) {
         };
     };
     dp.load_params(reader(StateTensors::params));
-    // Stage 0 keeps the moments whole, as one slice, read straight into the optimizer's;
-    // the others keep this rank's slices, and --offload its files: through a copy.
-    const bool whole = dp.stage() == 0, direct = whole && !st.offloaded();
-    const auto& slices = dp.update_slices();
-    Buffer shard(direct ? 0 : whole ? slices[0].size : dp.zero_layout().shard_floats());
+    // Stage 0 keeps the moments whole (one slice), read straight into the optimizer's; the
+    // others keep this rank's slices, and --offload its files: those are filled a unit at a
+    // time, with no copy of a whole moment in memory.
+    const bool whole = dp.stage() == 0;
     for (bool second : {false, true}) {
         auto fill = reader(second ? StateTensors::exp_avg_sq : StateTensors::exp_avg);
-        optim::AdamW& adam = st.optimizers()[0];
+        if (whole && !st.offloaded()) {
+            optim::AdamW& adam = st.optimizers()[0];
+            parallel::fill_units(dp.zero_layout(), fill,
+                                 (second ? adam.exp_avg_sq() : adam.exp_avg()).data(), true);
+            continue;
+        }
         parallel::fill_units(
             dp.zero_layout(), fill,
-            direct ? (second ? adam.exp_avg_sq() : adam.exp_avg()).data() : shard.data(), whole);
-        if (direct) continue;
-        for (size_t i = 0; i < slices.size(); ++i)
-            write_moments(st, i, second, slices[i].size,
-                          shard.data() + (whole ? 0 : slices[i].shard_offset));
+            [&](int slice, int64_t at, int64_t n, const float* data) {
+                if (slice < 0)
+                    write_moments(st, 0, second, at, n, data);  // the whole buffer's one slice
+                else
+                    write_moments(st, size_t(slice), second, 0, n, data);
+            },
+            whole);
     }
 }
 
