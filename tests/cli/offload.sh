@@ -74,6 +74,12 @@ expect_error "optimizer+params (parameters on disk, ZeRO-3 style) is not impleme
   train "${args[@]}" --out bad6 --offload optimizer+params --offload-dir off
 expect_error "--async-checkpoint with --offload optimizer" bad10 -- train "${args[@]}" \
   --out bad10 --offload optimizer --offload-dir off --async-checkpoint
+# The memory check counts 8 bytes a parameter in memory with offload (16 without), and checks
+# the disk: a 100B-parameter model is refused for either, before anything is allocated.
+big=(train --model llama-3.2-3b --n-layer 1000 --data data/tinyshakespeare_train.bin --steps 1
+     --batch-size 1 --seq-len 16)
+expect_error "x 8 bytes of weights, gradients (AdamW moments on disk)" bad11 -- "${big[@]}" \
+  --out bad11 --offload optimizer --offload-dir off
 echo "my notes" >off/weft-offload-rank0-exp_avg.bin
 expect_error "is not a weft offload file" bad7 -- train "${args[@]}" --out bad7 \
   --offload optimizer --offload-dir off

@@ -45,8 +45,16 @@ BenchTrainResult bench_train(const BenchTrainOptions& o) {
     r.ranks = mesh.world_size();
     r.micro_batch_size = split.micro;
     r.micro_batches = split.micro_batches;
-    check_memory_fits({cfg, r.layout, split.micro, split.micro_batches, o.seq_len, o.dtype,
-                       o.grad_reduce_dtype, o.bucket_mb},
+    check_memory_fits({cfg,
+                       r.layout,
+                       split.micro,
+                       split.micro_batches,
+                       o.seq_len,
+                       o.dtype,
+                       o.grad_reduce_dtype,
+                       o.bucket_mb,
+                       0,
+                       {}},
                       fmt::format("model '{}' with n_positions {}{}", o.preset, cfg.n_positions,
                                   raised ? " (from --seq-len)" : ""));
     r.threads = set_threads_per_rank(o.threads);

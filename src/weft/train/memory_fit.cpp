@@ -1,6 +1,7 @@
 #include "weft/train/memory_fit.hpp"
 
 #include <fmt/format.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <fstream>
@@ -120,11 +121,13 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
                 pipeline::make_schedule(l.pp_schedule, l.pp, l.vpp, int(run.micro_batches)), {})
                 .peak_in_flight;
     plan::MemoryBreakdown most;
-    double sum = 0;
+    double sum = 0, disk_sum = 0, disk_most = 0;
     for (int r = 0; r < l.pp; ++r) {
         const plan::MemoryBreakdown m = plan::stage_memory(w, c, k, r, in_flight[size_t(r)]);
         if (m.total() > most.total()) most = m;
         sum += m.total();
+        disk_sum += m.offloaded;
+        disk_most = std::max(disk_most, m.offloaded);
     }
     // A node that holds the whole job holds world / pp ranks of every stage; one of several
     // may hold ranks of the largest stage only.
@@ -136,6 +139,20 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
                            gib(most.weights), gib(most.grads), gib(most.optimizer),
                            gib(most.activations), gib(most.buffers)),
                most.activations + most.buffers < most.weights + most.grads + most.optimizer);
+    // --offload: the moments of this node's ranks, on the offload directory's disk (the same
+    // count as StateFiles allocates, checked here before the weights are).
+    if (run.offload_group_floats > 0 && !run.offload_dir.empty()) {
+        struct statvfs v {};
+        const double disk = local == world ? disk_sum * (world / l.pp) : disk_most * local;
+        if (::statvfs(run.offload_dir.c_str(), &v) == 0) {
+            const double free_bytes = double(v.f_bavail) * double(v.f_frsize);
+            WEFT_CHECK(disk <= free_bytes,
+                       "{} with --offload needs about {:.3g} GiB of AdamW moments on this node's "
+                       "{} rank(s) under --offload-dir {}, but the disk has {:.3g} GiB free; "
+                       "expected a disk with room for them",
+                       what, gib(disk), local, run.offload_dir.string(), gib(free_bytes));
+        }
+    }
 }
 
 void check_weights_fit(const model::ModelConfig& cfg, const std::string& what) {

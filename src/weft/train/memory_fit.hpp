@@ -3,6 +3,7 @@
 // this node will allocate, from the config and the layout alone (the planner's engine profile,
 // the count the trainer's own estimate is checked against), against what the node has free.
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 
@@ -20,7 +21,8 @@ struct RunShape {
     int64_t micro = 1, micro_batches = 1, seq_len = 1;
     std::string dtype = "fp32", grad_reduce_dtype = "fp32";
     double bucket_mb = 25;
-    int64_t offload_group_floats = 0;  // --offload optimizer: the moments on disk (plan::Workload)
+    int64_t offload_group_floats = 0;   // --offload optimizer: the moments on disk (plan::Workload)
+    std::filesystem::path offload_dir;  // ... under this directory
 };
 
 // A field of /proc/meminfo ("MemTotal", "MemAvailable") in bytes; -1 where it is absent.

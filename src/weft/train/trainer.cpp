@@ -170,10 +170,10 @@ void run_training(const TrainOptions& opts) {
     const RunInputs in = open_run_inputs(o, mesh.world_rank() == 0);
     const OffloadOptions offload{o.offload.empty() ? std::filesystem::path() : o.offload_dir,
                                  int64_t(o.offload_group_mb * double(1 << 20) / sizeof(float))};
-    check_memory_fits(
-        {in.cfg, o.layout, split.micro, split.micro_batches, o.seq_len, o.dtype,
-         o.grad_reduce_dtype, o.bucket_mb, offload.dir.empty() ? 0 : offload.group_floats},
-        "model '" + in.model_name + "'");
+    check_memory_fits({in.cfg, o.layout, split.micro, split.micro_batches, o.seq_len, o.dtype,
+                       o.grad_reduce_dtype, o.bucket_mb,
+                       offload.dir.empty() ? 0 : offload.group_floats, offload.dir},
+                      "model '" + in.model_name + "'");
     TrainState st(in.cfg, ctx, {o.layout.zero, o.bucket_mb, o.grad_reduce_dtype == "bf16"},
                   split.micro, o.seq_len, {o.pp_layers}, offload);
     load_run_start(st, in, o);
