@@ -1,9 +1,9 @@
 # --offload optimizer: AdamW's moments live in files and stream through a small pool, in many
 # groups (--offload-group-mb 0.25 cuts a one-layer tiny model's 1.7M floats per moment into 26
 # groups of 64K); 20 steps give bitwise the losses, gradient norms and checkpoint of the
-# in-memory run (one rank, and dp 2 ZeRO-1), a run stopped and resumed with offload continues
-# bitwise, the files are gone after the run, and bad offload directories are refused before
-# anything is written.
+# in-memory run (one rank; dp 2 at ZeRO-1 and ZeRO-3), a run stopped and resumed with offload
+# continues bitwise, the files are gone after the run, and bad offload directories are refused
+# before anything is written.
 source "$(dirname "$0")/lib.sh"
 prepare_data
 args=(--model tiny --n-layer 1 --n-embd 32 --n-head 2 --data data/tinyshakespeare_train.bin
@@ -40,14 +40,18 @@ grep -q "memory estimate per rank: .* optimizer 1.5 MiB" log.txt &&
   --offload-group-mb 0.25 --resume 2>/dev/null
 [ "$(metric split/metrics.jsonl loss | tr '\n' ' ')" = "$a" ] &&
   ok "resumed offload run bit-identical to the in-memory run" || bad "resumed run differs"
-# ZeRO-1 over two ranks: each rank streams its own shard's moments.
+# ZeRO-1 and ZeRO-3 over two ranks: each rank streams its own shard's moments (ZeRO-3: beside
+# its shard of the weights and gradients).
 if mpirun -n 1 true 2>/dev/null; then
-  mpirun -n 2 "$WEFT" train "${args[@]}" --dp 2 --zero 1 --out dp_mem 2>/dev/null
-  mpirun -n 2 "$WEFT" train "${args[@]}" --dp 2 --zero 1 --out dp_disk --offload optimizer \
-    --offload-dir off --offload-group-mb 0.25 2>/dev/null
-  [ "$(metric dp_mem/metrics.jsonl loss | tr '\n' ' ')" = \
-    "$(metric dp_disk/metrics.jsonl loss | tr '\n' ' ')" ] &&
-    ok "dp 2 ZeRO-1: losses bit-identical with offload" || bad "dp 2 ZeRO-1 losses differ"
+  for z in 1 3; do
+    mpirun -n 2 "$WEFT" train "${args[@]}" --dp 2 --zero $z --out dp_mem$z 2>/dev/null
+    mpirun -n 2 "$WEFT" train "${args[@]}" --dp 2 --zero $z --out dp_disk$z --offload optimizer \
+      --offload-dir off --offload-group-mb 0.25 2>/dev/null
+    [ "$(metric dp_mem$z/metrics.jsonl loss | wc -l)" -eq 20 ] &&
+      [ "$(metric dp_mem$z/metrics.jsonl loss | tr '\n' ' ')" = \
+        "$(metric dp_disk$z/metrics.jsonl loss | tr '\n' ' ')" ] &&
+      ok "dp 2 ZeRO-$z: losses bit-identical with offload" || bad "dp 2 ZeRO-$z losses differ"
+  done
 fi
 
 # The planner prices the same: the moments on disk, the pool in memory.
