@@ -10,10 +10,29 @@ namespace weft::model {
 
 void RowBatch::add(std::span<const int32_t> t, int64_t pos0, const BlockTable& table, bool logits) {
     const int64_t n = int64_t(t.size()), row0 = rows();
-    seqs.push_back({row0, n, pos0, &table});
+    seqs.push_back({row0, n, pos0, &table, {}});
     tokens.insert(tokens.end(), t.begin(), t.end());
     for (int64_t i = 0; i < n; ++i) positions.push_back(pos0 + i);
     if (logits) logit_rows.push_back(row0 + n - 1);
+}
+
+void RowBatch::add_tree(std::span<const int32_t> t, std::span<const int32_t> parents, int64_t pos0,
+                        const BlockTable& table) {
+    const int64_t n = int64_t(t.size()), row0 = rows();
+    WEFT_CHECK(parents.size() == t.size() && (n == 0 || parents[0] == -1),
+               "internal: a tree of {} rows with {} parents", n, parents.size());
+    std::vector<int64_t> depth(size_t(n), 0);
+    for (int64_t i = 1; i < n; ++i) {
+        WEFT_CHECK(parents[size_t(i)] >= 0 && parents[size_t(i)] < i,
+                   "internal: row {} of a tree has parent {}", i, parents[size_t(i)]);
+        depth[size_t(i)] = depth[size_t(parents[size_t(i)])] + 1;
+    }
+    seqs.push_back({row0, n, pos0, &table, {parents.begin(), parents.end()}});
+    tokens.insert(tokens.end(), t.begin(), t.end());
+    for (int64_t i = 0; i < n; ++i) {
+        positions.push_back(pos0 + depth[size_t(i)]);
+        logit_rows.push_back(row0 + i);
+    }
 }
 
 void RowBatch::clear() {
@@ -44,13 +63,13 @@ void attend_rows(float* out, const float* qkv, int64_t ld, const RowBatch& b, Kv
     WEFT_CHECK(KV == kv.width() && NH % NKV == 0,
                "internal: attention of {} heads over {} kv heads of {} into a pool {} wide", NH,
                NKV, HS, kv.width());
-    std::vector<const BlockTable*> table_of(static_cast<size_t>(R));
+    std::vector<const RowSeq*> seq_of(static_cast<size_t>(R));
     for (const RowSeq& s : b.seqs)
         for (int64_t i = 0; i < s.rows; ++i) {
             const float* r = qkv + (s.row0 + i) * ld;
             std::copy_n(r + A, KV, kv.k(*s.table, layer, s.pos0 + i));
             std::copy_n(r + A + KV, KV, kv.v(*s.table, layer, s.pos0 + i));
-            table_of[size_t(s.row0 + i)] = s.table;
+            seq_of[size_t(s.row0 + i)] = &s;
         }
     const float scale = 1.0f / std::sqrt(float(HS));
     // Threads only for work that pays for waking them (a tiny model's step is microseconds).
@@ -59,23 +78,36 @@ void attend_rows(float* out, const float* qkv, int64_t ld, const RowBatch& b, Kv
 #pragma omp parallel if (work >= (int64_t(1) << 18))
     {
         std::vector<float> p;
+        std::vector<int64_t> slots;  // the positions (slots) a row attends to, in order
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < R * NH; ++t) {
             const int64_t row = t / NH, h = t % NH, g = h / G, pos = b.positions[size_t(row)];
-            const BlockTable& table = *table_of[size_t(row)];
+            const RowSeq& s = *seq_of[size_t(row)];
+            const BlockTable& table = *s.table;
+            slots.resize(size_t(pos + 1));
+            if (s.parents.empty()) {
+                for (int64_t j = 0; j <= pos; ++j) slots[size_t(j)] = j;
+            } else {
+                for (int64_t j = 0; j < s.pos0; ++j) slots[size_t(j)] = j;
+                // The path from the row up to row 0, written from the end (its depth + 1 slots).
+                int64_t at = pos;
+                for (int64_t i = row - s.row0; i >= 0; i = s.parents[size_t(i)])
+                    slots[size_t(at--)] = s.pos0 + i;
+            }
+            const int64_t n = pos + 1;
             const float* q = qkv + row * ld + h * HS;
-            p.resize(size_t(pos + 1));
+            p.resize(size_t(n));
             float top = -std::numeric_limits<float>::infinity();
-            for (int64_t j = 0; j <= pos; ++j) {
-                p[size_t(j)] = dot(q, kv.k(table, layer, j) + g * HS, HS) * scale;
+            for (int64_t j = 0; j < n; ++j) {
+                p[size_t(j)] = dot(q, kv.k(table, layer, slots[size_t(j)]) + g * HS, HS) * scale;
                 top = std::max(top, p[size_t(j)]);
             }
             float sum = 0;
-            for (int64_t j = 0; j <= pos; ++j) sum += p[size_t(j)] = std::exp(p[size_t(j)] - top);
+            for (int64_t j = 0; j < n; ++j) sum += p[size_t(j)] = std::exp(p[size_t(j)] - top);
             float* o = out + row * A + h * HS;
             std::fill(o, o + HS, 0.0f);
-            for (int64_t j = 0; j <= pos; ++j) {
-                const float* v = kv.v(table, layer, j) + g * HS;
+            for (int64_t j = 0; j < n; ++j) {
+                const float* v = kv.v(table, layer, slots[size_t(j)]) + g * HS;
                 const float pj = p[size_t(j)];
                 for (int64_t d = 0; d < HS; ++d) o[d] += pj * v[d];
             }

@@ -15,6 +15,13 @@ namespace weft::model {
 struct RowSeq {
     int64_t row0, rows, pos0;  // rows row0.. of the batch are positions pos0..
     const BlockTable* table;   // covers pos0 + rows positions
+    // A tree of rows instead of a run (speculative decoding's verify, decode/token_tree.hpp):
+    // parents[i] is row i's parent among the sequence's rows (-1 for row 0, and parents come
+    // first). Row i's keys and values go to slot pos0 + i, its position is pos0 + its depth,
+    // and it attends to positions 0 .. pos0 - 1 and to the slots of its path from row 0: the
+    // keys, in the same order, that it would see decoded one token at a time along that path.
+    // Empty: a run (row i's parent is row i - 1).
+    std::vector<int32_t> parents;
 };
 
 struct RowBatch {
@@ -27,6 +34,9 @@ struct RowBatch {
     // Appends `t` at positions pos0.. of the sequence of `table`; with `logits`, its last row's
     // logits are wanted.
     void add(std::span<const int32_t> t, int64_t pos0, const BlockTable& table, bool logits);
+    // Appends the rows of a tree (RowSeq::parents) from pos0 on, every row's logits wanted.
+    void add_tree(std::span<const int32_t> t, std::span<const int32_t> parents, int64_t pos0,
+                  const BlockTable& table);
     void clear();
 };
 

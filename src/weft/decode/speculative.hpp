@@ -1,0 +1,45 @@
+#pragma once
+// Generation that guesses several tokens a step and verifies them in one forward (issue #34,
+// docs/decoding.md): a proposer makes a tree of guessed tokens after the last chosen one, one
+// forward runs the tree's rows (each sees the context and its own path: RowSeq::parents), and
+// accept.hpp's rules keep the guesses the model would have made itself. Greedy gives plain
+// greedy's tokens bit for bit (the row-invariant forward gives a verified row the logits a
+// one-token step would); sampling gives tokens distributed as plain sampling's.
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "weft/decode/ngram.hpp"
+#include "weft/model/generate.hpp"
+
+namespace weft::decode {
+
+struct SpecOptions {
+    std::string kind = "none";  // none | ngram
+    NgramOptions ngram;
+
+    // An error naming --spec unless it is none or ngram, and the n-gram settings.
+    void validate() const;
+};
+
+// What speculation did: forwards of the model, tokens generated, tokens guessed and accepted
+// (per depth of the guess: accepted_at[d] of guessed_at[d]).
+struct SpecStats {
+    int64_t forwards = 0, tokens = 0, guessed = 0, accepted = 0;
+    std::vector<int64_t> guessed_at, accepted_at;
+    // Tokens a forward (tau).
+    double tokens_per_forward() const { return forwards ? double(tokens) / double(forwards) : 0; }
+};
+
+// model::generate with the guesses of `spec`: the same tokens under greedy decoding; the same
+// distribution when sampling.
+std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
+                                          const model::ParamLayout& layout, const float* params,
+                                          std::span<const int32_t> prompt,
+                                          const model::SampleOptions& o, const SpecOptions& spec,
+                                          const std::function<void(int32_t)>& on_token = {},
+                                          bool bf16 = false, SpecStats* stats = nullptr);
+
+}  // namespace weft::decode

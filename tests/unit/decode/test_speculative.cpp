@@ -1,0 +1,115 @@
+// Speculative generation with prompt-lookup guesses: greedy output bit for bit plain greedy's
+// (the verify forward's rows give one-token steps' logits), for every family, fp32 and bf16,
+// across the sliding window's rebuild; guesses are really accepted (the test would not notice a
+// verify that never keeps one otherwise).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "weft/decode/speculative.hpp"
+#include "weft/model/family.hpp"
+#include "weft/model/kv_pool.hpp"
+#include "weft/model/row_batch.hpp"
+
+using namespace weft;
+
+namespace {
+
+model::ModelConfig small(const std::string& preset) {
+    model::ModelConfig c = model::model_preset(preset);
+    c.vocab_size = 61;
+    c.n_positions = 48;
+    c.n_layer = 2;
+    c.n_head = 4;
+    if (c.n_kv_head > 0) c.n_kv_head = 2;
+    if (c.qkv_bias) c.n_head = 2, c.n_kv_head = 1;
+    c.n_embd = 32;
+    if (c.n_inner > 0) c.n_inner = 48;
+    return c;
+}
+
+class Speculative : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+
+TEST_P(Speculative, GreedyIsPlainGreedyBitForBit) {
+    const auto [preset, bf16] = GetParam();
+    const model::ModelConfig c = small(preset);
+    std::unique_ptr<model::Model> m = model::make_model(c);
+    Buffer params(m->layout().total);
+    model::init_params(params.data(), m->layout(), 11);
+    for (int64_t i = 0; i < params.size(); ++i) params[i] *= 8.0f;  // a peaky, repetitive model
+    // A prompt that repeats itself, so that lookups find something.
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 12; ++i) prompt.push_back(int32_t(3 + i % 5));
+    model::SampleOptions o;
+    o.temperature = 0;
+    o.tokens = 70;  // past the window of 48: the rebuild happens too
+    const std::vector<int32_t> plain =
+        model::generate(c, m->layout(), params.data(), prompt, o, {}, bf16);
+    decode::SpecOptions spec;
+    spec.kind = "ngram";
+    spec.ngram.max_tokens = 6;
+    decode::SpecStats st;
+    const std::vector<int32_t> fast =
+        decode::generate_speculative(c, m->layout(), params.data(), prompt, o, spec, {}, bf16, &st);
+    EXPECT_EQ(fast, plain);
+    EXPECT_GT(st.accepted, 0) << "no guess was ever kept";
+    EXPECT_LT(st.forwards, int64_t(plain.size()) + 2);  // fewer forwards than tokens + prefills
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, Speculative,
+                         ::testing::Combine(::testing::Values("tiny", "llama-tiny", "qwen2-tiny",
+                                                              "moe-tiny"),
+                                            ::testing::Bool()),
+                         [](const auto& i) {
+                             std::string n = std::get<0>(i.param);
+                             for (char& ch : n)
+                                 if (ch == '-') ch = '_';
+                             return n + (std::get<1>(i.param) ? "_bf16" : "_fp32");
+                         });
+
+}  // namespace
+
+namespace {
+
+// The verify forward itself: every row of a branching tree has, bit for bit, the logits of the
+// same token decoded one step at a time along its path.
+TEST(TreeVerify, EveryRowHasItsPathsOneStepLogits) {
+    const model::ModelConfig c = small("llama-tiny");
+    std::unique_ptr<model::Model> m = model::make_model(c);
+    Buffer params(m->layout().total);
+    model::init_params(params.data(), m->layout(), 12);
+    for (int64_t i = 0; i < params.size(); ++i) params[i] *= 4.0f;
+    const std::vector<int32_t> context = {5, 9, 2, 7, 7, 1};
+    // Root (the context's last token) then: a(3) -> b(4) -> c(8), and a sibling d(6) of a with
+    // a child e(3).
+    const std::vector<int32_t> rows = {1, 3, 4, 8, 6, 3};
+    const std::vector<int32_t> parents = {-1, 0, 1, 2, 0, 4};
+    model::RowForward f(c, m->layout(), params.data());
+    model::KvPool kv(8, c.n_layer, f.kv_width());
+    model::BlockTable table;
+    const int64_t pos = int64_t(context.size()) - 1;
+    kv.grow(table, pos + int64_t(rows.size()));
+    model::RowBatch b;
+    b.add(std::span<const int32_t>(context.data(), size_t(pos)), 0, table, false);
+    f.run(b, kv);
+    b.clear();
+    b.add_tree(rows, parents, pos, table);
+    const std::vector<float> tree(f.run(b, kv).begin(), f.run(b, kv).end());
+    for (size_t r = 0; r < rows.size(); ++r) {
+        // The path's tokens, root first, after the context before the root.
+        std::vector<int32_t> seq(context.begin(), context.end() - 1), path;
+        for (int i = int(r); i >= 0; i = parents[size_t(i)])
+            path.insert(path.begin(), rows[size_t(i)]);
+        seq.insert(seq.end(), path.begin(), path.end());
+        model::Generator g(c, m->layout(), params.data());
+        std::span<const float> one;
+        for (int32_t t : seq) one = g.feed(std::span<const int32_t>(&t, 1));
+        EXPECT_EQ(0, std::memcmp(one.data(), tree.data() + r * size_t(c.vocab_size),
+                                 size_t(c.vocab_size) * sizeof(float)))
+            << "row " << r;
+    }
+}
+
+}  // namespace
