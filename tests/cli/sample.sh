@@ -16,6 +16,14 @@ expect_error "--dtype must be fp32 or bf16, got 'fp16'" "" -- sample --ckpt run 
 g=(--ckpt run --tokenizer-dir "$SRC/data" --prompt "ROMEO:" --tokens 20 --temperature 0 --dtype bf16)
 b16=$("$WEFT" sample "${g[@]}")
 [[ "$b16" == ROMEO:?* && "$b16" = "$("$WEFT" sample "${g[@]}")" ]] && ok "--dtype bf16: $b16" || bad "--dtype bf16: $b16"
+# Speculation changes no output: greedy with prompt-lookup guesses is plain greedy, past the
+# window's rebuild too; the figures go to stderr.
+p=(--ckpt run --tokenizer-dir "$SRC/data" --prompt "$(printf 'to be or not to be, %.0s' {1..6})" --tokens 300 --temperature 0)
+plain=$("$WEFT" sample "${p[@]}")
+spec=$("$WEFT" sample "${p[@]}" --spec ngram --spec-tokens 6 2>spec.err)
+[ "$spec" = "$plain" ] && ok "--spec ngram: greedy text unchanged ($(cat spec.err))" || bad "--spec ngram changed the text"
+grep -q "tokens in [0-9]* forwards (tau" spec.err && ok "speculation figures printed" || bad "no figures: $(cat spec.err)"
+expect_error "--spec must be none or ngram, got 'draft'" "" -- sample --ckpt run --spec draft
 # Generation stops at the end-of-text token unless --ignore-eos: a model trained on nothing but
 # end-of-text tokens (an llm.c file: magic 20240520, version 1, 1024 tokens of 50256) says it first.
 { printf '\x88\xd8\x34\x01\x01\x00\x00\x00\x00\x04\x00\x00'; head -c 1012 /dev/zero

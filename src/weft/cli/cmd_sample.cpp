@@ -19,6 +19,7 @@ struct SampleArgs {
     model::SampleOptions o;
     bool ignore_eos = false;
     std::string dtype = "fp32";
+    decode::SpecOptions spec;
 };
 }  // namespace
 
@@ -42,15 +43,28 @@ void add_sample_command(CLI::App& app) {
                 "there, before --tokens)");
     add_tokenizer_options(c, a->tokenizer, a->tokenizer_dir);
     add_generation_dtype_option(c, a->dtype);
+    c->add_option("--spec", a->spec.kind,
+                  "Guess tokens and verify them in one forward: none, or ngram (prompt lookup: "
+                  "what followed the text's last words earlier on). The output is plain "
+                  "decoding's: the same tokens when greedy, the same distribution when sampling")
+        ->capture_default_str();
+    c->add_option("--spec-tokens", a->spec.ngram.max_tokens, "Most tokens guessed a step")
+        ->capture_default_str();
+    c->add_option("--ngram-max", a->spec.ngram.max_n,
+                  "--spec ngram: the longest run of the text's last tokens looked up")
+        ->capture_default_str();
+    c->add_option("--ngram-min", a->spec.ngram.min_n, "--spec ngram: the shortest run looked up")
+        ->capture_default_str();
     c->callback([a] {
         a->o.validate();
+        a->spec.validate();
         const bool bf16 = generation_bf16(a->dtype);
         // The model's source first: it is what the user named; its weights are read last.
         const train::ModelSource source = train::open_model_source(a->model_dir, a->ckpt);
         const std::unique_ptr<data::Tokenizer> tok =
             data::open_tokenizer(a->tokenizer, a->tokenizer_dir);
         train::LoadedModel m = train::load_model(source);
-        sample_text(m, *tok, a->prompt, a->o, a->ignore_eos, bf16, stdout);
+        sample_text(m, *tok, a->prompt, a->o, a->ignore_eos, bf16, a->spec, stdout);
     });
 }
 

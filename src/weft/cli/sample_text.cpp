@@ -7,7 +7,8 @@
 namespace weft::cli {
 
 void sample_text(const train::LoadedModel& m, const data::Tokenizer& tok, const std::string& prompt,
-                 const model::SampleOptions& o, bool ignore_eos, bool bf16, std::FILE* out) {
+                 const model::SampleOptions& o, bool ignore_eos, bool bf16,
+                 const decode::SpecOptions& spec, std::FILE* out) {
     std::vector<int32_t> ids = tok.encode(prompt);
     if (ids.empty()) ids.push_back(tok.eot());
     const model::ModelConfig& cfg = m.model->config();
@@ -32,15 +33,22 @@ void sample_text(const train::LoadedModel& m, const data::Tokenizer& tok, const 
     std::fputs(prompt.c_str(), out);
     // Byte-level BPE: the bytes of successive tokens concatenate to the text, even where one
     // character spans two tokens.
-    model::generate(
-        m.model->config(), m.model->layout(), m.params.data(), ids, within,
+    decode::SpecStats st;
+    decode::generate_speculative(
+        m.model->config(), m.model->layout(), m.params.data(), ids, within, spec,
         [&](int32_t t) {
             std::string bytes = tok.decode_token(t);
             std::fwrite(bytes.data(), 1, bytes.size(), out);
             std::fflush(out);
         },
-        bf16);
+        bf16, &st);
     std::fputs("\n", out);
+    if (spec.kind != "none")
+        fmt::print(stderr,
+                   "weft: speculation ({}): {} tokens in {} forwards (tau {:.2f}), {} of {} "
+                   "guessed tokens accepted\n",
+                   spec.kind, st.tokens, st.forwards, st.tokens_per_forward(), st.accepted,
+                   st.guessed);
 }
 
 }  // namespace weft::cli

@@ -1,17 +1,20 @@
 #pragma once
 // Prints the prompt and its continuation as the tokens arrive (`weft sample`), up to the
-// tokenizer's end-of-text token unless `ignore_eos`.
+// tokenizer's end-of-text token unless `ignore_eos`; with speculation (`spec`), its figures on
+// stderr at the end.
 #include <cstdio>
 #include <filesystem>
 #include <string>
 
 #include "weft/data/tokenizer.hpp"
+#include "weft/decode/speculative.hpp"
 #include "weft/model/generate.hpp"
 #include "weft/train/model_source.hpp"
 
 namespace weft::cli {
 
 void sample_text(const train::LoadedModel& m, const data::Tokenizer& tok, const std::string& prompt,
-                 const model::SampleOptions& o, bool ignore_eos, bool bf16, std::FILE* out);
+                 const model::SampleOptions& o, bool ignore_eos, bool bf16,
+                 const decode::SpecOptions& spec, std::FILE* out);
 
 }  // namespace weft::cli
