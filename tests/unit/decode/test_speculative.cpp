@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "support/family_cases.hpp"
 #include "weft/decode/speculative.hpp"
 #include "weft/model/family.hpp"
 #include "weft/model/kv_pool.hpp"
@@ -17,24 +18,11 @@ using namespace weft;
 
 namespace {
 
-model::ModelConfig small(const std::string& preset) {
-    model::ModelConfig c = model::model_preset(preset);
-    c.vocab_size = 61;
-    c.n_positions = 48;
-    c.n_layer = 2;
-    c.n_head = 4;
-    if (c.n_kv_head > 0) c.n_kv_head = 2;
-    if (c.qkv_bias) c.n_head = 2, c.n_kv_head = 1;
-    c.n_embd = 32;
-    if (c.n_inner > 0) c.n_inner = 48;
-    return c;
-}
-
 class Speculative : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
 
 TEST_P(Speculative, GreedyIsPlainGreedyBitForBit) {
     const auto [preset, bf16] = GetParam();
-    const model::ModelConfig c = small(preset);
+    const model::ModelConfig c = test::small_family_config(preset, 61, 48, 2);
     std::unique_ptr<model::Model> m = model::make_model(c);
     Buffer params(m->layout().total);
     model::init_params(params.data(), m->layout(), 11);
@@ -59,15 +47,8 @@ TEST_P(Speculative, GreedyIsPlainGreedyBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, Speculative,
-                         ::testing::Combine(::testing::Values("tiny", "llama-tiny", "qwen2-tiny",
-                                                              "moe-tiny"),
-                                            ::testing::Bool()),
-                         [](const auto& i) {
-                             std::string n = std::get<0>(i.param);
-                             for (char& ch : n)
-                                 if (ch == '-') ch = '_';
-                             return n + (std::get<1>(i.param) ? "_bf16" : "_fp32");
-                         });
+                         ::testing::Combine(test::family_presets(), ::testing::Bool()),
+                         test::family_case_name);
 
 }  // namespace
 
@@ -76,7 +57,7 @@ namespace {
 // The verify forward itself: every row of a branching tree has, bit for bit, the logits of the
 // same token decoded one step at a time along its path.
 TEST(TreeVerify, EveryRowHasItsPathsOneStepLogits) {
-    const model::ModelConfig c = small("llama-tiny");
+    const model::ModelConfig c = test::small_family_config("llama-tiny", 61, 48, 2);
     std::unique_ptr<model::Model> m = model::make_model(c);
     Buffer params(m->layout().total);
     model::init_params(params.data(), m->layout(), 12);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "support/family_cases.hpp"
 #include "support/model_run.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/model/family.hpp"
@@ -18,19 +19,6 @@ using namespace weft;
 using namespace weft::model;
 
 namespace {
-
-ModelConfig small(const std::string& preset) {
-    ModelConfig c = model_preset(preset);
-    c.vocab_size = 97;
-    c.n_positions = 16;
-    c.n_layer = 3;
-    c.n_head = 4;
-    if (c.n_kv_head > 0) c.n_kv_head = 2;
-    if (c.qkv_bias) c.n_head = 2, c.n_kv_head = 1;  // Qwen2's packed bias wants head_dim 16
-    c.n_embd = 32;
-    if (c.n_inner > 0) c.n_inner = 48;
-    return c;
-}
 
 // Gradients of two micro-batches, fused or split (all B's, then all W's, m0 before m1).
 std::vector<float> gradients(const ModelConfig& c, bool split) {
@@ -69,7 +57,7 @@ TEST_P(SplitBackward, GradientsEqualTheFusedBackwardsBitForBit) {
     const auto [preset, bf16] = GetParam();
     kernels::MatmulPrecisionScope precision(bf16 ? kernels::MatmulPrecision::bf16
                                                  : kernels::MatmulPrecision::fp32);
-    const ModelConfig c = small(preset);
+    const ModelConfig c = test::small_family_config(preset, 97, 16, 3);
     const std::vector<float> fused = gradients(c, false), split = gradients(c, true);
     ASSERT_EQ(fused.size(), split.size());
     size_t differ = 0, nonzero = 0;
@@ -82,14 +70,7 @@ TEST_P(SplitBackward, GradientsEqualTheFusedBackwardsBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, SplitBackward,
-                         ::testing::Combine(::testing::Values("tiny", "llama-tiny", "qwen2-tiny",
-                                                              "moe-tiny"),
-                                            ::testing::Bool()),
-                         [](const auto& i) {
-                             std::string n = std::get<0>(i.param);
-                             for (char& ch : n)
-                                 if (ch == '-') ch = '_';
-                             return n + (std::get<1>(i.param) ? "_bf16" : "_fp32");
-                         });
+                         ::testing::Combine(test::family_presets(), ::testing::Bool()),
+                         test::family_case_name);
 
 }  // namespace
