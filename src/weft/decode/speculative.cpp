@@ -15,12 +15,30 @@ void SpecOptions::validate() const {
     ngram.validate();
 }
 
-namespace {
+TokenTree propose(const SpecOptions& spec, std::span<const int32_t> context, int64_t room) {
+    NgramOptions no = spec.ngram;
+    no.max_tokens = int(std::min<int64_t>(no.max_tokens, room));
+    return spec.kind == "ngram" && no.max_tokens > 0 ? propose_ngram(context, no) : TokenTree{};
+}
 
-// Moves the keys and values of the accepted nodes from their verify slots (the root's position
-// + 1 + node index) to their positions (the root's + depth). A chain's slots are its positions.
-void keep_path(model::KvPool& kv, const model::BlockTable& table, int64_t n_layer, int64_t pos,
-               const std::vector<int>& nodes) {
+void tree_rows(int32_t root, const TokenTree& tree, std::vector<int32_t>& rows,
+               std::vector<int32_t>& parents) {
+    rows.assign(1, root);
+    parents.assign(1, -1);
+    for (int i = 0; i < tree.size(); ++i) {
+        rows.push_back(tree.tokens[size_t(i)]);
+        parents.push_back(tree.parents[size_t(i)] + 1);
+    }
+}
+
+Verdict accept(const TokenTree& tree, const RowLogits& logits, const model::SampleOptions& o,
+               const Philox& rng, uint64_t& counter) {
+    return o.temperature == 0 ? accept_greedy(tree, logits)
+                              : accept_sampling(tree, logits, o, {}, rng, counter);
+}
+
+void keep_accepted(model::KvPool& kv, const model::BlockTable& table, int64_t n_layer, int64_t pos,
+                   const std::vector<int>& nodes) {
     for (size_t d = 0; d < nodes.size(); ++d) {
         const int64_t from = pos + 1 + nodes[d], to = pos + 1 + int64_t(d);
         if (from == to) continue;
@@ -30,8 +48,6 @@ void keep_path(model::KvPool& kv, const model::BlockTable& table, int64_t n_laye
         }
     }
 }
-
-}  // namespace
 
 std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
                                           const model::ParamLayout& layout, const float* params,
@@ -58,42 +74,45 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
     std::vector<int32_t> context(prompt.begin(), prompt.end());
     if (int64_t(context.size()) > window) context.erase(context.begin(), context.end() - window);
 
-    // The context's last token is the root of every verify: its row's logits choose the next.
-    // Until then the positions before it are in the cache (`pos` of them).
-    int64_t pos = 0;
-    auto prefill = [&] {
-        kv.release_all(table);
-        pos = int64_t(context.size()) - 1;
-        if (pos > 0) {
-            kv.grow(table, pos);
-            batch.clear();
-            batch.add(std::span<const int32_t>(context.data(), size_t(pos)), 0, table, false);
-            forward.run(batch, kv);
-            ++st.forwards;
-        }
-    };
-    prefill();
-    const Philox rng = philox_for(o.seed, "speculative");
+    // As model::generate: the whole context is read and the next token drawn from its last
+    // row's logits with the plain sampling stream (the serving engine does the same after a
+    // prompt). From then on the last chosen token is the root of every verify, at `pos`, the
+    // positions before it in the cache.
+    const Philox plain = philox_for(o.seed, "sample"), rng = philox_for(o.seed, "speculative");
     uint64_t counter = 0;
     std::vector<int32_t> out;
+    bool stopped = false;
+    // Takes `t` unless it ends the text; false when it does.
+    auto take = [&](int32_t t) {
+        if (t == o.stop_token) return !(stopped = true);
+        out.push_back(t);
+        context.push_back(t);
+        if (on_token) on_token(t);
+        return true;
+    };
+    auto read_context = [&] {
+        kv.release_all(table);
+        kv.grow(table, int64_t(context.size()));
+        batch.clear();
+        batch.add(context, 0, table, true);
+        const std::span<const float> logits = forward.run(batch, kv);
+        ++st.forwards;
+        return take(model::pick_token(logits.first(V), o, plain.uniform(uint64_t(out.size()))));
+    };
     std::vector<int32_t> rows, parents;
-    while (int64_t(out.size()) < o.tokens) {
+    if (o.tokens > 0) read_context();
+    while (!stopped && int64_t(out.size()) < o.tokens) {
+        const int64_t pos = int64_t(context.size()) - 1;
         if (pos >= window) {
             // The window is full: keep its last half, as model::generate does.
             context.erase(context.begin(), context.end() - window / 2);
-            prefill();
+            read_context();
+            continue;
         }
         // At most the guesses the window and the tokens still wanted leave room for.
-        NgramOptions no = spec.ngram;
-        no.max_tokens = int(std::min<int64_t>(
-            {no.max_tokens, window - pos - 1, o.tokens - int64_t(out.size()) - 1}));
-        TokenTree tree = no.max_tokens > 0 ? propose_ngram(context, no) : TokenTree{};
-        rows.assign(1, context.back());
-        parents.assign(1, -1);
-        for (int i = 0; i < tree.size(); ++i) {
-            rows.push_back(tree.tokens[size_t(i)]);
-            parents.push_back(tree.parents[size_t(i)] + 1);
-        }
+        const TokenTree tree =
+            propose(spec, context, std::min(window - pos - 1, o.tokens - int64_t(out.size()) - 1));
+        tree_rows(context.back(), tree, rows, parents);
         kv.grow(table, pos + int64_t(rows.size()));
         batch.clear();
         batch.add_tree(rows, parents, pos, table);
@@ -102,30 +121,17 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
         auto row_logits = [&](int r) {
             return logits.subspan(size_t(r) * size_t(cfg.vocab_size), V);
         };
-        const Verdict v = o.temperature == 0
-                              ? accept_greedy(tree, row_logits)
-                              : accept_sampling(tree, row_logits, o, {}, rng, counter);
-        keep_path(kv, table, cfg.n_layer, pos, v.nodes);
+        const Verdict v = accept(tree, row_logits, o, rng, counter);
+        keep_accepted(kv, table, cfg.n_layer, pos, v.nodes);
         st.guessed += tree.size();
         st.accepted += int64_t(v.nodes.size());
         for (int i = 0; i < tree.size(); ++i) ++st.guessed_at[size_t(tree.depth(i) - 1)];
         for (size_t d = 0; d < v.nodes.size(); ++d) ++st.accepted_at[d];
-        // The accepted guesses, then the model's own next token.
-        std::vector<int32_t> chosen;
-        for (int n : v.nodes) chosen.push_back(tree.tokens[size_t(n)]);
-        chosen.push_back(v.next);
-        pos += 1 + int64_t(v.nodes.size());
-        for (int32_t t : chosen) {
-            if (t == o.stop_token || int64_t(out.size()) == o.tokens) {
-                st.tokens = int64_t(out.size());
-                return out;
-            }
-            out.push_back(t);
-            context.push_back(t);
-            if (on_token) on_token(t);
-        }
-        // The rows after the accepted path are stale; the next verify writes over them.
-        pos = int64_t(context.size()) - 1;
+        // The accepted guesses, then the model's own next token; the rows after the accepted
+        // path are stale, and the next verify writes over them.
+        for (int n : v.nodes)
+            if (!take(tree.tokens[size_t(n)])) break;
+        if (!stopped) take(v.next);
     }
     st.tokens = int64_t(out.size());
     return out;

@@ -11,8 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "weft/core/philox.hpp"
+#include "weft/decode/accept.hpp"
 #include "weft/decode/ngram.hpp"
 #include "weft/model/generate.hpp"
+#include "weft/model/kv_pool.hpp"
 
 namespace weft::decode {
 
@@ -32,6 +35,21 @@ struct SpecStats {
     // Tokens a forward (tau).
     double tokens_per_forward() const { return forwards ? double(tokens) / double(forwards) : 0; }
 };
+
+// The pieces a generation loop (this file's, the serving engine's) runs each step:
+// - the guesses after `context` (whose last token is the root), at most `room` of them;
+TokenTree propose(const SpecOptions& spec, std::span<const int32_t> context, int64_t room);
+// - the verify's rows, the root then the nodes, with their parents among the rows
+//   (model::RowBatch::add_tree);
+void tree_rows(int32_t root, const TokenTree& tree, std::vector<int32_t>& rows,
+               std::vector<int32_t>& parents);
+// - the verdict: greedy at temperature 0, else sampling with the guesses as fixed points;
+Verdict accept(const TokenTree& tree, const RowLogits& logits, const model::SampleOptions& o,
+               const Philox& rng, uint64_t& counter);
+// - the accepted nodes' keys and values moved from their verify slots (root position + 1 +
+//   node) to their positions (root position + depth): nothing to move for a chain.
+void keep_accepted(model::KvPool& kv, const model::BlockTable& table, int64_t n_layer,
+                   int64_t root_pos, const std::vector<int>& nodes);
 
 // model::generate with the guesses of `spec`: the same tokens under greedy decoding; the same
 // distribution when sampling.
