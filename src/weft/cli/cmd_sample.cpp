@@ -43,18 +43,7 @@ void add_sample_command(CLI::App& app) {
                 "there, before --tokens)");
     add_tokenizer_options(c, a->tokenizer, a->tokenizer_dir);
     add_generation_dtype_option(c, a->dtype);
-    c->add_option("--spec", a->spec.kind,
-                  "Guess tokens and verify them in one forward: none, or ngram (prompt lookup: "
-                  "what followed the text's last words earlier on). The output is plain "
-                  "decoding's: the same tokens when greedy, the same distribution when sampling")
-        ->capture_default_str();
-    c->add_option("--spec-tokens", a->spec.ngram.max_tokens, "Most tokens guessed a step")
-        ->capture_default_str();
-    c->add_option("--ngram-max", a->spec.ngram.max_n,
-                  "--spec ngram: the longest run of the text's last tokens looked up")
-        ->capture_default_str();
-    c->add_option("--ngram-min", a->spec.ngram.min_n, "--spec ngram: the shortest run looked up")
-        ->capture_default_str();
+    add_speculation_options(c, a->spec);
     c->callback([a] {
         a->o.validate();
         a->spec.validate();

@@ -88,12 +88,12 @@ void serve(ServeArgs& a) {
     });
     fmt::print(
         "weft serve: model {} ({}, {:.2f}M parameters, context {}), dtype {}, {} threads, "
-        "KV pool {} blocks of {} tokens ({} tokens), {} slots, batch {} tokens, "
+        "KV pool {} blocks of {} tokens ({} tokens), {} slots, batch {} tokens, speculation {}, "
         "http://{}:{}/v1\n",
         ctx.model_id, cfg.family, double(model::num_parameters(cfg)) / 1e6, cfg.n_positions,
         a.dtype, threads, a.engine.kv_blocks, a.engine.block_tokens,
         a.engine.kv_blocks * a.engine.block_tokens, a.engine.slots, a.engine.batch_tokens,
-        a.front.host, port);
+        a.engine.spec.kind, a.front.host, port);
     fmt::print("weft serve: chat template: {}\n", chat.description);
     std::fflush(stdout);
     front.listen();  // returns once stopped and every handler has answered
@@ -124,6 +124,7 @@ void add_serve_command(CLI::App& app) {
     c->add_option("--api-key", a->front.api_key,
                   "Require 'Authorization: Bearer KEY' on /v1/ routes");
     add_generation_dtype_option(c, a->dtype);
+    add_speculation_options(c, a->engine.spec);
     c->add_option("--threads", a->threads,
                   "OpenMP threads (0: OMP_NUM_THREADS, else the node's cores)")
         ->capture_default_str();

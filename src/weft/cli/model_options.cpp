@@ -36,4 +36,19 @@ bool generation_bf16(const std::string& dtype) {
     return dtype == "bf16";
 }
 
+void add_speculation_options(CLI::App* c, decode::SpecOptions& spec) {
+    c->add_option("--spec", spec.kind,
+                  "Guess tokens and verify them in one forward: none, or ngram (prompt lookup: "
+                  "what followed the text's last words earlier on). The output is plain "
+                  "decoding's: the same tokens when greedy, the same distribution when sampling")
+        ->capture_default_str();
+    c->add_option("--spec-tokens", spec.ngram.max_tokens, "Most tokens guessed a step")
+        ->capture_default_str();
+    c->add_option("--ngram-max", spec.ngram.max_n,
+                  "--spec ngram: the longest run of the text's last tokens looked up")
+        ->capture_default_str();
+    c->add_option("--ngram-min", spec.ngram.min_n, "--spec ngram: the shortest run looked up")
+        ->capture_default_str();
+}
+
 }  // namespace weft::cli

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <string>
 
+#include "weft/decode/speculative.hpp"
+
 namespace CLI {
 class App;
 }
@@ -24,5 +26,8 @@ void add_tokenizer_options(CLI::App* c, std::filesystem::path& tokenizer,
 void add_generation_dtype_option(CLI::App* c, std::string& dtype);
 // Whether `dtype` is bf16; an error naming it unless fp32 or bf16.
 bool generation_bf16(const std::string& dtype);
+// --spec, --spec-tokens, --ngram-max, --ngram-min of the commands that generate: guessed tokens
+// verified in the same forward (docs/decoding.md).
+void add_speculation_options(CLI::App* c, decode::SpecOptions& spec);
 
 }  // namespace weft::cli

@@ -16,6 +16,7 @@ struct Engine::Running {
           out(std::make_shared<Stream>()),
           tokens(req.prompt),
           rng(philox_for(req.o.seed, "sample")),
+          spec_rng(philox_for(req.o.seed, "speculative")),
           text(req.stop) {}
 
     Request req;
@@ -25,6 +26,8 @@ struct Engine::Running {
     std::vector<int32_t> tokens;   // the prompt, then what was generated
     int64_t computed = 0;          // positions in the cache
     Philox rng;                    // as `weft sample`'s: token i draws its uniform number i
+    Philox spec_rng;               // speculation's, as weft sample --spec's
+    uint64_t spec_counter = 0;
     StopText text;
     std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();  // submitted
     bool ended = false;  // its last update, with a finish reason, was pushed
@@ -46,6 +49,7 @@ int64_t kv_blocks_in(double gib, int64_t n_layer, int64_t kv_width, int64_t bloc
 void EngineOptions::validate() const {
     WEFT_CHECK(slots >= 1, "--slots must be at least 1, got {}", slots);
     WEFT_CHECK(batch_tokens >= 1, "--batch-tokens must be at least 1, got {}", batch_tokens);
+    spec.validate();
 }
 
 namespace {
@@ -118,7 +122,34 @@ void Engine::sample_next(Running& r, std::span<const float> logits) {
     const std::span<const float> l = logits.first(model::sampled_vocab(config(), r.req.o));
     const int64_t i = r.generated();
     const int32_t t = model::pick_token(l, r.req.o, r.rng.uniform(uint64_t(i)));
-    const float logprob = model::token_logprob(l, t);
+    emit(r, t, model::token_logprob(l, t));
+}
+
+void Engine::accept_tree(Running& r, const decode::TokenTree& tree, std::span<const float> logits) {
+    const size_t V = size_t(config().vocab_size), Vs = model::sampled_vocab(config(), r.req.o);
+    auto row = [&](int k) { return logits.subspan(size_t(k) * V, Vs); };
+    const decode::Verdict v = decode::accept(tree, row, r.req.o, r.spec_rng, r.spec_counter);
+    {
+        std::lock_guard lock(mu_);
+        stats_.spec_guessed += tree.size();
+        stats_.spec_accepted += int64_t(v.nodes.size());
+    }
+    const int64_t root = r.computed - 1;  // the verify's root row sat here
+    decode::keep_accepted(pool_, r.table, config().n_layer, root, v.nodes);
+    // Each token with its log-probability at the row that chose it: the root's, then each
+    // accepted node's.
+    int at = 0;
+    for (size_t k = 0; k < v.nodes.size(); ++k) {
+        const int32_t t = tree.tokens[size_t(v.nodes[k])];
+        emit(r, t, model::token_logprob(row(at), t));
+        if (r.ended) return;
+        r.computed = root + 2 + int64_t(k);  // the node's keys are kept, at its position
+        at = v.nodes[k] + 1;
+    }
+    emit(r, v.next, model::token_logprob(row(at), v.next));
+}
+
+void Engine::emit(Running& r, int32_t t, float logprob) {
     if (t == r.req.o.stop_token) return finish(r, "stop");
     r.tokens.push_back(t);
     bool stopped = false;
@@ -204,14 +235,25 @@ bool Engine::step() {
     // recomputed, of its prompt and what it generated) for the others. Decodes first, then
     // chunks while the budget lasts (at least one per step, so that a prompt advances however
     // many decodes there are). Cut anywhere: a row's bits do not depend on its chunk.
+    // A request in decode may run a tree of guesses after its last token instead (o_.spec).
     std::vector<int64_t> n(running_.size(), 0);
+    std::vector<decode::TokenTree> trees(running_.size());
+    // With speculation every decode step is a verify, even of no guess: its draws then come from
+    // speculation's stream as `weft sample --spec`'s do.
+    const bool speculate = o_.spec.kind != "none";
+    std::vector<char> verify(running_.size(), 0);
     int64_t budget = o_.batch_tokens;
-    for (size_t i = 0; i < running_.size(); ++i)
-        if (!running_[i]->out->cancelled() &&
-            int64_t(running_[i]->tokens.size()) - running_[i]->computed == 1) {
-            n[i] = 1;
-            --budget;
-        }
+    for (size_t i = 0; i < running_.size(); ++i) {
+        const Running& r = *running_[i];
+        if (r.out->cancelled() || int64_t(r.tokens.size()) - r.computed != 1) continue;
+        // At most the tokens still wanted after the model's own, within the context.
+        const int64_t room =
+            std::min(r.req.o.tokens - r.generated() - 1, config().n_positions - r.computed - 1);
+        trees[i] = decode::propose(o_.spec, r.tokens, room);
+        verify[i] = speculate;
+        n[i] = 1 + trees[i].size();
+        budget -= n[i];
+    }
     bool chunked = false;
     for (size_t i = 0; i < running_.size(); ++i) {
         const Running& r = *running_[i];
@@ -230,15 +272,26 @@ bool Engine::step() {
             const bool self = i + 1 == running_.size();
             preempt_newest();
             n.pop_back();
+            trees.pop_back();
+            verify.pop_back();
             if (self) break;
         }
     }
     batch_.clear();
     std::vector<Running*> sampled;
+    std::vector<std::pair<Running*, size_t>> verified;  // a request and its tree's index
+    std::vector<int32_t> rows, parents;
     int64_t prompt_tokens = 0;
     for (size_t i = 0; i < running_.size(); ++i) {
         if (n[i] == 0) continue;
         Running& r = *running_[i];
+        if (verify[i]) {  // its last token and its guesses, every row's logits
+            decode::tree_rows(r.tokens.back(), trees[i], rows, parents);
+            batch_.add_tree(rows, parents, r.computed, r.table);
+            r.computed += 1;  // the root; the accepted guesses follow in accept_tree
+            verified.push_back({&r, i});
+            continue;
+        }
         const bool last = r.computed + n[i] == int64_t(r.tokens.size());
         batch_.add(std::span<const int32_t>(r.tokens).subspan(size_t(r.computed), size_t(n[i])),
                    r.computed, r.table, last);
@@ -249,7 +302,20 @@ bool Engine::step() {
     }
     const std::span<const float> logits = forward_.run(batch_, pool_);
     const size_t V = size_t(config().vocab_size);
-    for (size_t i = 0; i < sampled.size(); ++i) sample_next(*sampled[i], logits.subspan(i * V, V));
+    // The logit rows are in the order the requests were added: each verified request's tree
+    // rows, each sampled request's one row.
+    size_t at = 0, next_sampled = 0, next_verified = 0;
+    for (size_t i = 0; i < running_.size(); ++i) {
+        if (next_verified < verified.size() && verified[next_verified].second == i) {
+            Running& r = *verified[next_verified++].first;
+            const decode::TokenTree& t = trees[i];
+            accept_tree(r, t, logits.subspan(at * V, size_t(t.size() + 1) * V));
+            at += size_t(t.size()) + 1;
+        } else if (next_sampled < sampled.size() && sampled[next_sampled] == running_[i].get()) {
+            sample_next(*sampled[next_sampled++], logits.subspan(at * V, V));
+            ++at;
+        }
+    }
     // The blocks filled in this step, published for the requests with the same prefix.
     const int64_t B = pool_.block_tokens();
     for (auto& r : running_)

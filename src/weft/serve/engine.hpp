@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "weft/decode/speculative.hpp"
 #include "weft/model/generate.hpp"
 #include "weft/serve/histogram.hpp"
 #include "weft/serve/stream.hpp"
@@ -43,7 +44,10 @@ struct EngineOptions {
     int64_t batch_tokens = 512;  // a step's token budget, and the prompt chunk size
     int64_t block_tokens = 16;   // KV cache positions per block of the pool
     int64_t kv_blocks = 0;       // blocks in the pool
-    bool bf16 = false;           // products on weights rounded to bf16 (--dtype bf16)
+    // Guessed tokens verified in the same step (docs/decoding.md): a request in decode runs a
+    // tree of rows and may take several tokens a step; its output is what it would be without.
+    decode::SpecOptions spec;
+    bool bf16 = false;  // products on weights rounded to bf16 (--dtype bf16)
 
     // Errors naming --slots or --batch-tokens (the pool is checked by the engine).
     void validate() const;
@@ -54,8 +58,9 @@ struct EngineStats {
     int64_t prompt_tokens = 0, generated_tokens = 0;  // since the start
     int64_t requests_done = 0, steps = 0;
     int64_t kv_blocks_used = 0, kv_blocks_total = 0;
-    int64_t preemptions = 0;              // running requests sent back to wait for KV blocks
-    int64_t prefix_cache_hit_tokens = 0;  // prompt positions taken from published blocks
+    int64_t preemptions = 0;  // running requests sent back to wait for KV blocks
+    int64_t spec_guessed = 0, spec_accepted = 0;  // guessed tokens verified, and kept
+    int64_t prefix_cache_hit_tokens = 0;          // prompt positions taken from published blocks
     // Seconds from a request's submission to its first token, and between its tokens.
     Histogram time_to_first_token, time_per_output_token;
 };
@@ -90,6 +95,11 @@ class Engine {
     struct Running;
     void finish(Running& r, const std::string& reason);
     void sample_next(Running& r, std::span<const float> logits);
+    // Hands `t`, chosen with log-probability `logprob`, to the request's stream (or ends it).
+    void emit(Running& r, int32_t t, float logprob);
+    // A speculating request's verdict on its tree's rows (their logits from `logits`), the
+    // accepted tokens and the model's next one emitted.
+    void accept_tree(Running& r, const decode::TokenTree& tree, std::span<const float> logits);
     // Takes waiting requests while slots and the blocks of their tokens are free (lock held).
     void admit();
     // Frees the blocks of the newest running request and puts it at the head of the queue.

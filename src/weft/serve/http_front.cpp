@@ -43,6 +43,11 @@ std::string metrics_text(const EngineStats& s) {
            s.kv_blocks_total - s.kv_blocks_used);
     metric("weft_preemptions_total", "counter",
            "Running requests whose KV blocks were freed, to be recomputed.", s.preemptions);
+    metric("weft_spec_guessed_tokens_total", "counter",
+           "Guessed tokens verified (--spec; docs/decoding.md).", s.spec_guessed);
+    metric("weft_spec_accepted_tokens_total", "counter",
+           "Guessed tokens the model agreed with: tokens generated without a step of their own.",
+           s.spec_accepted);
     metric("weft_prefix_cache_hit_tokens_total", "counter",
            "Prompt positions whose keys and values came from another request's blocks.",
            s.prefix_cache_hit_tokens);

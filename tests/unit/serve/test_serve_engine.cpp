@@ -89,7 +89,9 @@ std::vector<Update> run_all(Engine& e, const std::vector<std::shared_ptr<Stream>
 }
 
 EngineOptions options(int slots, int64_t batch_tokens, int64_t kv_blocks = 1000) {
-    return {slots, batch_tokens, 16, kv_blocks};
+    EngineOptions o;
+    o.slots = slots, o.batch_tokens = batch_tokens, o.kv_blocks = kv_blocks;
+    return o;
 }
 
 std::string piece(int32_t t) {
@@ -298,4 +300,31 @@ TEST(ServeStopText, HoldsBackWhatMayBecomeAStop) {
     EXPECT_EQ(u.add("caf\xc3", stopped), "caf");  // the first byte of "é"
     EXPECT_EQ(u.add("\xa9!", stopped), "\xc3\xa9!");
     EXPECT_EQ(u.flush(), "");
+}
+
+// Speculation in the engine (docs/decoding.md): greedy requests verifying prompt-lookup guesses
+// among others keep plain `weft sample`'s tokens and logprob bits, and a seeded sampling request
+// gives `weft sample --spec ngram`'s tokens.
+TEST_P(ServeEngine, SpeculationKeepsTheOutput) {
+    const model::ModelConfig c = small_config(GetParam());
+    Weights w(c);
+    EngineOptions o = options(8, 64);
+    o.spec.kind = "ngram";
+    o.spec.ngram.max_tokens = 5;
+    Engine e(c, w.model->layout(), w.params.data(), piece, o);
+    std::vector<Request> requests;
+    std::vector<std::shared_ptr<Stream>> streams;
+    for (int i = 0; i < 6; ++i) {
+        // Prompts that repeat themselves, so that guesses are found; one sampling request.
+        std::vector<int32_t> p = tokens(3, 10 + i, c.vocab_size), twice;
+        for (int k = 0; k < 4; ++k) twice.insert(twice.end(), p.begin(), p.end());
+        requests.push_back(request(twice, 24, i == 5 ? 0.8f : 0.0f, 70 + i));
+        streams.push_back(e.submit(requests.back()));
+    }
+    const std::vector<Update> out = run_all(e, streams);
+    expect_as_sampled(c, w, std::vector<Request>(requests.begin(), requests.end() - 1), out);
+    const Request& s = requests.back();
+    EXPECT_EQ(out.back().tokens, decode::generate_speculative(c, w.model->layout(), w.params.data(),
+                                                              s.prompt, s.o, o.spec));
+    EXPECT_GT(e.stats().spec_accepted, 0) << "no guess was ever kept";
 }
