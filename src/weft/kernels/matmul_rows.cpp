@@ -1,24 +1,212 @@
 #include "weft/kernels/matmul_rows.hpp"
 
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 
+#include "weft/core/error.hpp"
+#include "weft/kernels/isa.hpp"
+#include "weft/kernels/lanes.hpp"
 #include "weft/kernels/precision.hpp"
+#include "weft/kernels/simd.hpp"
 
 namespace weft::kernels {
 
-// The reference order: each output element sums its K products in index order, one fp32
-// multiply-add at a time, then adds the bias. Whatever a faster path does, it keeps one order per
-// element that no M, tile or thread can change.
-void matmul_rows(float* out, const float* inp, const float* weight, const float* bias, int64_t M,
-                 int64_t K, int64_t N) {
-    for (int64_t m = 0; m < M; ++m)
-        for (int64_t n = 0; n < N; ++n) {
-            const float* x = inp + m * K;
-            const float* w = weight + n * K;
-            float s = 0;
-            for (int64_t k = 0; k < K; ++k) s += x[k] * w[k];
+// The order, one for every element, every path, M, tile and thread: 16 running sums, lane l
+// taking the products of k ≡ l (mod 16) in increasing k, one fused multiply-add each (bf16:
+// lane l takes the pairs k = 32i + 2l, 32i + 2l + 1, the odd product added first, then the
+// even, as vdpbf16ps does); then a fixed tree folds the 16 lanes: l + (l+8), then + (l+4), + (l+2),
+// + (l+1); then the bias is added. Lanes over K let the weight be read in place, row by row, and
+// a register tile of rows x columns folds its sums together, four columns per tree (reduce4).
+// The portable path computes the same sequence lane by lane, so both paths give the same bits.
+
+namespace {
+
+constexpr int kLanes = 16;
+constexpr int kTileCols = 4;  // one reduce4 per tile row
+constexpr int kTileRows = 6;  // 24 accumulators, 4 weight vectors, 1 input vector: 29 registers
+// Column tiles of one block: their weights (64 rows of K) stay in L2 while every row of the
+// input passes over them.
+constexpr int64_t kBlockTiles = 16;
+// Below this many multiply-adds one thread computes the whole product: waking a team costs more.
+constexpr int64_t kMinParallel = int64_t(1) << 16;
+
+// The fold of 16 lane sums, in the order the vector path's reduce4 takes.
+float fold(const float (&p)[kLanes]) {
+    float s1[8], s2[4];
+    for (int j = 0; j < 8; ++j) s1[j] = p[j] + p[j + 8];
+    for (int j = 0; j < 4; ++j) s2[j] = s1[j] + s1[j + 4];
+    return (s2[0] + s2[2]) + (s2[1] + s2[3]);
+}
+
+float dot_portable(const float* x, const float* w, int64_t K) {
+    float p[kLanes] = {};
+    for (int64_t k0 = 0; k0 < K; k0 += kLanes)
+        for (int l = 0; l < kLanes; ++l) {
+            // Past K the vector path multiplies masked zeros: fma(0, 0, p) == p.
+            const int64_t k = k0 + l;
+            if (k < K) p[l] = std::fma(x[k], w[k], p[l]);
+        }
+    return fold(p);
+}
+
+float dot_portable(const uint16_t* x, const uint16_t* w, int64_t K) {
+    float p[kLanes] = {};
+    for (int64_t k0 = 0; k0 < K; k0 += 2 * kLanes)
+        for (int l = 0; l < kLanes; ++l) {
+            const int64_t even = k0 + 2 * l, odd = even + 1;
+            // A product of two bf16 is exact in fp32: an fma and a multiply then an add agree.
+            if (odd < K) p[l] += bf16_to_fp32(x[odd]) * bf16_to_fp32(w[odd]);
+            if (even < K) p[l] += bf16_to_fp32(x[even]) * bf16_to_fp32(w[even]);
+        }
+    return fold(p);
+}
+
+template <typename T>
+void rows_portable(float* out, const T* x, const T* w, const float* bias, int64_t M, int64_t K,
+                   int64_t N) {
+#pragma omp parallel for schedule(static) if (M * N * K >= kMinParallel)
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t m = 0; m < M; ++m) {
+            const float s = dot_portable(x + m * K, w + n * K, K);
             out[m * N + n] = bias ? s + bias[n] : s;
         }
+}
+
+#if defined(__AVX512F__)
+// The fold of four accumulators' lanes at once: lane sums of a, b, c, d in lanes 0-3.
+inline __m128 reduce4(__m512 a, __m512 b, __m512 c, __m512 d) {
+    // l + (l+8): 128-bit blocks 0,1 + 2,3, two accumulators per register.
+    const __m512 ab =
+        _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xee));
+    const __m512 cd =
+        _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0x44), _mm512_shuffle_f32x4(c, d, 0xee));
+    // + (l+4): one accumulator per block.
+    __m512 v =
+        _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0x88), _mm512_shuffle_f32x4(ab, cd, 0xdd));
+    v = _mm512_add_ps(v, _mm512_permute_ps(v, 0x4e));  // + (l+2)
+    v = _mm512_add_ps(v, _mm512_permute_ps(v, 0xb1));  // + (l+1)
+    const __m512i first = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
+    return _mm512_castps512_ps128(_mm512_permutexvar_ps(first, v));
+}
+
+struct F32 {
+    using T = float;
+    using V = __m512;
+    static constexpr int kStep = kLanes;
+    static V load(const float* p) { return _mm512_loadu_ps(p); }
+    static V load(const float* p, int64_t rest) {
+        return _mm512_maskz_loadu_ps(__mmask16((1u << rest) - 1), p);
+    }
+    static __m512 madd(__m512 acc, V x, V w) { return _mm512_fmadd_ps(x, w, acc); }
+};
+
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+struct Bf16 {
+    using T = uint16_t;
+    using V = __m512i;
+    static constexpr int kStep = 2 * kLanes;
+    static V load(const uint16_t* p) { return _mm512_loadu_si512(p); }
+    static V load(const uint16_t* p, int64_t rest) {
+        return _mm512_maskz_loadu_epi16(__mmask32((uint64_t(1) << rest) - 1), p);
+    }
+    static __m512 madd(__m512 acc, V x, V w) {
+        return _mm512_dpbf16_ps(acc, (__m512bh)x, (__m512bh)w);
+    }
+};
+#endif
+
+// R rows x 4 columns of out, from R input rows (stride K) and `cols` <= 4 weight rows. Missing
+// columns repeat the first (their sums are not stored), so every element takes the same path.
+template <class Op, int R>
+[[gnu::always_inline]] inline void tile(float* out, int64_t N, const typename Op::T* x,
+                                        const typename Op::T* w, const float* bias, int64_t K,
+                                        int cols) {
+    const typename Op::T* wr[kTileCols];
+    for (int c = 0; c < kTileCols; ++c) wr[c] = w + (c < cols ? c : 0) * K;
+    __m512 acc[R][kTileCols];
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < kTileCols; ++c) acc[r][c] = _mm512_setzero_ps();
+    auto step = [&](int64_t k, auto... rest) {
+        typename Op::V wv[kTileCols];
+        for (int c = 0; c < kTileCols; ++c) wv[c] = Op::load(wr[c] + k, rest...);
+        for (int r = 0; r < R; ++r) {
+            const typename Op::V xv = Op::load(x + r * K + k, rest...);
+            for (int c = 0; c < kTileCols; ++c) acc[r][c] = Op::madd(acc[r][c], xv, wv[c]);
+        }
+    };
+    int64_t k = 0;
+    for (; k + Op::kStep <= K; k += Op::kStep) step(k);
+    if (k < K) step(k, K - k);
+    const __mmask8 keep = __mmask8((1u << cols) - 1);
+    const __m128 b = bias ? _mm_maskz_loadu_ps(keep, bias) : _mm_setzero_ps();
+    for (int r = 0; r < R; ++r) {
+        __m128 s = reduce4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
+        if (bias) s = _mm_add_ps(s, b);
+        _mm_mask_storeu_ps(out + r * N, keep, s);
+    }
+}
+
+template <class Op>
+void tile_rows(int rows, float* out, int64_t N, const typename Op::T* x, const typename Op::T* w,
+               const float* bias, int64_t K, int cols) {
+    switch (rows) {
+        case 1:
+            return tile<Op, 1>(out, N, x, w, bias, K, cols);
+        case 2:
+            return tile<Op, 2>(out, N, x, w, bias, K, cols);
+        case 3:
+            return tile<Op, 3>(out, N, x, w, bias, K, cols);
+        case 4:
+            return tile<Op, 4>(out, N, x, w, bias, K, cols);
+        case 5:
+            return tile<Op, 5>(out, N, x, w, bias, K, cols);
+        default:
+            return tile<Op, kTileRows>(out, N, x, w, bias, K, cols);
+    }
+}
+
+// Threads take contiguous ranges of column tiles; an element is computed whole by one thread.
+template <class Op>
+void rows_avx512(float* out, const typename Op::T* x, const typename Op::T* w, const float* bias,
+                 int64_t M, int64_t K, int64_t N) {
+    const int64_t tiles = (N + kTileCols - 1) / kTileCols;
+#pragma omp parallel if (M * N * K >= kMinParallel && tiles > 1)
+    {
+        const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+        const int64_t lo = tiles * t / threads, hi = tiles * (t + 1) / threads;
+        for (int64_t block = lo; block < hi; block += kBlockTiles) {
+            const int64_t block_end = std::min(hi, block + kBlockTiles);
+            for (int64_t m = 0; m < M; m += kTileRows) {
+                const int rows = int(std::min<int64_t>(kTileRows, M - m));
+                for (int64_t j = block; j < block_end; ++j) {
+                    const int64_t n = j * kTileCols;
+                    tile_rows<Op>(rows, out + m * N + n, N, x + m * K, w + n * K,
+                                  bias ? bias + n : nullptr, K,
+                                  int(std::min<int64_t>(kTileCols, N - n)));
+                }
+            }
+        }
+    }
+}
+#endif
+
+void check_shape(const char* what, int64_t M, int64_t K, int64_t N) {
+    WEFT_CHECK(M >= 0 && K >= 0 && N >= 0, "{}: M={} K={} N={}, expected non-negative sizes", what,
+               M, K, N);
+}
+
+}  // namespace
+
+void matmul_rows(float* out, const float* inp, const float* weight, const float* bias, int64_t M,
+                 int64_t K, int64_t N) {
+    check_shape("matmul_rows", M, K, N);
+#if defined(__AVX512F__)
+    if (use_avx512()) return rows_avx512<F32>(out, inp, weight, bias, M, K, N);
+#endif
+    rows_portable(out, inp, weight, bias, M, K, N);
 }
 
 RowWeightsBf16::RowWeightsBf16(const float* weight, int64_t n, int64_t k)
@@ -29,17 +217,16 @@ RowWeightsBf16::RowWeightsBf16(const float* weight, int64_t n, int64_t k)
 void matmul_rows_bf16(float* out, const float* inp, const RowWeightsBf16& weight, const float* bias,
                       int64_t M) {
     const int64_t K = weight.K, N = weight.N;
-    std::vector<float> x(static_cast<std::size_t>(K));
-    for (int64_t m = 0; m < M; ++m) {
-        for (int64_t k = 0; k < K; ++k)
-            x[std::size_t(k)] = bf16_to_fp32(fp32_to_bf16(inp[m * K + k]));
-        for (int64_t n = 0; n < N; ++n) {
-            const uint16_t* w = weight.w.data() + n * K;
-            float s = 0;
-            for (int64_t k = 0; k < K; ++k) s += x[std::size_t(k)] * bf16_to_fp32(w[k]);
-            out[m * N + n] = bias ? s + bias[n] : s;
-        }
-    }
+    check_shape("matmul_rows_bf16", M, K, N);
+    // The input rounded once per call; each row's bits depend only on that row.
+    thread_local std::vector<uint16_t> x;
+    x.resize(std::size_t(M * K));
+    convert_fp32_to_bf16(x.data(), inp, M, K, K);
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+    if (lanes::vectors<uint16_t>())
+        return rows_avx512<Bf16>(out, x.data(), weight.w.data(), bias, M, K, N);
+#endif
+    rows_portable(out, x.data(), weight.w.data(), bias, M, K, N);
 }
 
 }  // namespace weft::kernels

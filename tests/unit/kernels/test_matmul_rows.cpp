@@ -1,12 +1,15 @@
 // matmul_rows: the product against a double-precision reference, and each row the same bits
-// whatever M (the property serving's batch invariance rests on).
+// whatever M, thread count or kernel path (the property serving's batch invariance rests on).
 #include <gtest/gtest.h>
+#include <omp.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "weft/kernels/isa.hpp"
 #include "weft/kernels/matmul_rows.hpp"
 #include "weft/kernels/precision.hpp"
 
@@ -63,10 +66,10 @@ TEST(MatmulRowsBf16, MatchesRoundedReference) {
 }
 
 // Row m of a product of M rows equals, bitwise, the product of that row alone, for every M up to
-// past any tile a fast path uses, and any position of the row in the batch.
+// past several of the fast path's 6-row tiles, and any position of the row in the batch.
 template <class Product>
 void expect_rows_invariant(Product product, int64_t K, int64_t N) {
-    const int64_t max_m = 37;
+    const int64_t max_m = 70;
     auto x = randn(size_t(max_m * K), 6);
     std::vector<float> alone(size_t(max_m * N));
     for (int64_t m = 0; m < max_m; ++m) product(alone.data() + m * N, x.data() + m * K, 1);
@@ -95,6 +98,53 @@ TEST(MatmulRowsBf16, EveryRowTheSameBitsForAnyM) {
         expect_rows_invariant([&](float* out, const float* x,
                                   int64_t M) { matmul_rows_bf16(out, x, w16, b.data(), M); },
                               K, N);
+    }
+}
+
+// The same bits from every thread count and kernel path: the columns are split differently over
+// the threads (the largest shape is past the size below which one thread computes it), and the
+// portable path computes the vector path's order lane by lane.
+template <class Product>
+void expect_same_bits_everywhere(Product product, int64_t M, int64_t K, int64_t N,
+                                 const char* what) {
+    auto x = randn(size_t(M * K), 11);
+    std::vector<float> want(size_t(M * N));
+    product(want.data(), x.data(), M);
+    const int initial = omp_get_max_threads();
+    for (Isa isa : {Isa::avx512, Isa::portable}) {
+        if (!isa_available(isa)) continue;
+        set_kernel_isa(isa);
+        for (int threads : {1, 2, 3}) {
+            omp_set_num_threads(threads);
+            std::vector<float> got(size_t(M * N));
+            product(got.data(), x.data(), M);
+            EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+                << what << " M " << M << " K " << K << " N " << N << ", " << isa_name(isa) << ", "
+                << threads << " threads";
+        }
+    }
+    omp_set_num_threads(initial);
+    set_kernel_isa(default_isa());
+}
+
+TEST(MatmulRows, SameBitsForAnyThreadsAndPath) {
+    for (auto [M, K, N] : {std::array<int64_t, 3>{1, 576, 192}, {13, 129, 67}, {40, 576, 200}}) {
+        auto w = randn(size_t(N * K), 12), b = randn(size_t(N), 13);
+        expect_same_bits_everywhere(
+            [&](float* out, const float* x, int64_t m) {
+                matmul_rows(out, x, w.data(), b.data(), m, K, N);
+            },
+            M, K, N, "fp32");
+    }
+}
+
+TEST(MatmulRowsBf16, SameBitsForAnyThreadsAndPath) {
+    for (auto [M, K, N] : {std::array<int64_t, 3>{1, 576, 192}, {13, 129, 67}, {40, 576, 200}}) {
+        auto w = randn(size_t(N * K), 14), b = randn(size_t(N), 15);
+        RowWeightsBf16 w16(w.data(), N, K);
+        expect_same_bits_everywhere([&](float* out, const float* x,
+                                        int64_t m) { matmul_rows_bf16(out, x, w16, b.data(), m); },
+                                    M, K, N, "bf16");
     }
 }
 
