@@ -15,8 +15,10 @@
 #include "weft/comm/mesh.hpp"
 #include "weft/core/error.hpp"
 #include "weft/kernels/attention/attention.hpp"
+#include "weft/kernels/best_time.hpp"
 #include "weft/kernels/gemm_peak.hpp"
 #include "weft/kernels/matmul.hpp"
+#include "weft/kernels/memory_bandwidth.hpp"
 #include "weft/train/memory.hpp"
 #include "weft/train/memory_fit.hpp"
 #include "weft/train/process.hpp"
@@ -32,21 +34,7 @@ struct ProfileArgs {
 };
 
 using Clock = std::chrono::steady_clock;
-
-// Best time of `f` over repetitions lasting about `seconds` (at least 3 after one warm-up):
-// the machine is shared, and the best run is the one least disturbed.
-template <typename F>
-double best_time(double seconds, F&& f) {
-    f();
-    double best = 1e300, spent = 0;
-    for (int i = 0; i < 3 || spent < seconds; ++i) {
-        auto t0 = Clock::now();
-        f();
-        double t = std::chrono::duration<double>(Clock::now() - t0).count();
-        best = std::min(best, t), spent += t;
-    }
-    return best;
-}
+using kernels::best_time;
 
 // Solves the normal equations of least squares for x in A x ~ y (A: rows of 4).
 std::array<double, 4> least_squares(const std::vector<std::array<double, 4>>& A,
@@ -128,18 +116,6 @@ double attention_efficiency(double peak, double seconds) {
     return std::min(1.0, 3 * 2.0 * double(B * T * T * C) / (t * peak));
 }
 
-// Triad a = b + s·c over arrays far larger than the caches: 12 bytes per element.
-double memory_bandwidth(double seconds) {
-    const int64_t n = int64_t(64) << 20;
-    std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n), 1.0f),
-        c(static_cast<size_t>(n), 2.0f);
-    const double t = best_time(seconds, [&] {
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < n; ++i) a[size_t(i)] = b[size_t(i)] + 0.5f * c[size_t(i)];
-    });
-    return 12.0 * double(n) / t;
-}
-
 std::string cpu_name() {
     std::ifstream f("/proc/cpuinfo");
     std::string line;
@@ -186,7 +162,8 @@ void add_profile_command(CLI::App& app) {
         double overhead = 0;
         nlohmann::json gemm = fit_gemm(peak, a->seconds, overhead);
         double attn = attention_efficiency(peak, a->seconds);
-        double bw = memory_bandwidth(a->seconds) / ranks;  // per rank, all ranks streaming
+        double bw =
+            kernels::measure_memory_bandwidth(a->seconds) / ranks;  // per rank, all ranks streaming
         // The slowest rank sets the pace.
         double mins[3] = {-peak, -attn, -bw};
         comm::all_reduce(world, std::span<double>(mins), comm::ReduceOp::max);
