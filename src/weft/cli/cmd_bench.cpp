@@ -16,6 +16,8 @@
 #include "weft/core/error.hpp"
 #include "weft/kernels/gemm_peak.hpp"
 #include "weft/kernels/matmul.hpp"
+#include "weft/kernels/matmul_rows_bench.hpp"
+#include "weft/kernels/memory_bandwidth.hpp"
 #include "weft/model/config.hpp"
 #include "weft/serve/bench_client.hpp"
 #include "weft/train/bench.hpp"
@@ -28,6 +30,13 @@ struct PeakArgs {
     double seconds = 3;
     std::string dtype = "both";
     bool json = false;
+};
+struct RowsArgs {
+    kernels::RowsBenchShape shape;
+    std::vector<int64_t> rows{1, 4, 16, 64, 512};
+    std::string dtype = "both";
+    double seconds = 1;
+    double bandwidth_gbs = 0, fp32_peak = 0, bf16_peak = 0;  // 0: measure
 };
 struct TrainArgs {
     train::BenchTrainOptions o;
@@ -113,6 +122,84 @@ void add_bench_command(CLI::App& app) {
                     ? ""
                     : "; emulated on the fp32 units: this CPU has neither AVX512-BF16 "
                       "nor AMX");
+    });
+
+    auto r = std::make_shared<RowsArgs>();
+    CLI::App* rows = c->add_subcommand(
+        "rows",
+        "Serving's row-invariant products (matmul_rows, fp32 and bf16) over a model's linear "
+        "layers, M rows at a time: GFLOP/s against the GEMM peak, weight GB/s against the memory "
+        "bandwidth");
+    rows->add_option("--rows", r->rows, "The M values: rows (tokens) multiplied at once")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 14))
+        ->capture_default_str();
+    rows->add_option("--dtype", r->dtype, "fp32, bf16 or both")
+        ->check(CLI::IsMember({"fp32", "bf16", "both"}))
+        ->capture_default_str();
+    rows->add_option("--seconds", r->seconds, "How long to time each M (best pass counts)")
+        ->check(CLI::Range(0.001, 3600.0))
+        ->capture_default_str();
+    rows->add_option("--n-layer", r->shape.n_layer, "Layers (the defaults: SmolLM-135M's shapes)")
+        ->check(CLI::Range(int64_t(1), int64_t(1000)))
+        ->capture_default_str();
+    rows->add_option("--n-embd", r->shape.n_embd, "Width C: q and o are C x C")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 16))
+        ->capture_default_str();
+    rows->add_option("--kv-dim", r->shape.kv_dim, "Rows of k and v (kv heads x head width)")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 16))
+        ->capture_default_str();
+    rows->add_option("--hidden", r->shape.hidden, "Rows of gate and up, columns of down")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 18))
+        ->capture_default_str();
+    rows->add_option("--vocab", r->shape.vocab, "Rows of the head")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
+        ->capture_default_str();
+    rows->add_option("--bandwidth-gbs", r->bandwidth_gbs,
+                     "Memory bandwidth to compare against, GB/s (0: measure, as weft profile)")
+        ->check(CLI::Range(0.0, 1e6))
+        ->capture_default_str();
+    rows->add_option("--fp32-peak", r->fp32_peak,
+                     "fp32 GEMM peak to compare against, GFLOP/s (0: measure, as weft bench peak)")
+        ->check(CLI::Range(0.0, 1e6))
+        ->capture_default_str();
+    rows->add_option("--bf16-peak", r->bf16_peak,
+                     "bf16 GEMM peak to compare against, GFLOP/s (0: measure, as weft bench peak)")
+        ->check(CLI::Range(0.0, 1e6))
+        ->capture_default_str();
+    rows->callback([r] {
+        std::vector<std::string> dtypes;
+        if (r->dtype != "bf16") dtypes.push_back("fp32");
+        if (r->dtype != "fp32") dtypes.push_back("bf16");
+        const double bandwidth =
+            r->bandwidth_gbs > 0 ? r->bandwidth_gbs * 1e9 : kernels::measure_memory_bandwidth(0.5);
+        double peak[2] = {r->fp32_peak, r->bf16_peak};  // fp32, bf16
+        for (const std::string& d : dtypes)
+            if (peak[d == "bf16"] == 0)
+                peak[d == "bf16"] = kernels::measure_best_peak(d == "bf16", 0.5).gflops;
+        const std::vector<kernels::RowsBenchPoint> points =
+            kernels::bench_matmul_rows(r->shape, dtypes, r->rows, r->seconds);
+        const kernels::RowsBenchShape& s = r->shape;
+        fmt::print(
+            "matmul_rows over {} layers of (q, k, v, o, gate, up, down) + head: C {}, kv {}, "
+            "hidden {}, vocab {}; {:.1f}M weights; {} threads\n",
+            s.n_layer, s.n_embd, s.kv_dim, s.hidden, s.vocab,
+            points.front().weight_bytes / (points.front().dtype == "fp32" ? 4 : 2) / 1e6,
+            omp_get_max_threads());
+        fmt::print("memory bandwidth {:.1f} GB/s{}", bandwidth / 1e9,
+                   r->bandwidth_gbs > 0 ? " (given)" : " (triad, as weft profile)");
+        for (const std::string& d : dtypes)
+            fmt::print("; {} GEMM peak {:.0f} GFLOP/s{}", d, peak[d == "bf16"],
+                       (d == "bf16" ? r->bf16_peak : r->fp32_peak) > 0 ? " (given)"
+                                                                       : " (as weft bench peak)");
+        fmt::print("\n");
+        fmt::print("{:<6}{:>6}{:>10}{:>10}{:>10}{:>8}{:>10}{:>8}\n", "dtype", "M", "ms/pass",
+                   "tokens/s", "GFLOP/s", "% peak", "GB/s", "% bw");
+        for (const kernels::RowsBenchPoint& p : points) {
+            const double gflops = p.flops / p.seconds / 1e9, gbs = p.weight_bytes / p.seconds / 1e9;
+            fmt::print("{:<6}{:>6}{:>10.2f}{:>10.0f}{:>10.1f}{:>7.1f}%{:>10.1f}{:>7.1f}%\n",
+                       p.dtype, p.rows, 1e3 * p.seconds, double(p.rows) / p.seconds, gflops,
+                       100 * gflops / peak[p.dtype == "bf16"], gbs, 100 * gbs * 1e9 / bandwidth);
+        }
     });
 
     auto sv = std::make_shared<ServeArgs>();

@@ -1,0 +1,88 @@
+#include "weft/kernels/matmul_rows_bench.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <memory>
+
+#include "weft/kernels/best_time.hpp"
+#include "weft/kernels/matmul_rows.hpp"
+
+namespace weft::kernels {
+
+namespace {
+
+struct Linear {
+    int64_t N, K;
+};
+
+// A Llama layer's products (q, k, v, o, gate, up, down) n_layer times, then the head.
+std::vector<Linear> linears(const RowsBenchShape& s) {
+    std::vector<Linear> out;
+    for (int64_t l = 0; l < s.n_layer; ++l)
+        for (Linear x :
+             {Linear{s.n_embd, s.n_embd}, Linear{s.kv_dim, s.n_embd}, Linear{s.kv_dim, s.n_embd},
+              Linear{s.n_embd, s.n_embd}, Linear{s.hidden, s.n_embd}, Linear{s.hidden, s.n_embd},
+              Linear{s.n_embd, s.hidden}})
+            out.push_back(x);
+    out.push_back({s.vocab, s.n_embd});
+    return out;
+}
+
+// Values of a trained layer's size, no zeros, cheap to make.
+void fill(std::vector<float>& v, uint32_t seed) {
+    uint32_t x = seed * 2654435761u + 1;
+    for (float& f : v) {
+        x = x * 1664525u + 1013904223u;
+        f = (float(x >> 8) / float(1 << 24) - 0.5f) * 0.1f;
+    }
+}
+
+}  // namespace
+
+std::vector<RowsBenchPoint> bench_matmul_rows(const RowsBenchShape& shape,
+                                              const std::vector<std::string>& dtypes,
+                                              const std::vector<int64_t>& rows, double seconds) {
+    const std::vector<Linear> layers = linears(shape);
+    int64_t widest = 0, weights = 0, max_m = 1;
+    for (const Linear& l : layers) widest = std::max({widest, l.N, l.K}), weights += l.N * l.K;
+    for (int64_t m : rows) max_m = std::max(max_m, m);
+    std::vector<float> x(size_t(max_m * widest)), y(size_t(max_m * widest));
+    fill(x, 1);
+
+    std::vector<std::vector<float>> fp32(layers.size());
+    for (size_t i = 0; i < layers.size(); ++i) {
+        fp32[i].resize(size_t(layers[i].N * layers[i].K));
+        fill(fp32[i], uint32_t(i + 2));
+    }
+    std::vector<RowsBenchPoint> out;
+    auto measure = [&](const std::string& dtype, double bytes_per_weight, auto&& product) {
+        for (int64_t m : rows) {
+            const double t = best_time(seconds, [&] {
+                for (size_t i = 0; i < layers.size(); ++i) product(i, m);
+            });
+            out.push_back({dtype, m, t, 2.0 * double(m) * double(weights),
+                           bytes_per_weight * double(weights)});
+        }
+    };
+    auto wanted = [&](const char* d) {
+        return std::find(dtypes.begin(), dtypes.end(), d) != dtypes.end();
+    };
+    if (wanted("fp32"))
+        measure("fp32", 4, [&](size_t i, int64_t m) {
+            matmul_rows(y.data(), x.data(), fp32[i].data(), nullptr, m, layers[i].K, layers[i].N);
+        });
+    if (wanted("bf16")) {
+        // The fp32 copies go as the bf16 ones are made: both at once would double the memory.
+        std::vector<RowWeightsBf16> bf16;
+        for (size_t i = 0; i < layers.size(); ++i) {
+            bf16.emplace_back(fp32[i].data(), layers[i].N, layers[i].K);
+            std::vector<float>().swap(fp32[i]);
+        }
+        measure("bf16", 2, [&](size_t i, int64_t m) {
+            matmul_rows_bf16(y.data(), x.data(), bf16[i], nullptr, m);
+        });
+    }
+    return out;
+}
+
+}  // namespace weft::kernels
