@@ -27,8 +27,8 @@ namespace {
 constexpr int kLanes = 16;
 constexpr int kTileCols = 4;  // one reduce4 per tile row
 constexpr int kTileRows = 6;  // 24 accumulators, 4 weight vectors, 1 input vector: 29 registers
-// Column tiles of one block: their weights (64 rows of K) stay in L2 while every row of the
-// input passes over them.
+// Column tiles of one block at most: their weights (64 rows of K) stay in L2 while every row of
+// the input passes over them. Few rows take smaller blocks (block_tiles).
 constexpr int64_t kBlockTiles = 16;
 // Below this many multiply-adds one thread computes the whole product: waking a team costs more.
 constexpr int64_t kMinParallel = int64_t(1) << 16;
@@ -123,7 +123,7 @@ struct Bf16 {
 template <class Op, int R>
 [[gnu::always_inline]] inline void tile(float* out, int64_t N, const typename Op::T* x,
                                         const typename Op::T* w, const float* bias, int64_t K,
-                                        int cols) {
+                                        int cols, bool fetch_next) {
     const typename Op::T* wr[kTileCols];
     for (int c = 0; c < kTileCols; ++c) wr[c] = w + (c < cols ? c : 0) * K;
     __m512 acc[R][kTileCols];
@@ -132,14 +132,37 @@ template <class Op, int R>
     auto step = [&](int64_t k, auto... rest) {
         typename Op::V wv[kTileCols];
         for (int c = 0; c < kTileCols; ++c) wv[c] = Op::load(wr[c] + k, rest...);
+        // The next tile's weights (the next 4 rows, contiguous): read from memory while this
+        // tile computes, they are in cache when it starts. A prefetch past the end is harmless.
+        if (fetch_next)
+            for (int c = 0; c < kTileCols; ++c)
+                _mm_prefetch(reinterpret_cast<const char*>(wr[c] + kTileCols * K + k), _MM_HINT_T0);
         for (int r = 0; r < R; ++r) {
-            const typename Op::V xv = Op::load(x + r * K + k, rest...);
+            typename Op::V xv = Op::load(x + r * K + k, rest...);
+            // In a register: folded into each multiply-add as a memory operand (GCC's choice),
+            // it is loaded 4 times, and the loads, not the multiply-adds, set the pace.
+            asm("" : "+v"(xv));
             for (int c = 0; c < kTileCols; ++c) acc[r][c] = Op::madd(acc[r][c], xv, wv[c]);
         }
     };
-    int64_t k = 0;
-    for (; k + Op::kStep <= K; k += Op::kStep) step(k);
-    if (k < K) step(k, K - k);
+    if constexpr (R == 1) {
+        // One row: a column at a time, its weight row read front to back, one stream the
+        // prefetchers follow (4 rows side by side are 4 short streams they learn too late);
+        // the columns' chains are independent and overlap out of order.
+        (void)step, (void)fetch_next;
+        for (int c = 0; c < kTileCols; ++c) {
+            __m512 a = _mm512_setzero_ps();
+            int64_t k = 0;
+            for (; k + Op::kStep <= K; k += Op::kStep)
+                a = Op::madd(a, Op::load(x + k), Op::load(wr[c] + k));
+            if (k < K) a = Op::madd(a, Op::load(x + k, K - k), Op::load(wr[c] + k, K - k));
+            acc[0][c] = a;
+        }
+    } else {
+        int64_t k = 0;
+        for (; k + Op::kStep <= K; k += Op::kStep) step(k);
+        if (k < K) step(k, K - k);
+    }
     const __mmask8 keep = __mmask8((1u << cols) - 1);
     const __m128 b = bias ? _mm_maskz_loadu_ps(keep, bias) : _mm_setzero_ps();
     for (int r = 0; r < R; ++r) {
@@ -151,20 +174,20 @@ template <class Op, int R>
 
 template <class Op>
 void tile_rows(int rows, float* out, int64_t N, const typename Op::T* x, const typename Op::T* w,
-               const float* bias, int64_t K, int cols) {
+               const float* bias, int64_t K, int cols, bool fetch_next) {
     switch (rows) {
         case 1:
-            return tile<Op, 1>(out, N, x, w, bias, K, cols);
+            return tile<Op, 1>(out, N, x, w, bias, K, cols, fetch_next);
         case 2:
-            return tile<Op, 2>(out, N, x, w, bias, K, cols);
+            return tile<Op, 2>(out, N, x, w, bias, K, cols, fetch_next);
         case 3:
-            return tile<Op, 3>(out, N, x, w, bias, K, cols);
+            return tile<Op, 3>(out, N, x, w, bias, K, cols, fetch_next);
         case 4:
-            return tile<Op, 4>(out, N, x, w, bias, K, cols);
+            return tile<Op, 4>(out, N, x, w, bias, K, cols, fetch_next);
         case 5:
-            return tile<Op, 5>(out, N, x, w, bias, K, cols);
+            return tile<Op, 5>(out, N, x, w, bias, K, cols, fetch_next);
         default:
-            return tile<Op, kTileRows>(out, N, x, w, bias, K, cols);
+            return tile<Op, kTileRows>(out, N, x, w, bias, K, cols, fetch_next);
     }
 }
 
@@ -173,19 +196,23 @@ template <class Op>
 void rows_avx512(float* out, const typename Op::T* x, const typename Op::T* w, const float* bias,
                  int64_t M, int64_t K, int64_t N) {
     const int64_t tiles = (N + kTileCols - 1) / kTileCols;
+    // The first row tile of a block reads its weights from memory, the others from cache: a
+    // small block keeps that read close to the arithmetic on it, a large one reads the input rows
+    // from L1 more often. Few rows take small blocks.
+    const int64_t block_tiles = std::clamp<int64_t>(M / kTileCols, 1, kBlockTiles);
 #pragma omp parallel if (M * N * K >= kMinParallel && tiles > 1)
     {
         const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
         const int64_t lo = tiles * t / threads, hi = tiles * (t + 1) / threads;
-        for (int64_t block = lo; block < hi; block += kBlockTiles) {
-            const int64_t block_end = std::min(hi, block + kBlockTiles);
+        for (int64_t block = lo; block < hi; block += block_tiles) {
+            const int64_t block_end = std::min(hi, block + block_tiles);
             for (int64_t m = 0; m < M; m += kTileRows) {
                 const int rows = int(std::min<int64_t>(kTileRows, M - m));
                 for (int64_t j = block; j < block_end; ++j) {
                     const int64_t n = j * kTileCols;
                     tile_rows<Op>(rows, out + m * N + n, N, x + m * K, w + n * K,
                                   bias ? bias + n : nullptr, K,
-                                  int(std::min<int64_t>(kTileCols, N - n)));
+                                  int(std::min<int64_t>(kTileCols, N - n)), m == 0);
                 }
             }
         }
