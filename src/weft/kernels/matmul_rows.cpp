@@ -191,7 +191,9 @@ void tile_rows(int rows, float* out, int64_t N, const typename Op::T* x, const t
     }
 }
 
-// Threads take contiguous ranges of column tiles; an element is computed whole by one thread.
+// Threads take chunks of column tiles as they come (a thread the OS holds back leaves its
+// share to the others: static halves on this shared host took 5-50x longer at M = 1); an element
+// is computed whole by one thread, whichever it is.
 template <class Op>
 void rows_avx512(float* out, const typename Op::T* x, const typename Op::T* w, const float* bias,
                  int64_t M, int64_t K, int64_t N) {
@@ -200,11 +202,14 @@ void rows_avx512(float* out, const typename Op::T* x, const typename Op::T* w, c
     // small block keeps that read close to the arithmetic on it, a large one reads the input rows
     // from L1 more often. Few rows take small blocks.
     const int64_t block_tiles = std::clamp<int64_t>(M / kTileCols, 1, kBlockTiles);
-#pragma omp parallel if (M * N * K >= kMinParallel && tiles > 1)
-    {
-        const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
-        const int64_t lo = tiles * t / threads, hi = tiles * (t + 1) / threads;
-        for (int64_t block = lo; block < hi; block += block_tiles) {
+    // About 8 chunks a thread, long enough to stream (up to 256 weight rows).
+    const int64_t chunk_tiles =
+        std::clamp<int64_t>(tiles / (8 * omp_get_max_threads()), 1, 4 * kBlockTiles);
+    const int64_t chunks = (tiles + chunk_tiles - 1) / chunk_tiles;
+#pragma omp parallel for schedule(dynamic, 1) if (M * N * K >= kMinParallel && chunks > 1)
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+        const int64_t hi = std::min(tiles, (chunk + 1) * chunk_tiles);
+        for (int64_t block = chunk * chunk_tiles; block < hi; block += block_tiles) {
             const int64_t block_end = std::min(hi, block + block_tiles);
             for (int64_t m = 0; m < M; m += kTileRows) {
                 const int rows = int(std::min<int64_t>(kTileRows, M - m));
