@@ -58,7 +58,9 @@ TEST(StreamedState, EveryElementMakesTheRoundTrip) {
     for (int64_t i = 0; i < 17; ++i) EXPECT_EQ(got[size_t(i)], value(1, 2, 1001 + i) + 1.0f);
     files.write(0, 0, 4999, 1, got.data());
     s.run(true, false, [&](int slice, int64_t a, int64_t b, auto st) {
-        if (slice == 0 && b == 5000) EXPECT_EQ(st[0][4999 - a], got[0]);
+        if (slice == 0 && b == 5000) {
+            EXPECT_EQ(st[0][4999 - a], got[0]);
+        }
     });
 }
 
