@@ -99,15 +99,15 @@ TEST(Layout, SizesResolveWithoutTheOptions) {
 }
 
 TEST(Layout, ParsesFlagValuesOnce) {
-    for (ScheduleKind k :
-         {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::interleaved})
+    for (ScheduleKind k : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b,
+                           ScheduleKind::interleaved, ScheduleKind::zb_h1, ScheduleKind::zb_v})
         EXPECT_EQ(parse_pp_schedule_flag(format_schedule_kind(k)), k);
     try {
-        parse_pp_schedule_flag("zb-h1");
+        parse_pp_schedule_flag("zb-h2");
         FAIL() << "expected weft::Error";
     } catch (const Error& e) {
         EXPECT_EQ(std::string(e.what()),
-                  "--pp-schedule must be gpipe, 1f1b or interleaved, got 'zb-h1'");
+                  "--pp-schedule must be gpipe, 1f1b, interleaved, zb-h1 or zb-v, got 'zb-h2'");
     }
     for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full})
         EXPECT_EQ(parse_recompute(recompute_name(r)), r);
