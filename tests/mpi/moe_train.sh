@@ -30,12 +30,13 @@ check awk 'NR == FNR { r[FNR] = $1; next }
 
 # Expert parallelism folded over dp, against the same reference: ep 2 x edp 2 with ZeRO 1 and
 # ep 4 with ZeRO 2 (expert slices over edp, the rest over dp), ep 2 in each of 2 pipeline stages
-# (ZeRO 0), and ep 2 x edp 2 with ZeRO 3 for 3 steps resumed in one process (ep 1, ZeRO 0) for
-# the last two: the expert moments go by logical index. Each MoE layer's forward exchanges the
+# (ZeRO 0; also under zb-h1, its split backward), and ep 2 x edp 2 with ZeRO 3 for 3 steps
+# resumed in one process (ep 1, ZeRO 0) for the last two: the expert moments go by logical index. Each MoE layer's forward exchanges the
 # counts once and the rows twice (dispatch, combine), its backward the rows twice: 5 all-to-alls
 # on "ep" per layer and step, 2 layers (1 per stage with --pp 2).
 ep_steps() { grep -o "\"ep\":{\"all_to_all\":{[^}]*\"calls\":$2," "$1/metrics.jsonl" | wc -l; }
-for run in "4 ep2z1 10 --ep 2 --zero 1" "4 ep4z2 10 --ep 4 --zero 2" "4 ep2pp2 5 --ep 2 --pp 2"; do
+for run in "4 ep2z1 10 --ep 2 --zero 1" "4 ep4z2 10 --ep 4 --zero 2" "4 ep2pp2 5 --ep 2 --pp 2" \
+  "4 ep2pp2zb 5 --ep 2 --pp 2 --pp-schedule zb-h1"; do
   read -r np out calls flags <<<"$run"
   # shellcheck disable=SC2086
   train "$np" "$out" --steps $S $flags
