@@ -26,6 +26,12 @@ expect_error "--dtype must be fp32 or bf16, got 'fp16'" runs/a -- train "${commo
 expect_error "fewer than one evaluation batch of 2000 sequences" runs/a -- train "${common[@]}" --batch-size 2000 --out runs/a
 expect_error "--keep-checkpoints must be at least 1, got 0" runs/a -- train "${common[@]}" --keep-checkpoints 0 --out runs/a
 expect_error "--peak-gflops must be non-negative (0: measure), got -1" runs/a -- train "${common[@]}" --peak-gflops -1 --out runs/a
+expect_error "--optimizer 'sgd' is unknown; expected one of adamw, adamw8bit, lion, mezo" runs/a -- train "${common[@]}" --optimizer sgd --out runs/a
+expect_error "--optimizer 'sgd' is unknown" "" -- bench train --preset tiny --steps 1 --optimizer sgd
+expect_error "--mezo-eps must be positive and finite, got 0" runs/a -- train "${common[@]}" --optimizer mezo --mezo-eps 0 --out runs/a
+# A checkpoint holds its optimizer's state: resuming with another is refused, naming both.
+"$WEFT" train "${common[@]}" --steps 4 --exit-after 2 --optimizer lion --out runs/lion >/dev/null 2>&1 || bad "lion run failed"
+expect_error "resuming with --optimizer adamw but the checkpoint runs/lion/checkpoints/step_000002 holds the state of --optimizer lion" runs/lion/checkpoints/step_000004 -- train "${common[@]}" --steps 4 --resume --out runs/lion
 expect_error "--threads must be non-negative, got -2" "" -- bench train --preset tiny --steps 1 --threads -2
 expect_error "--peak-gflops must be non-negative (0: measure), got -5" "" -- bench train --preset tiny --steps 1 --peak-gflops -5
 expect_error "--seconds: Value -1 not in range" "" -- bench peak --seconds -1

@@ -82,7 +82,7 @@ expect_error "--async-checkpoint with --offload optimizer" bad10 -- train "${arg
 # the disk: a 100B-parameter model is refused for either, before anything is allocated.
 big=(train --model llama-3.2-3b --n-layer 1000 --data data/tinyshakespeare_train.bin --steps 1
      --batch-size 1 --seq-len 16)
-expect_error "x 8 bytes of weights, gradients (AdamW moments on disk)" bad11 -- "${big[@]}" \
+expect_error "x 8 bytes of weights, gradients (adamw state on disk)" bad11 -- "${big[@]}" \
   --out bad11 --offload optimizer --offload-dir off
 echo "my notes" >off/weft-offload-rank0-exp_avg.bin
 expect_error "is not a weft offload file" bad7 -- train "${args[@]}" --out bad7 \

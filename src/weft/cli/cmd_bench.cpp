@@ -20,6 +20,7 @@
 #include "weft/kernels/matmul_rows_bench.hpp"
 #include "weft/kernels/memory_bandwidth.hpp"
 #include "weft/model/config.hpp"
+#include "weft/optim/registry.hpp"
 #include "weft/serve/bench_client.hpp"
 #include "weft/train/bench.hpp"
 
@@ -287,6 +288,9 @@ void add_bench_command(CLI::App& app) {
                    "on the receiving rank)")
         ->check(CLI::IsMember({"fp32", "bf16"}))
         ->capture_default_str();
+    tr->add_option("--optimizer", t->o.optimizer,
+                   fmt::format("Optimizer: {} (with its default betas)", optim::optimizer_names()))
+        ->capture_default_str();
     tr->add_flag("--profile", t->o.profile,
                  "Time every kernel of the timed steps and print a per-kernel breakdown");
     tr->add_flag("--json", t->json, "Print one JSON object");
@@ -294,7 +298,7 @@ void add_bench_command(CLI::App& app) {
     group_options(tr, "Batch and timing",
                   {"--batch-size", "--seq-len", "--steps", "--peak-gflops", "--threads"});
     group_options(tr, "Communication and precision",
-                  {"--bucket-mb", "--dtype", "--grad-reduce-dtype"});
+                  {"--bucket-mb", "--dtype", "--grad-reduce-dtype", "--optimizer"});
     group_options(tr, "Output", {"--profile", "--json"});
     tr->callback([t] {
         check_layout_supported(t->o.layout, /*context_parallel=*/true);
@@ -307,6 +311,7 @@ void add_bench_command(CLI::App& app) {
                                 {"seq_len", t->o.seq_len},
                                 {"dtype", t->o.dtype},
                                 {"grad_reduce_dtype", t->o.grad_reduce_dtype},
+                                {"optimizer", t->o.optimizer},
                                 {"n_positions", r.n_positions},
                                 {"ranks", r.ranks},
                                 {"zero", r.layout.zero},

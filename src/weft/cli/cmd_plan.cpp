@@ -7,6 +7,7 @@
 #include "weft/cli/flag_checks.hpp"
 #include "weft/core/error.hpp"
 #include "weft/offload/streamed_state.hpp"
+#include "weft/optim/registry.hpp"
 #include "weft/parallel/pipeline/partition.hpp"
 #include "weft/plan/report.hpp"
 
@@ -18,6 +19,7 @@ struct PlanArgs {
     std::string grad_reduce_dtype, attention, pp_layers;
     std::string offload;
     bool tp_overlap = false, no_dp_overlap = false;
+    std::string optimizer = "adamw";
     int64_t global_batch = 0, seq_len = 0, micro_batch = 0, max_micro_batch = 64;
     int top = 5, devices = 0, nodes = 0, dp = 0, tp = 0, pp = 0, cp = 0, vpp = 0, zero = -1;
     int cp_ulysses = 0;
@@ -68,6 +70,9 @@ void add_plan_command(CLI::App& app) {
     c->add_option("--offload", a->offload,
                   "optimizer: price weft train --offload optimizer (engine profile): AdamW's "
                   "moments on disk, its streaming pool in memory");
+    c->add_option("--optimizer", a->optimizer,
+                  fmt::format("Optimizer whose state is counted: {}", optim::optimizer_names()))
+        ->capture_default_str();
     c->add_option("--memory-profile", a->profile,
                   "engine (this engine, fp32 CPU) | korthikanti (GPU mixed precision); default: "
                   "engine for fp32, else korthikanti");
@@ -144,6 +149,8 @@ void add_plan_command(CLI::App& app) {
         if (!a->offload.empty())
             w.offload_group_floats =
                 int64_t(offload::kDefaultGroupMb * double(1 << 20) / sizeof(float));
+        w.prec = plan::with_optimizer(w.prec, a->optimizer);
+        w.optimizer = a->optimizer;
         WEFT_CHECK(a->bucket_mb > 0, "--bucket-mb must be positive, got {}", a->bucket_mb);
         w.bucket_mb = a->bucket_mb;
         WEFT_CHECK(a->moe_imbalance == 0 || a->moe_imbalance >= 1,

@@ -10,6 +10,7 @@
 #include "weft/cli/output_paths.hpp"
 #include "weft/core/error.hpp"
 #include "weft/model/config.hpp"
+#include "weft/optim/registry.hpp"
 #include "weft/train/trainer.hpp"
 
 namespace weft::cli {
@@ -59,6 +60,9 @@ void add_train_command(CLI::App& app) {
     c->add_option("--batch-size", o->batch_size, "Global batch: sequences per optimizer step")
         ->capture_default_str();
     c->add_option("--seq-len", o->seq_len, "Tokens per sequence")->capture_default_str();
+    c->add_option("--optimizer", o->optim.optimizer,
+                  fmt::format("Optimizer: {} (docs/memory.md)", optim::optimizer_names()))
+        ->capture_default_str();
     c->add_option("--lr", o->optim.lr, "Peak learning rate")->capture_default_str();
     c->add_option("--lr-schedule", o->optim.lr_schedule, "After warm-up: cosine or constant")
         ->capture_default_str();
@@ -69,9 +73,12 @@ void add_train_command(CLI::App& app) {
     c->add_option("--weight-decay", o->optim.weight_decay,
                   "AdamW decoupled weight decay (matrices and embeddings only)")
         ->capture_default_str();
-    c->add_option("--beta1", o->optim.beta1, "AdamW beta1")->capture_default_str();
-    c->add_option("--beta2", o->optim.beta2, "AdamW beta2")->capture_default_str();
+    c->add_option("--beta1", o->optim.beta1, "beta1 (default: the optimizer's, 0.9)");
+    c->add_option("--beta2", o->optim.beta2,
+                  "beta2 (default: the optimizer's, AdamW 0.95, Lion 0.99)");
     c->add_option("--eps", o->optim.eps, "AdamW epsilon")->capture_default_str();
+    c->add_option("--mezo-eps", o->optim.mezo_eps, "MeZO's perturbation scale")
+        ->capture_default_str();
     c->add_option("--grad-clip", o->optim.grad_clip, "Clip the global gradient norm (0: off)")
         ->capture_default_str();
     c->add_option("--seed", o->seed, "Seed of the initialisation and the sample order")
@@ -152,8 +159,8 @@ void add_train_command(CLI::App& app) {
                   {"--data", "--val-data", "--data-format", "--out", "--steps", "--batch-size",
                    "--seq-len", "--seed", "--sequential"});
     group_options(c, "Optimizer",
-                  {"--lr", "--lr-schedule", "--min-lr-ratio", "--warmup", "--weight-decay",
-                   "--beta1", "--beta2", "--eps", "--grad-clip"});
+                  {"--optimizer", "--lr", "--lr-schedule", "--min-lr-ratio", "--warmup",
+                   "--weight-decay", "--beta1", "--beta2", "--eps", "--mezo-eps", "--grad-clip"});
     group_options(c, "Evaluation and checkpoints",
                   {"--eval-every", "--eval-batches", "--save-every", "--keep-checkpoints",
                    "--async-checkpoint", "--resume", "--exit-after"});
@@ -164,6 +171,9 @@ void add_train_command(CLI::App& app) {
                   {"--log-every", "--threads", "--peak-gflops", "--trace", "--inject-delay"});
     c->callback([o, c] {
         o->model_given = c->count("--model") > 0;
+        const optim::OptimizerSpec& spec = optim::find_optimizer(o->optim.optimizer);
+        if (c->count("--beta1") == 0) o->optim.beta1 = spec.beta1;
+        if (c->count("--beta2") == 0) o->optim.beta2 = spec.beta2;
         check_layout_supported(o->layout, /*context_parallel=*/true, /*expert_parallel=*/true);
         check_output_paths({{o->out, "--out", true}, {o->trace, "--trace", false}});
         train::run_training(*o);

@@ -2,13 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "weft/core/error.hpp"
-#include "weft/kernels/adamw.hpp"
+#include "weft/optim/registry.hpp"
 
 namespace weft::optim {
 
 void OptimConfig::validate() const {
+    find_optimizer(optimizer);
     WEFT_CHECK(lr > 0, "--lr must be positive, got {}", lr);
     WEFT_CHECK(beta1 >= 0 && beta1 < 1, "beta1 must be in [0, 1), got {}", beta1);
     WEFT_CHECK(beta2 >= 0 && beta2 < 1, "beta2 must be in [0, 1), got {}", beta2);
@@ -20,6 +22,8 @@ void OptimConfig::validate() const {
     WEFT_CHECK(warmup >= 0, "--warmup must be non-negative, got {}", warmup);
     WEFT_CHECK(min_lr_ratio >= 0 && min_lr_ratio <= 1, "min_lr_ratio must be in [0, 1], got {}",
                min_lr_ratio);
+    WEFT_CHECK(mezo_eps > 0 && std::isfinite(mezo_eps),
+               "--mezo-eps must be positive and finite, got {}", mezo_eps);
 }
 
 float learning_rate(const OptimConfig& c, int64_t step, int64_t total) {
@@ -37,8 +41,8 @@ float clip_scale(const OptimConfig& c, double grad_norm) {
     return float(c.grad_clip / (grad_norm + 1e-6));
 }
 
-AdamW::AdamW(const model::ParamLayout& layout, int64_t begin, int64_t end, bool offloaded)
-    : begin_(begin), end_(end), m_(offloaded ? 0 : end - begin), v_(offloaded ? 0 : end - begin) {
+Optimizer::Optimizer(const model::ParamLayout& layout, int64_t begin, int64_t end)
+    : layout_(&layout), begin_(begin), end_(end) {
     WEFT_CHECK(begin >= 0 && begin <= end && end <= layout.total,
                "internal: optimizer range [{}, {}) outside the buffer of {}", begin, end,
                layout.total);
@@ -48,35 +52,51 @@ AdamW::AdamW(const model::ParamLayout& layout, int64_t begin, int64_t end, bool 
     for (const auto& t : layout.tensors) {
         int64_t b = std::max(begin, t.offset), e = std::min(end, t.offset + t.numel_stored);
         if (b >= e) continue;
-        if (b > cursor) segments_.push_back({cursor - begin, b - begin, false});
-        segments_.push_back({b - begin, e - begin, t.decay});
+        if (b > cursor) segments_.push_back({cursor - begin, b - begin, nullptr});
+        segments_.push_back({b - begin, e - begin, &t});
         cursor = e;
     }
-    if (cursor < end) segments_.push_back({cursor - begin, end - begin, false});
+    if (cursor < end) segments_.push_back({cursor - begin, end - begin, nullptr});
 }
 
-void AdamW::step(float* params, const float* grads, const OptimConfig& c, float lr,
-                 float grad_scale, int64_t t) {
-    WEFT_CHECK(m_.size() == end_ - begin_, "internal: AdamW::step on offloaded moments");
-    step_range(0, end_ - begin_, params, grads, m_.data(), v_.data(), c, lr, grad_scale, t);
+Optimizer::~Optimizer() = default;
+
+int64_t Optimizer::state_bytes() const {
+    int64_t n = 0;
+    for (int64_t b : state_bytes_) n += b;
+    return n;
 }
 
-void AdamW::step_range(int64_t a, int64_t b, float* params, const float* grads, float* m, float* v,
-                       const OptimConfig& c, float lr, float grad_scale, int64_t t) const {
+void Optimizer::allocate() {
+    state_.clear();
+    for (int64_t b : state_bytes_) state_.emplace_back((b + 3) / 4);
+}
+
+void Optimizer::step(float* params, const float* grads, const StepArgs& s) {
+    WEFT_CHECK(state_.size() == state_bytes_.size(),
+               "internal: stepping an optimizer whose state is not allocated");
+    std::vector<std::byte*> states;
+    for (int k = 0; k < this->states(); ++k) states.push_back(state(k));
+    step_range(params, grads, states.data(), 0, size(), s);
+}
+
+std::vector<Optimizer::Segment> Optimizer::segments_in(int64_t a, int64_t b) const {
+    std::vector<Segment> out;
     for (const Segment& s : segments_) {
         const int64_t lo = std::max(a, s.begin), hi = std::min(b, s.end);
-        if (lo >= hi) continue;
-        kernels::AdamWParams p;
-        p.lr = lr;
-        p.beta1 = c.beta1;
-        p.beta2 = c.beta2;
-        p.eps = c.eps;
-        p.weight_decay = s.decay ? c.weight_decay : 0.0f;
-        p.step = t;
-        p.grad_scale = grad_scale;
-        kernels::adamw_update(params + (lo - a), grads + (lo - a), m + (lo - a), v + (lo - a),
-                              hi - lo, p);
+        if (lo < hi) out.push_back({lo, hi, s.tensor});
     }
+    return out;
+}
+
+void Optimizer::read_moment(int k, int64_t a, int64_t n, float* out) const {
+    WEFT_CHECK(k < moments(), "internal: moment {} of an optimizer with {}", k, moments());
+    std::memcpy(out, state_buffer(k).data() + a, size_t(n) * sizeof(float));
+}
+
+void Optimizer::write_moment(int k, int64_t a, int64_t n, const float* in) {
+    WEFT_CHECK(k < moments(), "internal: moment {} of an optimizer with {}", k, moments());
+    std::memcpy(state_buffer(k).data() + a, in, size_t(n) * sizeof(float));
 }
 
 }  // namespace weft::optim

@@ -6,6 +6,7 @@
 #include "weft/comm/tags.hpp"
 #include "weft/core/error.hpp"
 #include "weft/kernels/elementwise.hpp"
+#include "weft/optim/registry.hpp"
 #include "weft/parallel/zero_grads.hpp"
 #include "weft/parallel/zero_params.hpp"
 
@@ -13,7 +14,12 @@ namespace weft::parallel {
 
 DataParallel::DataParallel(const model::ParamLayout& layout, comm::Group& dp,
                            DataParallelOptions options)
-    : dp_(dp), edp_(options.expert_dp), stage_(options.zero), z_(layout, dp.size(), dp.rank()) {
+    : dp_(dp),
+      edp_(options.expert_dp),
+      stage_(options.zero),
+      optimizer_(options.optimizer),
+      gradients_(optim::find_optimizer(options.optimizer).gradients),
+      z_(layout, dp.size(), dp.rank()) {
     WEFT_CHECK(stage_ >= 0 && stage_ <= 3, "--zero must be 0, 1, 2 or 3, got {}", stage_);
     // The layout slices expert parts over edp (zero_layout.hpp), so the group must be there.
     WEFT_CHECK((edp_ != nullptr) == (z_.ep() > 1) && (!edp_ || edp_->size() * z_.ep() == dp.size()),
@@ -30,7 +36,7 @@ DataParallel::DataParallel(const model::ParamLayout& layout, comm::Group& dp,
         update_ = z_.slices();
     }
     params_ = Buffer(stage_ < 3 ? z_.padded().total : z_.shard_floats());
-    grads_ = Buffer(stage_ < 2 ? z_.padded().total : z_.shard_floats());
+    if (gradients_) grads_ = Buffer(stage_ < 2 ? z_.padded().total : z_.shard_floats());
     param_ticket_.resize(z_.slices().size());
     reducer_ = std::make_unique<GradReducer>(z_, buckets_, bucket_bytes_, dp_, inflight_, pool_,
                                              grads_.data(), stage_ >= 2, bf16_reduce_, edp_);
@@ -168,25 +174,35 @@ void DataParallel::settle() {
     for (auto& t : param_ticket_) t.reset();
 }
 
-ModelStateBytes zero_state_bytes(const ZeroLayout& z, int stage) {
+ModelStateBytes zero_state_bytes(const ZeroLayout& z, int stage, std::string_view optimizer) {
     const int64_t f = sizeof(float), total = z.padded().total, shard = z.shard_floats();
-    return {(stage < 3 ? total : shard) * f, (stage < 2 ? total : shard) * f,
-            2 * (stage == 0 ? total : shard) * f};
+    const bool gradients = optim::find_optimizer(optimizer).gradients;
+    int64_t state = 0;
+    if (stage == 0)
+        state = optim::optimizer_state_bytes(optimizer, z.padded(), 0, total);
+    else
+        for (const ShardSlice& s : z.slices())
+            state += optim::optimizer_state_bytes(optimizer, z.padded(), s.begin, s.begin + s.size);
+    return {(stage < 3 ? total : shard) * f, gradients ? (stage < 2 ? total : shard) * f : 0,
+            state};
 }
 
-int64_t zero_working_bytes(const ZeroLayout& z, int stage, int64_t bucket_bytes, bool bf16_reduce) {
+int64_t zero_working_bytes(const ZeroLayout& z, int stage, int64_t bucket_bytes, bool bf16_reduce,
+                           bool gradients) {
     // Stage 3's gathered units: unit 0 and two others (ParamGatherer).
     const auto& units = z.padded().units;
     int64_t other = 0;
     for (size_t u = 1; u < units.size(); ++u) other = std::max(other, units[u].size);
     const int64_t gathered = stage == 3 ? units[0].size + 2 * other : 0;
-    return reducer_temp_bytes(z, make_buckets(z, bucket_bytes), bucket_bytes, stage >= 2,
-                              bf16_reduce && z.dp() > 1) +
-           gathered * int64_t(sizeof(float));
+    const int64_t reducer = gradients
+                                ? reducer_temp_bytes(z, make_buckets(z, bucket_bytes), bucket_bytes,
+                                                     stage >= 2, bf16_reduce && z.dp() > 1)
+                                : 0;
+    return reducer + gathered * int64_t(sizeof(float));
 }
 
 ModelStateBytes DataParallel::model_state_bytes() const {
-    const ModelStateBytes b = zero_state_bytes(z_, stage_);
+    const ModelStateBytes b = zero_state_bytes(z_, stage_, optimizer_);
     WEFT_CHECK(b.params == params_.size() * int64_t(sizeof(float)) &&
                    b.grads == grads_.size() * int64_t(sizeof(float)),
                "internal: zero_state_bytes counts {} + {} bytes, the buffers hold {} + {}",
@@ -195,7 +211,7 @@ ModelStateBytes DataParallel::model_state_bytes() const {
 }
 
 int64_t DataParallel::working_bytes() const {
-    return zero_working_bytes(z_, stage_, bucket_bytes_, bf16_reduce_);
+    return zero_working_bytes(z_, stage_, bucket_bytes_, bf16_reduce_, gradients_);
 }
 
 float* DataParallel::params(int unit) {

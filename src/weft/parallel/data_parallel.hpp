@@ -21,6 +21,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "weft/comm/mesh.hpp"
@@ -44,23 +46,31 @@ struct DataParallelOptions {
     // and their ZeRO slices are cut over (comm::Mesh::expert_dp); null without. Needs the
     // layout's ep > 1 and expert runs aligned (zero_layout.hpp); fp32 reduction only so far.
     comm::Group* expert_dp = nullptr;
+    // The optimizer (optim/registry.hpp) the state is counted for; one without gradients
+    // (zeroth order) gets no gradient buffer, and only forward passes may run.
+    std::string optimizer = "adamw";
 };
 
-// Model-state memory of one rank: parameters, gradients, AdamW's two moments (persistent
+// Model-state memory of one rank: parameters, gradients, the optimizer's state (persistent
 // buffers; per-unit temporaries are not model state).
 struct ModelStateBytes {
     int64_t params = 0, grads = 0, optimizer = 0;
     int64_t total() const { return params + grads + optimizer; }
 };
 
-// What DataParallel allocates for the layout `z` at ZeRO `stage`, whatever --dtype is: the
-// weights, gradients and both AdamW moments are fp32 (bf16 rounds only the operands of the matrix
-// products, into per-thread scratch), so the planner's engine profile and the trainer's estimate
-// read these two functions rather than a byte count per parameter of their own.
-ModelStateBytes zero_state_bytes(const ZeroLayout& z, int stage);
+// What a rank allocates for the layout `z` at ZeRO `stage` with `optimizer`, whatever --dtype
+// is: the weights and gradients are fp32 (bf16 rounds only the operands of the matrix products,
+// into per-thread scratch), the optimizer's state what it counts for the ranges it updates
+// (optim::optimizer_state_bytes: stage 0 the whole buffer, else this rank's slices); so the
+// planner's engine profile and the trainer's estimate read these two functions rather than a
+// byte count per parameter of their own.
+ModelStateBytes zero_state_bytes(const ZeroLayout& z, int stage,
+                                 std::string_view optimizer = "adamw");
 // The temporaries of working_bytes() for buckets of at least `bucket_bytes`, gradients reduced
-// in bf16 or not (DataParallelOptions::bf16_grad_reduce).
-int64_t zero_working_bytes(const ZeroLayout& z, int stage, int64_t bucket_bytes, bool bf16_reduce);
+// in bf16 or not (DataParallelOptions::bf16_grad_reduce); none for gradients when the optimizer
+// takes none.
+int64_t zero_working_bytes(const ZeroLayout& z, int stage, int64_t bucket_bytes, bool bf16_reduce,
+                           bool gradients = true);
 
 class DataParallel : public model::UnitAccess {
   public:
@@ -124,6 +134,8 @@ class DataParallel : public model::UnitAccess {
     comm::Group& dp_;
     comm::Group* edp_;
     int stage_;
+    std::string optimizer_;
+    bool gradients_;
     ZeroLayout z_;
     std::vector<Bucket> buckets_;
     int64_t bucket_bytes_ = 0;

@@ -7,6 +7,7 @@
 
 #include "weft/core/error.hpp"
 #include "weft/model/params.hpp"
+#include "weft/optim/registry.hpp"
 #include "weft/parallel/pipeline/partition.hpp"
 
 namespace weft::plan {
@@ -49,6 +50,14 @@ AttentionKind parse_attention(std::string_view name) {
 
 std::string_view attention_name(AttentionKind a) {
     return a == AttentionKind::flash ? "flash" : "scores";
+}
+
+Precision with_optimizer(Precision p, const std::string& optimizer) {
+    const optim::OptimizerSpec& o = optim::find_optimizer(optimizer);
+    // Parameters narrower than fp32 keep an fp32 master copy beside the optimizer's state.
+    p.optimizer = (p.param < 4 ? 4.0 : 0.0) + o.bytes_per_param;
+    if (!o.gradients) p.grad = p.grad_wire = 0;
+    return p;
 }
 
 std::string_view profile_name(MemoryProfile p) {
@@ -118,8 +127,8 @@ double count_stage_parameters(const model::ModelConfig& cfg, const Layout& l, in
     // engine's own layout, model::build_param_layout: one source for every count).
     model::ModelShard shard;
     if (l.pp > 1)
-        shard.units = pipeline::partition_layers(int(cfg.n_layer), l, pp_layers)
-                          .units_of(stage, cfg);
+        shard.units =
+            pipeline::partition_layers(int(cfg.n_layer), l, pp_layers).units_of(stage, cfg);
     shard.tp = l.tp;
     double p = 0;
     for (const model::ParamSpec& t :

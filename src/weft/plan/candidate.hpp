@@ -44,6 +44,10 @@ Precision megatron_precision(const std::string& dtype);  // bf16 | fp16 | fp8
 Precision engine_precision(const std::string& dtype);
 // `p` with gradients reduced in `dtype` (fp32 | bf16, the engine's --grad-reduce-dtype).
 Precision with_grad_reduce(Precision p, const std::string& dtype);
+// `p` with the state of `optimizer` (optim/registry.hpp: its bytes per parameter; none for
+// gradients when it takes none) in place of AdamW's: the engine's fp32 parameters need no master
+// copy, mixed precision keeps its 4-byte one.
+Precision with_optimizer(Precision p, const std::string& optimizer);
 
 enum class MemoryProfile { engine, korthikanti };
 
@@ -75,6 +79,8 @@ struct Workload {
     // --offload optimizer (engine profile): the moments live on disk, streamed in groups of this
     // many floats through a pool in memory; 0: in memory.
     int64_t offload_group_floats = 0;
+    // The optimizer whose state the engine profile counts (optim/registry.hpp).
+    std::string optimizer = "adamw";
 };
 
 // The imbalance factor `w` prices (Workload::moe_imbalance, its default resolved).

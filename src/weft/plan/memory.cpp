@@ -15,6 +15,7 @@
 #include "weft/model/params.hpp"
 #include "weft/offload/streamed_state.hpp"
 #include "weft/optim/optimizer.hpp"
+#include "weft/optim/registry.hpp"
 #include "weft/parallel/data_parallel.hpp"
 #include "weft/parallel/pipeline/partition.hpp"
 #include "weft/parallel/zero_layout.hpp"
@@ -100,20 +101,21 @@ struct EngineState {
 };
 
 EngineState engine_state(const model::ModelConfig& cfg, const Layout& l, int stage,
-                         const std::string& pp_layers, double bucket_mb, bool bf16_reduce) {
+                         const std::string& pp_layers, double bucket_mb, bool bf16_reduce,
+                         const std::string& optimizer) {
     static std::mutex mutex;
     static std::map<std::string, EngineState> cache;
-    const std::string key =
-        fmt::format("{} {} {} {} {} {} {} {} {} {} {}", l.tp, l.pp, l.vpp, stage, l.dp * l.cp, l.ep,
-                    l.zero, bucket_mb, bf16_reduce, pp_layers, cfg.to_json().dump());
+    const std::string key = fmt::format("{} {} {} {} {} {} {} {} {} {} {} {}", l.tp, l.pp, l.vpp,
+                                        stage, l.dp * l.cp, l.ep, l.zero, bucket_mb, bf16_reduce,
+                                        pp_layers, optimizer, cfg.to_json().dump());
     {
         std::lock_guard lock(mutex);
         if (auto it = cache.find(key); it != cache.end()) return it->second;
     }
     model::ModelShard shard;
     if (l.pp > 1)
-        shard.units = pipeline::partition_layers(int(cfg.n_layer), l, pp_layers)
-                          .units_of(stage, cfg);
+        shard.units =
+            pipeline::partition_layers(int(cfg.n_layer), l, pp_layers).units_of(stage, cfg);
     shard.tp = l.tp;
     shard.ep = l.ep;
     // As the trainer lays out an ep shard (train::model_shard): expert runs aligned so that
@@ -123,8 +125,9 @@ EngineState engine_state(const model::ModelConfig& cfg, const Layout& l, int sta
         model::build_param_layout(model::config_for_tp(cfg, l.tp), shard);
     const parallel::ZeroLayout z(full, l.dp * l.cp, 0);
     EngineState e{
-        parallel::zero_state_bytes(z, l.zero),
-        parallel::zero_working_bytes(z, l.zero, int64_t(bucket_mb * (1 << 20)), bf16_reduce),
+        parallel::zero_state_bytes(z, l.zero, optimizer),
+        parallel::zero_working_bytes(z, l.zero, int64_t(bucket_mb * (1 << 20)), bf16_reduce,
+                                     optim::find_optimizer(optimizer).gradients),
         z.padded().units[0].size};
     std::lock_guard lock(mutex);
     cache.emplace(key, e);
@@ -178,7 +181,7 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
 
     if (w.profile == MemoryProfile::engine) {
         const EngineState e =
-            engine_state(cfg, l, stage, k.pp_layers, w.bucket_mb, p.grad_wire == 2);
+            engine_state(cfg, l, stage, k.pp_layers, w.bucket_mb, p.grad_wire == 2, w.optimizer);
         m.weights = double(e.state.params);
         m.grads = double(e.state.grads);
         m.optimizer = double(e.state.optimizer);

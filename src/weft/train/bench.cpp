@@ -12,6 +12,7 @@
 #include "weft/core/philox.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/model/counts.hpp"
+#include "weft/optim/registry.hpp"
 #include "weft/parallel/parallel_context.hpp"
 #include "weft/train/batch_split.hpp"
 #include "weft/train/comm_report.hpp"
@@ -45,16 +46,9 @@ BenchTrainResult bench_train(const BenchTrainOptions& o) {
     r.ranks = mesh.world_size();
     r.micro_batch_size = split.micro;
     r.micro_batches = split.micro_batches;
-    check_memory_fits({cfg,
-                       r.layout,
-                       split.micro,
-                       split.micro_batches,
-                       o.seq_len,
-                       o.dtype,
-                       o.grad_reduce_dtype,
-                       o.bucket_mb,
-                       0,
-                       {}},
+    const optim::OptimizerSpec& spec = optim::find_optimizer(o.optimizer);
+    check_memory_fits({cfg, r.layout, split.micro, split.micro_batches, o.seq_len, o.dtype,
+                       o.grad_reduce_dtype, o.bucket_mb, o.optimizer},
                       fmt::format("model '{}' with n_positions {}{}", o.preset, cfg.n_positions,
                                   raised ? " (from --seq-len)" : ""));
     r.threads = set_threads_per_rank(o.threads);
@@ -62,10 +56,14 @@ BenchTrainResult bench_train(const BenchTrainOptions& o) {
     const int64_t baseline = current_rss_bytes();
     const int64_t B = o.batch_size / dp, T = o.seq_len, micro = split.micro;
 
-    TrainState st(cfg, ctx, {r.layout.zero, o.bucket_mb, o.grad_reduce_dtype == "bf16"}, micro, T,
-                  {o.pp_layers});
+    TrainState st(cfg, ctx,
+                  {r.layout.zero, o.bucket_mb, o.grad_reduce_dtype == "bf16", nullptr, o.optimizer},
+                  micro, T, {o.pp_layers});
     init_state(st, 1);
     optim::OptimConfig oc;
+    oc.optimizer = o.optimizer;
+    oc.beta1 = spec.beta1;
+    oc.beta2 = spec.beta2;
     model::Activations& act = st.activations();
     // Synthetic tokens by global row, so that every layout sees the same batch (and every rank of
     // a tensor- or pipeline-parallel group the same micro-batch); context parallel: this rank's

@@ -32,7 +32,8 @@ struct BenchTrainOptions {
     std::string dtype = "fp32";
     // Data-parallel gradient reduction on the wire, as `weft train --grad-reduce-dtype`.
     std::string grad_reduce_dtype = "fp32";
-    bool profile = false;  // time every kernel of the timed steps (rank 0's main thread)
+    bool profile = false;             // time every kernel of the timed steps (rank 0's main thread)
+    std::string optimizer = "adamw";  // optim/registry.hpp, with its default betas
 };
 
 struct BenchTrainResult {

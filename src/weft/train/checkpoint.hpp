@@ -3,7 +3,8 @@
 // part of the state each rank writes, and how any layout reads it back. A rank writes, of every
 // unit its pipeline stage owns, ZeRO slice `dp rank` of its tensor-parallel shard of the padded
 // flat buffer (with ZeRO 0 too: the replicated state is split over the dp ranks the same way, so
-// each writes ~1/dp), in the three states (weights, AdamW's two moments); tensors every tp rank
+// each writes ~1/dp), in the three states (weights, the optimizer's two moments as fp32, zeros for
+// a moment it has not: Lion's second, MeZO's both); tensors every tp rank
 // keeps whole are written by tp rank 0 only, and the tied embedding by the first stage only. So
 // every logical element is stored exactly once.
 #include <array>

@@ -14,7 +14,7 @@ struct MemoryEstimate {
     // 2-3, parallel/buffer_pool.hpp) or glibc's heap does (0-1), so a checkpoint's staging adds
     // to them (measured).
     int64_t working = 0;
-    // The checkpoint staging buffer: every rank's part of weights and AdamW moments, copied for
+    // The checkpoint staging buffer: every rank's part of weights and moments (fp32), copied for
     // the writer (held while a synchronous save writes; kept by --async-checkpoint).
     int64_t checkpoint = 0;
     // --dtype bf16: the products' per-thread operand copies and, where bf16 is emulated, the
@@ -30,10 +30,10 @@ struct MemoryEstimate {
     std::string describe() const;
 };
 
-// One process or data-parallel rank: model state (fp32 weights, gradients, AdamW's two moments,
-// as much of each as its ZeRO stage keeps); the activations of one micro-batch of B sequences of
-// T tokens; the backward and head scratch; `working_bytes` (ZeRO's gathered units and gradient
-// buckets); `baseline` is the resident size before the model is allocated (code,
+// One process or data-parallel rank: model state (fp32 weights, gradients, the optimizer's
+// state, as much of each as its ZeRO stage keeps); the activations of one micro-batch of B
+// sequences of T tokens; the backward and head scratch; `working_bytes` (ZeRO's gathered units and
+// gradient buckets); `baseline` is the resident size before the model is allocated (code,
 // libraries).
 MemoryEstimate estimate_memory(const model::ModelConfig& cfg, int64_t weights, int64_t grads,
                                int64_t optimizer, int64_t working_bytes, int64_t B, int64_t T,

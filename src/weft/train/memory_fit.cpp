@@ -76,8 +76,9 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
     const Layout& l = run.layout;
     const int world = l.world_size(), local = std::clamp(ranks_on_node(), 1, world);
     const double limit = kMemoryHeadroom * double(available);
-    const plan::Precision prec =
-        plan::with_grad_reduce(plan::engine_precision(run.dtype), run.grad_reduce_dtype);
+    const plan::Precision prec = plan::with_optimizer(
+        plan::with_grad_reduce(plan::engine_precision(run.dtype), run.grad_reduce_dtype),
+        run.optimizer);
     const double params = double(model::num_parameters(run.cfg));
     // Every parameter's weight, gradient and moments live on some rank: spread evenly over the
     // job, that is a floor of the count that needs no tensor declared, so that a 10^9-layer
@@ -95,12 +96,13 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
     };
     if (floor > limit)
         refuse(floor,
-               fmt::format(
-                   "at least {:.3g} parameters x {:.0f} bytes of weights, gradients{} "
-                   "over {} rank(s)",
-                   params, in_memory,
-                   run.offload_group_floats > 0 ? " (AdamW moments on disk)" : " and AdamW moments",
-                   world),
+               fmt::format("at least {:.3g} parameters x {:.0f} bytes of weights, gradients{} "
+                           "over {} rank(s)",
+                           params, in_memory,
+                           run.offload_group_floats > 0
+                               ? fmt::format(" ({} state on disk)", run.optimizer)
+                               : fmt::format(" and {} state", run.optimizer),
+                           world),
                true);
 
     plan::Workload w;
@@ -111,6 +113,7 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
     w.profile = plan::MemoryProfile::engine;
     w.bucket_mb = run.bucket_mb;
     w.offload_group_floats = run.offload_group_floats;
+    w.optimizer = run.optimizer;
     const plan::Cluster c;  // runtime 0: what the ranks hold now is no longer available
     const plan::Candidate k{l, run.micro, "", false};
     // Micro-batches each pipeline rank holds at once, as the trainer's estimate takes them.
@@ -147,10 +150,11 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
         if (::statvfs(run.offload_dir.c_str(), &v) == 0) {
             const double free_bytes = double(v.f_bavail) * double(v.f_frsize);
             WEFT_CHECK(disk <= free_bytes,
-                       "{} with --offload needs about {:.3g} GiB of AdamW moments on this node's "
+                       "{} with --offload needs about {:.3g} GiB of {} state on this node's "
                        "{} rank(s) under --offload-dir {}, but the disk has {:.3g} GiB free; "
                        "expected a disk with room for them",
-                       what, gib(disk), local, run.offload_dir.string(), gib(free_bytes));
+                       what, gib(disk), run.optimizer, local, run.offload_dir.string(),
+                       gib(free_bytes));
         }
     }
 }

@@ -14,14 +14,15 @@ namespace weft::train {
 
 // A run as the memory count sees it: `micro` sequences of `seq_len` tokens per forward,
 // `micro_batches` of them per step and rank, products in `dtype`, gradients reduced in
-// `grad_reduce_dtype` in buckets of `bucket_mb`.
+// `grad_reduce_dtype` in buckets of `bucket_mb`, the state of `optimizer`.
 struct RunShape {
     model::ModelConfig cfg;
     Layout layout;  // resolved
     int64_t micro = 1, micro_batches = 1, seq_len = 1;
     std::string dtype = "fp32", grad_reduce_dtype = "fp32";
     double bucket_mb = 25;
-    int64_t offload_group_floats = 0;   // --offload optimizer: the moments on disk (plan::Workload)
+    std::string optimizer = "adamw";    // optim/registry.hpp
+    int64_t offload_group_floats = 0;   // --offload optimizer: the state on disk (plan::Workload)
     std::filesystem::path offload_dir;  // ... under this directory
 };
 

@@ -43,7 +43,8 @@ nlohmann::json RunCheckpoints::run_state() const {
                         {"lr", o_.optim.lr},
                         {"lr_schedule", o_.optim.lr_schedule},
                         {"warmup", o_.optim.warmup},
-                        {"min_lr_ratio", o_.optim.min_lr_ratio}};
+                        {"min_lr_ratio", o_.optim.min_lr_ratio},
+                        {"optimizer", o_.optim.optimizer}};
     // Aux-loss-free balancing: the bias the next steps route by (identical on every rank).
     if (std::vector<float> bias = st_.model().router_bias(); !bias.empty())
         j["moe_router_bias"] = std::move(bias);

@@ -48,6 +48,13 @@ void check_resume_settings(const CheckpointInfo& ck, const TrainOptions& o) {
     same("min_lr_ratio", o.optim.min_lr_ratio, "--min-lr-ratio", "the learning-rate schedule");
     if (o.optim.lr_schedule == "cosine")
         same("steps", o.steps, "--steps", "the learning-rate schedule");
+    // The optimizer's state is its own: no conversion between optimizers is defined. A
+    // checkpoint from before --optimizer holds AdamW's.
+    const std::string then = state.value("optimizer", std::string("adamw"));
+    WEFT_CHECK(then == o.optim.optimizer,
+               "resuming with --optimizer {} but the checkpoint {} holds the state of --optimizer "
+               "{}; expected --optimizer {} (or start a new run from its weights)",
+               o.optim.optimizer, ck.dir.string(), then, then);
 }
 
 // --ep splits experts: a dense model has none, and each ep rank must get as many.

@@ -18,20 +18,30 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Floats [at, at + n) of slice i's first or second moment: in the optimizer, or with --offload
-// in its files.
-void read_moments(TrainState& st, size_t i, bool second, int64_t at, int64_t n, float* out) {
-    if (offload::StreamedState* o = st.offloaded())
-        return o->files().read(second, int(i), at, n, out);
-    optim::AdamW& adam = st.optimizers()[i];
-    std::copy_n((second ? adam.exp_avg_sq() : adam.exp_avg()).data() + at, n, out);
+// The checkpoint's moment `which` is the optimizer's moment k (exp_avg 0, exp_avg_sq 1); one it
+// does not have (Lion's second, MeZO's both) is stored as zeros.
+int moment_index(StateTensors which) {
+    return which == StateTensors::exp_avg_sq ? 1 : 0;
 }
 
-void write_moments(TrainState& st, size_t i, bool second, int64_t at, int64_t n, const float* in) {
-    if (offload::StreamedState* o = st.offloaded())
-        return o->files().write(second, int(i), at, n, in);
-    optim::AdamW& adam = st.optimizers()[i];
-    std::copy_n(in, n, (second ? adam.exp_avg_sq() : adam.exp_avg()).data() + at);
+int moments_of(TrainState& st) {
+    return st.optimizers().empty() ? 0 : st.optimizers()[0]->moments();
+}
+
+// Floats [at, at + n) of slice i's moment k: in the optimizer, or with --offload in its files
+// (whose stream k is moment k).
+void read_moments(TrainState& st, size_t i, int k, int64_t at, int64_t n, float* out) {
+    if (k >= moments_of(st)) {
+        std::fill_n(out, n, 0.0f);
+        return;
+    }
+    if (offload::StreamedState* o = st.offloaded()) return o->files().read(k, int(i), at, n, out);
+    st.optimizers()[i]->read_moment(k, at, n, out);
+}
+
+void write_moments(TrainState& st, size_t i, int k, int64_t at, int64_t n, const float* in) {
+    if (offload::StreamedState* o = st.offloaded()) return o->files().write(k, int(i), at, n, in);
+    st.optimizers()[i]->write_moment(k, at, n, in);
 }
 
 // The pipeline rank that holds unit `unit` (0: the embeddings, L + 1: the final norm).
@@ -70,27 +80,33 @@ void load_state(TrainState& st, const CheckpointInfo& ck) {
         };
     };
     dp.load_params(reader(StateTensors::params));
-    // Stage 0 keeps the moments whole (one slice), read straight into the optimizer's; the
-    // others keep this rank's slices, and --offload its files: those are filled a unit at a
-    // time, with no copy of a whole moment in memory.
+    // Stage 0 keeps the moments whole; the others keep this rank's slices. The optimizer takes
+    // them as fp32 (an 8-bit one requantises them). With --offload they go to its files a unit
+    // at a time, with no copy of a whole moment in memory.
+    const int moments = moments_of(st);
     const bool whole = dp.stage() == 0;
-    for (bool second : {false, true}) {
-        auto fill = reader(second ? StateTensors::exp_avg_sq : StateTensors::exp_avg);
-        if (whole && !st.offloaded()) {
-            optim::AdamW& adam = st.optimizers()[0];
-            parallel::fill_units(dp.zero_layout(), fill,
-                                 (second ? adam.exp_avg_sq() : adam.exp_avg()).data(), true);
-            continue;
-        }
-        parallel::fill_units(
-            dp.zero_layout(), fill,
-            [&](int slice, int64_t at, int64_t n, const float* data) {
-                if (slice < 0)
-                    write_moments(st, 0, second, at, n, data);  // the whole buffer's one slice
-                else
-                    write_moments(st, size_t(slice), second, 0, n, data);
-            },
-            whole);
+    if (st.offloaded()) {
+        for (int k = 0; k < moments; ++k)
+            parallel::fill_units(
+                dp.zero_layout(), reader(k == 1 ? StateTensors::exp_avg_sq : StateTensors::exp_avg),
+                [&](int slice, int64_t at, int64_t n, const float* data) {
+                    if (slice < 0)
+                        write_moments(st, 0, k, at, n, data);  // the whole buffer's one slice
+                    else
+                        write_moments(st, size_t(slice), k, 0, n, data);
+                },
+                whole);
+        return;
+    }
+    if (moments == 0) return;
+    Buffer buf(whole ? dp.padded().total : dp.zero_layout().shard_floats());
+    const auto& slices = dp.update_slices();
+    for (int k = 0; k < moments; ++k) {
+        auto fill = reader(k == 1 ? StateTensors::exp_avg_sq : StateTensors::exp_avg);
+        parallel::fill_units(dp.zero_layout(), fill, buf.data(), whole);
+        for (size_t i = 0; i < slices.size(); ++i)
+            st.optimizers()[i]->write_moment(k, 0, slices[i].size,
+                                             buf.data() + (whole ? 0 : slices[i].shard_offset));
     }
 }
 
@@ -173,7 +189,7 @@ void copy_piece(TrainState& st, const Piece& p, int64_t from, int64_t n, float* 
         std::memcpy(out, dp.update_params(dp.update_slices()[p.slice]) + p.at + from,
                     size_t(n) * sizeof(float));
     else
-        read_moments(st, p.slice, p.which == StateTensors::exp_avg_sq, p.at + from, n, out);
+        read_moments(st, p.slice, moment_index(p.which), p.at + from, n, out);
 }
 
 // Copies this rank's part of the state into `out`, in the order shard_ranges lists it.

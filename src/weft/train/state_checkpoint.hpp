@@ -1,5 +1,5 @@
 #pragma once
-// Where a TrainState's parameters and AdamW moments come from and go to: a fresh
+// Where a TrainState's parameters and optimizer moments come from and go to: a fresh
 // initialisation, a Hugging Face model, a weft checkpoint; and the checkpoints a run writes:
 // every rank its own shard (checkpoint.hpp says which part), world rank 0 the manifest once all
 // are on disk. Every call is collective over the mesh.
@@ -20,7 +20,8 @@ namespace weft::train {
 // Every parameter from the seed (model::init_params: the same logical model on any layout).
 void init_state(TrainState& st, uint64_t seed);
 void load_hf_state(TrainState& st, const std::filesystem::path& model_dir);
-// Parameters and AdamW moments, from a checkpoint of any layout.
+// Parameters and optimizer moments (as fp32: Optimizer::write_moment), from a checkpoint of any
+// layout.
 void load_state(TrainState& st, const CheckpointInfo& ck);
 
 // The part of the state the rank at (tp_rank, dp_rank, stage) writes (checkpoint.hpp); `z` is

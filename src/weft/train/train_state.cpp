@@ -12,6 +12,14 @@ namespace weft::train {
 
 namespace {
 
+// Whether the optimizer's state is one fp32 per element in each buffer, cut anywhere: what
+// offload::StreamedState streams (AdamW, Lion; not 8-bit AdamW's blocks).
+bool fp32_per_element(const optim::Optimizer& o) {
+    for (int k = 0; k < o.states(); ++k)
+        if (o.state_bytes(k) != 4 * o.size() || o.state_offset(k, 1) != 4) return false;
+    return o.states() > 0 && o.states() <= 2 && o.align_down(1) == 1;
+}
+
 pipeline::Partition partition_for(const model::ModelConfig& cfg, const Layout& l,
                                   const ModelParallelOptions& mp) {
     if (l.pp == 1) {
@@ -70,6 +78,28 @@ bool recomputes(const Layout& l) {
     return l.recompute == Recompute::full;
 }
 
+// A zeroth-order step runs forward passes only, each rank over the parameters it holds and the
+// same z: the layouts that split a forward over ranks otherwise are refused.
+void check_zeroth_order(const Layout& l, const model::ModelConfig& cfg, std::string_view name) {
+    auto refuse = [&](const char* flag, int value, const char* why) {
+        fail("--optimizer {} with {} {}: {}; expected {} 1 (it runs data parallel, any --zero)",
+             name, flag, value, why, flag);
+    };
+    if (l.pp > 1)
+        refuse("--pp", l.pp,
+               "the pipeline's schedules interleave backward passes, which it has not");
+    if (l.tp > 1)
+        refuse("--tp", l.tp,
+               "its perturbation is drawn per element of the unit a rank holds, and tensor "
+               "parallelism splits units over ranks");
+    if (l.cp > 1)
+        refuse("--cp", l.cp, "context parallelism shards sequences for the backward it has not");
+    WEFT_CHECK(cfg.n_experts == 0,
+               "--optimizer {}: the model has mixture-of-experts layers, whose router balancing "
+               "reads a training step's statistics; expected a dense model",
+               name);
+}
+
 }  // namespace
 
 TrainState::TrainState(const model::ModelConfig& cfg, const parallel::ParallelContext& ctx,
@@ -87,7 +117,8 @@ TrainState::TrainState(const model::ModelConfig& cfg, const parallel::ParallelCo
                                ctx.tp(), ctx.layout().sequence_parallel)),
       dp_(model_->layout(), ctx.gradient_group(), with_expert_dp(options, ctx)),
       tied_(mesh_.group(comm::Axis::pp), part_, model_->config().tie_embeddings,
-            dp_.padded().units[0].size, options.bf16_grad_reduce) {
+            dp_.padded().units[0].size, options.bf16_grad_reduce),
+      spec_(&optim::find_optimizer(options.optimizer)) {
     const Layout& l = ctx.layout();
     const bool recompute = recomputes(l);
     model_->set_context_parallel(ctx.cp(), T, l.cp_kind != CpKind::ring, ctx.cp_ring(),
@@ -102,17 +133,42 @@ TrainState::TrainState(const model::ModelConfig& cfg, const parallel::ParallelCo
         pp_ > 1 ? model::LayerSpan{0, 0, false, false} : model::LayerSpan{0, -1, true, recompute});
     if (ctx.cp()) act_->positions = model_->context_positions();
     const bool offloaded = !offload.dir.empty();
-    std::vector<int64_t> sizes;
-    for (const parallel::ShardSlice& s : dp_.update_slices()) {
-        adam_.emplace_back(dp_.padded(), s.begin, s.begin + s.size, offloaded);
-        sizes.push_back(s.size);
+    if (spec_->gradients) {
+        // Offloaded, the state lives in files (offload_files_): the optimizer counts it only.
+        for (const parallel::ShardSlice& s : dp_.update_slices())
+            opt_.push_back(spec_->make(dp_.padded(), s.begin, s.begin + s.size, !offloaded));
+    } else {
+        check_zeroth_order(l, cfg, spec_->name);
+        // No state to shard, so below ZeRO 3 every rank moves the whole buffer it holds (the
+        // same z and the same projected gradient everywhere) and nothing is gathered.
+        if (dp_.stage() < 3)
+            opt_.push_back(spec_->make(dp_.padded(), 0, dp_.padded().total, true));
+        else
+            for (const parallel::ShardSlice& s : dp_.update_slices())
+                opt_.push_back(spec_->make(dp_.padded(), s.begin, s.begin + s.size, true));
     }
+    int64_t state = 0;
+    for (const auto& o : opt_) state += o->state_bytes();
+    WEFT_CHECK(state == dp_.model_state_bytes().optimizer,
+               "internal: the {} optimizer holds {} bytes of state, the count says {}", spec_->name,
+               state, dp_.model_state_bytes().optimizer);
     if (offloaded) {
-        offload_files_ = std::make_unique<offload::StateFiles>(
-            offload.dir, mesh_.world_rank(),
-            std::vector<std::string>(std::begin(optim::AdamW::kStateNames),
-                                     std::end(optim::AdamW::kStateNames)),
-            sizes);
+        // The streamed step hands out fp32 arrays cut anywhere: the optimizer's state must be
+        // fp32 per element (cli/flag_checks refuses the others first).
+        std::vector<int64_t> sizes;
+        for (const auto& o : opt_) {
+            WEFT_CHECK(fp32_per_element(*o),
+                       "internal: --offload with the {} optimizer, whose state is not fp32 per "
+                       "element",
+                       spec_->name);
+            sizes.push_back(o->size());
+        }
+        // Named as the checkpoint names the moments (Optimizer::read_moment).
+        std::vector<std::string> names;
+        for (int k = 0; k < opt_.front()->states(); ++k)
+            names.push_back(optim::AdamW::kStateNames[k]);
+        offload_files_ =
+            std::make_unique<offload::StateFiles>(offload.dir, mesh_.world_rank(), names, sizes);
         offload_ = std::make_unique<offload::StreamedState>(*offload_files_, offload.group_floats);
         // Fresh moments are zero (a checkpoint being resumed overwrites them). Writing them, then
         // reading them back, is also the disk's bandwidth as the step will see it.
@@ -139,6 +195,7 @@ parallel::ModelStateBytes TrainState::model_state_bytes() const {
 
 StepOutcome TrainState::step(int64_t micro_batches, const std::function<void(int64_t)>& fill,
                              float loss_scale, const optim::OptimConfig& oc, float lr, int64_t t) {
+    if (!spec_->gradients) return zeroth_order_step(micro_batches, fill, loss_scale, oc, lr, t);
     dp_.begin_step();
     const double loss_sum = run_micro_batches(micro_batches, fill, loss_scale);
     dp_.end_backward();
@@ -174,13 +231,15 @@ StepOutcome TrainState::step(int64_t micro_batches, const std::function<void(int
         offload_last_ =
             offload_->run(true, true, [&](int i, int64_t a, int64_t b, std::span<float* const> s) {
                 const parallel::ShardSlice& sl = slices[size_t(i)];
-                adam_[size_t(i)].step_range(a, b, dp_.update_params(sl) + a,
-                                            dp_.update_grads(sl) + a, s[0], s[1], oc, lr, scale, t);
+                std::vector<std::byte*> states;
+                for (float* p : s) states.push_back(reinterpret_cast<std::byte*>(p));
+                opt_[size_t(i)]->step_range(dp_.update_params(sl), dp_.update_grads(sl),
+                                            states.data(), a, b, {oc, lr, scale, t});
             });
     } else {
         for (size_t i = 0; i < slices.size(); ++i)
-            adam_[i].step(dp_.update_params(slices[i]), dp_.update_grads(slices[i]), oc, lr, scale,
-                          t);
+            opt_[i]->step(dp_.update_params(slices[i]), dp_.update_grads(slices[i]),
+                          {oc, lr, scale, t});
     }
     dp_.after_update();
     return out;

@@ -1,10 +1,11 @@
 #pragma once
 // One rank's part of the model, its share of the training state (parameters, gradients and
-// AdamW moments as its pipeline stage, tensor-parallel shard and ZeRO stage keep them), and one
-// optimizer step over it: what `weft train` and `weft bench train` run. Where the state comes
-// from and goes to is state_checkpoint.hpp, what it weighs state_memory.hpp. The layout is the
-// context's, and so are the communicators (parallel/parallel_context.hpp): TrainState builds
-// none. Every call is collective over the whole mesh.
+// optimizer state as its pipeline stage, tensor-parallel shard and ZeRO stage keep them), and one
+// optimizer step over it (a zeroth-order optimizer's: two forward passes, no backward): what `weft
+// train` and `weft bench train` run. Where the state comes from and goes to is
+// state_checkpoint.hpp, what it weighs state_memory.hpp. The layout is the context's, and so are
+// the communicators (parallel/parallel_context.hpp): TrainState builds none. Every call is
+// collective over the whole mesh.
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -18,6 +19,7 @@
 #include "weft/model/model.hpp"
 #include "weft/offload/streamed_state.hpp"
 #include "weft/optim/optimizer.hpp"
+#include "weft/optim/registry.hpp"
 #include "weft/parallel/data_parallel.hpp"
 #include "weft/parallel/parallel_context.hpp"
 #include "weft/train/evaluate.hpp"
@@ -63,7 +65,7 @@ class TrainState {
     // `micro` sequences of T tokens per forward pass. Gradients are reduced over the context's
     // gradient group: the mesh's dp axis, or with context parallelism its cp x dp group, each
     // cp rank holding T / cp tokens of every sequence (Model::set_context_parallel). The context
-    // must outlive this object.
+    // must outlive this object. options.optimizer names the optimizer (optim/registry.hpp).
     TrainState(const model::ModelConfig& cfg, const parallel::ParallelContext& ctx,
                parallel::DataParallelOptions options, int64_t micro, int64_t T,
                const ModelParallelOptions& mp = {}, const OffloadOptions& offload = {});
@@ -89,8 +91,11 @@ class TrainState {
     model::Model& model() { return *model_; }
     parallel::DataParallel& dp() { return dp_; }
     const parallel::DataParallel& dp() const { return dp_; }
-    // One per slice of dp().update_slices(), holding that slice's AdamW moments.
-    std::vector<optim::AdamW>& optimizers() { return adam_; }
+    // One per slice of dp().update_slices(), holding that slice's optimizer state; a zeroth-order
+    // optimizer, which has none, one per range of parameters the rank holds (the whole buffer
+    // below ZeRO 3).
+    std::vector<std::unique_ptr<optim::Optimizer>>& optimizers() { return opt_; }
+    const optim::OptimizerSpec& optimizer() const { return *spec_; }
     // Where fill(m) puts micro-batch m's tokens (inputs and targets): with context parallelism
     // this rank's T / cp of each sequence, at activations().positions.
     model::Activations& activations() { return *act_; }
@@ -117,6 +122,11 @@ class TrainState {
     // Forward and backward of every micro-batch; returns this rank's loss sum.
     double run_micro_batches(int64_t micro_batches, const std::function<void(int64_t)>& fill,
                              float loss_scale);
+    // MeZO's step: the loss at w + eps z and at w - eps z over the same micro-batches, then the
+    // update along z (optim/mezo.hpp).
+    StepOutcome zeroth_order_step(int64_t micro_batches, const std::function<void(int64_t)>& fill,
+                                  float loss_scale, const optim::OptimConfig& oc, float lr,
+                                  int64_t t);
     // The loss exists on the last stage, the same on every tp rank of it: counted there once.
     bool counts_loss() const;
     // Sums `values` over the ranks that together hold the model: the world with model
@@ -130,7 +140,8 @@ class TrainState {
     std::unique_ptr<model::Model> model_;
     parallel::DataParallel dp_;
     TiedEmbedding tied_;
-    std::vector<optim::AdamW> adam_;  // one per update slice
+    const optim::OptimizerSpec* spec_;
+    std::vector<std::unique_ptr<optim::Optimizer>> opt_;
     std::unique_ptr<offload::StateFiles> offload_files_;
     std::unique_ptr<offload::StreamedState> offload_;
     offload::PassStats offload_last_, offload_init_[2];

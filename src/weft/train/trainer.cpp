@@ -153,6 +153,7 @@ void log_offload_disk(const TrainState& st, RunLog& log) {
 void run_training(const TrainOptions& opts) {
     TrainOptions o = opts;
     o.validate();
+    o.optim.seed = o.seed;  // MeZO draws its perturbations from the run's seed
     const TestFault fault = TestFault::from_env();
     // Collective; a world size that does not match the layout fails here on every rank, an
     // option the degrees do not allow in the context.
@@ -171,11 +172,13 @@ void run_training(const TrainOptions& opts) {
     const OffloadOptions offload{o.offload.empty() ? std::filesystem::path() : o.offload_dir,
                                  int64_t(o.offload_group_mb * double(1 << 20) / sizeof(float))};
     check_memory_fits({in.cfg, o.layout, split.micro, split.micro_batches, o.seq_len, o.dtype,
-                       o.grad_reduce_dtype, o.bucket_mb,
+                       o.grad_reduce_dtype, o.bucket_mb, o.optim.optimizer,
                        offload.dir.empty() ? 0 : offload.group_floats, offload.dir},
                       "model '" + in.model_name + "'");
-    TrainState st(in.cfg, ctx, {o.layout.zero, o.bucket_mb, o.grad_reduce_dtype == "bf16"},
-                  split.micro, o.seq_len, {o.pp_layers}, offload);
+    TrainState st(
+        in.cfg, ctx,
+        {o.layout.zero, o.bucket_mb, o.grad_reduce_dtype == "bf16", nullptr, o.optim.optimizer},
+        split.micro, o.seq_len, {o.pp_layers}, offload);
     load_run_start(st, in, o);
 
     RunLog log(o, mesh, in.start_step);

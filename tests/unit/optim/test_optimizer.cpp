@@ -305,16 +305,18 @@ TEST(AdamW, StepRangeOverCallersMomentsIsBitwiseStep) {
     auto whole = make_params(layout, 7, 0.0f);
     auto grouped = whole;
     AdamW full(layout, begin, end);
-    AdamW offloaded(layout, begin, end, /*offloaded=*/true);
-    EXPECT_EQ(offloaded.exp_avg_sq().size(), 0);
+    AdamW offloaded(layout, begin, end, /*allocate=*/false);
+    EXPECT_EQ(offloaded.state_bytes(), 8 * (end - begin));  // counted, not held
     std::vector<float> m(size_t(end - begin)), v(size_t(end - begin));
     for (int64_t t = 1; t <= 3; ++t) {
         const auto grads = random_vector(size_t(layout.total), 200 + uint64_t(t));
         full.step(whole.data() + begin, grads.data() + begin, c, 0.01f, 0.5f, t);
         for (size_t k = 0; k + 1 < std::size(cuts); ++k) {
             const int64_t a = cuts[k], b = cuts[k + 1];
-            offloaded.step_range(a, b, grouped.data() + begin + a, grads.data() + begin + a,
-                                 m.data() + a, v.data() + a, c, 0.01f, 0.5f, t);
+            std::byte* states[] = {reinterpret_cast<std::byte*>(m.data() + a),
+                                   reinterpret_cast<std::byte*>(v.data() + a)};
+            offloaded.step_range(grouped.data() + begin, grads.data() + begin, states, a, b,
+                                 {c, 0.01f, 0.5f, t});
         }
     }
     for (int64_t i = 0; i < layout.total; ++i)

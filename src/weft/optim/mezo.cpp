@@ -1,0 +1,79 @@
+#include "weft/optim/mezo.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "weft/core/philox.hpp"
+#include "weft/kernels/profile.hpp"
+#include "weft/optim/registry.hpp"
+
+namespace weft::optim {
+
+namespace {
+
+constexpr int64_t kChunk = 8192;  // elements a thread takes at a time
+
+class Mezo : public ZerothOrder {
+  public:
+    Mezo(const model::ParamLayout& layout, int64_t begin, int64_t end)
+        : ZerothOrder(layout, begin, end) {
+        set_state_bytes({});
+    }
+
+    int moments() const override { return 0; }
+
+    void perturb(float* params, float scale, uint64_t seed, int64_t t) const override {
+        WEFT_PROFILE("mezo_perturb");
+        walk(
+            seed, t, 0, size(), [&](float* w, float z, bool) { *w += scale * z; }, params);
+    }
+
+    void step_range(float* params, const float*, std::byte* const*, int64_t a, int64_t b,
+                    const StepArgs& s) override {
+        WEFT_PROFILE("mezo");
+        const float g = float(s.projected_grad), lr = s.lr, wd = s.c.weight_decay;
+        walk(
+            s.c.seed, s.t, a, b,
+            [&](float* w, float z, bool decay) { *w -= lr * (g * z + (decay ? wd * *w : 0.0f)); },
+            params);
+    }
+
+  private:
+    // f(&w, z, decay) for every tensor element of [a, b); padding is left alone (zero).
+    template <class F>
+    void walk(uint64_t seed, int64_t t, int64_t a, int64_t b, F f, float* params) const {
+        const Philox rng = philox_for(seed, fmt::format("mezo z of step {}", t));
+        for (const Segment& seg : segments_in(a, b)) {
+            if (!seg.tensor) continue;
+            const int unit = seg.tensor->unit;
+            // The element's place in its unit, the same under every ZeRO layout.
+            const uint64_t key =
+                (uint64_t(unit) << 40) +
+                uint64_t(begin() + seg.begin - layout_->units[size_t(unit)].offset);
+            const bool decay = seg.decay();
+            const int64_t n = seg.end - seg.begin, chunks = (n + kChunk - 1) / kChunk;
+            float* w = params + seg.begin;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+            for (int64_t c = 0; c < chunks; ++c)
+                for (int64_t i = c * kChunk, hi = std::min(n, i + kChunk); i < hi; ++i)
+                    f(w + i, rng.normal(key + uint64_t(i)), decay);
+        }
+    }
+};
+
+}  // namespace
+
+OptimizerSpec mezo_spec() {
+    return {"mezo",
+            "MeZO: zeroth-order SPSA, two forward passes a step, no gradients or state",
+            0.0,
+            false,
+            0.9f,
+            0.95f,
+            [](const model::ParamLayout& l, int64_t b, int64_t e, bool) {
+                return std::unique_ptr<Optimizer>(new Mezo(l, b, e));
+            }};
+}
+
+}  // namespace weft::optim

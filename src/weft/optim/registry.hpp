@@ -1,0 +1,45 @@
+#pragma once
+// The optimizers `weft train --optimizer` knows. Adding one is one file in optim/ (a class
+// deriving from Optimizer and a function returning its OptimizerSpec) and one line in
+// registry.cpp; the trainer, the checkpoints, the memory estimate and the planner read
+// everything else from here.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weft/optim/optimizer.hpp"
+
+namespace weft::optim {
+
+struct OptimizerSpec {
+    std::string_view name;
+    std::string_view summary;
+    // Bytes of state per parameter of a large tensor, for the floors that are counted before a
+    // layout exists (the exact count is the optimizer's own, state_bytes below).
+    double bytes_per_param;
+    // Whether it steps from gradients: without (zeroth order) no gradient buffer is allocated
+    // and the trainer runs forward passes only.
+    bool gradients;
+    float beta1, beta2;  // its defaults, when --beta1 / --beta2 are not given
+    // Over [begin, end) of `layout`; with `allocate` false the state is counted, not held.
+    std::function<std::unique_ptr<Optimizer>(const model::ParamLayout& layout, int64_t begin,
+                                             int64_t end, bool allocate)>
+        make;
+};
+
+const std::vector<OptimizerSpec>& optimizers();
+// The spec of `name`; an error naming it and the known names when there is none.
+const OptimizerSpec& find_optimizer(std::string_view name);
+std::string optimizer_names();  // "adamw, adamw8bit, lion, mezo"
+
+std::unique_ptr<Optimizer> make_optimizer(std::string_view name, const model::ParamLayout& layout,
+                                          int64_t begin, int64_t end);
+// Bytes of state the optimizer `name` holds for [begin, end) of `layout`: the one count the
+// trainer's estimate and the planner read.
+int64_t optimizer_state_bytes(std::string_view name, const model::ParamLayout& layout,
+                              int64_t begin, int64_t end);
+
+}  // namespace weft::optim
