@@ -15,9 +15,6 @@ inline constexpr int64_t kQuantMinimum = 4096;  // smaller tensors stay fp32, as
 // The 256 codes, ascending: bitsandbytes' create_dynamic_map(signed) with 7 exponent bits.
 const std::array<float, 256>& dynamic_map(bool is_signed);
 
-// The index of the code nearest x (in the map's range).
-uint8_t quantize_value(const std::array<float, 256>& map, float x);
-
 // n values -> codes; returns the block's absmax (0 for an all-zero block, every code that of 0).
 float quantize_block(const float* x, int64_t n, bool is_signed, uint8_t* q);
 void dequantize_block(const uint8_t* q, int64_t n, float absmax, bool is_signed, float* x);

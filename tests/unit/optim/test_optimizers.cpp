@@ -35,14 +35,15 @@ model::ParamSpec spec(const std::string& name, int64_t numel, int64_t offset, in
 }
 
 // Two tensors of 8-bit size (8192 values: 4 blocks; 5000: 2 full blocks and one of 904) around a
-// 100-value bias that stays fp32, with 28 floats of padding before unit 1. `shift` moves unit 1
-// (a ZeRO layout pads units; offsets within them stay).
+// 100-value bias that stays fp32, with 28 floats of padding before unit 2 (unit 0, the
+// embeddings, is empty here). `shift` moves unit 2 (a ZeRO layout pads units; offsets within
+// them stay).
 model::ParamLayout layout(int64_t shift = 0) {
     model::ParamLayout l;
-    l.tensors.push_back(spec("big.weight", 8192, 0, 0, true));
-    l.tensors.push_back(spec("small.bias", 100, 8192, 0, false));
-    l.tensors.push_back(spec("big2.weight", 5000, 8320 + shift, 1, true));
-    l.units = {{0, 8320 + shift}, {8320 + shift, 5008}};
+    l.tensors.push_back(spec("big.weight", 8192, 0, 1, true));
+    l.tensors.push_back(spec("small.bias", 100, 8192, 1, false));
+    l.tensors.push_back(spec("big2.weight", 5000, 8320 + shift, 2, true));
+    l.units = {{0, 0}, {0, 8320 + shift}, {8320 + shift, 5008}};
     l.total = 13328 + shift;
     return l;
 }
@@ -93,6 +94,12 @@ TEST(Registry, StateBytesPerOptimizer) {
     // and the paddings, each piece aligned to 16 bytes: 8192 + 400 + 112 + 5000 (-> 13712) + 32;
     // and an absmax pair (8 bytes) for each of 4 + 3 blocks.
     EXPECT_EQ(optimizer_state_bytes("adamw8bit", l, 0, l.total), 2 * 13744 + 8 * 7);
+    // The embeddings (unit 0) keep fp32 moments whatever their size.
+    model::ParamLayout e;
+    e.tensors.push_back(spec("wte.weight", 8192, 0, 0, true));
+    e.units = {{0, 8192}};
+    e.total = 8192;
+    EXPECT_EQ(optimizer_state_bytes("adamw8bit", e, 0, e.total), 8 * 8192);
     // What is counted is what is held.
     for (const OptimizerSpec& s : optimizers()) {
         auto o = make_optimizer(s.name, l, 100, 9000);
@@ -368,7 +375,7 @@ TEST(Mezo, TheSameZForAnElementWhateverTheRangeOrUnitPadding) {
     // A shard draws the whole buffer's values for its elements.
     const auto part = z_of(l, 3000, 9000, 7, 3);
     for (int64_t i = 3000; i < 9000; ++i) ASSERT_EQ(part[size_t(i - 3000)], z[size_t(i)]) << i;
-    // A layout whose unit 1 starts 16 floats later (a ZeRO layout's padding) draws the same z
+    // A layout whose unit 2 starts 16 floats later (a ZeRO layout's padding) draws the same z
     // for the same parameter.
     const auto shifted = layout(16);
     const auto zs = z_of(shifted, 0, shifted.total, 7, 3);
