@@ -38,9 +38,7 @@ OptimizerSpec adamw_spec() {
             true,
             0.9f,
             0.95f,
-            [](const model::ParamLayout& l, int64_t b, int64_t e, bool allocate) {
-                return std::unique_ptr<Optimizer>(new AdamW(l, b, e, allocate));
-            }};
+            factory<AdamW>()};
 }
 
 }  // namespace weft::optim

@@ -208,9 +208,7 @@ OptimizerSpec adamw8bit_spec() {
             true,
             0.9f,
             0.95f,
-            [](const model::ParamLayout& l, int64_t b, int64_t e, bool allocate) {
-                return std::unique_ptr<Optimizer>(new AdamW8bit(l, b, e, allocate));
-            }};
+            factory<AdamW8bit>()};
 }
 
 }  // namespace weft::optim

@@ -58,9 +58,7 @@ OptimizerSpec lion_spec() {
             true,
             0.9f,
             0.99f,
-            [](const model::ParamLayout& l, int64_t b, int64_t e, bool allocate) {
-                return std::unique_ptr<Optimizer>(new Lion(l, b, e, allocate));
-            }};
+            factory<Lion>()};
 }
 
 }  // namespace weft::optim

@@ -16,7 +16,7 @@ constexpr int64_t kChunk = 8192;  // elements a thread takes at a time
 
 class Mezo : public ZerothOrder {
   public:
-    Mezo(const model::ParamLayout& layout, int64_t begin, int64_t end)
+    Mezo(const model::ParamLayout& layout, int64_t begin, int64_t end, bool /*allocate: none*/)
         : ZerothOrder(layout, begin, end) {
         set_state_bytes({});
     }
@@ -71,9 +71,7 @@ OptimizerSpec mezo_spec() {
             false,
             0.9f,
             0.95f,
-            [](const model::ParamLayout& l, int64_t b, int64_t e, bool) {
-                return std::unique_ptr<Optimizer>(new Mezo(l, b, e));
-            }};
+            factory<Mezo>()};
 }
 
 }  // namespace weft::optim

@@ -30,6 +30,14 @@ struct OptimizerSpec {
         make;
 };
 
+// OptimizerSpec::make for a class constructed as T(layout, begin, end, allocate).
+template <class T>
+auto factory() {
+    return [](const model::ParamLayout& l, int64_t begin, int64_t end, bool allocate) {
+        return std::unique_ptr<Optimizer>(new T(l, begin, end, allocate));
+    };
+}
+
 const std::vector<OptimizerSpec>& optimizers();
 // The spec of `name`; an error naming it and the known names when there is none.
 const OptimizerSpec& find_optimizer(std::string_view name);

@@ -71,6 +71,34 @@ void step_in_pieces(Optimizer& o, float* w, const float* g, const StepArgs& s,
     }
 }
 
+// Steps optimizer `name` 3 times over the whole buffer, as shards cut at `cuts`, and in pieces
+// cut there with the state handed over as flat buffers: the three agree bit for bit. Returns
+// the whole buffer's parameters.
+std::vector<float> expect_shards_and_pieces_whole(const std::string& name,
+                                                  const std::vector<int64_t>& cuts, uint64_t seed,
+                                                  float lr, float grad_scale) {
+    const auto l = layout();
+    OptimConfig c;
+    auto whole = params(l, seed), sharded = whole, pieces = whole;
+    auto full = make_optimizer(name, l, 0, l.total),
+         by_pieces = make_optimizer(name, l, 0, l.total);
+    std::vector<std::unique_ptr<Optimizer>> shards;
+    for (size_t i = 0; i + 1 < cuts.size(); ++i)
+        shards.push_back(make_optimizer(name, l, cuts[i], cuts[i + 1]));
+    for (int64_t t = 1; t <= 3; ++t) {
+        const auto g = random_vector(size_t(l.total), 10 * seed + uint64_t(t));
+        const StepArgs s{c, lr, grad_scale, t};
+        full->step(whole.data(), g.data(), s);
+        for (auto& o : shards) o->step(sharded.data() + o->begin(), g.data() + o->begin(), s);
+        step_in_pieces(*by_pieces, pieces.data(), g.data(), s, cuts);
+    }
+    for (int64_t i = 0; i < l.total; ++i) {
+        EXPECT_EQ(sharded[size_t(i)], whole[size_t(i)]) << name << " " << i;
+        EXPECT_EQ(pieces[size_t(i)], whole[size_t(i)]) << name << " " << i;
+    }
+    return whole;
+}
+
 TEST(Registry, KnowsItsOptimizersAndRefusesOthers) {
     EXPECT_EQ(optimizer_names(), "adamw, adamw8bit, lion, mezo");
     try {
@@ -207,24 +235,8 @@ TEST(AdamW8bit, ShardsCutAtBlocksEqualTheWholeBufferAndPiecesEqualAStep) {
     OptimConfig c;
     // Boundaries of blocks (2048 and 6144 into big.weight, 2048 into big2.weight) or of the fp32
     // bias (anywhere in it).
-    const std::vector<int64_t> cuts = {0, 2048, 6144, 8250, 8320 + 2048, l.total};
-    auto whole = params(l, 2), sharded = whole, pieces = whole;
-    auto full = make_optimizer("adamw8bit", l, 0, l.total);
-    auto by_pieces = make_optimizer("adamw8bit", l, 0, l.total);
-    std::vector<std::unique_ptr<Optimizer>> shards;
-    for (size_t i = 0; i + 1 < cuts.size(); ++i)
-        shards.push_back(make_optimizer("adamw8bit", l, cuts[i], cuts[i + 1]));
-    for (int64_t t = 1; t <= 3; ++t) {
-        const auto g = random_vector(size_t(l.total), 20 + uint64_t(t));
-        const StepArgs s{c, 1e-2f, 1.0f, t};
-        full->step(whole.data(), g.data(), s);
-        for (auto& o : shards) o->step(sharded.data() + o->begin(), g.data() + o->begin(), s);
-        step_in_pieces(*by_pieces, pieces.data(), g.data(), s, cuts);
-    }
-    for (int64_t i = 0; i < l.total; ++i) {
-        ASSERT_EQ(sharded[size_t(i)], whole[size_t(i)]) << i;
-        ASSERT_EQ(pieces[size_t(i)], whole[size_t(i)]) << i;
-    }
+    const auto whole = expect_shards_and_pieces_whole(
+        "adamw8bit", {0, 2048, 6144, 8250, 8320 + 2048, l.total}, 2, 1e-2f, 1.0f);
     // A cut inside a block makes two blocks of it: the rest stays bitwise, the cut block close.
     auto cut = params(l, 2);
     std::vector<std::unique_ptr<Optimizer>> two;
@@ -241,6 +253,7 @@ TEST(AdamW8bit, ShardsCutAtBlocksEqualTheWholeBufferAndPiecesEqualAStep) {
         else
             ASSERT_EQ(cut[size_t(i)], whole[size_t(i)]) << i;
     }
+    const auto full = make_optimizer("adamw8bit", l, 0, l.total);
     EXPECT_EQ(full->align_down(3000), 2048);
     EXPECT_EQ(full->align_down(8200), 8200);  // fp32: anywhere
 }
@@ -308,40 +321,12 @@ TEST(Lion, StepsBySignOfInterpolatedMomentumByHand) {
 }
 
 TEST(Lion, ShardsAndPiecesEqualTheWholeBuffer) {
-    const auto l = layout();
-    OptimConfig c;
-    const std::vector<int64_t> cuts = {0, 7, 3001, 8200, 9999, l.total};
-    auto whole = params(l, 3), sharded = whole, pieces = whole;
-    auto full = make_optimizer("lion", l, 0, l.total),
-         by_pieces = make_optimizer("lion", l, 0, l.total);
-    std::vector<std::unique_ptr<Optimizer>> shards;
-    for (size_t i = 0; i + 1 < cuts.size(); ++i)
-        shards.push_back(make_optimizer("lion", l, cuts[i], cuts[i + 1]));
-    for (int64_t t = 1; t <= 3; ++t) {
-        const auto g = random_vector(size_t(l.total), 40 + uint64_t(t));
-        const StepArgs s{c, 1e-3f, 0.7f, t};
-        full->step(whole.data(), g.data(), s);
-        for (auto& o : shards) o->step(sharded.data() + o->begin(), g.data() + o->begin(), s);
-        step_in_pieces(*by_pieces, pieces.data(), g.data(), s, cuts);
-    }
-    for (int64_t i = 0; i < l.total; ++i) {
-        ASSERT_EQ(sharded[size_t(i)], whole[size_t(i)]) << i;
-        ASSERT_EQ(pieces[size_t(i)], whole[size_t(i)]) << i;
-    }
+    expect_shards_and_pieces_whole("lion", {0, 7, 3001, 8200, 9999, layout().total}, 3, 1e-3f,
+                                   0.7f);
 }
 
 TEST(AdamW, PiecesWithStateAsFlatBuffersEqualAStep) {
-    const auto l = layout();
-    OptimConfig c;
-    auto whole = params(l, 4), pieces = whole;
-    AdamW full(l, 0, l.total), by_pieces(l, 0, l.total);
-    for (int64_t t = 1; t <= 3; ++t) {
-        const auto g = random_vector(size_t(l.total), 50 + uint64_t(t));
-        full.step(whole.data(), g.data(), {c, 1e-3f, 1.0f, t});
-        step_in_pieces(by_pieces, pieces.data(), g.data(), {c, 1e-3f, 1.0f, t},
-                       {0, 5, 4100, 8300, l.total});
-    }
-    for (int64_t i = 0; i < l.total; ++i) ASSERT_EQ(pieces[size_t(i)], whole[size_t(i)]) << i;
+    expect_shards_and_pieces_whole("adamw", {0, 5, 4100, 8300, layout().total}, 4, 1e-3f, 1.0f);
 }
 
 // ---------------------------------------------------------------------------------------------
