@@ -71,7 +71,7 @@ void add_train_command(CLI::App& app) {
         ->capture_default_str();
     c->add_option("--warmup", o->optim.warmup, "Linear warm-up steps")->capture_default_str();
     c->add_option("--weight-decay", o->optim.weight_decay,
-                  "AdamW decoupled weight decay (matrices and embeddings only)")
+                  "Decoupled weight decay of every optimizer (matrices and embeddings only)")
         ->capture_default_str();
     c->add_option("--beta1", o->optim.beta1, "beta1 (default: the optimizer's, 0.9)");
     c->add_option("--beta2", o->optim.beta2,
