@@ -252,6 +252,38 @@ TEST(PlanMemory, EngineModelStateEqualsTheTrainersForEveryLayout) {
                 }
 }
 
+// Issue 35: with another --optimizer the planner counts what its optimizer allocates for each
+// ZeRO slice (optim::optimizer_state_bytes through zero_state_bytes), and MeZO no gradients.
+TEST(PlanMemory, EngineModelStateFollowsTheOptimizer) {
+    for (const char* opt : {"adamw8bit", "lion", "mezo"})
+        for (int dp : {1, 2, 4})
+            for (int z = 0; z <= 3; ++z) {
+                Workload w = workload("gpt2", 8 * dp, 64, "fp32", MemoryProfile::engine);
+                w.optimizer = opt;
+                w.prec = with_optimizer(w.prec, opt);
+                const Candidate k = layout(dp, 1, 1, z, 1);
+                const parallel::ZeroLayout zl(
+                    model::build_param_layout(w.model.config, model::ModelShard{}), dp, 0);
+                const parallel::ModelStateBytes trainer = parallel::zero_state_bytes(zl, z, opt);
+                const MemoryBreakdown m = stage_memory(w, big_cluster(), k, 0, 1);
+                SCOPED_TRACE(testing::Message() << opt << " " << k.describe());
+                EXPECT_EQ(m.optimizer, double(trainer.optimizer));
+                EXPECT_EQ(m.grads, double(trainer.grads));
+                const double total = double(zl.padded().total), shard = z == 0 ? total : total / dp;
+                if (std::string(opt) == "lion") {
+                    EXPECT_EQ(m.optimizer, 4 * shard);
+                }
+                if (std::string(opt) == "mezo") {
+                    EXPECT_EQ(m.grads + m.optimizer, 0);
+                }
+                if (std::string(opt) == "adamw8bit") {
+                    // Blocks' 8-bit codes, fp32 for the embeddings and small tensors.
+                    EXPECT_LT(m.optimizer, 4 * shard);
+                    EXPECT_GT(m.optimizer, 2 * shard);
+                }
+            }
+}
+
 // Context parallelism in the engine profile: each rank holds T/cp rows; Ulysses and the hybrid
 // also keep every layer's whole-sequence q, k, v and out of their heads/cp heads until its
 // backward, B·(T/cp)·2(NH + NKV)·HS floats a layer (model::CpAttention::kept_floats, checked
