@@ -1,9 +1,9 @@
-# --offload optimizer: AdamW's moments live in files and stream through a small pool, in many
-# groups (--offload-group-mb 0.25 cuts a one-layer tiny model's 1.7M floats per moment into 26
-# groups of 64K); 20 steps give bitwise the losses, gradient norms and checkpoint of the
-# in-memory run (one rank; dp 2 at ZeRO-1 and ZeRO-3), a run stopped and resumed with offload
-# continues bitwise, the files are gone after the run, and bad offload directories are refused
-# before anything is written.
+# --offload optimizer: AdamW's moments (Lion's one state) live in files and stream through a
+# small pool, in many groups (--offload-group-mb 0.25 cuts a one-layer tiny model's 1.7M floats
+# per moment into 26 groups of 64K); 20 steps give bitwise the losses, gradient norms and
+# checkpoint of the in-memory run (one rank; dp 2 at ZeRO-1 and ZeRO-3), a run stopped and
+# resumed with offload continues bitwise, the files are gone after the run, and bad offload
+# directories and optimizers whose state does not stream are refused before anything is written.
 source "$(dirname "$0")/lib.sh"
 prepare_data
 args=(--model tiny --n-layer 1 --n-embd 32 --n-head 2 --data data/tinyshakespeare_train.bin
@@ -32,6 +32,19 @@ grep -q "disk wrote it at" log.txt && ok "run reports the disk's bandwidth" || b
 grep -q "memory estimate per rank: .* optimizer 1.5 MiB" log.txt &&
   ok "memory estimate counts the pool" || bad "estimate: $(grep 'memory estimate' log.txt)"
 [ -z "$(ls off)" ] && ok "offload files removed at the end" || bad "left in off: $(ls off)"
+
+# Lion's one state streams the same way, through the optimizer's step_range (7 groups).
+"$WEFT" train "${args[@]}" --optimizer lion --out lion_mem 2>/dev/null
+"$WEFT" train "${args[@]}" --optimizer lion --out lion_disk --offload optimizer \
+  --offload-dir off --offload-group-mb 1 2>lion_log.txt || { cat lion_log.txt; exit 1; }
+[ "$(metric lion_mem/metrics.jsonl loss | wc -l)" -eq 20 ] &&
+  [ "$(metric lion_mem/metrics.jsonl loss | tr '\n' ' ')" = \
+    "$(metric lion_disk/metrics.jsonl loss | tr '\n' ' ')" ] &&
+  ok "lion: 20 steps' losses bit-identical with offload" || bad "lion losses differ"
+# 3 slots x 1 state x 1 MiB (AdamW's would be 6 MiB).
+grep -q "memory estimate per rank: .* optimizer 3.0 MiB" lion_log.txt &&
+  ok "lion: the estimate counts a one-state pool" ||
+  bad "lion estimate: $(grep 'memory estimate' lion_log.txt)"
 
 # Stopped after 8 steps and resumed: the moments come back from the checkpoint into the files.
 "$WEFT" train "${args[@]}" --out split --offload optimizer --offload-dir off \
@@ -76,6 +89,14 @@ expect_error "--offload 'cpu': expected 'optimizer'" bad5 -- train "${args[@]}" 
   --offload cpu --offload-dir off
 expect_error "optimizer+params (parameters on disk, ZeRO-3 style) is not implemented" bad6 -- \
   train "${args[@]}" --out bad6 --offload optimizer+params --offload-dir off
+# 8-bit blocks cannot be cut anywhere, and MeZO keeps no state: refused, naming the optimizer.
+for opt in adamw8bit mezo; do
+  expect_error "--offload optimizer with --optimizer $opt: the offloaded step streams fp32 state" \
+    bad_$opt -- train "${args[@]}" --out bad_$opt --optimizer $opt --offload optimizer \
+    --offload-dir off
+done
+expect_error "--offload optimizer with --optimizer adamw8bit" "" -- plan --model gpt2 \
+  --cluster local --global-batch 8 --dtype fp32 --optimizer adamw8bit --offload optimizer
 expect_error "--async-checkpoint with --offload optimizer" bad10 -- train "${args[@]}" \
   --out bad10 --offload optimizer --offload-dir off --async-checkpoint
 # The memory check counts 8 bytes a parameter in memory with offload (16 without), and checks

@@ -68,8 +68,8 @@ void add_plan_command(CLI::App& app) {
                   "--grad-reduce-dtype); default: fp32 under the engine profile, the --dtype's "
                   "gradient bytes under korthikanti");
     c->add_option("--offload", a->offload,
-                  "optimizer: price weft train --offload optimizer (engine profile): AdamW's "
-                  "moments on disk, its streaming pool in memory");
+                  "optimizer: price weft train --offload optimizer (engine profile): the "
+                  "optimizer's state on disk, its streaming pool in memory");
     c->add_option("--optimizer", a->optimizer,
                   fmt::format("Optimizer whose state is counted: {}", optim::optimizer_names()))
         ->capture_default_str();
@@ -146,9 +146,11 @@ void add_plan_command(CLI::App& app) {
                    "--offload prices weft train's own offload, the engine memory profile; expected "
                    "--memory-profile engine (or --dtype fp32), got {}",
                    a->profile.empty() ? "--dtype " + a->dtype : "--memory-profile " + a->profile);
-        if (!a->offload.empty())
+        if (!a->offload.empty()) {
+            optim::offload_streams(a->optimizer, "--offload " + a->offload);
             w.offload_group_floats =
                 int64_t(offload::kDefaultGroupMb * double(1 << 20) / sizeof(float));
+        }
         w.prec = plan::with_optimizer(w.prec, a->optimizer);
         w.optimizer = a->optimizer;
         WEFT_CHECK(a->bucket_mb > 0, "--bucket-mb must be positive, got {}", a->bucket_mb);

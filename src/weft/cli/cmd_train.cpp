@@ -120,10 +120,12 @@ void add_train_command(CLI::App& app) {
     c->add_option("--bucket-mb", o->bucket_mb,
                   "Gradients are reduced in buckets of at least this many MiB, during backward")
         ->capture_default_str();
-    c->add_option("--offload", o->offload,
-                  "optimizer: keep AdamW's moments in files under --offload-dir and stream them "
-                  "through a bounded pool at each step (io_uring, direct I/O); weights and "
-                  "gradients stay in memory, and the run's numbers are bitwise the same");
+    c->add_option(
+        "--offload", o->offload,
+        "optimizer: keep the optimizer's state (adamw, lion) in files under --offload-dir "
+        "and stream it "
+        "through a bounded pool at each step (io_uring, direct I/O); weights and "
+        "gradients stay in memory, and the run's numbers are bitwise the same");
     c->add_option("--offload-dir", o->offload_dir,
                   "Existing directory for --offload's files (scratch: removed at the end; a "
                   "checkpoint copies the state in)");

@@ -32,13 +32,10 @@ void AdamW::step_range(float* params, const float* grads, std::byte* const* stat
 }
 
 OptimizerSpec adamw_spec() {
-    return {"adamw",
-            "Adam with decoupled weight decay, two fp32 moments",
-            8.0,
-            true,
-            0.9f,
-            0.95f,
-            factory<AdamW>()};
+    return {"adamw", "Adam with decoupled weight decay, two fp32 moments",
+            8.0,     true,
+            0.9f,    0.95f,
+            true,    factory<AdamW>()};
 }
 
 }  // namespace weft::optim

@@ -208,6 +208,7 @@ OptimizerSpec adamw8bit_spec() {
             true,
             0.9f,
             0.95f,
+            false,
             factory<AdamW8bit>()};
 }
 

@@ -52,13 +52,10 @@ class Lion : public Optimizer {
 }  // namespace
 
 OptimizerSpec lion_spec() {
-    return {"lion",
-            "Lion: sign of interpolated momentum, one fp32 state",
-            4.0,
-            true,
-            0.9f,
-            0.99f,
-            factory<Lion>()};
+    return {"lion", "Lion: sign of interpolated momentum, one fp32 state",
+            4.0,    true,
+            0.9f,   0.99f,
+            true,   factory<Lion>()};
 }
 
 }  // namespace weft::optim

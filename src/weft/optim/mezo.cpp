@@ -65,13 +65,10 @@ class Mezo : public ZerothOrder {
 }  // namespace
 
 OptimizerSpec mezo_spec() {
-    return {"mezo",
-            "MeZO: zeroth-order SPSA, two forward passes a step, no gradients or state",
-            0.0,
-            false,
-            0.9f,
-            0.95f,
-            factory<Mezo>()};
+    return {"mezo", "MeZO: zeroth-order SPSA, two forward passes a step, no gradients or state",
+            0.0,    false,
+            0.9f,   0.95f,
+            false,  factory<Mezo>()};
 }
 
 }  // namespace weft::optim

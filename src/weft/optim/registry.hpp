@@ -24,6 +24,9 @@ struct OptimizerSpec {
     // and the trainer runs forward passes only.
     bool gradients;
     float beta1, beta2;  // its defaults, when --beta1 / --beta2 are not given
+    // Whether its state is fp32 arrays, one value per parameter, that any cut of the range
+    // steps alike: what weft train --offload streams from disk (offload/streamed_state.hpp).
+    bool fp32_per_element;
     // Over [begin, end) of `layout`; with `allocate` false the state is counted, not held.
     std::function<std::unique_ptr<Optimizer>(const model::ParamLayout& layout, int64_t begin,
                                              int64_t end, bool allocate)>
@@ -47,6 +50,9 @@ std::unique_ptr<Optimizer> make_optimizer(std::string_view name, const model::Pa
                                           int64_t begin, int64_t end);
 // Bytes of state the optimizer `name` holds for [begin, end) of `layout`: the one count the
 // trainer's estimate and the planner read.
+// The state arrays --offload streams for `name` (AdamW's two moments, Lion's one); an error naming
+// `flag`, the optimizer and the ones it takes when its state is not fp32 per element.
+int offload_streams(std::string_view name, std::string_view flag);
 int64_t optimizer_state_bytes(std::string_view name, const model::ParamLayout& layout,
                               int64_t begin, int64_t end);
 

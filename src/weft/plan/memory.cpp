@@ -187,8 +187,8 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
         m.optimizer = double(e.state.optimizer);
         if (w.offload_group_floats > 0) {
             m.offloaded = m.optimizer;
-            m.optimizer = double(offload::pool_bytes(w.offload_group_floats,
-                                                     int(std::size(optim::AdamW::kStateNames))));
+            m.optimizer = double(offload::pool_bytes(
+                w.offload_group_floats, optim::offload_streams(w.optimizer, "--offload")));
         }
         m.buffers += double(e.working);
         // The Activations of each of this stage's chunks, as the model allocates them (the

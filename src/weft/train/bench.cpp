@@ -47,8 +47,17 @@ BenchTrainResult bench_train(const BenchTrainOptions& o) {
     r.micro_batch_size = split.micro;
     r.micro_batches = split.micro_batches;
     const optim::OptimizerSpec& spec = optim::find_optimizer(o.optimizer);
-    check_memory_fits({cfg, r.layout, split.micro, split.micro_batches, o.seq_len, o.dtype,
-                       o.grad_reduce_dtype, o.bucket_mb, o.optimizer},
+    check_memory_fits({cfg,
+                       r.layout,
+                       split.micro,
+                       split.micro_batches,
+                       o.seq_len,
+                       o.dtype,
+                       o.grad_reduce_dtype,
+                       o.bucket_mb,
+                       o.optimizer,
+                       0,
+                       {}},
                       fmt::format("model '{}' with n_positions {}{}", o.preset, cfg.n_positions,
                                   raised ? " (from --seq-len)" : ""));
     r.threads = set_threads_per_rank(o.threads);

@@ -9,6 +9,7 @@
 
 #include "weft/core/error.hpp"
 #include "weft/offload/state_files.hpp"
+#include "weft/optim/registry.hpp"
 #include "weft/train/process.hpp"
 
 namespace weft::train {
@@ -180,12 +181,7 @@ void TrainOptions::validate() const {
     WEFT_CHECK(offload != "optimizer+params",
                "--offload optimizer+params (parameters on disk, ZeRO-3 style) is not implemented "
                "yet; expected --offload optimizer");
-    // The streamed step cuts the state anywhere into fp32 groups: 8-bit AdamW's blocks do not
-    // cut so, and MeZO has no state to stream.
-    WEFT_CHECK(offload.empty() || optim.optimizer == "adamw" || optim.optimizer == "lion",
-               "--offload {} with --optimizer {}: the offloaded step streams fp32 state per "
-               "parameter; expected --optimizer adamw or lion",
-               offload, optim.optimizer);
+    if (!offload.empty()) optim::offload_streams(optim.optimizer, "--offload " + offload);
     WEFT_CHECK(offload_group_mb > 0 && offload_group_mb <= 1024,
                "--offload-group-mb {}: expected a size in (0, 1024] MiB", offload_group_mb);
     WEFT_CHECK(offload.empty() || !async_checkpoint,

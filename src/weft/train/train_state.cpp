@@ -154,7 +154,7 @@ TrainState::TrainState(const model::ModelConfig& cfg, const parallel::ParallelCo
                state, dp_.model_state_bytes().optimizer);
     if (offloaded) {
         // The streamed step hands out fp32 arrays cut anywhere: the optimizer's state must be
-        // fp32 per element (cli/flag_checks refuses the others first).
+        // fp32 per element (TrainOptions::validate refuses the others first).
         std::vector<int64_t> sizes;
         for (const auto& o : opt_) {
             WEFT_CHECK(fp32_per_element(*o),
@@ -165,7 +165,7 @@ TrainState::TrainState(const model::ModelConfig& cfg, const parallel::ParallelCo
         }
         // Named as the checkpoint names the moments (Optimizer::read_moment).
         std::vector<std::string> names;
-        for (int k = 0; k < opt_.front()->states(); ++k)
+        for (int k = 0; k < optim::offload_streams(spec_->name, "--offload"); ++k)
             names.push_back(optim::AdamW::kStateNames[k]);
         offload_files_ =
             std::make_unique<offload::StateFiles>(offload.dir, mesh_.world_rank(), names, sizes);

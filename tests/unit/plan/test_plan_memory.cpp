@@ -318,19 +318,29 @@ TEST(PlanMemory, EngineProfileCountsContextParallelism) {
                 }
 }
 
-// --offload optimizer: the moments the engine profile counts move to disk (`offloaded`, out of
-// the total), and memory keeps the streaming pool, offload::pool_bytes: 3 groups of each moment.
-TEST(PlanMemory, OffloadMovesTheMomentsToDiskAndKeepsThePool) {
+// --offload optimizer: the state the engine profile counts moves to disk (`offloaded`, out of
+// the total), and memory keeps the streaming pool, offload::pool_bytes: 3 groups of each state
+// array (AdamW's two moments, Lion's one); 8-bit AdamW's blocks are not streamed.
+TEST(PlanMemory, OffloadMovesTheStateToDiskAndKeepsThePool) {
+    for (const auto& [optimizer, streams] : {std::pair{"adamw", 2}, std::pair{"lion", 1}}) {
+        SCOPED_TRACE(optimizer);
+        Workload w = workload("gpt2", 8, 64, "bf16", MemoryProfile::engine);
+        w.prec = with_optimizer(w.prec, optimizer);
+        w.optimizer = optimizer;
+        const Candidate k = layout(2, 1, 1, 1, 1);
+        const MemoryBreakdown in_memory = stage_memory(w, big_cluster(), k, 0, 1);
+        w.offload_group_floats = int64_t(1) << 20;
+        const MemoryBreakdown offloaded = stage_memory(w, big_cluster(), k, 0, 1);
+        EXPECT_GT(in_memory.optimizer, 0);
+        EXPECT_DOUBLE_EQ(offloaded.offloaded, in_memory.optimizer);
+        EXPECT_DOUBLE_EQ(offloaded.optimizer, 3.0 * streams * 4 * (1 << 20));
+        EXPECT_DOUBLE_EQ(offloaded.weights, in_memory.weights);
+        EXPECT_DOUBLE_EQ(offloaded.grads, in_memory.grads);
+        EXPECT_DOUBLE_EQ(in_memory.total() - offloaded.total(),
+                         in_memory.optimizer - offloaded.optimizer);
+    }
     Workload w = workload("gpt2", 8, 64, "bf16", MemoryProfile::engine);
-    const Candidate k = layout(2, 1, 1, 1, 1);
-    const MemoryBreakdown in_memory = stage_memory(w, big_cluster(), k, 0, 1);
+    w.optimizer = "adamw8bit";
     w.offload_group_floats = int64_t(1) << 20;
-    const MemoryBreakdown offloaded = stage_memory(w, big_cluster(), k, 0, 1);
-    EXPECT_GT(in_memory.optimizer, 0);
-    EXPECT_DOUBLE_EQ(offloaded.offloaded, in_memory.optimizer);
-    EXPECT_DOUBLE_EQ(offloaded.optimizer, 3.0 * 2 * 4 * (1 << 20));
-    EXPECT_DOUBLE_EQ(offloaded.weights, in_memory.weights);
-    EXPECT_DOUBLE_EQ(offloaded.grads, in_memory.grads);
-    EXPECT_DOUBLE_EQ(in_memory.total() - offloaded.total(),
-                     in_memory.optimizer - offloaded.optimizer);
+    EXPECT_THROW(stage_memory(w, big_cluster(), layout(2, 1, 1, 1, 1), 0, 1), Error);
 }
