@@ -231,7 +231,8 @@ TEST(PlanSearch, ZeroBubbleSchedulesCutTheBubble) {
     std::map<ScheduleKind, double> bubble;
     for (ScheduleKind kind : {ScheduleKind::one_f_one_b, ScheduleKind::zb_h1, ScheduleKind::zb_v}) {
         SearchSpace s;
-        s.dp = 4, s.tp = 1, s.pp = 2, s.zero = 1, s.micro_batch = 2, s.sp = false;  // 8 micro-batches
+        s.dp = 4, s.tp = 1, s.pp = 2, s.zero = 1, s.micro_batch = 2,
+        s.sp = false;  // 8 micro-batches
         s.recompute = Recompute::none, s.schedule = kind;
         const SearchResult r = search(w, cluster(1, 80), s, 5);
         ASSERT_EQ(r.best.size(), 1u) << format_schedule_kind(kind);
