@@ -13,8 +13,6 @@ namespace weft::optim {
 
 namespace {
 
-constexpr int64_t kChunk = 8192;  // elements a thread takes at a time
-
 class Lion : public Optimizer {
   public:
     Lion(const model::ParamLayout& layout, int64_t begin, int64_t end, bool allocate)
@@ -32,19 +30,16 @@ class Lion : public Optimizer {
         const float b1 = s.c.beta1, b2 = s.c.beta2, lr = s.lr, gs = s.grad_scale;
         for (const Segment& seg : segments_in(a, b)) {
             const float wd = seg.decay() ? s.c.weight_decay : 0.0f;
-            const int64_t n = seg.end - seg.begin, chunks = (n + kChunk - 1) / kChunk;
             float* w = params + seg.begin;
             const float* g = grads + seg.begin;
             float* ms = m + (seg.begin - a);
-#pragma omp parallel for schedule(static) if (chunks > 1)
-            for (int64_t c = 0; c < chunks; ++c)
-                for (int64_t i = c * kChunk, hi = std::min(n, i + kChunk); i < hi; ++i) {
-                    const float gi = g[i] * gs;
-                    const float u = b1 * ms[i] + (1.0f - b1) * gi;
-                    const float sign = float(u > 0.0f) - float(u < 0.0f);
-                    w[i] -= lr * (sign + wd * w[i]);
-                    ms[i] = b2 * ms[i] + (1.0f - b2) * gi;
-                }
+            for_each_element(seg.end - seg.begin, [&](int64_t i) {
+                const float gi = g[i] * gs;
+                const float u = b1 * ms[i] + (1.0f - b1) * gi;
+                const float sign = float(u > 0.0f) - float(u < 0.0f);
+                w[i] -= lr * (sign + wd * w[i]);
+                ms[i] = b2 * ms[i] + (1.0f - b2) * gi;
+            });
         }
     }
 };

@@ -12,8 +12,6 @@ namespace weft::optim {
 
 namespace {
 
-constexpr int64_t kChunk = 8192;  // elements a thread takes at a time
-
 class Mezo : public ZerothOrder {
   public:
     Mezo(const model::ParamLayout& layout, int64_t begin, int64_t end, bool /*allocate: none*/)
@@ -52,12 +50,9 @@ class Mezo : public ZerothOrder {
                 (uint64_t(unit) << 40) +
                 uint64_t(begin() + seg.begin - layout_->units[size_t(unit)].offset);
             const bool decay = seg.decay();
-            const int64_t n = seg.end - seg.begin, chunks = (n + kChunk - 1) / kChunk;
             float* w = params + seg.begin;
-#pragma omp parallel for schedule(static) if (chunks > 1)
-            for (int64_t c = 0; c < chunks; ++c)
-                for (int64_t i = c * kChunk, hi = std::min(n, i + kChunk); i < hi; ++i)
-                    f(w + i, rng.normal(key + uint64_t(i)), decay);
+            for_each_element(seg.end - seg.begin,
+                             [&](int64_t i) { f(w + i, rng.normal(key + uint64_t(i)), decay); });
         }
     }
 };

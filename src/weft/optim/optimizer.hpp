@@ -8,6 +8,7 @@
 // whoever holds the state elsewhere (a file streamed group by group) steps it without copying
 // the whole. Checkpoints see the state as fp32 moments (read_moment / write_moment), whatever
 // the optimizer stores, so that they shard and reshard as parameters do (docs/memory.md).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -105,9 +106,26 @@ class Optimizer {
     const std::vector<Segment>& segments() const { return segments_; }
     // The segments overlapping [a, b), clipped to it.
     std::vector<Segment> segments_in(int64_t a, int64_t b) const;
-    void set_state_bytes(std::vector<int64_t> bytes) { state_bytes_ = std::move(bytes); }
-    Buffer& state_buffer(int k) { return state_[size_t(k)]; }
-    const Buffer& state_buffer(int k) const { return state_[size_t(k)]; }
+    // f(i) for every i in [0, n), in chunks of 8192 elements over the OpenMP threads: an
+    // element-wise update's loop (each element's arithmetic is its own, so the split changes no
+    // bit).
+    template <class F>
+    static void for_each_element(int64_t n, F f) {
+        constexpr int64_t kChunk = 8192;
+        const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+        for (int64_t c = 0; c < chunks; ++c)
+            for (int64_t i = c * kChunk, hi = std::min(n, i + kChunk); i < hi; ++i) f(i);
+    }
+    void set_state_bytes(std::vector<int64_t> bytes) {
+        state_bytes_ = std::move(bytes);
+    }
+    Buffer& state_buffer(int k) {
+        return state_[size_t(k)];
+    }
+    const Buffer& state_buffer(int k) const {
+        return state_[size_t(k)];
+    }
 
     const model::ParamLayout* layout_;
 
