@@ -158,8 +158,7 @@ void Layout::resolve(int world_size) {
         pp_schedule == ScheduleKind::interleaved || pp_schedule == ScheduleKind::zb_v || vpp == 1,
         "schedule {} has one chunk per rank, expected vpp=1, got vpp={} (use interleaved)",
         format_schedule_kind(pp_schedule), vpp);
-    WEFT_CHECK(!(pp_schedule == ScheduleKind::zb_h1 || pp_schedule == ScheduleKind::zb_v) ||
-                   recompute != Recompute::full,
+    WEFT_CHECK(!splits_backward(pp_schedule) || recompute != Recompute::full,
                "--pp-schedule {} with --recompute full: a zero-bubble schedule runs a layer's "
                "weight gradients (W) after the backward of the layers below it, which "
                "recomputation overwrites; use --recompute none (or another schedule)",

@@ -19,6 +19,10 @@ ScheduleKind parse_schedule_kind(std::string_view name);
 // The same, for the value of --pp-schedule: the error names the flag.
 ScheduleKind parse_pp_schedule_flag(std::string_view value);
 std::string_view format_schedule_kind(ScheduleKind kind);
+// Whether the schedule's backward comes as B and W (the zero-bubble kinds).
+inline bool splits_backward(ScheduleKind kind) {
+    return kind == ScheduleKind::zb_h1 || kind == ScheduleKind::zb_v;
+}
 
 // Korthikanti et al. 2022: none; selective (the attention core: softmax, its dropout, QKᵀ);
 // full (only each layer's input is kept, the layer re-runs its forward before its backward).

@@ -37,13 +37,11 @@ namespace weft::pipeline {
 using weft::format_schedule_kind;
 using weft::parse_schedule_kind;
 using weft::ScheduleKind;
+using weft::splits_backward;
 
 // The rank of chunk c: c % pp, or in a V (`vee`, two chunks per rank) c or 2pp - 1 - c.
 inline int chunk_owner(int chunk, int pp, bool vee) {
     return vee && chunk >= pp ? 2 * pp - 1 - chunk : chunk % pp;
-}
-inline bool splits_backward(ScheduleKind kind) {
-    return kind == ScheduleKind::zb_h1 || kind == ScheduleKind::zb_v;
 }
 
 struct Action {
