@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
+#include <utility>
 
 #include "weft/core/error.hpp"
 
@@ -15,32 +15,10 @@ double Distribution::prob(int32_t id) const {
 }
 
 Distribution sampling_distribution(std::span<const float> logits, const model::SampleOptions& o) {
-    WEFT_CHECK(o.temperature > 0, "internal: a greedy choice has no sampling distribution");
-    const int64_t V = int64_t(logits.size());
-    Distribution d;
-    d.ids.resize(size_t(V));
-    std::iota(d.ids.begin(), d.ids.end(), 0);
-    const int64_t keep = (o.top_k > 0 && o.top_k < V) ? o.top_k : V;
-    // pick_token's order and cut, so that drawing here is drawing there.
-    auto by_logit = [&](int32_t a, int32_t b) {
-        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-    };
-    std::partial_sort(d.ids.begin(), d.ids.begin() + keep, d.ids.end(), by_logit);
-    d.ids.resize(size_t(keep));
-    d.probs.resize(d.ids.size());
-    const double top = logits[d.ids[0]];
-    double sum = 0;
-    for (size_t i = 0; i < d.ids.size(); ++i)
-        sum += d.probs[i] = std::exp((logits[d.ids[i]] - top) / o.temperature);
-    if (o.top_p < 1) {
-        double cum = 0;
-        size_t n = 0;
-        while (n < d.probs.size() && cum < o.top_p * sum) cum += d.probs[n++];
-        d.probs.resize(n), d.ids.resize(n);
-        sum = cum;
-    }
-    for (double& p : d.probs) p /= sum;
-    return d;
+    // pick_token's candidates, so that drawing here is drawing there.
+    model::SamplingWeights w = model::sampling_weights(logits, o);
+    for (double& p : w.weights) p /= w.sum;
+    return {std::move(w.ids), std::move(w.weights)};
 }
 
 int32_t draw(const Distribution& d, double u) {

@@ -29,37 +29,42 @@ void check_prompt(const ModelConfig& cfg, std::span<const int32_t> prompt) {
                    prompt[i], i, cfg.vocab_size, cfg.vocab_size);
 }
 
-int32_t pick_token(std::span<const float> logits, const SampleOptions& o, float u) {
+SamplingWeights sampling_weights(std::span<const float> logits, const SampleOptions& o) {
+    WEFT_CHECK(o.temperature > 0, "internal: a greedy choice has no sampling weights");
     const int64_t V = int64_t(logits.size());
-    if (o.temperature == 0)
-        return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    std::vector<int32_t> idx(static_cast<size_t>(V));
-    std::iota(idx.begin(), idx.end(), 0);
-    int64_t keep = (o.top_k > 0 && o.top_k < V) ? o.top_k : V;
-    // Candidates in decreasing logit order; ties broken by id so the choice is reproducible.
+    SamplingWeights w;
+    w.ids.resize(static_cast<size_t>(V));
+    std::iota(w.ids.begin(), w.ids.end(), 0);
+    const int64_t keep = (o.top_k > 0 && o.top_k < V) ? o.top_k : V;
     auto by_logit = [&](int32_t a, int32_t b) {
         return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
     };
-    std::partial_sort(idx.begin(), idx.begin() + keep, idx.end(), by_logit);
-    idx.resize(size_t(keep));
-    std::vector<double> p(idx.size());
-    const double top = logits[idx[0]];
-    double sum = 0;
-    for (size_t i = 0; i < idx.size(); ++i)
-        sum += p[i] = std::exp((logits[idx[i]] - top) / o.temperature);
+    std::partial_sort(w.ids.begin(), w.ids.begin() + keep, w.ids.end(), by_logit);
+    w.ids.resize(size_t(keep));
+    w.weights.resize(w.ids.size());
+    const double top = logits[w.ids[0]];
+    for (size_t i = 0; i < w.ids.size(); ++i)
+        w.sum += w.weights[i] = std::exp((logits[w.ids[i]] - top) / o.temperature);
     if (o.top_p < 1) {
         double cum = 0;
         size_t n = 0;
-        while (n < p.size() && cum < o.top_p * sum) cum += p[n++];
-        p.resize(n), idx.resize(n);
-        sum = cum;
+        while (n < w.weights.size() && cum < o.top_p * w.sum) cum += w.weights[n++];
+        w.weights.resize(n), w.ids.resize(n);
+        w.sum = cum;
     }
-    double target = double(u) * sum, acc = 0;
-    for (size_t i = 0; i < p.size(); ++i) {
-        acc += p[i];
-        if (target < acc) return idx[i];
+    return w;
+}
+
+int32_t pick_token(std::span<const float> logits, const SampleOptions& o, float u) {
+    if (o.temperature == 0)
+        return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    const SamplingWeights w = sampling_weights(logits, o);
+    double target = double(u) * w.sum, acc = 0;
+    for (size_t i = 0; i < w.weights.size(); ++i) {
+        acc += w.weights[i];
+        if (target < acc) return w.ids[i];
     }
-    return idx.back();
+    return w.ids.back();
 }
 
 float token_logprob(std::span<const float> logits, int32_t t) {

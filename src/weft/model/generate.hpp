@@ -34,6 +34,16 @@ struct SampleOptions {
 // embedded: a prompt encoded by another model's tokenizer.
 void check_prompt(const ModelConfig& cfg, std::span<const int32_t> prompt);
 
+// The candidates sampling draws from (temperature > 0): the ids left after top-k and top-p, in
+// decreasing logit order (ties by id, so the choice is reproducible), their unnormalised
+// weights exp((logit - top) / temperature), and the weights' sum.
+struct SamplingWeights {
+    std::vector<int32_t> ids;
+    std::vector<double> weights;
+    double sum = 0;
+};
+SamplingWeights sampling_weights(std::span<const float> logits, const SampleOptions& o);
+
 // Picks a token from logits[V] under the options, with the uniform number u in [0, 1).
 int32_t pick_token(std::span<const float> logits, const SampleOptions& o, float u);
 
