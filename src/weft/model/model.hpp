@@ -131,6 +131,9 @@ struct Activations {
     int64_t rows() const { return rows_; }
     // Row of resid holding the input of `layer` (layer == first + n_layers: the span's output).
     float* resid_in(int layer) { return resid.data() + (layer - first_layer) * rows_ * n_embd_; }
+    const float* resid_in(int layer) const {
+        return resid.data() + (layer - first_layer) * rows_ * n_embd_;
+    }
     // Floats of the residual stream at one layer boundary (what a pipeline stage sends).
     int64_t boundary_floats() const { return rows_ * n_embd_; }
     int slot(int layer) const { return recompute ? 0 : layer - first_layer; }

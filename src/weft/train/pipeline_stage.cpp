@@ -99,14 +99,22 @@ double PipelineStage::step(const pipeline::Schedule& s, comm::Group& pp, const F
     return loss_;
 }
 
+namespace {
+
+// At the turn of a V the next chunk is on the same rank: its input is copied, not sent.
+void hand_over(const model::Activations& from, model::Activations& to) {
+    std::copy_n(from.resid_in(from.first_layer + from.n_layers), to.boundary_floats(),
+                to.resid_in(to.first_layer));
+}
+
+}  // namespace
+
 void PipelineStage::forward(int micro, int chunk) {
     model::Activations& a = acquire(micro, chunk);
     const bool first = chunk == 0, last = chunk == part_.chunks() - 1;
     if (!first && part_.owner(chunk - 1) == rank_) {
         // The previous chunk is this rank's too (the turn of a V): its output is here.
-        model::Activations& prev = acquire(micro, chunk - 1);
-        std::copy_n(prev.resid_in(prev.first_layer + prev.n_layers), a.boundary_floats(),
-                    a.resid_in(a.first_layer));
+        hand_over(acquire(micro, chunk - 1), a);
     }
     if (first || last) (*fill_)(micro, a);
     a.loss_scale = loss_scale_;
@@ -215,9 +223,7 @@ double PipelineStage::forward_only(comm::Group& pp, const model::Activations& io
         if (c == 0) {
             model_.embed_forward(a, w_);
         } else if (part_.owner(c - 1) == rank_) {  // the turn of a V: handed over here
-            model::Activations& prev = *eval_.at(c - 1);
-            std::copy_n(prev.resid_in(prev.first_layer + prev.n_layers), n,
-                        a.resid_in(a.first_layer));
+            hand_over(*eval_.at(c - 1), a);
         } else {
             comm::recv(pp, std::span<float>(a.resid_in(a.first_layer), size_t(n)),
                        part_.owner(c - 1), kTag);
