@@ -54,10 +54,11 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
                                           std::span<const int32_t> prompt,
                                           const model::SampleOptions& o, const SpecOptions& spec,
                                           const std::function<void(int32_t)>& on_token, bool bf16,
-                                          SpecStats* stats) {
+                                          SpecStats* stats, model::TpComm* tp) {
     o.validate();
     spec.validate();
-    if (spec.kind == "none") return model::generate(cfg, layout, params, prompt, o, on_token, bf16);
+    if (spec.kind == "none")
+        return model::generate(cfg, layout, params, prompt, o, on_token, bf16, tp);
     WEFT_CHECK(!prompt.empty(), "the prompt must hold at least one token");
     model::check_prompt(cfg, prompt);
     const size_t V = model::sampled_vocab(cfg, o);
@@ -67,7 +68,7 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
     st.guessed_at.assign(size_t(spec.ngram.max_tokens), 0);
     st.accepted_at.assign(size_t(spec.ngram.max_tokens), 0);
 
-    model::RowForward forward(cfg, layout, params, bf16);
+    model::RowForward forward(cfg, layout, params, bf16, tp);
     model::KvPool kv((window + 15) / 16, cfg.n_layer, forward.kv_width());
     model::BlockTable table;
     model::RowBatch batch;

@@ -58,6 +58,7 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
                                           std::span<const int32_t> prompt,
                                           const model::SampleOptions& o, const SpecOptions& spec,
                                           const std::function<void(int32_t)>& on_token = {},
-                                          bool bf16 = false, SpecStats* stats = nullptr);
+                                          bool bf16 = false, SpecStats* stats = nullptr,
+                                          model::TpComm* tp = nullptr);
 
 }  // namespace weft::decode

@@ -75,8 +75,8 @@ float token_logprob(std::span<const float> logits, int32_t t) {
 }
 
 RowForward::RowForward(const ModelConfig& cfg, const ParamLayout& layout, const float* params,
-                       bool bf16)
-    : model_(make_model(cfg)),
+                       bool bf16, TpComm* tp)
+    : model_(make_model(cfg, tp_shard(tp), tp)),
       // Read only: no backward runs.
       access_(layout, const_cast<float*>(params), nullptr),
       mm_(bf16) {
@@ -93,8 +93,8 @@ std::span<const float> RowForward::run(const RowBatch& b, KvPool& kv) {
 }
 
 Generator::Generator(const ModelConfig& cfg, const ParamLayout& layout, const float* params,
-                     bool bf16)
-    : forward_(cfg, layout, params, bf16),
+                     bool bf16, TpComm* tp)
+    : forward_(cfg, layout, params, bf16, tp),
       pool_((cfg.n_positions + 15) / 16, cfg.n_layer, forward_.kv_width()) {}
 
 std::span<const float> Generator::feed(std::span<const int32_t> tokens) {
@@ -121,12 +121,12 @@ size_t sampled_vocab(const ModelConfig& cfg, const SampleOptions& o) {
 std::vector<int32_t> generate(const ModelConfig& cfg, const ParamLayout& layout,
                               const float* params, std::span<const int32_t> prompt,
                               const SampleOptions& o, const std::function<void(int32_t)>& on_token,
-                              bool bf16) {
+                              bool bf16, TpComm* tp) {
     o.validate();
     WEFT_CHECK(!prompt.empty(), "the prompt must hold at least one token");
     check_prompt(cfg, prompt);
     const size_t V = sampled_vocab(cfg, o);
-    Generator g(cfg, layout, params, bf16);
+    Generator g(cfg, layout, params, bf16, tp);
     std::vector<int32_t> context(prompt.begin(), prompt.end());
     const int64_t window = cfg.n_positions;
     if (int64_t(context.size()) > window)  // only the last window of a long prompt is seen

@@ -12,6 +12,7 @@
 #include "weft/model/model.hpp"
 #include "weft/model/row_batch.hpp"
 #include "weft/model/row_products.hpp"
+#include "weft/model/tp_comm.hpp"
 
 namespace weft::model {
 
@@ -51,13 +52,24 @@ int32_t pick_token(std::span<const float> logits, const SampleOptions& o, float 
 // temperature), in double from the fp32 logits: the same bits for the same logits.
 float token_logprob(std::span<const float> logits, int32_t t);
 
+// Every unit, as tensor-parallel rank tp->rank() of tp->size() holds them (null: the whole
+// model): the shard serving and sampling run.
+inline ModelShard tp_shard(const TpComm* tp) {
+    ModelShard s;
+    s.tp_rank = tp ? tp->rank() : 0;
+    s.tp = tp ? tp->size() : 1;
+    return s;
+}
+
 // One model's forward over the rows of many sequences at once (Model::forward_rows): the one
 // `weft sample` and `weft serve` both run, so that a sequence's bits are the same alone, among
 // others, and in prompt chunks of any size. `bf16`: the products on weights rounded to bf16.
+// `tp`: this rank's shard of a tensor-parallel group (null: the whole model), `params` laid out
+// for it; every rank of the group runs the same batches, and each gets the logits.
 class RowForward {
   public:
     RowForward(const ModelConfig& cfg, const ParamLayout& layout, const float* params,
-               bool bf16 = false);
+               bool bf16 = false, TpComm* tp = nullptr);
     // Runs the batch's rows, their keys and values into `kv`; returns the logits of its
     // logit_rows ([n, V], valid until the next call).
     std::span<const float> run(const RowBatch& b, KvPool& kv);
@@ -74,7 +86,7 @@ class RowForward {
 class Generator {
   public:
     Generator(const ModelConfig& cfg, const ParamLayout& layout, const float* params,
-              bool bf16 = false);
+              bool bf16 = false, TpComm* tp = nullptr);
     // Feeds tokens at the current position (prompt or the last sampled token) and returns the
     // logits of the last one (V floats, valid until the next call).
     std::span<const float> feed(std::span<const int32_t> tokens);
@@ -93,10 +105,12 @@ class Generator {
 size_t sampled_vocab(const ModelConfig& cfg, const SampleOptions& o);
 
 // Generates o.tokens tokens after the prompt, fewer when o.stop_token is chosen; `on_token` sees
-// each as it is chosen.
+// each as it is chosen. Under tensor parallelism (`tp`, RowForward's) every rank of the group
+// calls it alike and chooses the same tokens from the same logits.
 std::vector<int32_t> generate(const ModelConfig& cfg, const ParamLayout& layout,
                               const float* params, std::span<const int32_t> prompt,
                               const SampleOptions& o,
-                              const std::function<void(int32_t)>& on_token = {}, bool bf16 = false);
+                              const std::function<void(int32_t)>& on_token = {}, bool bf16 = false,
+                              TpComm* tp = nullptr);
 
 }  // namespace weft::model

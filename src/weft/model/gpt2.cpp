@@ -186,29 +186,34 @@ void Gpt2::block_forward(Activations& a, UnitAccess& w, int l) {
 void Gpt2::forward_rows(const RowBatch& b, UnitAccess& w, KvPool& kv, RowProducts& mm,
                         float* logits) {
     check_rows(b);
-    const int64_t R = b.rows(), C = cfg_.n_embd, NH = cfg_.n_head, L = cfg_.n_layer;
-    Buffer x(R * C), ln(R * C), qkv(R * 3 * C), att(R * C), h(R * 4 * C), g(R * 4 * C), y(R * C);
-    Buffer stats(2 * R);
+    // This rank's heads and MLP columns (all of them at tp 1).
+    const int64_t R = b.rows(), C = cfg_.n_embd, Cl = C / tp_size_, NH = cfg_.n_head / tp_size_;
+    const int64_t L = cfg_.n_layer;
+    Buffer x(R * C), ln(R * C), qkv(R * 3 * Cl), att(R * Cl), h(R * 4 * Cl), g(R * 4 * Cl);
+    Buffer y(R * C), stats(2 * R);
     const Gpt2Embed e = embed(w.params(0));
-    for (int64_t r = 0; r < R; ++r)
-        k::embedding_forward(x.data() + r * C, &b.tokens[size_t(r)], e.wte, e.wpe, 1, 1, C,
-                             b.positions[size_t(r)]);
+    // wte's row plus wpe's, as one process's embedding adds them.
+    tp_.embed_rows(x.data(), b.tokens.data(), e.wte, R);
+    for (int64_t r = 0; r < R; ++r) {
+        const float* p = e.wpe + b.positions[size_t(r)] * C;
+        for (int64_t j = 0; j < C; ++j) x.data()[r * C + j] += p[j];
+    }
     auto add = [&](float* to, const float* from) {
         for (int64_t i = 0; i < R * C; ++i) to[i] += from[i];
     };
     for (int l = 0; l < L; ++l) {
         const Gpt2Block p = block(w.params(l + 1), l);
         norm_.forward(ln.data(), {stats.data(), stats.data() + R}, x.data(), {p.ln1_w, p.ln1_b}, R);
-        mm(qkv.data(), ln.data(), p.qkv_w, p.qkv_b, R, C, 3 * C);
-        attend_rows(att.data(), qkv.data(), 3 * C, b, kv, l, NH, NH, cfg_.head_dim());
-        mm(y.data(), att.data(), p.proj_w, p.proj_b, R, C, C);
+        mm(qkv.data(), ln.data(), p.qkv_w, p.qkv_b, R, C, 3 * Cl);
+        attend_rows(att.data(), qkv.data(), 3 * Cl, b, kv, l, NH, NH, cfg_.head_dim());
+        tp_.row_parallel_rows(y.data(), att.data(), p.proj_w, p.proj_b, R, Cl, mm);
         add(x.data(), y.data());
         norm_.forward(ln.data(), {stats.data(), stats.data() + R}, x.data(), {p.ln2_w, p.ln2_b}, R);
-        mm(h.data(), ln.data(), p.fc_w, p.fc_b, R, C, 4 * C);
+        mm(h.data(), ln.data(), p.fc_w, p.fc_b, R, C, 4 * Cl);
         // Row by row, so that no vector loop's tail falls inside a row at some R and not others.
         for (int64_t r = 0; r < R; ++r)
-            k::gelu_forward(g.data() + r * 4 * C, h.data() + r * 4 * C, 4 * C);
-        mm(y.data(), g.data(), p.fcproj_w, p.fcproj_b, R, 4 * C, C);
+            k::gelu_forward(g.data() + r * 4 * Cl, h.data() + r * 4 * Cl, 4 * Cl);
+        tp_.row_parallel_rows(y.data(), g.data(), p.fcproj_w, p.fcproj_b, R, 4 * Cl, mm);
         add(x.data(), y.data());
         w.release(l + 1);
     }
@@ -217,7 +222,7 @@ void Gpt2::forward_rows(const RowBatch& b, UnitAccess& w, KvPool& kv, RowProduct
         std::copy_n(x.data() + b.logit_rows[size_t(i)] * C, C, y.data() + i * C);
     const Gpt2Final f = final_norm(w.params(int(L) + 1));
     norm_.forward(ln.data(), {stats.data(), stats.data() + R}, y.data(), {f.lnf_w, f.lnf_b}, n);
-    mm(logits, ln.data(), e.wte, nullptr, n, C, cfg_.vocab_size);
+    tp_.head_rows(logits, ln.data(), e.wte, n, mm);
     w.release(int(L) + 1);
     w.release(0);
 }

@@ -82,7 +82,7 @@ class Gpt2 : public Model {
     void embed_backward(Activations& a, UnitAccess& w) override;
     void forward_rows(const RowBatch& b, UnitAccess& w, KvPool& kv, RowProducts& mm,
                       float* logits) override;
-    int64_t kv_width() const override { return cfg_.n_embd; }
+    int64_t kv_width() const override { return cfg_.n_embd / tp_size_; }
     float* dresid(int64_t B, int64_t T) override;
 
     // Floats of scratch the model holds (shared by all micro-batches), for tensor-parallel degree

@@ -343,9 +343,7 @@ void Llama::forward_rows(const RowBatch& b, UnitAccess& w, KvPool& kv, RowProduc
     const int64_t wide = std::max({qkv_, 2 * F_, A});
     Buffer x(R * C), ln(R * C), qkv(R * qkv_), att(R * A), gu(R * wide), act(R * F_), y(R * C);
     Buffer rstd(R);
-    const float* wte = unit_tensor(w.params(0), layout_, 0, 0);
-    for (int64_t r = 0; r < R; ++r)
-        std::copy_n(wte + int64_t(b.tokens[size_t(r)]) * C, C, x.data() + r * C);
+    tp_.embed_rows(x.data(), b.tokens.data(), unit_tensor(w.params(0), layout_, 0, 0), R);
     if (!cfg_.tie_embeddings) w.release(0);
     auto add = [&](float* to, const float* from) {
         for (int64_t i = 0; i < R * C; ++i) to[i] += from[i];
@@ -362,7 +360,7 @@ void Llama::forward_rows(const RowBatch& b, UnitAccess& w, KvPool& kv, RowProduc
             k::rope_forward(q + A, 1, 1, NKV_, HS_, qkv_, pos, table);
         }
         attend_rows(att.data(), qkv.data(), qkv_, b, kv, l, NH_, NKV_, HS_);
-        mm(y.data(), att.data(), p.o_w, nullptr, R, A, C);
+        tp_.row_parallel_rows(y.data(), att.data(), p.o_w, nullptr, R, A, mm);
         add(x.data(), y.data());
         norm_.forward(ln.data(), {nullptr, rstd.data()}, x.data(), {p.ln2_w}, R);
         if (moe_) {
@@ -375,7 +373,7 @@ void Llama::forward_rows(const RowBatch& b, UnitAccess& w, KvPool& kv, RowProduc
             // Row by row, so that no vector loop's tail falls inside a row at some R only.
             for (int64_t r = 0; r < R; ++r)
                 k::swiglu_forward(act.data() + r * F_, gu.data() + r * 2 * F_, 1, F_);
-            mm(y.data(), act.data(), p.down_w, nullptr, R, F_, C);
+            tp_.row_parallel_rows(y.data(), act.data(), p.down_w, nullptr, R, F_, mm);
             add(x.data(), y.data());
         }
         w.release(l + 1);
@@ -386,7 +384,7 @@ void Llama::forward_rows(const RowBatch& b, UnitAccess& w, KvPool& kv, RowProduc
     const int u = int(L) + 1;
     norm_.forward(ln.data(), {nullptr, rstd.data()}, y.data(),
                   {unit_tensor(w.params(u), layout_, u, 0)}, n);
-    mm(logits, ln.data(), head_weight(w, false), nullptr, n, C, cfg_.vocab_size);
+    tp_.head_rows(logits, ln.data(), head_weight(w, false), n, mm);
     w.release(u);
     if (cfg_.tie_embeddings) w.release(0);
 }

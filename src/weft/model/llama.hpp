@@ -91,7 +91,7 @@ class Llama : public Model {
     void embed_backward(Activations& a, UnitAccess& w) override;
     void forward_rows(const RowBatch& b, UnitAccess& w, KvPool& kv, RowProducts& mm,
                       float* logits) override;
-    int64_t kv_width() const override { return cfg_.kv_heads() * cfg_.head_dim(); }
+    int64_t kv_width() const override { return NKV_ * HS_; }
     float* dresid(int64_t B, int64_t T) override;
     MoeStats take_moe_stats() override;
     std::optional<double> balance_routers(const MoeStats& s) override;

@@ -144,8 +144,7 @@ void Model::check_embedding(const Activations& a, int64_t pos0) const {
 }
 
 void Model::check_rows(const RowBatch& b) const {
-    WEFT_CHECK(tp_size_ == 1 && !cp_, "internal: a forward over rows at tensor-parallel degree {}",
-               tp_size_);
+    WEFT_CHECK(!sp_ && !cp_, "internal: a forward over rows with sequence or context parallelism");
     for (const RowSeq& s : b.seqs)
         WEFT_CHECK(s.pos0 >= 0 && s.pos0 + s.rows <= cfg_.n_positions,
                    "internal: a forward of positions {}..{} (expected within {} positions)", s.pos0,

@@ -192,12 +192,14 @@ class Model {
     void block_backward_input(Activations& a, UnitAccess& w, int layer);
     void block_backward_weight(Activations& a, UnitAccess& w, int layer);
 
-    // Serving and generation (tp = 1): one forward over the rows of several sequences at once
+    // Serving and generation: one forward over the rows of several sequences at once
     // (row_batch.hpp), each at its own positions with its keys and values in `kv`. Every product
     // goes through `mm` (row_products.hpp), norms, the rotary embedding and activations run per
     // row, attention per sequence over its own keys (attend_rows), and experts are routed per
     // row with no capacity limit: a row's bits do not depend on the other rows of the batch.
-    // logits [b.logit_rows.size(), vocab_size]: those rows' logits, in order.
+    // logits [b.logit_rows.size(), vocab_size]: those rows' logits, in order, on every rank.
+    // Under tensor parallelism (not sequence parallel) every rank runs every row on its heads
+    // and MLP columns, `kv` holding its kv heads, through the regions' *_rows (tp_regions.hpp).
     virtual void forward_rows(const RowBatch& b, UnitAccess& w, KvPool& kv, RowProducts& mm,
                               float* logits) = 0;
     // Context parallelism: each sequence of T_global tokens is split over the ranks of `cp`
@@ -237,7 +239,7 @@ class Model {
     virtual void set_router_bias(const std::vector<float>& /*saved*/, const std::string& /*from*/) {
     }
 
-    // Floats per position of one layer's cached keys (and of its values).
+    // Floats per position of one layer's cached keys (and of its values): this rank's kv heads.
     virtual int64_t kv_width() const = 0;
 
     // The gradient of the residual stream during backward: a pipeline stage writes the gradient
@@ -254,7 +256,7 @@ class Model {
     void check_activations(const Activations& a) const;
     // The embedding's activations (layer 0, positions pos0 .. pos0 + T inside the model).
     void check_embedding(const Activations& a, int64_t pos0) const;
-    // forward_rows' batch: tp 1, positions inside the model.
+    // forward_rows' batch: no sequence or context parallelism, positions inside the model.
     void check_rows(const RowBatch& b) const;
 
     ModelConfig cfg_;

@@ -183,4 +183,34 @@ int64_t TpRegions::head_scratch_floats(int64_t BT, int64_t vocab_shard) {
     return k::classifier_shard_scratch_floats(BT, vocab_shard);
 }
 
+void TpRegions::embed_rows(float* out, const int32_t* tokens, const float* wte, int64_t rows) {
+    k::embedding_forward_shard(out, tokens, wte, nullptr, 1, rows, C_, v0_, vs_);
+    // A sum of one row and zeros: the bits of the row itself.
+    if (size_ > 1) tp_->all_reduce_sum_exact(out, rows * C_);
+}
+
+void TpRegions::row_parallel_rows(float* out, const float* in, const float* w, const float* b,
+                                  int64_t rows, int64_t K, RowProducts& mm) {
+    // The bias after the sum, as the product would add it to its own sum (the same bits at tp 1).
+    mm(out, in, w, nullptr, rows, K, C_);
+    if (size_ > 1) tp_->all_reduce_sum_exact(out, rows * C_);
+    if (!b) return;
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < C_; ++j) out[r * C_ + j] += b[j];
+}
+
+void TpRegions::head_rows(float* logits, const float* x, const float* w, int64_t rows,
+                          RowProducts& mm) {
+    if (size_ == 1) return mm(logits, x, w, nullptr, rows, C_, vocab_);
+    Buffer shard(rows * vs_), all(size_ * rows * vs_);
+    mm(shard.data(), x, w, nullptr, rows, C_, vs_);
+    tp_->all_gather(shard.data(), all.data(), rows * vs_);
+    // Rank q's block holds ids q * vs_ .. of every row; the padding past the vocabulary is left.
+    for (int q = 0; q < size_; ++q) {
+        const int64_t v0 = int64_t(q) * vs_, real = std::clamp<int64_t>(vocab_ - v0, 0, vs_);
+        for (int64_t r = 0; r < rows; ++r)
+            std::copy_n(all.data() + (int64_t(q) * rows + r) * vs_, real, logits + r * vocab_ + v0);
+    }
+}
+
 }  // namespace weft::model

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "weft/core/buffer.hpp"
+#include "weft/model/row_products.hpp"
 #include "weft/model/tp_comm.hpp"
 
 namespace weft::model {
@@ -70,6 +71,19 @@ class TpRegions {
               float* partial);
     // Floats of the head's logits scratch at tp > 1 (kernels::classifier_shard_scratch_floats).
     static int64_t head_scratch_floats(int64_t BT, int64_t vocab_shard);
+
+    // Serving and generation (Model::forward_rows, never sequence parallel): the same three
+    // regions over `rows` rows that every rank holds whole, their products through `mm`. The
+    // sums over the ranks are fp32 whatever the products' dtype; the column-parallel products
+    // and the vocabulary slices are the bits of one process, only a row-parallel sum is added
+    // in another order than one process's product adds it (docs/serving.md).
+    // out[rows, C] = wte[tokens]: each rank's slice looked up (zero rows for the others), summed.
+    void embed_rows(float* out, const int32_t* tokens, const float* wte, int64_t rows);
+    // out[rows, C] = in[rows, K] · w[C, K]ᵀ summed over the ranks, + b (may be null).
+    void row_parallel_rows(float* out, const float* in, const float* w, const float* b,
+                           int64_t rows, int64_t K, RowProducts& mm);
+    // logits[rows, vocab] = x[rows, C] · w[vocab, C]ᵀ: each rank's slice of the head, gathered.
+    void head_rows(float* logits, const float* x, const float* w, int64_t rows, RowProducts& mm);
 
   private:
     template <typename In>
