@@ -7,6 +7,7 @@
 #include "weft/cli/commands.hpp"
 #include "weft/cli/model_options.hpp"
 #include "weft/cli/sample_text.hpp"
+#include "weft/cli/tp_group.hpp"
 #include "weft/train/model_source.hpp"
 
 namespace weft::cli {
@@ -20,6 +21,7 @@ struct SampleArgs {
     bool ignore_eos = false;
     std::string dtype = "fp32";
     decode::SpecOptions spec;
+    int tp = 1;
 };
 }  // namespace
 
@@ -44,6 +46,7 @@ void add_sample_command(CLI::App& app) {
     add_tokenizer_options(c, a->tokenizer, a->tokenizer_dir);
     add_generation_dtype_option(c, a->dtype);
     add_speculation_options(c, a->spec);
+    add_tp_option(c, a->tp);
     c->callback([a] {
         a->o.validate();
         a->spec.validate();
@@ -52,8 +55,9 @@ void add_sample_command(CLI::App& app) {
         const train::ModelSource source = train::open_model_source(a->model_dir, a->ckpt);
         const std::unique_ptr<data::Tokenizer> tok =
             data::open_tokenizer(a->tokenizer, a->tokenizer_dir);
-        train::LoadedModel m = train::load_model(source);
-        sample_text(m, *tok, a->prompt, a->o, a->ignore_eos, bf16, a->spec, stdout);
+        const TpGroup tp(a->tp, source.cfg, "sample");
+        train::LoadedModel m = train::load_model(source, tp.comm());
+        sample_text(m, *tok, a->prompt, a->o, a->ignore_eos, bf16, a->spec, stdout, tp.comm());
     });
 }
 

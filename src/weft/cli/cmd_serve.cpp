@@ -1,18 +1,18 @@
 #include <fmt/format.h>
-#include <pthread.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
-#include <csignal>
 #include <memory>
 #include <thread>
 
 #include "weft/cli/commands.hpp"
 #include "weft/cli/model_options.hpp"
-#include "weft/comm/mpi_env.hpp"
+#include "weft/cli/stop_signals.hpp"
+#include "weft/cli/tp_group.hpp"
 #include "weft/core/error.hpp"
 #include "weft/model/counts.hpp"
 #include "weft/serve/http_front.hpp"
+#include "weft/serve/tp_steps.hpp"
 #include "weft/train/model_source.hpp"
 #include "weft/train/process.hpp"
 
@@ -27,6 +27,7 @@ struct ServeArgs {
     double kv_cache_gib = 1.0;
     int threads = 0;
     std::string dtype = "fp32";
+    int tp = 1;
 };
 
 // The name clients give as "model": the last component of the path the user named.
@@ -37,28 +38,29 @@ std::string model_name(const std::filesystem::path& p) {
 }
 
 void serve(ServeArgs& a) {
-    WEFT_CHECK(!comm::under_mpirun(),
-               "weft serve runs as one process, not under mpirun (tensor-parallel serving is not "
-               "there yet)");
     WEFT_CHECK(a.kv_cache_gib > 0, "--kv-cache-gib must be positive, got {}", a.kv_cache_gib);
     a.engine.validate();
+    // The other ranks' pools mirror rank 0's blocks only while no step moves keys and values
+    // between blocks, as accepting a speculation's tree does.
+    WEFT_CHECK(a.tp == 1 || a.engine.spec.kind == "none",
+               "--spec {} with --tp {}: speculative decoding is served at --tp 1 only",
+               a.engine.spec.kind, a.tp);
     a.engine.bf16 = generation_bf16(a.dtype);
     const train::ModelSource source = train::open_model_source(a.model_dir, a.ckpt);
     const std::unique_ptr<data::Tokenizer> tok = data::open_tokenizer(a.tokenizer, a.tokenizer_dir);
+    const TpGroup tp(a.tp, source.cfg, "serve");
+    const bool lead = tp.rank() == 0;
     const int threads = train::set_threads_per_rank(a.threads);
     // Decided before the weights load: a template outside the subset is said at once.
     const serve::ChatFormat chat = serve::choose_chat_format(a.tokenizer, source.cfg.family, *tok);
-    if (!chat.warning.empty()) fmt::print(stderr, "weft serve: warning: {}\n", chat.warning);
-    // SIGTERM and SIGINT are taken by one thread (below) through sigwait: blocked here, before
-    // any thread starts, so that every thread inherits the mask.
-    sigset_t signals;
-    sigemptyset(&signals);
-    sigaddset(&signals, SIGTERM);
-    sigaddset(&signals, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    if (!chat.warning.empty() && lead)
+        fmt::print(stderr, "weft serve: warning: {}\n", chat.warning);
+    // SIGTERM and SIGINT drain rank 0 (below); the other ranks end when it says so.
+    StopSignals signals(!lead);
 
-    train::LoadedModel m = train::load_model(source);
+    train::LoadedModel m = train::load_model(source, tp.comm());
     const model::ModelConfig& cfg = m.model->config();
+    // Each rank's pool holds its own kv heads: --kv-cache-gib per rank, the same blocks on each.
     a.engine.kv_blocks = serve::kv_blocks_in(a.kv_cache_gib, cfg.n_layer, m.model->kv_width(),
                                              a.engine.block_tokens);
     const double block_gib =
@@ -68,39 +70,55 @@ void serve(ServeArgs& a) {
         "--kv-cache-gib {} holds no KV cache block of {} positions (expected at least {:.3g} "
         "GiB for this model)",
         a.kv_cache_gib, a.engine.block_tokens, block_gib * double(a.engine.block_tokens));
+    std::unique_ptr<serve::TpSteps> steps;
+    if (tp.size() > 1) steps = std::make_unique<serve::TpSteps>(tp.group());
+    if (!lead) {
+        model::RowForward forward(cfg, m.model->layout(), m.params.data(), a.engine.bf16,
+                                  tp.comm());
+        model::KvPool pool(a.engine.kv_blocks, cfg.n_layer, forward.kv_width(),
+                           a.engine.block_tokens);
+        steps->follow(forward, pool);
+        return;
+    }
+    serve::EngineTp engine_tp{tp.comm(), {}};
+    if (steps) engine_tp.announce = [&](const model::RowBatch& b) { steps->send(b); };
     serve::Engine engine(
         cfg, m.model->layout(), m.params.data(), [&tok](int32_t t) { return tok->decode_token(t); },
-        a.engine);
+        a.engine, engine_tp);
     const serve::ApiContext ctx{model_name(a.ckpt.empty() ? a.model_dir : a.ckpt), *tok, engine,
                                 chat};
     serve::HttpFront front(ctx, engine, a.front);
     const int port = front.bind();
 
+    // The engine loop runs on this thread, the one that talks to MPI (comm::MpiEnv's funneled
+    // level) when the forward runs over several ranks; HTTP on another.
     std::atomic<bool> drained{false};
-    std::thread loop([&] { engine.run(drained); });
     std::thread waiter([&] {
-        int sig = 0;
-        sigwait(&signals, &sig);
-        if (drained) return;  // woken by the exit below, not by a signal
+        const int sig = signals.wait();
+        if (sig == 0) return;  // woken by the exit below, not by a signal
         fmt::print(stderr, "weft serve: {}: draining the requests in flight, then exiting\n",
                    sig == SIGTERM ? "SIGTERM" : "SIGINT");
         front.stop();
     });
+    std::thread http([&] {
+        front.listen();  // returns once stopped and every handler has answered
+        drained = true;
+    });
     fmt::print(
-        "weft serve: model {} ({}, {:.2f}M parameters, context {}), dtype {}, {} threads, "
+        "weft serve: model {} ({}, {:.2f}M parameters, context {}), dtype {}, tp {}, {} threads, "
         "KV pool {} blocks of {} tokens ({} tokens), {} slots, batch {} tokens, speculation {}, "
         "http://{}:{}/v1\n",
         ctx.model_id, cfg.family, double(model::num_parameters(cfg)) / 1e6, cfg.n_positions,
-        a.dtype, threads, a.engine.kv_blocks, a.engine.block_tokens,
+        a.dtype, tp.size(), threads, a.engine.kv_blocks, a.engine.block_tokens,
         a.engine.kv_blocks * a.engine.block_tokens, a.engine.slots, a.engine.batch_tokens,
         a.engine.spec.kind, a.front.host, port);
     fmt::print("weft serve: chat template: {}\n", chat.description);
     std::fflush(stdout);
-    front.listen();  // returns once stopped and every handler has answered
-    drained = true;
-    pthread_kill(waiter.native_handle(), SIGTERM);
+    engine.run(drained);
+    http.join();
+    signals.wake();
     waiter.join();
-    loop.join();
+    if (steps) steps->send_exit();
 }
 }  // namespace
 
@@ -125,6 +143,7 @@ void add_serve_command(CLI::App& app) {
                   "Require 'Authorization: Bearer KEY' on /v1/ routes");
     add_generation_dtype_option(c, a->dtype);
     add_speculation_options(c, a->engine.spec);
+    add_tp_option(c, a->tp);
     c->add_option("--threads", a->threads,
                   "OpenMP threads (0: OMP_NUM_THREADS, else the node's cores)")
         ->capture_default_str();

@@ -8,19 +8,20 @@ namespace weft::cli {
 
 void sample_text(const train::LoadedModel& m, const data::Tokenizer& tok, const std::string& prompt,
                  const model::SampleOptions& o, bool ignore_eos, bool bf16,
-                 const decode::SpecOptions& spec, std::FILE* out) {
+                 const decode::SpecOptions& spec, std::FILE* out, model::TpComm* tp) {
+    const bool speak = !tp || tp->rank() == 0;
     std::vector<int32_t> ids = tok.encode(prompt);
     if (ids.empty()) ids.push_back(tok.eot());
     const model::ModelConfig& cfg = m.model->config();
     model::check_prompt(cfg, ids);  // before anything is printed
     // Neither stops sampling, but either may explain text that makes no sense.
-    if (tok.vocab_size() < cfg.vocab_size)
+    if (speak && tok.vocab_size() < cfg.vocab_size)
         fmt::print(stderr,
                    "weft: warning: the tokenizer has {} ids, fewer than the model's vocabulary of "
                    "{}: ids from {} on are never sampled (fine for an embedding padded past the "
                    "tokenizer; else the model was trained with another tokenizer)\n",
                    tok.vocab_size(), cfg.vocab_size, tok.vocab_size());
-    if (int64_t(ids.size()) > cfg.n_positions)
+    if (speak && int64_t(ids.size()) > cfg.n_positions)
         fmt::print(stderr,
                    "weft: warning: the prompt is {} tokens, longer than the model's context of "
                    "{}: only its last {} tokens are seen\n",
@@ -30,18 +31,20 @@ void sample_text(const train::LoadedModel& m, const data::Tokenizer& tok, const 
     within.vocab_limit = tok.vocab_size();
     // As transformers' generate stops at eos_token_id: the model says the text is over.
     if (!ignore_eos) within.stop_token = tok.eot();
-    std::fputs(prompt.c_str(), out);
+    if (speak) std::fputs(prompt.c_str(), out);
     // Byte-level BPE: the bytes of successive tokens concatenate to the text, even where one
     // character spans two tokens.
     decode::SpecStats st;
     decode::generate_speculative(
         m.model->config(), m.model->layout(), m.params.data(), ids, within, spec,
         [&](int32_t t) {
+            if (!speak) return;
             std::string bytes = tok.decode_token(t);
             std::fwrite(bytes.data(), 1, bytes.size(), out);
             std::fflush(out);
         },
-        bf16, &st);
+        bf16, &st, tp);
+    if (!speak) return;
     std::fputs("\n", out);
     if (spec.kind != "none")
         fmt::print(stderr,

@@ -42,6 +42,51 @@ void RowBatch::clear() {
     logit_rows.clear();
 }
 
+// Layout: rows, sequences, logit rows; tokens, positions, logit_rows; per sequence row0, rows,
+// pos0, its table's size, its parents' count, then the table's blocks and the parents.
+std::vector<int64_t> RowBatch::pack() const {
+    std::vector<int64_t> w = {rows(), int64_t(seqs.size()), int64_t(logit_rows.size())};
+    w.insert(w.end(), tokens.begin(), tokens.end());
+    w.insert(w.end(), positions.begin(), positions.end());
+    w.insert(w.end(), logit_rows.begin(), logit_rows.end());
+    for (const RowSeq& s : seqs) {
+        w.insert(w.end(),
+                 {s.row0, s.rows, s.pos0, int64_t(s.table->size()), int64_t(s.parents.size())});
+        w.insert(w.end(), s.table->begin(), s.table->end());
+        w.insert(w.end(), s.parents.begin(), s.parents.end());
+    }
+    return w;
+}
+
+void RowBatch::unpack(std::span<const int64_t> words, std::vector<BlockTable>& tables) {
+    clear();
+    size_t at = 0;
+    auto take = [&](int64_t n) {
+        WEFT_CHECK(n >= 0 && at + size_t(n) <= words.size(),
+                   "internal: a packed row batch of {} words cut at {}", words.size(), at);
+        const std::span<const int64_t> out = words.subspan(at, size_t(n));
+        at += size_t(n);
+        return out;
+    };
+    const std::span<const int64_t> head = take(3);
+    const int64_t n_rows = head[0], n_seqs = head[1], n_logits = head[2];
+    for (int64_t t : take(n_rows)) tokens.push_back(int32_t(t));
+    const std::span<const int64_t> pos = take(n_rows), lr = take(n_logits);
+    positions.assign(pos.begin(), pos.end());
+    logit_rows.assign(lr.begin(), lr.end());
+    // Sized first: the sequences point into it.
+    tables.assign(size_t(std::max<int64_t>(n_seqs, 0)), {});
+    for (BlockTable& table : tables) {
+        const std::span<const int64_t> s = take(5);
+        for (int64_t b : take(s[3])) table.push_back(int32_t(b));
+        RowSeq seq{s[0], s[1], s[2], &table, {}};
+        for (int64_t p : take(s[4])) seq.parents.push_back(int32_t(p));
+        seqs.push_back(std::move(seq));
+    }
+    WEFT_CHECK(at == words.size(), "internal: a packed row batch of {} words has {} left over",
+               words.size(), words.size() - at);
+}
+
 namespace {
 
 // Eight running sums in a fixed order (vectorisable without reassociation), then their tree.

@@ -38,6 +38,13 @@ struct RowBatch {
     void add_tree(std::span<const int32_t> t, std::span<const int32_t> parents, int64_t pos0,
                   const BlockTable& table);
     void clear();
+
+    // The batch as integers, for ranks that run the same forward (tensor-parallel serving): its
+    // rows, and each sequence's run or tree with its block table's blocks.
+    std::vector<int64_t> pack() const;
+    // The batch `words` packed, its sequences' block tables kept in `tables` (which must stay
+    // as they are while the batch is used). An error when the words are not a packed batch.
+    void unpack(std::span<const int64_t> words, std::vector<BlockTable>& tables);
 };
 
 // Causal attention of every row of `b` (grouped-query: NKV kv heads for NH query heads of HS):

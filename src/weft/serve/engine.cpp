@@ -67,11 +67,12 @@ int64_t pool_blocks(const EngineOptions& o) {
 }  // namespace
 
 Engine::Engine(const model::ModelConfig& cfg, const model::ParamLayout& layout, const float* params,
-               std::function<std::string(int32_t)> piece, EngineOptions o)
-    : forward_(cfg, layout, params, o.bf16),
+               std::function<std::string(int32_t)> piece, EngineOptions o, EngineTp tp)
+    : forward_(cfg, layout, params, o.bf16, tp.comm),
       pool_(pool_blocks(o), cfg.n_layer, forward_.kv_width(), o.block_tokens),
       piece_(std::move(piece)),
-      o_(o) {
+      o_(o),
+      tp_(std::move(tp)) {
     stats_.kv_blocks_total = o_.kv_blocks;
 }
 
@@ -300,6 +301,7 @@ bool Engine::step() {
         r.computed += n[i];
         if (last) sampled.push_back(&r);
     }
+    if (tp_.announce && batch_.rows() > 0) tp_.announce(batch_);
     const std::span<const float> logits = forward_.run(batch_, pool_);
     const size_t V = size_t(config().vocab_size);
     // The logit rows are in the order the requests were added: each verified request's tree

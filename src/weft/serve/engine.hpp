@@ -71,11 +71,20 @@ int64_t kv_blocks_for(const Request& r, int64_t block_tokens);
 // (keys and values, fp32).
 int64_t kv_blocks_in(double gib, int64_t n_layer, int64_t kv_width, int64_t block_tokens);
 
+// Tensor-parallel serving (docs/serving.md): the engine runs on rank 0 of a group whose every
+// rank runs each step's forward on its shard of the model. `announce` tells the other ranks a
+// step's rows just before this rank runs them.
+struct EngineTp {
+    model::TpComm* comm = nullptr;  // null: the whole model in this process
+    std::function<void(const model::RowBatch&)> announce;
+};
+
 class Engine {
   public:
-    // `piece`: the bytes of one token (for stop strings and the streamed text).
+    // `piece`: the bytes of one token (for stop strings and the streamed text). Under `tp`,
+    // `params` is rank 0's shard (model::tp_shard).
     Engine(const model::ModelConfig& cfg, const model::ParamLayout& layout, const float* params,
-           std::function<std::string(int32_t)> piece, EngineOptions o);
+           std::function<std::string(int32_t)> piece, EngineOptions o, EngineTp tp = {});
     ~Engine();
 
     // An error (weft::Error) naming what makes `r` impossible to serve: an empty prompt, ids
@@ -110,6 +119,7 @@ class Engine {
     model::RowBatch batch_;
     std::function<std::string(int32_t)> piece_;
     EngineOptions o_;
+    EngineTp tp_;
     mutable std::mutex mu_;  // guards waiting_ and stats_
     std::condition_variable cv_;
     std::deque<std::unique_ptr<Running>> waiting_;

@@ -2,6 +2,7 @@
 
 #include "weft/core/error.hpp"
 #include "weft/model/family.hpp"
+#include "weft/model/generate.hpp"
 #include "weft/model/state_io.hpp"
 #include "weft/train/checkpoint.hpp"
 #include "weft/train/memory_fit.hpp"
@@ -24,11 +25,11 @@ ModelSource open_model_source(const std::filesystem::path& model_dir,
     return s;
 }
 
-LoadedModel load_model(const ModelSource& source) {
+LoadedModel load_model(const ModelSource& source, model::TpComm* tp) {
     check_weights_fit(source.cfg, "the model of " + (source.ckpt ? source.ckpt->dir.string()
                                                                  : source.model_dir.string()));
     LoadedModel m;
-    m.model = model::make_model(source.cfg);
+    m.model = model::make_model(source.cfg, model::tp_shard(tp), tp);
     m.params = Buffer(m.model->layout().total);
     if (source.ckpt)
         load_checkpoint_params(*source.ckpt, m.model->layout(), m.params.data());

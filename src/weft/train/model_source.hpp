@@ -7,6 +7,7 @@
 
 #include "weft/core/buffer.hpp"
 #include "weft/model/model.hpp"
+#include "weft/model/tp_comm.hpp"
 #include "weft/train/checkpoint.hpp"
 
 namespace weft::train {
@@ -27,7 +28,9 @@ struct ModelSource {
 // Exactly one of the two paths is non-empty; otherwise an error naming both flags.
 ModelSource open_model_source(const std::filesystem::path& model_dir,
                               const std::filesystem::path& ckpt);
-LoadedModel load_model(const ModelSource& source);
+// `tp`: this rank's shard of a tensor-parallel group (model::tp_shard) and its model, which sums
+// and gathers over it (null: the whole model).
+LoadedModel load_model(const ModelSource& source, model::TpComm* tp = nullptr);
 LoadedModel load_model(const std::filesystem::path& model_dir, const std::filesystem::path& ckpt);
 
 }  // namespace weft::train

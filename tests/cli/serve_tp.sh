@@ -1,0 +1,109 @@
+# Tensor-parallel serving: `mpirun -np 2 weft serve --tp 2` answers greedy completions (alone and
+# four at once, prompts prefilled in chunks) with the tokens of a tp 1 server and logprobs within
+# 1e-4, for GPT-2 (4 heads) and Llama (8 heads over 4 kv heads); `weft sample --tp 2` writes what
+# `weft sample` does; SIGTERM on rank 0 drains and every rank exits 0; a bad --tp is one clear
+# error before any port is bound.
+source "$(dirname "$0")/lib.sh"
+export OMP_NUM_THREADS=1
+prepare_data
+for m in tiny llama-tiny; do
+  "$WEFT" train --model $m --data data/tinyshakespeare_train.bin --out $m --steps 2 \
+    --batch-size 2 --seq-len 32 --peak-gflops 100 >/dev/null 2>&1
+done
+tok=(--tokenizer-dir "$SRC/data")
+
+expect_error "weft serve --tp 2 runs one rank per tensor-parallel shard, but the job has 1 rank (expected mpirun -np 2 weft serve --tp 2" "" -- serve --ckpt tiny "${tok[@]}" --tp 2
+# mpirun_error <text> <np> weft args...: one rank names the error, the job fails, no port bound.
+mpirun_error() {
+  local want=$1 np=$2 out rc=0
+  shift 2
+  out=$(timeout 60 mpirun -np "$np" "$WEFT" "$@" 2>&1) || rc=$?
+  if [ "$rc" -ne 0 ] && [ "$(grep -cF -- "$want" <<<"$out")" = 1 ] && ! grep -q "http://" <<<"$out"; then
+    ok "mpirun -np $np weft $* -> exit $rc: $(grep -F -- "$want" <<<"$out")"
+  else
+    bad "mpirun -np $np weft $*: exit $rc, expected one error containing '$want': $out"
+  fi
+}
+mpirun_error "weft serve --tp 3 runs one rank per tensor-parallel shard, but the job has 2 ranks (expected mpirun -np 3" 2 serve --ckpt tiny "${tok[@]}" --tp 3
+mpirun_error "--spec ngram with --tp 2: speculative decoding is served at --tp 1 only" 2 serve --ckpt tiny "${tok[@]}" --tp 2 --spec ngram
+mpirun_error "4 attention heads do not split over tensor-parallel degree 3" 3 serve --ckpt tiny "${tok[@]}" --tp 3
+
+# start <name> <tp>: a server of small steps (prompts past 8 tokens prefilled in chunks) in the
+# background, its pid (of mpirun at tp > 1) in pids[name]; wait_url puts its URL in urls[name].
+declare -A pids urls
+start() {
+  local launch=("$WEFT")
+  [ "$2" -gt 1 ] && launch=(mpirun -np "$2" "$WEFT")
+  "${launch[@]}" serve --tp "$2" --ckpt "$ckpt" "${tok[@]}" --port 0 --batch-tokens 8 \
+    --kv-cache-gib 0.001 --threads 1 >"$1.out" 2>"$1.err" &
+  pids[$1]=$!
+}
+stop_all() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
+trap 'stop_all; rm -rf "$WORK"' EXIT
+wait_url() {
+  for _ in $(seq 300); do grep -q "http://" "$1.out" && break; sleep 0.1; done
+  urls[$1]=$(grep -o "http://[0-9.:]*" "$1.out") || { bad "$1 did not start: $(cat "$1.err")"; finish; exit 1; }
+}
+complete() {  # <url> <prompt> <max_tokens>: the answer's token ids and logprobs
+  curl -s --max-time 30 -d '{"prompt":"'"$2"'","max_tokens":'"$3"',"temperature":0,"logprobs":1}' \
+    "$1/v1/completions" | jq -c '.choices[0].logprobs | {token_ids, token_logprobs}'
+}
+prompts=("ROMEO:" "To be, or not to be, that is the question" "First Citizen: Before we proceed any further" "O")
+
+for ckpt in tiny llama-tiny; do
+  start tp1 1
+  start tp2 2
+  wait_url tp1
+  wait_url tp2
+  grep -q ", tp 2, " tp2.out && ok "$ckpt: start line: $(cat tp2.out | head -1)" || bad "start line: $(cat tp2.out)"
+  # Alone, then the four at once (batched, decoding while others prefill).
+  worst=0 same=0
+  for i in "${!prompts[@]}"; do complete "${urls[tp1]}" "${prompts[$i]}" 16 >"want$i"; done
+  for i in "${!prompts[@]}"; do complete "${urls[tp2]}" "${prompts[$i]}" 16 >"alone$i"; done
+  for i in "${!prompts[@]}"; do complete "${urls[tp2]}" "${prompts[$i]}" 16 >"among$i" & done
+  wait_jobs() { for j in $(jobs -p); do [[ " ${pids[*]} " == *" $j "* ]] || wait "$j"; done; }
+  wait_jobs
+  for i in "${!prompts[@]}"; do
+    for got in alone$i among$i; do
+      if [ "$(jq -c .token_ids "want$i")" = "$(jq -c .token_ids "$got")" ] && [ "$(jq '.token_ids|length' "$got")" = 16 ]; then
+        same=$((same + 1))
+      else
+        bad "$ckpt $got: tp 2 $(cat "$got"), tp 1 $(cat "want$i")"
+      fi
+      worst=$(jq -n --slurpfile a "want$i" --slurpfile b "$got" --argjson w "$worst" \
+        '[$a[0].token_logprobs, $b[0].token_logprobs] | transpose | map(.[0] - .[1] | fabs) + [$w] | max')
+    done
+  done
+  [ "$same" = 8 ] && ok "$ckpt: greedy tokens of tp 2 = tp 1, alone and four at once"
+  awk -v w="$worst" 'BEGIN { exit !(w < 1e-4) }' && ok "$ckpt: logprobs of tp 2 within $worst of tp 1's" \
+    || bad "$ckpt: logprobs differ by $worst"
+
+  # SIGTERM on rank 0 (mpirun itself would kill the job): the stream in flight ends, every rank
+  # exits 0, and so does mpirun.
+  curl -s -N --max-time 30 -d '{"prompt":"ROMEO:","max_tokens":40,"stream":true}' \
+    "${urls[tp2]}/v1/completions" >drain.txt &
+  client=$!
+  sleep 0.3
+  rank0=
+  for p in $(pgrep -P "${pids[tp2]}"); do
+    tr '\0' '\n' <"/proc/$p/environ" | grep -qx OMPI_COMM_WORLD_RANK=0 && rank0=$p
+  done
+  kill -TERM "$rank0" "${pids[tp1]}"
+  rc=0
+  timeout 60 tail --pid="${pids[tp2]}" -f /dev/null || rc=$?
+  wait "${pids[tp2]}" || rc=$?
+  wait "${pids[tp1]}" || true
+  wait $client || true
+  [ "$rc" = 0 ] && grep -q "SIGTERM: draining" tp2.err && ok "$ckpt: SIGTERM on rank 0: mpirun exits 0" \
+    || bad "$ckpt: SIGTERM: exit $rc: $(cat tp2.err)"
+  grep -q '^data: \[DONE\]' drain.txt && ok "$ckpt: in-flight stream drained" || bad "drain: $(tail -c 300 drain.txt)"
+  unset 'pids[tp1]' 'pids[tp2]'
+done
+
+# weft sample runs the same rows: tp 2 prints what one process does.
+for ckpt in tiny llama-tiny; do
+  want=$("$WEFT" sample --ckpt $ckpt "${tok[@]}" --prompt "ROMEO:" --tokens 16 --temperature 0)
+  got=$(timeout 60 mpirun -np 2 "$WEFT" sample --tp 2 --ckpt $ckpt "${tok[@]}" --prompt "ROMEO:" --tokens 16 --temperature 0)
+  [ "$got" = "$want" ] && ok "$ckpt: weft sample --tp 2 = weft sample" || bad "$ckpt: sample tp 2 '$got' vs '$want'"
+done
+finish
