@@ -1,8 +1,8 @@
 # Tensor-parallel serving: `mpirun -np 2 weft serve --tp 2` answers greedy completions (alone and
 # four at once, prompts prefilled in chunks) with the tokens of a tp 1 server and logprobs within
-# 1e-4, for GPT-2 (4 heads) and Llama (8 heads over 4 kv heads); `weft sample --tp 2` writes what
-# `weft sample` does; SIGTERM on rank 0 drains and every rank exits 0; a bad --tp is one clear
-# error before any port is bound.
+# 1e-4, for GPT-2 (4 heads, guessing tokens with --spec ngram) and Llama (8 heads over 4 kv
+# heads); `weft sample --tp 2` writes what `weft sample` does; SIGTERM on rank 0 drains and every
+# rank exits 0; a bad --tp is one clear error before any port is bound.
 source "$(dirname "$0")/lib.sh"
 export OMP_NUM_THREADS=1
 prepare_data
@@ -25,7 +25,6 @@ mpirun_error() {
   fi
 }
 mpirun_error "weft serve --tp 3 runs one rank per tensor-parallel shard, but the job has 2 ranks (expected mpirun -np 3" 2 serve --ckpt tiny "${tok[@]}" --tp 3
-mpirun_error "--spec ngram with --tp 2: speculative decoding is served at --tp 1 only" 2 serve --ckpt tiny "${tok[@]}" --tp 2 --spec ngram
 mpirun_error "4 attention heads do not split over tensor-parallel degree 3" 3 serve --ckpt tiny "${tok[@]}" --tp 3
 
 # start <name> <tp>: a server of small steps (prompts past 8 tokens prefilled in chunks) in the
@@ -35,7 +34,7 @@ start() {
   local launch=("$WEFT")
   [ "$2" -gt 1 ] && launch=(mpirun -np "$2" "$WEFT")
   "${launch[@]}" serve --tp "$2" --ckpt "$ckpt" "${tok[@]}" --port 0 --batch-tokens 8 \
-    --kv-cache-gib 0.001 --threads 1 >"$1.out" 2>"$1.err" &
+    --kv-cache-gib 0.001 --threads 1 "${@:3}" >"$1.out" 2>"$1.err" &
   pids[$1]=$!
 }
 stop_all() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
@@ -50,9 +49,11 @@ complete() {  # <url> <prompt> <max_tokens>: the answer's token ids and logprobs
 }
 prompts=("ROMEO:" "To be, or not to be, that is the question" "First Citizen: Before we proceed any further" "O")
 
+# GPT-2's tp 2 server guesses tokens (prompt lookup; its text repeats): the same greedy tokens.
+declare -A spec=([tiny]=ngram [llama-tiny]=none)
 for ckpt in tiny llama-tiny; do
   start tp1 1
-  start tp2 2
+  start tp2 2 --spec "${spec[$ckpt]}"
   wait_url tp1
   wait_url tp2
   grep -q ", tp 2, " tp2.out && ok "$ckpt: start line: $(cat tp2.out | head -1)" || bad "start line: $(cat tp2.out)"
@@ -77,6 +78,11 @@ for ckpt in tiny llama-tiny; do
   [ "$same" = 8 ] && ok "$ckpt: greedy tokens of tp 2 = tp 1, alone and four at once"
   awk -v w="$worst" 'BEGIN { exit !(w < 1e-4) }' && ok "$ckpt: logprobs of tp 2 within $worst of tp 1's" \
     || bad "$ckpt: logprobs differ by $worst"
+  if [ "${spec[$ckpt]}" = ngram ]; then
+    accepted=$(curl -s --max-time 10 "${urls[tp2]}/metrics" | grep '^weft_spec_accepted_tokens_total' | cut -d' ' -f2)
+    [ "${accepted:-0}" -gt 0 ] && ok "$ckpt: tp 2 with --spec ngram accepted $accepted guessed tokens" \
+      || bad "$ckpt: no guessed token accepted at tp 2"
+  fi
 
   # SIGTERM on rank 0 (mpirun itself would kill the job): the stream in flight ends, every rank
   # exits 0, and so does mpirun.

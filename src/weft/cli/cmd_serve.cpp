@@ -40,11 +40,6 @@ std::string model_name(const std::filesystem::path& p) {
 void serve(ServeArgs& a) {
     WEFT_CHECK(a.kv_cache_gib > 0, "--kv-cache-gib must be positive, got {}", a.kv_cache_gib);
     a.engine.validate();
-    // The other ranks' pools mirror rank 0's blocks only while no step moves keys and values
-    // between blocks, as accepting a speculation's tree does.
-    WEFT_CHECK(a.tp == 1 || a.engine.spec.kind == "none",
-               "--spec {} with --tp {}: speculative decoding is served at --tp 1 only",
-               a.engine.spec.kind, a.tp);
     a.engine.bf16 = generation_bf16(a.dtype);
     const train::ModelSource source = train::open_model_source(a.model_dir, a.ckpt);
     const std::unique_ptr<data::Tokenizer> tok = data::open_tokenizer(a.tokenizer, a.tokenizer_dir);

@@ -136,6 +136,13 @@ void Engine::accept_tree(Running& r, const decode::TokenTree& tree, std::span<co
         stats_.spec_accepted += int64_t(v.nodes.size());
     }
     const int64_t root = r.computed - 1;  // the verify's root row sat here
+    // The other ranks of a tensor-parallel server mirror this pool's blocks, not moves between
+    // its slots: the accepted nodes must be where the verify wrote them, as a chain's are (prompt
+    // lookup guesses chains). A branching proposer would send its moves with the next step.
+    for (size_t d = 0; tp_.announce && d < v.nodes.size(); ++d)
+        WEFT_CHECK(v.nodes[d] == int(d),
+                   "internal: accepted node {} at depth {} would move keys on rank 0 only",
+                   v.nodes[d], d);
     decode::keep_accepted(pool_, r.table, config().n_layer, root, v.nodes);
     // Each token with its log-probability at the row that chose it: the root's, then each
     // accepted node's.
