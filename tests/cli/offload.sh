@@ -67,6 +67,60 @@ if mpirun -n 1 true 2>/dev/null; then
   done
 fi
 
+# --dtype bf16 --offload optimizer: the bf16 working copy in memory, the fp32 master weights
+# with the moments on disk. Its numbers are the in-memory bf16 run's with --grad-dtype bf16 (the
+# block matrices' gradients rounded once): the products round the master's weights to the bits
+# the working copy holds, and the fp32 tensors (embeddings, norms, biases) stay fp32 in it. GPT-2
+# (biases, untied wpe) and Llama (a gated MLP, RMSNorm) shapes.
+for m in tiny llama-tiny; do
+  b16=("${args[@]}" --dtype bf16)
+  # llama-tiny's 4 key/value heads need 4 query heads.
+  [ $m = tiny ] || b16+=(--model $m --n-head 4 --n-embd 64)
+  "$WEFT" train "${b16[@]}" --grad-dtype bf16 --out b_mem_$m 2>/dev/null
+  "$WEFT" train "${b16[@]}" --out b_disk_$m --offload optimizer --offload-dir off \
+    --offload-group-mb 0.25 2>b_log_$m.txt || { cat b_log_$m.txt; exit 1; }
+  ba=$(metric b_mem_$m/metrics.jsonl loss | tr '\n' ' ')
+  [ "$(metric b_disk_$m/metrics.jsonl loss | wc -l)" -eq 20 ] &&
+    [ "$ba" = "$(metric b_disk_$m/metrics.jsonl loss | tr '\n' ' ')" ] &&
+    ok "$m bf16: 20 steps' losses bit-identical with the master on disk" ||
+    bad "$m bf16 losses differ: $ba / $(metric b_disk_$m/metrics.jsonl loss | tr '\n' ' ')"
+  [ "$(metric b_mem_$m/metrics.jsonl grad_norm | tr '\n' ' ')" = \
+    "$(metric b_disk_$m/metrics.jsonl grad_norm | tr '\n' ' ')" ] &&
+    ok "$m bf16: grad norms bit-identical" || bad "$m bf16 grad norms differ"
+  cmp -s b_mem_$m/checkpoints/step_000020/rank_00000.bin \
+    b_disk_$m/checkpoints/step_000020/rank_00000.bin &&
+    ok "$m bf16: checkpoint (master weights from the files, moments) bit-identical" ||
+    bad "$m bf16 checkpoints differ"
+  grep -q "optimizer state and fp32 master weights on disk" b_log_$m.txt &&
+    ok "$m bf16: the master is on disk" || bad "no master on disk: $(grep offload: b_log_$m.txt)"
+  # The working copy holds the block matrices at 2 bytes: less than fp32's 4 for the weights.
+  p_mem=$(grep '"event":"start"' b_mem_$m/metrics.jsonl | sed 's/.*"params":\([0-9]*\).*/\1/')
+  p_disk=$(grep '"event":"start"' b_disk_$m/metrics.jsonl | sed 's/.*"params":\([0-9]*\).*/\1/')
+  [ -n "$p_disk" ] && [ "$p_disk" -lt "$p_mem" ] &&
+    ok "$m bf16: weights in memory $p_disk bytes (fp32: $p_mem)" || bad "weights $p_disk vs $p_mem"
+done
+# --grad-dtype bf16 changes the in-memory run's numbers (it is not a no-op the test would pass
+# by): the plain bf16 run differs.
+"$WEFT" train "${args[@]}" --dtype bf16 --out b_plain 2>/dev/null
+[ "$(metric b_plain/metrics.jsonl loss | tr '\n' ' ')" != \
+  "$(metric b_mem_tiny/metrics.jsonl loss | tr '\n' ' ')" ] &&
+  ok "bf16 gradients change the run (the comparison above can fail)" || bad "--grad-dtype bf16 did nothing"
+# Stopped after 8 steps and resumed: the master comes back from the checkpoint into the files and,
+# rounded, into the working copy.
+"$WEFT" train "${args[@]}" --dtype bf16 --out b_split --offload optimizer --offload-dir off \
+  --offload-group-mb 0.25 --exit-after 8 2>/dev/null
+"$WEFT" train "${args[@]}" --dtype bf16 --out b_split --offload optimizer --offload-dir off \
+  --offload-group-mb 0.25 --resume 2>/dev/null
+[ "$(metric b_split/metrics.jsonl loss | tr '\n' ' ')" = \
+  "$(metric b_mem_tiny/metrics.jsonl loss | tr '\n' ' ')" ] &&
+  ok "bf16: resumed offload run bit-identical" || bad "bf16 resumed run differs"
+expect_error "--grad-dtype bf16 with --dtype fp32" bad12 -- train "${args[@]}" --out bad12 \
+  --grad-dtype bf16
+expect_error "--grad-dtype must be fp32 or bf16, got 'fp16'" bad13 -- train "${args[@]}" \
+  --out bad13 --grad-dtype fp16
+expect_error "with --zero 2: the bf16 working copy keeps the whole buffer" bad14 -- train \
+  "${args[@]}" --out bad14 --dtype bf16 --offload optimizer --offload-dir off --zero 2
+
 # The planner prices the same: the moments on disk, the pool in memory.
 plan=(plan --model llama-3.2-1b --cluster local --global-batch 1 --seq-len 1024 --dp 1 --tp 1
       --pp 1 --zero 0 --dtype fp32)

@@ -117,6 +117,11 @@ void add_train_command(CLI::App& app) {
                   "Data-parallel gradient reduction on the wire: fp32, or bf16 (summed in fp32 "
                   "on the receiving rank)")
         ->capture_default_str();
+    c->add_option("--grad-dtype", o->grad_dtype,
+                  "Gradients of the transformer blocks' matrices: fp32, or bf16 (rounded once "
+                  "reduced, as the bf16 working copy stores them; default bf16 under --dtype bf16 "
+                  "--offload optimizer, which then keeps the fp32 master weights on disk, else "
+                  "fp32)");
     c->add_option("--bucket-mb", o->bucket_mb,
                   "Gradients are reduced in buckets of at least this many MiB, during backward")
         ->capture_default_str();
@@ -166,8 +171,9 @@ void add_train_command(CLI::App& app) {
     group_options(c, "Evaluation and checkpoints",
                   {"--eval-every", "--eval-batches", "--save-every", "--keep-checkpoints",
                    "--async-checkpoint", "--resume", "--exit-after"});
-    group_options(c, "Communication and precision",
-                  {"--bucket-mb", "--comm-timeout", "--dtype", "--grad-reduce-dtype"});
+    group_options(
+        c, "Communication and precision",
+        {"--bucket-mb", "--comm-timeout", "--dtype", "--grad-reduce-dtype", "--grad-dtype"});
     group_options(c, "Memory", {"--offload", "--offload-dir", "--offload-group-mb"});
     group_options(c, "Progress and measurement",
                   {"--log-every", "--threads", "--peak-gflops", "--trace", "--inject-delay"});

@@ -219,11 +219,12 @@ double sum_squares(const float* x, int64_t n) {
     WEFT_CHECK(n >= 0, "sum_squares: n={}, expected n >= 0", n);
     const bool vec = use_avx512();
     // Fixed-size chunks summed in chunk order: the result does not depend on the thread count.
-    const int64_t chunks = (n + kBlock - 1) / kBlock;
+    constexpr int64_t block = kSumSquaresBlock;
+    const int64_t chunks = (n + block - 1) / block;
     std::vector<double> partial(size_t(chunks), 0.0);
 #pragma omp parallel for schedule(static) if (chunks > 1)
     for (int64_t i = 0; i < chunks; ++i) {
-        const int64_t lo = i * kBlock, hi = std::min(n, lo + kBlock);
+        const int64_t lo = i * block, hi = std::min(n, lo + block);
 #if defined(__AVX512F__)
         if (vec) {
             partial[size_t(i)] = sum_squares_avx512(x, lo, hi);

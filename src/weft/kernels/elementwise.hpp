@@ -33,7 +33,9 @@ void embedding_backward_shard(float* dwte_shard, const float* dout, const int32_
 void add_bias_residual(float* out, const float* bias, const float* resid, int64_t N, int64_t C);
 
 // Σ x², accumulated in double (gradient norms must not depend on the thread count's rounding
-// more than necessary).
+// more than necessary): the sums of blocks of kSumSquaresBlock from x, added in block order, so
+// that a caller summing the same blocks one call each gets the same bits.
+inline constexpr int64_t kSumSquaresBlock = 16384;
 double sum_squares(const float* x, int64_t n);
 
 }  // namespace weft::kernels

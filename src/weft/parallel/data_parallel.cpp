@@ -6,6 +6,7 @@
 #include "weft/comm/tags.hpp"
 #include "weft/core/error.hpp"
 #include "weft/kernels/elementwise.hpp"
+#include "weft/kernels/precision.hpp"
 #include "weft/optim/registry.hpp"
 #include "weft/parallel/zero_grads.hpp"
 #include "weft/parallel/zero_params.hpp"
@@ -35,9 +36,15 @@ DataParallel::DataParallel(const model::ParamLayout& layout, comm::Group& dp,
     } else {
         update_ = z_.slices();
     }
+    param_ticket_.resize(z_.slices().size());
+    if (options.bf16_working_copy) {
+        WEFT_CHECK(stage_ <= 1 && dp.size() == 1 && gradients_ && !edp_,
+                   "internal: a bf16 working copy at ZeRO {} over dp {}", stage_, dp.size());
+        work_ = std::make_unique<WorkingCopy>(z_.padded(), pool_);
+        return;
+    }
     params_ = Buffer(stage_ < 3 ? z_.padded().total : z_.shard_floats());
     if (gradients_) grads_ = Buffer(stage_ < 2 ? z_.padded().total : z_.shard_floats());
-    param_ticket_.resize(z_.slices().size());
     reducer_ = std::make_unique<GradReducer>(z_, buckets_, bucket_bytes_, dp_, inflight_, pool_,
                                              grads_.data(), stage_ >= 2, bf16_reduce_, edp_);
     if (stage_ == 3)
@@ -49,13 +56,24 @@ DataParallel::~DataParallel() {
     inflight_.wait_all();
 }
 
-void DataParallel::load_params(const UnitFill& fill) {
+void DataParallel::load_params(const UnitFill& fill, const UnitKeep& master) {
     settle();
-    fill_units(z_, fill, params_.data(), /*whole=*/stage_ < 3);
+    if (!work_) return fill_units(z_, fill, params_.data(), /*whole=*/stage_ < 3);
+    fill_units(
+        z_, fill,
+        [&](int, int64_t at, int64_t n, const float* data) {
+            work_->write_params(at, n, data);
+            if (master) master(-1, at, n, data);
+        },
+        /*whole=*/true);
 }
 
 const float* DataParallel::gather_params(float* out) {
     settle();
+    if (work_) {
+        work_->read_params(0, z_.padded().total, out);
+        return out;
+    }
     if (stage_ < 3) return params_.data();
     gather_shard(params_.data(), out);
     return out;
@@ -80,6 +98,7 @@ void DataParallel::gather_shard(const float* shard, float* out) {
 }
 
 void DataParallel::begin_step() {
+    if (work_) return work_->zero_grads();
     grads_.zero();
 }
 
@@ -94,14 +113,16 @@ void DataParallel::begin_backward() {
 
 void DataParallel::end_backward() {
     inflight_.wait_all();
-    reducer_->finish();
+    if (reducer_) reducer_->finish();
 }
 
 float* DataParallel::update_params(const ShardSlice& s) {
+    WEFT_CHECK(!work_, "internal: update_params with a bf16 working copy");
     return params_.data() + (stage_ < 3 ? s.begin : s.shard_offset);
 }
 
 const float* DataParallel::update_grads(const ShardSlice& s) {
+    WEFT_CHECK(!work_, "internal: update_grads with a bf16 working copy");
     return grads_.data() + (stage_ < 2 ? s.begin : s.shard_offset);
 }
 
@@ -116,6 +137,13 @@ double DataParallel::grad_sum_squares(const std::function<bool(const model::Para
         int64_t begin, size;
         const float* grads;
     };
+    if (work_) {
+        // One rank (the constructor's check): its update ranges, as the in-memory sum takes them.
+        WEFT_CHECK(!counted, "internal: a bf16 working copy under model parallelism");
+        double sum = 0;
+        for (const ShardSlice& s : update_) sum += work_->grad_sum_squares(s.begin, s.size);
+        return sum;
+    }
     std::vector<Range> mine;
     if (stage_ == 0) {
         // Every rank holds the whole reduced gradient; each sums its 1/dp of the buffer (the
@@ -156,8 +184,33 @@ double DataParallel::grad_sum_squares(const std::function<bool(const model::Para
     return sum;
 }
 
+void DataParallel::round_grads_bf16() {
+    // Where the rank keeps the gradient of padded range [begin, begin + size).
+    struct Range {
+        int64_t begin, size;
+        float* grads;
+    };
+    std::vector<Range> held;
+    if (stage_ < 2)
+        held.push_back({0, grads_.size(), grads_.data()});
+    else
+        for (const ShardSlice& s : z_.slices())
+            held.push_back({s.begin, s.size, grads_.data() + s.shard_offset});
+    for (const model::ParamSpec& t : z_.padded().tensors) {
+        if (!kept_bf16(z_.padded(), t)) continue;
+        for (const Range& r : held) {
+            const int64_t b = std::max(r.begin, t.offset);
+            const int64_t e = std::min(r.begin + r.size, t.offset + t.numel_stored);
+            float* g = r.grads - r.begin;
+#pragma omp parallel for schedule(static) if (e - b > 65536)
+            for (int64_t i = b; i < e; ++i)
+                g[i] = kernels::bf16_to_fp32(kernels::fp32_to_bf16(g[i]));
+        }
+    }
+}
+
 void DataParallel::after_update() {
-    if (stage_ != 1 && stage_ != 2) return;
+    if (work_ || (stage_ != 1 && stage_ != 2)) return;
     const auto& slices = z_.slices();
     for (size_t i = 0; i < slices.size(); ++i) {
         const ShardSlice& s = slices[i];
@@ -174,7 +227,8 @@ void DataParallel::settle() {
     for (auto& t : param_ticket_) t.reset();
 }
 
-ModelStateBytes zero_state_bytes(const ZeroLayout& z, int stage, std::string_view optimizer) {
+ModelStateBytes zero_state_bytes(const ZeroLayout& z, int stage, std::string_view optimizer,
+                                 bool bf16_working_copy) {
     const int64_t f = sizeof(float), total = z.padded().total, shard = z.shard_floats();
     const bool gradients = optim::find_optimizer(optimizer).gradients;
     int64_t state = 0;
@@ -183,12 +237,21 @@ ModelStateBytes zero_state_bytes(const ZeroLayout& z, int stage, std::string_vie
     else
         for (const ShardSlice& s : z.slices())
             state += optim::optimizer_state_bytes(optimizer, z.padded(), s.begin, s.begin + s.size);
+    if (bf16_working_copy) {
+        // The working copy's weights and gradients (one rank: the whole buffer); the master of
+        // what the rank updates (stage 0 the whole buffer, else its slices: the same floats).
+        const int64_t stored = WorkingCopy::stored_bytes(z.padded());
+        return {stored, stored, state, (stage == 0 ? total : shard) * f};
+    }
     return {(stage < 3 ? total : shard) * f, gradients ? (stage < 2 ? total : shard) * f : 0,
             state};
 }
 
 int64_t zero_working_bytes(const ZeroLayout& z, int stage, int64_t bucket_bytes, bool bf16_reduce,
-                           bool gradients) {
+                           bool gradients, bool bf16_working_copy) {
+    // A widened unit's weights and its accumulating gradient (WorkingCopy), nothing reduced.
+    if (bf16_working_copy)
+        return 2 * WorkingCopy::widened_floats(z.padded()) * int64_t(sizeof(float));
     // Stage 3's gathered units: unit 0 and two others (ParamGatherer).
     const auto& units = z.padded().units;
     int64_t other = 0;
@@ -202,19 +265,21 @@ int64_t zero_working_bytes(const ZeroLayout& z, int stage, int64_t bucket_bytes,
 }
 
 ModelStateBytes DataParallel::model_state_bytes() const {
-    const ModelStateBytes b = zero_state_bytes(z_, stage_, optimizer_);
-    WEFT_CHECK(b.params == params_.size() * int64_t(sizeof(float)) &&
-                   b.grads == grads_.size() * int64_t(sizeof(float)),
+    const ModelStateBytes b = zero_state_bytes(z_, stage_, optimizer_, work_ != nullptr);
+    WEFT_CHECK(work_ || (b.params == params_.size() * int64_t(sizeof(float)) &&
+                         b.grads == grads_.size() * int64_t(sizeof(float))),
                "internal: zero_state_bytes counts {} + {} bytes, the buffers hold {} + {}",
                b.params, b.grads, params_.size() * sizeof(float), grads_.size() * sizeof(float));
     return b;
 }
 
 int64_t DataParallel::working_bytes() const {
-    return zero_working_bytes(z_, stage_, bucket_bytes_, bf16_reduce_, gradients_);
+    return zero_working_bytes(z_, stage_, bucket_bytes_, bf16_reduce_, gradients_,
+                              work_ != nullptr);
 }
 
 float* DataParallel::params(int unit) {
+    if (work_) return work_->params(unit);
     inflight_.poll();
     if (gatherer_) return gatherer_->acquire(unit);
     for (int i = z_.first_slice(unit); i < z_.first_slice(unit + 1); ++i)
@@ -226,15 +291,18 @@ float* DataParallel::params(int unit) {
 }
 
 float* DataParallel::grads(int unit) {
+    if (work_) return work_->grads(unit);
     return reducer_->unit_grads(unit);
 }
 
 void DataParallel::release(int unit) {
+    if (work_) return work_->release(unit);
     if (gatherer_) gatherer_->release(unit);
     inflight_.poll();
 }
 
 void DataParallel::grads_ready(int unit) {
+    if (work_) return work_->grads_ready(unit);
     reducer_->ready(unit, last_micro_);
     inflight_.poll();
 }

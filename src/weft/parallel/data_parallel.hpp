@@ -30,6 +30,7 @@
 #include "weft/model/gpt2.hpp"
 #include "weft/parallel/buffer_pool.hpp"
 #include "weft/parallel/inflight.hpp"
+#include "weft/parallel/working_copy.hpp"
 #include "weft/parallel/zero_layout.hpp"
 
 namespace weft::parallel {
@@ -49,13 +50,23 @@ struct DataParallelOptions {
     // The optimizer (optim/registry.hpp) the state is counted for; one without gradients
     // (zeroth order) gets no gradient buffer, and only forward passes may run.
     std::string optimizer = "adamw";
+    // --dtype bf16 --offload optimizer: the weights and gradients are held as the bf16 working
+    // copy (working_copy.hpp), the fp32 master with the optimizer's state elsewhere. One rank,
+    // ZeRO 0 or 1, so far.
+    bool bf16_working_copy = false;
+    // --grad-dtype bf16: the gradients the working copy keeps as bf16 are rounded to bf16 once
+    // reduced (in memory: in place, TrainState::step), whether or not they are stored so.
+    bool bf16_grads = false;
 };
 
 // Model-state memory of one rank: parameters, gradients, the optimizer's state (persistent
 // buffers; per-unit temporaries are not model state).
 struct ModelStateBytes {
     int64_t params = 0, grads = 0, optimizer = 0;
-    int64_t total() const { return params + grads + optimizer; }
+    // With a bf16 working copy: the fp32 master weights of the ranges the rank updates (params
+    // and grads are then the working copy's).
+    int64_t master = 0;
+    int64_t total() const { return params + grads + optimizer + master; }
 };
 
 // What a rank allocates for the layout `z` at ZeRO `stage` with `optimizer`, whatever --dtype
@@ -65,12 +76,13 @@ struct ModelStateBytes {
 // planner's engine profile and the trainer's estimate read these two functions rather than a
 // byte count per parameter of their own.
 ModelStateBytes zero_state_bytes(const ZeroLayout& z, int stage,
-                                 std::string_view optimizer = "adamw");
+                                 std::string_view optimizer = "adamw",
+                                 bool bf16_working_copy = false);
 // The temporaries of working_bytes() for buckets of at least `bucket_bytes`, gradients reduced
 // in bf16 or not (DataParallelOptions::bf16_grad_reduce); none for gradients when the optimizer
 // takes none.
 int64_t zero_working_bytes(const ZeroLayout& z, int stage, int64_t bucket_bytes, bool bf16_reduce,
-                           bool gradients = true);
+                           bool gradients = true, bool bf16_working_copy = false);
 
 class DataParallel : public model::UnitAccess {
   public:
@@ -82,8 +94,10 @@ class DataParallel : public model::UnitAccess {
     int stage() const { return stage_; }
     comm::Group& group() { return dp_; }
 
-    // Sets every parameter this rank holds from a whole logical tensor set, unit by unit.
-    void load_params(const UnitFill& fill);
+    // Sets every parameter this rank holds from a whole logical tensor set, unit by unit. With
+    // a bf16 working copy, `master` also gets each unit's fp32 weights (keep(-1, offset, size,
+    // data), the unit's place in the padded buffer).
+    void load_params(const UnitFill& fill, const UnitKeep& master = {});
     // Collective: the whole parameter buffer (padded layout) in `out` on dp rank 0; other ranks
     // pass nullptr. At stages 0-2 rank 0 already holds it: returns a pointer to it, else `out`.
     const float* gather_params(float* out);
@@ -105,6 +119,12 @@ class DataParallel : public model::UnitAccess {
     const std::vector<ShardSlice>& update_slices() const { return update_; }
     float* update_params(const ShardSlice& s);
     const float* update_grads(const ShardSlice& s);
+    // The bf16 working copy (DataParallelOptions::bf16_working_copy), else null: the update then
+    // reads gradients and writes weights through it, update_params/update_grads having none.
+    WorkingCopy* working_copy() { return work_.get(); }
+    // --grad-dtype bf16 in memory: rounds the gradients the working copy would keep as bf16
+    // (kept_bf16) to bf16 in place, so that an in-memory run takes the offloaded run's steps.
+    void round_grads_bf16();
     // Sum of squares of this rank's part of the reduced gradient: every element counted on
     // exactly one rank of the dp group (stage 0: the rank's 1/dp of the buffer; else its
     // slices), and only in tensors `counted` accepts (all if empty): copies of a tensor that
@@ -148,6 +168,7 @@ class DataParallel : public model::UnitAccess {
     std::vector<std::optional<uint64_t>> param_ticket_;  // stages 1-2: pending gather per slice
     std::unique_ptr<GradReducer> reducer_;
     std::unique_ptr<ParamGatherer> gatherer_;  // stage 3
+    std::unique_ptr<WorkingCopy> work_;        // bf16_working_copy
     bool last_micro_ = true;
 };
 

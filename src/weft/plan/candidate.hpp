@@ -79,6 +79,9 @@ struct Workload {
     // --offload optimizer (engine profile): the moments live on disk, streamed in groups of this
     // many floats through a pool in memory; 0: in memory.
     int64_t offload_group_floats = 0;
+    // ... with weft train's bf16 working copy: the fp32 master weights on disk too, the weights
+    // and gradients in memory as parallel::WorkingCopy stores them.
+    bool bf16_working_copy = false;
     // The optimizer whose state the engine profile counts (optim/registry.hpp).
     std::string optimizer = "adamw";
 };

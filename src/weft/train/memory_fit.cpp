@@ -84,8 +84,12 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
     // job, that is a floor of the count that needs no tensor declared, so that a 10^9-layer
     // model is refused here rather than while its layout is built.
     // With --offload the moments are on disk: the memory holds weights and gradients.
+    // With the bf16 working copy, 2 + 2 bytes (a floor: some tensors stay fp32) and the master
+    // joins the moments.
     const double in_memory =
-        prec.param + prec.grad + (run.offload_group_floats > 0 ? 0 : prec.optimizer);
+        run.bf16_working_copy
+            ? 4.0
+            : prec.param + prec.grad + (run.offload_group_floats > 0 ? 0 : prec.optimizer);
     const double floor = in_memory * params / world * local;
     auto refuse = [&](double need, const std::string& detail, bool state) {
         refuse_need(what, need, local, detail, available,
@@ -113,6 +117,7 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
     w.profile = plan::MemoryProfile::engine;
     w.bucket_mb = run.bucket_mb;
     w.offload_group_floats = run.offload_group_floats;
+    w.bf16_working_copy = run.bf16_working_copy;
     w.optimizer = run.optimizer;
     const plan::Cluster c;  // runtime 0: what the ranks hold now is no longer available
     const plan::Candidate k{l, run.micro, "", false};

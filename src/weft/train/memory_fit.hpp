@@ -24,6 +24,7 @@ struct RunShape {
     std::string optimizer = "adamw";    // optim/registry.hpp
     int64_t offload_group_floats = 0;   // --offload optimizer: the state on disk (plan::Workload)
     std::filesystem::path offload_dir;  // ... under this directory
+    bool bf16_working_copy = false;  // ... with the fp32 master (TrainOptions::bf16_working_copy)
 };
 
 // A field of /proc/meminfo ("MemTotal", "MemAvailable") in bytes; -1 where it is absent.

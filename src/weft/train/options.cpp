@@ -190,6 +190,45 @@ void TrainOptions::validate() const {
                "behind training; expected one of the two flags",
                offload);
     if (!offload.empty()) offload::check_offload_dir(offload_dir, "--offload-dir");
+    WEFT_CHECK(grad_dtype.empty() || grad_dtype == "fp32" || grad_dtype == "bf16",
+               "--grad-dtype must be fp32 or bf16, got '{}'", grad_dtype);
+    WEFT_CHECK(resolved_grad_dtype() == "fp32" || dtype == "bf16",
+               "--grad-dtype bf16 with --dtype {}: the gradients kept as bf16 are those the bf16 "
+               "products' weights have; expected --dtype bf16",
+               dtype);
+}
+
+std::string TrainOptions::resolved_grad_dtype() const {
+    if (!grad_dtype.empty()) return grad_dtype;
+    return dtype == "bf16" && offload == "optimizer" ? "bf16" : "fp32";
+}
+
+bool TrainOptions::bf16_working_copy() const {
+    return offload == "optimizer" && resolved_grad_dtype() == "bf16";
+}
+
+void check_bf16_grads(const TrainOptions& o, const Layout& l, const model::ModelConfig& cfg) {
+    if (o.resolved_grad_dtype() != "bf16") return;
+    WEFT_CHECK(cfg.n_experts == 0,
+               "--grad-dtype bf16: the model has mixture-of-experts layers, whose router reads its "
+               "weights in fp32; expected a dense model (or --grad-dtype fp32)");
+    if (!o.bf16_working_copy()) return;
+    // The working copy is one rank's whole buffer so far (docs/memory.md).
+    auto refuse = [&](const char* flag, int value) {
+        fail(
+            "--dtype bf16 --offload optimizer (the bf16 working copy, master weights on disk) "
+            "with {} {}: it runs on one rank so far; expected {} 1, or --grad-dtype fp32 to "
+            "keep fp32 weights and gradients in memory",
+            flag, value, flag);
+    };
+    if (l.dp > 1) refuse("--dp", l.dp);
+    if (l.tp > 1) refuse("--tp", l.tp);
+    if (l.pp > 1) refuse("--pp", l.pp);
+    if (l.cp > 1) refuse("--cp", l.cp);
+    WEFT_CHECK(l.zero <= 1,
+               "--dtype bf16 --offload optimizer with --zero {}: the bf16 working copy keeps the "
+               "whole buffer; expected --zero 0 or 1",
+               l.zero);
 }
 
 }  // namespace weft::train

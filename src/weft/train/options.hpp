@@ -91,6 +91,13 @@ struct TrainOptions {
     std::string offload;  // "" | optimizer
     std::filesystem::path offload_dir;
     double offload_group_mb = offload::kDefaultGroupMb;
+    // --grad-dtype: fp32 | bf16; empty: bf16 under --dtype bf16 --offload optimizer, else fp32.
+    std::string grad_dtype;
+    // The gradients' dtype once the default is applied.
+    std::string resolved_grad_dtype() const;
+    // --dtype bf16 --offload optimizer with bf16 gradients: weights and gradients in memory as
+    // the bf16 working copy, the fp32 master in the offload files (parallel/working_copy.hpp).
+    bool bf16_working_copy() const;
 
     // The model shape after applying preset, overrides and (later) the Hugging Face config.
     model::ModelConfig model_config() const;
@@ -110,5 +117,9 @@ struct TrainOptions {
     // Checks every value; errors name the flag and what was expected.
     void validate() const;
 };
+
+// --grad-dtype bf16 (and the working copy it makes under --offload optimizer) against the
+// resolved layout and the model: one error naming what is not supported.
+void check_bf16_grads(const TrainOptions& o, const Layout& l, const model::ModelConfig& cfg);
 
 }  // namespace weft::train

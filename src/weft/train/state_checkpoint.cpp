@@ -53,22 +53,33 @@ int stage_of(const pipeline::Partition& part, int L, int unit) {
     return 0;
 }
 
+// With a bf16 working copy, where the fp32 weights loaded go too: the master in the offload
+// files.
+parallel::UnitKeep master_of(TrainState& st) {
+    if (st.master_stream() < 0) return {};
+    return [&st](int, int64_t at, int64_t n, const float* data) { st.write_master(at, n, data); };
+}
+
 }  // namespace
 
 void init_state(TrainState& st, uint64_t seed) {
     parallel::DataParallel& dp = st.dp();
-    dp.load_params([&](int unit, float* buf) {
-        model::init_params(buf, parallel::unit_layout(dp.padded(), unit), seed);
-    });
+    dp.load_params(
+        [&](int unit, float* buf) {
+            model::init_params(buf, parallel::unit_layout(dp.padded(), unit), seed);
+        },
+        master_of(st));
 }
 
 void load_hf_state(TrainState& st, const fs::path& model_dir) {
     const ckpt::HfWeights weights = model::open_hf_weights(model_dir, st.model().config());
     parallel::DataParallel& dp = st.dp();
-    dp.load_params([&](int unit, float* buf) {
-        model::read_hf_weights(weights, st.model().config(),
-                               parallel::unit_layout(dp.padded(), unit), buf);
-    });
+    dp.load_params(
+        [&](int unit, float* buf) {
+            model::read_hf_weights(weights, st.model().config(),
+                                   parallel::unit_layout(dp.padded(), unit), buf);
+        },
+        master_of(st));
 }
 
 void load_state(TrainState& st, const CheckpointInfo& ck) {
@@ -79,7 +90,7 @@ void load_state(TrainState& st, const CheckpointInfo& ck) {
             r.read(which, parallel::unit_layout(dp.padded(), unit), buf);
         };
     };
-    dp.load_params(reader(StateTensors::params));
+    dp.load_params(reader(StateTensors::params), master_of(st));
     // Stage 0 keeps the moments whole; the others keep this rank's slices. The optimizer takes
     // them as fp32 (an 8-bit one requantises them). With --offload they go to its files a unit
     // at a time, with no copy of a whole moment in memory.
@@ -185,7 +196,9 @@ std::vector<Piece> state_pieces(TrainState& st, const RankPlan& plan) {
 // Floats [from, from + n) of a piece into `out`.
 void copy_piece(TrainState& st, const Piece& p, int64_t from, int64_t n, float* out) {
     parallel::DataParallel& dp = st.dp();
-    if (p.which == StateTensors::params)
+    if (p.which == StateTensors::params && st.master_stream() >= 0)
+        st.offloaded()->files().read(st.master_stream(), int(p.slice), p.at + from, n, out);
+    else if (p.which == StateTensors::params)
         std::memcpy(out, dp.update_params(dp.update_slices()[p.slice]) + p.at + from,
                     size_t(n) * sizeof(float));
     else

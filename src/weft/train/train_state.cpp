@@ -133,6 +133,9 @@ TrainState::TrainState(const model::ModelConfig& cfg, const parallel::ParallelCo
         pp_ > 1 ? model::LayerSpan{0, 0, false, false} : model::LayerSpan{0, -1, true, recompute});
     if (ctx.cp()) act_->positions = model_->context_positions();
     const bool offloaded = !offload.dir.empty();
+    WEFT_CHECK(offloaded || !options.bf16_working_copy,
+               "internal: a bf16 working copy without offloaded master weights");
+    round_grads_ = options.bf16_grads && !options.bf16_working_copy;
     if (spec_->gradients) {
         // Offloaded, the state lives in files (offload_files_): the optimizer counts it only.
         for (const parallel::ShardSlice& s : dp_.update_slices())
@@ -167,9 +170,14 @@ TrainState::TrainState(const model::ModelConfig& cfg, const parallel::ParallelCo
         std::vector<std::string> names;
         for (int k = 0; k < optim::offload_streams(spec_->name, "--offload"); ++k)
             names.push_back(optim::AdamW::kStateNames[k]);
+        if (dp_.working_copy()) {
+            master_stream_ = int(names.size());
+            names.push_back("param");
+        }
         offload_files_ =
             std::make_unique<offload::StateFiles>(offload.dir, mesh_.world_rank(), names, sizes);
         offload_ = std::make_unique<offload::StreamedState>(*offload_files_, offload.group_floats);
+        if (master_stream_ >= 0) grad_group_ = Buffer(offload_->group_floats());
         // Fresh moments are zero (a checkpoint being resumed overwrites them). Writing them, then
         // reading them back, is also the disk's bandwidth as the step will see it.
         offload_init_[0] =
@@ -187,9 +195,24 @@ TrainState::TrainState(const model::ModelConfig& cfg, const parallel::ParallelCo
 
 TrainState::~TrainState() = default;
 
+void TrainState::write_master(int64_t begin, int64_t n, const float* data) {
+    WEFT_CHECK(master_stream_ >= 0, "internal: no offloaded master weights to write");
+    const auto& slices = dp_.update_slices();
+    for (size_t i = 0; i < slices.size(); ++i) {
+        const parallel::ShardSlice& s = slices[i];
+        const int64_t lo = std::max(begin, s.begin), hi = std::min(begin + n, s.begin + s.size);
+        if (lo < hi)
+            offload_files_->write(master_stream_, int(i), lo - s.begin, hi - lo,
+                                  data + (lo - begin));
+    }
+}
+
 parallel::ModelStateBytes TrainState::model_state_bytes() const {
     parallel::ModelStateBytes b = dp_.model_state_bytes();
-    if (offload_) b.optimizer = offload_->pool_bytes();
+    if (offload_) {
+        b.optimizer = offload_->pool_bytes() + grad_group_.bytes();
+        b.master = 0;  // in the files
+    }
     return b;
 }
 
@@ -200,6 +223,7 @@ StepOutcome TrainState::step(int64_t micro_batches, const std::function<void(int
     const double loss_sum = run_micro_batches(micro_batches, fill, loss_scale);
     dp_.end_backward();
     tied_.sum_gradients(dp_);
+    if (round_grads_) dp_.round_grads_bf16();
     // Every element of the gradient is counted once in the job: the embedding on the first
     // stage only (the last holds a copy), a tensor every tp rank keeps whole on tp rank 0 only.
     std::function<bool(const model::ParamSpec&)> counted;
@@ -227,7 +251,22 @@ StepOutcome TrainState::step(int64_t micro_batches, const std::function<void(int
     }
     const float scale = optim::clip_scale(oc, out.grad_norm);
     const auto& slices = dp_.update_slices();
-    if (offload_) {
+    if (parallel::WorkingCopy* work = dp_.working_copy()) {
+        // The group's master weights and moments from the files, its gradients widened from the
+        // working copy; the updated master goes back to the files and, rounded, into the copy.
+        offload_last_ =
+            offload_->run(true, true, [&](int i, int64_t a, int64_t b, std::span<float* const> s) {
+                const parallel::ShardSlice& sl = slices[size_t(i)];
+                std::vector<std::byte*> states;
+                for (float* p : s) states.push_back(reinterpret_cast<std::byte*>(p));
+                float* master = s[size_t(master_stream_)];
+                work->read_grads(sl.begin + a, b - a, grad_group_.data());
+                // step_range addresses params and grads from the slice's start.
+                opt_[size_t(i)]->step_range(master - a, grad_group_.data() - a, states.data(), a, b,
+                                            {oc, lr, scale, t});
+                work->write_params(sl.begin + a, b - a, master);
+            });
+    } else if (offload_) {
         offload_last_ =
             offload_->run(true, true, [&](int i, int64_t a, int64_t b, std::span<float* const> s) {
                 const parallel::ShardSlice& sl = slices[size_t(i)];

@@ -35,8 +35,10 @@ struct ModelParallelOptions {
 
 // --offload optimizer: the AdamW moments of this rank's shard live in files under `dir` and each
 // step streams them through a pool of groups of `group_floats` (offload/streamed_state.hpp).
-// The weights and gradients stay in memory as they are without offload (fp32 whatever --dtype:
-// they are the master copy), so that a run's numbers are bitwise those of the in-memory run.
+// Without a working copy the weights and gradients stay in memory as they are without offload
+// (fp32 whatever --dtype: they are the master copy). With one (DataParallelOptions::
+// bf16_working_copy) the fp32 master weights are one more stream of the files, and each group's
+// update rounds them into the working copy.
 struct OffloadOptions {
     std::filesystem::path dir;  // empty: the moments stay in memory
     int64_t group_floats = int64_t(4) << 20;
@@ -117,6 +119,12 @@ class TrainState {
     const offload::PassStats& last_offload_pass() const { return offload_last_; }
     const offload::PassStats& offload_init_write() const { return offload_init_[0]; }
     const offload::PassStats& offload_init_read() const { return offload_init_[1]; }
+    // The offload files' stream of the fp32 master weights (after the optimizer's moments), or
+    // -1 when the weights in memory are the master.
+    int master_stream() const { return master_stream_; }
+    // Writes fp32 master weights [begin, begin + n) of the padded buffer (what the rank
+    // updates) into the offload files: a UnitKeep for DataParallel::load_params.
+    void write_master(int64_t begin, int64_t n, const float* data);
 
   private:
     // Forward and backward of every micro-batch; returns this rank's loss sum.
@@ -145,6 +153,9 @@ class TrainState {
     std::unique_ptr<offload::StateFiles> offload_files_;
     std::unique_ptr<offload::StreamedState> offload_;
     offload::PassStats offload_last_, offload_init_[2];
+    int master_stream_ = -1;
+    bool round_grads_ = false;  // --grad-dtype bf16 in memory
+    Buffer grad_group_;         // a group's gradients widened for the update (working copy)
     std::unique_ptr<model::Activations> act_;
     std::unique_ptr<PipelineStage> stage_;  // pp > 1
     pipeline::Schedule schedule_;

@@ -142,9 +142,10 @@ void log_offload_disk(const TrainState& st, RunLog& log) {
                {"write_bytes_per_s", wbw},
                {"read_bytes_per_s", rbw}});
     log.note(
-        fmt::format("offload: {:.2f} GiB of optimizer state on disk, pool {:.0f} MiB; the "
+        fmt::format("offload: {:.2f} GiB of optimizer state{} on disk, pool {:.0f} MiB; the "
                     "disk wrote it at {:.2f} GB/s and read it at {:.2f} GB/s",
                     double(st.offloaded()->files().bytes()) / (1 << 30),
+                    st.master_stream() >= 0 ? " and fp32 master weights" : "",
                     double(st.offloaded()->pool_bytes()) / (1 << 20), wbw / 1e9, rbw / 1e9));
 }
 
@@ -169,16 +170,18 @@ void run_training(const TrainOptions& opts) {
 
     // Everything that can be wrong is found, on every rank, before the run directory is touched.
     const RunInputs in = open_run_inputs(o, mesh.world_rank() == 0);
+    check_bf16_grads(o, o.layout, in.cfg);
     const OffloadOptions offload{o.offload.empty() ? std::filesystem::path() : o.offload_dir,
                                  int64_t(o.offload_group_mb * double(1 << 20) / sizeof(float))};
-    check_memory_fits({in.cfg, o.layout, split.micro, split.micro_batches, o.seq_len, o.dtype,
-                       o.grad_reduce_dtype, o.bucket_mb, o.optim.optimizer,
-                       offload.dir.empty() ? 0 : offload.group_floats, offload.dir},
-                      "model '" + in.model_name + "'");
-    TrainState st(
-        in.cfg, ctx,
-        {o.layout.zero, o.bucket_mb, o.grad_reduce_dtype == "bf16", nullptr, o.optim.optimizer},
-        split.micro, o.seq_len, {o.pp_layers}, offload);
+    check_memory_fits(
+        {in.cfg, o.layout, split.micro, split.micro_batches, o.seq_len, o.dtype,
+         o.grad_reduce_dtype, o.bucket_mb, o.optim.optimizer,
+         offload.dir.empty() ? 0 : offload.group_floats, offload.dir, o.bf16_working_copy()},
+        "model '" + in.model_name + "'");
+    TrainState st(in.cfg, ctx,
+                  {o.layout.zero, o.bucket_mb, o.grad_reduce_dtype == "bf16", nullptr,
+                   o.optim.optimizer, o.bf16_working_copy(), o.resolved_grad_dtype() == "bf16"},
+                  split.micro, o.seq_len, {o.pp_layers}, offload);
     load_run_start(st, in, o);
 
     RunLog log(o, mesh, in.start_step);
