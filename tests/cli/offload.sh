@@ -65,6 +65,21 @@ if mpirun -n 1 true 2>/dev/null; then
         "$(metric dp_disk$z/metrics.jsonl loss | tr '\n' ' ')" ] &&
       ok "dp 2 ZeRO-$z: losses bit-identical with offload" || bad "dp 2 ZeRO-$z losses differ"
   done
+  # The bf16 working copy over two ranks: gradients summed over dp before they are rounded,
+  # and at ZeRO-1 each rank's updated slices of the copy gathered by all.
+  for z in 0 1; do
+    mpirun -n 2 "$WEFT" train "${args[@]}" --dtype bf16 --grad-dtype bf16 --dp 2 --zero $z \
+      --out bdp_mem$z 2>/dev/null
+    mpirun -n 2 "$WEFT" train "${args[@]}" --dtype bf16 --dp 2 --zero $z --out bdp_disk$z \
+      --offload optimizer --offload-dir off --offload-group-mb 0.25 2>/dev/null
+    [ "$(metric bdp_mem$z/metrics.jsonl loss | wc -l)" -eq 20 ] &&
+      [ "$(metric bdp_mem$z/metrics.jsonl loss | tr '\n' ' ')" = \
+        "$(metric bdp_disk$z/metrics.jsonl loss | tr '\n' ' ')" ] &&
+      [ "$(metric bdp_mem$z/metrics.jsonl grad_norm | tr '\n' ' ')" = \
+        "$(metric bdp_disk$z/metrics.jsonl grad_norm | tr '\n' ' ')" ] &&
+      ok "bf16 dp 2 ZeRO-$z: losses and grad norms bit-identical with the master on disk" ||
+      bad "bf16 dp 2 ZeRO-$z differs"
+  done
 fi
 
 # --dtype bf16 --offload optimizer: the bf16 working copy in memory, the fp32 master weights

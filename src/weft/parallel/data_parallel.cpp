@@ -38,7 +38,7 @@ DataParallel::DataParallel(const model::ParamLayout& layout, comm::Group& dp,
     }
     param_ticket_.resize(z_.slices().size());
     if (options.bf16_working_copy) {
-        WEFT_CHECK(stage_ <= 1 && dp.size() == 1 && gradients_ && !edp_,
+        WEFT_CHECK(stage_ <= 1 && gradients_ && !edp_,
                    "internal: a bf16 working copy at ZeRO {} over dp {}", stage_, dp.size());
         work_ = std::make_unique<WorkingCopy>(z_.padded(), pool_);
         return;
@@ -138,8 +138,12 @@ double DataParallel::grad_sum_squares(const std::function<bool(const model::Para
         const float* grads;
     };
     if (work_) {
-        // One rank (the constructor's check): its update ranges, as the in-memory sum takes them.
+        // The ranges the in-memory sum below takes (no model parallelism: nothing to filter).
         WEFT_CHECK(!counted, "internal: a bf16 working copy under model parallelism");
+        if (stage_ == 0) {
+            const int64_t part = z_.padded().total / dp_.size();
+            return work_->grad_sum_squares(dp_.rank() * part, part);
+        }
         double sum = 0;
         for (const ShardSlice& s : update_) sum += work_->grad_sum_squares(s.begin, s.size);
         return sum;
@@ -210,6 +214,22 @@ void DataParallel::round_grads_bf16() {
 }
 
 void DataParallel::after_update() {
+    if (work_ && stage_ == 1 && dp_.size() > 1) {
+        // Each rank updated its slices of the copy: every rank gets every slice, as fp32 (the
+        // bf16 parts exactly, so that storing them again rounds nothing). Blocking, a unit's
+        // part at a time.
+        Buffer mine, all;
+        for (const ShardSlice& s : z_.slices()) {
+            const int64_t part = s.size * dp_.size();
+            mine.ensure(s.size);
+            all.ensure(part);
+            work_->read_params(s.begin, s.size, mine.data());
+            comm::all_gather(dp_, std::span<const float>(mine.data(), size_t(s.size)),
+                             std::span<float>(all.data(), size_t(part)));
+            work_->write_params(s.part_begin, part, all.data());
+        }
+        return;
+    }
     if (work_ || (stage_ != 1 && stage_ != 2)) return;
     const auto& slices = z_.slices();
     for (size_t i = 0; i < slices.size(); ++i) {
@@ -302,7 +322,15 @@ void DataParallel::release(int unit) {
 }
 
 void DataParallel::grads_ready(int unit) {
-    if (work_) return work_->grads_ready(unit);
+    if (work_) {
+        if (dp_.size() == 1) return work_->grads_ready(unit);
+        return work_->grads_ready(
+            unit,
+            [&](float* data, int64_t n) {
+                comm::all_reduce(dp_, std::span<float>(data, size_t(n)));
+            },
+            last_micro_);
+    }
     reducer_->ready(unit, last_micro_);
     inflight_.poll();
 }

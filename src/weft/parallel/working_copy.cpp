@@ -175,10 +175,15 @@ void WorkingCopy::release(int unit) {
     pool_.give(std::move(temp_[size_t(unit)]));
 }
 
-void WorkingCopy::grads_ready(int unit) {
-    Buffer& g = gtemp_[size_t(unit)];
-    if (g.size() == 0) return;  // in place, or no gradient this micro-batch
+void WorkingCopy::grads_ready(int unit, const Reduce& reduce, bool last_micro_batch) {
     const model::Unit& u = layout_.units[size_t(unit)];
+    if (const int64_t at = in_place_[size_t(unit)]; at >= 0) {
+        if (reduce && last_micro_batch) reduce(gfull_.data() + at, u.size);
+        return;
+    }
+    Buffer& g = gtemp_[size_t(unit)];
+    if (g.size() == 0) return;  // no gradient this micro-batch
+    if (reduce) reduce(g.data(), u.size);
     for (int i = u.first_tensor; i < u.first_tensor + u.tensors; ++i) {
         const model::ParamSpec& t = layout_.tensors[size_t(i)];
         const Place& p = place_[size_t(i)];

@@ -10,6 +10,7 @@
 // added into the stored copy when the unit is ready: a bf16 gradient is rounded once per
 // micro-batch.
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "weft/core/buffer.hpp"
@@ -34,10 +35,14 @@ class WorkingCopy {
 
     // The model's access (model::UnitAccess): the unit's fp32 weights until release, its fp32
     // gradient until grads_ready adds it into the stored gradients.
+    // `reduce` (data parallelism: sums n floats over the ranks in place) is applied to the
+    // unit's gradient before it is stored: to a widened unit's every micro-batch, to a unit
+    // kept in place on the last only (`last_micro_batch`), where its sum is whole.
+    using Reduce = std::function<void(float* data, int64_t n)>;
     float* params(int unit);
     float* grads(int unit);
     void release(int unit);
-    void grads_ready(int unit);
+    void grads_ready(int unit, const Reduce& reduce = {}, bool last_micro_batch = true);
     void zero_grads();
 
     // Elements [begin, begin + n) of the padded buffer as fp32 (padding as zeros), and the

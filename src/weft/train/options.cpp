@@ -213,15 +213,14 @@ void check_bf16_grads(const TrainOptions& o, const Layout& l, const model::Model
                "--grad-dtype bf16: the model has mixture-of-experts layers, whose router reads its "
                "weights in fp32; expected a dense model (or --grad-dtype fp32)");
     if (!o.bf16_working_copy()) return;
-    // The working copy is one rank's whole buffer so far (docs/memory.md).
+    // The working copy is the whole buffer, reduced and gathered over dp (docs/memory.md).
     auto refuse = [&](const char* flag, int value) {
         fail(
             "--dtype bf16 --offload optimizer (the bf16 working copy, master weights on disk) "
-            "with {} {}: it runs on one rank so far; expected {} 1, or --grad-dtype fp32 to "
-            "keep fp32 weights and gradients in memory",
+            "with {} {}: it runs data parallel only so far; expected {} 1, or --grad-dtype fp32 "
+            "to keep fp32 weights and gradients in memory",
             flag, value, flag);
     };
-    if (l.dp > 1) refuse("--dp", l.dp);
     if (l.tp > 1) refuse("--tp", l.tp);
     if (l.pp > 1) refuse("--pp", l.pp);
     if (l.cp > 1) refuse("--cp", l.cp);
