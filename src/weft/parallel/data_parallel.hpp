@@ -51,8 +51,8 @@ struct DataParallelOptions {
     // (zeroth order) gets no gradient buffer, and only forward passes may run.
     std::string optimizer = "adamw";
     // --dtype bf16 --offload optimizer: the weights and gradients are held as the bf16 working
-    // copy (working_copy.hpp), the fp32 master with the optimizer's state elsewhere. One rank,
-    // ZeRO 0 or 1, so far.
+    // copy (working_copy.hpp), the fp32 master with the optimizer's state elsewhere. ZeRO 0 or
+    // 1 (the copy is the whole buffer on every rank), without expert parallelism.
     bool bf16_working_copy = false;
     // --grad-dtype bf16: the gradients the working copy keeps as bf16 are rounded to bf16 once
     // reduced (in memory: in place, TrainState::step), whether or not they are stored so.
