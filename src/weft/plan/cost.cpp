@@ -242,12 +242,13 @@ std::pair<double, double> simulate_pipeline(const Layout& l, int micro_batches,
     const pipeline::ScheduleKind kind = l.pp_schedule;
     std::vector<double> key = costs.chunk_forward;
     key.insert(key.end(), costs.chunk_backward.begin(), costs.chunk_backward.end());
-    key.insert(key.end(), {double(kind), double(l.pp), double(l.vpp), double(micro_batches),
-                           costs.forward, costs.backward, costs.send, costs.latency});
+    key.insert(key.end(),
+               {double(kind), double(l.pp), double(l.vpp), double(micro_batches), costs.forward,
+                costs.backward, costs.send, costs.latency, costs.weight_share});
     if (cache)
         if (auto it = cache->sims.find(key); it != cache->sims.end()) return it->second;
     const pipeline::SimResult sim =
-        pipeline::simulate(pipeline::make_schedule(kind, l.pp, l.vpp, micro_batches), costs);
+        pipeline::simulate(pipeline::make_schedule(kind, l.pp, l.vpp, micro_batches, costs), costs);
     std::pair<double, double> r{sim.makespan, sim.bubble};
     if (cache) cache->sims.emplace(std::move(key), r);
     return r;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "weft/core/error.hpp"
+#include "weft/parallel/pipeline/simulator.hpp"
 
 namespace weft::pipeline {
 
@@ -105,6 +106,10 @@ constexpr int64_t kMaxSchedulePairs = int64_t(1) << 20;
 }  // namespace
 
 Schedule make_schedule(ScheduleKind kind, int pp, int vpp, int micro_batches) {
+    return make_schedule(kind, pp, vpp, micro_batches, Costs{});
+}
+
+Schedule make_schedule(ScheduleKind kind, int pp, int vpp, int micro_batches, const Costs& costs) {
     WEFT_CHECK(pp >= 1, "pipeline parallel size must be at least 1, got pp={}", pp);
     WEFT_CHECK(vpp >= 1, "virtual pipeline size must be at least 1, got vpp={}", vpp);
     WEFT_CHECK(micro_batches >= 1, "micro-batches must be at least 1, got {}", micro_batches);
@@ -131,7 +136,7 @@ Schedule make_schedule(ScheduleKind kind, int pp, int vpp, int micro_batches) {
 
     Schedule s{pp, vpp, micro_batches, kind, std::vector<std::vector<Action>>(pp)};
     if (s.split_backward()) {
-        fill_zero_bubble(s);
+        fill_zero_bubble(s, costs);
         return s;
     }
     const int m = micro_batches;

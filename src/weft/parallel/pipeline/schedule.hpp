@@ -44,6 +44,8 @@ inline int chunk_owner(int chunk, int pp, bool vee) {
     return vee && chunk >= pp ? 2 * pp - 1 - chunk : chunk % pp;
 }
 
+struct Costs;  // simulator.hpp
+
 struct Action {
     enum Kind {
         forward,
@@ -107,17 +109,21 @@ MessageId message_id(const Action& a, int rank);
 //   warm-up of min((pp - rank - 1) * 2 + (vpp - 1) * pp, vpp * m) forwards, then 1F1B, then
 //   cool-down backwards.
 // - zb-h1 and zb-v (zero_bubble.cpp): list schedules of F, B and W found by running the pipeline
-//   at unit costs (F = B = W, as the paper's hand-made schedules assume) and taking at each free
-//   moment a ready B, else a forward if the rank holds fewer activations than its limit, else
-//   the oldest W: zb-h1 with 1F1B's peak as every rank's limit (pp micro-batches), zb-v in a V with
-//   vpp = 2 and the limit 2pp chunks (pp micro-batches of a whole stage, 1F1B's first rank).
+//   at `costs` (without them, unit costs: F = B = W, as the paper's hand-made schedules assume)
+//   and taking at each free moment a ready B, else a forward if the rank holds fewer activations
+//   than its limit, else the oldest W: zb-h1 with 1F1B's peak as every rank's limit (pp
+//   micro-batches; or 1F1B's own order with W after each B, whichever simulate() finds faster),
+//   zb-v in a V with vpp = 2 and the limit 2pp chunks (pp micro-batches of a whole stage).
+// The other kinds ignore `costs`. A schedule is a function of its arguments only: every rank
+// that builds it from the same costs holds the same lists.
 Schedule make_schedule(ScheduleKind kind, int pp, int vpp, int micro_batches);
+Schedule make_schedule(ScheduleKind kind, int pp, int vpp, int micro_batches, const Costs& costs);
 
 // Appends a compute action to rank r's list with the messages around it, placed as above:
 // receive right before, send right after (none around a backward_weight). For generators.
 void append_compute(Schedule& s, int r, Action::Kind kind, int micro, int chunk);
-// Fills s.ranks for a zero-bubble kind (zero_bubble.cpp).
-void fill_zero_bubble(Schedule& s);
+// Fills s.ranks for a zero-bubble kind at `costs` (zero_bubble.cpp).
+void fill_zero_bubble(Schedule& s, const Costs& costs);
 
 // Checks the structure of a schedule; throws weft::Error naming the first violation:
 // - every (micro, chunk) has exactly one forward and one backward (split schedules: one

@@ -19,6 +19,10 @@ double Costs::backward_cost(int chunk) const {
     return chunk_backward.empty() ? backward : chunk_backward[chunk];
 }
 
+double Costs::weight_cost(int chunk) const {
+    return chunk_weight.empty() ? weight_share * backward_cost(chunk) : chunk_weight[chunk];
+}
+
 double Costs::cost(const Action& a) const {
     switch (a.kind) {
         case Action::forward:
@@ -26,9 +30,9 @@ double Costs::cost(const Action& a) const {
         case Action::backward:
             return backward_cost(a.chunk);
         case Action::backward_input:
-            return (1 - weight_share) * backward_cost(a.chunk);
+            return backward_cost(a.chunk) - weight_cost(a.chunk);
         case Action::backward_weight:
-            return weight_share * backward_cost(a.chunk);
+            return weight_cost(a.chunk);
         default:
             return 0;
     }
@@ -50,18 +54,22 @@ double ideal_bubble(ScheduleKind kind, int pp, int vpp, int micro_batches) {
     return (p - 1) / (v * m + p - 1);
 }
 
-namespace {
-
-void check_costs(const Schedule& s, const Costs& c) {
+void check_costs(const Costs& c, int chunks) {
     auto check_vector = [&](const std::vector<double>& v, const char* name) {
-        WEFT_CHECK(v.empty() || static_cast<int>(v.size()) == s.chunks(),
+        WEFT_CHECK(v.empty() || static_cast<int>(v.size()) == chunks,
                    "Costs::{} has {} entries, expected none or one per chunk (pp*vpp={})", name,
-                   v.size(), s.chunks());
+                   v.size(), chunks);
         for (size_t i = 0; i < v.size(); ++i)
             WEFT_CHECK(v[i] >= 0, "Costs::{}[{}] must be non-negative, got {}", name, i, v[i]);
     };
     check_vector(c.chunk_forward, "chunk_forward");
     check_vector(c.chunk_backward, "chunk_backward");
+    check_vector(c.chunk_weight, "chunk_weight");
+    for (size_t i = 0; i < c.chunk_weight.size(); ++i)
+        WEFT_CHECK(c.chunk_weight[i] <= c.backward_cost(int(i)),
+                   "Costs::chunk_weight[{}] = {} is more than the chunk's backward {}: W is a part "
+                   "of the backward",
+                   i, c.chunk_weight[i], c.backward_cost(int(i)));
     WEFT_CHECK(c.forward >= 0 && c.backward >= 0 && c.send >= 0 && c.latency >= 0,
                "costs must be non-negative, got forward={} backward={} send={} latency={}",
                c.forward, c.backward, c.send, c.latency);
@@ -69,6 +77,8 @@ void check_costs(const Schedule& s, const Costs& c) {
                "the weight gradients' share of a backward must be in [0, 1], got {}",
                c.weight_share);
 }
+
+namespace {
 
 // Explains a deadlock: every rank that still has actions is blocked on a recv.
 std::string describe_deadlock(const Schedule& s, const std::vector<size_t>& pc) {
@@ -99,7 +109,7 @@ std::string describe_deadlock(const Schedule& s, const std::vector<size_t>& pc) 
 SimResult simulate(const Schedule& s, const Costs& costs) {
     WEFT_CHECK(static_cast<int>(s.ranks.size()) == s.pp,
                "schedule has action lists for {} ranks, expected pp={}", s.ranks.size(), s.pp);
-    check_costs(s, costs);
+    check_costs(costs, s.chunks());
 
     SimResult res;
     res.compute.assign(s.pp, 0);

@@ -23,13 +23,20 @@ struct Costs {
     double weight_share = 0.5;
     // Optional per-chunk costs (size pp * vpp) that override forward / backward, e.g. measured
     // times or an uneven layer split. Per-rank costs are the case chunk_x[c] = x[c % pp].
-    std::vector<double> chunk_forward, chunk_backward;
+    // chunk_weight overrides weight_share: W's time per chunk (at most its backward; B takes the
+    // rest), as measured, since a head's or an embedding's backward has no W to speak of.
+    std::vector<double> chunk_forward, chunk_backward, chunk_weight;
 
     double forward_cost(int chunk) const;
-    double backward_cost(int chunk) const;
+    double backward_cost(int chunk) const;  // B + W in split schedules
+    double weight_cost(int chunk) const;    // W
     // The time of a compute action: forward, fused backward, B or W.
     double cost(const Action& a) const;
 };
+
+// Throws weft::Error for per-chunk vectors of a size other than 0 or `chunks`, negative costs, a
+// weight share outside [0, 1] or a chunk's W longer than its backward.
+void check_costs(const Costs& costs, int chunks);
 
 // Costs of one whole pipeline stage spread evenly over its vpp chunks, so that schedules with
 // different vpp compare at equal work per rank: forward / vpp and backward / vpp per chunk.
