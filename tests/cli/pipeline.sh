@@ -15,6 +15,21 @@ grep -q "W (weight gradients)" zb.svg && ok "svg legend shows W" || bad "no W in
 out=$("$WEFT" pipeline --pp 4 --micro-batches 8 --pp-schedule zb-v --json)
 grep -q '"bubble":0.0588' <<<"$out" && grep -q '"peak_in_flight":\[8,8,8,8\]' <<<"$out" \
   && ok "zb-v p=4 m=8 bubble 0.0588, 8 half-stage chunks a rank" || bad "zb-v: $out"
+# Each stage's own costs (measured F/B/W, the last stage's forward running the head): zb-h1 made
+# for them beats 1F1B, and each rank's idle share is printed.
+costs=214/216/202,443/73/67
+one=$("$WEFT" pipeline --pp 2 --micro-batches 8 --pp-schedule 1f1b --stage-costs $costs)
+zb=$("$WEFT" pipeline --pp 2 --micro-batches 8 --pp-schedule zb-h1 --stage-costs $costs)
+echo "$one"; echo "$zb"
+grep -q "bubble     0.1306 simulated" <<<"$one" && grep -q "bubble     0.1092 simulated" <<<"$zb" \
+  && ok "zb-h1 from stage costs 0.1092 < 1f1b 0.1306" || bad "stage costs: $one $zb"
+grep -q "idle share per rank: 0.0733 0.1452" <<<"$zb" && ok "idle share per rank printed" \
+  || bad "no idle share per rank"
+"$WEFT" pipeline --pp 2 --pp-schedule zb-v --stage-costs $costs --json | grep -q '"idle_share":\[' \
+  && ok "json has idle_share" || bad "json without idle_share"
+expect_error "'443/73' is not a stage's costs; expected F/B/W" "" -- pipeline --pp 2 --stage-costs 1/1/1,443/73
+expect_error "--stage-costs '1/1/1' has 1 stages; expected one F/B/W for each of the --pp 2" "" -- pipeline --pp 2 --stage-costs 1/1/1
+expect_error "expected no --weight-share beside it" "" -- pipeline --pp 2 --stage-costs 1/1/1,1/1/1 --weight-share 0.3
 expect_error "zb-v runs two chunks per rank in a V" "" -- pipeline --pp 4 --pp-schedule zb-v --vpp 3
 expect_error "micro" "" -- pipeline --pp 4 --micro-batches 6 --pp-schedule interleaved --vpp 2
 finish

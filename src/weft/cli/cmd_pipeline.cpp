@@ -2,6 +2,8 @@
 #include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
+#include <array>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -23,6 +25,7 @@ struct PipelineArgs {
     int pp = 4, vpp = 1, micro_batches = 8;
     std::string schedule = "1f1b";
     double forward = 1, backward = 2, send = 0, latency = 0, weight_share = 0.5;
+    std::string stage_costs;  // "F/B/W,F/B/W,..." one a stage
     std::filesystem::path svg, trace;
     bool json = false;
 };
@@ -39,6 +42,44 @@ const char* bubble_formula(pipeline::ScheduleKind kind) {
         default:
             return "(p-1)/(m+p-1)";
     }
+}
+
+// "F/B/W,..." (one whole stage per rank: forward, B and W) as per-chunk costs, each rank's
+// stage spread evenly over its vpp chunks as stage_costs() does.
+pipeline::Costs parse_stage_costs(const std::string& text, int pp, int vpp, bool vee) {
+    std::vector<std::array<double, 3>> stages;
+    size_t pos = 0;
+    while (pos <= text.size()) {
+        const size_t end = std::min(text.find(',', pos), text.size());
+        const std::string entry = text.substr(pos, end - pos);
+        std::array<double, 3> x{};
+        const char* p = entry.data();
+        const char* e = p + entry.size();
+        bool ok = true;
+        for (int i = 0; i < 3 && ok; ++i) {
+            auto r = std::from_chars(p, e, x[size_t(i)]);
+            ok = r.ec == std::errc() && x[size_t(i)] >= 0 && (i == 2 ? r.ptr == e : *r.ptr == '/');
+            p = r.ptr + 1;
+        }
+        WEFT_CHECK(ok,
+                   "--stage-costs '{}': '{}' is not a stage's costs; expected F/B/W, three "
+                   "non-negative numbers (forward, input gradient, weight gradient), e.g. 2/1/1",
+                   text, entry);
+        stages.push_back(x);
+        pos = end + 1;
+    }
+    WEFT_CHECK(int(stages.size()) == pp,
+               "--stage-costs '{}' has {} stages; expected one F/B/W for each of the --pp {} "
+               "stages",
+               text, stages.size(), pp);
+    pipeline::Costs c;
+    for (int chunk = 0; chunk < pp * vpp; ++chunk) {
+        const auto& x = stages[size_t(pipeline::chunk_owner(chunk, pp, vee))];
+        c.chunk_forward.push_back(x[0] / vpp);
+        c.chunk_backward.push_back((x[1] + x[2]) / vpp);
+        c.chunk_weight.push_back(x[2] / vpp);
+    }
+    return c;
 }
 
 void write_file(const std::filesystem::path& path, const std::string& text, const char* flag) {
@@ -73,6 +114,11 @@ void add_pipeline_command(CLI::App& app) {
         ->capture_default_str();
     c->add_option("--backward-cost", a->backward, "Backward time of one whole stage")
         ->capture_default_str();
+    c->add_option("--stage-costs", a->stage_costs,
+                  "Each stage's own costs, F/B/W per stage separated by commas (forward, input "
+                  "gradient, weight gradient; e.g. measured ms: 214/216/202,443/73/67); the "
+                  "zero-bubble schedules are generated for them; replaces --forward-cost, "
+                  "--backward-cost and --weight-share");
     c->add_option("--send-cost", a->send, "Time a rank spends posting one send")
         ->capture_default_str();
     c->add_option("--latency", a->latency, "Time from a send to its arrival at the receiver")
@@ -82,17 +128,33 @@ void add_pipeline_command(CLI::App& app) {
                   "Write a Chrome trace (Perfetto, chrome://tracing) to this JSON file; one cost "
                   "unit is shown as one millisecond");
     c->add_flag("--json", a->json, "Print one JSON object instead of text");
-    c->callback([a] {
+    c->callback([a, c] {
         check_output_paths({{a->svg, "--svg", false}, {a->trace, "--trace", false}});
         const pipeline::ScheduleKind kind = pipeline::parse_schedule_kind(a->schedule);
         if (kind == pipeline::ScheduleKind::zb_v && a->vpp == 1) a->vpp = 2;
-        const pipeline::Schedule s = pipeline::make_schedule(kind, a->pp, a->vpp, a->micro_batches);
-        pipeline::validate(s);
         pipeline::Costs costs = pipeline::stage_costs(a->vpp, a->forward, a->backward);
+        costs.weight_share = a->weight_share;
+        if (!a->stage_costs.empty()) {
+            for (const char* flag : {"--forward-cost", "--backward-cost", "--weight-share"})
+                WEFT_CHECK(c->get_option(flag)->count() == 0,
+                           "--stage-costs gives every stage's costs; expected no {} beside it",
+                           flag);
+            WEFT_CHECK(a->pp >= 1 && a->vpp >= 1,
+                       "pipeline parallel size and vpp must be at least 1, got pp={} vpp={}", a->pp,
+                       a->vpp);
+            costs = parse_stage_costs(a->stage_costs, a->pp, a->vpp,
+                                      kind == pipeline::ScheduleKind::zb_v);
+        }
         costs.send = a->send;
         costs.latency = a->latency;
-        costs.weight_share = a->weight_share;
+        const pipeline::Schedule s =
+            pipeline::make_schedule(kind, a->pp, a->vpp, a->micro_batches, costs);
+        pipeline::validate(s);
         const pipeline::SimResult r = pipeline::simulate(s, costs);
+        // Each rank's idle time (waiting on messages, and after its last action) as a share of
+        // the step: where the bubble sits.
+        std::vector<double> idle_share;
+        for (double x : r.idle) idle_share.push_back(r.makespan > 0 ? x / r.makespan : 0);
         const double theory = pipeline::ideal_bubble(kind, a->pp, a->vpp, a->micro_batches);
 
         if (!a->svg.empty()) write_file(a->svg, pipeline::schedule_svg(s, r), "--svg");
@@ -100,11 +162,17 @@ void add_pipeline_command(CLI::App& app) {
 
         if (a->json) {
             const nlohmann::json j = {
-                {"schedule", a->schedule}, {"pp", a->pp},
-                {"vpp", a->vpp},           {"micro_batches", a->micro_batches},
-                {"bubble", r.bubble},      {"bubble_theory", theory},
-                {"makespan", r.makespan},  {"busy", r.busy},
-                {"idle", r.idle},          {"peak_in_flight", r.peak_in_flight},
+                {"schedule", a->schedule},
+                {"pp", a->pp},
+                {"vpp", a->vpp},
+                {"micro_batches", a->micro_batches},
+                {"bubble", r.bubble},
+                {"bubble_theory", theory},
+                {"makespan", r.makespan},
+                {"busy", r.busy},
+                {"idle", r.idle},
+                {"idle_share", idle_share},
+                {"peak_in_flight", r.peak_in_flight},
             };
             fmt::print("{}\n", j.dump());
             return;
@@ -113,8 +181,12 @@ void add_pipeline_command(CLI::App& app) {
                    a->micro_batches);
         fmt::print("bubble     {:.4f} simulated, {:.4f} theory {}\n", r.bubble, theory,
                    bubble_formula(kind));
-        fmt::print("makespan   {:g} (stage forward {:g}, backward {:g})\n", r.makespan, a->forward,
-                   a->backward);
+        if (a->stage_costs.empty())
+            fmt::print("makespan   {:g} (stage forward {:g}, backward {:g})\n", r.makespan,
+                       a->forward, a->backward);
+        else
+            fmt::print("makespan   {:g} (stage costs F/B/W {})\n", r.makespan, a->stage_costs);
+        fmt::print("idle share per rank: {:.4f}\n", fmt::join(idle_share, " "));
         if (a->vpp == 1) {
             fmt::print("peak in-flight micro-batches per rank: {}\n",
                        fmt::join(r.peak_in_flight, " "));
