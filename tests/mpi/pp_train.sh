@@ -19,7 +19,8 @@
 #   errors     layers that do not split, a --pp-layers that does not add up, too few
 #              micro-batches for interleaving, ZeRO 2 with a pipeline: one clear error each,
 #              before the run directory exists
-#   trace      --trace writes Chrome-trace JSON with one track per rank and every action
+#   trace      --trace writes Chrome-trace JSON with one track per rank and every action, and
+#              the idle share per stage; zb-h1 logs the costs it measured in its first step
 set -uo pipefail
 WEFT=$1 CHECK=$2 SRC=$3 MODE=$4 N=${5:-}
 source "$SRC/tests/mpi/train_lib.sh"
@@ -136,6 +137,11 @@ trace)
   check grep -q '"traceEvents"' t.json
   check grep -q '"name": *"rank 1"' t.json
   check grep -q "\"bubble_measured\"" traced/metrics.jsonl
+  check grep -q '"idle_measured":\[[0-9.e-]*,[0-9.e-]*\],"idle_simulated":\[' traced/metrics.jsonl
+  # zb-h1 times its first step and makes the later steps' schedule for those costs.
+  train 2 zb_traced --steps 2 --pp 2 --pp-schedule zb-h1 --micro-batch-size 2 --trace z.json
+  check grep -q '"event":"pipeline_costs","forward_ms":\[[0-9.]*,[0-9.]*\]' zb_traced/metrics.jsonl
+  check grep -q "zb-h1 made for the first step's costs per chunk" zb_traced.log
   ;;
 *)
   echo "unknown mode $MODE"

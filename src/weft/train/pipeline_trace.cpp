@@ -1,8 +1,11 @@
 #include "weft/train/pipeline_trace.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
+#include <numeric>
 #include <string>
 
 #include "weft/ckpt/atomic.hpp"
@@ -14,46 +17,59 @@ namespace weft::train {
 std::string BubbleReport::describe() const {
     return fmt::format(
         "pipeline bubble of the traced step: measured {:.3f}, simulated with its measured costs "
-        "{:.3f}, ideal {:.3f} (step {:.3f} s)",
-        measured, simulated, ideal, makespan_s);
+        "{:.3f}, ideal {:.3f} (step {:.3f} s); idle share per stage measured {:.3f}, simulated "
+        "{:.3f}",
+        measured, simulated, ideal, makespan_s, fmt::join(idle_measured, " "),
+        fmt::join(idle_simulated, " "));
 }
 
 BubbleReport measure_bubble(const pipeline::Schedule& s,
                             const std::vector<pipeline::TraceRecord>& records) {
     BubbleReport r;
-    std::vector<double> end(size_t(s.pp), 0.0);
-    double compute = 0;
-    // Mean forward and backward time per chunk; the name is "forward m3 c5". A split
-    // backward's B and W add up to its backward (per micro-batch), and give W's share.
-    std::vector<double> fsum(size_t(s.chunks()), 0), bsum(size_t(s.chunks()), 0);
-    std::vector<int> fn(size_t(s.chunks()), 0), bn(size_t(s.chunks()), 0);
-    double wsum = 0;
+    std::vector<double> end(size_t(s.pp), 0.0), compute(size_t(s.pp), 0.0);
     for (const pipeline::TraceRecord& t : records) {
         end[size_t(t.rank)] = std::max(end[size_t(t.rank)], t.start_us + t.dur_us);
-        const bool f = t.category == "forward", w = t.category == "backward_weight";
-        const bool b = t.category == "backward" || t.category == "backward_input" || w;
-        if (!f && !b) continue;
-        compute += t.dur_us;
-        if (w) wsum += t.dur_us;
-        const int c = std::stoi(t.name.substr(t.name.rfind(" c") + 2));
-        (f ? fsum : bsum)[size_t(c)] += t.dur_us;
-        if (!w) ++(f ? fn : bn)[size_t(c)];
+        if (t.category == "forward" || t.category.starts_with("backward"))
+            compute[size_t(t.rank)] += t.dur_us;
     }
     const double makespan = *std::max_element(end.begin(), end.end());
+    const double total = std::accumulate(compute.begin(), compute.end(), 0.0);
     r.makespan_s = makespan * 1e-6;
-    r.measured = makespan > 0 ? 1 - compute / (s.pp * makespan) : 0;
-    pipeline::Costs costs;
-    costs.send = costs.latency = 0;
-    double bwd = 0;
-    for (double x : bsum) bwd += x;
-    if (s.split_backward() && bwd > 0) costs.weight_share = wsum / bwd;
-    for (int c = 0; c < s.chunks(); ++c) {
-        costs.chunk_forward.push_back(fn[size_t(c)] ? fsum[size_t(c)] / fn[size_t(c)] : 0);
-        costs.chunk_backward.push_back(bn[size_t(c)] ? bsum[size_t(c)] / bn[size_t(c)] : 0);
+    r.measured = makespan > 0 ? 1 - total / (s.pp * makespan) : 0;
+    // The mean, so that the simulated step does the measured step's compute.
+    const pipeline::SimResult sim =
+        pipeline::simulate(s, pipeline::measured_costs(s.chunks(), records, false));
+    r.simulated = sim.bubble;
+    for (int k = 0; k < s.pp; ++k) {
+        r.idle_measured.push_back(makespan > 0 ? 1 - compute[size_t(k)] / makespan : 0);
+        r.idle_simulated.push_back(sim.makespan > 0 ? sim.idle[size_t(k)] / sim.makespan : 0);
     }
-    r.simulated = pipeline::simulate(s, costs).bubble;
     r.ideal = pipeline::ideal_bubble(s.kind, s.pp, s.vpp, s.micro_batches);
     return r;
+}
+
+std::pair<nlohmann::json, std::string> stage_costs_report(const Layout& l, int micro_batches,
+                                                          const pipeline::Costs& c) {
+    const int m = micro_batches;
+    const double unit =
+        pipeline::simulate(pipeline::make_schedule(l.pp_schedule, l.pp, l.vpp, m), c).bubble;
+    const double fit =
+        pipeline::simulate(pipeline::make_schedule(l.pp_schedule, l.pp, l.vpp, m, c), c).bubble;
+    auto ms = [](std::vector<double> v) {
+        for (double& x : v) x = std::round(x / 10) / 100;
+        return v;
+    };
+    const std::vector<double> f = ms(c.chunk_forward), b = ms(c.chunk_backward),
+                              w = ms(c.chunk_weight);
+    std::string table;
+    for (size_t i = 0; i < f.size(); ++i)
+        table += fmt::format("{}{:g} / {:g} / {:g}", i ? ", " : "", f[i], b[i], w[i]);
+    nlohmann::json line = {{"event", "pipeline_costs"}, {"forward_ms", f},
+                           {"backward_ms", b},          {"weight_ms", w},
+                           {"bubble_unit_costs", unit}, {"bubble_measured_costs", fit}};
+    return {line, fmt::format("{} made for the first step's costs per chunk (F / B+W / W ms: "
+                              "{}): simulated bubble {:.3f}, against {:.3f} for F = B = W",
+                              format_schedule_kind(l.pp_schedule), table, fit, unit)};
 }
 
 BubbleReport write_pipeline_trace(comm::Mesh& mesh, const pipeline::Schedule& schedule,

@@ -2,10 +2,13 @@
 // The measured pipeline timeline of one step, from every rank of world rank 0's pipeline, as one
 // Chrome-trace JSON file that Perfetto opens (one track per rank).
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "weft/comm/mesh.hpp"
+#include "weft/core/layout.hpp"
 #include "weft/parallel/pipeline/schedule.hpp"
 #include "weft/parallel/pipeline/trace.hpp"
 
@@ -16,6 +19,8 @@ namespace weft::train {
 struct BubbleReport {
     double measured = 0, simulated = 0, ideal = 0;
     double makespan_s = 0;
+    // Per stage (pipeline rank): the share of the step it did not compute, measured and simulated.
+    std::vector<double> idle_measured, idle_simulated;
     std::string describe() const;
 };
 
@@ -29,5 +34,11 @@ BubbleReport write_pipeline_trace(comm::Mesh& mesh, const pipeline::Schedule& sc
 // simulation of `schedule` with the measured mean costs.
 BubbleReport measure_bubble(const pipeline::Schedule& schedule,
                             const std::vector<pipeline::TraceRecord>& records);
+
+// The costs per chunk a zero-bubble schedule was made for (measured in the first step), and what
+// that schedule gains over the one made for F = B = W, as the simulator sees it at those costs:
+// a metrics line (event pipeline_costs) and a sentence for the log.
+std::pair<nlohmann::json, std::string> stage_costs_report(const Layout& l, int micro_batches,
+                                                          const pipeline::Costs& costs);
 
 }  // namespace weft::train

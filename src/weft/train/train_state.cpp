@@ -7,6 +7,7 @@
 #include "weft/core/error.hpp"
 #include "weft/data/loader.hpp"
 #include "weft/model/family.hpp"
+#include "weft/parallel/pipeline/trace.hpp"
 
 namespace weft::train {
 
@@ -287,10 +288,17 @@ StepOutcome TrainState::step(int64_t micro_batches, const std::function<void(int
 double TrainState::run_micro_batches(int64_t micro_batches,
                                      const std::function<void(int64_t)>& fill, float loss_scale) {
     if (stage_) {
+        const Layout& l = ctx_.layout();
         if (schedule_micro_ != micro_batches) {
-            const Layout& l = ctx_.layout();
+            // Until a step has been measured, the zero-bubble schedules are made for F = B = W.
             schedule_ = pipeline::make_schedule(l.pp_schedule, pp_, l.vpp, int(micro_batches));
             schedule_micro_ = micro_batches;
+            measure_costs_ = schedule_.split_backward();
+        } else if (measured_costs_) {
+            // Rebuilt at the next step, so that schedule() is the one the traced step ran.
+            schedule_ = pipeline::make_schedule(l.pp_schedule, pp_, l.vpp, int(micro_batches),
+                                                *measured_costs_);
+            measured_costs_.reset();
         }
         PipelineStage::Fill put = [&](int64_t m, model::Activations& a) {
             fill(m);
@@ -298,8 +306,13 @@ double TrainState::run_micro_batches(int64_t micro_batches,
             a.targets = act_->targets;
         };
         stage_->set_bf16_messages(ctx_.bf16_activations());
-        return stage_->step(schedule_, mesh_.group(comm::Axis::pp), put, loss_scale,
-                            trace_on_ ? &trace_ : nullptr);
+        const double loss = stage_->step(schedule_, mesh_.group(comm::Axis::pp), put, loss_scale,
+                                         trace_on_ || measure_costs_ ? &trace_ : nullptr);
+        if (measure_costs_) {
+            measured_costs_ = gather_stage_costs();
+            measure_costs_ = false;
+        }
+        return loss;
     }
     double loss_sum = 0;
     for (int64_t m = 0; m < micro_batches; ++m) {
@@ -331,6 +344,31 @@ EvalResult TrainState::evaluate(const data::TokenFile& file, int64_t B, int64_t 
     double sums[2] = {here ? part.loss : 0.0, here ? double(part.tokens) : 0.0};
     sum_over_model(sums);
     return {sums[0] / sums[1], int64_t(sums[1])};
+}
+
+pipeline::Costs TrainState::gather_stage_costs() {
+    // Each rank timed its own chunks (the median over micro-batches); the ranks of a stage (dp,
+    // tp, cp) average theirs. World rank 0's sum is broadcast: every pipeline must run the same
+    // lists, or the data-parallel reductions, started after each W, would pair up wrongly.
+    const int chunks = schedule_.chunks();
+    const pipeline::Costs mine = pipeline::measured_costs(chunks, trace_, true);
+    std::vector<double> v(mine.chunk_forward);
+    v.insert(v.end(), mine.chunk_backward.begin(), mine.chunk_backward.end());
+    v.insert(v.end(), mine.chunk_weight.begin(), mine.chunk_weight.end());
+    comm::Group& world = mesh_.group(comm::Axis::world);
+    comm::all_reduce(world, std::span<double>(v));
+    comm::broadcast(world, std::span<double>(v), 0);
+    const double per_stage = double(world.size() / pp_);
+    pipeline::Costs costs;
+    auto part = [&](int k) {
+        std::vector<double> x(v.begin() + k * chunks, v.begin() + (k + 1) * chunks);
+        for (double& e : x) e /= per_stage;
+        return x;
+    };
+    costs.chunk_forward = part(0), costs.chunk_backward = part(1), costs.chunk_weight = part(2);
+    costs.send = costs.latency = 0;
+    stage_costs_ = costs;
+    return costs;
 }
 
 bool TrainState::counts_loss() const {

@@ -22,6 +22,7 @@
 #include "weft/optim/registry.hpp"
 #include "weft/parallel/data_parallel.hpp"
 #include "weft/parallel/parallel_context.hpp"
+#include "weft/parallel/pipeline/simulator.hpp"
 #include "weft/train/evaluate.hpp"
 #include "weft/train/pipeline_stage.hpp"
 #include "weft/train/tied_embedding.hpp"
@@ -86,6 +87,10 @@ class TrainState {
     void set_trace(bool on) { trace_on_ = on; }
     const std::vector<pipeline::TraceRecord>& trace() const { return trace_; }
     const pipeline::Schedule& schedule() const { return schedule_; }
+    // The zero-bubble schedules: each chunk's F, B + W and W (us) measured in the first step,
+    // which the schedule of every later step is made for; no chunk costs before (or for other
+    // kinds).
+    const pipeline::Costs& stage_costs() const { return stage_costs_; }
 
     comm::Mesh& mesh() const { return mesh_; }
     const Layout& layout() const { return ctx_.layout(); }
@@ -140,6 +145,9 @@ class TrainState {
     // Sums `values` over the ranks that together hold the model: the world with model
     // parallelism, else the dp group.
     void sum_over_model(std::span<double> values);
+    // The measured costs of this step's chunks, the same on every rank (collective over the
+    // world).
+    pipeline::Costs gather_stage_costs();
 
     const parallel::ParallelContext& ctx_;
     comm::Mesh& mesh_;
@@ -160,6 +168,11 @@ class TrainState {
     std::unique_ptr<PipelineStage> stage_;  // pp > 1
     pipeline::Schedule schedule_;
     int64_t schedule_micro_ = 0;
+    // A zero-bubble step to time (the first with a new micro-batch count), and its costs until
+    // the schedule is rebuilt from them at the next step.
+    bool measure_costs_ = false;
+    std::optional<pipeline::Costs> measured_costs_;
+    pipeline::Costs stage_costs_;
     bool trace_on_ = false;
     std::vector<pipeline::TraceRecord> trace_;
 };

@@ -104,9 +104,17 @@ struct StepRunner {
         if (out.router_bias_max_abs) line["moe_router_bias_max_abs"] = *out.router_bias_max_abs;
         line.update(comm.step_fields());
         log.write(line);
+        if (step == 0 && !st.stage_costs().chunk_forward.empty()) log_stage_costs();
         comm.gather_waits(step + 1, dt);
         heartbeat.beat(Phase::step, step + 1);
         log.step(step + 1, loss, tps, mfu, lr);
+    }
+
+    // The zero-bubble schedules' costs, measured in the first step.
+    void log_stage_costs() {
+        auto [line, note] = stage_costs_report(o.layout, int(micro_batches), st.stage_costs());
+        log.write(line);
+        log.note(note);
     }
 
     // The timeline of the traced step: the pipeline schedule with --pp, else every rank's
@@ -124,7 +132,9 @@ struct StepRunner {
                    {"step", end_step},
                    {"bubble_measured", bubble.measured},
                    {"bubble_simulated", bubble.simulated},
-                   {"bubble_ideal", bubble.ideal}});
+                   {"bubble_ideal", bubble.ideal},
+                   {"idle_measured", bubble.idle_measured},
+                   {"idle_simulated", bubble.idle_simulated}});
         log.note("wrote the last step's pipeline timeline to " + o.trace.string() + "; " +
                  bubble.describe());
     }

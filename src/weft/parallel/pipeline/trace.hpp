@@ -29,4 +29,10 @@ nlohmann::json chrome_trace(const std::vector<TraceRecord>& records);
 std::vector<TraceRecord> trace_records(const SimResult& r, double us_per_unit = 1000);
 nlohmann::json chrome_trace(const SimResult& r, double us_per_unit = 1000);
 
+// Each chunk's forward, backward (B + W) and W time from measured records (a "forward m3 c5"
+// style name; a fused backward has W 0), as the mean, or the median (robust to the first
+// micro-batch's allocations and to another process taking the core); chunks without records
+// cost 0. What the zero-bubble schedules are generated for.
+Costs measured_costs(int chunks, const std::vector<TraceRecord>& records, bool median);
+
 }  // namespace weft::pipeline
