@@ -23,15 +23,22 @@ WeightGradQueue* DeferWeightGrads::current() {
     return current_queue;
 }
 
+Buffer WeightGradQueue::take(int64_t floats) {
+    // The smallest spare buffer that fits: a backward queues the same sizes every micro-batch,
+    // so each finds its own and the queue holds what the estimate counts. Taking the largest
+    // instead put a layer's 4C-wide copy in the C-wide product's buffer and allocated anew,
+    // 1.8 times the copies' bytes.
+    auto it = std::lower_bound(spare_.begin(), spare_.end(), floats,
+                               [](const Task& t, int64_t n) { return t.dout.size() < n; });
+    if (it == spare_.end()) return Buffer(floats);
+    Buffer b = std::move(it->dout);
+    spare_.erase(it);
+    return b;
+}
+
 void WeightGradQueue::defer(float* dw, float* db, const float* dout, const KeptTensor& kept,
                             int64_t at, int64_t M, int64_t K, int64_t N) {
-    Task t{dw, db, &kept, at, M, K, N, false, {}};
-    if (!spare_.empty() && spare_.back().dout.size() >= M * N) {
-        t.dout = std::move(spare_.back().dout);
-        spare_.pop_back();
-    } else {
-        t.dout = Buffer(M * N);
-    }
+    Task t{dw, db, &kept, at, M, K, N, false, take(M * N)};
     std::memcpy(t.dout.data(), dout, size_t(M * N) * sizeof(float));
     tasks_.push_back(std::move(t));
 }
@@ -39,13 +46,7 @@ void WeightGradQueue::defer(float* dw, float* db, const float* dout, const KeptT
 void WeightGradQueue::defer_bf16_dout(float* dw, const uint16_t* dout, const KeptTensor& kept,
                                       int64_t at, int64_t M, int64_t K, int64_t N) {
     const int64_t floats = KeptTensor::floats(M * N, true);
-    Task t{dw, nullptr, &kept, at, M, K, N, true, {}};
-    if (!spare_.empty() && spare_.back().dout.size() >= floats) {
-        t.dout = std::move(spare_.back().dout);
-        spare_.pop_back();
-    } else {
-        t.dout = Buffer(floats);
-    }
+    Task t{dw, nullptr, &kept, at, M, K, N, true, take(floats)};
     std::memcpy(t.dout.data(), dout, size_t(M * N) * sizeof(uint16_t));
     tasks_.push_back(std::move(t));
 }
@@ -65,7 +66,7 @@ void WeightGradQueue::run() {
                                t.K, t.N, false);
         }
     }
-    // Largest buffers last, where defer looks first.
+    // Sorted by size, for take().
     for (Task& t : tasks_) spare_.push_back(std::move(t));
     tasks_.clear();
     std::sort(spare_.begin(), spare_.end(),

@@ -42,8 +42,11 @@ class WeightGradQueue {
         bool bf16_dout;
         Buffer dout;  // fp32 [M,N], or bf16 [M,N] in (M*N + 1) / 2 floats
     };
+    // A buffer of at least `floats` for a copy: a spare one if one fits, else a new one.
+    Buffer take(int64_t floats);
+
     std::vector<Task> tasks_;
-    std::vector<Task> spare_;  // run tasks, whose buffers the next defers reuse
+    std::vector<Task> spare_;  // run tasks, smallest first, whose buffers the next defers reuse
 };
 
 // Makes the block backwards on this thread queue their weight gradients into `q`, while it lives.
