@@ -78,6 +78,20 @@ memory)
   ra=$(last onef_re activation_bytes)
   echo "1f1b with --recompute: activations $ra B"
   check [ "$ra" -lt $((oa / 2)) ]
+  # zb-h1 holds, from each B to its W, a copy of the output gradient of each of the layer's
+  # products (GPT-2: 3C + C + 4C + C = 9C floats a token): 2 micro-batches x 4 layers x 256
+  # tokens x 9 x 64 floats on the first stage. The estimate counts exactly what is allocated,
+  # and the peak grows by about as much.
+  train 2 zbh1 "${margs[@]}" --pp-schedule zb-h1
+  za=$(last zbh1 activation_bytes) zr=$(last zbh1 peak_rss_bytes)
+  echo "zb-h1: activations $za B (1f1b + $((za - oa))), peak RSS 1f1b + $((zr - or)) B"
+  check [ $((za - oa)) -eq $((2 * 4 * 256 * 9 * 64 * 4)) ]
+  for run in onef zbh1; do
+    a=$(last $run activation_bytes)
+    check grep -q "activations $(awk -v a="$a" 'BEGIN { printf "%.1f", a / 1048576 }') MiB" $run.log
+  done
+  check [ $((zr - or)) -gt $(((za - oa) / 2)) ]
+  check [ $((zr - or)) -lt $(((za - oa) * 2)) ]
   # The estimate of the first stage, which never runs the head: counting the head's logits chunk
   # there (512 x 50,257 floats here) put it 16% over the peak.
   field() { grep -o "\"$2\":[^,}]*" <<<"$1" | head -1 | cut -d: -f2-; }

@@ -2,8 +2,11 @@
 
 #include <fmt/ranges.h>
 
+#include <string_view>
+
 #include "weft/core/error.hpp"
 #include "weft/model/gpt2_family.hpp"
+#include "weft/model/kept_tensor.hpp"
 #include "weft/model/llama_family.hpp"
 #include "weft/model/qwen2_family.hpp"
 
@@ -69,6 +72,19 @@ const Family& family_for_hf(const ckpt::HfModelId& id, const std::string& file) 
                "{}: model_type is \"{}\" but architectures is [\"{}\"], a \"{}\" class", file,
                id.model_type, id.architecture, arch_type);
     return *by_type;
+}
+
+int64_t activation_floats(const ModelConfig& cfg, int64_t B, int64_t T, const LayerSpan& span) {
+    const Family& f = family_of(cfg);
+    int64_t floats = f.activation_floats(cfg, B, T, span);
+    if (!span.deferred_weights) return floats;
+    int64_t per_layer = 0;
+    for (const LinearShape& l : f.layer_linears(cfg)) {
+        if (std::string_view(l.name).starts_with("block_sparse_moe.")) continue;
+        const int64_t n = B * T * (l.column_parallel ? l.out / span.tp : l.out);
+        per_layer += KeptTensor::floats(n, span.bf16 && l.bf16_dout);
+    }
+    return floats + per_layer * span.layers(cfg.n_layer);
 }
 
 std::unique_ptr<Model> make_model(const ModelConfig& cfg, const ModelShard& shard, TpComm* tp,

@@ -112,6 +112,13 @@ inline const Family& family_of(const ModelConfig& cfg) {
 // of those it reads.
 const Family& family_for_hf(const ckpt::HfModelId& id, const std::string& file);
 
+// Floats of the Activations a span keeps per micro-batch (the family's count) and, with
+// span.deferred_weights, the output-gradient copies its blocks' W's wait on: the one count of
+// activations the trainer's estimate and the planner read. The copies are each deferred
+// product's output gradient (its rows x its tp shard's columns; bf16 where the product takes a
+// bf16 one under bf16), for every product but the MoE layers', whose weight gradients stay in B.
+int64_t activation_floats(const ModelConfig& cfg, int64_t B, int64_t T, const LayerSpan& span);
+
 // The model for `cfg` (its family's make).
 std::unique_ptr<Model> make_model(const ModelConfig& cfg, const ModelShard& shard = {},
                                   TpComm* tp = nullptr, bool sequence_parallel = false);

@@ -93,6 +93,10 @@ struct LayerSpan {
     // only those products read as bf16 (GPT-2: docs/performance.md). Model::activation_span
     // fills it in from kernels::matmul_precision().
     bool bf16 = false;
+    // A zero-bubble schedule splits the backward: from its B to its W each block also holds a
+    // copy of the output gradient of each product whose weight gradient waits (weight_grads.hpp).
+    // Counted by model::activation_floats, not by the family.
+    bool deferred_weights = false;
 
     // Layers of the span in a model of n_layer (resolving count = -1).
     int layers(int64_t n_layer) const { return count < 0 ? int(n_layer) - first : count; }

@@ -212,10 +212,10 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
         int first_layer = 0;
         for (int c = 0; c < chunks; first_layer += counts[c++])
             if (c % l.pp == stage)
-                floats += double(f.activation_floats(
+                floats += double(model::activation_floats(
                     cfg, b, s,
                     {first_layer, counts[c], c == chunks - 1, l.recompute == Recompute::full, l.tp,
-                     l.sequence_parallel, ulysses_kept, bf16}));
+                     l.sequence_parallel, ulysses_kept, bf16, splits_backward(l.pp_schedule)}));
         // Expert parallelism: each MoE layer also keeps the rows its experts received.
         const double layers = stage_layers;
         floats += layers * moe_received_floats(cfg, b * s, l.ep, moe_imbalance(w));

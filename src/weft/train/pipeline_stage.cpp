@@ -31,11 +31,13 @@ model::LayerSpan PipelineStage::span(int chunk) const {
                                    chunk == part_.chunks() - 1, recompute_});
 }
 
-int64_t PipelineStage::activation_floats(int in_flight) const {
+int64_t PipelineStage::activation_floats(int in_flight, bool split_backward) const {
     int64_t sum = 0;
-    for (int c : part_.chunks_of(rank_))
-        sum +=
-            model::family_of(model_.config()).activation_floats(model_.config(), B_, T_, span(c));
+    for (int c : part_.chunks_of(rank_)) {
+        model::LayerSpan s = span(c);
+        s.deferred_weights = split_backward;
+        sum += model::activation_floats(model_.config(), B_, T_, s);
+    }
     return sum * in_flight / std::max<int64_t>(1, part_.vpp);
 }
 

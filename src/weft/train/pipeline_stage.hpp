@@ -47,8 +47,9 @@ class PipelineStage : public pipeline::StageWork {
     // most it ever held at once; with a split backward, also the copies of output gradients
     // its W's wait on.
     int64_t activation_bytes() const;
-    // Analytic floats of the activations of `count` micro-batches in flight per chunk.
-    int64_t activation_floats(int in_flight) const;
+    // Analytic floats of the activations of `in_flight` micro-batches per chunk; with
+    // `split_backward` (zb-h1, zb-v), also the output-gradient copies their W's wait on.
+    int64_t activation_floats(int in_flight, bool split_backward) const;
 
     void forward(int micro, int chunk) override;
     void backward(int micro, int chunk) override;

@@ -33,7 +33,7 @@ MemoryEstimate memory_estimate(const TrainState& st, int64_t baseline_rss, int64
         const pipeline::Schedule s =
             pipeline::make_schedule(l.pp_schedule, l.pp, l.vpp, int(micro_batches));
         const int in_flight = pipeline::simulate(s, {}).peak_in_flight[size_t(st.pipeline_rank())];
-        m.activations = 4 * stage->activation_floats(in_flight);
+        m.activations = 4 * stage->activation_floats(in_flight, s.split_backward());
     } else {
         m.activations = activation_bytes(st);
     }

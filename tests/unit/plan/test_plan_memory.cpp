@@ -158,6 +158,17 @@ TEST(PlanMemory, PipelineInFlightScalesActivations) {
     EXPECT_DOUBLE_EQ(eight.activations, 96 * layer);
 }
 
+// The zero-bubble schedules hold each layer's output-gradient copies from B to W: GPT-2's 9C
+// floats a token (its four products' widths), the count the trainer's estimate reads too.
+TEST(PlanMemory, EngineCountsTheCopiesWWaitsOn) {
+    const Workload w = workload("gpt2", 8, 1024, "fp32", MemoryProfile::engine);
+    Candidate k = layout(1, 1, 2, 0, 1);
+    const MemoryBreakdown onef = stage_memory(w, big_cluster(), k, 0, 2);
+    k.layout.pp_schedule = ScheduleKind::zb_h1;
+    const MemoryBreakdown zb = stage_memory(w, big_cluster(), k, 0, 2);
+    EXPECT_DOUBLE_EQ(zb.activations - onef.activations, 2.0 * 6 * 1024 * 9 * 768 * 4);
+}
+
 // Per layer, the engine profile counts what model::Activations allocates under tensor and
 // sequence parallelism (a span of n layers without the head minus a span of none).
 TEST(PlanMemory, EngineLayerFloatsFollowTheModelUnderTensorParallelism) {
