@@ -5,7 +5,9 @@
 # per schedule with --trace and prints the last step's bubble: measured (1 - compute / (pp x step
 # time)), simulated from the step's own mean forward/backward time per chunk, and the paper's
 # formula, with each rank's mean forward and backward time per chunk from the trace (for the
-# zero-bubble schedules B + W, then T_B and T_W apart), and the first stage's activation bytes.
+# zero-bubble schedules B + W, then T_B and T_W apart), the first stage's activation bytes, and
+# each stage's idle share of the step, measured [simulated]. The zero-bubble schedules time their
+# first step and run the later ones (the traced fourth among them) as made for those costs.
 # Two cases: 8 layers split evenly (the head on the last stage makes it the slow one), and, at
 # pp 2, 16 layers split so that both stages do the same work per micro-batch (zb-v's V puts the
 # head's chunk on rank 0 beside the first: 2,6,6,2).
@@ -14,8 +16,8 @@ BUILD=${1:-build} PP=${2:-2} M=${3:-8}
 source "$(dirname "$0")/lib.sh"
 bench_start "$BUILD"
 echo "load: $(bench_load); pp $PP, $M micro-batches of 1 x 256 tokens, 1 thread per rank"
-printf "%-7s %-9s %-12s %-9s %-9s %-7s %-7s %-9s %s\n" layers split schedule measured simulated \
-  ideal step "act MB" "per rank: mean F / B+W per chunk (ms) [B / W]"
+printf "%-7s %-9s %-12s %-9s %-9s %-7s %-7s %-9s %-23s %s\n" layers split schedule measured simulated \
+  ideal step "act MB" "idle/stage meas [sim]" "per rank: mean F / B+W per chunk (ms) [B / W]"
 
 # Mean forward and backward duration per rank from a Chrome trace (one key per line, as weft
 # writes it).
@@ -37,13 +39,19 @@ rank_means() {
              } }' "$1"
 }
 field() { grep '"event":"pipeline_trace"' "$1" | grep -o "\"$2\":[0-9.e+-]*" | cut -d: -f2; }
+# A per-stage list of the pipeline_trace line, to 3 decimals: "0.091 0.164".
+stages() {
+  grep '"event":"pipeline_trace"' "$1" | grep -o "\"$2\":\[[^]]*\]" | cut -d'[' -f2 | tr -d ']' \
+    | tr ',' '\n' | xargs printf "%.3f " | sed 's/ $//'
+}
 
 run() {  # run <layers> <schedule> [--pp-layers split]
   local layers=$1 sched=$2 split=even extra=()
   shift 2
   [ $# -gt 0 ] && split=$2 && extra+=("$@")
   [ "$sched" = interleaved ] && extra+=(--vpp 2)
-  local out="run_${layers}_${sched}_$split"
+  RUNS=$((${RUNS:-0} + 1))
+  local out="run${RUNS}_${layers}_${sched}_$split"
   mpirun -np "$PP" --bind-to none "$WEFT" train --model gpt2 --n-layer "$layers" --n-embd 512 \
     --n-head 8 --data data/tinyshakespeare_train.bin --batch-size "$M" --micro-batch-size 1 \
     --seq-len 256 --steps 4 --threads 1 --peak-gflops 100 --pp "$PP" --pp-schedule "$sched" \
@@ -51,18 +59,22 @@ run() {  # run <layers> <schedule> [--pp-layers split]
   local step act
   step=$(grep '"step":4,' "$out/metrics.jsonl" | grep -o '"step_time_s":[0-9.e+-]*' | cut -d: -f2)
   act=$(grep '"step":4,' "$out/metrics.jsonl" | grep -o '"activation_bytes":[0-9]*' | cut -d: -f2)
-  printf "%-7s %-9s %-12s %-9.3f %-9.3f %-7.3f %-7.2f %-9.1f %s\n" "$layers" "$split" "$sched" \
+  printf "%-7s %-9s %-12s %-9.3f %-9.3f %-7.3f %-7.2f %-9.1f %-23s %s\n" "$layers" "$split" "$sched" \
     "$(field "$out/metrics.jsonl" bubble_measured)" "$(field "$out/metrics.jsonl" bubble_simulated)" \
     "$(field "$out/metrics.jsonl" bubble_ideal)" "$step" "$(echo "${act:-0} / 1000000" | bc -l)" \
+    "$(stages "$out/metrics.jsonl" idle_measured) [$(stages "$out/metrics.jsonl" idle_simulated)]" \
     "$(rank_means "$out.json")"
 }
 
 for sched in gpipe 1f1b interleaved zb-h1 zb-v; do run 8 $sched; done
 if [ "$PP" = 2 ]; then
   run 16 gpipe --pp-layers 12,4
-  run 16 1f1b --pp-layers 12,4
+  # 1F1B and zb-h1 back to back (other jobs share the cores), twice.
+  for i in 1 2; do
+    run 16 1f1b --pp-layers 12,4
+    run 16 zb-h1 --pp-layers 12,4
+  done
   run 16 interleaved --pp-layers 6,2,6,2
-  run 16 zb-h1 --pp-layers 12,4
   run 16 zb-v --pp-layers 2,6,6,2
 fi
 echo "load after: $(bench_load)"
