@@ -1,4 +1,5 @@
-// The SVG picture and the Chrome trace of a simulated schedule.
+// The SVG picture and the Chrome trace of a simulated schedule, and costs from measured records.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -98,4 +99,26 @@ TEST(PipelineTrace, EventCountAndFields) {
 }
 
 }  // namespace
+// The costs a zero-bubble schedule is made for, from measured records: per chunk the mean or the
+// median over micro-batches (the first micro-batch allocates and is slow), B + W per micro-batch.
+TEST(PipelineTrace, MeasuredCosts) {
+    std::vector<TraceRecord> recs;
+    auto add = [&](int rank, const char* kind, int m, int c, double us) {
+        recs.push_back({rank, fmt::format("{} m{} c{}", kind, m, c), kind, 0, us});
+    };
+    for (int m = 0; m < 3; ++m) {
+        add(0, "forward", m, 0, m == 0 ? 90 : 10 + m);
+        add(0, "backward_input", m, 0, 20);
+        add(0, "backward_weight", m, 0, 5 + m);
+        add(1, "forward", m, 1, 40);
+        add(1, "backward", m, 1, 30);
+        add(1, "send", m, 1, 1000);  // not compute
+    }
+    const Costs med = measured_costs(2, recs, true), mean = measured_costs(2, recs, false);
+    EXPECT_EQ(med.chunk_forward, (std::vector<double>{12, 40}));
+    EXPECT_EQ(mean.chunk_forward, (std::vector<double>{(90 + 11 + 12) / 3.0, 40}));
+    EXPECT_EQ(med.chunk_backward, (std::vector<double>{26, 30}));
+    EXPECT_EQ(med.chunk_weight, (std::vector<double>{6, 0}));
+}
+
 }  // namespace weft::pipeline
