@@ -16,6 +16,13 @@ struct PrepareArgs {
     std::filesystem::path tokenizer;  // empty: GPT-2's files in tokenizer_dir
     int64_t val_tokens = 32768;
 };
+
+void print_result(const data::PrepareResult& r) {
+    fmt::print("{}: {} tokens, {} documents\n{}: {} tokens, {} documents\n", r.train_path.string(),
+               r.train_tokens, r.train_documents, r.val_path.string(), r.val_tokens,
+               r.val_documents);
+}
+
 }  // namespace
 
 void add_prepare_command(CLI::App& app) {
@@ -24,7 +31,9 @@ void add_prepare_command(CLI::App& app) {
         app.add_subcommand("prepare",
                            "Tokenise a text file with the GPT-2 BPE (or a Hugging Face "
                            "tokenizer.json) into <stem>_train.bin and <stem>_val.bin (llm.c's "
-                           "format; its uint32 layout for ids past 65535)");
+                           "format; its uint32 layout for ids past 65535), each with its "
+                           "document index <stem>_train.idx, <stem>_val.idx: a document is a "
+                           "section of the text ending at a blank line (\"\\n\\n\")");
     c->add_option("--input", a->input, "Text file (UTF-8)")->capture_default_str();
     c->add_option("--out", a->out, "Directory for the token files")->capture_default_str();
     c->add_option("--val-tokens", a->val_tokens,
@@ -45,8 +54,7 @@ void add_prepare_command(CLI::App& app) {
         const std::unique_ptr<data::Tokenizer> tok =
             data::open_tokenizer(a->tokenizer, a->tokenizer_dir);
         data::PrepareResult r = data::prepare_dataset(a->input, a->out, *tok, a->val_tokens);
-        fmt::print("{}: {} tokens\n{}: {} tokens\n", r.train_path.string(), r.train_tokens,
-                   r.val_path.string(), r.val_tokens);
+        print_result(r);
     });
 }
 

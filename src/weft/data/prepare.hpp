@@ -8,8 +8,14 @@
 // tokenizer normalises so). The first `val_tokens` tokens go to <stem>_val.bin, the rest to
 // <stem>_train.bin, both in llm.c's format: uint16 ids (version 1) for a vocabulary of at most
 // 65536 ids, uint32 (llm.c's Llama 3 layout) when an id past 65535 occurs.
+//
+// Each section is a document: its start (its end-of-text token) goes into the document index
+// beside each file, <stem>_val.idx and <stem>_train.idx (doc_index.hpp), which --pack documents
+// reads. A section the split cuts in two is a document in each file.
 #include <cstdint>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "weft/data/tokenizer.hpp"
 
@@ -18,7 +24,8 @@ namespace weft::data {
 struct PrepareResult {
     std::filesystem::path train_path, val_path;
     int64_t train_tokens = 0, val_tokens = 0;
-    int64_t sections = 0;  // end-of-text tokens written
+    int64_t sections = 0;                            // end-of-text tokens written
+    int64_t train_documents = 0, val_documents = 0;  // in each file's index
 };
 
 // Errors before any file is written when the text is missing, empty or not UTF-8 (a NUL byte or

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "weft/core/error.hpp"
+#include "weft/data/doc_index.hpp"
 #include "weft/data/prepare.hpp"
 #include "weft/data/token_file.hpp"
 
@@ -84,6 +85,23 @@ TEST_F(PrepareTest, SectionsKeepTheirSeparators) {
     EXPECT_EQ(std::count(all.begin(), all.end(), tok_->eot()), 4);  // the literal stays text
     std::erase(all, tok_->eot());
     EXPECT_EQ(tok_->decode(all), text);
+}
+
+// Each file's index lists its documents: every end-of-text token starts one, and the training
+// file starts with the rest of the document the split cut.
+TEST_F(PrepareTest, IndexesEachFilesDocuments) {
+    fs::create_directories(dir_);
+    std::ofstream(dir_ / "small.txt", std::ios::binary) << "One two three.\n\nFour.\n\nFive six.";
+    auto r = weft::data::prepare_dataset(dir_ / "small.txt", dir_, *tok_, 3);
+    for (const fs::path& p : {r.val_path, r.train_path}) {
+        const TokenFile f = TokenFile::open(p);
+        const std::vector<int32_t> toks = tokens_of(p);
+        std::vector<int64_t> expected{0};
+        for (size_t i = 1; i < toks.size(); ++i)
+            if (toks[i] == tok_->eot()) expected.push_back(int64_t(i));
+        EXPECT_EQ(weft::data::read_doc_index(weft::data::doc_index_path(p), f), expected) << p;
+    }
+    EXPECT_EQ(weft::data::doc_index_path(r.train_path), dir_ / "small_train.idx");
 }
 
 TEST_F(PrepareTest, MissingOrEmptyInputWritesNothing) {
