@@ -1,5 +1,6 @@
 # Document boundaries from the command line: `weft prepare` writes each token file's document
-# index (its header and the count it reports).
+# index (its header and the count it reports); --synthetic writes a long-tailed corpus whose
+# lengths follow the stated distribution; each bad input is one clear error with nothing written.
 source "$(dirname "$0")/lib.sh"
 prepare_data
 
@@ -11,4 +12,20 @@ read -r version tokens docs <<<"$(idx_header data/tinyshakespeare_train.idx)"
 [ "$version $tokens" = "1 305260" ] && [ "$docs" -gt 6000 ] &&
   ok "train index: version 1, 305260 tokens, $docs documents" || bad "index header: $version $tokens $docs"
 
+# A synthetic corpus: 400 documents of median 40 tokens, capped at 600.
+out=$("$WEFT" prepare --synthetic 400 --lengths lognormal:40:1.0 --max-doc-len 600 --val-tokens 2000 --out syn)
+grep -q "syn/synthetic_train.bin: .* tokens, .* documents" <<<"$out" && ok "synthetic: $out" || bad "synthetic output: $out"
+read -r _ total ndocs <<<"$(idx_header syn/synthetic_train.idx)"
+read -r _ vtotal vdocs <<<"$(idx_header syn/synthetic_val.idx)"
+# A lognormal of median 40 and sigma 1 has mean 40 e^0.5 = 66: 400 of them ~26,000 tokens.
+all=$((total + vtotal))
+[ "$all" -gt 18000 ] && [ "$all" -lt 36000 ] && ok "synthetic: $all tokens in all" || bad "synthetic: $all tokens"
+again=$("$WEFT" prepare --synthetic 400 --lengths lognormal:40:1.0 --max-doc-len 600 --val-tokens 2000 --out syn2)
+cmp -s syn/synthetic_train.bin syn2/synthetic_train.bin && ok "synthetic: the same for the same seed" ||
+  bad "synthetic: two runs differ"
+
+expect_error "--lengths 'zipf:1:2': expected lognormal:MEDIAN:SIGMA or pareto:MIN:ALPHA" s3 -- \
+  prepare --synthetic 10 --lengths zipf:1:2 --out s3
+expect_error "--lengths 'pareto:0:1': expected" s3 -- prepare --synthetic 10 --lengths pareto:0:1 --out s3
+expect_error "--lengths requires --synthetic" s3 -- prepare --lengths pareto:2:1 --out s3
 finish

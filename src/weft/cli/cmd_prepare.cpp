@@ -6,6 +6,7 @@
 #include "weft/cli/commands.hpp"
 #include "weft/cli/output_paths.hpp"
 #include "weft/data/prepare.hpp"
+#include "weft/data/synthetic.hpp"
 #include "weft/data/tokenizer.hpp"
 
 namespace weft::cli {
@@ -15,6 +16,10 @@ struct PrepareArgs {
     std::filesystem::path input = "data/tinyshakespeare.txt", out = "data", tokenizer_dir = "data";
     std::filesystem::path tokenizer;  // empty: GPT-2's files in tokenizer_dir
     int64_t val_tokens = 32768;
+    int64_t synthetic = 0;  // documents of a synthetic corpus; 0: tokenise --input
+    std::string lengths = "lognormal:300:1.2";
+    int64_t max_doc_len = 32768;
+    uint64_t seed = 1;
 };
 
 void print_result(const data::PrepareResult& r) {
@@ -23,6 +28,9 @@ void print_result(const data::PrepareResult& r) {
                r.val_documents);
 }
 
+// GPT-2's end-of-text id: a synthetic corpus is over GPT-2's vocabulary, so that every preset
+// trains on it.
+constexpr int32_t kSyntheticEot = 50256;
 }  // namespace
 
 void add_prepare_command(CLI::App& app) {
@@ -34,7 +42,8 @@ void add_prepare_command(CLI::App& app) {
                            "format; its uint32 layout for ids past 65535), each with its "
                            "document index <stem>_train.idx, <stem>_val.idx: a document is a "
                            "section of the text ending at a blank line (\"\\n\\n\")");
-    c->add_option("--input", a->input, "Text file (UTF-8)")->capture_default_str();
+    CLI::Option* input =
+        c->add_option("--input", a->input, "Text file (UTF-8)")->capture_default_str();
     c->add_option("--out", a->out, "Directory for the token files")->capture_default_str();
     c->add_option("--val-tokens", a->val_tokens,
                   "Tokens from the start that go to the validation file")
@@ -43,14 +52,46 @@ void add_prepare_command(CLI::App& app) {
         c->add_option("--tokenizer-dir", a->tokenizer_dir,
                       "Directory with GPT-2's encoder.json and vocab.bpe (the default tokenizer)")
             ->capture_default_str();
-    c->add_option("--tokenizer", a->tokenizer,
-                  "A Hugging Face tokenizer.json, or a directory holding one, of the byte-level "
-                  "BPE kind (GPT-2, Llama 3, Qwen2, SmolLM). Documents are separated by its "
-                  "end-of-text token: eos_token of a tokenizer_config.json beside it, else the "
-                  "added token <|endoftext|>, <|end_of_text|> or </s>")
-        ->excludes(dir);
+    CLI::Option* tokenizer =
+        c->add_option(
+             "--tokenizer", a->tokenizer,
+             "A Hugging Face tokenizer.json, or a directory holding one, of the byte-level "
+             "BPE kind (GPT-2, Llama 3, Qwen2, SmolLM). Documents are separated by its "
+             "end-of-text token: eos_token of a tokenizer_config.json beside it, else the "
+             "added token <|endoftext|>, <|end_of_text|> or </s>")
+            ->excludes(dir);
+    CLI::Option* synthetic =
+        c->add_option(
+             "--synthetic", a->synthetic,
+             "Write a synthetic corpus of N documents instead (synthetic_train.bin, "
+             "synthetic_val.bin and their indexes; GPT-2's vocabulary): each an end-of-text "
+             "token and a random motif repeated, of lengths from --lengths")
+            ->check(CLI::PositiveNumber)
+            ->excludes(input)
+            ->excludes(tokenizer)
+            ->excludes(dir);
+    c->add_option("--lengths", a->lengths,
+                  "Document lengths of --synthetic: lognormal:MEDIAN:SIGMA or pareto:MIN:ALPHA")
+        ->capture_default_str()
+        ->needs(synthetic);
+    c->add_option("--max-doc-len", a->max_doc_len, "Longest document of --synthetic, in tokens")
+        ->capture_default_str()
+        ->needs(synthetic);
+    c->add_option("--seed", a->seed, "Seed of --synthetic's lengths and tokens")
+        ->capture_default_str()
+        ->needs(synthetic);
     c->callback([a] {
         check_output_paths({{a->out, "--out", true}});
+        if (a->synthetic > 0) {
+            const data::LengthDistribution d =
+                data::parse_length_distribution(a->lengths, a->max_doc_len);
+            const data::SyntheticCorpus corpus = data::synthetic_corpus(
+                data::synthetic_lengths(d, a->synthetic, a->seed), kSyntheticEot, a->seed);
+            const data::PrepareResult r = data::write_documents(corpus.tokens, corpus.starts,
+                                                                a->out, "synthetic", a->val_tokens);
+            print_result(r);
+            return;
+        }
         const std::unique_ptr<data::Tokenizer> tok =
             data::open_tokenizer(a->tokenizer, a->tokenizer_dir);
         data::PrepareResult r = data::prepare_dataset(a->input, a->out, *tok, a->val_tokens);

@@ -117,4 +117,18 @@ PrepareResult prepare_dataset(const std::filesystem::path& text_file,
     return result;
 }
 
+PrepareResult write_documents(const std::vector<uint16_t>& tokens,
+                              const std::vector<int64_t>& starts,
+                              const std::filesystem::path& out_dir, const std::string& stem,
+                              int64_t val_tokens) {
+    WEFT_CHECK(val_tokens >= 1 && int64_t(tokens.size()) > val_tokens,
+               "{} tokens of documents, expected more than the {} validation tokens (--val-tokens "
+               "at least 1)",
+               tokens.size(), val_tokens);
+    PrepareResult result;
+    result.sections = int64_t(starts.size());
+    write_split(tokens, starts, val_tokens, out_dir, stem, result);
+    return result;
+}
+
 }  // namespace weft::data

@@ -35,4 +35,12 @@ PrepareResult prepare_dataset(const std::filesystem::path& text_file,
                               const std::filesystem::path& out_dir, const Tokenizer& tokenizer,
                               int64_t val_tokens = 32768);
 
+// Tokens already made, documents starting at `starts` (0 first): <stem>_val.bin and
+// <stem>_train.bin and their indexes in out_dir, as prepare_dataset writes them (the synthetic
+// corpus, synthetic.hpp). Errors when nothing would be left to train on.
+PrepareResult write_documents(const std::vector<uint16_t>& tokens,
+                              const std::vector<int64_t>& starts,
+                              const std::filesystem::path& out_dir, const std::string& stem,
+                              int64_t val_tokens);
+
 }  // namespace weft::data
