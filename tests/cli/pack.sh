@@ -1,6 +1,7 @@
-# Document boundaries from the command line: `weft prepare` writes each token file's document
-# index (its header and the count it reports); --synthetic writes a long-tailed corpus whose
-# lengths follow the stated distribution; each bad input is one clear error with nothing written.
+# Document boundaries and packing from the command line: `weft prepare` writes each token file's
+# document index (its header and the count it reports); --synthetic writes a long-tailed corpus
+# whose lengths follow the stated distribution; `weft train --pack documents` trains on either;
+# and each bad input is one clear error with nothing written.
 source "$(dirname "$0")/lib.sh"
 prepare_data
 
@@ -24,6 +25,20 @@ again=$("$WEFT" prepare --synthetic 400 --lengths lognormal:40:1.0 --max-doc-len
 cmp -s syn/synthetic_train.bin syn2/synthetic_train.bin && ok "synthetic: the same for the same seed" ||
   bad "synthetic: two runs differ"
 
+common=(--model tiny --batch-size 4 --seq-len 64 --steps 2 --threads 1 --peak-gflops 100 --eval-batches 1)
+"$WEFT" train "${common[@]}" --data syn/synthetic_train.bin --pack documents --out runs/syn >syn.log 2>&1 &&
+  grep -q '"step":2' runs/syn/metrics.jsonl && ok "trains --pack documents on the synthetic corpus" ||
+  { bad "training on the synthetic corpus"; cat syn.log; }
+"$WEFT" train "${common[@]}" --data data/tinyshakespeare_train.bin --pack documents --out runs/ts >ts.log 2>&1 &&
+  ok "trains --pack documents on the bundled corpus" || { bad "training on the bundled corpus"; cat ts.log; }
+
+cp data/tinyshakespeare_train.bin bare.bin
+expect_error "--pack documents: token file 'bare.bin' has no document index 'bare.idx'" runs/x -- \
+  train "${common[@]}" --data bare.bin --pack documents --out runs/x
+"$WEFT" train "${common[@]}" --data bare.bin --pack none --out runs/bare >bare.log 2>&1 &&
+  ok "a token file without an index trains with --pack none" || { bad "--pack none without an index"; cat bare.log; }
+expect_error "--pack must be none or documents, got 'docs'" runs/x -- \
+  train "${common[@]}" --data bare.bin --pack docs --out runs/x
 expect_error "--lengths 'zipf:1:2': expected lognormal:MEDIAN:SIGMA or pareto:MIN:ALPHA" s3 -- \
   prepare --synthetic 10 --lengths zipf:1:2 --out s3
 expect_error "--lengths 'pareto:0:1': expected" s3 -- prepare --synthetic 10 --lengths pareto:0:1 --out s3

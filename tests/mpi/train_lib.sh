@@ -22,10 +22,10 @@ train() {  # train <np> <out> args...: rank 0's output in <out>.log
     || { echo "FAILED: mpirun -np $np weft train $* (see below)"; cat "$out.log"; failures=$((failures + 1)); }
 }
 ckpt() { echo "$1/checkpoints/step_$(printf %06d "$2")"; }
-same_as_ref() {  # same_as_ref <run> <ref> [step] [tol]: losses within tol (1e-5), weights 1e-4
+same_as_ref() {  # same_as_ref <run> <ref> [step] [tol] [wtol]: losses within tol (1e-5), weights wtol (1e-4)
   local step=${3:-5}
   check "$CHECK" losses "$2" "$1" "${4:-1e-5}"
-  check "$CHECK" weights "$(ckpt "$2" "$step")" "$(ckpt "$1" "$step")" 1e-4
+  check "$CHECK" weights "$(ckpt "$2" "$step")" "$(ckpt "$1" "$step")" "${5:-1e-4}"
 }
 expect_error() {  # expect_error <np> <message> args...: non-zero exit, the message, nothing written
   local np=$1 msg=$2

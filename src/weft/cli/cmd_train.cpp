@@ -85,6 +85,10 @@ void add_train_command(CLI::App& app) {
         ->capture_default_str();
     c->add_flag("--sequential", o->sequential,
                 "Read the data in order (llm.c): row r of batch b is tokens [(b*B+r)*T, +T+1)");
+    c->add_option("--pack", o->pack,
+                  "none: one sequence a row; documents: attention and positions restart at each "
+                  "document of the token file's index (docs/long_context.md)")
+        ->capture_default_str();
     c->add_option("--eval-every", o->eval_every, "Validation loss every N steps (0: at the end)")
         ->capture_default_str();
     c->add_option("--eval-batches", o->eval_batches, "Batches of the validation file to evaluate")
@@ -164,7 +168,7 @@ void add_train_command(CLI::App& app) {
                    "--moe-router-bias-update-rate"});
     group_options(c, "Data and run",
                   {"--data", "--val-data", "--data-format", "--out", "--steps", "--batch-size",
-                   "--seq-len", "--seed", "--sequential"});
+                   "--seq-len", "--seed", "--sequential", "--pack"});
     group_options(c, "Optimizer",
                   {"--optimizer", "--lr", "--lr-schedule", "--min-lr-ratio", "--warmup",
                    "--weight-decay", "--beta1", "--beta2", "--eps", "--mezo-eps", "--grad-clip"});

@@ -2,7 +2,9 @@
 
 #include <cstring>
 
+#include "weft/core/error.hpp"
 #include "weft/kernels/attention/attention.hpp"
+#include "weft/kernels/attention/varlen.hpp"
 
 namespace weft::model {
 
@@ -12,6 +14,7 @@ void AttentionCore::forward(CpAttention* cp, float* qkv32, float* out32) {
     const int64_t BT = B * T, A = q_width(), KV = kv_width(), L = ld();
     const bool b16 = qkv.bf16();
     const CpAttentionShape cps{B, T, NH, NKV, HS, L, L, A};
+    WEFT_CHECK(!cp || cu_seqlens.empty(), "internal: packed documents under context parallelism");
     if (cp && b16) {
         // The cp region runs on the kept bf16 q, k, v; its output is fp32, rounded into the kept
         // output.
@@ -20,6 +23,13 @@ void AttentionCore::forward(CpAttention* cp, float* qkv32, float* out32) {
         keep_rounded(out, at_out, out32, BT, A);
     } else if (cp) {
         cp->forward(out32, lse, qkv32, qkv32 + A, qkv32 + A + KV, cps);
+    } else if (!cu_seqlens.empty() && b16) {
+        const uint16_t* q16 = qkv.b16() + at_qkv;
+        k::attention_forward_varlen_bf16(out.b16() + at_out, lse, q16, q16 + A, q16 + A + KV,
+                                         {B, T, T, NH, HS, L, L, A, 0, NKV}, cu_seqlens);
+    } else if (!cu_seqlens.empty()) {
+        k::attention_forward_varlen(out32, lse, qkv32, qkv32 + A, qkv32 + A + KV,
+                                    {B, T, T, NH, HS, L, L, A, 0, NKV}, cu_seqlens);
     } else if (b16) {
         const uint16_t* q16 = qkv.b16() + at_qkv;
         k::attention_forward_bf16(out.b16() + at_out, lse, q16, q16 + A, q16 + A + KV,
@@ -41,6 +51,18 @@ void AttentionCore::backward(CpAttention* cp, float* dqkv, const float* dout32,
         const float* q = qkv.f32() + at_qkv;
         cp->backward(dqkv, dqkv + A, dqkv + A + KV, dout32, q, q + A, q + A + KV,
                      out.f32() + at_out, lse, cps);
+    } else if (!cu_seqlens.empty() && qkv.bf16()) {
+        std::memset(dqkv, 0, size_t(B * T * L) * sizeof(float));  // the kernel accumulates
+        const uint16_t* q16 = qkv.b16() + at_qkv;
+        k::attention_backward_varlen_bf16(dqkv, dqkv + A, dqkv + A + KV, dout16, q16, q16 + A,
+                                          q16 + A + KV, out.b16() + at_out, lse,
+                                          {B, T, T, NH, HS, L, L, A, 0, NKV}, cu_seqlens);
+    } else if (!cu_seqlens.empty()) {
+        std::memset(dqkv, 0, size_t(B * T * L) * sizeof(float));  // the kernel accumulates
+        const float* q = qkv.f32() + at_qkv;
+        k::attention_backward_varlen(dqkv, dqkv + A, dqkv + A + KV, dout32, q, q + A, q + A + KV,
+                                     out.f32() + at_out, lse, {B, T, T, NH, HS, L, L, A, 0, NKV},
+                                     cu_seqlens);
     } else if (qkv.bf16()) {
         std::memset(dqkv, 0, size_t(B * T * L) * sizeof(float));  // the bf16 kernel accumulates
         const uint16_t* q16 = qkv.b16() + at_qkv;

@@ -4,11 +4,14 @@
 // heads, this rank's under tensor parallelism), run as whichever variant the run needs, chosen
 // here and nowhere else:
 //   - context parallel: the CpAttention region (ring, TokenRing, Ulysses or their hybrid);
+//   - packed documents (cu_seqlens): attention inside each document (kernels/attention/
+//     varlen.hpp), fp32 or bf16; not with context parallelism (refused before a run starts);
 //   - bf16 (--dtype bf16): the bf16 kernel on the kept bf16 q, k, v;
 //   - plain fp32.
 // q, k, v are kept for backward in `qkv` and the output in `out` (fp32 or bf16 KeptTensors, at
 // the micro-batch's offsets); both are made before and read after by the family's own layers.
 #include <cstdint>
+#include <span>
 
 #include "weft/model/cp_attention.hpp"
 #include "weft/model/kept_tensor.hpp"
@@ -23,6 +26,8 @@ struct AttentionCore {
     KeptTensor& out;  // [B*T, NH HS] at at_out
     int64_t at_out;
     float* lse;  // [B, NH, T]: kept for backward
+    // Packed documents (Activations::cu_seqlens); empty: one sequence a row.
+    std::span<const int64_t> cu_seqlens = {};
 
     int64_t ld() const { return (NH + 2 * NKV) * HS; }  // a row of packed q, k, v
     int64_t q_width() const { return NH * HS; }

@@ -173,7 +173,7 @@ void Gpt2::embed_forward(Activations& a, UnitAccess& w, int64_t pos0) {
     const int64_t C = cfg_.n_embd, R = a.rows(), r0 = sp_ ? tp_rank_ * R : 0;
     for (int64_t r = 0; r < R; ++r) {
         float* x = a.resid_in(0) + r * C;
-        const float* p = e.wpe + a.positions[size_t((r0 + r) % a.T)] * C;
+        const float* p = e.wpe + a.position(r0 + r) * C;
         for (int64_t j = 0; j < C; ++j) x[j] += p[j];
     }
 }
@@ -248,7 +248,8 @@ AttentionCore Gpt2::attention(Gpt2Activations& a, int64_t slot) const {
             slot * BT * 3 * Cl,
             a.atty,
             slot * BT * Cl,
-            a.lse.data() + slot * a.B * NH * a.T};
+            a.lse.data() + slot * a.B * NH * a.T,
+            a.cu_seqlens};
 }
 
 void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, UnitAccess& w) {
@@ -426,7 +427,7 @@ void Gpt2::embed_backward(Activations& a, UnitAccess& w) {
         const int64_t C = cfg_.n_embd;
         for (int64_t r = 0; r < a.B * a.T; ++r) {
             const float* d = dall + r * C;
-            float* p = g.wpe + a.positions[size_t(r % a.T)] * C;
+            float* p = g.wpe + a.position(r) * C;
             for (int64_t j = 0; j < C; ++j) p[j] += d[j];
         }
     }

@@ -74,8 +74,9 @@ Sizes sizes(const ModelConfig& cfg, int64_t B, int64_t T, const LayerSpan& span)
     return s;
 }
 
-// Rotary embedding of B sequences of T rows at `positions` (empty: pos0 .. pos0 + T - 1), one
-// kernel call per run of consecutive positions (context parallel: a rank's two zigzag chunks).
+// Rotary embedding of B sequences of T rows at `positions` (empty: pos0 .. pos0 + T - 1; T of
+// them, one a sequence row; or B*T, one a batch row), one kernel call per run of consecutive
+// positions (context parallel: a rank's two zigzag chunks; packed: each document).
 void rope_rows(float* x, int64_t B, int64_t T, int64_t nheads, int64_t HS, int64_t ld, int64_t pos0,
                const std::vector<int64_t>& positions, const kernels::RopeTable& table,
                bool backward) {
@@ -86,11 +87,12 @@ void rope_rows(float* x, int64_t B, int64_t T, int64_t nheads, int64_t HS, int64
             k::rope_forward(p, b, n, nheads, HS, ld, at, table);
     };
     if (positions.empty()) return run(x, B, T, pos0);
+    auto at = [&](int64_t b, int64_t t) { return positions[size_t(b * T + t) % positions.size()]; };
     for (int64_t b = 0; b < B; ++b) {
         for (int64_t t0 = 0; t0 < T;) {
             int64_t t1 = t0 + 1;
-            while (t1 < T && positions[size_t(t1)] == positions[size_t(t1 - 1)] + 1) ++t1;
-            run(x + (b * T + t0) * ld, 1, t1 - t0, positions[size_t(t0)]);
+            while (t1 < T && at(b, t1) == at(b, t1 - 1) + 1) ++t1;
+            run(x + (b * T + t0) * ld, 1, t1 - t0, at(b, t0));
             t0 = t1;
         }
     }
@@ -400,7 +402,8 @@ AttentionCore Llama::attention(LlamaActivations& a, int64_t slot) const {
             slot * BT * qkv_,
             a.atty,
             slot * BT * NH_ * HS_,
-            a.lse.data() + slot * a.B * NH_ * a.T};
+            a.lse.data() + slot * a.B * NH_ * a.T,
+            a.cu_seqlens};
 }
 
 void Llama::block_forward_from(LlamaActivations& a, const LlamaBlock& p, int l, UnitAccess& w,

@@ -119,8 +119,17 @@ struct Activations {
     std::vector<int32_t> inputs, targets;  // [B*T], every row on every rank
     // The absolute position of each of a sequence's T rows; empty: 0 .. T-1. Under context
     // parallelism a rank holds two zigzag chunks of every sequence (set_context_parallel), and
-    // the position embedding and rotary angles read their positions from here.
+    // the position embedding and rotary angles read their positions from here. Packed
+    // documents (cu_seqlens) give every row of the batch its own: B*T positions, restarting at
+    // each document.
     std::vector<int64_t> positions;
+    // Packed documents (--pack documents): where each document starts in the flattened B*T
+    // rows, then B*T (kernels/attention/varlen.hpp); attention stays inside each. Empty: every
+    // row is one sequence.
+    std::vector<int64_t> cu_seqlens;
+    // The position of row r of the flattened B*T (positions listed: one a sequence row, or one
+    // a batch row).
+    int64_t position(int64_t r) const { return positions[size_t(r) % positions.size()]; }
     // The gradient scale of the training loss for this micro-batch (Model::forward's loss_scale,
     // set by whoever runs the blocks; 0: not training). Losses computed inside a block (the MoE
     // router's) are scaled by it, as the head's are.

@@ -151,6 +151,12 @@ void TrainOptions::validate() const {
                "--seq-len {} with --cp {}: context parallelism cuts every sequence into 2 x cp = "
                "{} zigzag chunks, so the sequence length must be a multiple of {}",
                seq_len, layout.cp, 2 * layout.cp, 2 * layout.cp);
+    WEFT_CHECK(pack == "none" || pack == "documents", "--pack must be none or documents, got '{}'",
+               pack);
+    WEFT_CHECK(pack == "none" || layout.cp <= 1,
+               "--pack documents with --cp {}: packed documents under context parallelism are "
+               "not implemented yet; expected --cp 1 or --pack none",
+               layout.cp);
     WEFT_CHECK(eval_every >= 0, "--eval-every must be non-negative, got {}", eval_every);
     WEFT_CHECK(eval_batches >= 1, "--eval-batches must be at least 1, got {}", eval_batches);
     WEFT_CHECK(save_every >= 0, "--save-every must be non-negative, got {}", save_every);

@@ -61,6 +61,9 @@ struct TrainOptions {
     int64_t seq_len = 256;
     uint64_t seed = 1337;
     bool sequential = false;
+    // none: one sequence a row, attention across whatever documents it holds; documents: the
+    // rows' documents apart (attention and positions), from the token file's document index.
+    std::string pack = "none";
 
     optim::OptimConfig optim;
 

@@ -118,7 +118,9 @@ void PipelineStage::forward(int micro, int chunk) {
         // The previous chunk is this rank's too (the turn of a V): its output is here.
         hand_over(acquire(micro, chunk - 1), a);
     }
-    if (first || last) (*fill_)(micro, a);
+    // Every chunk: packed documents give each chunk's attention its boundaries (and its rotary
+    // angles their positions); a window of tokens costs nothing beside a chunk's layers.
+    (*fill_)(micro, a);
     a.loss_scale = loss_scale_;
     if (first) model_.embed_forward(a, w_);
     for (int l = a.first_layer; l < a.first_layer + a.n_layers; ++l) model_.block_forward(a, w_, l);

@@ -19,7 +19,8 @@ namespace weft::train {
 
 class PipelineStage : public pipeline::StageWork {
   public:
-    // `fill(m, a)` puts micro-batch m's tokens into a.inputs and a.targets.
+    // `fill(m, a)` puts micro-batch m's tokens into a.inputs and a.targets (packed documents:
+    // a.positions and a.cu_seqlens too); called for every chunk.
     using Fill = std::function<void(int64_t micro, model::Activations& a)>;
     // `last_micro(bool)` is told before each backward whether it is its chunk's last of the step
     // (data parallelism reduces the gradients after it). T is this rank's rows per sequence;

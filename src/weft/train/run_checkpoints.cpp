@@ -37,6 +37,7 @@ nlohmann::json RunCheckpoints::run_state() const {
                         {"micro_batch_size", micro_},
                         {"seq_len", o_.seq_len},
                         {"sequential", o_.sequential},
+                        {"pack", o_.pack},
                         {"data", o_.data.string()},
                         {"steps", o_.steps},
                         {"layout", o_.layout.describe()},

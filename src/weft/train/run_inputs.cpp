@@ -5,6 +5,7 @@
 #include "weft/ckpt/checkpoint_dir.hpp"
 #include "weft/ckpt/manifest.hpp"
 #include "weft/core/error.hpp"
+#include "weft/data/doc_index.hpp"
 #include "weft/data/loader.hpp"
 #include "weft/model/state_io.hpp"
 #include "weft/train/state_checkpoint.hpp"
@@ -40,6 +41,7 @@ void check_resume_settings(const CheckpointInfo& ck, const TrainOptions& o) {
     same("batch_size", o.batch_size, "--batch-size");
     same("seq_len", o.seq_len, "--seq-len");
     same("sequential", o.sequential, "--sequential");
+    same("pack", o.pack, "--pack", "what attention sees");
     // The learning rate of a step depends on these (and, for the cosine, on --steps): a changed
     // schedule would make the resumed steps differ from the uninterrupted run's.
     same("lr", o.optim.lr, "--lr", "the learning-rate schedule");
@@ -114,8 +116,17 @@ RunInputs open_run_inputs(const TrainOptions& o, bool root) {
     WEFT_CHECK(o.seq_len <= cfg.n_positions, "--seq-len {} exceeds the model's n_positions {}",
                o.seq_len, cfg.n_positions);
 
-    RunInputs in{cfg, name, std::move(resume_from), 0, open_tokens(o.data, o, cfg), std::nullopt};
+    RunInputs in{cfg,          name, std::move(resume_from), 0, open_tokens(o.data, o, cfg),
+                 std::nullopt, {}};
     data::DataLoader(in.train, o.seq_len, o.seed, o.sequential);  // one window at least
+    if (o.pack == "documents") {
+        const fs::path idx = data::doc_index_path(o.data);
+        WEFT_CHECK(fs::exists(idx),
+                   "--pack documents: token file '{}' has no document index '{}'; expected one "
+                   "written beside it by `weft prepare` (or use --pack none)",
+                   o.data.string(), idx.string());
+        in.train_documents = data::read_doc_index(idx, in.train);
+    }
     if (fs::path vp = o.val_path(); !vp.empty()) {
         in.val = open_tokens(vp, o, cfg);
         // Found now rather than at the first evaluation, after hours of training.

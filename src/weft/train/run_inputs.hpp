@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "weft/data/token_file.hpp"
 #include "weft/model/config.hpp"
@@ -21,6 +22,8 @@ struct RunInputs {
     int64_t start_step = 0;
     data::TokenFile train;
     std::optional<data::TokenFile> val;  // with --val-data (or the training file's _val twin)
+    // --pack documents: where the training file's documents start (its document index).
+    std::vector<int64_t> train_documents;
 };
 
 // Opens and checks everything the run reads: the checkpoint to resume (a damaged newest one is

@@ -304,6 +304,10 @@ double TrainState::run_micro_batches(int64_t micro_batches,
             fill(m);
             a.inputs = act_->inputs;
             a.targets = act_->targets;
+            if (!act_->cu_seqlens.empty()) {
+                a.positions = act_->positions;
+                a.cu_seqlens = act_->cu_seqlens;
+            }
         };
         stage_->set_bf16_messages(ctx_.bf16_activations());
         const double loss = stage_->step(schedule_, mesh_.group(comm::Axis::pp), put, loss_scale,
@@ -333,6 +337,12 @@ EvalResult TrainState::evaluate(const data::TokenFile& file, int64_t B, int64_t 
                "internal: evaluation batch {} is not a multiple of dp {} x micro-batch {}", B, n,
                act_->B);
     const int64_t rows = B / n, T = act_->T * model_->cp_size();
+    // Evaluation reads plain windows (docs/long_context.md): a packed step's document
+    // boundaries and positions go, and the next step's fill sets them again.
+    if (!act_->cu_seqlens.empty()) {
+        act_->cu_seqlens.clear();
+        act_->positions.clear();
+    }
     EvalResult part =
         evaluate_rows(file, B, T, batches, mesh_.rank(comm::Axis::dp) * rows, rows, *act_, [&] {
             if (stage_) return stage_->forward_only(mesh_.group(comm::Axis::pp), *act_);
