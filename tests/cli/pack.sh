@@ -1,7 +1,8 @@
 # Document boundaries and packing from the command line: `weft prepare` writes each token file's
-# document index (its header and the count it reports); --synthetic writes a long-tailed corpus
-# whose lengths follow the stated distribution; `weft train --pack documents` trains on either;
-# and each bad input is one clear error with nothing written.
+# document index (its header and the count it reports), or one for an existing file from its
+# end-of-text tokens (--index-of); --synthetic writes a long-tailed corpus whose lengths follow
+# the stated distribution; `weft train --pack documents` trains on either; and each bad input is
+# one clear error with nothing written.
 source "$(dirname "$0")/lib.sh"
 prepare_data
 
@@ -12,6 +13,15 @@ idx_header() { od -An -t d8 -j 8 -N 24 "$1" | xargs; }
 read -r version tokens docs <<<"$(idx_header data/tinyshakespeare_train.idx)"
 [ "$version $tokens" = "1 305260" ] && [ "$docs" -gt 6000 ] &&
   ok "train index: version 1, 305260 tokens, $docs documents" || bad "index header: $version $tokens $docs"
+
+# An index made afterwards from the end-of-text tokens of a file (as for llm.c's or nanoGPT's):
+# the bundled corpus's documents each begin with one, so it is the index prepare wrote.
+cp data/tinyshakespeare_train.bin old.bin
+out=$("$WEFT" prepare --index-of old.bin)
+cmp -s old.idx data/tinyshakespeare_train.idx && ok "--index-of: $out" || bad "--index-of: $out"
+cp data/tinyshakespeare_train.bin raw.bin
+expect_error "--eot must be a token id (0 or more), got -1" raw.idx -- prepare --index-of raw.bin --eot -1
+expect_error "--eot requires --index-of" "" -- prepare --eot 7
 
 # A synthetic corpus: 400 documents of median 40 tokens, capped at 600.
 out=$("$WEFT" prepare --synthetic 400 --lengths lognormal:40:1.0 --max-doc-len 600 --val-tokens 2000 --out syn)

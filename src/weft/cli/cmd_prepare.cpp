@@ -2,9 +2,12 @@
 
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <vector>
 
 #include "weft/cli/commands.hpp"
+#include "weft/cli/layout_options.hpp"
 #include "weft/cli/output_paths.hpp"
+#include "weft/data/doc_index.hpp"
 #include "weft/data/prepare.hpp"
 #include "weft/data/synthetic.hpp"
 #include "weft/data/tokenizer.hpp"
@@ -16,6 +19,9 @@ struct PrepareArgs {
     std::filesystem::path input = "data/tinyshakespeare.txt", out = "data", tokenizer_dir = "data";
     std::filesystem::path tokenizer;  // empty: GPT-2's files in tokenizer_dir
     int64_t val_tokens = 32768;
+    std::filesystem::path index_of;  // a token file to index by its end-of-text tokens
+    int64_t eot = 50256;
+    data::TokenFormat data_format = data::TokenFormat::llmc;
     int64_t synthetic = 0;  // documents of a synthetic corpus; 0: tokenise --input
     std::string lengths = "lognormal:300:1.2";
     int64_t max_doc_len = 32768;
@@ -70,6 +76,19 @@ void add_prepare_command(CLI::App& app) {
             ->excludes(input)
             ->excludes(tokenizer)
             ->excludes(dir);
+    CLI::Option* index_of =
+        c->add_option("--index-of", a->index_of,
+                      "Instead, write the document index of an existing token file (FILE.bin -> "
+                      "FILE.idx) whose documents each begin with the end-of-text token --eot")
+            ->excludes(input)
+            ->excludes(tokenizer)
+            ->excludes(dir)
+            ->excludes(synthetic);
+    c->add_option("--eot", a->eot, "End-of-text id that starts each document of --index-of")
+        ->capture_default_str()
+        ->needs(index_of);
+    add_data_format_option(c, a->data_format);
+    c->get_option("--data-format")->needs(index_of);
     c->add_option("--lengths", a->lengths,
                   "Document lengths of --synthetic: lognormal:MEDIAN:SIGMA or pareto:MIN:ALPHA")
         ->capture_default_str()
@@ -81,6 +100,16 @@ void add_prepare_command(CLI::App& app) {
         ->capture_default_str()
         ->needs(synthetic);
     c->callback([a] {
+        if (!a->index_of.empty()) {
+            const data::TokenFile file = data::TokenFile::open(a->index_of, a->data_format);
+            const std::filesystem::path idx = data::doc_index_path(a->index_of);
+            check_output_paths({{idx, "--index-of", false}});
+            const std::vector<int64_t> starts = data::starts_at_token(file, a->eot);
+            data::write_doc_index(idx, starts, file.size());
+            fmt::print("{}: {} tokens, {} documents (each at end-of-text {})\n", idx.string(),
+                       file.size(), starts.size(), a->eot);
+            return;
+        }
         check_output_paths({{a->out, "--out", true}});
         if (a->synthetic > 0) {
             const data::LengthDistribution d =

@@ -75,4 +75,19 @@ std::vector<int64_t> read_doc_index(const std::filesystem::path& path, const Tok
     return starts;
 }
 
+std::vector<int64_t> starts_at_token(const TokenFile& file, int64_t eot) {
+    WEFT_CHECK(eot >= 0, "--eot must be a token id (0 or more), got {}", eot);
+    std::vector<int64_t> starts{0};
+    auto scan = [&](const auto* tokens) {
+        for (int64_t i = 1; i < file.size(); ++i)
+            if (int64_t(tokens[i]) == eot) starts.push_back(i);
+    };
+    if (file.data16()) {
+        scan(file.data16());
+    } else {
+        scan(file.data32());
+    }
+    return starts;
+}
+
 }  // namespace weft::data

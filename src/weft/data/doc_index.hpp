@@ -34,4 +34,8 @@ void write_doc_index(const std::filesystem::path& path, std::span<const int64_t>
 // damaged or stale index is a weft::Error naming it and what was expected.
 std::vector<int64_t> read_doc_index(const std::filesystem::path& path, const TokenFile& file);
 
+// The index of a token file whose documents each begin with the end-of-text token `eot` (llm.c's
+// and nanoGPT's files, prepared before indexes existed): 0, then every position holding `eot`.
+std::vector<int64_t> starts_at_token(const TokenFile& file, int64_t eot);
+
 }  // namespace weft::data
