@@ -39,6 +39,8 @@ common=(--model tiny --batch-size 4 --seq-len 64 --steps 2 --threads 1 --peak-gf
 "$WEFT" train "${common[@]}" --data syn/synthetic_train.bin --pack documents --out runs/syn >syn.log 2>&1 &&
   grep -q '"step":2' runs/syn/metrics.jsonl && ok "trains --pack documents on the synthetic corpus" ||
   { bad "training on the synthetic corpus"; cat syn.log; }
+grep -q '"pack":"documents"' runs/syn/metrics.jsonl && grep -q "packing documents: 375 in 26757 tokens" syn.log &&
+  ok "the run says it packs 375 documents" || bad "no packing in the start line or log: $(head -c 600 syn.log)"
 "$WEFT" train "${common[@]}" --data data/tinyshakespeare_train.bin --pack documents --out runs/ts >ts.log 2>&1 &&
   ok "trains --pack documents on the bundled corpus" || { bad "training on the bundled corpus"; cat ts.log; }
 

@@ -50,10 +50,16 @@ void RunLog::started(const TrainState& st, const RunInputs& in, const BatchSplit
         "optimizer {} = {} bytes",
         o_.layout.describe(), world, state.params, state.grads, state.optimizer, state.total()));
     note("memory estimate per rank: " + mem.describe());
+    if (!in.train_documents.empty())
+        note(
+            fmt::format("packing documents: {} in {} tokens of {}, attention and positions "
+                        "restart at each",
+                        in.train_documents.size(), in.train.size(), o_.data.string()));
     if (in.resume_from)
         note(
             fmt::format("resumed from {} at step {}", in.resume_from->dir.string(), in.start_step));
     write({{"event", "start"},
+           {"pack", o_.pack},
            {"step", in.start_step},
            {"layout", o_.layout.describe()},
            {"world_size", world},
