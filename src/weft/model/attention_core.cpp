@@ -14,6 +14,7 @@ void AttentionCore::forward(CpAttention* cp, float* qkv32, float* out32) {
     const int64_t BT = B * T, A = q_width(), KV = kv_width(), L = ld();
     const bool b16 = qkv.bf16();
     const CpAttentionShape cps{B, T, NH, NKV, HS, L, L, A};
+    const k::AttentionShape whole{B, T, T, NH, HS, L, L, A, 0, NKV};  // the rows as sequences
     WEFT_CHECK(!cp || cu_seqlens.empty(), "internal: packed documents under context parallelism");
     if (cp && b16) {
         // The cp region runs on the kept bf16 q, k, v; its output is fp32, rounded into the kept
@@ -25,15 +26,14 @@ void AttentionCore::forward(CpAttention* cp, float* qkv32, float* out32) {
         cp->forward(out32, lse, qkv32, qkv32 + A, qkv32 + A + KV, cps);
     } else if (!cu_seqlens.empty() && b16) {
         const uint16_t* q16 = qkv.b16() + at_qkv;
-        k::attention_forward_varlen_bf16(out.b16() + at_out, lse, q16, q16 + A, q16 + A + KV,
-                                         {B, T, T, NH, HS, L, L, A, 0, NKV}, cu_seqlens);
+        k::attention_forward_varlen_bf16(out.b16() + at_out, lse, q16, q16 + A, q16 + A + KV, whole,
+                                         cu_seqlens);
     } else if (!cu_seqlens.empty()) {
-        k::attention_forward_varlen(out32, lse, qkv32, qkv32 + A, qkv32 + A + KV,
-                                    {B, T, T, NH, HS, L, L, A, 0, NKV}, cu_seqlens);
+        k::attention_forward_varlen(out32, lse, qkv32, qkv32 + A, qkv32 + A + KV, whole,
+                                    cu_seqlens);
     } else if (b16) {
         const uint16_t* q16 = qkv.b16() + at_qkv;
-        k::attention_forward_bf16(out.b16() + at_out, lse, q16, q16 + A, q16 + A + KV,
-                                  {B, T, T, NH, HS, L, L, A, 0, NKV});
+        k::attention_forward_bf16(out.b16() + at_out, lse, q16, q16 + A, q16 + A + KV, whole);
     } else {
         k::attention_forward_qkv(out32, lse, qkv32, B, T, NH, HS, NKV);
     }
@@ -43,6 +43,7 @@ void AttentionCore::backward(CpAttention* cp, float* dqkv, const float* dout32,
                              const uint16_t* dout16) {
     const int64_t A = q_width(), KV = kv_width(), L = ld();
     const CpAttentionShape cps{B, T, NH, NKV, HS, L, L, A};
+    const k::AttentionShape whole{B, T, T, NH, HS, L, L, A, 0, NKV};
     if (cp && qkv.bf16()) {
         const uint16_t* q16 = qkv.b16() + at_qkv;
         cp->backward(dqkv, dqkv + A, dqkv + A + KV, dout16, q16, q16 + A, q16 + A + KV,
@@ -55,20 +56,17 @@ void AttentionCore::backward(CpAttention* cp, float* dqkv, const float* dout32,
         std::memset(dqkv, 0, size_t(B * T * L) * sizeof(float));  // the kernel accumulates
         const uint16_t* q16 = qkv.b16() + at_qkv;
         k::attention_backward_varlen_bf16(dqkv, dqkv + A, dqkv + A + KV, dout16, q16, q16 + A,
-                                          q16 + A + KV, out.b16() + at_out, lse,
-                                          {B, T, T, NH, HS, L, L, A, 0, NKV}, cu_seqlens);
+                                          q16 + A + KV, out.b16() + at_out, lse, whole, cu_seqlens);
     } else if (!cu_seqlens.empty()) {
         std::memset(dqkv, 0, size_t(B * T * L) * sizeof(float));  // the kernel accumulates
         const float* q = qkv.f32() + at_qkv;
         k::attention_backward_varlen(dqkv, dqkv + A, dqkv + A + KV, dout32, q, q + A, q + A + KV,
-                                     out.f32() + at_out, lse, {B, T, T, NH, HS, L, L, A, 0, NKV},
-                                     cu_seqlens);
+                                     out.f32() + at_out, lse, whole, cu_seqlens);
     } else if (qkv.bf16()) {
         std::memset(dqkv, 0, size_t(B * T * L) * sizeof(float));  // the bf16 kernel accumulates
         const uint16_t* q16 = qkv.b16() + at_qkv;
         k::attention_backward_bf16(dqkv, dqkv + A, dqkv + A + KV, dout16, q16, q16 + A,
-                                   q16 + A + KV, out.b16() + at_out, lse,
-                                   {B, T, T, NH, HS, L, L, A, 0, NKV});
+                                   q16 + A + KV, out.b16() + at_out, lse, whole);
     } else {
         k::attention_backward_qkv(dqkv, dout32, qkv.f32() + at_qkv, out.f32() + at_out, lse, B, T,
                                   NH, HS, NKV);
