@@ -8,8 +8,9 @@
 #            pp 2 (1F1B, and interleaved with vpp 2: chunks between the first and the last);
 #            packing changes the loss (attention no longer crosses documents)
 #   llama    llama-tiny (RoPE, grouped-query heads): the same three layouts
-#   errors   --pack documents under --cp 2 (not implemented yet) and on a token file with no
-#            index: one clear error each, before the run directory exists
+#   cp       Ulysses at cp 2, GPT-2 and Llama
+#   errors   --pack documents under the cp ring (Ulysses only for now) and on a token file with
+#            no index: one clear error each, before the run directory exists
 set -uo pipefail
 WEFT=$1 CHECK=$2 SRC=$3 MODE=$4
 [ "$MODE" = llama ] && MODEL=llama-tiny
@@ -38,8 +39,17 @@ gpt2 | llama)
     same_as_ref pp2_vpp2 ref 4 1e-5 2e-4
   fi
   ;;
+cp)
+  # Ulysses: each rank attends to whole sequences of its heads, so the boundaries are those of
+  # the whole rows; each rank's rows take their positions from them.
+  for model in tiny llama-tiny; do
+    "$WEFT" train "${args[@]}" --model $model --out ref_$model >ref_$model.log 2>&1 || { cat ref_$model.log; exit 1; }
+    train 2 cp2_$model --model $model --cp 2 --cp-kind ulysses
+    same_as_ref cp2_$model ref_$model 4 1e-5 2e-4
+  done
+  ;;
 errors)
-  expect_error 2 "--pack documents with --cp 2: packed documents under context parallelism are not implemented yet; expected --cp 1 or --pack none" --cp 2
+  expect_error 2 "--pack documents with --cp 2 --cp-kind ring: packed documents under context parallelism run on Ulysses only for now (its attention sees whole sequences); expected --cp-kind ulysses, --cp 1 or --pack none" --cp 2
   cp data/tinyshakespeare_train.bin bare.bin
   expect_error 1 "--pack documents: token file 'bare.bin' has no document index 'bare.idx'" --data bare.bin
   ;;

@@ -111,6 +111,7 @@ template <class T>
 void CpAttention::forward(float* out, float* lse, const T* q, const T* kk, const T* v,
                           const CpAttentionShape& s) {
     if (ulysses_) return ulysses_forward(out, lse, q, kk, v, s);
+    WEFT_CHECK(s.cu_seqlens.empty(), "internal: packed documents under ring attention");
     if (bidirectional_) return token_ring_forward(out, lse, q, kk, v, s);
     ring_forward(out, lse, q, kk, v, s);
 }

@@ -12,6 +12,7 @@
 // cp shifts, while dQ accumulates here. docs/context_parallel.md counts the bytes.
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -26,6 +27,10 @@ namespace weft::model {
 struct CpAttentionShape {
     int64_t B, T, NH, NKV, HS;
     int64_t ldq, ldkv, ldo;
+    // Packed documents (Activations::cu_seqlens) over the whole sequences' B*T_global rows;
+    // empty: one sequence a row. Ulysses only (its kernel sees whole sequences); the rings refuse
+    // them.
+    std::span<const int64_t> cu_seqlens = {};
 };
 
 // The four ways CpAttention runs (scratch_floats counts each).

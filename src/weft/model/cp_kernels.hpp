@@ -4,8 +4,10 @@
 // operands' dtype, and how many Buffer floats a run of values takes. lse and gradients are fp32
 // either way.
 #include <cstdint>
+#include <span>
 
 #include "weft/kernels/attention/attention.hpp"
+#include "weft/kernels/attention/varlen.hpp"
 #include "weft/model/kept_tensor.hpp"
 
 namespace weft::model::cp {
@@ -34,6 +36,28 @@ inline void attend_backward(float* dq, float* dk, float* dv, const uint16_t* dou
                             const uint16_t* out, const float* lse,
                             const kernels::AttentionShape& s) {
     kernels::attention_backward_bf16(dq, dk, dv, dout, q, k, v, out, lse, s);
+}
+
+// Packed documents, each causal on its own (kernels/attention/varlen.hpp).
+inline void attend(float* out, float* lse, const float* q, const float* k, const float* v,
+                   const kernels::AttentionShape& s, std::span<const int64_t> cu) {
+    kernels::attention_forward_varlen(out, lse, q, k, v, s, cu);
+}
+inline void attend(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
+                   const uint16_t* v, const kernels::AttentionShape& s,
+                   std::span<const int64_t> cu) {
+    kernels::attention_forward_varlen_bf16(out, lse, q, k, v, s, cu);
+}
+inline void attend_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                            const float* k, const float* v, const float* out, const float* lse,
+                            const kernels::AttentionShape& s, std::span<const int64_t> cu) {
+    kernels::attention_backward_varlen(dq, dk, dv, dout, q, k, v, out, lse, s, cu);
+}
+inline void attend_backward(float* dq, float* dk, float* dv, const uint16_t* dout,
+                            const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                            const uint16_t* out, const float* lse, const kernels::AttentionShape& s,
+                            std::span<const int64_t> cu) {
+    kernels::attention_backward_varlen_bf16(dq, dk, dv, dout, q, k, v, out, lse, s, cu);
 }
 
 // One block's output in fp32 for merging: written to `part` by the fp32 kernel, or by the bf16

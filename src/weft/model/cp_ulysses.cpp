@@ -94,6 +94,8 @@ void CpAttention::ulysses_forward(float* out, float* lse, const T* q, const T* k
     const int64_t nq = s.B * T_ * Hq * s.HS, nk = s.B * T_ * Hk * s.HS;
     // A forward again (recomputation, or the next micro-batch in these activations) replaces
     // what the last one kept.
+    WEFT_CHECK(s.cu_seqlens.empty() || !across_,
+               "internal: packed documents under the hybrid's ring");
     auto [it, fresh] = saved_.try_emplace(lse);
     Buffer& keep = it->second;
     if (fresh && !spare_.empty()) {
@@ -123,7 +125,11 @@ void CpAttention::ulysses_forward(float* out, float* lse, const T* q, const T* k
     } else {
         const k::AttentionShape sh{s.B,       T_,        T_, Hq, s.HS, Hq * s.HS,
                                    Hk * s.HS, Hq * s.HS, 0,  Hk, 0};
-        cp::attend(of, lse, qf, kf, vf, sh);
+        if (s.cu_seqlens.empty()) {
+            cp::attend(of, lse, qf, kf, vf, sh);
+        } else {
+            cp::attend(of, lse, qf, kf, vf, sh, s.cu_seqlens);
+        }
     }
     from_heads(static_cast<const T*>(of), s.NH, out, s.ldo, s);
 }
@@ -153,7 +159,13 @@ void CpAttention::ulysses_backward(float* dq, float* dk, float* dv, const T* dou
     } else {
         const k::AttentionShape sh{s.B,       T_,        T_, Hq, s.HS, Hq * s.HS,
                                    Hk * s.HS, Hq * s.HS, 0,  Hk, 0};
-        cp::attend_backward(dqf_.data(), dkf_.data(), dvf_.data(), dof, qf, kf, vf, of, lse, sh);
+        if (s.cu_seqlens.empty()) {
+            cp::attend_backward(dqf_.data(), dkf_.data(), dvf_.data(), dof, qf, kf, vf, of, lse,
+                                sh);
+        } else {
+            cp::attend_backward(dqf_.data(), dkf_.data(), dvf_.data(), dof, qf, kf, vf, of, lse, sh,
+                                s.cu_seqlens);
+        }
     }
     spare_.push_back(std::move(it->second));
     saved_.erase(it);

@@ -342,6 +342,7 @@ EvalResult TrainState::evaluate(const data::TokenFile& file, int64_t B, int64_t 
     if (!act_->cu_seqlens.empty()) {
         act_->cu_seqlens.clear();
         act_->positions.clear();
+        if (model_->cp_size() > 1) act_->positions = model_->context_positions();
     }
     EvalResult part =
         evaluate_rows(file, B, T, batches, mesh_.rank(comm::Axis::dp) * rows, rows, *act_, [&] {

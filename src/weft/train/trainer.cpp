@@ -204,7 +204,8 @@ void run_training(const TrainOptions& opts) {
     std::optional<data::DocumentRows> docs;
     if (!in.train_documents.empty()) docs.emplace(in.train_documents, o.seq_len);
     const BatchFeed feed(in.train, o.seq_len, o.seed, o.sequential, o.batch_size,
-                         mesh.rank(comm::Axis::dp) * rank_rows, split.micro, std::move(docs));
+                         mesh.rank(comm::Axis::dp) * rank_rows, split.micro, std::move(docs),
+                         st.activations().positions);
     RunCheckpoints checkpoints(st, o, split.micro, log, heartbeat);
     RunEvaluation eval(st, in.val ? &*in.val : nullptr, o.batch_size, o.eval_batches, log,
                        heartbeat);
