@@ -36,6 +36,19 @@ inline float exp_nonpositive(float x) {
     return p * two_n;
 }
 
+// The vector exp_nonpositive's bits in scalar code, its fused multiply-adds spelled out (the
+// form above rounds each product): for a portable path that must give the vector path's bits.
+inline float exp_nonpositive_fused(float x) {
+    if (!(x >= kExpCutoff)) return 0.0f;
+    const float n = std::nearbyint(x * kLog2e);
+    float r = std::fma(-n, kLn2Hi, x);
+    r = std::fma(-n, kLn2Lo, r);
+    float p = kP0;
+    for (float c : {kP1, kP2, kP3, kP4, kP5}) p = std::fma(p, r, c);
+    p = std::fma(p * r, r, r + 1.0f);
+    return std::ldexp(p, int(n));  // exact: the result is normal, as scalef's
+}
+
 #if defined(__AVX512F__)
 inline __m512 exp_nonpositive(__m512 x) {
     __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpCutoff), _CMP_GE_OQ);

@@ -8,6 +8,7 @@
 
 #include "weft/core/error.hpp"
 #include "weft/kernels/isa.hpp"
+#include "weft/kernels/lane_fold.hpp"
 #include "weft/kernels/lanes.hpp"
 #include "weft/kernels/precision.hpp"
 #include "weft/kernels/simd.hpp"
@@ -33,14 +34,6 @@ constexpr int64_t kBlockTiles = 16;
 // Below this many multiply-adds one thread computes the whole product: waking a team costs more.
 constexpr int64_t kMinParallel = int64_t(1) << 16;
 
-// The fold of 16 lane sums, in the order the vector path's reduce4 takes.
-float fold(const float (&p)[kLanes]) {
-    float s1[8], s2[4];
-    for (int j = 0; j < 8; ++j) s1[j] = p[j] + p[j + 8];
-    for (int j = 0; j < 4; ++j) s2[j] = s1[j] + s1[j + 4];
-    return (s2[0] + s2[2]) + (s2[1] + s2[3]);
-}
-
 float dot_portable(const float* x, const float* w, int64_t K) {
     float p[kLanes] = {};
     for (int64_t k0 = 0; k0 < K; k0 += kLanes)
@@ -49,7 +42,7 @@ float dot_portable(const float* x, const float* w, int64_t K) {
             const int64_t k = k0 + l;
             if (k < K) p[l] = std::fma(x[k], w[k], p[l]);
         }
-    return fold(p);
+    return detail::fold16(p);
 }
 
 float dot_portable(const uint16_t* x, const uint16_t* w, int64_t K) {
@@ -61,7 +54,7 @@ float dot_portable(const uint16_t* x, const uint16_t* w, int64_t K) {
             if (odd < K) p[l] += bf16_to_fp32(x[odd]) * bf16_to_fp32(w[odd]);
             if (even < K) p[l] += bf16_to_fp32(x[even]) * bf16_to_fp32(w[even]);
         }
-    return fold(p);
+    return detail::fold16(p);
 }
 
 template <typename T>

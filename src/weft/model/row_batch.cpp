@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "weft/core/error.hpp"
+#include "weft/kernels/attend_gathered.hpp"
 
 namespace weft::model {
 
@@ -87,21 +87,6 @@ void RowBatch::unpack(std::span<const int64_t> words, std::vector<BlockTable>& t
                words.size(), words.size() - at);
 }
 
-namespace {
-
-// Eight running sums in a fixed order (vectorisable without reassociation), then their tree.
-float dot(const float* a, const float* b, int64_t n) {
-    float s[8] = {};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; ++j) s[j] += a[i + j] * b[i + j];
-    float tail = 0;
-    for (; i < n; ++i) tail += a[i] * b[i];
-    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])) + tail;
-}
-
-}  // namespace
-
 void attend_rows(float* out, const float* qkv, int64_t ld, const RowBatch& b, KvPool& kv, int layer,
                  int64_t NH, int64_t NKV, int64_t HS) {
     const int64_t A = NH * HS, KV = NKV * HS, G = NH / NKV, R = b.rows();
@@ -122,8 +107,9 @@ void attend_rows(float* out, const float* qkv, int64_t ld, const RowBatch& b, Kv
     for (int64_t p : b.positions) work += (p + 1) * NH * HS;
 #pragma omp parallel if (work >= (int64_t(1) << 18))
     {
-        std::vector<float> p;
+        std::vector<float> scores;
         std::vector<int64_t> slots;  // the positions (slots) a row attends to, in order
+        std::vector<const float*> keys, values;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < R * NH; ++t) {
             const int64_t row = t / NH, h = t % NH, g = h / G, pos = b.positions[size_t(row)];
@@ -140,24 +126,15 @@ void attend_rows(float* out, const float* qkv, int64_t ld, const RowBatch& b, Kv
                     slots[size_t(at--)] = s.pos0 + i;
             }
             const int64_t n = pos + 1;
-            const float* q = qkv + row * ld + h * HS;
-            p.resize(size_t(n));
-            float top = -std::numeric_limits<float>::infinity();
+            keys.resize(size_t(n));
+            values.resize(size_t(n));
+            scores.resize(size_t(n));
             for (int64_t j = 0; j < n; ++j) {
-                p[size_t(j)] = dot(q, kv.k(table, layer, slots[size_t(j)]) + g * HS, HS) * scale;
-                top = std::max(top, p[size_t(j)]);
+                keys[size_t(j)] = kv.k(table, layer, slots[size_t(j)]) + g * HS;
+                values[size_t(j)] = kv.v(table, layer, slots[size_t(j)]) + g * HS;
             }
-            float sum = 0;
-            for (int64_t j = 0; j < n; ++j) sum += p[size_t(j)] = std::exp(p[size_t(j)] - top);
-            float* o = out + row * A + h * HS;
-            std::fill(o, o + HS, 0.0f);
-            for (int64_t j = 0; j < n; ++j) {
-                const float* v = kv.v(table, layer, slots[size_t(j)]) + g * HS;
-                const float pj = p[size_t(j)];
-                for (int64_t d = 0; d < HS; ++d) o[d] += pj * v[d];
-            }
-            const float inv = 1.0f / sum;
-            for (int64_t d = 0; d < HS; ++d) o[d] *= inv;
+            kernels::attend_gathered(out + row * A + h * HS, qkv + row * ld + h * HS, keys.data(),
+                                     values.data(), n, HS, scale, scores.data());
         }
     }
 }

@@ -1,0 +1,111 @@
+#include "weft/kernels/attend_gathered.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "weft/kernels/exp_nonpositive.hpp"
+#include "weft/kernels/isa.hpp"
+#include "weft/kernels/lane_fold.hpp"
+#include "weft/kernels/simd.hpp"
+
+namespace weft::kernels {
+
+namespace {
+
+constexpr int kLanes = 16;
+
+// Lane l's fused multiply-adds in increasing index, lanes past n left alone (the vector path
+// multiplies masked zeros there: fma(0, 0, s) == s).
+template <class Term>
+float lane_sum(int64_t n, Term term) {
+    float p[kLanes] = {};
+    for (int64_t i0 = 0; i0 < n; i0 += kLanes)
+        for (int l = 0; l < kLanes && i0 + l < n; ++l) term(p[l], i0 + l);
+    return detail::fold16(p);
+}
+
+void attend_portable(float* out, const float* q, const float* const* keys,
+                     const float* const* values, int64_t n, int64_t HS, float scale, float* s) {
+    float top = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < n; ++j) {
+        const float* k = keys[j];
+        s[j] = lane_sum(HS, [&](float& a, int64_t d) { a = std::fma(q[d], k[d], a); }) * scale;
+        top = std::max(top, s[j]);
+    }
+    const float sum = lane_sum(n, [&](float& a, int64_t j) {
+        s[j] = detail::exp_nonpositive_fused(s[j] - top);
+        a += s[j];
+    });
+    std::fill(out, out + HS, 0.0f);
+    for (int64_t j = 0; j < n; ++j)
+        for (int64_t d = 0; d < HS; ++d) out[d] = std::fma(s[j], values[j][d], out[d]);
+    const float inv = 1.0f / sum;
+    for (int64_t d = 0; d < HS; ++d) out[d] *= inv;
+}
+
+#if defined(__AVX512F__)
+// The first min(k, 16) lanes (none for k <= 0).
+inline __mmask16 first(int64_t k) {
+    return k >= kLanes ? __mmask16(0xffff) : k <= 0 ? __mmask16(0) : __mmask16((1u << k) - 1);
+}
+
+float dot(const float* q, const float* k, int64_t HS) {
+    __m512 a = _mm512_setzero_ps();
+    for (int64_t d = 0; d < HS; d += kLanes) {
+        const __mmask16 m = first(HS - d);
+        a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + d), _mm512_maskz_loadu_ps(m, k + d), a);
+    }
+    return detail::fold16(a);
+}
+
+void attend_avx512(float* out, const float* q, const float* const* keys, const float* const* values,
+                   int64_t n, int64_t HS, float scale, float* s) {
+    float top = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < n; ++j) {
+        s[j] = dot(q, keys[j], HS) * scale;
+        top = std::max(top, s[j]);
+    }
+    const __m512 vtop = _mm512_set1_ps(top);
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; j += kLanes) {
+        const __mmask16 m = first(n - j);
+        // Lanes past n are neither stored nor added: the portable loop has no such terms.
+        const __m512 e =
+            detail::exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + j), vtop));
+        _mm512_mask_storeu_ps(s + j, m, e);
+        sum = _mm512_mask_add_ps(sum, m, sum, e);
+    }
+    const float inv = 1.0f / detail::fold16(sum);
+    // HS in registers when it fits (64 floats: 4 vectors), the positions streamed past them.
+    for (int64_t d0 = 0; d0 < HS; d0 += 4 * kLanes) {
+        __m512 o[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                       _mm512_setzero_ps()};
+        const __mmask16 m[4] = {first(HS - d0), first(HS - d0 - kLanes),
+                                first(HS - d0 - 2 * kLanes), first(HS - d0 - 3 * kLanes)};
+        const int parts = int(std::min<int64_t>(4, (HS - d0 + kLanes - 1) / kLanes));
+        for (int64_t j = 0; j < n; ++j) {
+            const __m512 p = _mm512_set1_ps(s[j]);
+            const float* v = values[j] + d0;
+            for (int i = 0; i < parts; ++i)
+                o[i] = _mm512_fmadd_ps(p, _mm512_maskz_loadu_ps(m[i], v + i * kLanes), o[i]);
+        }
+        const __m512 vinv = _mm512_set1_ps(inv);
+        for (int i = 0; i < parts; ++i)
+            _mm512_mask_storeu_ps(out + d0 + i * kLanes, m[i], _mm512_mul_ps(o[i], vinv));
+    }
+}
+#endif
+
+}  // namespace
+
+void attend_gathered(float* out, const float* q, const float* const* keys,
+                     const float* const* values, int64_t n, int64_t HS, float scale,
+                     float* scores) {
+#if defined(__AVX512F__)
+    if (use_avx512()) return attend_avx512(out, q, keys, values, n, HS, scale, scores);
+#endif
+    attend_portable(out, q, keys, values, n, HS, scale, scores);
+}
+
+}  // namespace weft::kernels

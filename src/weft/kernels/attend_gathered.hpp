@@ -1,0 +1,19 @@
+#pragma once
+// One query's attention over cached positions whose keys and values lie wherever a paged KV
+// cache put them (serving's attend_rows gathers them through a block table): the pointers come
+// in position order. Batch invariant by construction: the result is one fixed sequence of
+// operations over the query and those keys and values, the same on the AVX-512 and the portable
+// path, whatever else the caller computes.
+#include <cstdint>
+
+namespace weft::kernels {
+
+// out[HS] = Σ_j softmax_j(scale · q·keys[j]) values[j] over j < n (n >= 1). The order: each
+// score a 16-lane dot over HS (lane l takes d ≡ l mod 16, one fused multiply-add each, folded
+// as matmul_rows folds), times scale; their maximum; exp(score - max) as exp_nonpositive's
+// vector path; the sum of those in 16 lanes over j, folded; out[d] the fused multiply-adds of
+// p_j · values[j][d] in increasing j, then times 1 / sum. `scores` holds n floats of scratch.
+void attend_gathered(float* out, const float* q, const float* const* keys,
+                     const float* const* values, int64_t n, int64_t HS, float scale, float* scores);
+
+}  // namespace weft::kernels
