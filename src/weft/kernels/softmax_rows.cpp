@@ -1,6 +1,7 @@
 #include "weft/kernels/softmax_rows.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "weft/kernels/exp_nonpositive.hpp"
@@ -174,3 +175,15 @@ SoftmaxRowOps softmax_row_ops() {
 }
 
 }  // namespace weft::kernels::detail
+
+namespace weft::kernels {
+
+float log_softmax_at(const float* row, int64_t V, int64_t t) {
+    const detail::SoftmaxRowOps ops = detail::softmax_row_ops();
+    const float max = ops.max(row, V);
+    // Without `keep` exp_sum only reads the row.
+    const float sum = ops.exp_sum(const_cast<float*>(row), V, max, false);
+    return row[t] - max - std::log(sum);
+}
+
+}  // namespace weft::kernels

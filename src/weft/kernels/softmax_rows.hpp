@@ -37,3 +37,11 @@ inline constexpr int64_t kTransposedRows = 32;
 SoftmaxRowOps softmax_row_ops();
 
 }  // namespace weft::kernels::detail
+
+namespace weft::kernels {
+
+// log softmax(row)[t] over row[0, V), in float through the loops above (vectorised, one fixed
+// order per row): serving's log-probability of each token it emits, per request and step.
+float log_softmax_at(const float* row, int64_t V, int64_t t);
+
+}  // namespace weft::kernels

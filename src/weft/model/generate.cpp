@@ -6,6 +6,7 @@
 
 #include "weft/core/error.hpp"
 #include "weft/core/philox.hpp"
+#include "weft/kernels/softmax_rows.hpp"
 #include "weft/model/family.hpp"
 
 namespace weft::model {
@@ -68,10 +69,7 @@ int32_t pick_token(std::span<const float> logits, const SampleOptions& o, float 
 }
 
 float token_logprob(std::span<const float> logits, int32_t t) {
-    const double top = *std::max_element(logits.begin(), logits.end());
-    double sum = 0;
-    for (float x : logits) sum += std::exp(double(x) - top);
-    return float(double(logits[size_t(t)]) - top - std::log(sum));
+    return kernels::log_softmax_at(logits.data(), int64_t(logits.size()), t);
 }
 
 RowForward::RowForward(const ModelConfig& cfg, const ParamLayout& layout, const float* params,

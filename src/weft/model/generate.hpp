@@ -49,7 +49,8 @@ SamplingWeights sampling_weights(std::span<const float> logits, const SampleOpti
 int32_t pick_token(std::span<const float> logits, const SampleOptions& o, float u);
 
 // The log-probability of token t under logits (the model's own, not the sampling's
-// temperature), in double from the fp32 logits: the same bits for the same logits.
+// temperature), in float by kernels::log_softmax_at (vectorised: it runs per request and
+// token in the serving engine's thread): the same bits for the same logits.
 float token_logprob(std::span<const float> logits, int32_t t);
 
 // Every unit, as tensor-parallel rank tp->rank() of tp->size() holds them (null: the whole
