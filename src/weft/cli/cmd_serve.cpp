@@ -57,9 +57,9 @@ void serve(ServeArgs& a) {
     const model::ModelConfig& cfg = m.model->config();
     // Each rank's pool holds its own kv heads: --kv-cache-gib per rank, the same blocks on each.
     a.engine.kv_blocks = serve::kv_blocks_in(a.kv_cache_gib, cfg.n_layer, m.model->kv_width(),
-                                             a.engine.block_tokens);
+                                             a.engine.block_tokens, a.engine.bf16);
     const double block_gib =
-        1.0 / double(serve::kv_blocks_in(1.0, cfg.n_layer, m.model->kv_width(), 1));
+        1.0 / double(serve::kv_blocks_in(1.0, cfg.n_layer, m.model->kv_width(), 1, a.engine.bf16));
     WEFT_CHECK(
         a.engine.kv_blocks >= 1,
         "--kv-cache-gib {} holds no KV cache block of {} positions (expected at least {:.3g} "
@@ -71,7 +71,7 @@ void serve(ServeArgs& a) {
         model::RowForward forward(cfg, m.model->layout(), m.params.data(), a.engine.bf16,
                                   tp.comm());
         model::KvPool pool(a.engine.kv_blocks, cfg.n_layer, forward.kv_width(),
-                           a.engine.block_tokens);
+                           a.engine.block_tokens, a.engine.bf16);
         steps->follow(forward, pool);
         return;
     }

@@ -27,7 +27,8 @@ void add_tokenizer_options(CLI::App* c, std::filesystem::path& tokenizer,
 
 void add_generation_dtype_option(CLI::App* c, std::string& dtype) {
     c->add_option("--dtype", dtype,
-                  "fp32, or bf16: matrix products on weights rounded to bf16, fp32 accumulation")
+                  "fp32, or bf16: matrix products on weights rounded to bf16 with fp32 "
+                  "accumulation, and the KV cache in bf16")
         ->capture_default_str();
 }
 

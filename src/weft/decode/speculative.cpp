@@ -42,10 +42,7 @@ void keep_accepted(model::KvPool& kv, const model::BlockTable& table, int64_t n_
     for (size_t d = 0; d < nodes.size(); ++d) {
         const int64_t from = pos + 1 + nodes[d], to = pos + 1 + int64_t(d);
         if (from == to) continue;
-        for (int64_t l = 0; l < n_layer; ++l) {
-            std::copy_n(kv.k(table, int(l), from), kv.width(), kv.k(table, int(l), to));
-            std::copy_n(kv.v(table, int(l), from), kv.width(), kv.v(table, int(l), to));
-        }
+        for (int64_t l = 0; l < n_layer; ++l) kv.copy_position(table, int(l), from, to);
     }
 }
 
@@ -69,7 +66,7 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
     st.accepted_at.assign(size_t(spec.ngram.max_tokens), 0);
 
     model::RowForward forward(cfg, layout, params, bf16, tp);
-    model::KvPool kv((window + 15) / 16, cfg.n_layer, forward.kv_width());
+    model::KvPool kv((window + 15) / 16, cfg.n_layer, forward.kv_width(), 16, forward.kv_bf16());
     model::BlockTable table;
     model::RowBatch batch;
     std::vector<int32_t> context(prompt.begin(), prompt.end());

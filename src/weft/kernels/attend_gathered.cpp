@@ -7,6 +7,7 @@
 #include "weft/kernels/exp_nonpositive.hpp"
 #include "weft/kernels/isa.hpp"
 #include "weft/kernels/lane_fold.hpp"
+#include "weft/kernels/lanes.hpp"
 #include "weft/kernels/simd.hpp"
 
 namespace weft::kernels {
@@ -25,12 +26,15 @@ float lane_sum(int64_t n, Term term) {
     return detail::fold16(p);
 }
 
-void attend_portable(float* out, const float* q, const float* const* keys,
-                     const float* const* values, int64_t n, int64_t HS, float scale, float* s) {
+template <typename T>
+void attend_portable(float* out, const float* q, const T* const* keys, const T* const* values,
+                     int64_t n, int64_t HS, float scale, float* s) {
     float top = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < n; ++j) {
-        const float* k = keys[j];
-        s[j] = lane_sum(HS, [&](float& a, int64_t d) { a = std::fma(q[d], k[d], a); }) * scale;
+        const T* k = keys[j];
+        s[j] =
+            lane_sum(HS, [&](float& a, int64_t d) { a = std::fma(q[d], lanes::load(k + d), a); }) *
+            scale;
         top = std::max(top, s[j]);
     }
     const float sum = lane_sum(n, [&](float& a, int64_t j) {
@@ -39,7 +43,8 @@ void attend_portable(float* out, const float* q, const float* const* keys,
     });
     std::fill(out, out + HS, 0.0f);
     for (int64_t j = 0; j < n; ++j)
-        for (int64_t d = 0; d < HS; ++d) out[d] = std::fma(s[j], values[j][d], out[d]);
+        for (int64_t d = 0; d < HS; ++d)
+            out[d] = std::fma(s[j], lanes::load(values[j] + d), out[d]);
     const float inv = 1.0f / sum;
     for (int64_t d = 0; d < HS; ++d) out[d] *= inv;
 }
@@ -50,16 +55,18 @@ inline __mmask16 first(int64_t k) {
     return k >= kLanes ? __mmask16(0xffff) : k <= 0 ? __mmask16(0) : __mmask16((1u << k) - 1);
 }
 
-float dot(const float* q, const float* k, int64_t HS) {
+template <typename T>
+float dot(const float* q, const T* k, int64_t HS) {
     __m512 a = _mm512_setzero_ps();
     for (int64_t d = 0; d < HS; d += kLanes) {
         const __mmask16 m = first(HS - d);
-        a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + d), _mm512_maskz_loadu_ps(m, k + d), a);
+        a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + d), lanes::load16(k + d, m), a);
     }
     return detail::fold16(a);
 }
 
-void attend_avx512(float* out, const float* q, const float* const* keys, const float* const* values,
+template <typename T>
+void attend_avx512(float* out, const float* q, const T* const* keys, const T* const* values,
                    int64_t n, int64_t HS, float scale, float* s) {
     float top = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < n; ++j) {
@@ -86,9 +93,9 @@ void attend_avx512(float* out, const float* q, const float* const* keys, const f
         const int parts = int(std::min<int64_t>(4, (HS - d0 + kLanes - 1) / kLanes));
         for (int64_t j = 0; j < n; ++j) {
             const __m512 p = _mm512_set1_ps(s[j]);
-            const float* v = values[j] + d0;
+            const T* v = values[j] + d0;
             for (int i = 0; i < parts; ++i)
-                o[i] = _mm512_fmadd_ps(p, _mm512_maskz_loadu_ps(m[i], v + i * kLanes), o[i]);
+                o[i] = _mm512_fmadd_ps(p, lanes::load16(v + i * kLanes, m[i]), o[i]);
         }
         const __m512 vinv = _mm512_set1_ps(inv);
         for (int i = 0; i < parts; ++i)
@@ -103,7 +110,17 @@ void attend_gathered(float* out, const float* q, const float* const* keys,
                      const float* const* values, int64_t n, int64_t HS, float scale,
                      float* scores) {
 #if defined(__AVX512F__)
-    if (use_avx512()) return attend_avx512(out, q, keys, values, n, HS, scale, scores);
+    if (lanes::vectors<float>()) return attend_avx512(out, q, keys, values, n, HS, scale, scores);
+#endif
+    attend_portable(out, q, keys, values, n, HS, scale, scores);
+}
+
+void attend_gathered(float* out, const float* q, const uint16_t* const* keys,
+                     const uint16_t* const* values, int64_t n, int64_t HS, float scale,
+                     float* scores) {
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+    if (lanes::vectors<uint16_t>())
+        return attend_avx512(out, q, keys, values, n, HS, scale, scores);
 #endif
     attend_portable(out, q, keys, values, n, HS, scale, scores);
 }

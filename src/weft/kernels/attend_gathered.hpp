@@ -15,5 +15,9 @@ namespace weft::kernels {
 // p_j · values[j][d] in increasing j, then times 1 / sum. `scores` holds n floats of scratch.
 void attend_gathered(float* out, const float* q, const float* const* keys,
                      const float* const* values, int64_t n, int64_t HS, float scale, float* scores);
+// Keys and values in bf16 (a bf16 KV cache), widened exactly: the same order on their values.
+void attend_gathered(float* out, const float* q, const uint16_t* const* keys,
+                     const uint16_t* const* values, int64_t n, int64_t HS, float scale,
+                     float* scores);
 
 }  // namespace weft::kernels

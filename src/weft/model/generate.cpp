@@ -77,7 +77,8 @@ RowForward::RowForward(const ModelConfig& cfg, const ParamLayout& layout, const 
     : model_(make_model(cfg, tp_shard(tp), tp)),
       // Read only: no backward runs.
       access_(layout, const_cast<float*>(params), nullptr),
-      mm_(bf16) {
+      mm_(bf16),
+      bf16_(bf16) {
     WEFT_CHECK(layout.total == model_->layout().total,
                "internal: parameters of {} floats for a model of {}", layout.total,
                model_->layout().total);
@@ -85,6 +86,8 @@ RowForward::RowForward(const ModelConfig& cfg, const ParamLayout& layout, const 
 
 std::span<const float> RowForward::run(const RowBatch& b, KvPool& kv) {
     const int64_t V = model_->config().vocab_size;
+    WEFT_CHECK(kv.bf16() == bf16_, "internal: a {} KV pool for a {} forward",
+               kv.bf16() ? "bf16" : "fp32", bf16_ ? "bf16" : "fp32");
     logits_.resize(b.logit_rows.size() * size_t(V));
     if (b.rows() > 0) model_->forward_rows(b, access_, kv, mm_, logits_.data());
     return logits_;
@@ -93,7 +96,7 @@ std::span<const float> RowForward::run(const RowBatch& b, KvPool& kv) {
 Generator::Generator(const ModelConfig& cfg, const ParamLayout& layout, const float* params,
                      bool bf16, TpComm* tp)
     : forward_(cfg, layout, params, bf16, tp),
-      pool_((cfg.n_positions + 15) / 16, cfg.n_layer, forward_.kv_width()) {}
+      pool_((cfg.n_positions + 15) / 16, cfg.n_layer, forward_.kv_width(), 16, bf16) {}
 
 std::span<const float> Generator::feed(std::span<const int32_t> tokens) {
     WEFT_CHECK(!tokens.empty() && pos_ + int64_t(tokens.size()) <= forward_.config().n_positions,

@@ -76,11 +76,14 @@ class RowForward {
     std::span<const float> run(const RowBatch& b, KvPool& kv);
     const ModelConfig& config() const { return model_->config(); }
     int64_t kv_width() const { return model_->kv_width(); }
+    // Whether its KV pools hold bf16 (under bf16 products): the pool it runs with must.
+    bool kv_bf16() const { return bf16_; }
 
   private:
     std::unique_ptr<Model> model_;
     FlatAccess access_;
     RowProducts mm_;
+    bool bf16_;
     std::vector<float> logits_;
 };
 

@@ -1,15 +1,19 @@
 #include "weft/model/kv_pool.hpp"
 
+#include <algorithm>
+
 #include "weft/core/error.hpp"
 
 namespace weft::model {
 
-KvPool::KvPool(int64_t blocks, int64_t n_layer, int64_t width, int64_t block_tokens)
+KvPool::KvPool(int64_t blocks, int64_t n_layer, int64_t width, int64_t block_tokens, bool bf16)
     : blocks_(blocks),
       n_layer_(n_layer),
       width_(width),
       block_tokens_(block_tokens),
-      data_(blocks * n_layer * 2 * block_tokens * width),
+      bf16_(bf16),
+      data_(bf16 ? 0 : blocks * n_layer * 2 * block_tokens * width),
+      half_(bf16 ? size_t(blocks * n_layer * 2 * block_tokens * width) : 0),
       refs_(size_t(blocks), 0),
       free_at_(size_t(blocks)),
       hash_of_(size_t(blocks), 0),
@@ -18,6 +22,16 @@ KvPool::KvPool(int64_t blocks, int64_t n_layer, int64_t width, int64_t block_tok
                blocks, block_tokens);
     for (int64_t b = 0; b < blocks; ++b)
         free_at_[size_t(b)] = free_.insert(free_.end(), int32_t(b));
+}
+
+void KvPool::copy_position(const BlockTable& table, int layer, int64_t from, int64_t to) {
+    for (int kv = 0; kv < 2; ++kv) {
+        const int64_t f = at(table, layer, from, kv), t = at(table, layer, to, kv);
+        if (bf16_)
+            std::copy_n(half_.data() + f, width_, half_.data() + t);
+        else
+            std::copy_n(data_.data() + f, width_, data_.data() + t);
+    }
 }
 
 int32_t KvPool::allocate() {

@@ -4,7 +4,9 @@
 // sequence naming the block of each run of its positions. A sequence takes blocks as it grows
 // and gives them back when it ends, so the pool is shared by whatever runs, and no sequence
 // reserves the positions it may never reach. Grouped-query aware: a position holds the kv heads'
-// keys and values (Model::kv_width), not the query heads'.
+// keys and values (Model::kv_width), not the query heads'. Under --dtype bf16 the pool holds
+// them rounded to bf16 (half the bytes that attention reads per step, twice the positions a
+// --kv-cache-gib holds).
 //
 // Prefix caching (vLLM's automatic prefix caching): a full block can be published under a hash
 // of its tokens and of every token before it; a sequence whose prefix hashes alike takes the same
@@ -27,11 +29,13 @@ using BlockTable = std::vector<int32_t>;
 
 class KvPool {
   public:
-    KvPool(int64_t blocks, int64_t n_layer, int64_t width, int64_t block_tokens = 16);
+    KvPool(int64_t blocks, int64_t n_layer, int64_t width, int64_t block_tokens = 16,
+           bool bf16 = false);
 
     int64_t blocks() const { return blocks_; }
     int64_t block_tokens() const { return block_tokens_; }
     int64_t width() const { return width_; }
+    bool bf16() const { return bf16_; }
     int64_t free_blocks() const { return int64_t(free_.size()); }
     int64_t used_blocks() const { return blocks_ - free_blocks(); }
     // Blocks that `positions` positions fill.
@@ -59,19 +63,35 @@ class KvPool {
     // Publishes a block its sequence has filled (nothing if the hash has a block already).
     void publish(int32_t block, uint64_t hash);
 
-    // The keys (values) of `layer` at position `pos` of the sequence whose blocks are `table`.
-    float* k(const BlockTable& table, int layer, int64_t pos) { return at(table, layer, pos, 0); }
-    float* v(const BlockTable& table, int layer, int64_t pos) { return at(table, layer, pos, 1); }
+    // The keys (values) of `layer` at position `pos` of the sequence whose blocks are `table`:
+    // k and v of an fp32 pool, k16 and v16 (bf16 bits) of a bf16 one.
+    float* k(const BlockTable& table, int layer, int64_t pos) {
+        return data_.data() + at(table, layer, pos, 0);
+    }
+    float* v(const BlockTable& table, int layer, int64_t pos) {
+        return data_.data() + at(table, layer, pos, 1);
+    }
+    uint16_t* k16(const BlockTable& table, int layer, int64_t pos) {
+        return half_.data() + at(table, layer, pos, 0);
+    }
+    uint16_t* v16(const BlockTable& table, int layer, int64_t pos) {
+        return half_.data() + at(table, layer, pos, 1);
+    }
+    // Copies the keys and values of `layer` at position `from` to position `to`.
+    void copy_position(const BlockTable& table, int layer, int64_t from, int64_t to);
 
   private:
-    float* at(const BlockTable& table, int layer, int64_t pos, int kv) {
+    int64_t at(const BlockTable& table, int layer, int64_t pos, int kv) const {
         const int64_t b = table[size_t(pos / block_tokens_)];
-        return data_.data() +
-               (((b * n_layer_ + layer) * 2 + kv) * block_tokens_ + pos % block_tokens_) * width_;
+        return (((b * n_layer_ + layer) * 2 + kv) * block_tokens_ + pos % block_tokens_) * width_;
     }
 
     int64_t blocks_, n_layer_, width_, block_tokens_;
-    Buffer data_;  // [blocks, n_layer, 2 (k, v), block_tokens, width]
+    bool bf16_;
+    // [blocks, n_layer, 2 (k, v), block_tokens, width]: data_ in fp32, half_ in bf16 (the other
+    // empty).
+    Buffer data_;
+    std::vector<uint16_t> half_;
     std::vector<int32_t> refs_;
     std::list<int32_t> free_;                            // least recently freed first
     std::vector<std::list<int32_t>::iterator> free_at_;  // a free block's place in free_

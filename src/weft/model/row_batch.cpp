@@ -5,6 +5,7 @@
 
 #include "weft/core/error.hpp"
 #include "weft/kernels/attend_gathered.hpp"
+#include "weft/kernels/precision.hpp"
 
 namespace weft::model {
 
@@ -97,8 +98,15 @@ void attend_rows(float* out, const float* qkv, int64_t ld, const RowBatch& b, Kv
     for (const RowSeq& s : b.seqs)
         for (int64_t i = 0; i < s.rows; ++i) {
             const float* r = qkv + (s.row0 + i) * ld;
-            std::copy_n(r + A, KV, kv.k(*s.table, layer, s.pos0 + i));
-            std::copy_n(r + A + KV, KV, kv.v(*s.table, layer, s.pos0 + i));
+            if (kv.bf16()) {
+                kernels::convert_fp32_to_bf16(kv.k16(*s.table, layer, s.pos0 + i), r + A, 1, KV,
+                                              KV);
+                kernels::convert_fp32_to_bf16(kv.v16(*s.table, layer, s.pos0 + i), r + A + KV, 1,
+                                              KV, KV);
+            } else {
+                std::copy_n(r + A, KV, kv.k(*s.table, layer, s.pos0 + i));
+                std::copy_n(r + A + KV, KV, kv.v(*s.table, layer, s.pos0 + i));
+            }
             seq_of[size_t(s.row0 + i)] = &s;
         }
     const float scale = 1.0f / std::sqrt(float(HS));
@@ -110,6 +118,7 @@ void attend_rows(float* out, const float* qkv, int64_t ld, const RowBatch& b, Kv
         std::vector<float> scores;
         std::vector<int64_t> slots;  // the positions (slots) a row attends to, in order
         std::vector<const float*> keys, values;
+        std::vector<const uint16_t*> keys16, values16;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < R * NH; ++t) {
             const int64_t row = t / NH, h = t % NH, g = h / G, pos = b.positions[size_t(row)];
@@ -126,15 +135,27 @@ void attend_rows(float* out, const float* qkv, int64_t ld, const RowBatch& b, Kv
                     slots[size_t(at--)] = s.pos0 + i;
             }
             const int64_t n = pos + 1;
-            keys.resize(size_t(n));
-            values.resize(size_t(n));
             scores.resize(size_t(n));
-            for (int64_t j = 0; j < n; ++j) {
-                keys[size_t(j)] = kv.k(table, layer, slots[size_t(j)]) + g * HS;
-                values[size_t(j)] = kv.v(table, layer, slots[size_t(j)]) + g * HS;
-            }
-            kernels::attend_gathered(out + row * A + h * HS, qkv + row * ld + h * HS, keys.data(),
-                                     values.data(), n, HS, scale, scores.data());
+            float* o = out + row * A + h * HS;
+            const float* q = qkv + row * ld + h * HS;
+            // The same gather for either pool: its keys' and values' addresses in position order.
+            auto gather = [&](auto& ks, auto& vs, auto k_at, auto v_at) {
+                ks.resize(size_t(n));
+                vs.resize(size_t(n));
+                for (int64_t j = 0; j < n; ++j) {
+                    ks[size_t(j)] = k_at(slots[size_t(j)]) + g * HS;
+                    vs[size_t(j)] = v_at(slots[size_t(j)]) + g * HS;
+                }
+                kernels::attend_gathered(o, q, ks.data(), vs.data(), n, HS, scale, scores.data());
+            };
+            if (kv.bf16())
+                gather(
+                    keys16, values16, [&](int64_t p) { return kv.k16(table, layer, p); },
+                    [&](int64_t p) { return kv.v16(table, layer, p); });
+            else
+                gather(
+                    keys, values, [&](int64_t p) { return kv.k(table, layer, p); },
+                    [&](int64_t p) { return kv.v(table, layer, p); });
         }
     }
 }

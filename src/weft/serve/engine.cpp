@@ -41,8 +41,10 @@ int64_t kv_blocks_for(const Request& r, int64_t block_tokens) {
     return (positions + block_tokens - 1) / block_tokens;
 }
 
-int64_t kv_blocks_in(double gib, int64_t n_layer, int64_t kv_width, int64_t block_tokens) {
-    const double block_bytes = 2.0 * double(n_layer * kv_width * block_tokens) * sizeof(float);
+int64_t kv_blocks_in(double gib, int64_t n_layer, int64_t kv_width, int64_t block_tokens,
+                     bool bf16) {
+    const double block_bytes =
+        2.0 * double(n_layer * kv_width * block_tokens) * (bf16 ? sizeof(uint16_t) : sizeof(float));
     return int64_t(gib * double(int64_t(1) << 30) / block_bytes);
 }
 
@@ -69,7 +71,7 @@ int64_t pool_blocks(const EngineOptions& o) {
 Engine::Engine(const model::ModelConfig& cfg, const model::ParamLayout& layout, const float* params,
                std::function<std::string(int32_t)> piece, EngineOptions o, EngineTp tp)
     : forward_(cfg, layout, params, o.bf16, tp.comm),
-      pool_(pool_blocks(o), cfg.n_layer, forward_.kv_width(), o.block_tokens),
+      pool_(pool_blocks(o), cfg.n_layer, forward_.kv_width(), o.block_tokens, o.bf16),
       piece_(std::move(piece)),
       o_(o),
       tp_(std::move(tp)) {

@@ -68,8 +68,9 @@ struct EngineStats {
 // Blocks of KV cache positions a request may reach: its prompt and max_tokens.
 int64_t kv_blocks_for(const Request& r, int64_t block_tokens);
 // KV pool blocks that `gib` GiB hold for a model of n_layer layers of kv_width floats per position
-// (keys and values, fp32).
-int64_t kv_blocks_in(double gib, int64_t n_layer, int64_t kv_width, int64_t block_tokens);
+// (keys and values, fp32, or bf16 with `bf16`).
+int64_t kv_blocks_in(double gib, int64_t n_layer, int64_t kv_width, int64_t block_tokens,
+                     bool bf16);
 
 // Tensor-parallel serving (docs/serving.md): the engine runs on rank 0 of a group whose every
 // rank runs each step's forward on its shard of the model. `announce` tells the other ranks a

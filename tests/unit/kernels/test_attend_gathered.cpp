@@ -7,6 +7,7 @@
 
 #include "weft/kernels/attend_gathered.hpp"
 #include "weft/kernels/isa.hpp"
+#include "weft/kernels/precision.hpp"
 
 using namespace weft::kernels;
 
@@ -80,6 +81,38 @@ TEST(AttendGathered, SameBitsOnEveryPath) {
                 if (!isa_available(isa)) continue;
                 set_kernel_isa(isa);
                 const std::vector<float> got = attend(c);
+                EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+                    << "n " << n << " HS " << HS << ", " << isa_name(isa);
+            }
+            set_kernel_isa(default_isa());
+        }
+}
+
+// A bf16 KV cache: its keys and values widened exactly, so the bits of the fp32 kernel on the
+// widened numbers, on every path.
+TEST(AttendGathered, Bf16KeysGiveTheBitsOfTheirWidenedValues) {
+    for (int64_t n : {1, 17, 100})
+        for (int64_t HS : {24, 64}) {
+            Case c = make(n, HS, uint32_t(n * 3 + HS));
+            std::vector<uint16_t> k16(c.k.size()), v16(c.v.size());
+            for (size_t i = 0; i < c.k.size(); ++i) {
+                k16[i] = fp32_to_bf16(c.k[i]);
+                v16[i] = fp32_to_bf16(c.v[i]);
+                c.k[i] = bf16_to_fp32(k16[i]);
+                c.v[i] = bf16_to_fp32(v16[i]);
+            }
+            const std::vector<float> want = attend(c);
+            std::vector<const uint16_t*> keys, values;
+            for (int64_t j = 0; j < n; ++j) {
+                keys.push_back(k16.data() + (n - 1 - j) * HS);
+                values.push_back(v16.data() + (n - 1 - j) * HS);
+            }
+            for (Isa isa : {Isa::avx512, Isa::portable}) {
+                if (!isa_available(isa)) continue;
+                set_kernel_isa(isa);
+                std::vector<float> got(static_cast<size_t>(HS)), scores(static_cast<size_t>(n));
+                attend_gathered(got.data(), c.q.data(), keys.data(), values.data(), n, HS,
+                                1.0f / std::sqrt(float(HS)), scores.data());
                 EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
                     << "n " << n << " HS " << HS << ", " << isa_name(isa);
             }
