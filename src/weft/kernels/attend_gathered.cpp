@@ -68,14 +68,26 @@ float dot(const float* q, const T* k, int64_t HS) {
 template <typename T>
 void attend_avx512(float* out, const float* q, const T* const* keys, const T* const* values,
                    int64_t n, int64_t HS, float scale, float* s) {
-    float top = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < n; ++j) {
-        s[j] = dot(q, keys[j], HS) * scale;
-        top = std::max(top, s[j]);
+    // Four keys' dots at once, folded together (reduce4 folds each as fold16 does).
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        __m512 a[4];
+        for (int c = 0; c < 4; ++c) a[c] = _mm512_setzero_ps();
+        for (int64_t d = 0; d < HS; d += kLanes) {
+            const __mmask16 m = first(HS - d);
+            const __m512 qv = _mm512_maskz_loadu_ps(m, q + d);
+            for (int c = 0; c < 4; ++c)
+                a[c] = _mm512_fmadd_ps(qv, lanes::load16(keys[j + c] + d, m), a[c]);
+        }
+        _mm_storeu_ps(s + j,
+                      _mm_mul_ps(detail::reduce4(a[0], a[1], a[2], a[3]), _mm_set1_ps(scale)));
     }
+    for (; j < n; ++j) s[j] = dot(q, keys[j], HS) * scale;
+    float top = -std::numeric_limits<float>::infinity();
+    for (j = 0; j < n; ++j) top = std::max(top, s[j]);
     const __m512 vtop = _mm512_set1_ps(top);
     __m512 sum = _mm512_setzero_ps();
-    for (int64_t j = 0; j < n; j += kLanes) {
+    for (j = 0; j < n; j += kLanes) {
         const __mmask16 m = first(n - j);
         // Lanes past n are neither stored nor added: the portable loop has no such terms.
         const __m512 e =
@@ -91,7 +103,7 @@ void attend_avx512(float* out, const float* q, const T* const* keys, const T* co
         const __mmask16 m[4] = {first(HS - d0), first(HS - d0 - kLanes),
                                 first(HS - d0 - 2 * kLanes), first(HS - d0 - 3 * kLanes)};
         const int parts = int(std::min<int64_t>(4, (HS - d0 + kLanes - 1) / kLanes));
-        for (int64_t j = 0; j < n; ++j) {
+        for (j = 0; j < n; ++j) {
             const __m512 p = _mm512_set1_ps(s[j]);
             const T* v = values[j] + d0;
             for (int i = 0; i < parts; ++i)

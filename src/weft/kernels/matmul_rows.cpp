@@ -69,22 +69,6 @@ void rows_portable(float* out, const T* x, const T* w, const float* bias, int64_
 }
 
 #if defined(__AVX512F__)
-// The fold of four accumulators' lanes at once: lane sums of a, b, c, d in lanes 0-3.
-inline __m128 reduce4(__m512 a, __m512 b, __m512 c, __m512 d) {
-    // l + (l+8): 128-bit blocks 0,1 + 2,3, two accumulators per register.
-    const __m512 ab =
-        _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xee));
-    const __m512 cd =
-        _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0x44), _mm512_shuffle_f32x4(c, d, 0xee));
-    // + (l+4): one accumulator per block.
-    __m512 v =
-        _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0x88), _mm512_shuffle_f32x4(ab, cd, 0xdd));
-    v = _mm512_add_ps(v, _mm512_permute_ps(v, 0x4e));  // + (l+2)
-    v = _mm512_add_ps(v, _mm512_permute_ps(v, 0xb1));  // + (l+1)
-    const __m512i first = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
-    return _mm512_castps512_ps128(_mm512_permutexvar_ps(first, v));
-}
-
 struct F32 {
     using T = float;
     using V = __m512;
@@ -159,7 +143,7 @@ template <class Op, int R>
     const __mmask8 keep = __mmask8((1u << cols) - 1);
     const __m128 b = bias ? _mm_maskz_loadu_ps(keep, bias) : _mm_setzero_ps();
     for (int r = 0; r < R; ++r) {
-        __m128 s = reduce4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
+        __m128 s = detail::reduce4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
         if (bias) s = _mm_add_ps(s, b);
         _mm_mask_storeu_ps(out + r * N, keep, s);
     }
