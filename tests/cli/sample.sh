@@ -23,7 +23,18 @@ plain=$("$WEFT" sample "${p[@]}")
 spec=$("$WEFT" sample "${p[@]}" --spec ngram --spec-tokens 6 2>spec.err)
 [ "$spec" = "$plain" ] && ok "--spec ngram: greedy text unchanged ($(cat spec.err))" || bad "--spec ngram changed the text"
 grep -q "tokens in [0-9]* forwards (tau" spec.err && ok "speculation figures printed" || bad "no figures: $(cat spec.err)"
-expect_error "--spec must be none or ngram, got 'draft'" "" -- sample --ckpt run --spec draft
+expect_error "--spec must be none, ngram or draft, got 'medusa'" "" -- sample --ckpt run --spec medusa
+# --spec draft: the model as its own draft keeps every guess, and the text; a draft of another
+# vocabulary (its config.json alone is read first) is refused naming both sizes.
+d=$("$WEFT" sample "${p[@]}" --spec draft --draft run --spec-tokens 4 2>draft.err)
+[ "$d" = "$plain" ] && ok "--spec draft: greedy text unchanged ($(cat draft.err))" || bad "--spec draft changed the text"
+grep -qE " ([0-9]+) of \1 guessed tokens accepted" draft.err && ok "its own draft: every guess kept" || bad "guesses rejected: $(cat draft.err)"
+"$WEFT" export --ckpt run --out hf >/dev/null
+sed -i 's/"vocab_size": 50257/"vocab_size": 50304/' hf/config.json
+expect_error "the draft model's vocabulary has 50304 ids, the model's 50257" "" -- sample --ckpt run --spec draft --draft hf
+expect_error "--spec draft needs --draft DIR" "" -- sample --ckpt run --spec draft
+expect_error "--draft run is for --spec draft, got --spec ngram" "" -- sample --ckpt run --spec ngram --draft run
+expect_error "--spec draft runs with --tp 1 only, got --tp 2" "" -- sample --ckpt run --spec draft --draft run --tp 2
 # Generation stops at the end-of-text token unless --ignore-eos: a model trained on nothing but
 # end-of-text tokens (an llm.c file: magic 20240520, version 1, 1024 tokens of 50256) says it first.
 { printf '\x88\xd8\x34\x01\x01\x00\x00\x00\x00\x04\x00\x00'; head -c 1012 /dev/zero

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "weft/cli/commands.hpp"
 #include "weft/cli/model_options.hpp"
@@ -53,11 +54,21 @@ void add_sample_command(CLI::App& app) {
         const bool bf16 = generation_bf16(a->dtype);
         // The model's source first: it is what the user named; its weights are read last.
         const train::ModelSource source = train::open_model_source(a->model_dir, a->ckpt);
+        const std::optional<train::ModelSource> draft_source =
+            open_draft_source(a->spec, source.cfg, a->tp);
         const std::unique_ptr<data::Tokenizer> tok =
             data::open_tokenizer(a->tokenizer, a->tokenizer_dir);
         const TpGroup tp(a->tp, source.cfg, "sample");
         train::LoadedModel m = train::load_model(source, tp.comm());
-        sample_text(m, *tok, a->prompt, a->o, a->ignore_eos, bf16, a->spec, stdout, tp.comm());
+        train::LoadedModel d;
+        std::unique_ptr<decode::DraftModel> draft;
+        if (draft_source) {
+            d = train::load_model(*draft_source);
+            draft = std::make_unique<decode::DraftModel>(d.model->config(), d.model->layout(),
+                                                         d.params.data(), bf16);
+        }
+        sample_text(m, *tok, a->prompt, a->o, a->ignore_eos, bf16, a->spec, draft.get(), stdout,
+                    tp.comm());
     });
 }
 

@@ -39,10 +39,14 @@ bool generation_bf16(const std::string& dtype) {
 
 void add_speculation_options(CLI::App* c, decode::SpecOptions& spec) {
     c->add_option("--spec", spec.kind,
-                  "Guess tokens and verify them in one forward: none, or ngram (prompt lookup: "
-                  "what followed the text's last words earlier on). The output is plain "
-                  "decoding's: the same tokens when greedy, the same distribution when sampling")
+                  "Guess tokens and verify them in one forward: none, ngram (prompt lookup: "
+                  "what followed the text's last words earlier on) or draft (a smaller model's "
+                  "guesses, --draft). The output is plain decoding's: the same tokens when "
+                  "greedy, the same distribution when sampling")
         ->capture_default_str();
+    c->add_option("--draft", spec.draft,
+                  "--spec draft: the draft model, a weft checkpoint (or run directory) or a "
+                  "Hugging Face model directory with the model's vocabulary");
     c->add_option("--spec-tokens", spec.ngram.max_tokens, "Most tokens guessed a step")
         ->capture_default_str();
     c->add_option("--ngram-max", spec.ngram.max_n,
@@ -50,6 +54,21 @@ void add_speculation_options(CLI::App* c, decode::SpecOptions& spec) {
         ->capture_default_str();
     c->add_option("--ngram-min", spec.ngram.min_n, "--spec ngram: the shortest run looked up")
         ->capture_default_str();
+}
+
+std::optional<train::ModelSource> open_draft_source(const decode::SpecOptions& spec,
+                                                    const model::ModelConfig& target, int tp) {
+    if (spec.kind != "draft") return std::nullopt;
+    // Every rank would run the whole draft and must guess alike for the shards' collectives to
+    // meet; prompt lookup's guesses are the same everywhere by construction, a forward's are not
+    // promised to be.
+    WEFT_CHECK(tp == 1,
+               "--spec draft runs with --tp 1 only, got --tp {} (expected --spec ngram or none "
+               "under tensor parallelism)",
+               tp);
+    train::ModelSource s = train::open_model_source(spec.draft);
+    decode::check_draft(target, s.cfg);
+    return s;
 }
 
 }  // namespace weft::cli

@@ -2,9 +2,11 @@
 // The flags of the commands that run a trained model (eval, sample, serve): where the model comes
 // from, and which tokenizer turns text into its ids and back.
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "weft/decode/speculative.hpp"
+#include "weft/train/model_source.hpp"
 
 namespace CLI {
 class App;
@@ -26,8 +28,12 @@ void add_tokenizer_options(CLI::App* c, std::filesystem::path& tokenizer,
 void add_generation_dtype_option(CLI::App* c, std::string& dtype);
 // Whether `dtype` is bf16; an error naming it unless fp32 or bf16.
 bool generation_bf16(const std::string& dtype);
-// --spec, --spec-tokens, --ngram-max, --ngram-min of the commands that generate: guessed tokens
-// verified in the same forward (docs/decoding.md).
+// --spec, --spec-tokens, --draft, --ngram-max, --ngram-min of the commands that generate: guessed
+// tokens verified in the same forward (docs/decoding.md).
 void add_speculation_options(CLI::App* c, decode::SpecOptions& spec);
+// --spec draft's model opened (not read) and its vocabulary checked against the model's; none
+// for another --spec. An error naming --tp unless `tp` is 1: the draft runs in one process.
+std::optional<train::ModelSource> open_draft_source(const decode::SpecOptions& spec,
+                                                    const model::ModelConfig& target, int tp);
 
 }  // namespace weft::cli

@@ -8,7 +8,8 @@ namespace weft::cli {
 
 void sample_text(const train::LoadedModel& m, const data::Tokenizer& tok, const std::string& prompt,
                  const model::SampleOptions& o, bool ignore_eos, bool bf16,
-                 const decode::SpecOptions& spec, std::FILE* out, model::TpComm* tp) {
+                 const decode::SpecOptions& spec, decode::DraftModel* draft, std::FILE* out,
+                 model::TpComm* tp) {
     const bool speak = !tp || tp->rank() == 0;
     std::vector<int32_t> ids = tok.encode(prompt);
     if (ids.empty()) ids.push_back(tok.eot());
@@ -43,7 +44,7 @@ void sample_text(const train::LoadedModel& m, const data::Tokenizer& tok, const 
             std::fwrite(bytes.data(), 1, bytes.size(), out);
             std::fflush(out);
         },
-        bf16, &st, tp);
+        bf16, &st, draft, tp);
     if (!speak) return;
     std::fputs("\n", out);
     if (spec.kind != "none")

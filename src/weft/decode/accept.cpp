@@ -48,9 +48,16 @@ std::vector<int> children(const TokenTree& t, int node) {
 
 // p := max(0, p - q) normalised; q a point mass on `id` when null.
 void subtract(Distribution& p, const Distribution* q, int32_t id) {
+    // q by id: a draft's q spans the vocabulary, and looking each id up in it would be V^2.
+    std::vector<double> dense;
+    if (q && !q->ids.empty()) {
+        dense.assign(size_t(*std::max_element(q->ids.begin(), q->ids.end())) + 1, 0.0);
+        for (size_t i = 0; i < q->ids.size(); ++i) dense[size_t(q->ids[i])] = q->probs[i];
+    }
     double sum = 0;
     for (size_t i = 0; i < p.ids.size(); ++i) {
-        const double qi = q ? q->prob(p.ids[i]) : (p.ids[i] == id ? 1.0 : 0.0);
+        const size_t x = size_t(p.ids[i]);
+        const double qi = q ? (x < dense.size() ? dense[x] : 0.0) : (p.ids[i] == id ? 1.0 : 0.0);
         sum += p.probs[i] = std::max(0.0, p.probs[i] - qi);
     }
     // p <= q everywhere leaves nothing; only a guess p gave no chance at all can be rejected

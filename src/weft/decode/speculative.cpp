@@ -11,7 +11,13 @@
 namespace weft::decode {
 
 void SpecOptions::validate() const {
-    WEFT_CHECK(kind == "none" || kind == "ngram", "--spec must be none or ngram, got '{}'", kind);
+    WEFT_CHECK(kind == "none" || kind == "ngram" || kind == "draft",
+               "--spec must be none, ngram or draft, got '{}'", kind);
+    WEFT_CHECK(kind != "draft" || !draft.empty(),
+               "--spec draft needs --draft DIR (a weft checkpoint or Hugging Face model directory "
+               "with the model's tokenizer)");
+    WEFT_CHECK(kind == "draft" || draft.empty(), "--draft {} is for --spec draft, got --spec {}",
+               draft.string(), kind);
     ngram.validate();
 }
 
@@ -32,9 +38,9 @@ void tree_rows(int32_t root, const TokenTree& tree, std::vector<int32_t>& rows,
 }
 
 Verdict accept(const TokenTree& tree, const RowLogits& logits, const model::SampleOptions& o,
-               const Philox& rng, uint64_t& counter) {
+               const Philox& rng, uint64_t& counter, const Proposal& proposal) {
     return o.temperature == 0 ? accept_greedy(tree, logits)
-                              : accept_sampling(tree, logits, o, {}, rng, counter);
+                              : accept_sampling(tree, logits, o, proposal, rng, counter);
 }
 
 void keep_accepted(model::KvPool& kv, const model::BlockTable& table, int64_t n_layer, int64_t pos,
@@ -51,9 +57,13 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
                                           std::span<const int32_t> prompt,
                                           const model::SampleOptions& o, const SpecOptions& spec,
                                           const std::function<void(int32_t)>& on_token, bool bf16,
-                                          SpecStats* stats, model::TpComm* tp) {
+                                          SpecStats* stats, DraftModel* draft, model::TpComm* tp) {
     o.validate();
     spec.validate();
+    WEFT_CHECK((spec.kind == "draft") == (draft != nullptr),
+               "internal: --spec {} with{} a draft model", spec.kind, draft ? "" : "out");
+    if (draft) check_draft(cfg, draft->config());
+    WEFT_CHECK(!(draft && tp), "internal: a draft model under tensor parallelism");
     if (spec.kind == "none")
         return model::generate(cfg, layout, params, prompt, o, on_token, bf16, tp);
     WEFT_CHECK(!prompt.empty(), "the prompt must hold at least one token");
@@ -78,6 +88,11 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
     // positions before it in the cache.
     const Philox plain = philox_for(o.seed, "sample"), rng = philox_for(o.seed, "speculative");
     uint64_t counter = 0;
+    // The draft's own draws: independent of the verdict's, as the acceptance rule needs.
+    const Philox draft_rng = philox_for(o.seed, "draft");
+    uint64_t draft_counter = 0;
+    DraftSeq draft_seq;
+    DraftGuess guess;
     std::vector<int32_t> out;
     bool stopped = false;
     // Takes `t` unless it ends the text; false when it does.
@@ -108,8 +123,14 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
             continue;
         }
         // At most the guesses the window and the tokens still wanted leave room for.
-        const TokenTree tree =
-            propose(spec, context, std::min(window - pos - 1, o.tokens - int64_t(out.size()) - 1));
+        const int64_t room = std::min(window - pos - 1, o.tokens - int64_t(out.size()) - 1);
+        if (draft)
+            guess =
+                draft->propose(draft_seq, context, std::min<int64_t>(room, spec.ngram.max_tokens),
+                               o, draft_rng, draft_counter);
+        else
+            guess = {propose(spec, context, room), {}};
+        const TokenTree& tree = guess.tree;
         tree_rows(context.back(), tree, rows, parents);
         kv.grow(table, pos + int64_t(rows.size()));
         batch.clear();
@@ -119,7 +140,7 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
         auto row_logits = [&](int r) {
             return logits.subspan(size_t(r) * size_t(cfg.vocab_size), V);
         };
-        const Verdict v = accept(tree, row_logits, o, rng, counter);
+        const Verdict v = accept(tree, row_logits, o, rng, counter, guess.proposal());
         keep_accepted(kv, table, cfg.n_layer, pos, v.nodes);
         st.guessed += tree.size();
         st.accepted += int64_t(v.nodes.size());
@@ -132,6 +153,7 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
         if (!stopped) take(v.next);
     }
     st.tokens = int64_t(out.size());
+    if (draft) draft->release(draft_seq);
     return out;
 }
 

@@ -6,6 +6,7 @@
 // greedy's tokens bit for bit (the row-invariant forward gives a verified row the logits a
 // one-token step would); sampling gives tokens distributed as plain sampling's.
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <span>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "weft/core/philox.hpp"
 #include "weft/decode/accept.hpp"
+#include "weft/decode/draft.hpp"
 #include "weft/decode/ngram.hpp"
 #include "weft/model/generate.hpp"
 #include "weft/model/kv_pool.hpp"
@@ -20,10 +22,12 @@
 namespace weft::decode {
 
 struct SpecOptions {
-    std::string kind = "none";  // none | ngram
-    NgramOptions ngram;
+    std::string kind = "none";    // none | ngram | draft
+    NgramOptions ngram;           // its max_tokens: the most guesses of any proposer
+    std::filesystem::path draft;  // --spec draft: the draft model (decode/draft.hpp)
 
-    // An error naming --spec unless it is none or ngram, and the n-gram settings.
+    // An error naming --spec unless it is none, ngram or draft (which needs --draft, and only
+    // it), and the n-gram settings.
     void validate() const;
 };
 
@@ -43,22 +47,24 @@ TokenTree propose(const SpecOptions& spec, std::span<const int32_t> context, int
 //   (model::RowBatch::add_tree);
 void tree_rows(int32_t root, const TokenTree& tree, std::vector<int32_t>& rows,
                std::vector<int32_t>& parents);
-// - the verdict: greedy at temperature 0, else sampling with the guesses as fixed points;
+// - the verdict: greedy at temperature 0, else sampling with the guesses as fixed points, or as
+//   drawn from `proposal`'s distributions (a draft's);
 Verdict accept(const TokenTree& tree, const RowLogits& logits, const model::SampleOptions& o,
-               const Philox& rng, uint64_t& counter);
+               const Philox& rng, uint64_t& counter, const Proposal& proposal = {});
 // - the accepted nodes' keys and values moved from their verify slots (root position + 1 +
 //   node) to their positions (root position + depth): nothing to move for a chain.
 void keep_accepted(model::KvPool& kv, const model::BlockTable& table, int64_t n_layer,
                    int64_t root_pos, const std::vector<int>& nodes);
 
 // model::generate with the guesses of `spec`: the same tokens under greedy decoding; the same
-// distribution when sampling.
+// distribution when sampling. `draft`: the model of --spec draft (its vocabulary checked). `tp`:
+// as model::generate's, with no draft.
 std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
                                           const model::ParamLayout& layout, const float* params,
                                           std::span<const int32_t> prompt,
                                           const model::SampleOptions& o, const SpecOptions& spec,
                                           const std::function<void(int32_t)>& on_token = {},
                                           bool bf16 = false, SpecStats* stats = nullptr,
-                                          model::TpComm* tp = nullptr);
+                                          DraftModel* draft = nullptr, model::TpComm* tp = nullptr);
 
 }  // namespace weft::decode

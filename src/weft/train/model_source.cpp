@@ -25,6 +25,11 @@ ModelSource open_model_source(const std::filesystem::path& model_dir,
     return s;
 }
 
+ModelSource open_model_source(const std::filesystem::path& dir) {
+    return std::filesystem::is_regular_file(dir / "config.json") ? open_model_source(dir, {})
+                                                                 : open_model_source({}, dir);
+}
+
 LoadedModel load_model(const ModelSource& source, model::TpComm* tp) {
     check_weights_fit(source.cfg, "the model of " + (source.ckpt ? source.ckpt->dir.string()
                                                                  : source.model_dir.string()));

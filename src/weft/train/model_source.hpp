@@ -28,6 +28,9 @@ struct ModelSource {
 // Exactly one of the two paths is non-empty; otherwise an error naming both flags.
 ModelSource open_model_source(const std::filesystem::path& model_dir,
                               const std::filesystem::path& ckpt);
+// One path that may be either: a directory with a config.json is a Hugging Face directory, else
+// a weft checkpoint or run directory (open_checkpoint's error names it when it is neither).
+ModelSource open_model_source(const std::filesystem::path& dir);
 // `tp`: this rank's shard of a tensor-parallel group (model::tp_shard) and its model, which sums
 // and gathers over it (null: the whole model).
 LoadedModel load_model(const ModelSource& source, model::TpComm* tp = nullptr);

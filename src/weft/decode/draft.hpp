@@ -1,0 +1,62 @@
+#pragma once
+// Draft-model speculation (Leviathan et al. 2023, Chen et al. 2023): a smaller model with the
+// target's vocabulary guesses the next tokens one at a time, greedy at temperature 0, else each
+// drawn from its own distribution q, which accept_sampling then takes as the proposal, so that
+// the output is still the target's to the bit (greedy) or in law (sampling).
+//
+// The draft keeps its own KV cache of the text. Its keys at a position depend only on the tokens
+// up to there, so after a verify nothing is undone: the next proposal keeps the cached positions
+// whose tokens still stand (the context and the accepted guesses) and reads only the rest, the
+// target's own token and at most one accepted guess the draft never read.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "weft/core/philox.hpp"
+#include "weft/decode/accept.hpp"
+#include "weft/decode/token_tree.hpp"
+#include "weft/model/generate.hpp"
+#include "weft/model/kv_pool.hpp"
+
+namespace weft::decode {
+
+// One sequence's place in the draft's cache: its blocks and the tokens of positions 0.. there.
+struct DraftSeq {
+    model::BlockTable table;
+    std::vector<int32_t> cached;
+};
+
+// A draft's chain of guesses and, when sampling, the distribution each was drawn from.
+struct DraftGuess {
+    TokenTree tree;
+    std::vector<Distribution> q;  // q[i]: node i's, drawn under node i - 1 (the root for 0)
+    // accept_sampling's proposal: q of the child under `node`, null past the last.
+    Proposal proposal() const;
+};
+
+// An error naming both sizes unless the draft's vocabulary is the target's: the guesses are ids.
+void check_draft(const model::ModelConfig& target, const model::ModelConfig& draft);
+
+class DraftModel {
+  public:
+    // Its cache holds `kv_blocks` blocks of 16 positions shared by every sequence (0: one
+    // sequence's whole context).
+    DraftModel(const model::ModelConfig& cfg, const model::ParamLayout& layout, const float* params,
+               bool bf16, int64_t kv_blocks = 0);
+
+    // Up to `k` guesses after `context`, its last token the root, under o's temperature, top-k,
+    // top-p and vocabulary; a draw takes the uniform number at `counter` of `rng` and advances
+    // it. Fewer near the end of the draft's context, none when its cache has no room.
+    DraftGuess propose(DraftSeq& seq, std::span<const int32_t> context, int64_t k,
+                       const model::SampleOptions& o, const Philox& rng, uint64_t& counter);
+    // Gives the sequence's blocks back.
+    void release(DraftSeq& seq);
+    const model::ModelConfig& config() const { return forward_.config(); }
+
+  private:
+    model::RowForward forward_;
+    model::KvPool kv_;
+    model::RowBatch batch_;
+};
+
+}  // namespace weft::decode

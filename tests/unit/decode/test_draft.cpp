@@ -1,0 +1,170 @@
+// Draft-model speculation through real models: greedy output is plain greedy's bit for bit, with
+// the model itself as its draft (every guess kept) and with a smaller draft (guesses kept and
+// rejected, so the draft's cache is cut back), every family, fp32 and bf16; sampling keeps the
+// model's law (a chi-square test of generated tokens over many seeds against the law computed
+// from the model's own one-step logits).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "support/family_cases.hpp"
+#include "weft/decode/draft.hpp"
+#include "weft/decode/speculative.hpp"
+#include "weft/model/family.hpp"
+
+using namespace weft;
+
+namespace {
+
+// A model at test size with its initialised parameters; `scale` makes it peaky, so that greedy
+// text repeats and a draft can guess it.
+struct TinyModel {
+    TinyModel(const model::ModelConfig& c, uint64_t seed, float scale)
+        : cfg(c), m(model::make_model(c)), params(m->layout().total) {
+        model::init_params(params.data(), m->layout(), seed);
+        for (int64_t i = 0; i < params.size(); ++i) params[i] *= scale;
+    }
+    decode::DraftModel draft(bool bf16) const {
+        return decode::DraftModel(cfg, m->layout(), params.data(), bf16);
+    }
+    model::ModelConfig cfg;
+    std::unique_ptr<model::Model> m;
+    Buffer params;
+};
+
+class DraftGreedy : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+
+TEST_P(DraftGreedy, IsPlainGreedyBitForBit) {
+    const auto [preset, bf16] = GetParam();
+    const TinyModel target(test::small_family_config(preset, 61, 48, 2), 11, 8.0f);
+    // The draft: the target's first layer alone (with its embeddings and head), so that it
+    // guesses some of the target's tokens and misses others.
+    TinyModel small(test::small_family_config(preset, 61, 48, 1), 12, 8.0f);
+    for (const model::ParamSpec& t : small.m->layout().tensors) {
+        const model::ParamSpec& from = target.m->layout().find(t.name);
+        ASSERT_EQ(from.numel_stored, t.numel_stored) << t.name;
+        std::copy_n(target.params.data() + from.offset, t.numel_stored,
+                    small.params.data() + t.offset);
+    }
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 12; ++i) prompt.push_back(int32_t(3 + i % 5));
+    model::SampleOptions o;
+    o.temperature = 0;
+    o.tokens = 70;  // past the window of 48: the rebuild happens too
+    const std::vector<int32_t> plain =
+        model::generate(target.cfg, target.m->layout(), target.params.data(), prompt, o, {}, bf16);
+    decode::SpecOptions spec;
+    spec.kind = "draft";
+    spec.draft = "unused";  // the model is given
+    spec.ngram.max_tokens = 4;
+    for (const TinyModel* d : {&target, static_cast<const TinyModel*>(&small)}) {
+        decode::DraftModel draft = d->draft(bf16);
+        decode::SpecStats st;
+        const std::vector<int32_t> fast =
+            decode::generate_speculative(target.cfg, target.m->layout(), target.params.data(),
+                                         prompt, o, spec, {}, bf16, &st, &draft);
+        const std::string which = d == &target ? "the model itself" : "the smaller draft";
+        EXPECT_EQ(fast, plain) << which;
+        EXPECT_GT(st.accepted, 0) << which << ": no guess was ever kept";
+        if (d == &target) {
+            EXPECT_EQ(st.accepted, st.guessed) << "the model rejected its own guesses";
+        } else {
+            EXPECT_LT(st.accepted, st.guessed) << "no guess was rejected: no cut-back tested";
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, DraftGreedy,
+                         ::testing::Combine(test::family_presets(), ::testing::Bool()),
+                         test::family_case_name);
+
+// Pearson's chi-square of counts against probabilities, and its 0.999 quantile for k degrees
+// of freedom (Wilson-Hilferty), as test_accept's.
+double chi_square(const std::map<int, int>& counts, const std::vector<double>& p, int n) {
+    double x2 = 0;
+    for (size_t i = 0; i < p.size(); ++i) {
+        const auto it = counts.find(int(i));
+        const double o = it == counts.end() ? 0 : it->second, e = p[i] * n;
+        x2 += (o - e) * (o - e) / e;
+    }
+    return x2;
+}
+double chi_square_limit(int k) {
+    const double z = 3.09, a = 2.0 / (9.0 * k);
+    return k * std::pow(1 - a + z * std::sqrt(a), 3);
+}
+
+// The model's next-token law after `context` (temperature 1), from a one-token-step forward.
+std::vector<double> next_law(const TinyModel& t, const std::vector<int32_t>& context) {
+    model::Generator g(t.cfg, t.m->layout(), t.params.data());
+    const std::span<const float> l = g.feed(context);
+    model::SampleOptions o;
+    o.temperature = 1;
+    const decode::Distribution d = decode::sampling_distribution(l, o);
+    std::vector<double> p(size_t(t.cfg.vocab_size), 0.0);
+    for (size_t i = 0; i < d.ids.size(); ++i) p[size_t(d.ids[i])] = d.probs[i];
+    return p;
+}
+
+// Generating 4 tokens: the first is drawn plainly, then the draft guesses the second and third
+// (drawn from its q), which the verify keeps or rejects. The joint law of the second and third
+// tokens must be the model's, summed over the first.
+TEST(DraftSampling, KeepsTheModelsLaw) {
+    const int64_t V = 5;
+    model::ModelConfig c = test::small_family_config("tiny", V, 16, 1);
+    c.n_embd = 16;
+    const TinyModel target(c, 21, 3.0f), small(c, 22, 3.0f);  // another law for the draft
+    const std::vector<int32_t> prompt = {1, 3};
+    std::vector<double> joint(size_t(V * V), 0.0);
+    const std::vector<double> p1 = next_law(target, prompt);
+    for (int32_t x = 0; x < V; ++x) {
+        const std::vector<double> p2 = next_law(target, {1, 3, x});
+        for (int32_t y = 0; y < V; ++y) {
+            const std::vector<double> p3 = next_law(target, {1, 3, x, y});
+            for (int32_t z = 0; z < V; ++z) joint[size_t(y * V + z)] += p1[x] * p2[y] * p3[z];
+        }
+    }
+    decode::SpecOptions spec;
+    spec.kind = "draft";
+    spec.draft = "unused";
+    spec.ngram.max_tokens = 2;
+    decode::DraftModel draft = small.draft(false);
+    model::SampleOptions o;
+    o.temperature = 1;
+    o.tokens = 4;
+    const int n = 20000;
+    std::map<int, int> counts;
+    decode::SpecStats total;
+    for (int i = 0; i < n; ++i) {
+        o.seed = uint64_t(i);
+        decode::SpecStats st;
+        const std::vector<int32_t> out = decode::generate_speculative(
+            c, target.m->layout(), target.params.data(), prompt, o, spec, {}, false, &st, &draft);
+        ASSERT_EQ(out.size(), 4u);
+        ++counts[out[1] * V + out[2]];
+        total.guessed += st.guessed;
+        total.accepted += st.accepted;
+    }
+    EXPECT_LT(chi_square(counts, joint, n), chi_square_limit(int(V * V) - 1))
+        << "the tokens' law is not the model's";
+    // Both verdicts happen often, or the test would not see a wrong rule.
+    EXPECT_GT(total.accepted, total.guessed / 5);
+    EXPECT_LT(total.accepted, total.guessed * 4 / 5);
+}
+
+TEST(Draft, RefusesAnotherVocabulary) {
+    model::ModelConfig a = test::small_family_config("tiny", 61, 48, 1), b = a;
+    b.vocab_size = 64;
+    try {
+        decode::check_draft(a, b);
+        FAIL() << "a draft of another vocabulary was taken";
+    } catch (const std::exception& e) {
+        EXPECT_NE(std::string(e.what()).find("has 64 ids, the model's 61"), std::string::npos)
+            << e.what();
+    }
+}
+
+}  // namespace
