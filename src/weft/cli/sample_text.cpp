@@ -47,12 +47,16 @@ void sample_text(const train::LoadedModel& m, const data::Tokenizer& tok, const 
         bf16, &st, draft, tp);
     if (!speak) return;
     std::fputs("\n", out);
-    if (spec.kind != "none")
-        fmt::print(stderr,
-                   "weft: speculation ({}): {} tokens in {} forwards (tau {:.2f}), {} of {} "
-                   "guessed tokens accepted\n",
-                   spec.kind, st.tokens, st.forwards, st.tokens_per_forward(), st.accepted,
-                   st.guessed);
+    if (spec.kind == "none") return;
+    // Per depth: of the verifies that guessed that far, how many kept the guess there.
+    std::string depths;
+    for (size_t d = 0; d < st.guessed_at.size() && st.guessed_at[d] > 0; ++d)
+        depths += fmt::format(" {}/{}", st.accepted_at[d], st.guessed_at[d]);
+    fmt::print(stderr,
+               "weft: speculation ({}): {} tokens in {} forwards (tau {:.2f}), {} of {} guessed "
+               "tokens accepted; by depth:{}\n",
+               spec.kind, st.tokens, st.forwards, st.tokens_per_forward(), st.accepted, st.guessed,
+               depths);
 }
 
 }  // namespace weft::cli
