@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "weft/cli/commands.hpp"
@@ -42,6 +43,8 @@ void serve(ServeArgs& a) {
     a.engine.validate();
     a.engine.bf16 = generation_bf16(a.dtype);
     const train::ModelSource source = train::open_model_source(a.model_dir, a.ckpt);
+    const std::optional<train::ModelSource> draft_source =
+        open_draft_source(a.engine.spec, source.cfg, a.tp);
     const std::unique_ptr<data::Tokenizer> tok = data::open_tokenizer(a.tokenizer, a.tokenizer_dir);
     const TpGroup tp(a.tp, source.cfg, "serve");
     const bool lead = tp.rank() == 0;
@@ -77,9 +80,19 @@ void serve(ServeArgs& a) {
     }
     serve::EngineTp engine_tp{tp.comm(), {}};
     if (steps) engine_tp.announce = [&](const model::RowBatch& b) { steps->send(b); };
+    // The draft's cache holds as many positions as the model's, and each slot's guesses.
+    train::LoadedModel d;
+    std::unique_ptr<decode::DraftModel> draft;
+    if (draft_source) {
+        d = train::load_model(*draft_source);
+        const int64_t blocks =
+            (a.engine.kv_blocks * a.engine.block_tokens + 15) / 16 + 2 * a.engine.slots;
+        draft = std::make_unique<decode::DraftModel>(d.model->config(), d.model->layout(),
+                                                     d.params.data(), a.engine.bf16, blocks);
+    }
     serve::Engine engine(
         cfg, m.model->layout(), m.params.data(), [&tok](int32_t t) { return tok->decode_token(t); },
-        a.engine, engine_tp);
+        a.engine, std::move(draft), engine_tp);
     const serve::ApiContext ctx{model_name(a.ckpt.empty() ? a.model_dir : a.ckpt), *tok, engine,
                                 chat};
     serve::HttpFront front(ctx, engine, a.front);

@@ -66,6 +66,10 @@ std::optional<train::ModelSource> open_draft_source(const decode::SpecOptions& s
                "--spec draft runs with --tp 1 only, got --tp {} (expected --spec ngram or none "
                "under tensor parallelism)",
                tp);
+    WEFT_CHECK(std::filesystem::is_directory(spec.draft),
+               "--draft {} is not a directory (expected a weft checkpoint, a run directory or a "
+               "Hugging Face model directory)",
+               spec.draft.string());
     train::ModelSource s = train::open_model_source(spec.draft);
     decode::check_draft(target, s.cfg);
     return s;

@@ -6,7 +6,7 @@
 
 namespace weft::decode {
 
-Proposal DraftGuess::proposal() const {
+Proposal Guesses::proposal() const {
     return [this](int node) -> const Distribution* {
         const size_t i = size_t(node + 1);
         return i < q.size() ? &q[i] : nullptr;
@@ -33,10 +33,9 @@ DraftModel::DraftModel(const model::ModelConfig& cfg, const model::ParamLayout& 
     : forward_(cfg, layout, params, bf16),
       kv_(draft_blocks(cfg, kv_blocks), cfg.n_layer, forward_.kv_width(), 16, forward_.kv_bf16()) {}
 
-DraftGuess DraftModel::propose(DraftSeq& seq, std::span<const int32_t> context, int64_t k,
-                               const model::SampleOptions& o, const Philox& rng,
-                               uint64_t& counter) {
-    DraftGuess g;
+Guesses DraftModel::propose(DraftSeq& seq, std::span<const int32_t> context, int64_t k,
+                            const model::SampleOptions& o, const Philox& rng, uint64_t& counter) {
+    Guesses g;
     const int64_t n = int64_t(context.size());
     // The last guess is never read, so k guesses take positions up to n + k - 2.
     k = std::min(k, config().n_positions - n + 1);

@@ -26,8 +26,9 @@ struct DraftSeq {
     std::vector<int32_t> cached;
 };
 
-// A draft's chain of guesses and, when sampling, the distribution each was drawn from.
-struct DraftGuess {
+// Guessed tokens and, when a draft sampled them, the distribution each was drawn from (none:
+// fixed guesses, as prompt lookup's).
+struct Guesses {
     TokenTree tree;
     std::vector<Distribution> q;  // q[i]: node i's, drawn under node i - 1 (the root for 0)
     // accept_sampling's proposal: q of the child under `node`, null past the last.
@@ -47,8 +48,8 @@ class DraftModel {
     // Up to `k` guesses after `context`, its last token the root, under o's temperature, top-k,
     // top-p and vocabulary; a draw takes the uniform number at `counter` of `rng` and advances
     // it. Fewer near the end of the draft's context, none when its cache has no room.
-    DraftGuess propose(DraftSeq& seq, std::span<const int32_t> context, int64_t k,
-                       const model::SampleOptions& o, const Philox& rng, uint64_t& counter);
+    Guesses propose(DraftSeq& seq, std::span<const int32_t> context, int64_t k,
+                    const model::SampleOptions& o, const Philox& rng, uint64_t& counter);
     // Gives the sequence's blocks back.
     void release(DraftSeq& seq);
     const model::ModelConfig& config() const { return forward_.config(); }

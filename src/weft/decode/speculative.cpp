@@ -92,7 +92,7 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
     const Philox draft_rng = philox_for(o.seed, "draft");
     uint64_t draft_counter = 0;
     DraftSeq draft_seq;
-    DraftGuess guess;
+    Guesses guess;
     std::vector<int32_t> out;
     bool stopped = false;
     // Takes `t` unless it ends the text; false when it does.

@@ -17,6 +17,7 @@ struct Engine::Running {
           tokens(req.prompt),
           rng(philox_for(req.o.seed, "sample")),
           spec_rng(philox_for(req.o.seed, "speculative")),
+          draft_rng(philox_for(req.o.seed, "draft")),
           text(req.stop) {}
 
     Request req;
@@ -28,6 +29,9 @@ struct Engine::Running {
     Philox rng;                    // as `weft sample`'s: token i draws its uniform number i
     Philox spec_rng;               // speculation's, as weft sample --spec's
     uint64_t spec_counter = 0;
+    decode::DraftSeq draft;  // its place in the draft's cache (--spec draft)
+    Philox draft_rng;        // the draft's draws, as weft sample --spec draft's
+    uint64_t draft_counter = 0;
     StopText text;
     std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();  // submitted
     bool ended = false;  // its last update, with a finish reason, was pushed
@@ -69,12 +73,18 @@ int64_t pool_blocks(const EngineOptions& o) {
 }  // namespace
 
 Engine::Engine(const model::ModelConfig& cfg, const model::ParamLayout& layout, const float* params,
-               std::function<std::string(int32_t)> piece, EngineOptions o, EngineTp tp)
+               std::function<std::string(int32_t)> piece, EngineOptions o,
+               std::unique_ptr<decode::DraftModel> draft, EngineTp tp)
     : forward_(cfg, layout, params, o.bf16, tp.comm),
       pool_(pool_blocks(o), cfg.n_layer, forward_.kv_width(), o.block_tokens, o.bf16),
+      draft_(std::move(draft)),
       piece_(std::move(piece)),
       o_(o),
       tp_(std::move(tp)) {
+    WEFT_CHECK((o_.spec.kind == "draft") == (draft_ != nullptr),
+               "internal: --spec {} with{} a draft model", o_.spec.kind, draft_ ? "" : "out");
+    WEFT_CHECK(!(draft_ && tp_.comm), "internal: a draft model under tensor parallelism");
+    if (draft_) decode::check_draft(cfg, draft_->config());
     stats_.kv_blocks_total = o_.kv_blocks;
 }
 
@@ -128,10 +138,12 @@ void Engine::sample_next(Running& r, std::span<const float> logits) {
     emit(r, t, model::token_logprob(l, t));
 }
 
-void Engine::accept_tree(Running& r, const decode::TokenTree& tree, std::span<const float> logits) {
+void Engine::accept_tree(Running& r, const decode::Guesses& guess, std::span<const float> logits) {
+    const decode::TokenTree& tree = guess.tree;
     const size_t V = size_t(config().vocab_size), Vs = model::sampled_vocab(config(), r.req.o);
     auto row = [&](int k) { return logits.subspan(size_t(k) * V, Vs); };
-    const decode::Verdict v = decode::accept(tree, row, r.req.o, r.spec_rng, r.spec_counter);
+    const decode::Verdict v =
+        decode::accept(tree, row, r.req.o, r.spec_rng, r.spec_counter, guess.proposal());
     {
         std::lock_guard lock(mu_);
         stats_.spec_guessed += tree.size();
@@ -228,6 +240,7 @@ void Engine::admit() {
 void Engine::preempt_newest() {
     Running& r = *running_.back();
     pool_.release_all(r.table);
+    if (draft_) draft_->release(r.draft);
     r.hashes.clear();
     r.computed = 0;
     std::lock_guard lock(mu_);
@@ -247,21 +260,27 @@ bool Engine::step() {
     // many decodes there are). Cut anywhere: a row's bits do not depend on its chunk.
     // A request in decode may run a tree of guesses after its last token instead (o_.spec).
     std::vector<int64_t> n(running_.size(), 0);
-    std::vector<decode::TokenTree> trees(running_.size());
+    std::vector<decode::Guesses> trees(running_.size());  // q: a draft's distributions
     // With speculation every decode step is a verify, even of no guess: its draws then come from
     // speculation's stream as `weft sample --spec`'s do.
     const bool speculate = o_.spec.kind != "none";
     std::vector<char> verify(running_.size(), 0);
     int64_t budget = o_.batch_tokens;
     for (size_t i = 0; i < running_.size(); ++i) {
-        const Running& r = *running_[i];
+        Running& r = *running_[i];
         if (r.out->cancelled() || int64_t(r.tokens.size()) - r.computed != 1) continue;
         // At most the tokens still wanted after the model's own, within the context.
         const int64_t room =
             std::min(r.req.o.tokens - r.generated() - 1, config().n_positions - r.computed - 1);
-        trees[i] = decode::propose(o_.spec, r.tokens, room);
+        // The draft runs each request's guesses on its own, ahead of the batch's one forward.
+        if (draft_)
+            trees[i] = draft_->propose(r.draft, r.tokens,
+                                       std::min<int64_t>(room, o_.spec.ngram.max_tokens), r.req.o,
+                                       r.draft_rng, r.draft_counter);
+        else
+            trees[i].tree = decode::propose(o_.spec, r.tokens, room);
         verify[i] = speculate;
-        n[i] = 1 + trees[i].size();
+        n[i] = 1 + trees[i].tree.size();
         budget -= n[i];
     }
     bool chunked = false;
@@ -296,7 +315,7 @@ bool Engine::step() {
         if (n[i] == 0) continue;
         Running& r = *running_[i];
         if (verify[i]) {  // its last token and its guesses, every row's logits
-            decode::tree_rows(r.tokens.back(), trees[i], rows, parents);
+            decode::tree_rows(r.tokens.back(), trees[i].tree, rows, parents);
             batch_.add_tree(rows, parents, r.computed, r.table);
             r.computed += 1;  // the root; the accepted guesses follow in accept_tree
             verified.push_back({&r, i});
@@ -319,9 +338,9 @@ bool Engine::step() {
     for (size_t i = 0; i < running_.size(); ++i) {
         if (next_verified < verified.size() && verified[next_verified].second == i) {
             Running& r = *verified[next_verified++].first;
-            const decode::TokenTree& t = trees[i];
-            accept_tree(r, t, logits.subspan(at * V, size_t(t.size() + 1) * V));
-            at += size_t(t.size()) + 1;
+            const decode::Guesses& g = trees[i];
+            accept_tree(r, g, logits.subspan(at * V, size_t(g.tree.size() + 1) * V));
+            at += size_t(g.tree.size()) + 1;
         } else if (next_sampled < sampled.size() && sampled[next_sampled] == running_[i].get()) {
             sample_next(*sampled[next_sampled++], logits.subspan(at * V, V));
             ++at;
@@ -345,6 +364,7 @@ bool Engine::step() {
     std::erase_if(running_, [&](const std::unique_ptr<Running>& r) {
         const bool done = r->out->cancelled() || r->ended;
         if (done) pool_.release_all(r->table);
+        if (done && draft_) draft_->release(r->draft);
         return done;
     });
     stats_.requests_done += int64_t(before - running_.size());

@@ -82,10 +82,12 @@ struct EngineTp {
 
 class Engine {
   public:
-    // `piece`: the bytes of one token (for stop strings and the streamed text). Under `tp`,
-    // `params` is rank 0's shard (model::tp_shard).
+    // `piece`: the bytes of one token (for stop strings and the streamed text). `draft`: the
+    // model of --spec draft (o.spec), whose own cache holds every running request's tokens; not
+    // under `tp`, where `params` is rank 0's shard (model::tp_shard).
     Engine(const model::ModelConfig& cfg, const model::ParamLayout& layout, const float* params,
-           std::function<std::string(int32_t)> piece, EngineOptions o, EngineTp tp = {});
+           std::function<std::string(int32_t)> piece, EngineOptions o,
+           std::unique_ptr<decode::DraftModel> draft = nullptr, EngineTp tp = {});
     ~Engine();
 
     // An error (weft::Error) naming what makes `r` impossible to serve: an empty prompt, ids
@@ -109,14 +111,15 @@ class Engine {
     void emit(Running& r, int32_t t, float logprob);
     // A speculating request's verdict on its tree's rows (their logits from `logits`), the
     // accepted tokens and the model's next one emitted.
-    void accept_tree(Running& r, const decode::TokenTree& tree, std::span<const float> logits);
+    void accept_tree(Running& r, const decode::Guesses& guess, std::span<const float> logits);
     // Takes waiting requests while slots and the blocks of their tokens are free (lock held).
     void admit();
     // Frees the blocks of the newest running request and puts it at the head of the queue.
     void preempt_newest();
 
     model::RowForward forward_;
-    model::KvPool pool_;  // the engine loop's alone (stats_ counts it)
+    model::KvPool pool_;                         // the engine loop's alone (stats_ counts it)
+    std::unique_ptr<decode::DraftModel> draft_;  // --spec draft's, the engine loop's alone
     model::RowBatch batch_;
     std::function<std::string(int32_t)> piece_;
     EngineOptions o_;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "support/draft_weights.hpp"
 #include "support/family_cases.hpp"
 #include "weft/decode/draft.hpp"
 #include "weft/decode/speculative.hpp"
@@ -43,12 +44,8 @@ TEST_P(DraftGreedy, IsPlainGreedyBitForBit) {
     // The draft: the target's first layer alone (with its embeddings and head), so that it
     // guesses some of the target's tokens and misses others.
     TinyModel small(test::small_family_config(preset, 61, 48, 1), 12, 8.0f);
-    for (const model::ParamSpec& t : small.m->layout().tensors) {
-        const model::ParamSpec& from = target.m->layout().find(t.name);
-        ASSERT_EQ(from.numel_stored, t.numel_stored) << t.name;
-        std::copy_n(target.params.data() + from.offset, t.numel_stored,
-                    small.params.data() + t.offset);
-    }
+    test::copy_target_tensors(target.m->layout(), target.params.data(), small.m->layout(),
+                              small.params.data());
     std::vector<int32_t> prompt;
     for (int i = 0; i < 12; ++i) prompt.push_back(int32_t(3 + i % 5));
     model::SampleOptions o;

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "support/check.hpp"
+#include "support/draft_weights.hpp"
 #include "weft/core/error.hpp"
 #include "weft/core/philox.hpp"
 #include "weft/model/family.hpp"
@@ -251,6 +252,44 @@ TEST_P(ServeEngine, Bf16IsBatchInvariantToo) {
     const std::vector<Update> among = run_all(e, streams);
     EXPECT_EQ(among[0].tokens, sample.tokens);
     EXPECT_TRUE(same_bits(among[0].logprobs, sample.logprobs));
+}
+
+// --spec draft among other requests: greedy requests keep plain sampling's tokens and logprob
+// bits, a seeded sampling request gives weft sample --spec draft's tokens (the same draws), and
+// the draft's guesses are both kept and rejected.
+TEST_P(ServeEngine, DraftKeepsTheOutput) {
+    const model::ModelConfig c = small_config(GetParam());
+    Weights w(c);
+    model::ModelConfig dc = c;  // the draft: the model's first layer alone
+    dc.n_layer = 1;
+    Weights d(dc);
+    test::copy_target_tensors(w.model->layout(), w.params.data(), d.model->layout(),
+                              d.params.data());
+    auto draft = [&] {
+        return std::make_unique<decode::DraftModel>(dc, d.model->layout(), d.params.data(), false,
+                                                    64);
+    };
+    EngineOptions o = options(8, 64);
+    o.spec.kind = "draft";
+    o.spec.draft = "unused";  // the model is given
+    o.spec.ngram.max_tokens = 3;
+    Engine e(c, w.model->layout(), w.params.data(), piece, o, draft());
+    std::vector<Request> requests;
+    std::vector<std::shared_ptr<Stream>> streams;
+    for (int i = 0; i < 6; ++i) {
+        requests.push_back(
+            request(tokens(5 + i, 40 + i, c.vocab_size), 24, i == 5 ? 0.8f : 0.0f, 80 + i));
+        streams.push_back(e.submit(requests.back()));
+    }
+    const std::vector<Update> out = run_all(e, streams);
+    expect_as_sampled(c, w, std::vector<Request>(requests.begin(), requests.end() - 1), out);
+    const Request& s = requests.back();
+    const std::unique_ptr<decode::DraftModel> alone = draft();
+    EXPECT_EQ(out.back().tokens,
+              decode::generate_speculative(c, w.model->layout(), w.params.data(), s.prompt, s.o,
+                                           o.spec, {}, false, nullptr, alone.get()));
+    EXPECT_GT(e.stats().spec_accepted, 0) << "no guess was ever kept";
+    EXPECT_LT(e.stats().spec_accepted, e.stats().spec_guessed) << "no guess was rejected";
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ServeEngine, ::testing::Values("gpt2", "llama", "qwen2", "moe"));
