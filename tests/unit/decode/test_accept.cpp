@@ -7,6 +7,7 @@
 #include <map>
 #include <random>
 
+#include "support/chi_square.hpp"
 #include "weft/decode/accept.hpp"
 #include "weft/decode/ngram.hpp"
 
@@ -53,22 +54,6 @@ TEST(AcceptGreedy, WalksTheArgmaxPath) {
     EXPECT_EQ(v.next, 1);
 }
 
-// Pearson's chi-square of observed counts against probabilities, with its degrees of freedom.
-double chi_square(const std::map<int, int>& counts, const std::vector<double>& p, int n) {
-    double x2 = 0;
-    for (size_t i = 0; i < p.size(); ++i) {
-        const auto it = counts.find(int(i));
-        const double o = it == counts.end() ? 0 : it->second, e = p[i] * n;
-        x2 += (o - e) * (o - e) / e;
-    }
-    return x2;
-}
-// The 0.999 quantile of chi-square with k degrees of freedom (Wilson-Hilferty).
-double chi_square_limit(int k) {
-    const double z = 3.09, a = 2.0 / (9.0 * k);
-    return k * std::pow(1 - a + z * std::sqrt(a), 3);
-}
-
 // Two steps of a vocabulary of 5: the model's distribution at the root, and at each first
 // token. The joint law of the first two tokens of the verdict must be p_root(x) p_x(y).
 struct TwoSteps {
@@ -96,8 +81,8 @@ void expect_joint_law(const TwoSteps& m, Run run) {
         const std::pair<int32_t, int32_t> xy = run(rng, counter);
         ++counts[xy.first * 5 + xy.second];
     }
-    const double x2 = chi_square(counts, m.joint(), n);
-    EXPECT_LT(x2, chi_square_limit(24)) << "the verdicts' law is not the model's";
+    const double x2 = test::chi_square(counts, m.joint(), n);
+    EXPECT_LT(x2, test::chi_square_limit(24)) << "the verdicts' law is not the model's";
 }
 
 TEST(AcceptSampling, FixedGuessesKeepTheModelsLaw) {

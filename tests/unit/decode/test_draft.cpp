@@ -10,8 +10,10 @@
 #include <memory>
 #include <string>
 
+#include "support/chi_square.hpp"
 #include "support/draft_weights.hpp"
 #include "support/family_cases.hpp"
+#include "support/speculation_cases.hpp"
 #include "weft/decode/draft.hpp"
 #include "weft/decode/speculative.hpp"
 #include "weft/model/family.hpp"
@@ -46,11 +48,8 @@ TEST_P(DraftGreedy, IsPlainGreedyBitForBit) {
     TinyModel small(test::small_family_config(preset, 61, 48, 1), 12, 8.0f);
     test::copy_target_tensors(target.m->layout(), target.params.data(), small.m->layout(),
                               small.params.data());
-    std::vector<int32_t> prompt;
-    for (int i = 0; i < 12; ++i) prompt.push_back(int32_t(3 + i % 5));
-    model::SampleOptions o;
-    o.temperature = 0;
-    o.tokens = 70;  // past the window of 48: the rebuild happens too
+    const std::vector<int32_t> prompt = test::repeating_prompt();
+    const model::SampleOptions o = test::greedy_past_window();
     const std::vector<int32_t> plain =
         model::generate(target.cfg, target.m->layout(), target.params.data(), prompt, o, {}, bf16);
     decode::SpecOptions spec;
@@ -77,22 +76,6 @@ TEST_P(DraftGreedy, IsPlainGreedyBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Families, DraftGreedy,
                          ::testing::Combine(test::family_presets(), ::testing::Bool()),
                          test::family_case_name);
-
-// Pearson's chi-square of counts against probabilities, and its 0.999 quantile for k degrees
-// of freedom (Wilson-Hilferty), as test_accept's.
-double chi_square(const std::map<int, int>& counts, const std::vector<double>& p, int n) {
-    double x2 = 0;
-    for (size_t i = 0; i < p.size(); ++i) {
-        const auto it = counts.find(int(i));
-        const double o = it == counts.end() ? 0 : it->second, e = p[i] * n;
-        x2 += (o - e) * (o - e) / e;
-    }
-    return x2;
-}
-double chi_square_limit(int k) {
-    const double z = 3.09, a = 2.0 / (9.0 * k);
-    return k * std::pow(1 - a + z * std::sqrt(a), 3);
-}
 
 // The model's next-token law after `context` (temperature 1), from a one-token-step forward.
 std::vector<double> next_law(const TinyModel& t, const std::vector<int32_t>& context) {
@@ -145,7 +128,7 @@ TEST(DraftSampling, KeepsTheModelsLaw) {
         total.guessed += st.guessed;
         total.accepted += st.accepted;
     }
-    EXPECT_LT(chi_square(counts, joint, n), chi_square_limit(int(V * V) - 1))
+    EXPECT_LT(test::chi_square(counts, joint, n), test::chi_square_limit(int(V * V) - 1))
         << "the tokens' law is not the model's";
     // Both verdicts happen often, or the test would not see a wrong rule.
     EXPECT_GT(total.accepted, total.guessed / 5);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "support/family_cases.hpp"
+#include "support/speculation_cases.hpp"
 #include "weft/decode/speculative.hpp"
 #include "weft/model/family.hpp"
 #include "weft/model/kv_pool.hpp"
@@ -27,12 +28,8 @@ TEST_P(Speculative, GreedyIsPlainGreedyBitForBit) {
     Buffer params(m->layout().total);
     model::init_params(params.data(), m->layout(), 11);
     for (int64_t i = 0; i < params.size(); ++i) params[i] *= 8.0f;  // a peaky, repetitive model
-    // A prompt that repeats itself, so that lookups find something.
-    std::vector<int32_t> prompt;
-    for (int i = 0; i < 12; ++i) prompt.push_back(int32_t(3 + i % 5));
-    model::SampleOptions o;
-    o.temperature = 0;
-    o.tokens = 70;  // past the window of 48: the rebuild happens too
+    const std::vector<int32_t> prompt = test::repeating_prompt();
+    const model::SampleOptions o = test::greedy_past_window();
     const std::vector<int32_t> plain =
         model::generate(c, m->layout(), params.data(), prompt, o, {}, bf16);
     decode::SpecOptions spec;
