@@ -1,32 +1,60 @@
 #!/usr/bin/env bash
-# Speculative decoding at batch 1 (docs/decoding.md): plain greedy against --spec ngram on a
-# trained checkpoint, for a repetitive prompt (a held-out passage given twice, so that the
-# continuation can copy) and for plain prose (the passage once), in fp32 and bf16.
-#   bench/decoding.sh <build dir> <checkpoint> [tokens]      (default 128 tokens; past the end of text)
-# Prints per case: wall seconds plain and with guesses, the speedup, tokens per forward (tau) and
-# the share of guessed tokens accepted; and checks that both texts are the same.
+# Speculative decoding at batch 1 (docs/decoding.md): plain greedy against --spec ngram, and
+# against --spec draft when a draft checkpoint is given, on a trained checkpoint, for a
+# repetitive prompt (a held-out passage given twice, so that the continuation can copy) and for
+# plain prose (the passage once), in fp32 and bf16.
+#   bench/decoding.sh <build dir> <checkpoint> [tokens] [draft checkpoint]
+# (default 128 tokens, past the end of text; DRAFT_TOKENS guesses a step for the draft, default
+# 3, 8 for ngram; REPS rounds, default 3). Each round runs plain, ngram and draft back to back,
+# so that the load of other jobs falls alike on the three; per case the median over rounds of
+# the whole process's wall and CPU (user + sys) seconds, start-up included, the speedups, tokens
+# per forward (tau), the share of guesses accepted and, per depth, kept / guessed. Fails if a
+# text differs from plain greedy's.
 set -euo pipefail
 BUILD=${1:?build dir} CKPT=$(realpath "${2:?checkpoint}") TOKENS=${3:-128}
+DRAFT=${4:+$(realpath "$4")} DRAFT_TOKENS=${DRAFT_TOKENS:-3} REPS=${REPS:-3}
 source "$(dirname "$0")/lib.sh"
 bench_start "$BUILD"
-echo "load: $(bench_load); $TOKENS tokens, greedy, OpenMP threads as the machine has"
+echo "load: $(bench_load); $TOKENS tokens, greedy, OMP_NUM_THREADS=${OMP_NUM_THREADS:-all cores}, $REPS rounds"
 # A held-out passage: the last 240 bytes of the corpus (its validation part).
 passage=$(tail -c 240 "$SRC/data/tinyshakespeare.txt")
-printf "%-11s %-5s %-8s %-8s %-8s %-6s %s\n" prompt dtype plain_s spec_s speedup tau accepted
+kinds=(ngram)
+[ -n "$DRAFT" ] && kinds+=(draft)
+median() { tr ' ' '\n' | sort -g | awk 'NF { a[++n] = $1 } END { print a[int((n + 1) / 2)] }'; }
+printf "%-10s %-4s %-5s %-6s %-6s %-7s %-6s %-6s %-7s %-5s %-8s %s\n" prompt dtype spec plain_s \
+  spec_s speedup plain_c spec_c cpu_x tau accepted "kept/guessed by depth"
 for dtype in fp32 bf16; do
-  for kind in repetitive prose; do
+  for prompt_kind in repetitive prose; do
     prompt=$passage
-    [ $kind = repetitive ] && prompt="$passage
+    [ $prompt_kind = repetitive ] && prompt="$passage
 $passage"
     args=(--ckpt "$CKPT" --tokenizer-dir "$SRC/data" --prompt "$prompt" --tokens "$TOKENS"
       --temperature 0 --dtype $dtype --ignore-eos)
-    t0=$(date +%s.%N); plain=$("$WEFT" sample "${args[@]}"); t1=$(date +%s.%N)
-    spec=$("$WEFT" sample "${args[@]}" --spec ngram --spec-tokens 8 2>err); t2=$(date +%s.%N)
-    [ "$plain" = "$spec" ] || { echo "MISMATCH: $kind $dtype"; exit 1; }
-    tau=$(grep -o "tau [0-9.]*" err | cut -d' ' -f2)
-    acc=$(grep -o "[0-9]* of [0-9]* guessed" err | awk '{ printf "%d/%d", $1, $3 }')
-    printf "%-11s %-5s %-8.2f %-8.2f %-8.2f %-6s %s\n" $kind $dtype "$(echo "$t1 - $t0" | bc)" \
-      "$(echo "$t2 - $t1" | bc)" "$(echo "($t1 - $t0) / ($t2 - $t1)" | bc -l)" "$tau" "$acc"
+    declare -A wall=() cpu=()
+    for rep in $(seq "$REPS"); do
+      for kind in none "${kinds[@]}"; do
+        spec=()
+        [ $kind = ngram ] && spec=(--spec ngram --spec-tokens 8)
+        [ $kind = draft ] && spec=(--spec draft --draft "$DRAFT" --spec-tokens "$DRAFT_TOKENS")
+        TIMEFORMAT='%R %U %S'
+        { time "$WEFT" sample "${args[@]}" "${spec[@]}" >out.$kind 2>err.$kind; } 2>time.$kind
+        read -r r u s <time.$kind
+        wall[$kind]+="$r " cpu[$kind]+="$(echo "$u + $s" | bc) "
+      done
+      for kind in "${kinds[@]}"; do
+        cmp -s out.none out.$kind || { echo "MISMATCH: $prompt_kind $dtype $kind"; exit 1; }
+      done
+    done
+    pw=$(median <<<"${wall[none]}") pc=$(median <<<"${cpu[none]}")
+    for kind in "${kinds[@]}"; do
+      sw=$(median <<<"${wall[$kind]}") sc=$(median <<<"${cpu[$kind]}")
+      tau=$(grep -o "tau [0-9.]*" err.$kind | cut -d' ' -f2)
+      acc=$(grep -o "[0-9]* of [0-9]* guessed" err.$kind | awk '{ printf "%d/%d", $1, $3 }')
+      depth=$(grep -o "by depth:.*" err.$kind | cut -d: -f2)
+      printf "%-10s %-4s %-5s %-6.2f %-6.2f %-7.2f %-6.2f %-6.2f %-7.2f %-5s %-8s%s\n" \
+        $prompt_kind $dtype $kind "$pw" "$sw" "$(echo "$pw / $sw" | bc -l)" "$pc" "$sc" \
+        "$(echo "$pc / $sc" | bc -l)" "$tau" "$acc" "$depth"
+    done
   done
 done
 echo "load after: $(bench_load)"
