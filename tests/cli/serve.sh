@@ -149,4 +149,19 @@ wait $pid || rc=$?
 wait $client || true
 [ "$rc" = 0 ] && ok "SIGTERM: exit 0" || bad "SIGTERM: exit $rc: $(cat serve.err)"
 tail -n 1 drain.txt | grep -q '^$' && grep -q '^data: \[DONE\]' drain.txt && ok "in-flight stream drained" || bad "drain: $(tail -c 300 drain.txt)"
+
+# --spec draft, the model as its own draft: the greedy text is the first server's, every guess kept.
+"$WEFT" serve --ckpt run --tokenizer-dir "$SRC/data" --port 0 --kv-cache-gib 0.001 --api-key $KEY \
+  --threads 2 --spec draft --draft run --spec-tokens 3 >draft.out 2>draft.err &
+pid=$!
+for _ in $(seq 600); do grep -q "http://" draft.out && break; sleep 0.1; done
+url=$(grep -o "http://[0-9.:]*" draft.out) || { cat draft.err; bad "no start line with a draft"; finish; exit 1; }
+d=$(post completions '{"prompt":"ROMEO:","max_tokens":12,"temperature":0}')
+[ "$(jq -r .choices[0].text <<<"$d")" = "$(jq -r .choices[0].text <<<"$a")" ] && ok "--spec draft: greedy text as without" || bad "--spec draft: $d, without: $a"
+metrics=$(curl -s --max-time 10 "$url/metrics")
+g=$(awk '/^weft_spec_guessed_tokens_total/ { print $2 }' <<<"$metrics")
+k=$(awk '/^weft_spec_accepted_tokens_total/ { print $2 }' <<<"$metrics")
+[ "${g:-0}" -gt 0 ] && [ "$g" = "$k" ] && ok "--spec draft: $k of $g guesses kept" || bad "--spec draft metrics: $g guessed, $k kept"
+kill -TERM $pid
+wait $pid || bad "--spec draft server: exit $?: $(cat draft.err)"
 finish
