@@ -345,7 +345,11 @@ void Llama::forward_rows(const RowBatch& b, UnitAccess& w, KvPool& kv, RowProduc
     const int64_t wide = std::max({qkv_, 2 * F_, A});
     Buffer x(R * C), ln(R * C), qkv(R * qkv_), att(R * A), gu(R * wide), act(R * F_), y(R * C);
     Buffer rstd(R);
-    tp_.embed_rows(x.data(), b.tokens.data(), unit_tensor(w.params(0), layout_, 0, 0), R);
+    const float* wte = unit_tensor(w.params(0), layout_, 0, 0);
+    tp_.embed_rows(x.data(), b.tokens.data(), wte, R);
+    for (int64_t r = 0; r < R; ++r)
+        if (b.tokens[size_t(r)] >= cfg_.vocab_size)
+            std::copy_n(b.embedding(r, wte, cfg_.vocab_size, C), C, x.data() + r * C);
     if (!cfg_.tie_embeddings) w.release(0);
     auto add = [&](float* to, const float* from) {
         for (int64_t i = 0; i < R * C; ++i) to[i] += from[i];

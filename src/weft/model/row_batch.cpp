@@ -36,11 +36,18 @@ void RowBatch::add_tree(std::span<const int32_t> t, std::span<const int32_t> par
     }
 }
 
+const float* RowBatch::embedding(int64_t r, const float* wte, int64_t vocab_size, int64_t C) const {
+    const int64_t t = tokens[size_t(r)];
+    return t < vocab_size ? wte + t * C : extra + (t - vocab_size) * C;
+}
+
 void RowBatch::clear() {
     tokens.clear();
     positions.clear();
     seqs.clear();
     logit_rows.clear();
+    extra = nullptr;
+    extra_count = 0;
 }
 
 // Layout: rows, sequences, logit rows; tokens, positions, logit_rows; per sequence row0, rows,

@@ -29,6 +29,11 @@ struct RowBatch {
     std::vector<int64_t> positions;  // [rows]
     std::vector<RowSeq> seqs;
     std::vector<int64_t> logit_rows;  // the rows whose logits are wanted, in the order returned
+    // Inputs that are no token (Parallel Prompt Decoding's trained prompt tokens, decode/ppd.hpp):
+    // ids vocab_size .. vocab_size + extra_count - 1 stand for the rows of extra [extra_count, C],
+    // which take the token embedding's place (a learned position embedding is still added).
+    const float* extra = nullptr;
+    int64_t extra_count = 0;
 
     int64_t rows() const { return int64_t(tokens.size()); }
     // Appends `t` at positions pos0.. of the sequence of `table`; with `logits`, its last row's
@@ -45,6 +50,8 @@ struct RowBatch {
     // The batch `words` packed, its sequences' block tables kept in `tables` (which must stay
     // as they are while the batch is used). An error when the words are not a packed batch.
     void unpack(std::span<const int64_t> words, std::vector<BlockTable>& tables);
+    // Row r's input embedding: wte's row of its token, or its extra row.
+    const float* embedding(int64_t r, const float* wte, int64_t vocab_size, int64_t C) const;
 };
 
 // Causal attention of every row of `b` (grouped-query: NKV kv heads for NH query heads of HS):
