@@ -23,7 +23,7 @@ plain=$("$WEFT" sample "${p[@]}")
 spec=$("$WEFT" sample "${p[@]}" --spec ngram --spec-tokens 6 2>spec.err)
 [ "$spec" = "$plain" ] && ok "--spec ngram: greedy text unchanged ($(cat spec.err))" || bad "--spec ngram changed the text"
 grep -q "tokens in [0-9]* forwards (tau" spec.err && ok "speculation figures printed" || bad "no figures: $(cat spec.err)"
-expect_error "--spec must be none, ngram or draft, got 'medusa'" "" -- sample --ckpt run --spec medusa
+expect_error "--spec must be none, ngram, draft or ppd, got 'medusa'" "" -- sample --ckpt run --spec medusa
 # --spec draft: the model as its own draft keeps every guess, and the text; a draft of another
 # vocabulary (its config.json alone is read first) is refused naming both sizes.
 d=$("$WEFT" sample "${p[@]}" --spec draft --draft run --spec-tokens 4 2>draft.err)

@@ -56,6 +56,7 @@ void add_sample_command(CLI::App& app) {
         const train::ModelSource source = train::open_model_source(a->model_dir, a->ckpt);
         const std::optional<train::ModelSource> draft_source =
             open_draft_source(a->spec, source.cfg, a->tp);
+        if (a->spec.kind == "ppd") a->spec.ppd = open_ppd(a->spec, source.cfg, a->tp);
         const std::unique_ptr<data::Tokenizer> tok =
             data::open_tokenizer(a->tokenizer, a->tokenizer_dir);
         const TpGroup tp(a->tp, source.cfg, "sample");

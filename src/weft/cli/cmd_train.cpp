@@ -11,6 +11,7 @@
 #include "weft/core/error.hpp"
 #include "weft/model/config.hpp"
 #include "weft/optim/registry.hpp"
+#include "weft/train/ppd_train.hpp"
 #include "weft/train/trainer.hpp"
 
 namespace weft::cli {
@@ -162,6 +163,16 @@ void add_train_command(CLI::App& app) {
     c->add_option("--inject-delay", o->inject_delay,
                   "Testing aid: world rank RANK sleeps MS milliseconds at the start of every step, "
                   "so that its peers wait for it and slow-rank diagnosis names it (RANK:MS)");
+    c->add_option("--ppd-tokens", o->ppd_tokens,
+                  "Train K prompt tokens of Parallel Prompt Decoding (weft sample --spec ppd) for "
+                  "the frozen model of --base, distilled from its own next-token choices; only "
+                  "K x n_embd floats are trained (docs/decoding.md)");
+    c->add_option("--base", o->ppd_base, "--ppd-tokens: the model's run or checkpoint directory");
+    c->add_option("--ppd-target", o->ppd_target,
+                  "--ppd-tokens: each prompt's target is the base model's argmax, or a sample of "
+                  "its distribution (the soft targets' gradient, in expectation)")
+        ->capture_default_str();
+    group_options(c, "Parallel Prompt Decoding", {"--ppd-tokens", "--base", "--ppd-target"});
     group_options(c, "Model",
                   {"--model", "--n-layer", "--n-head", "--n-embd", "--n-positions", "--model-dir",
                    "--moe-aux-loss-coef", "--moe-z-loss-coef", "--moe-capacity-factor",
@@ -183,6 +194,14 @@ void add_train_command(CLI::App& app) {
                   {"--log-every", "--threads", "--peak-gflops", "--trace", "--inject-delay"});
     c->callback([o, c] {
         o->model_given = c->count("--model") > 0;
+        WEFT_CHECK(o->ppd_tokens > 0 || o->ppd_base.empty(),
+                   "--base {} is for --ppd-tokens K (prompt tokens for that model)",
+                   o->ppd_base.string());
+        if (o->ppd_tokens != 0) {
+            check_output_paths({{o->out, "--out", true}});
+            train::run_ppd_training(*o);
+            return;
+        }
         const optim::OptimizerSpec& spec = optim::find_optimizer(o->optim.optimizer);
         if (c->count("--beta1") == 0) o->optim.beta1 = spec.beta1;
         if (c->count("--beta2") == 0) o->optim.beta2 = spec.beta2;

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "weft/core/error.hpp"
+#include "weft/decode/ppd_file.hpp"
 
 namespace weft::cli {
 
@@ -40,9 +41,9 @@ bool generation_bf16(const std::string& dtype) {
 void add_speculation_options(CLI::App* c, decode::SpecOptions& spec) {
     c->add_option("--spec", spec.kind,
                   "Guess tokens and verify them in one forward: none, ngram (prompt lookup: "
-                  "what followed the text's last words earlier on) or draft (a smaller model's "
-                  "guesses, --draft). The output is plain decoding's: the same tokens when "
-                  "greedy, the same distribution when sampling")
+                  "what followed the text's last words earlier on), draft (a smaller model's "
+                  "guesses, --draft) or ppd (trained prompt tokens, --ppd). The output is plain "
+                  "decoding's: the same tokens when greedy, the same distribution when sampling")
         ->capture_default_str();
     c->add_option("--draft", spec.draft,
                   "--spec draft: the draft model, a weft checkpoint (or run directory) or a "
@@ -54,6 +55,9 @@ void add_speculation_options(CLI::App* c, decode::SpecOptions& spec) {
         ->capture_default_str();
     c->add_option("--ngram-min", spec.ngram.min_n, "--spec ngram: the shortest run looked up")
         ->capture_default_str();
+    c->add_option("--ppd", spec.ppd_file,
+                  "--spec ppd: the prompt tokens `weft train --ppd-tokens K --base RUN` trained "
+                  "(their run or checkpoint directory)");
 }
 
 std::optional<train::ModelSource> open_draft_source(const decode::SpecOptions& spec,
@@ -73,6 +77,17 @@ std::optional<train::ModelSource> open_draft_source(const decode::SpecOptions& s
     train::ModelSource s = train::open_model_source(spec.draft);
     decode::check_draft(target, s.cfg);
     return s;
+}
+
+std::shared_ptr<const decode::PpdPrompts> open_ppd(const decode::SpecOptions& spec,
+                                                   const model::ModelConfig& target, int tp) {
+    WEFT_CHECK(tp == 1,
+               "--spec ppd runs with --tp 1 only, got --tp {} (expected --spec ngram or none "
+               "under tensor parallelism)",
+               tp);
+    auto ppd = std::make_shared<decode::PpdPrompts>(decode::load_ppd(spec.ppd_file));
+    decode::check_ppd_base(*ppd, target, spec.ppd_file);
+    return ppd;
 }
 
 }  // namespace weft::cli

@@ -2,6 +2,7 @@
 // The flags of the commands that run a trained model (eval, sample, serve): where the model comes
 // from, and which tokenizer turns text into its ids and back.
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -28,12 +29,16 @@ void add_tokenizer_options(CLI::App* c, std::filesystem::path& tokenizer,
 void add_generation_dtype_option(CLI::App* c, std::string& dtype);
 // Whether `dtype` is bf16; an error naming it unless fp32 or bf16.
 bool generation_bf16(const std::string& dtype);
-// --spec, --spec-tokens, --draft, --ngram-max, --ngram-min of the commands that generate: guessed
-// tokens verified in the same forward (docs/decoding.md).
+// --spec, --spec-tokens, --draft, --ppd, --ngram-max, --ngram-min of the commands that generate:
+// guessed tokens verified in the same forward (docs/decoding.md).
 void add_speculation_options(CLI::App* c, decode::SpecOptions& spec);
 // --spec draft's model opened (not read) and its vocabulary checked against the model's; none
 // for another --spec. An error naming --tp unless `tp` is 1: the draft runs in one process.
 std::optional<train::ModelSource> open_draft_source(const decode::SpecOptions& spec,
                                                     const model::ModelConfig& target, int tp);
+// --spec ppd's prompt tokens read and checked against the model they were trained on. An error
+// naming --tp unless `tp` is 1: their rows are the batch's own embeddings, which no shard holds.
+std::shared_ptr<const decode::PpdPrompts> open_ppd(const decode::SpecOptions& spec,
+                                                   const model::ModelConfig& target, int tp);
 
 }  // namespace weft::cli

@@ -5,19 +5,24 @@
 #include "weft/core/error.hpp"
 #include "weft/core/philox.hpp"
 #include "weft/decode/accept.hpp"
+#include "weft/decode/ppd.hpp"
 #include "weft/model/kv_pool.hpp"
 #include "weft/model/row_batch.hpp"
 
 namespace weft::decode {
 
 void SpecOptions::validate() const {
-    WEFT_CHECK(kind == "none" || kind == "ngram" || kind == "draft",
-               "--spec must be none, ngram or draft, got '{}'", kind);
+    WEFT_CHECK(kind == "none" || kind == "ngram" || kind == "draft" || kind == "ppd",
+               "--spec must be none, ngram, draft or ppd, got '{}'", kind);
     WEFT_CHECK(kind != "draft" || !draft.empty(),
                "--spec draft needs --draft DIR (a weft checkpoint or Hugging Face model directory "
                "with the model's tokenizer)");
     WEFT_CHECK(kind == "draft" || draft.empty(), "--draft {} is for --spec draft, got --spec {}",
                draft.string(), kind);
+    WEFT_CHECK(kind != "ppd" || !ppd_file.empty() || ppd,
+               "--spec ppd needs --ppd: the prompt tokens `weft train --ppd-tokens K` saved");
+    WEFT_CHECK(kind == "ppd" || ppd_file.empty(), "--ppd {} is for --spec ppd, got --spec {}",
+               ppd_file.string(), kind);
     ngram.validate();
 }
 
@@ -66,6 +71,11 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
     WEFT_CHECK(!(draft && tp), "internal: a draft model under tensor parallelism");
     if (spec.kind == "none")
         return model::generate(cfg, layout, params, prompt, o, on_token, bf16, tp);
+    if (spec.kind == "ppd") {
+        WEFT_CHECK(spec.ppd, "internal: --spec ppd without its prompt tokens loaded");
+        WEFT_CHECK(!tp, "internal: --spec ppd under tensor parallelism");
+        return generate_ppd(cfg, layout, params, prompt, o, *spec.ppd, on_token, bf16, stats);
+    }
     WEFT_CHECK(!prompt.empty(), "the prompt must hold at least one token");
     model::check_prompt(cfg, prompt);
     const size_t V = model::sampled_vocab(cfg, o);

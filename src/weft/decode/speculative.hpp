@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -21,13 +22,19 @@
 
 namespace weft::decode {
 
+struct PpdPrompts;
+
 struct SpecOptions {
-    std::string kind = "none";    // none | ngram | draft
+    std::string kind = "none";    // none | ngram | draft | ppd
     NgramOptions ngram;           // its max_tokens: the most guesses of any proposer
     std::filesystem::path draft;  // --spec draft: the draft model (decode/draft.hpp)
+    // --spec ppd: the trained prompt tokens' checkpoint (--ppd), and what it holds once loaded
+    // (decode/ppd_file.hpp), which generate_speculative needs.
+    std::filesystem::path ppd_file;
+    std::shared_ptr<const PpdPrompts> ppd;
 
-    // An error naming --spec unless it is none, ngram or draft (which needs --draft, and only
-    // it), and the n-gram settings.
+    // An error naming --spec unless it is none, ngram, draft (which needs --draft, and only it)
+    // or ppd (which needs --ppd, and only it), and the n-gram settings.
     void validate() const;
 };
 

@@ -102,6 +102,13 @@ struct TrainOptions {
     // the bf16 working copy, the fp32 master in the offload files (parallel/working_copy.hpp).
     bool bf16_working_copy() const;
 
+    // --ppd-tokens K --base RUN: train Parallel Prompt Decoding's K prompt tokens for the frozen
+    // model of RUN instead (train/ppd_train.hpp); the targets are the base model's argmax, or
+    // draws from its distribution (ppd_target "sample").
+    int64_t ppd_tokens = 0;
+    std::filesystem::path ppd_base;
+    std::string ppd_target = "argmax";
+
     // The model shape after applying preset, overrides and (later) the Hugging Face config.
     model::ModelConfig model_config() const;
     // The first of --model, --n-layer, --n-head, --n-embd and --n-positions that was given, as

@@ -14,6 +14,9 @@
 namespace weft::decode {
 namespace {
 
+using test::chi_square;
+using test::chi_square_limit;
+
 std::vector<float> logits_of(const std::vector<double>& p) {
     std::vector<float> l;
     for (double x : p) l.push_back(float(std::log(x)));

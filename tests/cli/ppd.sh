@@ -1,0 +1,30 @@
+# Parallel Prompt Decoding: prompt tokens trained for a frozen model (weft train --ppd-tokens)
+# change no greedy output when they guess (weft sample --spec ppd), fp32 and bf16; bad inputs
+# are refused before any work.
+source "$(dirname "$0")/lib.sh"
+prepare_data
+"$WEFT" train --model tiny --data data/tinyshakespeare_train.bin --out run --steps 2 \
+  --batch-size 2 --seq-len 32 --peak-gflops 100 2>/dev/null
+"$WEFT" train --ppd-tokens 2 --base run --data data/tinyshakespeare_train.bin --out ppd \
+  --steps 3 --batch-size 2 --seq-len 24 --lr 1e-2 >train.out 2>&1
+grep -q "2 prompt tokens, 128 parameters" train.out && ok "trained: $(head -1 train.out)" || bad "training: $(cat train.out)"
+[ -f ppd/checkpoints/step_000003/manifest.json ] && ok "saved as a checkpoint" || bad "no checkpoint: $(ls -R ppd)"
+for dtype in fp32 bf16; do
+  p=(--ckpt run --tokenizer-dir "$SRC/data" --prompt "ROMEO:" --tokens 40 --temperature 0 --dtype $dtype)
+  plain=$("$WEFT" sample "${p[@]}")
+  fast=$("$WEFT" sample "${p[@]}" --spec ppd --ppd ppd 2>ppd.err)
+  [ "$fast" = "$plain" ] && ok "--spec ppd $dtype: greedy text unchanged ($(tr '\n' ' ' <ppd.err))" || bad "--spec ppd $dtype changed the text"
+done
+grep -q "by depth:" ppd.err && ok "acceptance by depth printed" || bad "no figures: $(cat ppd.err)"
+expect_error "--ppd-tokens must be between 1 and 16, got 20" out1 -- train --ppd-tokens 20 --base run --out out1
+expect_error "--ppd-tokens 2 needs --base" out2 -- train --ppd-tokens 2 --out out2
+expect_error "--base run is for --ppd-tokens K" out3 -- train --base run --out out3
+expect_error "--ppd-target must be argmax or sample, got 'soft'" out4 -- train --ppd-tokens 2 --base run --ppd-target soft --out out4
+expect_error "--ppd-tokens: --base gives the model, so drop --model llama-tiny" out5 -- train --ppd-tokens 2 --base run --model llama-tiny --out out5
+expect_error "run directory ppd already holds checkpoints" "" -- train --ppd-tokens 2 --base run --out ppd
+expect_error "--spec ppd needs --ppd" "" -- sample --ckpt run --spec ppd
+expect_error "--ppd ppd is for --spec ppd, got --spec ngram" "" -- sample --ckpt run --spec ngram --ppd ppd
+expect_error "is not a Parallel Prompt Decoding checkpoint" "" -- sample --ckpt run --spec ppd --ppd run
+expect_error "weft serve --spec ppd is not there yet" "" -- serve --ckpt run --spec ppd --ppd ppd
+expect_error "--spec ppd runs with --tp 1 only, got --tp 2" "" -- sample --ckpt run --spec ppd --ppd ppd --tp 2
+finish

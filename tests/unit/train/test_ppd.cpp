@@ -1,0 +1,182 @@
+// Parallel Prompt Decoding: training moves only the prompt tokens (the base weights are the same
+// bits before and after) and lowers their loss; the prompts save and load in any number of
+// shards; decoding with them gives plain greedy's tokens bit for bit (fp32, bf16, every family)
+// with guesses really kept, and sampling's first two tokens follow the model's own law.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <map>
+
+#include "support/chi_square.hpp"
+#include "support/family_cases.hpp"
+#include "support/temp_dir.hpp"
+#include "weft/core/error.hpp"
+#include "weft/decode/ppd.hpp"
+#include "weft/model/family.hpp"
+#include "weft/model/generate.hpp"
+#include "weft/train/ppd_train.hpp"
+
+using namespace weft;
+
+namespace {
+
+struct Trained {
+    model::ModelConfig cfg;
+    Buffer params;
+    decode::PpdPrompts prompts;
+    double first_loss = 0, last_loss = 0;
+    bool base_unchanged = false;
+};
+
+// A peaky model of `preset`, and K = 3 prompts trained on its own greedy text.
+Trained train_prompts(const std::string& preset) {
+    Trained r;
+    r.cfg = test::small_family_config(preset, 61, 48, 2);
+    std::unique_ptr<model::Model> m = model::make_model(r.cfg);
+    r.params = Buffer(m->layout().total);
+    model::init_params(r.params.data(), m->layout(), 21);
+    for (int64_t i = 0; i < r.params.size(); ++i) r.params[i] *= 6.0f;
+    const std::vector<float> before(r.params.data(), r.params.data() + r.params.size());
+    // The model's own greedy text from a few starts: the contexts the prompts will guess in,
+    // where what follows is the model's choice (random text would leave them nothing to learn).
+    model::SampleOptions o;
+    o.temperature = 0;
+    o.tokens = 150;
+    std::vector<int32_t> text;
+    for (int32_t start = 1; start < 5; ++start) {
+        const std::vector<int32_t> part = model::generate(
+            r.cfg, m->layout(), r.params.data(), std::vector<int32_t>{start, 2 * start + 7}, o);
+        text.insert(text.end(), part.begin(), part.end());
+    }
+    train::PpdTrainer t(r.cfg, r.params.data(), 3, 5, "argmax");
+    const int64_t B = 4, T = 32, steps = 60;
+    std::vector<int32_t> batch(size_t(B * T));
+    auto fill = [&](int64_t s) {
+        for (int64_t b = 0; b < B; ++b)
+            std::copy_n(text.begin() + (s * 37 + b * 131) % int64_t(text.size() - T), T,
+                        batch.begin() + b * T);
+    };
+    // That they learn: the loss of one batch falls as they fit it. Then the whole text.
+    fill(0);
+    for (int64_t s = 0; s < 20; ++s) {
+        const double loss = t.step(batch.data(), B, T, 20, 1e-2f, s);
+        if (s == 0) r.first_loss = loss;
+        r.last_loss = loss;
+    }
+    for (int64_t s = 0; s < steps; ++s) {
+        fill(s);
+        t.step(batch.data(), B, T, (s * 7) % (T - 4), 1e-2f, 20 + s);
+    }
+    r.base_unchanged =
+        std::memcmp(before.data(), r.params.data(), before.size() * sizeof(float)) == 0;
+    r.prompts = t.prompts();
+    return r;
+}
+
+const Trained& trained(const std::string& preset) {
+    static std::map<std::string, Trained> cache;
+    auto it = cache.find(preset);
+    if (it == cache.end()) it = cache.emplace(preset, train_prompts(preset)).first;
+    return it->second;
+}
+
+class Ppd : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+
+TEST_P(Ppd, TrainsOnlyThePromptsAndDecodesAsPlainGreedy) {
+    const auto [preset, bf16] = GetParam();
+    const Trained& t = trained(preset);
+    EXPECT_TRUE(t.base_unchanged) << "training changed the base weights";
+    EXPECT_LT(t.last_loss, 0.8 * t.first_loss) << "the prompts did not learn";
+    std::unique_ptr<model::Model> m = model::make_model(t.cfg);
+    model::SampleOptions o;
+    o.temperature = 0;
+    o.tokens = 70;                                // past the window of 48: the rebuild happens too
+    const std::vector<int32_t> prompt = {2, 11};  // a start of the text they were trained on
+    const std::vector<int32_t> plain =
+        model::generate(t.cfg, m->layout(), t.params.data(), prompt, o, {}, bf16);
+    decode::SpecStats st;
+    const std::vector<int32_t> fast = decode::generate_ppd(t.cfg, m->layout(), t.params.data(),
+                                                           prompt, o, t.prompts, {}, bf16, &st);
+    EXPECT_EQ(fast, plain);
+    EXPECT_GT(st.accepted, 0) << "no guess was ever kept";
+    EXPECT_LT(st.forwards, int64_t(plain.size()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, Ppd,
+                         ::testing::Combine(test::family_presets(), ::testing::Bool()),
+                         test::family_case_name);
+
+// The joint law of the first two tokens sampled with PPD guesses (temperature 1, top-k 4) is
+// the model's: p(x) p(y | x), computed from its logits.
+TEST(PpdSampling, FirstTwoTokensFollowTheModelsLaw) {
+    const Trained& t = trained("tiny");
+    std::unique_ptr<model::Model> m = model::make_model(t.cfg);
+    model::SampleOptions o;
+    o.temperature = 1;
+    o.top_k = 4;
+    o.tokens = 3;  // the second token is a verify's: its guess, kept or not
+    const std::vector<int32_t> prompt = {4, 9, 4, 9, 17};
+    auto law = [&](std::vector<int32_t> ctx) {
+        model::Generator g(t.cfg, m->layout(), t.params.data());
+        const model::SamplingWeights w = model::sampling_weights(g.feed(ctx), o);
+        std::map<int32_t, double> p;
+        for (size_t i = 0; i < w.ids.size(); ++i) p[w.ids[i]] = w.weights[i] / w.sum;
+        return p;
+    };
+    std::map<int, int> cell_of;  // x * V + y -> cell
+    std::vector<double> p;
+    for (const auto& [x, px] : law(prompt)) {
+        std::vector<int32_t> ctx = prompt;
+        ctx.push_back(x);
+        for (const auto& [y, py] : law(ctx)) {
+            cell_of[int(x * t.cfg.vocab_size + y)] = int(p.size());
+            p.push_back(px * py);
+        }
+    }
+    const int n = 3000;
+    std::map<int, int> counts;
+    decode::SpecStats st;
+    for (int s = 0; s < n; ++s) {
+        o.seed = uint64_t(s);
+        const std::vector<int32_t> out = decode::generate_ppd(t.cfg, m->layout(), t.params.data(),
+                                                              prompt, o, t.prompts, {}, false, &st);
+        ASSERT_GE(out.size(), 2u);
+        ++counts[cell_of.at(int(out[0] * t.cfg.vocab_size + out[1]))];
+    }
+    EXPECT_GT(st.accepted, 10) << "the guesses were hardly ever kept";
+    EXPECT_LT(test::chi_square(counts, p, n), test::chi_square_limit(int(p.size()) - 1));
+}
+
+TEST(PpdFile, SavesAndLoadsInAnyShardsAndRefusesDamage) {
+    const Trained& t = trained("tiny");
+    test::TempDir dir("ppd");
+    decode::save_ppd(dir.path / "one", 7, t.prompts, {{"note", "one shard"}});
+    decode::save_ppd(dir.path / "three", 7, t.prompts, {}, 3);
+    for (const char* run : {"one", "three"}) {
+        const decode::PpdPrompts back = decode::load_ppd(dir.path / run);
+        EXPECT_EQ(back.tokens, t.prompts.tokens);
+        EXPECT_EQ(back.base, t.cfg);
+        EXPECT_EQ(back.embeddings, t.prompts.embeddings) << run;
+    }
+    // A checkpoint directory itself, not only its run.
+    EXPECT_EQ(decode::load_ppd(dir.path / "three/checkpoints/step_000007").embeddings,
+              t.prompts.embeddings);
+    {
+        std::fstream f(dir.path / "three/checkpoints/step_000007/rank_00001.bin",
+                       std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(5);
+        f.put('\x7f');
+    }
+    EXPECT_THROW(decode::load_ppd(dir.path / "three"), Error);
+    model::ModelConfig other = t.cfg;
+    other.n_layer = 3;
+    try {
+        decode::check_ppd_base(t.prompts, other, "p");
+        ADD_FAILURE() << "prompts of another model were taken";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("n_layer"), std::string::npos) << e.what();
+    }
+}
+
+}  // namespace
