@@ -79,35 +79,51 @@ double PpdTrainer::step(const int32_t* tokens, int64_t B, int64_t T, int64_t t, 
 
     // The prompts' sequences: the window up to t, then the K prompt rows (embedded as token 0,
     // whose embedding is then swapped for the prompt's: a learned position embedding stays).
-    std::unique_ptr<model::Activations> a =
-        model_->new_activations(B, Ts, model_->activation_span());
+    // Their targets are the head's.
+    // The blocks run over every row (the prompts attend to the context), the head only over
+    // the prompt rows: a head-only span of B x K rows, as a pipeline's last chunk, so that the
+    // vocabulary's products (most of a small model's work) are not spent on rows without a
+    // target.
+    model::LayerSpan blocks = model_->activation_span();
+    blocks.head = false;
+    std::unique_ptr<model::Activations> a = model_->new_activations(B, Ts, blocks);
+    std::unique_ptr<model::Activations> h =
+        model_->new_activations(B, K, model_->activation_span({int(cfg.n_layer), 0, true}));
     for (int64_t s = 0; s < B; ++s)
-        for (int64_t r = 0; r < Ts; ++r) {
-            const bool prompt = r > t;
-            a->inputs[size_t(s * Ts + r)] = prompt ? 0 : tokens[s * T + r];
-            a->targets[size_t(s * Ts + r)] = prompt ? target[size_t(s * K + r - t - 1)] : -1;
-        }
+        for (int64_t r = 0; r < Ts; ++r)
+            a->inputs[size_t(s * Ts + r)] = r > t ? 0 : tokens[s * T + r];
+    std::copy(target.begin(), target.end(), h->targets.begin());
     model::FlatAccess w(layout, params, grads_.data());
     model_->embed_forward(*a, w);
     const float* wte0 = model::unit_tensor(params, layout, 0, 0);
+    auto prompt_row = [&](int64_t s, int64_t j) { return (s * Ts + t + 1 + j) * C; };
     for (int64_t s = 0; s < B; ++s)
         for (int64_t j = 0; j < K; ++j) {
-            float* x = a->resid_in(0) + (s * Ts + t + 1 + j) * C;
+            float* x = a->resid_in(0) + prompt_row(s, j);
             const float* e = p_.embedding(j);
             for (int64_t c = 0; c < C; ++c) x[c] += e[c] - wte0[c];
         }
-    for (int l = 0; l < cfg.n_layer; ++l) model_->block_forward(*a, w, l);
-    const double loss = model_->head_forward(*a, w, true, 1.0f / float(B * K)) / double(B * K);
-    model_->head_backward(*a, w);
-    for (int l = int(cfg.n_layer) - 1; l >= 0; --l) model_->block_backward_input(*a, w, l);
+    const int L = int(cfg.n_layer);
+    for (int l = 0; l < L; ++l) model_->block_forward(*a, w, l);
+    for (int64_t s = 0; s < B; ++s)
+        for (int64_t j = 0; j < K; ++j)
+            std::copy_n(a->resid_in(L) + prompt_row(s, j), C, h->resid_in(L) + (s * K + j) * C);
+    const double loss = model_->head_forward(*h, w, true, 1.0f / float(B * K)) / double(B * K);
+    model_->head_backward(*h, w);
+    const std::vector<float> dhead(model_->dresid(B, K), model_->dresid(B, K) + B * K * C);
+    float* d = model_->dresid(B, Ts);
+    std::fill_n(d, B * Ts * C, 0.0f);
+    for (int64_t s = 0; s < B; ++s)
+        for (int64_t j = 0; j < K; ++j)
+            std::copy_n(dhead.data() + (s * K + j) * C, C, d + prompt_row(s, j));
+    for (int l = L - 1; l >= 0; --l) model_->block_backward_input(*a, w, l);
 
     // The gradient of a prompt's embedding is that of the embedding's output at its rows.
-    const float* d = model_->dresid(B, Ts);
+    d = model_->dresid(B, Ts);
     std::fill(grad_.begin(), grad_.end(), 0.0f);
     for (int64_t s = 0; s < B; ++s)
         for (int64_t j = 0; j < K; ++j)
-            for (int64_t c = 0; c < C; ++c)
-                grad_[size_t(j * C + c)] += d[(s * Ts + t + 1 + j) * C + c];
+            for (int64_t c = 0; c < C; ++c) grad_[size_t(j * C + c)] += d[prompt_row(s, j) + c];
     kernels::AdamWParams ap{lr};
     ap.step = step + 1;
     kernels::adamw_update(p_.embeddings.data(), grad_.data(), m_.data(), v_.data(),
