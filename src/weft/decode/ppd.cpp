@@ -120,10 +120,7 @@ std::vector<int32_t> generate_ppd(const model::ModelConfig& cfg, const model::Pa
         auto row_logits = [&](int r) { return logits.subspan(size_t(r) * size_t(vocab), V); };
         const Verdict v = accept(tree, row_logits, o, rng, counter);
         keep_accepted(kv, table, cfg.n_layer, pos, v.nodes);
-        st.guessed += tree.size();
-        st.accepted += int64_t(v.nodes.size());
-        for (int i = 0; i < tree.size(); ++i) ++st.guessed_at[size_t(tree.depth(i) - 1)];
-        for (size_t d = 0; d < v.nodes.size(); ++d) ++st.accepted_at[d];
+        st.count(tree, v);
         // The chain under the last kept row read exactly the text kept: its guesses follow the
         // model's next token.
         const int64_t kept_row = int64_t(v.nodes.size());

@@ -11,6 +11,13 @@
 
 namespace weft::decode {
 
+void SpecStats::count(const TokenTree& tree, const Verdict& v) {
+    guessed += tree.size();
+    accepted += int64_t(v.nodes.size());
+    for (int i = 0; i < tree.size(); ++i) ++guessed_at[size_t(tree.depth(i) - 1)];
+    for (size_t d = 0; d < v.nodes.size(); ++d) ++accepted_at[d];
+}
+
 void SpecOptions::validate() const {
     WEFT_CHECK(kind == "none" || kind == "ngram" || kind == "draft" || kind == "ppd",
                "--spec must be none, ngram, draft or ppd, got '{}'", kind);
@@ -152,10 +159,7 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
         };
         const Verdict v = accept(tree, row_logits, o, rng, counter, guess.proposal());
         keep_accepted(kv, table, cfg.n_layer, pos, v.nodes);
-        st.guessed += tree.size();
-        st.accepted += int64_t(v.nodes.size());
-        for (int i = 0; i < tree.size(); ++i) ++st.guessed_at[size_t(tree.depth(i) - 1)];
-        for (size_t d = 0; d < v.nodes.size(); ++d) ++st.accepted_at[d];
+        st.count(tree, v);
         // The accepted guesses, then the model's own next token; the rows after the accepted
         // path are stale, and the next verify writes over them.
         for (int n : v.nodes)

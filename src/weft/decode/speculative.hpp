@@ -45,6 +45,8 @@ struct SpecStats {
     std::vector<int64_t> guessed_at, accepted_at;
     // Tokens a forward (tau).
     double tokens_per_forward() const { return forwards ? double(tokens) / double(forwards) : 0; }
+    // Counts one verify: the tree's guesses, and those the verdict kept, by depth.
+    void count(const TokenTree& tree, const Verdict& v);
 };
 
 // The pieces a generation loop (this file's, the serving engine's) runs each step:
