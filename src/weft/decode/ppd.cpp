@@ -27,8 +27,8 @@ TokenTree prompt_guesses(std::span<const float> logits, int64_t first_row, int64
 std::vector<int32_t> generate_ppd(const model::ModelConfig& cfg, const model::ParamLayout& layout,
                                   const float* params, std::span<const int32_t> prompt,
                                   const model::SampleOptions& o, const PpdPrompts& ppd,
-                                  const std::function<void(int32_t)>& on_token, bool bf16,
-                                  SpecStats* stats) {
+                                  int max_guesses, const std::function<void(int32_t)>& on_token,
+                                  bool bf16, SpecStats* stats) {
     WEFT_CHECK(!prompt.empty(), "the prompt must hold at least one token");
     WEFT_CHECK(ppd.base.n_embd == cfg.n_embd && ppd.tokens > 0,
                "internal: {} prompt tokens of width {} for a model of width {}", ppd.tokens,
@@ -97,7 +97,8 @@ std::vector<int32_t> generate_ppd(const model::ModelConfig& cfg, const model::Pa
         }
         // The guesses the window and the tokens still wanted leave room for; then a prompt
         // chain under each row of the tree while the window holds its rows.
-        const int64_t room = std::min(window - pos - 1, o.tokens - int64_t(out.size()) - 1);
+        const int64_t room =
+            std::min({window - pos - 1, o.tokens - int64_t(out.size()) - 1, int64_t(max_guesses)});
         const TokenTree tree =
             TokenTree::chain(std::span<const int32_t>(guesses.tokens)
                                  .first(size_t(std::clamp<int64_t>(room, 0, guesses.size()))));

@@ -17,11 +17,12 @@
 
 namespace weft::decode {
 
-// generate_speculative for --spec ppd: the guesses are `ppd`'s, a chain of up to its k tokens.
+// generate_speculative for --spec ppd: the guesses are `ppd`'s, a chain of up to its k tokens
+// and at most `max_guesses` (--spec-tokens: fewer guesses, fewer prompt chains, fewer rows).
 std::vector<int32_t> generate_ppd(const model::ModelConfig& cfg, const model::ParamLayout& layout,
                                   const float* params, std::span<const int32_t> prompt,
                                   const model::SampleOptions& o, const PpdPrompts& ppd,
-                                  const std::function<void(int32_t)>& on_token, bool bf16,
-                                  SpecStats* stats);
+                                  int max_guesses, const std::function<void(int32_t)>& on_token,
+                                  bool bf16, SpecStats* stats);
 
 }  // namespace weft::decode

@@ -81,7 +81,8 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
     if (spec.kind == "ppd") {
         WEFT_CHECK(spec.ppd, "internal: --spec ppd without its prompt tokens loaded");
         WEFT_CHECK(!tp, "internal: --spec ppd under tensor parallelism");
-        return generate_ppd(cfg, layout, params, prompt, o, *spec.ppd, on_token, bf16, stats);
+        return generate_ppd(cfg, layout, params, prompt, o, *spec.ppd, spec.ngram.max_tokens,
+                            on_token, bf16, stats);
     }
     WEFT_CHECK(!prompt.empty(), "the prompt must hold at least one token");
     model::check_prompt(cfg, prompt);

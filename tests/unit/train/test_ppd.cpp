@@ -96,8 +96,8 @@ TEST_P(Ppd, TrainsOnlyThePromptsAndDecodesAsPlainGreedy) {
     const std::vector<int32_t> plain =
         model::generate(t.cfg, m->layout(), t.params.data(), prompt, o, {}, bf16);
     decode::SpecStats st;
-    const std::vector<int32_t> fast = decode::generate_ppd(t.cfg, m->layout(), t.params.data(),
-                                                           prompt, o, t.prompts, {}, bf16, &st);
+    const std::vector<int32_t> fast = decode::generate_ppd(
+        t.cfg, m->layout(), t.params.data(), prompt, o, t.prompts, bf16 ? 2 : 8, {}, bf16, &st);
     EXPECT_EQ(fast, plain);
     EXPECT_GT(st.accepted, 0) << "no guess was ever kept";
     EXPECT_LT(st.forwards, int64_t(plain.size()));
@@ -139,8 +139,8 @@ TEST(PpdSampling, FirstTwoTokensFollowTheModelsLaw) {
     decode::SpecStats st;
     for (int s = 0; s < n; ++s) {
         o.seed = uint64_t(s);
-        const std::vector<int32_t> out = decode::generate_ppd(t.cfg, m->layout(), t.params.data(),
-                                                              prompt, o, t.prompts, {}, false, &st);
+        const std::vector<int32_t> out = decode::generate_ppd(
+            t.cfg, m->layout(), t.params.data(), prompt, o, t.prompts, 8, {}, false, &st);
         ASSERT_GE(out.size(), 2u);
         ++counts[cell_of.at(int(out[0] * t.cfg.vocab_size + out[1]))];
     }
