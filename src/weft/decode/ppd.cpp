@@ -36,6 +36,8 @@ std::vector<int32_t> generate_ppd(const model::ModelConfig& cfg, const model::Pa
     model::check_prompt(cfg, prompt);
     const size_t V = model::sampled_vocab(cfg, o);
     const int64_t window = cfg.n_positions, k = ppd.tokens, vocab = cfg.vocab_size;
+    // A step uses at most max_guesses guesses: the prompt rows past them would guess for nothing.
+    const int64_t chain_len = std::clamp<int64_t>(max_guesses, 0, k);
     SpecStats local;
     SpecStats& st = stats ? *stats : local;
     st.guessed_at.assign(size_t(k), 0);
@@ -72,7 +74,7 @@ std::vector<int32_t> generate_ppd(const model::ModelConfig& cfg, const model::Pa
     // The context, and when the window has room the prompt chain after it: the first token and
     // the first guesses.
     auto read_context = [&] {
-        const int64_t n = int64_t(context.size()), chain = n + k <= window ? k : 0;
+        const int64_t n = int64_t(context.size()), chain = n + chain_len <= window ? chain_len : 0;
         kv.release_all(table);
         kv.grow(table, n + chain);
         begin_batch();
@@ -106,9 +108,9 @@ std::vector<int32_t> generate_ppd(const model::ModelConfig& cfg, const model::Pa
         const int64_t tree_n = int64_t(rows.size());
         chain_row.assign(size_t(tree_n), -1);
         for (int64_t r = 0; r < tree_n; ++r) {
-            if (pos + int64_t(rows.size()) + k > window) break;
+            if (chain_len == 0 || pos + int64_t(rows.size()) + chain_len > window) break;
             chain_row[size_t(r)] = int64_t(rows.size());
-            for (int64_t j = 0; j < k; ++j) {
+            for (int64_t j = 0; j < chain_len; ++j) {
                 rows.push_back(prompt_ids[size_t(j)]);
                 parents.push_back(int32_t(j == 0 ? r : int64_t(rows.size()) - 2));
             }
@@ -126,7 +128,7 @@ std::vector<int32_t> generate_ppd(const model::ModelConfig& cfg, const model::Pa
         // model's next token.
         const int64_t kept_row = int64_t(v.nodes.size());
         const int64_t first = chain_row[size_t(kept_row)];
-        guesses = first < 0 ? TokenTree{} : prompt_guesses(logits, first, k, vocab, V);
+        guesses = first < 0 ? TokenTree{} : prompt_guesses(logits, first, chain_len, vocab, V);
         for (int n : v.nodes)
             if (!take(tree.tokens[size_t(n)])) break;
         if (!stopped) take(v.next);

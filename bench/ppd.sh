@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Parallel Prompt Decoding at batch 1 (docs/decoding.md): plain greedy against --spec ppd on a
+# trained checkpoint and its prompt tokens (weft train --ppd-tokens), for plain prose (a
+# held-out passage) and a repetitive prompt (the passage twice), fp32 and bf16, with M guesses a
+# step (--spec-tokens) for each M given.
+#   bench/ppd.sh <build dir> <checkpoint> <ppd run> [tokens] [M...]   (default 128 tokens; M 1 3)
+# One OpenMP thread a process, so that CPU seconds measure the work on a loaded machine; prints
+# wall and CPU seconds, the CPU speedup, tau and the acceptance by depth, and checks that both
+# texts are the same.
+set -euo pipefail
+BUILD=${1:?build dir} CKPT=$(realpath "${2:?checkpoint}") PPD=$(realpath "${3:?ppd run}")
+TOKENS=${4:-128}
+shift $(($# < 4 ? $# : 4))
+[ $# -gt 0 ] && GUESSES=("$@") || GUESSES=(1 3)
+source "$(dirname "$0")/lib.sh"
+bench_start "$BUILD"
+export OMP_NUM_THREADS=1
+echo "load: $(bench_load); $TOKENS tokens, greedy, one thread"
+passage=$(tail -c 240 "$SRC/data/tinyshakespeare.txt")
+# Runs weft sample with the arguments; prints "<wall s> <cpu s>", the text into $1.
+timed() {
+  local out=$1; shift
+  local t0 t1 cpu
+  t0=$(date +%s.%N)
+  /usr/bin/time -o cpu.txt -f "%U %S" "$WEFT" sample "$@" >"$out" 2>>err
+  t1=$(date +%s.%N)
+  echo "$(echo "$t1 - $t0" | bc) $(awk '{ print $1 + $2 }' cpu.txt)"
+}
+printf "%-11s %-5s %-2s %-7s %-7s %-7s %-7s %-8s %-5s %s\n" prompt dtype M plain_s ppd_s plain_cpu ppd_cpu speedup tau "accepted by depth"
+for dtype in fp32 bf16; do
+  for kind in prose repetitive; do
+    prompt=$passage
+    [ $kind = repetitive ] && prompt="$passage
+$passage"
+    args=(--ckpt "$CKPT" --tokenizer-dir "$SRC/data" --prompt "$prompt" --tokens "$TOKENS"
+      --temperature 0 --dtype $dtype --ignore-eos)
+    read -r pw pc < <(timed plain.txt "${args[@]}")
+    for m in "${GUESSES[@]}"; do
+      : >err
+      read -r sw sc < <(timed ppd.txt "${args[@]}" --spec ppd --ppd "$PPD" --spec-tokens "$m")
+      cmp -s plain.txt ppd.txt || { echo "MISMATCH: $kind $dtype M $m"; exit 1; }
+      tau=$(grep -o "tau [0-9.]*" err | cut -d' ' -f2)
+      depth=$(grep -o "accepted by depth:.*" err | cut -d: -f2)
+      printf "%-11s %-5s %-2s %-7.2f %-7.2f %-7.2f %-7.2f %-8.2f %-5s %s\n" $kind $dtype $m "$pw" "$sw" "$pc" "$sc" \
+        "$(echo "$pc / $sc" | bc -l)" "$tau" "$depth"
+    done
+  done
+done
+echo "load after: $(bench_load)"
