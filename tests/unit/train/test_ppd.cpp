@@ -134,7 +134,7 @@ TEST(PpdSampling, FirstTwoTokensFollowTheModelsLaw) {
             p.push_back(px * py);
         }
     }
-    const int n = 3000;
+    const int n = 2000;
     std::map<int, int> counts;
     decode::SpecStats st;
     for (int s = 0; s < n; ++s) {
