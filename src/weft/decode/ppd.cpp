@@ -47,8 +47,7 @@ std::vector<int32_t> generate_ppd(const model::ModelConfig& cfg, const model::Pa
     model::KvPool kv((window + 15) / 16, cfg.n_layer, forward.kv_width(), 16, forward.kv_bf16());
     model::BlockTable table;
     model::RowBatch batch;
-    std::vector<int32_t> context(prompt.begin(), prompt.end());
-    if (int64_t(context.size()) > window) context.erase(context.begin(), context.end() - window);
+    SpecText text(prompt, window, o, on_token);
     std::vector<int32_t> prompt_ids;
     for (int64_t j = 0; j < k; ++j) prompt_ids.push_back(int32_t(vocab + j));
 
@@ -56,16 +55,7 @@ std::vector<int32_t> generate_ppd(const model::ModelConfig& cfg, const model::Pa
     // speculation's.
     const Philox plain = philox_for(o.seed, "sample"), rng = philox_for(o.seed, "speculative");
     uint64_t counter = 0;
-    std::vector<int32_t> out;
-    bool stopped = false;
     TokenTree guesses;
-    auto take = [&](int32_t t) {
-        if (t == o.stop_token) return !(stopped = true);
-        out.push_back(t);
-        context.push_back(t);
-        if (on_token) on_token(t);
-        return true;
-    };
     auto begin_batch = [&] {
         batch.clear();
         batch.extra = ppd.embeddings.data();
@@ -74,37 +64,36 @@ std::vector<int32_t> generate_ppd(const model::ModelConfig& cfg, const model::Pa
     // The context, and when the window has room the prompt chain after it: the first token and
     // the first guesses.
     auto read_context = [&] {
-        const int64_t n = int64_t(context.size()), chain = n + chain_len <= window ? chain_len : 0;
+        const int64_t n = int64_t(text.context.size()),
+                      chain = n + chain_len <= window ? chain_len : 0;
         kv.release_all(table);
         kv.grow(table, n + chain);
         begin_batch();
-        std::vector<int32_t> ids = context;
+        std::vector<int32_t> ids = text.context;
         ids.insert(ids.end(), prompt_ids.begin(), prompt_ids.begin() + chain);
         batch.add(ids, 0, table, false);
         for (int64_t r = n - 1; r < n + chain; ++r) batch.logit_rows.push_back(r);
         const std::span<const float> logits = forward.run(batch, kv);
         ++st.forwards;
         guesses = prompt_guesses(logits, 1, chain, vocab, V);
-        return take(model::pick_token(logits.first(V), o, plain.uniform(uint64_t(out.size()))));
+        text.take(model::pick_token(logits.first(V), o, plain.uniform(uint64_t(text.out.size()))));
     };
     std::vector<int32_t> rows, parents;
     std::vector<int64_t> chain_row;  // per tree row: its prompt chain's first row, or -1
     if (o.tokens > 0) read_context();
-    while (!stopped && int64_t(out.size()) < o.tokens) {
-        const int64_t pos = int64_t(context.size()) - 1;
-        if (pos >= window) {
-            context.erase(context.begin(), context.end() - window / 2);
+    while (text.going()) {
+        if (text.slide()) {
             read_context();
             continue;
         }
+        const int64_t pos = text.pos();
         // The guesses the window and the tokens still wanted leave room for; then a prompt
         // chain under each row of the tree while the window holds its rows.
-        const int64_t room =
-            std::min({window - pos - 1, o.tokens - int64_t(out.size()) - 1, int64_t(max_guesses)});
+        const int64_t room = std::min(text.room(), int64_t(max_guesses));
         const TokenTree tree =
             TokenTree::chain(std::span<const int32_t>(guesses.tokens)
                                  .first(size_t(std::clamp<int64_t>(room, 0, guesses.size()))));
-        tree_rows(context.back(), tree, rows, parents);
+        tree_rows(text.context.back(), tree, rows, parents);
         const int64_t tree_n = int64_t(rows.size());
         chain_row.assign(size_t(tree_n), -1);
         for (int64_t r = 0; r < tree_n; ++r) {
@@ -129,12 +118,10 @@ std::vector<int32_t> generate_ppd(const model::ModelConfig& cfg, const model::Pa
         const int64_t kept_row = int64_t(v.nodes.size());
         const int64_t first = chain_row[size_t(kept_row)];
         guesses = first < 0 ? TokenTree{} : prompt_guesses(logits, first, chain_len, vocab, V);
-        for (int n : v.nodes)
-            if (!take(tree.tokens[size_t(n)])) break;
-        if (!stopped) take(v.next);
+        text.take(tree, v);
     }
-    st.tokens = int64_t(out.size());
-    return out;
+    st.tokens = int64_t(text.out.size());
+    return text.out;
 }
 
 }  // namespace weft::decode

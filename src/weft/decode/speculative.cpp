@@ -18,6 +18,36 @@ void SpecStats::count(const TokenTree& tree, const Verdict& v) {
     for (size_t d = 0; d < v.nodes.size(); ++d) ++accepted_at[d];
 }
 
+SpecText::SpecText(std::span<const int32_t> prompt, int64_t window_, const model::SampleOptions& o_,
+                   const std::function<void(int32_t)>& on_token_)
+    : context(prompt.begin(), prompt.end()), window(window_), o(o_), on_token(on_token_) {
+    if (int64_t(context.size()) > window) context.erase(context.begin(), context.end() - window);
+}
+
+bool SpecText::take(int32_t t) {
+    if (t == o.stop_token) return !(stopped = true);
+    out.push_back(t);
+    context.push_back(t);
+    if (on_token) on_token(t);
+    return true;
+}
+
+void SpecText::take(const TokenTree& tree, const Verdict& v) {
+    for (int n : v.nodes)
+        if (!take(tree.tokens[size_t(n)])) return;
+    take(v.next);
+}
+
+bool SpecText::slide() {
+    if (pos() < window) return false;
+    context.erase(context.begin(), context.end() - window / 2);
+    return true;
+}
+
+int64_t SpecText::room() const {
+    return std::min(window - pos() - 1, o.tokens - int64_t(out.size()) - 1);
+}
+
 void SpecOptions::validate() const {
     WEFT_CHECK(kind == "none" || kind == "ngram" || kind == "draft" || kind == "ppd",
                "--spec must be none, ngram, draft or ppd, got '{}'", kind);
@@ -97,8 +127,7 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
     model::KvPool kv((window + 15) / 16, cfg.n_layer, forward.kv_width(), 16, forward.kv_bf16());
     model::BlockTable table;
     model::RowBatch batch;
-    std::vector<int32_t> context(prompt.begin(), prompt.end());
-    if (int64_t(context.size()) > window) context.erase(context.begin(), context.end() - window);
+    SpecText text(prompt, window, o, on_token);
 
     // As model::generate: the whole context is read and the next token drawn from its last
     // row's logits with the plain sampling stream (the serving engine does the same after a
@@ -111,45 +140,31 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
     uint64_t draft_counter = 0;
     DraftSeq draft_seq;
     Guesses guess;
-    std::vector<int32_t> out;
-    bool stopped = false;
-    // Takes `t` unless it ends the text; false when it does.
-    auto take = [&](int32_t t) {
-        if (t == o.stop_token) return !(stopped = true);
-        out.push_back(t);
-        context.push_back(t);
-        if (on_token) on_token(t);
-        return true;
-    };
     auto read_context = [&] {
         kv.release_all(table);
-        kv.grow(table, int64_t(context.size()));
+        kv.grow(table, int64_t(text.context.size()));
         batch.clear();
-        batch.add(context, 0, table, true);
+        batch.add(text.context, 0, table, true);
         const std::span<const float> logits = forward.run(batch, kv);
         ++st.forwards;
-        return take(model::pick_token(logits.first(V), o, plain.uniform(uint64_t(out.size()))));
+        text.take(model::pick_token(logits.first(V), o, plain.uniform(uint64_t(text.out.size()))));
     };
     std::vector<int32_t> rows, parents;
     if (o.tokens > 0) read_context();
-    while (!stopped && int64_t(out.size()) < o.tokens) {
-        const int64_t pos = int64_t(context.size()) - 1;
-        if (pos >= window) {
-            // The window is full: keep its last half, as model::generate does.
-            context.erase(context.begin(), context.end() - window / 2);
+    while (text.going()) {
+        if (text.slide()) {
             read_context();
             continue;
         }
-        // At most the guesses the window and the tokens still wanted leave room for.
-        const int64_t room = std::min(window - pos - 1, o.tokens - int64_t(out.size()) - 1);
+        const int64_t pos = text.pos();
         if (draft)
-            guess =
-                draft->propose(draft_seq, context, std::min<int64_t>(room, spec.ngram.max_tokens),
-                               o, draft_rng, draft_counter);
+            guess = draft->propose(draft_seq, text.context,
+                                   std::min<int64_t>(text.room(), spec.ngram.max_tokens), o,
+                                   draft_rng, draft_counter);
         else
-            guess = {propose(spec, context, room), {}};
+            guess = {propose(spec, text.context, text.room()), {}};
         const TokenTree& tree = guess.tree;
-        tree_rows(context.back(), tree, rows, parents);
+        tree_rows(text.context.back(), tree, rows, parents);
         kv.grow(table, pos + int64_t(rows.size()));
         batch.clear();
         batch.add_tree(rows, parents, pos, table);
@@ -161,15 +176,12 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
         const Verdict v = accept(tree, row_logits, o, rng, counter, guess.proposal());
         keep_accepted(kv, table, cfg.n_layer, pos, v.nodes);
         st.count(tree, v);
-        // The accepted guesses, then the model's own next token; the rows after the accepted
-        // path are stale, and the next verify writes over them.
-        for (int n : v.nodes)
-            if (!take(tree.tokens[size_t(n)])) break;
-        if (!stopped) take(v.next);
+        // The rows after the accepted path are stale, and the next verify writes over them.
+        text.take(tree, v);
     }
-    st.tokens = int64_t(out.size());
+    st.tokens = int64_t(text.out.size());
     if (draft) draft->release(draft_seq);
-    return out;
+    return text.out;
 }
 
 }  // namespace weft::decode

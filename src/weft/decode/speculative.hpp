@@ -65,6 +65,31 @@ Verdict accept(const TokenTree& tree, const RowLogits& logits, const model::Samp
 void keep_accepted(model::KvPool& kv, const model::BlockTable& table, int64_t n_layer,
                    int64_t root_pos, const std::vector<int>& nodes);
 
+// The text a speculative generation makes (generate_speculative's loop, generate_ppd's): the
+// context in the model's window, the tokens generated, and whether the end of text came.
+struct SpecText {
+    SpecText(std::span<const int32_t> prompt, int64_t window, const model::SampleOptions& o,
+             const std::function<void(int32_t)>& on_token);
+    // Takes `t` unless it ends the text; false when it does.
+    bool take(int32_t t);
+    // A verdict's tokens: the kept guesses, then the model's own next one.
+    void take(const TokenTree& tree, const Verdict& v);
+    bool going() const { return !stopped && int64_t(out.size()) < o.tokens; }
+    // The root's position: the last chosen token's, not yet read.
+    int64_t pos() const { return int64_t(context.size()) - 1; }
+    // When the window is full, keeps its last half as model::generate does, and says so (the
+    // context must then be read again).
+    bool slide();
+    // The guesses the window and the tokens still wanted leave room for after the root.
+    int64_t room() const;
+
+    std::vector<int32_t> context, out;
+    bool stopped = false;
+    int64_t window;
+    const model::SampleOptions& o;
+    const std::function<void(int32_t)>& on_token;
+};
+
 // model::generate with the guesses of `spec`: the same tokens under greedy decoding; the same
 // distribution when sampling. `draft`: the model of --spec draft (its vocabulary checked). `tp`:
 // as model::generate's, with no draft.
