@@ -22,6 +22,10 @@ ModelSource open_model_source(const std::filesystem::path& model_dir,
         s.model_dir = model_dir;
         s.cfg = model::read_hf_model_config(model_dir);
     }
+    // Here, before a command builds anything from the config (a tensor-parallel group checks
+    // the heads split by laying the parameters out): a model past memory is one error first.
+    check_weights_fit(s.cfg,
+                      "the model of " + (s.ckpt ? s.ckpt->dir.string() : model_dir.string()));
     return s;
 }
 
@@ -31,8 +35,6 @@ ModelSource open_model_source(const std::filesystem::path& dir) {
 }
 
 LoadedModel load_model(const ModelSource& source, model::TpComm* tp) {
-    check_weights_fit(source.cfg, "the model of " + (source.ckpt ? source.ckpt->dir.string()
-                                                                 : source.model_dir.string()));
     LoadedModel m;
     m.model = model::make_model(source.cfg, model::tp_shard(tp), tp);
     m.params = Buffer(m.model->layout().total);

@@ -25,7 +25,8 @@ struct ModelSource {
     model::ModelConfig cfg;
 };
 
-// Exactly one of the two paths is non-empty; otherwise an error naming both flags.
+// Exactly one of the two paths is non-empty; otherwise an error naming both flags. A model whose
+// fp32 weights the node cannot hold is refused here, before anything is built from its config.
 ModelSource open_model_source(const std::filesystem::path& model_dir,
                               const std::filesystem::path& ckpt);
 // One path that may be either: a directory with a config.json is a Hugging Face directory, else
