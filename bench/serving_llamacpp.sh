@@ -11,13 +11,10 @@ set -euo pipefail
 BUILD=${1:?build dir} THREADS=${2:-2}
 source "$(dirname "$0")/lib.sh"
 bench_start "$BUILD"
-# node-llama-cpp, pinned, in the cache the tests use (tests/cli/lib.sh).
-version=3.22.1
-npm_prefix=${WEFT_NPM_CACHE:-$HOME/.cache/weft/npm}/node-llama-cpp-$version
-if [ ! -e "$npm_prefix/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/llama-addon.node" ]; then
-  npm install --prefix "$npm_prefix" --no-save --no-audit --no-fund --omit=optional \
-    --ignore-scripts "node-llama-cpp@$version" "@node-llama-cpp/linux-x64@$version" >/dev/null
-fi
+# node-llama-cpp, pinned, in the cache the tests use.
+source "$SRC/tests/node_llama_cpp.sh"
+install_node_llama_cpp npm.log
+npm_prefix=$cache
 echo "load: $(bench_load); $THREADS threads"
 
 # SmolLM-135M's shape and tokenizer, random weights (one training step): speed does not depend on

@@ -43,30 +43,11 @@ metric() {
   grep "\"$2\"" "$1" | sed -E "s/.*\"$2\":([^,}]*).*/\1/"
 }
 
-# node-llama-cpp, pinned, in a cache kept between runs (its linux-x64 package holds llama.cpp's
-# prebuilt CPU libraries; the CUDA and Vulkan ones are optional dependencies, left out): sets
-# $cache to its npm prefix, or ends the test as skipped (exit 77) when node or npm cannot have it.
+source "$SRC/tests/node_llama_cpp.sh"
+# Sets $cache to node-llama-cpp's npm prefix, or ends the test as skipped (exit 77) when node or
+# npm cannot have it.
 need_node_llama_cpp() {
-  local version=3.22.1 node_major
-  node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
-  if ! command -v npm >/dev/null || [ "$node_major" -lt 20 ]; then
-    echo "SKIPPED: node-llama-cpp@$version needs node >= 20 and npm (node $(node --version 2>/dev/null \
-      || echo missing)); llama.cpp not checked"
-    finish
-    exit 77
-  fi
-  cache=${WEFT_NPM_CACHE:-$HOME/.cache/weft/npm}/node-llama-cpp-$version
-  if [ ! -e "$cache/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/llama-addon.node" ]; then
-    mkdir -p "$cache"
-    if ! npm install --prefix "$cache" --no-save --no-audit --no-fund --omit=optional --ignore-scripts \
-      --fetch-retries 1 --fetch-timeout 60000 \
-      "node-llama-cpp@$version" "@node-llama-cpp/linux-x64@$version" >"$WORK/npm.log" 2>&1; then
-      cat "$WORK/npm.log"
-      echo "SKIPPED: npm could not install node-llama-cpp@$version (offline?); llama.cpp not checked"
-      finish
-      exit 77
-    fi
-  fi
+  install_node_llama_cpp "$WORK/npm.log" || { finish; exit 77; }
 }
 
 finish() {
