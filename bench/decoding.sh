@@ -16,8 +16,6 @@ DRAFT=${4:+$(realpath "$4")} DRAFT_TOKENS=${DRAFT_TOKENS:-3} REPS=${REPS:-3}
 source "$(dirname "$0")/lib.sh"
 bench_start "$BUILD"
 echo "load: $(bench_load); $TOKENS tokens, greedy, OMP_NUM_THREADS=${OMP_NUM_THREADS:-all cores}, $REPS rounds"
-# A held-out passage: the last 240 bytes of the corpus (its validation part).
-passage=$(tail -c 240 "$SRC/data/tinyshakespeare.txt")
 kinds=(ngram)
 [ -n "$DRAFT" ] && kinds+=(draft)
 median() { tr ' ' '\n' | sort -g | awk 'NF { a[++n] = $1 } END { print a[int((n + 1) / 2)] }'; }
@@ -25,11 +23,7 @@ printf "%-10s %-4s %-5s %-6s %-6s %-7s %-6s %-6s %-7s %-5s %-8s %s\n" prompt dty
   spec_s speedup plain_c spec_c cpu_x tau accepted "kept/guessed by depth"
 for dtype in fp32 bf16; do
   for prompt_kind in repetitive prose; do
-    prompt=$passage
-    [ $prompt_kind = repetitive ] && prompt="$passage
-$passage"
-    args=(--ckpt "$CKPT" --tokenizer-dir "$SRC/data" --prompt "$prompt" --tokens "$TOKENS"
-      --temperature 0 --dtype $dtype --ignore-eos)
+    bench_decode_args "$CKPT" $prompt_kind "$TOKENS" $dtype
     declare -A wall=() cpu=()
     for rep in $(seq "$REPS"); do
       for kind in none "${kinds[@]}"; do

@@ -19,3 +19,17 @@ bench_start() {  # bench_start <build dir>
 
 # The 1-, 5- and 15-minute load averages: other jobs on the cores inflate every measured time.
 bench_load() { cut -d' ' -f1-3 /proc/loadavg; }
+
+# The decoding benchmarks' greedy `weft sample` arguments, in the array `args`, for a held-out
+# prompt: the last 240 bytes of the corpus (its validation part) as plain prose, or given twice
+# as a repetitive prompt whose continuation can copy. After bench_start:
+#   bench_decode_args <checkpoint> <prose|repetitive> <tokens> <fp32|bf16>
+bench_decode_args() {
+  local passage prompt
+  passage=$(tail -c 240 "$SRC/data/tinyshakespeare.txt")
+  prompt=$passage
+  [ "$2" = repetitive ] && prompt="$passage
+$passage"
+  args=(--ckpt "$1" --tokenizer-dir "$SRC/data" --prompt "$prompt" --tokens "$3" --temperature 0
+    --dtype "$4" --ignore-eos)
+}

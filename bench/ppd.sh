@@ -16,7 +16,6 @@ source "$(dirname "$0")/lib.sh"
 bench_start "$BUILD"
 export OMP_NUM_THREADS=1
 echo "load: $(bench_load); $TOKENS tokens, greedy, one thread"
-passage=$(tail -c 240 "$SRC/data/tinyshakespeare.txt")
 # Runs weft sample with the arguments; prints "<wall s> <cpu s>", the text into $1.
 timed() {
   local out=$1; shift
@@ -29,11 +28,7 @@ timed() {
 printf "%-11s %-5s %-2s %-7s %-7s %-7s %-7s %-8s %-5s %s\n" prompt dtype M plain_s ppd_s plain_cpu ppd_cpu speedup tau "accepted by depth"
 for dtype in fp32 bf16; do
   for kind in prose repetitive; do
-    prompt=$passage
-    [ $kind = repetitive ] && prompt="$passage
-$passage"
-    args=(--ckpt "$CKPT" --tokenizer-dir "$SRC/data" --prompt "$prompt" --tokens "$TOKENS"
-      --temperature 0 --dtype $dtype --ignore-eos)
+    bench_decode_args "$CKPT" $kind "$TOKENS" $dtype
     read -r pw pc < <(timed plain.txt "${args[@]}")
     for m in "${GUESSES[@]}"; do
       : >err
