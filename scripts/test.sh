@@ -23,6 +23,6 @@ cmake --build build-asan --target unit_tests -j "$jobs"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_UNITY_BUILD=ON \
   -DWEFT_RELEASE_SUITE=ON >/dev/null
 cmake --build build -j "$jobs"
-# One test at a time: each multi-rank test already fills both cores, and two side by side
-# (ctest -j 2) ran slower in all, their OpenMP threads and polling ranks contending.
-cd build && ctest --output-on-failure
+# Two at a time, except the multi-rank tests, which fill both cores each and so run alone
+# (RUN_SERIAL, tests/CMakeLists.txt).
+cd build && ctest --output-on-failure -j "$jobs"
