@@ -8,9 +8,10 @@
 #            pp 2 (1F1B, and interleaved with vpp 2: chunks between the first and the last);
 #            packing changes the loss (attention no longer crosses documents)
 #   llama    llama-tiny (RoPE, grouped-query heads): the same three layouts
-#   cp       Ulysses at cp 2, GPT-2 and Llama
-#   errors   --pack documents under the cp ring (Ulysses only for now) and on a token file with
-#            no index: one clear error each, before the run directory exists
+#   cp       every cp region at cp 2: Ulysses (GPT-2 and Llama), the ring and TokenRing (GPT-2),
+#            the hybrid (Llama)
+#   errors   --pack documents on a token file with no index: one clear error, before the run
+#            directory exists
 set -uo pipefail
 WEFT=$1 CHECK=$2 SRC=$3 MODE=$4
 [ "$MODE" = llama ] && MODEL=llama-tiny
@@ -40,16 +41,26 @@ gpt2 | llama)
   fi
   ;;
 cp)
-  # Ulysses: each rank attends to whole sequences of its heads, so the boundaries are those of
-  # the whole rows; each rank's rows take their positions from them.
+  # Ulysses attends to whole rows of its heads, the rings (and the hybrid's ring) to zigzag
+  # blocks of them masked by document: all take the whole rows' boundaries, and each rank's rows
+  # their positions from them. Ulysses on both families; the ring and TokenRing on GPT-2's
+  # learned positions, the hybrid (Ulysses over 2 ranks, its ring over the pair's two chunks) on
+  # Llama's RoPE; test_cp_attention checks every region's attention, fp32 and bf16.
+  kinds_tiny=("ulysses --cp-kind ulysses" "ring --cp-kind ring" "tokenring --ring-bidirectional")
+  kinds_llama=("ulysses --cp-kind ulysses" "hybrid --cp-kind hybrid --cp-ulysses 2")
   for model in tiny llama-tiny; do
     "$WEFT" train "${args[@]}" --model $model --out ref_$model >ref_$model.log 2>&1 || { cat ref_$model.log; exit 1; }
-    train 2 cp2_$model --model $model --cp 2 --cp-kind ulysses
-    same_as_ref cp2_$model ref_$model 4 1e-5 2e-4
+    [ $model = tiny ] && kinds=("${kinds_tiny[@]}") || kinds=("${kinds_llama[@]}")
+    for kind in "${kinds[@]}"; do
+      set -- $kind
+      name=$1
+      shift
+      train 2 cp2_${name}_$model --model $model --cp 2 "$@"
+      same_as_ref cp2_${name}_$model ref_$model 4 1e-5 2e-4
+    done
   done
   ;;
 errors)
-  expect_error 2 "--pack documents with --cp 2 --cp-kind ring: packed documents under context parallelism run on Ulysses only for now (its attention sees whole sequences); expected --cp-kind ulysses, --cp 1 or --pack none" --cp 2
   cp data/tinyshakespeare_train.bin bare.bin
   expect_error 1 "--pack documents: token file 'bare.bin' has no document index 'bare.idx'" --data bare.bin
   ;;

@@ -5,8 +5,8 @@
 // here and nowhere else:
 //   - context parallel: the CpAttention region (ring, TokenRing, Ulysses or their hybrid);
 //   - packed documents (cu_seqlens): attention inside each document (kernels/attention/
-//     varlen.hpp), fp32 or bf16; under context parallelism inside the Ulysses region, whose
-//     kernel sees whole sequences (the rings are refused before a run starts);
+//     varlen.hpp), fp32 or bf16; under context parallelism inside the cp region, which takes
+//     the whole rows' boundaries;
 //   - bf16 (--dtype bf16): the bf16 kernel on the kept bf16 q, k, v;
 //   - plain fp32.
 // q, k, v are kept for backward in `qkv` and the output in `out` (fp32 or bf16 KeptTensors, at

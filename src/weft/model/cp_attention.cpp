@@ -111,7 +111,6 @@ template <class T>
 void CpAttention::forward(float* out, float* lse, const T* q, const T* kk, const T* v,
                           const CpAttentionShape& s) {
     if (ulysses_) return ulysses_forward(out, lse, q, kk, v, s);
-    WEFT_CHECK(s.cu_seqlens.empty(), "internal: packed documents under ring attention");
     if (bidirectional_) return token_ring_forward(out, lse, q, kk, v, s);
     ring_forward(out, lse, q, kk, v, s);
 }
@@ -130,6 +129,7 @@ void CpAttention::ring_forward(float* out, float* lse, const T* q, const T* kk, 
     if (sizeof(T) == 2 && part16_.size() < (c * s.NH * s.HS + 1) / 2)
         part16_ = Buffer((c * s.NH * s.HS + 1) / 2);
     uint16_t* part16 = reinterpret_cast<uint16_t*>(part16_.data());
+    const std::vector<std::vector<int64_t>> docs = cp::row_starts(s.cu_seqlens, s.B, z_.T);
     // The block this rank starts with: its own keys and values, dense so that a shift is one
     // message.
     T* first = reinterpret_cast<T*>(ring_[0].data());
@@ -148,8 +148,10 @@ void CpAttention::ring_forward(float* out, float* lse, const T* q, const T* kk, 
             if (blk.mask == k::BlockMask::masked) continue;
             for (int64_t b = 0; b < s.B; ++b) {
                 const Pair p = pair_of(blk, b, s, c);
-                cp::attend_fp32(part_.data(), part16, part_lse_.data(), q + p.qrow * s.ldq,
-                                cur + p.krow * KV, cur + n + p.krow * KV, p.shape);
+                if (!cp::attend_fp32(part_.data(), part16, part_lse_.data(), q + p.qrow * s.ldq,
+                                     cur + p.krow * KV, cur + n + p.krow * KV, p.shape,
+                                     docs[size_t(b)]))
+                    continue;  // no document spans both chunks
                 const k::MergeShape ms{1, c, s.NH, s.HS, s.ldo, s.NH * s.HS};
                 k::attention_merge(out + p.qrow * s.ldo, lse + (b * 2 + blk.q_part) * s.NH * c,
                                    part_.data(), part_lse_.data(), ms);
@@ -182,6 +184,7 @@ void CpAttention::ring_backward(float* dq, float* dk, float* dv, const T* dout, 
         std::copy_n(v + r * s.ldkv, KV, first + n + r * KV);
     }
     std::fill_n(ring_[0].data() + acc, 2 * n, 0.0f);
+    const std::vector<std::vector<int64_t>> docs = cp::row_starts(s.cu_seqlens, s.B, z_.T);
     for (int step = 0; step < size_; ++step) {
         float* cur = ring_[step % 2].data();
         float* next = ring_[(step + 1) % 2].data();
@@ -195,11 +198,11 @@ void CpAttention::ring_backward(float* dq, float* dk, float* dv, const T* dout, 
             if (blk.mask == k::BlockMask::masked) continue;
             for (int64_t b = 0; b < s.B; ++b) {
                 const Pair p = pair_of(blk, b, s, c);
-                cp::attend_backward(dq + p.qrow * s.ldq, cur + acc + p.krow * KV,
-                                    cur + acc + n + p.krow * KV, dout + p.qrow * s.ldo,
-                                    q + p.qrow * s.ldq, kv + p.krow * KV, kv + n + p.krow * KV,
-                                    out + p.qrow * s.ldo, lse + (b * 2 + blk.q_part) * s.NH * c,
-                                    p.shape);
+                cp::attend_block_backward(
+                    dq + p.qrow * s.ldq, cur + acc + p.krow * KV, cur + acc + n + p.krow * KV,
+                    dout + p.qrow * s.ldo, q + p.qrow * s.ldq, kv + p.krow * KV,
+                    kv + n + p.krow * KV, out + p.qrow * s.ldo,
+                    lse + (b * 2 + blk.q_part) * s.NH * c, p.shape, docs[size_t(b)]);
             }
         }
         if (step + 1 < size_) cp_.wait_shift();

@@ -28,8 +28,9 @@ struct CpAttentionShape {
     int64_t B, T, NH, NKV, HS;
     int64_t ldq, ldkv, ldo;
     // Packed documents (Activations::cu_seqlens) over the whole sequences' B*T_global rows;
-    // empty: one sequence a row. Ulysses only (its kernel sees whole sequences); the rings refuse
-    // them.
+    // empty: one sequence a row. Ulysses runs its whole sequences through the varlen kernel; the
+    // rings keep the rows' zigzag split and mask each (query part, key part) block by document
+    // (kernels/attention/varlen.hpp, *_block_documents), skipping blocks no document spans.
     std::span<const int64_t> cu_seqlens = {};
 };
 

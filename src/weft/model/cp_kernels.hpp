@@ -5,6 +5,7 @@
 // either way.
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "weft/kernels/attention/attention.hpp"
 #include "weft/kernels/attention/varlen.hpp"
@@ -60,17 +61,62 @@ inline void attend_backward(float* dq, float* dk, float* dv, const uint16_t* dou
     kernels::attention_backward_varlen_bf16(dq, dk, dv, dout, q, k, v, out, lse, s, cu);
 }
 
+// Packed documents' mask on one block of a row (kernels/attention/varlen.hpp).
+inline bool attend_block(float* out, float* lse, const float* q, const float* k, const float* v,
+                         const kernels::AttentionShape& s, std::span<const int64_t> starts) {
+    return kernels::attention_forward_block_documents(out, lse, q, k, v, s, starts);
+}
+inline bool attend_block(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
+                         const uint16_t* v, const kernels::AttentionShape& s,
+                         std::span<const int64_t> starts) {
+    return kernels::attention_forward_block_documents_bf16(out, lse, q, k, v, s, starts);
+}
+
 // One block's output in fp32 for merging: written to `part` by the fp32 kernel, or by the bf16
-// kernel to part16 (s.Tq·NH·HS values) and widened into `part`.
+// kernel to part16 (s.Tq·NH·HS values) and widened into `part`. With `starts` (packed documents:
+// the row's document starts) attention stays inside each document, and false means that no
+// query sees a key of the block and nothing was written (the caller skips its merge).
 template <class T>
-void attend_fp32(float* part, uint16_t* part16, float* lse, const T* q, const T* k, const T* v,
-                 const kernels::AttentionShape& s) {
+bool attend_fp32(float* part, uint16_t* part16, float* lse, const T* q, const T* k, const T* v,
+                 const kernels::AttentionShape& s, std::span<const int64_t> starts = {}) {
     if constexpr (sizeof(T) == sizeof(float)) {
+        if (!starts.empty()) return attend_block(part, lse, q, k, v, s, starts);
         attend(part, lse, q, k, v, s);
     } else {
-        attend(part16, lse, q, k, v, s);
+        if (starts.empty()) {
+            attend(part16, lse, q, k, v, s);
+        } else if (!attend_block(part16, lse, q, k, v, s, starts)) {
+            return false;
+        }
         widen_bf16(part, part16, s.Tq * s.NH * s.HS);
     }
+    return true;
+}
+
+// A block's backward, with the documents' mask where `starts` is given.
+inline void attend_block_backward(float* dq, float* dk, float* dv, const float* dout,
+                                  const float* q, const float* k, const float* v, const float* out,
+                                  const float* lse, const kernels::AttentionShape& s,
+                                  std::span<const int64_t> starts) {
+    if (starts.empty()) return attend_backward(dq, dk, dv, dout, q, k, v, out, lse, s);
+    kernels::attention_backward_block_documents(dq, dk, dv, dout, q, k, v, out, lse, s, starts);
+}
+inline void attend_block_backward(float* dq, float* dk, float* dv, const uint16_t* dout,
+                                  const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                  const uint16_t* out, const float* lse,
+                                  const kernels::AttentionShape& s,
+                                  std::span<const int64_t> starts) {
+    if (starts.empty()) return attend_backward(dq, dk, dv, dout, q, k, v, out, lse, s);
+    kernels::attention_backward_block_documents_bf16(dq, dk, dv, dout, q, k, v, out, lse, s,
+                                                     starts);
+}
+
+// The document starts of each of B rows of T (CpAttentionShape::cu_seqlens over the whole
+// rows), or B empty rows when there are no documents: what the block kernels above take.
+inline std::vector<std::vector<int64_t>> row_starts(std::span<const int64_t> cu, int64_t B,
+                                                    int64_t T) {
+    if (cu.empty()) return std::vector<std::vector<int64_t>>(static_cast<size_t>(B));
+    return kernels::row_starts(cu, B, T);
 }
 
 }  // namespace weft::model::cp

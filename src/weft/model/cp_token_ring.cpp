@@ -108,6 +108,7 @@ void CpAttention::token_ring_forward(float* out, float* lse, const T* q, const T
         std::copy_n(v + r * s.ldkv, KV, kvd + nkv + r * KV);
     }
     std::fill_n(lse, s.B * 2 * s.NH * c, kNoKeys);
+    const std::vector<std::vector<int64_t>> docs = cp::row_starts(s.cu_seqlens, s.B, z_.T);
     auto compute = [&](int step, int owner, const T* cur, float* ret) {
         // Step 0 answers this rank's own queries, straight into (out, lse); later steps those
         // of the block's owner, into a partial result that goes back to it (fp32: it is summed).
@@ -120,8 +121,9 @@ void CpAttention::token_ring_forward(float* out, float* lse, const T* q, const T
             const k::AttentionShape sh = pair_shape(blk, s, c);
             for (int64_t b = 0; b < s.B; ++b) {
                 const int64_t qrow = b * s.T + blk.q_part * c, krow = b * s.T + blk.k_part * c;
-                cp::attend_fp32(part_.data(), part16, part_lse_.data(), cur + qrow * A,
-                                kvd + krow * KV, kvd + nkv + krow * KV, sh);
+                if (!cp::attend_fp32(part_.data(), part16, part_lse_.data(), cur + qrow * A,
+                                     kvd + krow * KV, kvd + nkv + krow * KV, sh, docs[size_t(b)]))
+                    continue;  // no document spans both chunks
                 k::attention_merge(dst + qrow * ld, dst_lse + (b * 2 + blk.q_part) * s.NH * c,
                                    part_.data(), part_lse_.data(),
                                    k::MergeShape{1, c, s.NH, s.HS, ld, A});
@@ -163,6 +165,7 @@ void CpAttention::token_ring_backward(float* dq, float* dk, float* dv, const T* 
     std::copy_n(lse, nlse, reinterpret_cast<float*>(block + lse_at));
     std::fill_n(acc, 2 * nkv, 0.0f);
     std::fill_n(own_dq_.data(), nq, 0.0f);
+    const std::vector<std::vector<int64_t>> docs = cp::row_starts(s.cu_seqlens, s.B, z_.T);
     auto compute = [&](int step, int owner, const T* cur, float* ret) {
         float* dst = step == 0 ? own_dq_.data() : ret;
         if (step > 0) std::fill_n(dst, nq, 0.0f);
@@ -172,10 +175,10 @@ void CpAttention::token_ring_backward(float* dq, float* dk, float* dv, const T* 
             const k::AttentionShape sh = pair_shape(blk, s, c);
             for (int64_t b = 0; b < s.B; ++b) {
                 const int64_t qrow = b * s.T + blk.q_part * c, krow = b * s.T + blk.k_part * c;
-                cp::attend_backward(dst + qrow * A, acc + krow * KV, acc + nkv + krow * KV,
-                                    cur + nq + qrow * A, cur + qrow * A, kvd + krow * KV,
-                                    kvd + nkv + krow * KV, cur + 2 * nq + qrow * A,
-                                    cur_lse + (b * 2 + blk.q_part) * s.NH * c, sh);
+                cp::attend_block_backward(
+                    dst + qrow * A, acc + krow * KV, acc + nkv + krow * KV, cur + nq + qrow * A,
+                    cur + qrow * A, kvd + krow * KV, kvd + nkv + krow * KV, cur + 2 * nq + qrow * A,
+                    cur_lse + (b * 2 + blk.q_part) * s.NH * c, sh, docs[size_t(b)]);
             }
         }
     };

@@ -94,8 +94,6 @@ void CpAttention::ulysses_forward(float* out, float* lse, const T* q, const T* k
     const int64_t nq = s.B * T_ * Hq * s.HS, nk = s.B * T_ * Hk * s.HS;
     // A forward again (recomputation, or the next micro-batch in these activations) replaces
     // what the last one kept.
-    WEFT_CHECK(s.cu_seqlens.empty() || !across_,
-               "internal: packed documents under the hybrid's ring");
     auto [it, fresh] = saved_.try_emplace(lse);
     Buffer& keep = it->second;
     if (fresh && !spare_.empty()) {
@@ -110,7 +108,8 @@ void CpAttention::ulysses_forward(float* out, float* lse, const T* q, const T* k
     to_heads(v, s.NKV, s.ldkv, vf, s);
     // lse: [B][NH/cp][T], as many floats as the [B][NH][T/cp] the layer keeps (the hybrid's
     // ring: [B][2][NH/U][T/2G], as many again).
-    const CpAttentionShape hs{s.B, T_, Hq, Hk, s.HS, Hq * s.HS, Hk * s.HS, Hq * s.HS};
+    // The hybrid's ring takes the whole rows' documents: its chunks are positions of those rows.
+    const CpAttentionShape hs{s.B, T_, Hq, Hk, s.HS, Hq * s.HS, Hk * s.HS, Hq * s.HS, s.cu_seqlens};
     if (across_) {
         // The ring's merged output is fp32: straight into `of`, or under bf16 into dof_ (free
         // until backward) and kept rounded.
@@ -152,7 +151,7 @@ void CpAttention::ulysses_backward(float* dq, float* dk, float* dv, const T* dou
     std::fill_n(dqf_.data(), nq, 0.0f);
     std::fill_n(dkf_.data(), nk, 0.0f);
     std::fill_n(dvf_.data(), nk, 0.0f);
-    const CpAttentionShape hs{s.B, T_, Hq, Hk, s.HS, Hq * s.HS, Hk * s.HS, Hq * s.HS};
+    const CpAttentionShape hs{s.B, T_, Hq, Hk, s.HS, Hq * s.HS, Hk * s.HS, Hq * s.HS, s.cu_seqlens};
     if (across_) {
         across_->backward(dqf_.data(), dkf_.data(), dvf_.data(), static_cast<const T*>(dof), qf, kf,
                           vf, of, lse, hs);

@@ -125,7 +125,7 @@ struct Activations {
     std::vector<int64_t> positions;
     // Packed documents (--pack documents): where each document starts in the flattened B*T
     // rows, then B*T (kernels/attention/varlen.hpp); attention stays inside each. Under context
-    // parallelism (Ulysses), over the whole sequences' rows: B * T * cp. Empty: every row is one
+    // parallelism, over the whole sequences' rows: B * T * cp. Empty: every row is one
     // sequence.
     std::vector<int64_t> cu_seqlens;
     // The position of row r of the flattened B*T (positions listed: one a sequence row, or one

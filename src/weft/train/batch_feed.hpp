@@ -47,8 +47,9 @@ class BatchFeed {
         for (int64_t r = 0; r < micro_; ++r)
             first[size_t(r)] = loader_.window(step, row0 + r, global_batch_) * T;
         if (context_.empty()) return docs_->rows(first, a.positions, a.cu_seqlens);
-        // Context parallel: the boundaries of the whole sequences (Ulysses attends to them
-        // whole), the positions of this rank's rows.
+        // Context parallel: the boundaries of the whole sequences (every cp region masks by
+        // them: Ulysses attends to whole rows, the rings to blocks of them), the positions of
+        // this rank's rows.
         std::vector<int64_t> all;
         docs_->rows(first, all, a.cu_seqlens);
         const size_t n = context_.size();

@@ -153,11 +153,6 @@ void TrainOptions::validate() const {
                seq_len, layout.cp, 2 * layout.cp, 2 * layout.cp);
     WEFT_CHECK(pack == "none" || pack == "documents", "--pack must be none or documents, got '{}'",
                pack);
-    WEFT_CHECK(pack == "none" || layout.cp <= 1 || layout.cp_kind == CpKind::ulysses,
-               "--pack documents with --cp {} --cp-kind {}: packed documents under context "
-               "parallelism run on Ulysses only for now (its attention sees whole sequences); "
-               "expected --cp-kind ulysses, --cp 1 or --pack none",
-               layout.cp, cp_kind_name(layout.cp_kind));
     WEFT_CHECK(eval_every >= 0, "--eval-every must be non-negative, got {}", eval_every);
     WEFT_CHECK(eval_batches >= 1, "--eval-batches must be at least 1, got {}", eval_batches);
     WEFT_CHECK(save_every >= 0, "--save-every must be non-negative, got {}", save_every);

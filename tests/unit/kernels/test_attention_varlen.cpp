@@ -2,15 +2,19 @@
 // document run alone (bit for bit, fp32 and bf16), the masked softmax matches a double reference,
 // the backward matches central finite differences of the forward, no document's inputs reach
 // another's outputs, the result does not depend on the thread count, and bad boundaries are
-// refused.
+// refused. The block kernels of ring attention over packed rows, merged over a row's chunks, give
+// the varlen kernel's outputs and gradients, and skip the blocks no document spans.
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "support/attention_reference.hpp"
 #include "support/check.hpp"
+#include "weft/kernels/attention/merge.hpp"
 #include "weft/kernels/attention/varlen.hpp"
 #include "weft/kernels/precision.hpp"
 
@@ -218,6 +222,139 @@ TEST(AttentionVarlen, Bf16AsIfAlone) {
             ASSERT_NEAR(bf16_to_fp32(out[size_t(r * s.ldo + c)]), f32.out[size_t(r * s.ldo + c)],
                         3e-2);
     EXPECT_LT(test::max_abs_diff(dq.data(), f32.dq.data(), dq.size()), 5e-2);
+}
+
+// A ring's view of the rows: each row cut into chunks of 10, every (query chunk, key chunk)
+// block run by the block kernel with the row's documents and merged by lse, as ring attention
+// merges them; backward adds each block's gradients given the merged out and lse. V (float, or
+// uint16_t for bf16) is the operands' type; out is returned fp32.
+template <class V>
+Result merged_blocks(const std::vector<V>& q, const std::vector<V>& k, const std::vector<V>& v,
+                     const std::vector<V>& dout,
+                     std::vector<std::pair<int64_t, int64_t>>* skipped) {
+    constexpr int64_t C = 10, chunks = T / C;
+    const AttentionShape s = shape();
+    const std::vector<std::vector<int64_t>> starts = row_starts(kCu, B, T);
+    Result r{std::vector<float>(dout.size()), std::vector<float>(size_t(B * NH * T)),
+             std::vector<float>(q.size()), std::vector<float>(k.size()),
+             std::vector<float>(v.size())};
+    std::vector<V> part(size_t(C * s.ldo)), out16(dout.size());
+    std::vector<float> part32(size_t(C * s.ldo)), part_lse(size_t(NH * C));
+    // The merged lse of each (row, query chunk): [NH][C], the ring's layout.
+    std::vector<float> lse(size_t(B * chunks * NH * C), -INFINITY);
+    auto block = [&](int64_t i, int64_t j) {
+        AttentionShape one = s;
+        one.B = 1, one.Tq = one.Tk = C, one.q_pos0 = i * C, one.k_pos0 = j * C;
+        return one;
+    };
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t i = 0; i < chunks; ++i)
+            for (int64_t j = 0; j < chunks; ++j) {
+                const int64_t qr = b * T + i * C, kr = b * T + j * C;
+                bool seen;
+                if constexpr (sizeof(V) == 4) {
+                    seen = attention_forward_block_documents(
+                        part32.data(), part_lse.data(), q.data() + qr * s.ldq,
+                        k.data() + kr * s.ldkv, v.data() + kr * s.ldkv, block(i, j),
+                        starts[size_t(b)]);
+                } else {
+                    seen = attention_forward_block_documents_bf16(
+                        part.data(), part_lse.data(), q.data() + qr * s.ldq, k.data() + kr * s.ldkv,
+                        v.data() + kr * s.ldkv, block(i, j), starts[size_t(b)]);
+                    for (size_t x = 0; x < part.size(); ++x) part32[x] = bf16_to_fp32(part[x]);
+                }
+                if (!seen) {
+                    skipped->emplace_back(b * chunks + i, j);
+                    continue;
+                }
+                attention_merge(r.out.data() + qr * s.ldo, lse.data() + (b * chunks + i) * NH * C,
+                                part32.data(), part_lse.data(),
+                                MergeShape{1, C, NH, HS, s.ldo, s.ldo});
+            }
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t i = 0; i < chunks; ++i)
+            for (int64_t h = 0; h < NH; ++h)
+                std::copy_n(lse.data() + ((b * chunks + i) * NH + h) * C, C,
+                            r.lse.data() + (b * NH + h) * T + i * C);
+    // Backward on the merged output as the model keeps it (bf16: rounded).
+    for (size_t x = 0; x < out16.size(); ++x) {
+        if constexpr (sizeof(V) == 4) {
+            out16[x] = r.out[x];
+        } else {
+            out16[x] = fp32_to_bf16(r.out[x]);
+        }
+    }
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t i = 0; i < chunks; ++i)
+            for (int64_t j = 0; j < chunks; ++j) {
+                const int64_t qr = b * T + i * C, kr = b * T + j * C;
+                const float* l = lse.data() + (b * chunks + i) * NH * C;
+                if constexpr (sizeof(V) == 4) {
+                    attention_backward_block_documents(
+                        r.dq.data() + qr * s.ldq, r.dk.data() + kr * s.ldkv,
+                        r.dv.data() + kr * s.ldkv, dout.data() + qr * s.ldo, q.data() + qr * s.ldq,
+                        k.data() + kr * s.ldkv, v.data() + kr * s.ldkv, out16.data() + qr * s.ldo,
+                        l, block(i, j), starts[size_t(b)]);
+                } else {
+                    attention_backward_block_documents_bf16(
+                        r.dq.data() + qr * s.ldq, r.dk.data() + kr * s.ldkv,
+                        r.dv.data() + kr * s.ldkv, dout.data() + qr * s.ldo, q.data() + qr * s.ldq,
+                        k.data() + kr * s.ldkv, v.data() + kr * s.ldkv, out16.data() + qr * s.ldo,
+                        l, block(i, j), starts[size_t(b)]);
+                }
+            }
+    return r;
+}
+
+TEST(AttentionVarlen, RingBlocksMergeToTheVarlenKernel) {
+    const Inputs in = inputs();
+    const Result want = run(in);
+    std::vector<std::pair<int64_t, int64_t>> skipped;
+    const Result got = merged_blocks(in.q, in.k, in.v, in.dout, &skipped);
+    EXPECT_LT(test::max_abs_diff(got.out.data(), want.out.data(), got.out.size()), 2e-6);
+    EXPECT_LT(test::max_abs_diff(got.lse.data(), want.lse.data(), got.lse.size()), 1e-5);
+    EXPECT_LT(test::max_abs_diff(got.dq.data(), want.dq.data(), got.dq.size()), 1e-5);
+    EXPECT_LT(test::max_abs_diff(got.dk.data(), want.dk.data(), got.dk.size()), 1e-5);
+    EXPECT_LT(test::max_abs_diff(got.dv.data(), want.dv.data(), got.dv.size()), 1e-5);
+    // Skipped: every key chunk after its query chunk (10 a row), and row 0's chunk 4 (its
+    // document [40, 50) alone) against the chunks before it; row 0's [7, 40) spans chunks 0-3
+    // and row 1's [1, 50) every chunk.
+    std::vector<std::pair<int64_t, int64_t>> want_skipped;
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t i = 0; i < 5; ++i)
+            for (int64_t j = 0; j < 5; ++j)
+                if (j > i || (b == 0 && i == 4 && j < 4)) want_skipped.emplace_back(b * 5 + i, j);
+    EXPECT_EQ(skipped, want_skipped);
+}
+
+TEST(AttentionVarlen, Bf16RingBlocksMergeNearTheVarlenKernel) {
+    Inputs in = inputs();
+    auto to16 = [](std::vector<float>& x) {
+        std::vector<uint16_t> h(x.size());
+        for (size_t i = 0; i < x.size(); ++i) x[i] = bf16_to_fp32(h[i] = fp32_to_bf16(x[i]));
+        return h;
+    };
+    const std::vector<uint16_t> q = to16(in.q), k = to16(in.k), v = to16(in.v),
+                                dout = to16(in.dout);
+    const Result want = run(in);  // fp32 on the same bf16-exact inputs
+    std::vector<std::pair<int64_t, int64_t>> skipped;
+    const Result got = merged_blocks(q, k, v, dout, &skipped);
+    EXPECT_LT(test::max_abs_diff(got.out.data(), want.out.data(), got.out.size()), 3e-2);
+    EXPECT_LT(test::max_abs_diff(got.dq.data(), want.dq.data(), got.dq.size()), 5e-2);
+    EXPECT_LT(test::max_abs_diff(got.dk.data(), want.dk.data(), got.dk.size()), 5e-2);
+    EXPECT_LT(test::max_abs_diff(got.dv.data(), want.dv.data(), got.dv.size()), 5e-2);
+    EXPECT_EQ(skipped.size(), size_t(2 * 10 + 4));
+}
+
+TEST(AttentionVarlen, BlockRefusesStartsNotFromZero) {
+    const AttentionShape s{1, 4, 4, NH, HS, NH * HS, NKV * HS, NH * HS, 0, NKV};
+    std::vector<float> x(size_t(4 * NH * HS)), lse(size_t(NH * 4));
+    EXPECT_EQ(test::error_of([&] {
+                  attention_forward_block_documents(x.data(), lse.data(), x.data(), x.data(),
+                                                    x.data(), s, std::vector<int64_t>{2, 3});
+              }),
+              "attention_forward_block_documents: 2 document starts, expected strictly "
+              "increasing ones from 0");
 }
 
 TEST(AttentionVarlen, RefusesBoundariesThatCrossARow) {

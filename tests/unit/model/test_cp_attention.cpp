@@ -7,16 +7,19 @@
 // call. The hybrid (Ulysses in groups of U, the ring across them) runs the same checks at its
 // own positions. The ring and TokenRing send the floats docs/context_parallel.md counts, and
 // every region allocates the scratch CpAttention::scratch_floats (the memory estimates) says;
-// Ulysses' all-to-all volume per rank stays constant when T and cp grow together.
+// Ulysses' all-to-all volume per rank stays constant when T and cp grow together. With packed
+// documents every region matches the varlen kernel on the whole rows (fp32 and bf16).
 #include <gtest/gtest.h>
 
 #include <barrier>
 #include <cmath>
 #include <random>
+#include <span>
 #include <thread>
 #include <vector>
 
 #include "weft/kernels/attention/attention.hpp"
+#include "weft/kernels/attention/varlen.hpp"
 #include "weft/kernels/attention/zigzag.hpp"
 #include "weft/kernels/precision.hpp"
 #include "weft/model/cp_attention.hpp"
@@ -132,6 +135,10 @@ struct Case {
 
 constexpr int64_t B = 2, T = 32, NH = 4, NKV = 2, HS = 8, A = NH * HS, KV = NKV * HS;
 
+// Packed rows: documents of 3, 1, 9, 14 and 5 (crossing the chunk edges at cp 2 and 4), then 1
+// and 31 (spanning every chunk).
+const std::vector<int64_t> kDocs{0, 3, 4, 13, 27, 32, 33, 64};
+
 // A rank's rows (at `pos` of each sequence) of a [B, T, w] tensor.
 template <class V>
 V local_rows(const V& x, int64_t w, const std::vector<int64_t>& pos) {
@@ -143,7 +150,8 @@ V local_rows(const V& x, int64_t w, const std::vector<int64_t>& pos) {
     return l;
 }
 
-Case reference_case(uint32_t seed) {
+// `cu`: packed documents (the varlen kernel), or none.
+Case reference_case(uint32_t seed, std::span<const int64_t> cu) {
     Case c{random(B * T * A, seed),
            random(B * T * KV, seed + 1),
            random(B * T * KV, seed + 2),
@@ -158,9 +166,19 @@ Case reference_case(uint32_t seed) {
     c.dq.resize(c.q.size());
     c.dk.resize(c.k.size());
     c.dv.resize(c.v.size());
-    kernels::attention_forward(c.out.data(), lse.data(), c.q.data(), c.k.data(), c.v.data(), full);
-    kernels::attention_backward(c.dq.data(), c.dk.data(), c.dv.data(), c.dout.data(), c.q.data(),
-                                c.k.data(), c.v.data(), c.out.data(), lse.data(), full);
+    if (cu.empty()) {
+        kernels::attention_forward(c.out.data(), lse.data(), c.q.data(), c.k.data(), c.v.data(),
+                                   full);
+        kernels::attention_backward(c.dq.data(), c.dk.data(), c.dv.data(), c.dout.data(),
+                                    c.q.data(), c.k.data(), c.v.data(), c.out.data(), lse.data(),
+                                    full);
+    } else {
+        kernels::attention_forward_varlen(c.out.data(), lse.data(), c.q.data(), c.k.data(),
+                                          c.v.data(), full, cu);
+        kernels::attention_backward_varlen(c.dq.data(), c.dk.data(), c.dv.data(), c.dout.data(),
+                                           c.q.data(), c.k.data(), c.v.data(), c.out.data(),
+                                           lse.data(), full, cu);
+    }
     return c;
 }
 
@@ -176,11 +194,12 @@ int64_t ulysses_kept_floats(int64_t Tl) {
 }
 
 // cp ranks; `ulysses` 0: the ring, cp: Ulysses, U < cp: the hybrid with Ulysses groups of U;
-// `bidirectional`: the ring as TokenRing.
-void check_against_kernel(int cp, int ulysses, bool bidirectional = false) {
+// `bidirectional`: the ring as TokenRing; `cu`: packed documents over the whole rows.
+void check_against_kernel(int cp, int ulysses, bool bidirectional = false,
+                          std::span<const int64_t> cu = {}) {
     constexpr int kMicro = 2;
     std::vector<Case> ref;
-    for (int m = 0; m < kMicro; ++m) ref.push_back(reference_case(uint32_t(1 + 4 * m)));
+    for (int m = 0; m < kMicro; ++m) ref.push_back(reference_case(uint32_t(1 + 4 * m), cu));
 
     Groups net(cp, ulysses);
     const bool hybrid = net.hybrid;
@@ -204,7 +223,7 @@ void check_against_kernel(int cp, int ulysses, bool bidirectional = false) {
             const std::vector<int64_t> pos = att.positions();
             positions[size_t(r)] = pos;
             auto local = [&](const auto& x, int64_t w) { return local_rows(x, w, pos); };
-            const CpAttentionShape s{B, Tl, NH, NKV, HS, A, KV, A};
+            const CpAttentionShape s{B, Tl, NH, NKV, HS, A, KV, A, cu};
             std::vector<Case> in(kMicro);
             std::vector<std::vector<float>> lse(kMicro, std::vector<float>(size_t(B * NH * Tl)));
             for (int m = 0; m < kMicro; ++m) {
@@ -319,8 +338,8 @@ TEST(CpAttention, HybridMatchesTheWholeSequenceKernel) {
 // bf16 and keeps q, k, v, out as bf16 (half the floats the activation count gives under fp32, as it
 // says under bf16); TokenRing sends its queries (with dO and out in backward) as bf16 and its
 // partial results back in fp32; every region's scratch is what scratch_floats counts for bf16.
-// `ulysses` and `bidirectional` as for check_against_kernel.
-void check_bf16(int cp, int ulysses, bool bidirectional = false) {
+// `ulysses`, `bidirectional` and `cu` as for check_against_kernel.
+void check_bf16(int cp, int ulysses, bool bidirectional = false, std::span<const int64_t> cu = {}) {
     auto bf16 = [](const std::vector<float>& x) {
         std::vector<uint16_t> r(x.size());
         for (size_t i = 0; i < x.size(); ++i) r[i] = kernels::fp32_to_bf16(x[i]);
@@ -332,9 +351,18 @@ void check_bf16(int cp, int ulysses, bool bidirectional = false) {
     const kernels::AttentionShape full{B, T, T, NH, HS, A, KV, A, 0, NKV, 0};
     std::vector<uint16_t> out16(q.size());
     std::vector<float> lse(size_t(B * NH * T)), dq(q.size()), dk(k.size()), dv(v.size());
-    kernels::attention_forward_bf16(out16.data(), lse.data(), q.data(), k.data(), v.data(), full);
-    kernels::attention_backward_bf16(dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
-                                     k.data(), v.data(), out16.data(), lse.data(), full);
+    if (cu.empty()) {
+        kernels::attention_forward_bf16(out16.data(), lse.data(), q.data(), k.data(), v.data(),
+                                        full);
+        kernels::attention_backward_bf16(dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
+                                         k.data(), v.data(), out16.data(), lse.data(), full);
+    } else {
+        kernels::attention_forward_varlen_bf16(out16.data(), lse.data(), q.data(), k.data(),
+                                               v.data(), full, cu);
+        kernels::attention_backward_varlen_bf16(dq.data(), dk.data(), dv.data(), dout.data(),
+                                                q.data(), k.data(), v.data(), out16.data(),
+                                                lse.data(), full, cu);
+    }
     std::vector<float> out(out16.size());
     for (size_t i = 0; i < out.size(); ++i) out[i] = kernels::bf16_to_fp32(out16[i]);
 
@@ -351,7 +379,7 @@ void check_bf16(int cp, int ulysses, bool bidirectional = false) {
             CpAttention att(comm, T, ulysses > 0, ring.get(), bidirectional);
             const std::vector<int64_t> pos = att.positions();
             auto local = [&](const auto& x, int64_t w) { return local_rows(x, w, pos); };
-            const CpAttentionShape s{B, Tl, NH, NKV, HS, A, KV, A};
+            const CpAttentionShape s{B, Tl, NH, NKV, HS, A, KV, A, cu};
             const auto lq = local(q, A), lk = local(k, KV), lv = local(v, KV), ldo = local(dout, A);
             std::vector<float> o(lq.size()), l(size_t(B * NH * Tl)), gq(lq.size()), gk(lk.size()),
                 gv(lv.size());
@@ -414,6 +442,22 @@ TEST(CpAttention, Bf16RegionsMatchTheWholeSequenceBf16Kernel) {
     check_bf16(4, 2);        // the hybrid
     check_bf16(2, 0, true);  // TokenRing
     check_bf16(4, 0, true);
+}
+
+// Packed documents: the rings keep the rows' zigzag split and mask each block by document, Ulysses
+// runs the varlen kernel on whole rows; every region's outputs and gradients are the varlen
+// kernel's on the whole rows (fp32 within 2e-5; bf16 within the bounds above), with the same
+// floats sent as unpacked (checked inside) and blocks no document spans skipped.
+TEST(CpAttention, PackedDocumentsMatchTheVarlenKernel) {
+    check_against_kernel(2, 0, false, kDocs);  // ring
+    check_against_kernel(4, 0, false, kDocs);
+    check_against_kernel(2, 0, true, kDocs);  // TokenRing
+    check_against_kernel(4, 0, true, kDocs);
+    check_against_kernel(2, 2, false, kDocs);  // Ulysses
+    check_against_kernel(4, 2, false, kDocs);  // the hybrid
+    check_bf16(4, 0, false, kDocs);
+    check_bf16(4, 0, true, kDocs);
+    check_bf16(4, 2, false, kDocs);
 }
 
 // The Ulysses paper's claim: when the sequence and the cp degree grow together, what each rank
