@@ -75,6 +75,13 @@ Result run_alone(const Inputs& in, int64_t r0, int64_t n) {
     return r;
 }
 
+// x rounded to bf16 in place (so that fp32 runs see the same values), and its bf16 bits.
+std::vector<uint16_t> to16(std::vector<float>& x) {
+    std::vector<uint16_t> h(x.size());
+    for (size_t i = 0; i < x.size(); ++i) x[i] = bf16_to_fp32(h[i] = fp32_to_bf16(x[i]));
+    return h;
+}
+
 bool same_rows(const std::vector<float>& packed, const std::vector<float>& alone, int64_t r0,
                int64_t n, int64_t ld) {
     return std::equal(alone.begin(), alone.begin() + n * ld, packed.begin() + r0 * ld);
@@ -185,11 +192,6 @@ TEST(AttentionVarlen, SameOnOneThreadAsOnTwo) {
 // the same (bf16-exact) inputs.
 TEST(AttentionVarlen, Bf16AsIfAlone) {
     Inputs in = inputs();
-    auto to16 = [](std::vector<float>& x) {
-        std::vector<uint16_t> h(x.size());
-        for (size_t i = 0; i < x.size(); ++i) x[i] = bf16_to_fp32(h[i] = fp32_to_bf16(x[i]));
-        return h;
-    };
     const std::vector<uint16_t> q = to16(in.q), k = to16(in.k), v = to16(in.v),
                                 dout = to16(in.dout);
     const AttentionShape s = shape();
@@ -329,11 +331,6 @@ TEST(AttentionVarlen, RingBlocksMergeToTheVarlenKernel) {
 
 TEST(AttentionVarlen, Bf16RingBlocksMergeNearTheVarlenKernel) {
     Inputs in = inputs();
-    auto to16 = [](std::vector<float>& x) {
-        std::vector<uint16_t> h(x.size());
-        for (size_t i = 0; i < x.size(); ++i) x[i] = bf16_to_fp32(h[i] = fp32_to_bf16(x[i]));
-        return h;
-    };
     const std::vector<uint16_t> q = to16(in.q), k = to16(in.k), v = to16(in.v),
                                 dout = to16(in.dout);
     const Result want = run(in);  // fp32 on the same bf16-exact inputs
