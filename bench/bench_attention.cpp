@@ -4,6 +4,8 @@
 // step's blocks and merges, no communication) to show what cutting the keys into blocks costs:
 // the same GFLOP/s as the whole-sequence kernel means nothing is lost. The causal-share
 // benchmarks time each rank's blocks with zigzag and with a contiguous split (causal balance).
+// The documents benchmark runs the same share over packed rows (--pack documents: each block
+// masked by document, blocks no document spans skipped) against the unpacked share.
 // Run with OMP_NUM_THREADS set; times are wall-clock. Each benchmark is labelled with the kernel
 // path it ran; WEFT_BENCH_ISA=portable|avx2|avx512 forces one (where this CPU has it), so one
 // binary measures a path against another.
@@ -13,11 +15,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "weft/kernels/attention/attention.hpp"
 #include "weft/kernels/attention/merge.hpp"
+#include "weft/kernels/attention/varlen.hpp"
 #include "weft/kernels/attention/zigzag.hpp"
 #include "weft/kernels/isa.hpp"
 #include "weft/kernels/precision.hpp"
@@ -144,13 +148,16 @@ void BM_attention_bf16_backward(benchmark::State& state) {
 
 // One rank (rank 0) of a cp-way zigzag ring over a sequence of T: its two query chunks against
 // the two key chunks of every rank, masked blocks skipped, partials merged; backward given the
-// merged output. Chunks are dense [B][T/2cp] blocks, as a ring step holds them.
+// merged output. Chunks are dense [B][T/2cp] blocks, as a ring step holds them. With `docs`
+// (each row's document starts), packed rows: each row's blocks masked by its documents.
 struct ZigzagRank {
     weft::kernels::Zigzag z;
     int64_t c;
     std::vector<std::vector<float>> q, out, lse, dout, dq;  // per query part
     std::vector<std::vector<float>> k, v, dk, dv;           // per (rank, key part)
-    ZigzagRank(int64_t T, int64_t cp) : z(weft::kernels::zigzag(T, cp)), c(z.chunk) {
+    std::vector<std::vector<int64_t>> docs;
+    ZigzagRank(int64_t T, int64_t cp, std::vector<std::vector<int64_t>> row_docs = {})
+        : z(weft::kernels::zigzag(T, cp)), c(z.chunk), docs(std::move(row_docs)) {
         auto fill = [](size_t n, uint32_t seed, float scale) {
             std::vector<float> x(n);
             for (size_t i = 0; i < n; ++i)
@@ -189,19 +196,58 @@ struct ZigzagRank {
         std::vector<float> part(kB * c * kC), part_lse(kB * kNH * c);
         for (auto& l : lse) std::fill(l.begin(), l.end(), -INFINITY);
         each_block([&](const auto& b, size_t kv, const auto& s) {
-            weft::kernels::attention_forward(part.data(), part_lse.data(), q[b.q_part].data(),
-                                             k[kv].data(), v[kv].data(), s);
-            weft::kernels::attention_merge(out[b.q_part].data(), lse[b.q_part].data(), part.data(),
-                                           part_lse.data(), {kB, c, kNH, kHS, kC, kC});
+            if (docs.empty()) {
+                weft::kernels::attention_forward(part.data(), part_lse.data(), q[b.q_part].data(),
+                                                 k[kv].data(), v[kv].data(), s);
+                weft::kernels::attention_merge(out[b.q_part].data(), lse[b.q_part].data(),
+                                               part.data(), part_lse.data(),
+                                               {kB, c, kNH, kHS, kC, kC});
+                return;
+            }
+            for (int64_t r = 0; r < kB; ++r) {
+                const int64_t at = r * c * kC, lat = r * kNH * c;
+                if (weft::kernels::attention_forward_block_documents(
+                        part.data(), part_lse.data(), q[b.q_part].data() + at, k[kv].data() + at,
+                        v[kv].data() + at, row(s), docs[size_t(r)]))
+                    weft::kernels::attention_merge(out[b.q_part].data() + at,
+                                                   lse[b.q_part].data() + lat, part.data(),
+                                                   part_lse.data(), {1, c, kNH, kHS, kC, kC});
+            }
         });
     }
     void backward() {
         each_block([&](const auto& b, size_t kv, const auto& s) {
-            weft::kernels::attention_backward(dq[b.q_part].data(), dk[kv].data(), dv[kv].data(),
-                                              dout[b.q_part].data(), q[b.q_part].data(),
-                                              k[kv].data(), v[kv].data(), out[b.q_part].data(),
-                                              lse[b.q_part].data(), s);
+            if (docs.empty())
+                return weft::kernels::attention_backward(
+                    dq[b.q_part].data(), dk[kv].data(), dv[kv].data(), dout[b.q_part].data(),
+                    q[b.q_part].data(), k[kv].data(), v[kv].data(), out[b.q_part].data(),
+                    lse[b.q_part].data(), s);
+            for (int64_t r = 0; r < kB; ++r) {
+                const int64_t at = r * c * kC, lat = r * kNH * c;
+                weft::kernels::attention_backward_block_documents(
+                    dq[b.q_part].data() + at, dk[kv].data() + at, dv[kv].data() + at,
+                    dout[b.q_part].data() + at, q[b.q_part].data() + at, k[kv].data() + at,
+                    v[kv].data() + at, out[b.q_part].data() + at, lse[b.q_part].data() + lat,
+                    row(s), docs[size_t(r)]);
+            }
         });
+    }
+    static weft::kernels::AttentionShape row(weft::kernels::AttentionShape s) {
+        s.B = 1;
+        return s;
+    }
+    // The (query, key) pairs rank 0's queries see: causal, or inside their documents (docs).
+    static double pairs(const weft::kernels::Zigzag& z,
+                        const std::vector<std::vector<int64_t>>& docs) {
+        double n = 0;
+        for (int64_t r = 0; r < kB; ++r)
+            for (int64_t p : weft::kernels::zigzag_positions(z, 0)) {
+                int64_t start = 0;
+                for (int64_t d : docs.empty() ? std::vector<int64_t>{0} : docs[size_t(r)])
+                    if (d <= p) start = d;
+                n += double(p - start + 1);
+            }
+        return n;
     }
     double flops() const {  // the forward FLOPs of the pairs this rank scores
         return 4.0 * kB * kNH * kHS * double(z.T) * double(z.T) / 2 / double(z.cp);
@@ -229,6 +275,39 @@ void BM_attention_zigzag_backward(benchmark::State& state) {
     }
     state.counters["GFLOP/s"] = benchmark::Counter(
         2.5 * r.flops() * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+
+// Rows of a long-tailed corpus: document lengths lognormal around 300 tokens (sigma 1.2, as
+// `weft prepare --synthetic N --lengths lognormal:300:1.2`), packed back to back and cut into
+// kB rows of T; each row's document starts.
+std::vector<std::vector<int64_t>> lognormal_rows(int64_t T) {
+    std::mt19937 rng(37);
+    std::lognormal_distribution<double> len(std::log(300.0), 1.2);
+    std::vector<std::vector<int64_t>> rows(kB, std::vector<int64_t>{0});
+    for (int64_t at = 0; at < kB * T;) {
+        at += std::max<int64_t>(2, std::llround(len(rng)));
+        if (at < kB * T && at % T != 0) rows[size_t(at / T)].push_back(at % T);
+    }
+    return rows;
+}
+
+// One rank's share of the ring, forward and backward, on unpacked (0) or packed (1) rows of
+// lognormal_rows. Arguments: T, cp, packed. "pairs" is the share of the unpacked (query, key)
+// pairs the rank still scores; GFLOP/s counts those it scores.
+void BM_attention_zigzag_documents(benchmark::State& state) {
+    use_isa(state);
+    const int64_t T = state.range(0), cp = state.range(1);
+    ZigzagRank r(T, cp, state.range(2) ? lognormal_rows(T) : std::vector<std::vector<int64_t>>{});
+    for (auto _ : state) {
+        r.forward();
+        r.backward();
+        benchmark::DoNotOptimize(r.dq[0].data());
+    }
+    const double pairs = ZigzagRank::pairs(r.z, r.docs);
+    state.counters["pairs"] = pairs / ZigzagRank::pairs(r.z, {});
+    state.counters["GFLOP/s"] =
+        benchmark::Counter(3.5 * 4.0 * kNH * kHS * pairs * double(state.iterations()) / 1e9,
+                           benchmark::Counter::kIsRate);
 }
 
 // Causal balance across the cp ranks (issue 13): one rank's attention, forward and backward, over
@@ -318,6 +397,13 @@ BENCHMARK(BM_attention_zigzag_forward)
 BENCHMARK(BM_attention_zigzag_backward)
     ->Args({1024, 2})
     ->Args({4096, 4})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_attention_zigzag_documents)
+    ->Args({2048, 2, 0})
+    ->Args({2048, 2, 1})
+    ->Args({2048, 4, 0})
+    ->Args({2048, 4, 1})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
