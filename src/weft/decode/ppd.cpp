@@ -80,12 +80,7 @@ std::vector<int32_t> generate_ppd(const model::ModelConfig& cfg, const model::Pa
     };
     std::vector<int32_t> rows, parents;
     std::vector<int64_t> chain_row;  // per tree row: its prompt chain's first row, or -1
-    if (o.tokens > 0) read_context();
-    while (text.going()) {
-        if (text.slide()) {
-            read_context();
-            continue;
-        }
+    while (text.step(read_context)) {
         const int64_t pos = text.pos();
         // The guesses the window and the tokens still wanted leave room for; then a prompt
         // chain under each row of the tree while the window holds its rows.

@@ -38,6 +38,15 @@ void SpecText::take(const TokenTree& tree, const Verdict& v) {
     take(v.next);
 }
 
+bool SpecText::step(const std::function<void()>& read_context) {
+    while (going()) {
+        if (context_read && !slide()) return true;
+        read_context();
+        context_read = true;
+    }
+    return false;
+}
+
 bool SpecText::slide() {
     if (pos() < window) return false;
     context.erase(context.begin(), context.end() - window / 2);
@@ -150,12 +159,7 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
         text.take(model::pick_token(logits.first(V), o, plain.uniform(uint64_t(text.out.size()))));
     };
     std::vector<int32_t> rows, parents;
-    if (o.tokens > 0) read_context();
-    while (text.going()) {
-        if (text.slide()) {
-            read_context();
-            continue;
-        }
+    while (text.step(read_context)) {
         const int64_t pos = text.pos();
         if (draft)
             guess = draft->propose(draft_seq, text.context,

@@ -75,6 +75,10 @@ struct SpecText {
     // A verdict's tokens: the kept guesses, then the model's own next one.
     void take(const TokenTree& tree, const Verdict& v);
     bool going() const { return !stopped && int64_t(out.size()) < o.tokens; }
+    // The loop head of a generation: true while a verify is due, having first called
+    // `read_context` (which reads the whole context and takes the next token from its last row)
+    // at the start and whenever the window slid.
+    bool step(const std::function<void()>& read_context);
     // The root's position: the last chosen token's, not yet read.
     int64_t pos() const { return int64_t(context.size()) - 1; }
     // When the window is full, keeps its last half as model::generate does, and says so (the
@@ -85,6 +89,7 @@ struct SpecText {
 
     std::vector<int32_t> context, out;
     bool stopped = false;
+    bool context_read = false;  // once at the start; step() reads it again after a slide
     int64_t window;
     const model::SampleOptions& o;
     const std::function<void(int32_t)>& on_token;
