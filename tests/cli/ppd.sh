@@ -15,6 +15,25 @@ for dtype in fp32 bf16; do
   fast=$("$WEFT" sample "${p[@]}" --spec ppd --ppd ppd 2>ppd.err)
   [ "$fast" = "$plain" ] && ok "--spec ppd $dtype: greedy text unchanged ($(tr '\n' ' ' <ppd.err))" || bad "--spec ppd $dtype changed the text"
 done
+# weft serve --spec ppd: the greedy text of weft sample, two requests at once, and /metrics
+# counts the verifies and their guesses.
+"$WEFT" serve --ckpt run --tokenizer-dir "$SRC/data" --port 0 --kv-cache-gib 0.001 --threads 2 \
+  --spec ppd --ppd ppd --dtype bf16 >serve.out 2>serve.err &
+pid=$!
+trap 'kill -9 $pid 2>/dev/null || true; rm -rf "$WORK"' EXIT
+for _ in $(seq 600); do grep -q "http://" serve.out && break; sleep 0.1; done
+url=$(grep -o "http://[0-9.:]*" serve.out) || { cat serve.err; bad "no start line with --spec ppd"; finish; exit 1; }
+complete() { curl -s --max-time 60 -d '{"prompt":"'"$1"'","max_tokens":40,"temperature":0}' "$url/v1/completions"; }
+complete "To be" >other.json &
+served=$(complete "ROMEO:" | jq -r .choices[0].text)
+wait $!
+[ "ROMEO:$served" = "$plain" ] && ok "serve --spec ppd bf16: greedy text of weft sample" || bad "serve --spec ppd: 'ROMEO:$served' vs '$plain'"
+met=$(curl -s --max-time 10 "$url/metrics")
+v=$(awk '/^weft_spec_verifies_total/ { print $2 }' <<<"$met")
+g=$(awk '/^weft_spec_guessed_tokens_total/ { print $2 }' <<<"$met")
+[ "${v:-0}" -gt 0 ] && [ "${g:-0}" -gt 0 ] && ok "serve --spec ppd: $v verifies of $g guesses" || bad "metrics: $met"
+kill -TERM $pid
+wait $pid || bad "serve --spec ppd: exit $?: $(cat serve.err)"
 grep -q "by depth:" ppd.err && ok "acceptance by depth printed" || bad "no figures: $(cat ppd.err)"
 expect_error "--ppd-tokens must be between 1 and 16, got 20" out1 -- train --ppd-tokens 20 --base run --out out1
 expect_error "--ppd-tokens 2 needs --base" out2 -- train --ppd-tokens 2 --out out2
@@ -25,6 +44,7 @@ expect_error "run directory ppd already holds checkpoints" "" -- train --ppd-tok
 expect_error "--spec ppd needs --ppd" "" -- sample --ckpt run --spec ppd
 expect_error "--ppd ppd is for --spec ppd, got --spec ngram" "" -- sample --ckpt run --spec ngram --ppd ppd
 expect_error "is not a Parallel Prompt Decoding checkpoint" "" -- sample --ckpt run --spec ppd --ppd run
-expect_error "weft serve --spec ppd is not there yet" "" -- serve --ckpt run --spec ppd --ppd ppd
+expect_error "--spec ppd runs with --tp 1 only, got --tp 2" "" -- serve --ckpt run --spec ppd --ppd ppd --tp 2
+expect_error "is not a Parallel Prompt Decoding checkpoint" "" -- serve --ckpt run --spec ppd --ppd run
 expect_error "--spec ppd runs with --tp 1 only, got --tp 2" "" -- sample --ckpt run --spec ppd --ppd ppd --tp 2
 finish

@@ -41,13 +41,11 @@ std::string model_name(const std::filesystem::path& p) {
 void serve(ServeArgs& a) {
     WEFT_CHECK(a.kv_cache_gib > 0, "--kv-cache-gib must be positive, got {}", a.kv_cache_gib);
     a.engine.validate();
-    WEFT_CHECK(a.engine.spec.kind != "ppd",
-               "weft serve --spec ppd is not there yet: serve with --spec ngram or draft, or "
-               "generate with weft sample --spec ppd");
     a.engine.bf16 = generation_bf16(a.dtype);
     const train::ModelSource source = train::open_model_source(a.model_dir, a.ckpt);
     const std::optional<train::ModelSource> draft_source =
         open_draft_source(a.engine.spec, source.cfg, a.tp);
+    if (a.engine.spec.kind == "ppd") a.engine.spec.ppd = open_ppd(a.engine.spec, source.cfg, a.tp);
     const std::unique_ptr<data::Tokenizer> tok = data::open_tokenizer(a.tokenizer, a.tokenizer_dir);
     const TpGroup tp(a.tp, source.cfg, "serve");
     const bool lead = tp.rank() == 0;

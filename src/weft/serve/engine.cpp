@@ -29,8 +29,9 @@ struct Engine::Running {
     Philox rng;                    // as `weft sample`'s: token i draws its uniform number i
     Philox spec_rng;               // speculation's, as weft sample --spec's
     uint64_t spec_counter = 0;
-    decode::DraftSeq draft;  // its place in the draft's cache (--spec draft)
-    Philox draft_rng;        // the draft's draws, as weft sample --spec draft's
+    decode::DraftSeq draft;         // its place in the draft's cache (--spec draft)
+    decode::TokenTree ppd_guesses;  // --spec ppd: its prompt rows' guesses for the next verify
+    Philox draft_rng;               // the draft's draws, as weft sample --spec draft's
     uint64_t draft_counter = 0;
     StopText text;
     std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();  // submitted
@@ -39,11 +40,6 @@ struct Engine::Running {
     int64_t prompt_size() const { return int64_t(req.prompt.size()); }
     int64_t generated() const { return int64_t(tokens.size()) - prompt_size(); }
 };
-
-int64_t kv_blocks_for(const Request& r, int64_t block_tokens) {
-    const int64_t positions = int64_t(r.prompt.size()) + r.o.tokens;
-    return (positions + block_tokens - 1) / block_tokens;
-}
 
 int64_t kv_blocks_in(double gib, int64_t n_layer, int64_t kv_width, int64_t block_tokens,
                      bool bf16) {
@@ -85,6 +81,12 @@ Engine::Engine(const model::ModelConfig& cfg, const model::ParamLayout& layout, 
                "internal: --spec {} with{} a draft model", o_.spec.kind, draft_ ? "" : "out");
     WEFT_CHECK(!(draft_ && tp_.comm), "internal: a draft model under tensor parallelism");
     if (draft_) decode::check_draft(cfg, draft_->config());
+    if (o_.spec.kind == "ppd") {
+        const decode::PpdPrompts* p = o_.spec.ppd.get();
+        WEFT_CHECK(p && p->base.n_embd == cfg.n_embd && !tp_.comm,
+                   "internal: --spec ppd without its prompt tokens for this model, or under tp");
+        ppd_.emplace(*p, o_.spec.ngram.max_tokens, cfg.vocab_size);
+    }
     stats_.kv_blocks_total = o_.kv_blocks;
 }
 
@@ -101,11 +103,20 @@ void Engine::check(const Request& r) const {
                "the prompt's {} tokens and max_tokens {} make {} positions, past the model's "
                "context of {} (expected prompt tokens + max_tokens <= {})",
                r.prompt.size(), r.o.tokens, positions, cfg.n_positions, cfg.n_positions);
-    const int64_t blocks = kv_blocks_for(r, o_.block_tokens);
+    const int64_t blocks = (positions_for(r) + o_.block_tokens - 1) / o_.block_tokens;
     WEFT_CHECK(blocks <= o_.kv_blocks,
                "the request needs {} KV cache blocks of {} positions, more than the pool's {} "
                "(expected a larger --kv-cache-gib, or fewer tokens)",
                blocks, o_.block_tokens, o_.kv_blocks);
+}
+
+int64_t Engine::positions_for(const Request& r) const {
+    const int64_t text = int64_t(r.prompt.size()) + r.o.tokens;
+    if (!ppd_) return text;
+    // A verify's root sits before position text - 1 and its (M + 1)^2 rows take the slots after
+    // it, within the context (PpdProposer::verify).
+    const int64_t m = ppd_->chain_len();
+    return std::min(config().n_positions, text + m * (m + 2));
 }
 
 std::shared_ptr<Stream> Engine::submit(Request r) {
@@ -138,7 +149,8 @@ void Engine::sample_next(Running& r, std::span<const float> logits) {
     emit(r, t, model::token_logprob(l, t));
 }
 
-void Engine::accept_tree(Running& r, const decode::Guesses& guess, std::span<const float> logits) {
+decode::Verdict Engine::accept_tree(Running& r, const decode::Guesses& guess,
+                                    std::span<const float> logits) {
     const decode::TokenTree& tree = guess.tree;
     const size_t V = size_t(config().vocab_size), Vs = model::sampled_vocab(config(), r.req.o);
     auto row = [&](int k) { return logits.subspan(size_t(k) * V, Vs); };
@@ -148,6 +160,7 @@ void Engine::accept_tree(Running& r, const decode::Guesses& guess, std::span<con
         std::lock_guard lock(mu_);
         stats_.spec_guessed += tree.size();
         stats_.spec_accepted += int64_t(v.nodes.size());
+        ++stats_.spec_verifies;
     }
     const int64_t root = r.computed - 1;  // the verify's root row sat here
     // The other ranks of a tensor-parallel server mirror this pool's blocks, not moves between
@@ -164,11 +177,12 @@ void Engine::accept_tree(Running& r, const decode::Guesses& guess, std::span<con
     for (size_t k = 0; k < v.nodes.size(); ++k) {
         const int32_t t = tree.tokens[size_t(v.nodes[k])];
         emit(r, t, model::token_logprob(row(at), t));
-        if (r.ended) return;
+        if (r.ended) return v;
         r.computed = root + 2 + int64_t(k);  // the node's keys are kept, at its position
         at = v.nodes[k] + 1;
     }
     emit(r, v.next, model::token_logprob(row(at), v.next));
+    return v;
 }
 
 void Engine::emit(Running& r, int32_t t, float logprob) {
@@ -259,54 +273,72 @@ bool Engine::step() {
     // chunks while the budget lasts (at least one per step, so that a prompt advances however
     // many decodes there are). Cut anywhere: a row's bits do not depend on its chunk.
     // A request in decode may run a tree of guesses after its last token instead (o_.spec).
-    std::vector<int64_t> n(running_.size(), 0);
-    std::vector<decode::Guesses> trees(running_.size());  // q: a draft's distributions
+    const size_t R = running_.size();
+    std::vector<int64_t> n(R, 0);
+    // Rows past a request's tokens: --spec ppd's prompt chain after its last prompt chunk.
+    std::vector<int64_t> chain(R, 0);
+    std::vector<decode::Guesses> trees(R);  // q: a draft's distributions
+    std::vector<decode::PpdVerify> ppd_rows(R);
     // With speculation every decode step is a verify, even of no guess: its draws then come from
     // speculation's stream as `weft sample --spec`'s do.
     const bool speculate = o_.spec.kind != "none";
-    std::vector<char> verify(running_.size(), 0);
-    int64_t budget = o_.batch_tokens;
-    for (size_t i = 0; i < running_.size(); ++i) {
-        Running& r = *running_[i];
+    std::vector<char> verify(R, 0);
+    std::vector<size_t> decoding;
+    std::vector<int64_t> room(R, 0);
+    for (size_t i = 0; i < R; ++i) {
+        const Running& r = *running_[i];
         if (r.out->cancelled() || int64_t(r.tokens.size()) - r.computed != 1) continue;
+        decoding.push_back(i);
         // At most the tokens still wanted after the model's own, within the context.
-        const int64_t room =
-            std::min(r.req.o.tokens - r.generated() - 1, config().n_positions - r.computed - 1);
-        // The draft runs each request's guesses on its own, ahead of the batch's one forward.
+        room[i] =
+            std::min({r.req.o.tokens - r.generated() - 1, config().n_positions - r.computed - 1,
+                      int64_t(o_.spec.ngram.max_tokens)});
+    }
+    // The draft runs each request's guesses on its own, ahead of the batch's one forward.
+    for (size_t i : decoding) {
+        Running& r = *running_[i];
         if (draft_)
-            trees[i] = draft_->propose(r.draft, r.tokens,
-                                       std::min<int64_t>(room, o_.spec.ngram.max_tokens), r.req.o,
-                                       r.draft_rng, r.draft_counter);
-        else
-            trees[i].tree = decode::propose(o_.spec, r.tokens, room);
+            trees[i] =
+                draft_->propose(r.draft, r.tokens, room[i], r.req.o, r.draft_rng, r.draft_counter);
+    }
+    int64_t budget = o_.batch_tokens;
+    for (size_t i : decoding) {
+        const Running& r = *running_[i];
+        if (ppd_) {
+            ppd_rows[i] = ppd_->verify(r.tokens.back(), r.ppd_guesses, room[i], r.computed,
+                                       config().n_positions);
+            trees[i].tree = ppd_rows[i].tree;
+        } else if (!draft_) {
+            trees[i].tree = decode::propose(o_.spec, r.tokens, room[i]);
+        }
         verify[i] = speculate;
-        n[i] = 1 + trees[i].tree.size();
+        n[i] = ppd_ ? int64_t(ppd_rows[i].rows.size()) : 1 + trees[i].tree.size();
         budget -= n[i];
     }
     bool chunked = false;
-    for (size_t i = 0; i < running_.size(); ++i) {
+    for (size_t i = 0; i < R; ++i) {
         const Running& r = *running_[i];
         const int64_t want = int64_t(r.tokens.size()) - r.computed;
         if (r.out->cancelled() || want <= 1) continue;
         if (chunked && budget <= 0) break;
         n[i] = std::min({want, o_.batch_tokens, chunked ? budget : o_.batch_tokens});
-        budget -= n[i];
+        if (ppd_ && n[i] == want)
+            chain[i] = ppd_->chain_after(int64_t(r.tokens.size()), config().n_positions);
+        budget -= n[i] + chain[i];
         chunked = true;
     }
     // Blocks for the new positions, oldest request first; when none is free the newest running
     // request gives its blocks back (possibly the one asking, when it is the newest).
     for (size_t i = 0; i < running_.size(); ++i) {
         Running& r = *running_[i];
-        while (n[i] > 0 && !pool_.grow(r.table, r.computed + n[i])) {
+        while (n[i] > 0 && !pool_.grow(r.table, r.computed + n[i] + chain[i])) {
             const bool self = i + 1 == running_.size();
             preempt_newest();
-            n.pop_back();
-            trees.pop_back();
-            verify.pop_back();
             if (self) break;
         }
     }
     batch_.clear();
+    if (ppd_) ppd_->attach(batch_);
     std::vector<Running*> sampled;
     std::vector<std::pair<Running*, size_t>> verified;  // a request and its tree's index
     std::vector<int32_t> rows, parents;
@@ -314,16 +346,24 @@ bool Engine::step() {
     for (size_t i = 0; i < running_.size(); ++i) {
         if (n[i] == 0) continue;
         Running& r = *running_[i];
-        if (verify[i]) {  // its last token and its guesses, every row's logits
-            decode::tree_rows(r.tokens.back(), trees[i].tree, rows, parents);
-            batch_.add_tree(rows, parents, r.computed, r.table);
+        if (verify[i]) {  // its last token and its guesses (and prompt rows), every row's logits
+            if (ppd_) {
+                batch_.add_tree(ppd_rows[i].rows, ppd_rows[i].parents, r.computed, r.table);
+            } else {
+                decode::tree_rows(r.tokens.back(), trees[i].tree, rows, parents);
+                batch_.add_tree(rows, parents, r.computed, r.table);
+            }
             r.computed += 1;  // the root; the accepted guesses follow in accept_tree
             verified.push_back({&r, i});
             continue;
         }
         const bool last = r.computed + n[i] == int64_t(r.tokens.size());
-        batch_.add(std::span<const int32_t>(r.tokens).subspan(size_t(r.computed), size_t(n[i])),
-                   r.computed, r.table, last);
+        const std::span<const int32_t> t =
+            std::span<const int32_t>(r.tokens).subspan(size_t(r.computed), size_t(n[i]));
+        if (chain[i] > 0)
+            ppd_->add_context(batch_, t, r.computed, r.table, config().n_positions);
+        else
+            batch_.add(t, r.computed, r.table, last);
         prompt_tokens +=
             std::max<int64_t>(0, std::min(r.prompt_size(), r.computed + n[i]) - r.computed);
         r.computed += n[i];
@@ -332,18 +372,26 @@ bool Engine::step() {
     if (tp_.announce && batch_.rows() > 0) tp_.announce(batch_);
     const std::span<const float> logits = forward_.run(batch_, pool_);
     const size_t V = size_t(config().vocab_size);
-    // The logit rows are in the order the requests were added: each verified request's tree
-    // rows, each sampled request's one row.
+    // The logit rows are in the order the requests were added: each verified request's rows,
+    // each sampled request's one row (and its prompt chain's).
     size_t at = 0, next_sampled = 0, next_verified = 0;
     for (size_t i = 0; i < running_.size(); ++i) {
         if (next_verified < verified.size() && verified[next_verified].second == i) {
             Running& r = *verified[next_verified++].first;
             const decode::Guesses& g = trees[i];
-            accept_tree(r, g, logits.subspan(at * V, size_t(g.tree.size() + 1) * V));
-            at += size_t(g.tree.size()) + 1;
+            const std::span<const float> l = logits.subspan(at * V, size_t(n[i]) * V);
+            const decode::Verdict v = accept_tree(r, g, l);
+            if (ppd_)
+                r.ppd_guesses =
+                    ppd_->guesses_after(ppd_rows[i], v, l, model::sampled_vocab(config(), r.req.o));
+            at += size_t(n[i]);
         } else if (next_sampled < sampled.size() && sampled[next_sampled] == running_[i].get()) {
-            sample_next(*sampled[next_sampled++], logits.subspan(at * V, V));
-            ++at;
+            Running& r = *sampled[next_sampled++];
+            sample_next(r, logits.subspan(at * V, V));
+            if (ppd_)
+                r.ppd_guesses = ppd_->guesses(logits.subspan(at * V), 1, chain[i],
+                                              model::sampled_vocab(config(), r.req.o));
+            at += 1 + size_t(chain[i]);
         }
     }
     // The blocks filled in this step, published for the requests with the same prefix.

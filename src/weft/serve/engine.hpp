@@ -22,9 +22,11 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "weft/decode/ppd.hpp"
 #include "weft/decode/speculative.hpp"
 #include "weft/model/generate.hpp"
 #include "weft/serve/histogram.hpp"
@@ -60,13 +62,12 @@ struct EngineStats {
     int64_t kv_blocks_used = 0, kv_blocks_total = 0;
     int64_t preemptions = 0;  // running requests sent back to wait for KV blocks
     int64_t spec_guessed = 0, spec_accepted = 0;  // guessed tokens verified, and kept
-    int64_t prefix_cache_hit_tokens = 0;          // prompt positions taken from published blocks
+    int64_t spec_verifies = 0;  // decode steps of a request that verified (tau: 1 + kept / this)
+    int64_t prefix_cache_hit_tokens = 0;  // prompt positions taken from published blocks
     // Seconds from a request's submission to its first token, and between its tokens.
     Histogram time_to_first_token, time_per_output_token;
 };
 
-// Blocks of KV cache positions a request may reach: its prompt and max_tokens.
-int64_t kv_blocks_for(const Request& r, int64_t block_tokens);
 // KV pool blocks that `gib` GiB hold for a model of n_layer layers of kv_width floats per position
 // (keys and values, fp32, or bf16 with `bf16`).
 int64_t kv_blocks_in(double gib, int64_t n_layer, int64_t kv_width, int64_t block_tokens,
@@ -84,7 +85,8 @@ class Engine {
   public:
     // `piece`: the bytes of one token (for stop strings and the streamed text). `draft`: the
     // model of --spec draft (o.spec), whose own cache holds every running request's tokens; not
-    // under `tp`, where `params` is rank 0's shard (model::tp_shard).
+    // under `tp`, where `params` is rank 0's shard (model::tp_shard). --spec ppd's prompt tokens
+    // are o.spec.ppd (not under `tp` either).
     Engine(const model::ModelConfig& cfg, const model::ParamLayout& layout, const float* params,
            std::function<std::string(int32_t)> piece, EngineOptions o,
            std::unique_ptr<decode::DraftModel> draft = nullptr, EngineTp tp = {});
@@ -110,8 +112,12 @@ class Engine {
     // Hands `t`, chosen with log-probability `logprob`, to the request's stream (or ends it).
     void emit(Running& r, int32_t t, float logprob);
     // A speculating request's verdict on its tree's rows (their logits from `logits`), the
-    // accepted tokens and the model's next one emitted.
-    void accept_tree(Running& r, const decode::Guesses& guess, std::span<const float> logits);
+    // accepted tokens and the model's next one emitted; the verdict.
+    decode::Verdict accept_tree(Running& r, const decode::Guesses& guess,
+                                std::span<const float> logits);
+    // Positions of the KV cache a request may write: its prompt and max_tokens, and under
+    // --spec ppd the prompt rows of a verify past them.
+    int64_t positions_for(const Request& r) const;
     // Takes waiting requests while slots and the blocks of their tokens are free (lock held).
     void admit();
     // Frees the blocks of the newest running request and puts it at the head of the queue.
@@ -120,6 +126,7 @@ class Engine {
     model::RowForward forward_;
     model::KvPool pool_;                         // the engine loop's alone (stats_ counts it)
     std::unique_ptr<decode::DraftModel> draft_;  // --spec draft's, the engine loop's alone
+    std::optional<decode::PpdProposer> ppd_;     // --spec ppd's
     model::RowBatch batch_;
     std::function<std::string(int32_t)> piece_;
     EngineOptions o_;

@@ -48,6 +48,10 @@ std::string metrics_text(const EngineStats& s) {
     metric("weft_spec_accepted_tokens_total", "counter",
            "Guessed tokens the model agreed with: tokens generated without a step of their own.",
            s.spec_accepted);
+    metric("weft_spec_verifies_total", "counter",
+           "Decode steps of a request that verified guesses: tokens per step (tau) is "
+           "1 + accepted / verifies.",
+           s.spec_verifies);
     metric("weft_prefix_cache_hit_tokens_total", "counter",
            "Prompt positions whose keys and values came from another request's blocks.",
            s.prefix_cache_hit_tokens);

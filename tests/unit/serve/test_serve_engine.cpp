@@ -8,6 +8,7 @@
 
 #include "support/check.hpp"
 #include "support/draft_weights.hpp"
+#include "support/ppd_prompts.hpp"
 #include "weft/core/error.hpp"
 #include "weft/core/philox.hpp"
 #include "weft/model/family.hpp"
@@ -121,9 +122,10 @@ Update sampled_alone(const model::ModelConfig& c, const Weights& w, const Reques
 
 // Each output has the tokens and logprob bits `weft sample` gives its request.
 void expect_as_sampled(const model::ModelConfig& c, const Weights& w,
-                       const std::vector<Request>& requests, const std::vector<Update>& out) {
+                       const std::vector<Request>& requests, const std::vector<Update>& out,
+                       bool bf16 = false) {
     for (size_t i = 0; i < requests.size(); ++i) {
-        const Update sample = sampled_alone(c, w, requests[i]);
+        const Update sample = sampled_alone(c, w, requests[i], bf16);
         EXPECT_EQ(out[i].tokens, sample.tokens) << "request " << i;
         EXPECT_TRUE(same_bits(out[i].logprobs, sample.logprobs)) << "request " << i;
     }
@@ -290,6 +292,55 @@ TEST_P(ServeEngine, DraftKeepsTheOutput) {
                                            o.spec, {}, false, nullptr, alone.get()));
     EXPECT_GT(e.stats().spec_accepted, 0) << "no guess was ever kept";
     EXPECT_LT(e.stats().spec_accepted, e.stats().spec_guessed) << "no guess was rejected";
+}
+
+// --spec ppd, fp32 and bf16, one request alone and six among each other (one sampling), and in a
+// pool small enough to preempt: greedy requests keep plain sampling's tokens and logprob bits, a
+// seeded sampling request gives weft sample --spec ppd's tokens, guesses are kept, and the prompt
+// rows leave no block behind.
+TEST_P(ServeEngine, PpdKeepsTheOutput) {
+    const model::ModelConfig c = small_config(GetParam());
+    Weights w(c);
+    const auto& L = w.model->layout();
+    auto prompts = std::make_shared<const decode::PpdPrompts>(
+        test::train_ppd_prompts(c, L, w.params.data(), 0, 60).prompts);
+    for (bool bf16 : {false, true}) {
+        std::vector<Request> requests;
+        for (int i = 0; i < 6; ++i)
+            requests.push_back(request(std::vector<int32_t>{int32_t(1 + i % 4), int32_t(9 + i)}, 24,
+                                       i == 5 ? 0.8f : 0.0f, 90 + i));
+        // Alone, among the others, and preempted (7 blocks of 16 for requests of 3 each).
+        for (auto [slots, blocks, n] :
+             std::vector<std::tuple<int, int64_t, int>>{{1, 1000, 1}, {8, 1000, 6}, {6, 7, 6}}) {
+            EngineOptions o = options(slots, 8, blocks);
+            o.bf16 = bf16;
+            o.spec.kind = "ppd";
+            o.spec.ppd = prompts;
+            o.spec.ngram.max_tokens = 3;
+            Engine e(c, L, w.params.data(), piece, o);
+            const std::vector<Request> mine(requests.begin(), requests.begin() + n);
+            std::vector<std::shared_ptr<Stream>> streams;
+            for (const Request& r : mine) streams.push_back(e.submit(r));
+            const std::vector<Update> out = run_all(e, streams);
+            const size_t greedy = std::min<size_t>(mine.size(), 5);
+            expect_as_sampled(c, w, std::vector<Request>(mine.begin(), mine.begin() + greedy), out,
+                              bf16);
+            if (mine.size() == 6 &&
+                blocks > 7) {  // a preempted request keeps its law, not its draws
+                const Request& s = mine.back();
+                EXPECT_EQ(out.back().tokens,
+                          decode::generate_speculative(c, L, w.params.data(), s.prompt, s.o, o.spec,
+                                                       {}, bf16));
+            }
+            if (n > 1) {
+                EXPECT_GT(e.stats().spec_accepted, 0) << "no guess was ever kept";
+            }
+            EXPECT_EQ(e.stats().kv_blocks_used, 0);
+            if (blocks == 7) {
+                EXPECT_GT(e.stats().preemptions, 0);
+            }
+        }
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ServeEngine, ::testing::Values("gpt2", "llama", "qwen2", "moe"));

@@ -10,6 +10,7 @@
 
 #include "support/chi_square.hpp"
 #include "support/family_cases.hpp"
+#include "support/ppd_prompts.hpp"
 #include "support/temp_dir.hpp"
 #include "weft/core/error.hpp"
 #include "weft/decode/ppd.hpp"
@@ -38,39 +39,12 @@ Trained train_prompts(const std::string& preset) {
     model::init_params(r.params.data(), m->layout(), 21);
     for (int64_t i = 0; i < r.params.size(); ++i) r.params[i] *= 6.0f;
     const std::vector<float> before(r.params.data(), r.params.data() + r.params.size());
-    // The model's own greedy text from a few starts: the contexts the prompts will guess in,
-    // where what follows is the model's choice (random text would leave them nothing to learn).
-    model::SampleOptions o;
-    o.temperature = 0;
-    o.tokens = 150;
-    std::vector<int32_t> text;
-    for (int32_t start = 1; start < 5; ++start) {
-        const std::vector<int32_t> part = model::generate(
-            r.cfg, m->layout(), r.params.data(), std::vector<int32_t>{start, 2 * start + 7}, o);
-        text.insert(text.end(), part.begin(), part.end());
-    }
-    train::PpdTrainer t(r.cfg, r.params.data(), 3, 5, "argmax");
-    const int64_t B = 4, T = 32, steps = 60;
-    std::vector<int32_t> batch(size_t(B * T));
-    auto fill = [&](int64_t s) {
-        for (int64_t b = 0; b < B; ++b)
-            std::copy_n(text.begin() + (s * 37 + b * 131) % int64_t(text.size() - T), T,
-                        batch.begin() + b * T);
-    };
-    // That they learn: the loss of one batch falls as they fit it. Then the whole text.
-    fill(0);
-    for (int64_t s = 0; s < 20; ++s) {
-        const double loss = t.step(batch.data(), B, T, 20, 1e-2f, s);
-        if (s == 0) r.first_loss = loss;
-        r.last_loss = loss;
-    }
-    for (int64_t s = 0; s < steps; ++s) {
-        fill(s);
-        t.step(batch.data(), B, T, (s * 7) % (T - 4), 1e-2f, 20 + s);
-    }
+    test::PpdTraining t = test::train_ppd_prompts(r.cfg, m->layout(), r.params.data());
+    r.first_loss = t.first_loss;
+    r.last_loss = t.last_loss;
     r.base_unchanged =
         std::memcmp(before.data(), r.params.data(), before.size() * sizeof(float)) == 0;
-    r.prompts = t.prompts();
+    r.prompts = std::move(t.prompts);
     return r;
 }
 
