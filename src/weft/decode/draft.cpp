@@ -35,35 +35,59 @@ DraftModel::DraftModel(const model::ModelConfig& cfg, const model::ParamLayout& 
 
 Guesses DraftModel::propose(DraftSeq& seq, std::span<const int32_t> context, int64_t k,
                             const model::SampleOptions& o, const Philox& rng, uint64_t& counter) {
-    Guesses g;
-    const int64_t n = int64_t(context.size());
-    // The last guess is never read, so k guesses take positions up to n + k - 2.
-    k = std::min(k, config().n_positions - n + 1);
-    if (k <= 0 || n == 0) return g;
-    if (!kv_.grow(seq.table, n + k - 1)) return g;
-    // The cached positions whose tokens still stand, all but the root at most: its logits are
-    // the first guess's.
-    const auto diff =
-        std::mismatch(seq.cached.begin(), seq.cached.end(), context.begin(), context.end());
-    const int64_t keep = std::min<int64_t>(diff.first - seq.cached.begin(), n - 1);
-    seq.cached.assign(context.begin(), context.end());
+    DraftJob job{&seq, context, k, &o, &rng, &counter, {}};
+    propose(std::span<DraftJob>(&job, 1));
+    return std::move(job.out);
+}
+
+void DraftModel::propose(std::span<DraftJob> jobs) {
+    // The first forward reads what each sequence's cache lacks (its root at least); each later
+    // one the guess before, one row a sequence still guessing.
     batch_.clear();
-    batch_.add(context.subspan(size_t(keep)), keep, seq.table, true);
-    const size_t V = model::sampled_vocab(config(), o);
-    for (int64_t i = 0;; ++i) {
-        const std::span<const float> logits = forward_.run(batch_, kv_).first(V);
-        int32_t t;
-        if (o.temperature == 0) {
-            t = model::pick_token(logits, o, 0);
-        } else {
-            g.q.push_back(sampling_distribution(logits, o));
-            t = draw(g.q.back(), rng.uniform(counter++));
-        }
-        g.tree.add(int(i) - 1, t);
-        if (i + 1 == k) return g;
-        seq.cached.push_back(t);
+    std::vector<DraftJob*> live, next;
+    for (DraftJob& j : jobs) {
+        j.out = {};
+        const int64_t n = int64_t(j.context.size());
+        // The last guess is never read, so k guesses take positions up to n + k - 2.
+        j.k = std::min(j.k, config().n_positions - n + 1);
+        if (j.k <= 0 || n == 0) continue;
+        if (!kv_.grow(j.seq->table, n + j.k - 1)) continue;
+        // The cached positions whose tokens still stand, all but the root at most: its logits
+        // are the first guess's.
+        DraftSeq& seq = *j.seq;
+        const auto diff =
+            std::mismatch(seq.cached.begin(), seq.cached.end(), j.context.begin(), j.context.end());
+        const int64_t keep = std::min<int64_t>(diff.first - seq.cached.begin(), n - 1);
+        seq.cached.assign(j.context.begin(), j.context.end());
+        batch_.add(j.context.subspan(size_t(keep)), keep, seq.table, true);
+        live.push_back(&j);
+    }
+    const size_t vocab = size_t(config().vocab_size);
+    for (int64_t i = 0; !live.empty(); ++i) {
+        const std::span<const float> logits = forward_.run(batch_, kv_);
+        ++forwards_;
         batch_.clear();
-        batch_.add(std::span<const int32_t>(&t, 1), n + i, seq.table, true);
+        next.clear();
+        for (size_t r = 0; r < live.size(); ++r) {
+            DraftJob& j = *live[r];
+            const model::SampleOptions& o = *j.o;
+            const std::span<const float> l =
+                logits.subspan(r * vocab, model::sampled_vocab(config(), o));
+            int32_t t;
+            if (o.temperature == 0) {
+                t = model::pick_token(l, o, 0);
+            } else {
+                j.out.q.push_back(sampling_distribution(l, o));
+                t = draw(j.out.q.back(), j.rng->uniform((*j.counter)++));
+            }
+            j.out.tree.add(int(i) - 1, t);
+            if (i + 1 == j.k) continue;
+            j.seq->cached.push_back(t);
+            batch_.add(std::span<const int32_t>(&t, 1), int64_t(j.context.size()) + i, j.seq->table,
+                       true);
+            next.push_back(&j);
+        }
+        live.swap(next);
     }
 }
 

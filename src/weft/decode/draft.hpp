@@ -35,6 +35,18 @@ struct Guesses {
     Proposal proposal() const;
 };
 
+// One sequence's proposal in a batch of them (DraftModel::propose): propose()'s arguments, whose
+// pointers must outlive the call, and its guesses.
+struct DraftJob {
+    DraftSeq* seq;
+    std::span<const int32_t> context;
+    int64_t k;
+    const model::SampleOptions* o;
+    const Philox* rng;
+    uint64_t* counter;
+    Guesses out;
+};
+
 // An error naming both sizes unless the draft's vocabulary is the target's: the guesses are ids.
 void check_draft(const model::ModelConfig& target, const model::ModelConfig& draft);
 
@@ -50,14 +62,21 @@ class DraftModel {
     // it. Fewer near the end of the draft's context, none when its cache has no room.
     Guesses propose(DraftSeq& seq, std::span<const int32_t> context, int64_t k,
                     const model::SampleOptions& o, const Philox& rng, uint64_t& counter);
+    // The same for several sequences at once (the serving engine's requests), their rows in one
+    // forward per guess depth: the draft's weights are read once a depth for all of them, and
+    // each sequence's guesses are the bits propose() gives it alone (row-invariant forward).
+    void propose(std::span<DraftJob> jobs);
     // Gives the sequence's blocks back.
     void release(DraftSeq& seq);
     const model::ModelConfig& config() const { return forward_.config(); }
+    // The draft's forwards so far.
+    int64_t forwards() const { return forwards_; }
 
   private:
     model::RowForward forward_;
     model::KvPool kv_;
     model::RowBatch batch_;
+    int64_t forwards_ = 0;
 };
 
 }  // namespace weft::decode

@@ -294,12 +294,16 @@ bool Engine::step() {
             std::min({r.req.o.tokens - r.generated() - 1, config().n_positions - r.computed - 1,
                       int64_t(o_.spec.ngram.max_tokens)});
     }
-    // The draft runs each request's guesses on its own, ahead of the batch's one forward.
-    for (size_t i : decoding) {
-        Running& r = *running_[i];
-        if (draft_)
-            trees[i] =
-                draft_->propose(r.draft, r.tokens, room[i], r.req.o, r.draft_rng, r.draft_counter);
+    // The draft guesses for every request at once, one forward a guess depth.
+    if (draft_) {
+        std::vector<decode::DraftJob> jobs;
+        for (size_t i : decoding) {
+            Running& r = *running_[i];
+            jobs.push_back(
+                {&r.draft, r.tokens, room[i], &r.req.o, &r.draft_rng, &r.draft_counter, {}});
+        }
+        draft_->propose(jobs);
+        for (size_t k = 0; k < decoding.size(); ++k) trees[decoding[k]] = std::move(jobs[k].out);
     }
     int64_t budget = o_.batch_tokens;
     for (size_t i : decoding) {

@@ -256,9 +256,10 @@ TEST_P(ServeEngine, Bf16IsBatchInvariantToo) {
     EXPECT_TRUE(same_bits(among[0].logprobs, sample.logprobs));
 }
 
-// --spec draft among other requests: greedy requests keep plain sampling's tokens and logprob
-// bits, a seeded sampling request gives weft sample --spec draft's tokens (the same draws), and
-// the draft's guesses are both kept and rejected.
+// --spec draft among other requests, fp32 and bf16: greedy requests keep plain sampling's
+// tokens and logprob bits, a seeded sampling request gives weft sample --spec draft's tokens (the
+// same draws), the draft's guesses are both kept and rejected, and the draft runs one forward a
+// guess depth for all the requests (3 a step at most), not one a request.
 TEST_P(ServeEngine, DraftKeepsTheOutput) {
     const model::ModelConfig c = small_config(GetParam());
     Weights w(c);
@@ -267,31 +268,39 @@ TEST_P(ServeEngine, DraftKeepsTheOutput) {
     Weights d(dc);
     test::copy_target_tensors(w.model->layout(), w.params.data(), d.model->layout(),
                               d.params.data());
-    auto draft = [&] {
-        return std::make_unique<decode::DraftModel>(dc, d.model->layout(), d.params.data(), false,
-                                                    64);
-    };
-    EngineOptions o = options(8, 64);
-    o.spec.kind = "draft";
-    o.spec.draft = "unused";  // the model is given
-    o.spec.ngram.max_tokens = 3;
-    Engine e(c, w.model->layout(), w.params.data(), piece, o, draft());
-    std::vector<Request> requests;
-    std::vector<std::shared_ptr<Stream>> streams;
-    for (int i = 0; i < 6; ++i) {
-        requests.push_back(
-            request(tokens(5 + i, 40 + i, c.vocab_size), 24, i == 5 ? 0.8f : 0.0f, 80 + i));
-        streams.push_back(e.submit(requests.back()));
+    for (bool bf16 : {false, true}) {
+        auto draft = [&] {
+            return std::make_unique<decode::DraftModel>(dc, d.model->layout(), d.params.data(),
+                                                        bf16, 64);
+        };
+        EngineOptions o = options(8, 64);
+        o.bf16 = bf16;
+        o.spec.kind = "draft";
+        o.spec.draft = "unused";  // the model is given
+        o.spec.ngram.max_tokens = 3;
+        std::unique_ptr<decode::DraftModel> engine_draft = draft();
+        const decode::DraftModel& counted = *engine_draft;
+        Engine e(c, w.model->layout(), w.params.data(), piece, o, std::move(engine_draft));
+        std::vector<Request> requests;
+        std::vector<std::shared_ptr<Stream>> streams;
+        for (int i = 0; i < 6; ++i) {
+            requests.push_back(
+                request(tokens(5 + i, 40 + i, c.vocab_size), 24, i == 5 ? 0.8f : 0.0f, 80 + i));
+            streams.push_back(e.submit(requests.back()));
+        }
+        const std::vector<Update> out = run_all(e, streams);
+        expect_as_sampled(c, w, std::vector<Request>(requests.begin(), requests.end() - 1), out,
+                          bf16);
+        const Request& s = requests.back();
+        const std::unique_ptr<decode::DraftModel> alone = draft();
+        EXPECT_EQ(out.back().tokens,
+                  decode::generate_speculative(c, w.model->layout(), w.params.data(), s.prompt, s.o,
+                                               o.spec, {}, bf16, nullptr, alone.get()));
+        EXPECT_GT(e.stats().spec_accepted, 0) << "no guess was ever kept";
+        EXPECT_LT(e.stats().spec_accepted, e.stats().spec_guessed) << "no guess was rejected";
+        EXPECT_LE(counted.forwards(), 3 * e.stats().steps) << "the draft ran per request";
+        EXPECT_GT(e.stats().spec_verifies, 0);
     }
-    const std::vector<Update> out = run_all(e, streams);
-    expect_as_sampled(c, w, std::vector<Request>(requests.begin(), requests.end() - 1), out);
-    const Request& s = requests.back();
-    const std::unique_ptr<decode::DraftModel> alone = draft();
-    EXPECT_EQ(out.back().tokens,
-              decode::generate_speculative(c, w.model->layout(), w.params.data(), s.prompt, s.o,
-                                           o.spec, {}, false, nullptr, alone.get()));
-    EXPECT_GT(e.stats().spec_accepted, 0) << "no guess was ever kept";
-    EXPECT_LT(e.stats().spec_accepted, e.stats().spec_guessed) << "no guess was rejected";
 }
 
 // --spec ppd, fp32 and bf16, one request alone and six among each other (one sampling), and in a
