@@ -3,6 +3,8 @@
 //   dp_check losses REF RUN TOL       every step's loss of RUN within TOL (relative) of REF's
 //   dp_check weights A B TOL          max |a - b| over the tensors of two safetensors files or
 //                                     two checkpoint directories (their logical weights)
+//   dp_check bound RUN FIELD max|min|peak B  every step's FIELD of RUN at most / at least B,
+//                                     or some step's at least B
 //   dp_check comm RUN                 per-step bytes on dp equal the analytic counts
 //   dp_check memory RUN1 RUN2 RUN4    stage-3 model-state bytes per rank fall as 1/N
 //   dp_check wire FP32 BF16 AXIS EXACT  bf16 on the wire: every step, rank 0's bus bytes on AXIS
@@ -269,6 +271,27 @@ int wire(const fs::path& fp32, const fs::path& bf16, const std::string& axis,
     return bad ? 1 : 0;
 }
 
+// Every step's FIELD of RUN at most (`max`) or at least (`min`) BOUND, or some step's at least
+// BOUND (`peak`).
+int bound(const fs::path& run, const std::string& field, const std::string& side, double limit) {
+    const auto lines = step_lines(run);
+    if (lines.empty() || (side != "max" && side != "min" && side != "peak"))
+        throw std::runtime_error("no steps in " + run.string() + " or bad side '" + side + "'");
+    double lo = INFINITY, hi = -INFINITY;
+    for (const json& j : lines) {
+        if (!j.contains(field))
+            throw std::runtime_error("a step of " + run.string() + " has no " + field);
+        lo = std::min(lo, j[field].get<double>()), hi = std::max(hi, j[field].get<double>());
+    }
+    fmt::print("{}: {} over {} steps from {:.3g} to {:.3g} ({} {:g})\n", run.string(), field,
+               lines.size(), lo, hi,
+               side == "max"   ? "every step at most"
+               : side == "min" ? "every step at least"
+                               : "some step at least",
+               limit);
+    return (side == "max" ? hi <= limit : side == "min" ? lo >= limit : hi >= limit) ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -279,7 +302,9 @@ int main(int argc, char** argv) {
         if (cmd == "comm" && argc == 3) return comm_counts(argv[2]);
         if (cmd == "memory" && argc >= 3) return memory({argv + 2, argv + argc});
         if (cmd == "wire" && argc == 6) return wire(argv[2], argv[3], argv[4], argv[5]);
-        fmt::print(stderr, "usage: dp_check losses|weights|comm|memory|wire ...\n");
+        if (cmd == "bound" && argc == 6)
+            return bound(argv[2], argv[3], argv[4], std::atof(argv[5]));
+        fmt::print(stderr, "usage: dp_check losses|weights|comm|memory|wire|bound ...\n");
         return 2;
     } catch (const std::exception& e) {
         fmt::print("FAIL: {}\n", e.what());

@@ -90,6 +90,9 @@ void add_train_command(CLI::App& app) {
                   "none: one sequence a row; documents: attention and positions restart at each "
                   "document of the token file's index (docs/long_context.md)")
         ->capture_default_str();
+    c->add_flag("--balance", o->balance,
+                "With --pack documents: each step, spread the documents over the data-parallel "
+                "ranks so that their attention work is even (docs/long_context.md)");
     c->add_option("--eval-every", o->eval_every, "Validation loss every N steps (0: at the end)")
         ->capture_default_str();
     c->add_option("--eval-batches", o->eval_batches, "Batches of the validation file to evaluate")
@@ -179,7 +182,7 @@ void add_train_command(CLI::App& app) {
                    "--moe-router-bias-update-rate"});
     group_options(c, "Data and run",
                   {"--data", "--val-data", "--data-format", "--out", "--steps", "--batch-size",
-                   "--seq-len", "--seed", "--sequential", "--pack"});
+                   "--seq-len", "--seed", "--sequential", "--pack", "--balance"});
     group_options(c, "Optimizer",
                   {"--optimizer", "--lr", "--lr-schedule", "--min-lr-ratio", "--warmup",
                    "--weight-decay", "--beta1", "--beta2", "--eps", "--mezo-eps", "--grad-clip"});

@@ -13,27 +13,46 @@ DocumentRows::DocumentRows(std::vector<int64_t> starts, int64_t seq_len)
                "internal: {} document starts for windows of {}", starts_.size(), seq_len);
 }
 
+Row DocumentRows::window(int64_t first) const {
+    Row row;
+    const int64_t end = first + seq_len_;
+    // The documents starting inside the window after its first token.
+    int64_t at = first;
+    for (auto it = std::upper_bound(starts_.begin(), starts_.end(), first);
+         it != starts_.end() && *it < end; ++it) {
+        row.push_back({at, *it - at});
+        at = *it;
+    }
+    row.push_back({at, end - at});
+    return row;
+}
+
 void DocumentRows::rows(std::span<const int64_t> first, std::vector<int64_t>& positions,
                         std::vector<int64_t>& cu_seqlens) const {
-    const int64_t T = seq_len_;
-    positions.resize(first.size() * size_t(T));
+    std::vector<Row> rows;
+    for (int64_t a : first) rows.push_back(window(a));
+    row_layout(rows, seq_len_, positions, cu_seqlens);
+}
+
+void row_layout(std::span<const Row> rows, int64_t T, std::vector<int64_t>& positions,
+                std::vector<int64_t>& cu_seqlens) {
+    positions.resize(rows.size() * size_t(T));
     cu_seqlens.clear();
-    for (size_t r = 0; r < first.size(); ++r) {
-        const int64_t a = first[r], row = int64_t(r) * T;
-        cu_seqlens.push_back(row);
-        // The documents starting inside the window after its first token.
-        auto it = std::upper_bound(starts_.begin(), starts_.end(), a);
-        int64_t doc = a;  // where the current document (or its piece) starts in this window
-        for (int64_t t = 0; t < T; ++t) {
-            if (it != starts_.end() && *it == a + t) {
-                doc = a + t;
-                cu_seqlens.push_back(row + t);
-                ++it;
-            }
-            positions[size_t(row + t)] = a + t - doc;
+    int64_t at = 0;
+    for (const Row& row : rows) {
+        const int64_t row_start = at;
+        for (const Segment& s : row) {
+            WEFT_CHECK(s.len >= 1 && at + s.len - row_start <= T,
+                       "internal: a document of {} tokens at {} of a row of {}", s.len,
+                       at - row_start, T);
+            cu_seqlens.push_back(at);
+            for (int64_t t = 0; t < s.len; ++t) positions[size_t(at + t)] = t;
+            at += s.len;
         }
+        WEFT_CHECK(at - row_start == T, "internal: a row of {} tokens, expected {}", at - row_start,
+                   T);
     }
-    cu_seqlens.push_back(int64_t(first.size()) * T);
+    cu_seqlens.push_back(int64_t(rows.size()) * T);
 }
 
 }  // namespace weft::data

@@ -26,9 +26,12 @@ int64_t active_parameters(const ModelConfig& cfg) {
     return num_parameters(cfg) - cfg.n_layer * (cfg.n_experts - cfg.experts_per_token) * per_expert;
 }
 
+double attention_train_flops(const ModelConfig& cfg, double squares) {
+    return 6.0 * double(cfg.n_layer) * double(cfg.n_head * cfg.head_dim()) * squares;
+}
+
 double train_flops_per_token(const ModelConfig& cfg, int64_t T) {
-    return 6.0 * double(active_parameters(cfg)) +
-           6.0 * double(cfg.n_layer) * double(T) * double(cfg.n_head * cfg.head_dim());
+    return 6.0 * double(active_parameters(cfg)) + attention_train_flops(cfg, double(T));
 }
 
 }  // namespace weft::model

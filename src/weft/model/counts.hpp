@@ -22,5 +22,10 @@ int64_t active_parameters(const ModelConfig& cfg);
 // backward 4) plus causal attention, 6 * n_layer * T * n_head * head_dim (QKᵀ and PV, each
 // 2·T·width per token in forward, halved by the causal mask, times 3 for forward and backward).
 double train_flops_per_token(const ModelConfig& cfg, int64_t T);
+// Training FLOPs of causal attention over documents whose lengths' squares sum to `squares`
+// (one sequence of T: T^2), at the rate above: 6 * n_layer * n_head * head_dim per unit. Per
+// token of a sequence of T that is T units, the attention part of train_flops_per_token; packed
+// documents cost the sum of their own squares (docs/long_context.md).
+double attention_train_flops(const ModelConfig& cfg, double squares);
 
 }  // namespace weft::model

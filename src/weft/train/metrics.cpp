@@ -30,6 +30,22 @@ nlohmann::json moe_metrics(const model::MoeStats& s) {
             {"moe_dropped_fraction", s.slots > 0 ? s.dropped / s.slots : 0.0}};
 }
 
+nlohmann::json packing_metrics(const data::RankRows& layout, const data::RankRows* unbalanced,
+                               double flops_per_square) {
+    const data::RankWork w = data::rank_work(layout);
+    nlohmann::json line = {{"rank_tokens_ratio", w.tokens_ratio()},
+                           {"rank_attention_flops_ratio", w.squares_ratio()},
+                           {"rank_attention_flops_max", w.max_squares() * flops_per_square}};
+    if (unbalanced) {
+        const data::RankWork s = data::rank_work(*unbalanced);
+        line.update({{"rows_per_rank", layout.rows_per_rank},
+                     {"padding_tokens", w.padding},
+                     {"static_rank_attention_flops_ratio", s.squares_ratio()},
+                     {"static_rank_attention_flops_max", s.max_squares() * flops_per_square}});
+    }
+    return line;
+}
+
 int64_t drop_redone_metrics(const std::filesystem::path& file, int64_t start_step) {
     std::ifstream in(file, std::ios::binary);
     if (!in) return 0;

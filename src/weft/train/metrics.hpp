@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "weft/data/balance.hpp"
 #include "weft/model/moe_comm.hpp"
 
 namespace weft::train {
@@ -17,6 +18,14 @@ namespace weft::train {
 // the fewest and most slots any expert received (moe_tokens_min, moe_tokens_max), and
 // moe_dropped_fraction (slots beyond capacity, of all routed).
 nlohmann::json moe_metrics(const model::MoeStats& s);
+
+// A packed step's fields of metrics.jsonl: over the data-parallel ranks, the ratio of the most
+// to the fewest tokens (padding excluded) and of the most to the least attention FLOPs
+// (`flops_per_square` times the sum of n^2 over a rank's documents, padding included), and the
+// busiest rank's attention FLOPs; balanced (`unbalanced`: the static layout it replaced) also
+// the rows each rank ran, the padding tokens of all ranks, and the static layout's ratios.
+nlohmann::json packing_metrics(const data::RankRows& layout, const data::RankRows* unbalanced,
+                               double flops_per_square);
 
 // Replaces `file` (atomically: ckpt::write_file_atomic) by the lines a run starting at
 // `start_step` keeps: those of steps up to it, and lines without a step (events) written before

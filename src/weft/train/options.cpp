@@ -153,6 +153,14 @@ void TrainOptions::validate() const {
                seq_len, layout.cp, 2 * layout.cp, 2 * layout.cp);
     WEFT_CHECK(pack == "none" || pack == "documents", "--pack must be none or documents, got '{}'",
                pack);
+    WEFT_CHECK(!balance || pack == "documents",
+               "--balance with --pack {}: balancing moves whole documents between the "
+               "data-parallel ranks; expected --pack documents",
+               pack);
+    WEFT_CHECK(!balance || layout.pp <= 1,
+               "--balance with --pp {}: a balanced step may run more micro-batches than the "
+               "last, which the pipeline schedules do not take yet; expected --pp 1",
+               layout.pp);
     WEFT_CHECK(eval_every >= 0, "--eval-every must be non-negative, got {}", eval_every);
     WEFT_CHECK(eval_batches >= 1, "--eval-batches must be at least 1, got {}", eval_batches);
     WEFT_CHECK(save_every >= 0, "--save-every must be non-negative, got {}", save_every);

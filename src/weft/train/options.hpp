@@ -64,6 +64,8 @@ struct TrainOptions {
     // none: one sequence a row, attention across whatever documents it holds; documents: the
     // rows' documents apart (attention and positions), from the token file's document index.
     std::string pack = "none";
+    // --balance: each step's documents balanced over the dp ranks (data/balance.hpp).
+    bool balance = false;
 
     optim::OptimConfig optim;
 

@@ -113,6 +113,12 @@ RunInputs open_run_inputs(const TrainOptions& o, bool root) {
     o.apply_moe_overrides(cfg, name);
     cfg.validate("model '" + name + "'");
     check_expert_parallel(o.layout.ep, cfg, name);
+    // The router's losses and capacity are per micro-batch: moving documents would change them.
+    WEFT_CHECK(!o.balance || cfg.n_experts == 0,
+               "--balance with model '{}' of {} experts: its router losses and capacity depend "
+               "on which tokens share a micro-batch, so balancing would change the loss; "
+               "expected a dense model",
+               name, cfg.n_experts);
     WEFT_CHECK(o.seq_len <= cfg.n_positions, "--seq-len {} exceeds the model's n_positions {}",
                o.seq_len, cfg.n_positions);
 

@@ -46,12 +46,11 @@ struct StepRunner {
     const TrainOptions& o;
     comm::Mesh& mesh;
     TrainState& st;
-    const BatchFeed& feed;
+    BatchFeed& feed;
     RunLog& log;
     RunComm& comm;
     Heartbeat& heartbeat;
-    int64_t micro_batches;
-    double flops_per_token, peak_gflops;
+    double flops_per_token, flops_per_square, peak_gflops;
     TestFault fault;
     InjectedDelay delay;
     double trace_from = 0, trace_to = 0;  // the traced step on the flight recorder's clock
@@ -68,8 +67,9 @@ struct StepRunner {
         st.set_trace(traced);
         const int64_t tokens = o.batch_size * o.seq_len;
         const float lr = optim::learning_rate(o.optim, step, o.steps);
+        feed.begin_step(step);
         const StepOutcome out = st.step(
-            micro_batches, [&](int64_t m) { feed.fill(step, m, st.activations()); },
+            feed.micro_batches(), [&](int64_t m) { feed.fill(m, st.activations()); },
             1.0f / float(tokens), o.optim, lr, step + 1);
         const double loss = fault.loss(mesh.world_rank(), step + 1, out.loss_sum / double(tokens));
         const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -101,6 +101,8 @@ struct StepRunner {
                          {"offload_pass_s", p.total_s}});
         }
         if (out.moe.n_experts > 0) line.update(moe_metrics(out.moe));
+        if (const data::RankRows* layout = feed.layout(); layout)
+            line.update(packing_metrics(*layout, feed.static_layout(), flops_per_square));
         if (out.router_bias_max_abs) line["moe_router_bias_max_abs"] = *out.router_bias_max_abs;
         line.update(comm.step_fields());
         log.write(line);
@@ -112,7 +114,8 @@ struct StepRunner {
 
     // The zero-bubble schedules' costs, measured in the first step.
     void log_stage_costs() {
-        auto [line, note] = stage_costs_report(o.layout, int(micro_batches), st.stage_costs());
+        auto [line, note] =
+            stage_costs_report(o.layout, int(feed.micro_batches()), st.stage_costs());
         log.write(line);
         log.note(note);
     }
@@ -200,12 +203,11 @@ void run_training(const TrainOptions& opts) {
     const MemoryEstimate mem = memory_estimate(st, baseline_rss, split.micro_batches);
     log.started(st, in, split, threads, mem);
     if (st.offloaded()) log_offload_disk(st, log);
-    const int64_t rank_rows = o.batch_size / o.layout.dp;
     std::optional<data::DocumentRows> docs;
     if (!in.train_documents.empty()) docs.emplace(in.train_documents, o.seq_len);
-    const BatchFeed feed(in.train, o.seq_len, o.seed, o.sequential, o.batch_size,
-                         mesh.rank(comm::Axis::dp) * rank_rows, split.micro, std::move(docs),
-                         st.activations().positions);
+    BatchFeed feed(in.train, o.seq_len, o.seed, o.sequential, o.batch_size, o.layout.dp,
+                   mesh.rank(comm::Axis::dp), split.micro, std::move(docs), o.balance,
+                   st.activations().positions);
     RunCheckpoints checkpoints(st, o, split.micro, log, heartbeat);
     RunEvaluation eval(st, in.val ? &*in.val : nullptr, o.batch_size, o.eval_batches, log,
                        heartbeat);
@@ -219,8 +221,8 @@ void run_training(const TrainOptions& opts) {
                      log,
                      comm,
                      heartbeat,
-                     split.micro_batches,
                      model::train_flops_per_token(in.cfg, o.seq_len),
+                     model::attention_train_flops(in.cfg, 1),
                      peak_gflops,
                      fault,
                      delay};

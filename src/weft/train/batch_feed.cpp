@@ -1,0 +1,93 @@
+#include "weft/train/batch_feed.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include "weft/core/error.hpp"
+
+namespace weft::train {
+
+BatchFeed::BatchFeed(const data::TokenFile& file, int64_t seq_len, uint64_t seed, bool sequential,
+                     int64_t global_batch, int ranks, int rank, int64_t micro,
+                     std::optional<data::DocumentRows> docs, bool balance,
+                     std::vector<int64_t> context)
+    : file_(file),
+      loader_(file, seq_len, seed, sequential),
+      global_batch_(global_batch),
+      rank_rows_(global_batch / ranks),
+      micro_(micro),
+      ranks_(ranks),
+      rank_(rank),
+      docs_(std::move(docs)),
+      balance_(balance),
+      context_(std::move(context)) {
+    WEFT_CHECK(global_batch % ranks == 0 && rank_rows_ % micro == 0 && (docs_ || !balance),
+               "internal: a feed of {} rows over {} ranks, micro-batches of {}{}", global_batch,
+               ranks, micro, balance && !docs_ ? ", balanced without documents" : "");
+}
+
+void BatchFeed::begin_step(int64_t step) {
+    step_ = step;
+    if (!docs_) return;
+    const int64_t T = loader_.seq_len();
+    std::vector<data::Row> windows;
+    for (int64_t r = 0; r < global_batch_; ++r)
+        windows.push_back(docs_->window(loader_.window(step, r, global_batch_) * T));
+    layout_ = data::static_rows(windows, ranks_);
+    if (!balance_ || ranks_ == 1) return;  // one rank: nothing to balance, the windows stay
+    unbalanced_ = std::exchange(layout_, data::balance_rows(windows, ranks_, T, micro_));
+}
+
+int64_t BatchFeed::micro_batches() const {
+    return (layout_ ? layout_->rows_per_rank : rank_rows_) / micro_;
+}
+
+void BatchFeed::read_rows(std::span<const data::Row> rows, int32_t* inputs,
+                          int32_t* targets) const {
+    int64_t at = 0;
+    for (const data::Row& row : rows)
+        for (const data::Segment& s : row) {
+            if (s.first >= 0) {
+                file_.read(s.first, s.len, inputs + at);
+                file_.read(s.first + 1, s.len, targets + at);
+            } else {
+                std::fill_n(inputs + at, s.len, 0);
+                std::fill_n(targets + at, s.len, -1);
+            }
+            at += s.len;
+        }
+}
+
+void BatchFeed::fill(int64_t m, model::Activations& a) const {
+    if (!layout_) {
+        const int64_t row0 = rank_ * rank_rows_ + m * micro_;
+        loader_.sample_rows(step_, row0, micro_, global_batch_, a.positions, a.inputs.data(),
+                            a.targets.data());
+        return;
+    }
+    const int64_t T = loader_.seq_len();
+    const std::span<const data::Row> rows(
+        layout_->rows.data() + rank_ * layout_->rows_per_rank + m * micro_, size_t(micro_));
+    if (context_.empty()) {
+        read_rows(rows, a.inputs.data(), a.targets.data());
+        return data::row_layout(rows, T, a.positions, a.cu_seqlens);
+    }
+    // Context parallel: the boundaries of the whole sequences (every cp region masks by them:
+    // Ulysses attends to whole rows, the rings to blocks of them), this rank's positions of their
+    // tokens and of their documents.
+    const size_t whole = size_t(micro_ * T), n = context_.size();
+    std::vector<int32_t> inputs(whole), targets(whole);
+    std::vector<int64_t> positions;
+    read_rows(rows, inputs.data(), targets.data());
+    data::row_layout(rows, T, positions, a.cu_seqlens);
+    a.positions.resize(size_t(micro_) * n);
+    for (int64_t b = 0; b < micro_; ++b)
+        for (size_t t = 0; t < n; ++t) {
+            const size_t from = size_t(b * T + context_[t]), to = size_t(b) * n + t;
+            a.inputs[to] = inputs[from];
+            a.targets[to] = targets[from];
+            a.positions[to] = positions[from];
+        }
+}
+
+}  // namespace weft::train
