@@ -6,6 +6,8 @@ c=(--cluster "$SRC/configs/clusters/dgx-h100.json")
 
 expect_error "--attention must be flash or scores, got 'dense'" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --attention dense
 expect_error "--pp-layers 3,3 needs --pp" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --pp-layers 3,3
+expect_error "--balance prices balanced packed documents; it needs --doc-lengths" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --balance
+expect_error "--doc-lengths 'lognormal:3': expected lognormal:MEDIAN:SIGMA or pareto:MIN:ALPHA" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --doc-lengths lognormal:3
 expect_error "3,3" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --pp 2 --pp-layers 3,3
 expect_error "--dtype must be bf16, fp16 or fp8 for a GPU run, got 'int4'" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --dtype int4
 expect_error "--attention scores needs --memory-profile korthikanti" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --dtype fp32 --attention scores

@@ -5,6 +5,8 @@
 //                                     two checkpoint directories (their logical weights)
 //   dp_check bound RUN FIELD max|min|peak B  every step's FIELD of RUN at most / at least B,
 //                                     or some step's at least B
+//   dp_check plan PLAN RUN TOL        `weft plan --doc-lengths --json`'s busiest-rank attention
+//                                     FLOPs against RUN's mean rank_attention_flops_max
 //   dp_check comm RUN                 per-step bytes on dp equal the analytic counts
 //   dp_check memory RUN1 RUN2 RUN4    stage-3 model-state bytes per rank fall as 1/N
 //   dp_check wire FP32 BF16 AXIS EXACT  bf16 on the wire: every step, rank 0's bus bytes on AXIS
@@ -292,6 +294,24 @@ int bound(const fs::path& run, const std::string& field, const std::string& side
     return (side == "max" ? hi <= limit : side == "min" ? lo >= limit : hi >= limit) ? 0 : 1;
 }
 
+// The planner's busiest-rank attention FLOPs (`weft plan --doc-lengths ... --json`, its best
+// layout) against the mean over RUN's steps of the engine's own, within TOL relative.
+int plan_documents(const fs::path& plan, const fs::path& run, double tol) {
+    std::ifstream f(plan);
+    const json p = json::parse(f);
+    const double planned = p.at("best").at(0).at("documents").at("busiest_rank_attention_flops");
+    double sum = 0;
+    const auto lines = step_lines(run);
+    for (const json& j : lines) sum += j.at("rank_attention_flops_max").get<double>();
+    const double measured = sum / double(lines.size());
+    const double diff = std::abs(planned - measured) / measured;
+    fmt::print(
+        "{}: busiest rank's attention FLOPs planned {:.6g}, measured {:.6g} over {} "
+        "steps: relative difference {:.3g} (tolerance {:g})\n",
+        run.string(), planned, measured, lines.size(), diff, tol);
+    return diff <= tol ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -304,7 +324,8 @@ int main(int argc, char** argv) {
         if (cmd == "wire" && argc == 6) return wire(argv[2], argv[3], argv[4], argv[5]);
         if (cmd == "bound" && argc == 6)
             return bound(argv[2], argv[3], argv[4], std::atof(argv[5]));
-        fmt::print(stderr, "usage: dp_check losses|weights|comm|memory|wire|bound ...\n");
+        if (cmd == "plan" && argc == 5) return plan_documents(argv[2], argv[3], std::atof(argv[4]));
+        fmt::print(stderr, "usage: dp_check losses|weights|comm|memory|wire|bound|plan ...\n");
         return 2;
     } catch (const std::exception& e) {
         fmt::print("FAIL: {}\n", e.what());

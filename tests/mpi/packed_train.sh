@@ -14,7 +14,9 @@
 #            median 12 tokens up to 512): the losses and weights of the static dp 2 run and of
 #            one process; every step's busiest rank does at most 1.2 times the attention work
 #            of the least busy, where the static layout's ratio reaches 2 (on the same steps);
-#            and --balance without --pack documents, or at pp 2: one error each
+#            `weft plan --doc-lengths` on the same file and steps predicts the busiest rank's
+#            attention FLOPs the engine reports, static and balanced; and --balance without
+#            --pack documents, or at pp 2: one error each
 #   errors   --pack documents on a token file with no index: one clear error, before the run
 #            directory exists
 set -uo pipefail
@@ -81,6 +83,13 @@ balance)
   check "$CHECK" bound static rank_attention_flops_ratio peak 2
   check "$CHECK" bound balanced static_rank_attention_flops_ratio peak 2
   check "$CHECK" bound balanced rank_attention_flops_ratio max 1.2
+  # The planner lays out the same steps with the engine's code: the same busiest-rank count.
+  for run in static balanced; do
+    "$WEFT" plan --model tiny --cluster local-2rank --global-batch 8 --seq-len 128 --dtype fp32 --dp 2 \
+      --tp 1 --pp 1 --cp 1 --micro-batch 4 --doc-lengths syn/synthetic_train.bin --doc-steps 4 \
+      $([ $run = balanced ] && echo --balance) --json >plan_$run.json
+    check "$CHECK" plan plan_$run.json $run 1e-9
+  done
   expect_error 2 "--balance with --pack none: balancing moves whole documents between the data-parallel ranks; expected --pack documents" --dp 2 --balance --pack none
   expect_error 2 "--balance with --pp 2: a balanced step may run more micro-batches" --pp 2 --balance
   ;;

@@ -28,6 +28,10 @@ struct PlanArgs {
     double bucket_mb = 25;
     int ep = 0;
     double moe_imbalance = 0;
+    std::string doc_lengths;
+    bool balance = false;
+    int64_t max_doc_len = 32768, doc_steps = 16;
+    uint64_t seed = 1337;  // weft train's default
 };
 
 template <typename T>
@@ -99,6 +103,17 @@ void add_plan_command(CLI::App& app) {
     c->add_option("--moe-imbalance", a->moe_imbalance,
                   "Rows the busiest ep rank's experts get, over the balanced share (default: "
                   "the model's capacity factor, or 1 when dropless)");
+    c->add_option("--doc-lengths", a->doc_lengths,
+                  "Packed documents (weft train --pack documents): lognormal:MEDIAN:SIGMA | "
+                  "pareto:MIN:ALPHA | a token file with its document index (docs/long_context.md)");
+    c->add_option("--max-doc-len", a->max_doc_len, "Longest document a distribution draws")
+        ->capture_default_str();
+    c->add_flag("--balance", a->balance,
+                "With --doc-lengths: price weft train --balance (documents balanced over dp)");
+    c->add_option("--doc-steps", a->doc_steps, "With --doc-lengths: global batches laid out")
+        ->capture_default_str();
+    c->add_option("--seed", a->seed, "With --doc-lengths: the sample order's seed (weft train's)")
+        ->capture_default_str();
     c->add_option("--vpp", a->vpp, "Fix the virtual stages per pipeline rank (interleaved)");
     c->add_option("--zero", a->zero, "Fix the ZeRO stage (0-3)");
     c->add_option("--micro-batch", a->micro_batch, "Fix the micro-batch size (sequences)");
@@ -111,7 +126,7 @@ void add_plan_command(CLI::App& app) {
     c->add_option("--bucket-mb", a->bucket_mb, "Gradient bucket, MiB")->capture_default_str();
     c->add_flag("--json", a->json, "Print one JSON object");
     require_counts(c, {"--seq-len", "--nodes", "--devices", "--dp", "--tp", "--pp", "--cp",
-                       "--cp-ulysses", "--ep", "--vpp", "--micro-batch"});
+                       "--cp-ulysses", "--ep", "--vpp", "--micro-batch", "--max-doc-len"});
     c->callback([a] {
         plan::Workload w;
         w.model = plan::load_model(a->model);
@@ -160,6 +175,17 @@ void add_plan_command(CLI::App& app) {
                    "got {}",
                    a->moe_imbalance);
         w.moe_imbalance = a->moe_imbalance;
+        WEFT_CHECK(!a->balance || !a->doc_lengths.empty(),
+                   "--balance prices balanced packed documents; it needs --doc-lengths");
+        WEFT_CHECK(a->doc_steps >= 1, "--doc-steps must be at least 1, got {}", a->doc_steps);
+        if (!a->doc_lengths.empty()) {
+            w.documents = plan::document_source(
+                a->doc_lengths, w.seq_len, a->doc_steps * w.global_batch * w.seq_len + w.seq_len,
+                a->max_doc_len);
+            w.documents->balance = a->balance;
+            w.documents->seed = a->seed;
+            w.documents->steps = a->doc_steps;
+        }
         plan::Cluster cluster = plan::load_cluster(plan::find_cluster_file(a->cluster));
         if (a->nodes) cluster.nodes = a->nodes;
 

@@ -26,7 +26,8 @@ bool parse_two(const std::string& s, double& a, double& b) {
 
 }  // namespace
 
-LengthDistribution parse_length_distribution(const std::string& spec, int64_t max_len) {
+LengthDistribution parse_length_distribution(const std::string& spec, int64_t max_len,
+                                             std::string_view flag) {
     WEFT_CHECK(max_len >= 2,
                "--max-doc-len must be at least 2 (an end-of-text token and one "
                "more), got {}",
@@ -37,9 +38,9 @@ LengthDistribution parse_length_distribution(const std::string& spec, int64_t ma
     d.kind = spec.substr(0, colon);
     const bool known = d.kind == "lognormal" || d.kind == "pareto";
     WEFT_CHECK(known && colon != std::string::npos && parse_two(spec.substr(colon + 1), d.a, d.b),
-               "--lengths '{}': expected lognormal:MEDIAN:SIGMA or pareto:MIN:ALPHA with positive "
+               "{} '{}': expected lognormal:MEDIAN:SIGMA or pareto:MIN:ALPHA with positive "
                "numbers (e.g. lognormal:300:1.2)",
-               spec);
+               flag, spec);
     return d;
 }
 

@@ -14,6 +14,7 @@
 // function of the seed.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace weft::data {
@@ -24,8 +25,10 @@ struct LengthDistribution {
     int64_t max_len = 0;
 };
 
-// The value of --lengths; anything else is a weft::Error naming it and the forms expected.
-LengthDistribution parse_length_distribution(const std::string& spec, int64_t max_len);
+// The value of --lengths (or of `flag`); anything else is a weft::Error naming it and the forms
+// expected.
+LengthDistribution parse_length_distribution(const std::string& spec, int64_t max_len,
+                                             std::string_view flag = "--lengths");
 
 // n document lengths drawn from `d`.
 std::vector<int64_t> synthetic_lengths(const LengthDistribution& d, int64_t n, uint64_t seed);

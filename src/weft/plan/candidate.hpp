@@ -2,11 +2,13 @@
 // What the planner evaluates: a workload (model, batch, sequence, precision) and a candidate
 // layout (weft::Layout, which holds the recomputation level, plus the micro-batch size).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "weft/core/layout.hpp"
+#include "weft/plan/documents.hpp"
 #include "weft/plan/models.hpp"
 
 namespace weft::plan {
@@ -84,6 +86,9 @@ struct Workload {
     bool bf16_working_copy = false;
     // The optimizer whose state the engine profile counts (optim/registry.hpp).
     std::string optimizer = "adamw";
+    // Packed documents (--doc-lengths): attention priced by the documents' own sum of n^2, at
+    // the busiest dp rank's share, static or balanced (documents.hpp); none: windows of T^2.
+    std::optional<DocumentSource> documents;
 };
 
 // The imbalance factor `w` prices (Workload::moe_imbalance, its default resolved).

@@ -44,6 +44,9 @@ struct Model {
     const Cluster& c;
     const Candidate& k;
     double peak, C, t, tokens, act;
+    // Packed documents: rows a rank runs over its windows (padding: every per-token cost), and
+    // the busiest rank's attention over a window's T^2 (1, 1 without documents).
+    double rows, attention_share;
     Placement tp, cp, ep;
     // Products run at the dtype's peak and its fitted efficiency (fp8: Transformer Engine's fp8
     // GEMMs); attention and everything else at `peak`, the 16-bit one under fp8.
@@ -88,7 +91,8 @@ struct Model {
         // twice that.
         const double T = double(w.seq_len), A = double(cfg.n_head * cfg.head_dim());
         const double attn_f =
-            2 * m * T * A / t / (peak * c.device.attention_efficiency) + overhead();
+            2 * m / rows * T * attention_share * A / t / (peak * c.device.attention_efficiency) +
+            overhead();
         const double attn_b = 2 * attn_f;
         // Memory-bound kernels per token: two LayerNorms and two residual adds (about 10C
         // elements read or written, replicated across tp unless sequence parallel) and the MLP's
@@ -266,14 +270,29 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
     const Placement tp = place_axis(c, l, MeshAxis::tp), cp = place_axis(c, l, MeshAxis::cp);
     const Placement pp = place_axis(c, l, MeshAxis::pp), ep = place_axis(c, l, MeshAxis::ep);
     const bool fp8 = w.prec.name == "fp8";
+    EvalCache local;
+    EvalCache& cc = cache ? *cache : local;
+    if (w.documents) {
+        const std::pair<int, int64_t> key{l.dp, k.micro_batch};
+        auto it = cc.documents.find(key);
+        if (it == cc.documents.end()) {
+            DocumentMix mix = document_mix(*w.documents, w.global_batch, l.dp, k.micro_batch);
+            mix.busiest_attention_flops = model::attention_train_flops(cfg, mix.busiest_squares);
+            it = cc.documents.emplace(key, mix).first;
+        }
+        e.documents = it->second;
+    }
+    const double rows = e.documents ? e.documents->rows : 1;
     Model m{w,
             c,
             k,
             c.device.peak(fp8 ? "bf16" : w.prec.name),
             double(cfg.n_embd),
             double(l.tp),
-            double(k.micro_batch * w.seq_len / l.cp),
+            double(k.micro_batch * w.seq_len / l.cp) * rows,
             w.prec.activation,
+            rows,
+            e.documents ? e.documents->attention_kept * e.documents->imbalance : 1,
             tp,
             cp,
             ep,
@@ -302,8 +321,6 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
     }
     const pipeline::ScheduleKind kind = l.pp_schedule;
     const int mbs = int(e.micro_batches);
-    EvalCache local;
-    EvalCache& cc = cache ? *cache : local;
     const std::array<int64_t, 4> shape = {int64_t(kind), l.pp, l.vpp, mbs};
     auto fl = cc.in_flight.find(shape);
     if (fl == cc.in_flight.end()) {

@@ -53,6 +53,8 @@ struct Estimate {
     // data-parallel communication and what of it is not hidden, the optimizer step.
     double pipeline_s = 0, bubble = 0, tp_comm_s = 0, cp_comm_s = 0, pp_comm_s = 0, ep_comm_s = 0;
     double dp_comm_s = 0, dp_exposed_s = 0, optimizer_s = 0;
+    // Packed documents (Workload::documents): what they did to this layout's attention.
+    std::optional<DocumentMix> documents;
     MemoryBreakdown memory;  // of the pipeline stage that needs most
     int memory_stage = 0;
     double capacity = 0;
@@ -69,6 +71,8 @@ struct EvalCache {
     // The workload's model FLOPs per token (0: not yet counted). Counting builds the model's
     // parameter layout, which cost more than pricing a candidate.
     double flops_per_token = 0;
+    // Packed documents laid out for each (dp, micro-batch): the same for every other choice.
+    std::map<std::pair<int, int64_t>, DocumentMix> documents;
     // When the compute alone (a lower bound of the pipeline time) exceeds this, the estimate
     // is returned with `pruned` set and no pipeline simulated: it cannot make the top list.
     double prune_above = std::numeric_limits<double>::infinity();

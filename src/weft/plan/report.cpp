@@ -37,38 +37,45 @@ nlohmann::json memory_json(const MemoryBreakdown& m) {
 nlohmann::json estimate_json(const Estimate& e) {
     const Candidate& k = e.cand;
     const Layout& l = k.layout;
-    return {{"layout",
-             {{"dp", l.dp},
-              {"tp", l.tp},
-              {"pp", l.pp},
-              {"cp", l.cp},
-              {"ep", l.ep},
-              {"zero", l.zero},
-              {"sequence_parallel", l.sequence_parallel},
-              {"pp_schedule", std::string(format_schedule_kind(l.pp_schedule))},
-              {"vpp", l.vpp},
-              {"micro_batch", k.micro_batch},
-              {"micro_batches", e.micro_batches},
-              {"recompute", std::string(recompute_name(l.recompute))}}},
-            {"describe", k.describe()},
-            {"step_s", e.step_s},
-            {"tokens_per_s", e.tokens_per_s},
-            {"mfu", e.mfu},
-            {"time",
-             {{"pipeline_s", e.pipeline_s},
-              {"bubble", e.bubble},
-              {"tp_comm_s", e.tp_comm_s},
-              {"cp_comm_s", e.cp_comm_s},
-              {"ep_comm_s", e.ep_comm_s},
-              {"pp_comm_s", e.pp_comm_s},
-              {"dp_comm_s", e.dp_comm_s},
-              {"dp_exposed_s", e.dp_exposed_s},
-              {"optimizer_s", e.optimizer_s}}},
-            {"memory_bytes", memory_json(e.memory)},
-            {"memory_stage", e.memory_stage},
-            {"capacity_bytes", e.capacity},
-            {"fits", e.memory.total() <= e.capacity},
-            {"axes", e.axes}};
+    nlohmann::json j = {{"layout",
+                         {{"dp", l.dp},
+                          {"tp", l.tp},
+                          {"pp", l.pp},
+                          {"cp", l.cp},
+                          {"ep", l.ep},
+                          {"zero", l.zero},
+                          {"sequence_parallel", l.sequence_parallel},
+                          {"pp_schedule", std::string(format_schedule_kind(l.pp_schedule))},
+                          {"vpp", l.vpp},
+                          {"micro_batch", k.micro_batch},
+                          {"micro_batches", e.micro_batches},
+                          {"recompute", std::string(recompute_name(l.recompute))}}},
+                        {"describe", k.describe()},
+                        {"step_s", e.step_s},
+                        {"tokens_per_s", e.tokens_per_s},
+                        {"mfu", e.mfu},
+                        {"time",
+                         {{"pipeline_s", e.pipeline_s},
+                          {"bubble", e.bubble},
+                          {"tp_comm_s", e.tp_comm_s},
+                          {"cp_comm_s", e.cp_comm_s},
+                          {"ep_comm_s", e.ep_comm_s},
+                          {"pp_comm_s", e.pp_comm_s},
+                          {"dp_comm_s", e.dp_comm_s},
+                          {"dp_exposed_s", e.dp_exposed_s},
+                          {"optimizer_s", e.optimizer_s}}},
+                        {"memory_bytes", memory_json(e.memory)},
+                        {"memory_stage", e.memory_stage},
+                        {"capacity_bytes", e.capacity},
+                        {"fits", e.memory.total() <= e.capacity},
+                        {"axes", e.axes}};
+    if (const auto& d = e.documents; d)
+        j["documents"] = {{"attention_kept", d->attention_kept},
+                          {"imbalance", d->imbalance},
+                          {"static_imbalance", d->static_imbalance},
+                          {"rows", d->rows},
+                          {"busiest_rank_attention_flops", d->busiest_attention_flops}};
+    return j;
 }
 
 nlohmann::json result_json(const Workload& w, const Cluster& c, const SearchResult& r) {
@@ -123,6 +130,14 @@ static std::string estimate_rows(int rank, const Estimate& e) {
         s += fmt::format("    offloaded/device: optimizer {:.2f} GiB on disk (--offload)\n",
                          gib(m.offloaded));
     if (!e.axes.empty()) s += fmt::format("    axes: {}\n", fmt::join(e.axes, ", "));
+    if (const auto& d = e.documents; d)
+        s += fmt::format(
+            "    documents: attention {:.3f} of T^2 a window; busiest dp rank {:.2f}x the mean{}\n",
+            d->attention_kept, d->imbalance,
+            d->rows > 1 || d->static_imbalance != d->imbalance
+                ? fmt::format(" (static {:.2f}x), {:.2f}x the rows (padding)", d->static_imbalance,
+                              d->rows)
+                : "");
     return s;
 }
 
