@@ -27,7 +27,8 @@ int64_t active_parameters(const ModelConfig& cfg) {
 }
 
 double attention_train_flops(const ModelConfig& cfg, double squares) {
-    return 6.0 * double(cfg.n_layer) * double(cfg.n_head * cfg.head_dim()) * squares;
+    // In this order, so that train_flops_per_token's count stays what it was bit for bit.
+    return 6.0 * double(cfg.n_layer) * squares * double(cfg.n_head * cfg.head_dim());
 }
 
 double train_flops_per_token(const ModelConfig& cfg, int64_t T) {
