@@ -16,7 +16,7 @@
 #            of the least busy, where the static layout's ratio reaches 2 (on the same steps);
 #            `weft plan --doc-lengths` on the same file and steps predicts the busiest rank's
 #            attention FLOPs the engine reports, static and balanced; and --balance without
-#            --pack documents, or at pp 2: one error each
+#            --pack documents, at pp 2 or with a mixture of experts: one error each
 #   errors   --pack documents on a token file with no index: one clear error, before the run
 #            directory exists
 set -uo pipefail
@@ -96,6 +96,7 @@ balance)
   done
   expect_error 2 "--balance with --pack none: balancing moves whole documents between the data-parallel ranks; expected --pack documents" --dp 2 --balance --pack none
   expect_error 2 "--balance with --pp 2: a balanced step may run more micro-batches" --pp 2 --balance
+  expect_error 2 "--balance with model 'moe-tiny' of 4 experts: its router losses and capacity depend on which tokens share a micro-batch" --dp 2 --balance --model moe-tiny
   ;;
 errors)
   cp data/tinyshakespeare_train.bin bare.bin
