@@ -101,14 +101,15 @@ RankRows balance_rows(std::span<const Row> windows, int ranks, int64_t T, int64_
     }
     std::vector<RankRows> tried{std::move(whole)};
     double best = rank_work(tried[0]).max_squares();
-    // Then the documents: more rows let the rule place more of them where it prefers, up to the
-    // count at which none is turned away (at one row a document, none can be, so the search
-    // ends). Kept: the layout of the fewest rows within kBalanceSlack of the evenest seen.
+    // Then the documents: more rows let the rule place more of them where it prefers, up to
+    // the count at which none is turned away, or twice the windows' rows (padding as much as
+    // the data is never worth it, and it bounds the search). Kept: the layout of the fewest
+    // rows within kBalanceSlack of the evenest seen.
     order.resize(documents.size());
     std::iota(order.begin(), order.end(), size_t(0));
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return documents[a].len > documents[b].len; });
-    for (int64_t rows = min_rows;; rows += row_step) {
+    for (int64_t rows = min_rows; rows <= 2 * min_rows; rows += row_step) {
         bool forced = false;
         std::optional<RankRows> out = greedy(documents, order, ranks, T, rows, forced);
         if (!out) continue;

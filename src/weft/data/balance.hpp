@@ -15,7 +15,8 @@
 // long document needs fewer tokens beside it, the others more), and cost every rank a row of
 // padding each. So the candidates are, by rows: the windows kept whole and dealt out heaviest
 // first to the least loaded rank (no padding), then the greedy at the windows' rows, and
-// row_step more, ... up to the count at which no document is turned away from the rank it prefers.
+// row_step more, ... up to the count at which no document is turned away from the rank it
+// prefers, or twice the windows' rows.
 // Kept: the first candidate whose busiest rank's attention work is within kBalanceSlack of the
 // least any candidate reaches: balance first, then the least padding that reaches it.
 //

@@ -101,6 +101,7 @@ TEST(Balance, LongTailedBatchesComeOutEven) {
         worst_static = std::max(worst_static, rank_work(static_rows(windows, 2)).squares_ratio());
         const RankRows b = balance_rows(windows, 2, T, 1);
         expect_layout(b, docs, T);
+        EXPECT_LE(b.rows_per_rank, 8);  // at most twice the windows' rows
         worst = std::max(worst, rank_work(b).squares_ratio());
     }
     EXPECT_GT(worst_static, 3.0);
