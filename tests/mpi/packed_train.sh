@@ -12,11 +12,13 @@
 #            the hybrid (Llama)
 #   balance  --balance at dp 2 on a synthetic long-tailed corpus (windows of 128, documents of
 #            median 12 tokens up to 512, micro-batches of one row): the losses and weights of
-#            the static dp 2 run and of one process, with a step that pads; every step's busiest rank does at most 1.2 times the attention work
-#            of the least busy, where the static layout's ratio reaches 2 (on the same steps);
-#            `weft plan --doc-lengths` on the same file and steps predicts the busiest rank's
-#            attention FLOPs the engine reports, static and balanced; and --balance without
-#            --pack documents, at pp 2 or with a mixture of experts: one error each
+#            the static dp 2 run and of one process, with a step that pads; every step's
+#            busiest rank does at most 1.2 times the attention work of the least busy, where
+#            the static layout's ratio reaches 2 (on the same steps); the balanced losses again
+#            at dp 2 x ring cp 2; `weft plan --doc-lengths` on the same file and steps predicts
+#            the busiest rank's attention FLOPs the engine reports, static and balanced; and
+#            --balance without --pack documents, at pp 2 or with a mixture of experts: one
+#            error each
 #   errors   --pack documents on a token file with no index: one clear error, before the run
 #            directory exists
 set -uo pipefail
@@ -81,6 +83,10 @@ balance)
   same_as_ref static ref 4 1e-5 2e-4
   same_as_ref balanced ref 4 1e-5 2e-4
   same_as_ref balanced static 4 1e-5 2e-4
+  # Balancing is across the dp replicas: each one's balanced rows are split over its cp group as
+  # any packed rows (the ring's zigzag blocks masked by document), so the same losses.
+  train 4 balanced_ring --dp 2 --cp 2 --cp-kind ring --balance
+  same_as_ref balanced_ring balanced 4 1e-5 2e-4
   # Measured: static 1.13 to 2.71 over the 4 steps, balanced 1.00 to 1.12; the step at 2.71
   # takes a fifth row a rank (256 padding tokens), which the losses above count nowhere.
   check "$CHECK" bound static rank_attention_flops_ratio peak 2
