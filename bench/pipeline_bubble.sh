@@ -5,8 +5,9 @@
 # per schedule with --trace and prints the last step's bubble: measured (1 - compute / (pp x step
 # time)), simulated from the step's own mean forward/backward time per chunk, and the paper's
 # formula, with each rank's mean forward and backward time per chunk from the trace (for the
-# zero-bubble schedules B + W, then T_B and T_W apart), the first stage's activation bytes, and
-# each stage's idle share of the step, measured [simulated]. The zero-bubble schedules time their
+# zero-bubble schedules B + W, then T_B and T_W apart), each stage's activation bytes and peak
+# resident memory, and each stage's idle share of the step, measured [simulated]. The
+# zero-bubble schedules time their
 # first step and run the later ones (the traced fourth among them) as made for those costs.
 # Two cases: 8 layers split evenly (the head on the last stage makes it the slow one), and, at
 # pp 2, 16 layers split so that both stages do the same work per micro-batch (zb-v's V puts the
@@ -16,8 +17,9 @@ BUILD=${1:-build} PP=${2:-2} M=${3:-8}
 source "$(dirname "$0")/lib.sh"
 bench_start "$BUILD"
 echo "load: $(bench_load); pp $PP, $M micro-batches of 1 x 256 tokens, 1 thread per rank"
-printf "%-7s %-9s %-12s %-9s %-9s %-7s %-7s %-9s %-23s %s\n" layers split schedule measured simulated \
-  ideal step "act MB" "idle/stage meas [sim]" "per rank: mean F / B+W per chunk (ms) [B / W]"
+printf "%-7s %-9s %-12s %-9s %-9s %-7s %-7s %-17s %-17s %-23s %s\n" layers split schedule measured \
+  simulated ideal step "act MB/stage" "peak MiB/stage" "idle/stage meas [sim]" \
+  "per rank: mean F / B+W per chunk (ms) [B / W]"
 
 # Mean forward and backward duration per rank from a Chrome trace (one key per line, as weft
 # writes it).
@@ -39,10 +41,11 @@ rank_means() {
              } }' "$1"
 }
 field() { grep '"event":"pipeline_trace"' "$1" | grep -o "\"$2\":[0-9.e+-]*" | cut -d: -f2; }
-# A per-stage list of the pipeline_trace line, to 3 decimals: "0.091 0.164".
+# A per-stage list of the pipeline_trace line, to 3 decimals: "0.091 0.164"; with a divisor
+# and a format, bytes in MB or MiB: stages FILE activation_bytes 1000000 %.1f.
 stages() {
   grep '"event":"pipeline_trace"' "$1" | grep -o "\"$2\":\[[^]]*\]" | cut -d'[' -f2 | tr -d ']' \
-    | tr ',' '\n' | xargs printf "%.3f " | sed 's/ $//'
+    | tr ',' '\n' | awk -v d="${3:-1}" -v f="${4:-%.3f}" '{ printf (NR > 1 ? " " : "") f, $1 / d }'
 }
 
 run() {  # run <layers> <schedule> [--pp-layers split]
@@ -56,12 +59,13 @@ run() {  # run <layers> <schedule> [--pp-layers split]
     --n-head 8 --data data/tinyshakespeare_train.bin --batch-size "$M" --micro-batch-size 1 \
     --seq-len 256 --steps 4 --threads 1 --peak-gflops 100 --pp "$PP" --pp-schedule "$sched" \
     "${extra[@]}" --trace "$out.json" --out "$out" >/dev/null 2>&1
-  local step act
+  local step
   step=$(grep '"step":4,' "$out/metrics.jsonl" | grep -o '"step_time_s":[0-9.e+-]*' | cut -d: -f2)
-  act=$(grep '"step":4,' "$out/metrics.jsonl" | grep -o '"activation_bytes":[0-9]*' | cut -d: -f2)
-  printf "%-7s %-9s %-12s %-9.3f %-9.3f %-7.3f %-7.2f %-9.1f %-23s %s\n" "$layers" "$split" "$sched" \
-    "$(field "$out/metrics.jsonl" bubble_measured)" "$(field "$out/metrics.jsonl" bubble_simulated)" \
-    "$(field "$out/metrics.jsonl" bubble_ideal)" "$step" "$(echo "${act:-0} / 1000000" | bc -l)" \
+  printf "%-7s %-9s %-12s %-9.3f %-9.3f %-7.3f %-7.2f %-17s %-17s %-23s %s\n" "$layers" "$split" \
+    "$sched" "$(field "$out/metrics.jsonl" bubble_measured)" \
+    "$(field "$out/metrics.jsonl" bubble_simulated)" "$(field "$out/metrics.jsonl" bubble_ideal)" \
+    "$step" "$(stages "$out/metrics.jsonl" activation_bytes 1000000 %.1f)" \
+    "$(stages "$out/metrics.jsonl" peak_rss_bytes 1048576 %.0f)" \
     "$(stages "$out/metrics.jsonl" idle_measured) [$(stages "$out/metrics.jsonl" idle_simulated)]" \
     "$(rank_means "$out.json")"
 }

@@ -20,7 +20,8 @@
 #              micro-batches for interleaving, ZeRO 2 with a pipeline: one clear error each,
 #              before the run directory exists
 #   trace      --trace writes Chrome-trace JSON with one track per rank and every action, and
-#              the idle share per stage; zb-h1 logs the costs it measured in its first step
+#              the idle share, peak resident memory and activation bytes per stage; zb-h1 logs
+#              the costs it measured in its first step
 set -uo pipefail
 WEFT=$1 CHECK=$2 SRC=$3 MODE=$4 N=${5:-}
 source "$SRC/tests/mpi/train_lib.sh"
@@ -152,6 +153,15 @@ trace)
   check grep -q '"name": *"rank 1"' t.json
   check grep -q "\"bubble_measured\"" traced/metrics.jsonl
   check grep -q '"idle_measured":\[[0-9.e-]*,[0-9.e-]*\],"idle_simulated":\[' traced/metrics.jsonl
+  # Each stage's peak resident memory and activation bytes, gathered to rank 0: stage 0's are
+  # rank 0's own, and under 1F1B the first stage holds 2 micro-batches, the last 1.
+  per_stage() { grep '"event":"pipeline_trace"' traced/metrics.jsonl | grep -o "\"$1\":\[[0-9]*,[0-9]*\]" | tr -d '[]' | cut -d: -f2; }
+  rss=$(per_stage peak_rss_bytes) act=$(per_stage activation_bytes)
+  echo "per stage: peak RSS $rss B, activations $act B"
+  check [ "${rss%,*}" -gt 0 ]
+  check [ "${rss#*,}" -gt 0 ]
+  check [ "${act%,*}" -eq "$(grep '"step":2,' traced/metrics.jsonl | grep -v '"event"' | grep -o '"activation_bytes":[0-9]*' | cut -d: -f2)" ]
+  check [ "${act%,*}" -gt "${act#*,}" ]
   # zb-h1 times its first step and makes the later steps' schedule for those costs.
   train 2 zb_traced --steps 2 --pp 2 --pp-schedule zb-h1 --micro-batch-size 2 --trace z.json
   check grep -q '"event":"pipeline_costs","forward_ms":\[[0-9.]*,[0-9.]*\]' zb_traced/metrics.jsonl

@@ -15,12 +15,21 @@
 namespace weft::train {
 
 std::string BubbleReport::describe() const {
-    return fmt::format(
+    std::string text = fmt::format(
         "pipeline bubble of the traced step: measured {:.3f}, simulated with its measured costs "
         "{:.3f}, ideal {:.3f} (step {:.3f} s); idle share per stage measured {:.3f}, simulated "
         "{:.3f}",
         measured, simulated, ideal, makespan_s, fmt::join(idle_measured, " "),
         fmt::join(idle_simulated, " "));
+    if (peak_rss_bytes.empty()) return text;
+    auto mib = [](const std::vector<int64_t>& v) {
+        std::vector<double> out;
+        for (int64_t b : v) out.push_back(double(b) / (1 << 20));
+        return out;
+    };
+    return text + fmt::format("; peak resident memory per stage {:.1f} MiB, activations {:.1f} MiB",
+                              fmt::join(mib(peak_rss_bytes), " "),
+                              fmt::join(mib(activation_bytes), " "));
 }
 
 BubbleReport measure_bubble(const pipeline::Schedule& s,
@@ -74,7 +83,7 @@ std::pair<nlohmann::json, std::string> stage_costs_report(const Layout& l, int m
 
 BubbleReport write_pipeline_trace(comm::Mesh& mesh, const pipeline::Schedule& schedule,
                                   const std::vector<pipeline::TraceRecord>& records,
-                                  const std::filesystem::path& path) {
+                                  const StageMemory& memory, const std::filesystem::path& path) {
     comm::Group& pp = mesh.group(comm::Axis::pp);
     // Every pipeline gathers its records on its first rank; only world rank 0's writes. The
     // tracks are named by world rank.
@@ -85,13 +94,16 @@ BubbleReport write_pipeline_trace(comm::Mesh& mesh, const pipeline::Schedule& sc
             a.push_back({mesh.world_rank(), r.name, r.category, r.start_us, r.dur_us});
         return a.dump();
     };
+    // Each stage sends its records' length and its memory, then the records.
     if (pp.rank() != 0) {
         const std::string text = encode();
-        int64_t n = int64_t(text.size());
-        comm::send(pp, std::span<const int64_t>(&n, 1), 0, kTag);
+        const int64_t head[3] = {int64_t(text.size()), memory.peak_rss_bytes,
+                                 memory.activation_bytes};
+        comm::send(pp, std::span<const int64_t>(head, 3), 0, kTag);
         comm::send(pp, std::as_bytes(std::span<const char>(text)), 0, kTag);
         return {};
     }
+    std::vector<int64_t> rss = {memory.peak_rss_bytes}, act = {memory.activation_bytes};
     std::vector<pipeline::TraceRecord> all, by_stage;
     auto add = [&](const std::string& text, int stage) {
         for (const auto& e : nlohmann::json::parse(text)) {
@@ -103,15 +115,20 @@ BubbleReport write_pipeline_trace(comm::Mesh& mesh, const pipeline::Schedule& sc
     };
     add(encode(), 0);
     for (int r = 1; r < pp.size(); ++r) {
-        int64_t n = 0;
-        comm::recv(pp, std::span<int64_t>(&n, 1), r, kTag);
-        std::string text(size_t(n), '\0');
+        int64_t head[3] = {0, 0, 0};
+        comm::recv(pp, std::span<int64_t>(head, 3), r, kTag);
+        std::string text(size_t(head[0]), '\0');
         comm::recv(pp, std::as_writable_bytes(std::span<char>(text)), r, kTag);
         add(text, r);
+        rss.push_back(head[1]);
+        act.push_back(head[2]);
     }
     if (mesh.world_rank() != 0) return {};
     ckpt::write_file_atomic(path, pipeline::chrome_trace(all).dump(1));
-    return measure_bubble(schedule, by_stage);
+    BubbleReport report = measure_bubble(schedule, by_stage);
+    report.peak_rss_bytes = std::move(rss);
+    report.activation_bytes = std::move(act);
+    return report;
 }
 
 }  // namespace weft::train

@@ -21,14 +21,22 @@ struct BubbleReport {
     double makespan_s = 0;
     // Per stage (pipeline rank): the share of the step it did not compute, measured and simulated.
     std::vector<double> idle_measured, idle_simulated;
+    // Per stage: its peak resident memory so far and the activation bytes it allocated
+    // (write_pipeline_trace gathers them; measure_bubble leaves them empty).
+    std::vector<int64_t> peak_rss_bytes, activation_bytes;
     std::string describe() const;
 };
 
+// What this rank holds, for its stage's entry in the report.
+struct StageMemory {
+    int64_t peak_rss_bytes = 0, activation_bytes = 0;
+};
+
 // Collective over the mesh; world rank 0 writes `path` (atomically) and returns the bubble of
-// its pipeline (other ranks return zeros).
+// its pipeline and each stage's memory (other ranks return zeros).
 BubbleReport write_pipeline_trace(comm::Mesh& mesh, const pipeline::Schedule& schedule,
                                   const std::vector<pipeline::TraceRecord>& records,
-                                  const std::filesystem::path& path);
+                                  const StageMemory& memory, const std::filesystem::path& path);
 
 // From one pipeline's records (rank = pipeline rank): busy time over ranks x makespan, and the
 // simulation of `schedule` with the measured mean costs.

@@ -130,14 +130,17 @@ struct StepRunner {
                 o.trace.string(), ops));
             return;
         }
-        const BubbleReport bubble = write_pipeline_trace(mesh, st.schedule(), st.trace(), o.trace);
+        const BubbleReport bubble = write_pipeline_trace(
+            mesh, st.schedule(), st.trace(), {peak_rss_bytes(), activation_bytes(st)}, o.trace);
         log.write({{"event", "pipeline_trace"},
                    {"step", end_step},
                    {"bubble_measured", bubble.measured},
                    {"bubble_simulated", bubble.simulated},
                    {"bubble_ideal", bubble.ideal},
                    {"idle_measured", bubble.idle_measured},
-                   {"idle_simulated", bubble.idle_simulated}});
+                   {"idle_simulated", bubble.idle_simulated},
+                   {"peak_rss_bytes", bubble.peak_rss_bytes},
+                   {"activation_bytes", bubble.activation_bytes}});
         log.note("wrote the last step's pipeline timeline to " + o.trace.string() + "; " +
                  bubble.describe());
     }
