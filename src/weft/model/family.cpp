@@ -8,6 +8,7 @@
 #include "weft/model/gpt2_family.hpp"
 #include "weft/model/kept_tensor.hpp"
 #include "weft/model/llama_family.hpp"
+#include "weft/model/moe_block.hpp"
 #include "weft/model/qwen2_family.hpp"
 
 namespace weft::model {
@@ -78,7 +79,9 @@ int64_t activation_floats(const ModelConfig& cfg, int64_t B, int64_t T, const La
     const Family& f = family_of(cfg);
     int64_t floats = f.activation_floats(cfg, B, T, span);
     if (!span.deferred_weights) return floats;
-    int64_t per_layer = 0;
+    // The MoE layer queues its own W (its experts' products are grouped by rows, not the
+    // listed shapes).
+    int64_t per_layer = cfg.n_experts > 0 ? MoeMlp::deferred_floats(cfg, B * T) : 0;
     for (const LinearShape& l : f.layer_linears(cfg)) {
         if (std::string_view(l.name).starts_with("block_sparse_moe.")) continue;
         const int64_t n = B * T * (l.column_parallel ? l.out / span.tp : l.out);

@@ -116,7 +116,7 @@ const Family& family_for_hf(const ckpt::HfModelId& id, const std::string& file);
 // span.deferred_weights, the output-gradient copies its blocks' W's wait on: the one count of
 // activations the trainer's estimate and the planner read. The copies are each deferred
 // product's output gradient (its rows x its tp shard's columns; bf16 where the product takes a
-// bf16 one under bf16), for every product but the MoE layers', whose weight gradients stay in B.
+// bf16 one under bf16), and an MoE layer's own (MoeMlp::deferred_floats).
 int64_t activation_floats(const ModelConfig& cfg, int64_t B, int64_t T, const LayerSpan& span);
 
 // The model for `cfg` (its family's make).

@@ -6,6 +6,7 @@
 #include "weft/kernels/moe_router.hpp"
 #include "weft/kernels/swiglu.hpp"
 #include "weft/model/row_products.hpp"
+#include "weft/model/weight_grads.hpp"
 
 namespace weft::model {
 
@@ -115,6 +116,12 @@ int64_t MoeMlp::scratch_floats(const ModelConfig& cfg, int64_t N) {
     const int64_t E = cfg.n_experts, K = cfg.experts_per_token, F = cfg.ffn(), C = cfg.n_embd;
     const int64_t SF = cfg.n_shared_experts * F;
     return N * E + 2 * N * K * C + N * K * 3 * F + N * K + N * 3 * SF;
+}
+
+int64_t MoeMlp::deferred_floats(const ModelConfig& cfg, int64_t N) {
+    const int64_t E = cfg.n_experts, K = cfg.experts_per_token, F = cfg.ffn(), C = cfg.n_embd;
+    const int64_t SF = cfg.n_shared_experts * F;
+    return N * K * (C + 2 * F) + N * E + (SF > 0 ? N * (C + 2 * SF) : 0);
 }
 
 void MoeMlp::ensure_scratch(int64_t N) {
@@ -244,6 +251,35 @@ void MoeMlp::forward_rows(float* out, const float* x, const float* residual, con
     for (int64_t i = 0; i < N * C; ++i) out[i] += sy[size_t(i)];
 }
 
+void MoeMlp::expert_weight_grads(const MoeLayerActs& a, const float* dy, const float* dgu,
+                                 const float* xe, const MoeWeights& g) const {
+    const int64_t F = F_, C = C_;
+    const float* act = ep_comm_ ? a.act_r.data() : a.act.data();
+    // With expert parallelism several blocks (source ranks) add to one expert, in block order.
+    for (const Block& b : blocks_of(a)) {
+        if (b.n == 0) continue;
+        const float* dgate = dgu + b.r0 * 2 * F;
+        k::gemm(true, false, C, F, b.n, 1.0f, dy + b.r0 * C, C, act + b.r0 * F, F, 1.0f,
+                g.w2 + b.local * C * F, F);
+        k::gemm(true, false, F, C, b.n, 1.0f, dgate, 2 * F, xe + b.r0 * C, C, 1.0f,
+                g.w1 + b.local * F * C, C);
+        k::gemm(true, false, F, C, b.n, 1.0f, dgate + F, 2 * F, xe + b.r0 * C, C, 1.0f,
+                g.w3 + b.local * F * C, C);
+    }
+}
+
+void MoeMlp::token_weight_grads(const float* x, const MoeLayerActs& a, const float* dout,
+                                const float* sdgu, const float* dlogits, const MoeWeights& g,
+                                int64_t N) const {
+    if (SF_ > 0) {
+        k::matmul_backward(nullptr, g.shared_down, nullptr, dout, a.shared_act.data(), nullptr, N,
+                           SF_, C_, false);
+        k::matmul_backward(nullptr, g.shared_gu, nullptr, sdgu, x, nullptr, N, C_, 2 * SF_, false);
+    }
+    k::MatmulPrecisionScope fp32(k::MatmulPrecision::fp32);
+    k::matmul_backward(nullptr, g.router, nullptr, dlogits, x, nullptr, N, C_, E_, false);
+}
+
 void MoeMlp::backward(float* dx, const float* dout, const float* x, const MoeLayerActs& a,
                       const std::vector<double>& counts, const MoeWeights& p, const MoeWeights& g,
                       int64_t N, double loss_scale) {
@@ -251,6 +287,10 @@ void MoeMlp::backward(float* dx, const float* dout, const float* x, const MoeLay
     const int64_t E = E_, K = k_, F = F_, C = C_;
     const k::MoePlan& plan = a.plan;
     const int64_t R = plan.rows();
+    // Under DeferWeightGrads (the zero-bubble schedules' B) the weights' gradients wait for the
+    // W, with copies of the gradients they read from scratch; the rest they read (x, the kept
+    // activations, the rows received) stays as it is until then.
+    WeightGradQueue* defer = DeferWeightGrads::current();
     float *dyp = dyp_.data(), *dact = dact_.data(), *dgu = dgu_.data(), *xp = xp_.data();
     k::moe_unpermute_backward(dyp, dweight_.data(), dout, a.y.data(), a.weight.data(), plan, C);
     const bool ep = ep_comm_ != nullptr;
@@ -269,31 +309,29 @@ void MoeMlp::backward(float* dx, const float* dout, const float* x, const MoeLay
         dyp = dyr_.data(), dact = dact_r_.data(), dgu = dgu_r_.data();
     }
     const float* gu = ep ? a.gu_r.data() : a.gu.data();
-    const float* act = ep ? a.act_r.data() : a.act.data();
     for (const Block& b : blocks) {
         if (b.n == 0) continue;
         k::gemm(false, false, b.n, F, C, 1.0f, dyp + b.r0 * C, C, p.w2 + b.local * C * F, F, 0.0f,
                 dact + b.r0 * F, F);
-        k::gemm(true, false, C, F, b.n, 1.0f, dyp + b.r0 * C, C, act + b.r0 * F, F, 1.0f,
-                g.w2 + b.local * C * F, F);
     }
     if (Rx > 0) k::swiglu_backward(dgu, dact, gu, Rx, F);
     // The grouped input again (not kept: one copy of rows is cheaper than N k C floats per
-    // layer); with ep the rows received are kept (they came over the wire).
-    const float* xe = xp;
-    if (ep)
-        xe = a.xr.data();
-    else
-        k::moe_permute(xp, x, plan, C);
+    // layer), in the W when deferred; with ep the rows received are kept (they came over the
+    // wire).
+    const float* dy_w = dyp;
+    const float* dgu_w = dgu;
+    if (defer) {
+        dy_w = defer->keep(dyp, Rx * C);
+        dgu_w = defer->keep(dgu, Rx * 2 * F);
+    } else {
+        if (!ep) k::moe_permute(xp, x, plan, C);
+        expert_weight_grads(a, dyp, dgu, ep ? a.xr.data() : xp, g);
+    }
     float* dxe = ep ? yr_.data() : dyp;  // free again
     for (const Block& b : blocks) {
         if (b.n == 0) continue;
         const float* dgate = dgu + b.r0 * 2 * F;
         const float* dup = dgate + F;
-        k::gemm(true, false, F, C, b.n, 1.0f, dgate, 2 * F, xe + b.r0 * C, C, 1.0f,
-                g.w1 + b.local * F * C, C);
-        k::gemm(true, false, F, C, b.n, 1.0f, dup, 2 * F, xe + b.r0 * C, C, 1.0f,
-                g.w3 + b.local * F * C, C);
         k::gemm(false, false, b.n, C, F, 1.0f, dgate, 2 * F, p.w1 + b.local * F * C, C, 0.0f,
                 dxe + b.r0 * C, C);
         k::gemm(false, false, b.n, C, F, 1.0f, dup, 2 * F, p.w3 + b.local * F * C, C, 1.0f,
@@ -303,19 +341,34 @@ void MoeMlp::backward(float* dx, const float* dout, const float* x, const MoeLay
     if (ep) ep_comm_->exchange_rows(dxe, recv_rows_.data(), dxp, send_rows_.data(), C);
     k::moe_permute_backward(dx, dxp, plan, C, /*accumulate=*/false);
     if (SF_ > 0) {
-        k::matmul_backward(sdact_.data(), g.shared_down, nullptr, dout, a.shared_act.data(),
+        k::matmul_backward(sdact_.data(), nullptr, nullptr, dout, a.shared_act.data(),
                            p.shared_down, N, SF_, C, false);
         k::swiglu_backward(sdgu_.data(), sdact_.data(), a.shared_gu.data(), N, SF_);
-        k::matmul_backward(dx, g.shared_gu, nullptr, sdgu_.data(), x, p.shared_gu, N, C, 2 * SF_,
+        k::matmul_backward(dx, nullptr, nullptr, sdgu_.data(), x, p.shared_gu, N, C, 2 * SF_,
                            /*accumulate_dinp=*/true);
     }
     float* dlogits = logits_.data();
     k::moe_router_backward(dlogits, dweight_.data(), a.probs.data(), a.lse.data(), a.expert.data(),
                            counts.data(), N, E, K, cfg_.moe_renormalize,
                            {cfg_.moe_aux_loss_coef, cfg_.moe_z_loss_coef}, loss_scale);
-    k::MatmulPrecisionScope fp32(k::MatmulPrecision::fp32);
-    k::matmul_backward(dx, g.router, nullptr, dlogits, x, p.router, N, C, E,
-                       /*accumulate_dinp=*/true);
+    {
+        k::MatmulPrecisionScope fp32(k::MatmulPrecision::fp32);
+        k::matmul_backward(dx, nullptr, nullptr, dlogits, x, p.router, N, C, E,
+                           /*accumulate_dinp=*/true);
+    }
+    if (!defer) return token_weight_grads(x, a, dout, sdgu_.data(), dlogits, g, N);
+    const float* dout_w = SF_ > 0 ? defer->keep(dout, N * C) : nullptr;
+    const float* sdgu_w = SF_ > 0 ? defer->keep(sdgu_.data(), N * 2 * SF_) : nullptr;
+    const float* dlogits_w = defer->keep(dlogits, N * E);
+    defer->defer_call([=, this, &a] {
+        const float* xe = a.xr.data();
+        if (!ep) {
+            k::moe_permute(xp_.data(), x, a.plan, C_);
+            xe = xp_.data();
+        }
+        expert_weight_grads(a, dy_w, dgu_w, xe, g);
+        token_weight_grads(x, a, dout_w, sdgu_w, dlogits_w, g, N);
+    });
 }
 
 }  // namespace weft::model

@@ -69,6 +69,10 @@ class MoeMlp {
     void set_expert_comm(ExpertComm* comm);
     // Scratch the layer holds for N tokens (router logits, grouped inputs and gradients).
     static int64_t scratch_floats(const ModelConfig& cfg, int64_t N);
+    // Floats of the copies one layer's deferred W waits on, for N tokens: the N k rows' output
+    // and [gate | up] gradients, the router logits' gradient, and the shared experts' output and
+    // [gate | up] gradients. With expert parallelism the rows are those received, N k on average.
+    static int64_t deferred_floats(const ModelConfig& cfg, int64_t N);
 
     // `selection_bias` [E] (null: none): the layer's aux-loss-free balancing bias, added to the
     // router's probabilities for the top-k choice only (kernels::moe_router_forward).
@@ -87,7 +91,9 @@ class MoeMlp {
     void forward_rows(float* out, const float* x, const float* residual, const MoeWeights& p,
                       int64_t N, RowProducts& mm, const float* selection_bias = nullptr);
     // dx[N, C] (overwritten) from dout[N, C], the gradient of forward's output; the weights'
-    // gradients are added to g. The router's losses' gradients flow back with loss_scale.
+    // gradients are added to g, or under a DeferWeightGrads scope queued for its W
+    // (weight_grads.hpp) with copies of the gradients they read: bit for bit the same. The
+    // router's losses' gradients flow back with loss_scale.
     void backward(float* dx, const float* dout, const float* x, const MoeLayerActs& a,
                   const std::vector<double>& counts, const MoeWeights& p, const MoeWeights& g,
                   int64_t N, double loss_scale);
@@ -102,6 +108,15 @@ class MoeMlp {
     // expert) of the rows received (ep > 1), after exchanging the counts and the rows.
     std::vector<Block> dispatch_forward(MoeLayerActs& a, int64_t* rows);
     std::vector<Block> blocks_of(const MoeLayerActs& a) const;
+    // The weights' gradients of a backward, from the gradients it computed: the experts' from the
+    // rows' output gradients dy [Rx, C], [gate | up] gradients dgu [Rx, 2F] and grouped inputs
+    // xe [Rx, C]; the shared experts' and the router's from the block's output gradient
+    // dout [N, C], the shared [gate | up] gradient sdgu [N, 2 SF] and dlogits [N, E].
+    void expert_weight_grads(const MoeLayerActs& a, const float* dy, const float* dgu,
+                             const float* xe, const MoeWeights& g) const;
+    void token_weight_grads(const float* x, const MoeLayerActs& a, const float* dout,
+                            const float* sdgu, const float* dlogits, const MoeWeights& g,
+                            int64_t N) const;
     // Rows per rank, to send and to receive, from the (rank, local expert) counts.
     void rank_rows(const MoeLayerActs& a);
 

@@ -38,7 +38,7 @@ Buffer WeightGradQueue::take(int64_t floats) {
 
 void WeightGradQueue::defer(float* dw, float* db, const float* dout, const KeptTensor& kept,
                             int64_t at, int64_t M, int64_t K, int64_t N) {
-    Task t{dw, db, &kept, at, M, K, N, false, take(M * N)};
+    Task t{dw, db, &kept, at, M, K, N, false, take(M * N), {}};
     std::memcpy(t.dout.data(), dout, size_t(M * N) * sizeof(float));
     tasks_.push_back(std::move(t));
 }
@@ -46,13 +46,27 @@ void WeightGradQueue::defer(float* dw, float* db, const float* dout, const KeptT
 void WeightGradQueue::defer_bf16_dout(float* dw, const uint16_t* dout, const KeptTensor& kept,
                                       int64_t at, int64_t M, int64_t K, int64_t N) {
     const int64_t floats = KeptTensor::floats(M * N, true);
-    Task t{dw, nullptr, &kept, at, M, K, N, true, take(floats)};
+    Task t{dw, nullptr, &kept, at, M, K, N, true, take(floats), {}};
     std::memcpy(t.dout.data(), dout, size_t(M * N) * sizeof(uint16_t));
     tasks_.push_back(std::move(t));
 }
 
+const float* WeightGradQueue::keep(const float* src, int64_t floats) {
+    if (floats == 0) return nullptr;  // no rows (an expert-parallel rank that received none)
+    Task t{nullptr, nullptr, nullptr, 0, 0, 0, 0, false, take(floats), {}};
+    std::memcpy(t.dout.data(), src, size_t(floats) * sizeof(float));
+    tasks_.push_back(std::move(t));
+    return tasks_.back().dout.data();
+}
+
+void WeightGradQueue::defer_call(std::function<void()> w) {
+    tasks_.push_back({nullptr, nullptr, nullptr, 0, 0, 0, 0, false, Buffer(), std::move(w)});
+}
+
 void WeightGradQueue::run() {
     for (Task& t : tasks_) {
+        if (t.call) t.call();
+        if (!t.kept) continue;
         const KeptTensor& kept = *t.kept;
         if (t.bf16_dout) {
             const auto* d16 = reinterpret_cast<const uint16_t*>(t.dout.data());
@@ -66,8 +80,11 @@ void WeightGradQueue::run() {
                                t.K, t.N, false);
         }
     }
-    // Sorted by size, for take().
-    for (Task& t : tasks_) spare_.push_back(std::move(t));
+    // Sorted by size, for take(); a call leaves no buffer to reuse.
+    for (Task& t : tasks_) {
+        t.call = nullptr;
+        if (t.dout.size() > 0) spare_.push_back(std::move(t));
+    }
     tasks_.clear();
     std::sort(spare_.begin(), spare_.end(),
               [](const Task& a, const Task& b) { return a.dout.size() < b.dout.size(); });

@@ -11,6 +11,7 @@
 // fused backward's gradients bit for bit. The input a W reads is the one the layer kept in its
 // Activations, which must stay as they are until the W (no recomputation in between).
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "weft/core/buffer.hpp"
@@ -27,6 +28,12 @@ class WeightGradQueue {
     // The same with dout already rounded to bf16 (kernels::matmul_backward_bf16_dout; no bias).
     void defer_bf16_dout(float* dw, const uint16_t* dout, const KeptTensor& kept, int64_t at,
                          int64_t M, int64_t K, int64_t N);
+    // A block whose products are not backward_kept's (the MoE layer's grouped experts, its
+    // router and shared experts) queues its W itself: `keep` copies what its backward leaves in
+    // scratch (the copy lives until run() returns) and `defer_call` queues `w`, run in order with
+    // the products' W's. `w` reads those copies and the block's kept inputs.
+    const float* keep(const float* src, int64_t floats);
+    void defer_call(std::function<void()> w);
     // Runs the queued gradients in order, and empties the queue (keeping its buffers).
     void run();
     // Floats the copies of output gradients hold (the memory W costs until it runs), and with
@@ -37,10 +44,11 @@ class WeightGradQueue {
   private:
     struct Task {
         float *dw, *db;
-        const KeptTensor* kept;
+        const KeptTensor* kept;  // null: a copy for a call (keep), or the call
         int64_t at, M, K, N;
         bool bf16_dout;
-        Buffer dout;  // fp32 [M,N], or bf16 [M,N] in (M*N + 1) / 2 floats
+        Buffer dout;  // fp32 [M,N], or bf16 [M,N] in (M*N + 1) / 2 floats; or keep's copy
+        std::function<void()> call;
     };
     // A buffer of at least `floats` for a copy: a spare one if one fits, else a new one.
     Buffer take(int64_t floats);

@@ -1,7 +1,8 @@
 // The zero-bubble schedules' split backward (Model::block_backward_input, then
 // block_backward_weight): every family's gradients bit for bit those of the fused backward, in
 // fp32 and bf16, with two micro-batches accumulating and every W run after every B (the furthest
-// a schedule moves them apart).
+// a schedule moves them apart); and no block matrix's gradient computed in B (the MoE layer's
+// router and experts included).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -14,14 +15,23 @@
 #include "weft/kernels/matmul.hpp"
 #include "weft/model/family.hpp"
 #include "weft/model/model.hpp"
+#include "weft/model/params.hpp"
 
 using namespace weft;
 using namespace weft::model;
 
 namespace {
 
+struct Gradients {
+    std::vector<float> final;
+    // Split only: after every B, before any W. The block's matrices (every tensor of two or more
+    // dimensions in a block's unit: products' weights, the MoE router and experts) are then
+    // still untouched.
+    std::vector<float> after_b;
+};
+
 // Gradients of two micro-batches, fused or split (all B's, then all W's, m0 before m1).
-std::vector<float> gradients(const ModelConfig& c, bool split) {
+Gradients gradients(const ModelConfig& c, bool split) {
     std::unique_ptr<Model> m = make_model(c);
     Buffer params(m->layout().total), grads(m->layout().total);
     init_params(params.data(), m->layout(), 9);
@@ -45,10 +55,39 @@ std::vector<float> gradients(const ModelConfig& c, bool split) {
         for (int l = L - 1; l >= 0; --l) m->block_backward_input(*a, w, l);
         m->embed_backward(*a, held);
     }
-    if (split)
+    Gradients out;
+    if (split) {
+        out.after_b.assign(grads.data(), grads.data() + grads.size());
         for (auto& a : acts)
             for (int l = L - 1; l >= 0; --l) m->block_backward_weight(*a, w, l);
-    return std::vector<float>(grads.data(), grads.data() + grads.size());
+    }
+    out.final.assign(grads.data(), grads.data() + grads.size());
+    return out;
+}
+
+// The split is bit for bit the fused backward, and B left every block matrix to the W.
+void expect_split_equals_fused(const ModelConfig& c, const std::string& what) {
+    const std::vector<float> fused = gradients(c, false).final;
+    const Gradients split = gradients(c, true);
+    ASSERT_EQ(fused.size(), split.final.size());
+    size_t differ = 0, nonzero = 0;
+    for (size_t i = 0; i < fused.size(); ++i) {
+        differ += std::memcmp(&fused[i], &split.final[i], sizeof(float)) != 0;
+        nonzero += fused[i] != 0;
+    }
+    EXPECT_EQ(differ, 0u) << what;
+    EXPECT_GT(nonzero, fused.size() / 2);  // the comparison saw real gradients
+    const ParamLayout layout = make_model(c)->layout();
+    int matrices = 0;
+    for (const ParamSpec& t : layout.tensors) {
+        if (t.unit < 1 || t.unit > int(c.n_layer) || t.shape.size() < 2) continue;
+        ++matrices;
+        int64_t early = 0;
+        for (int64_t i = t.offset; i < t.offset + t.numel_stored; ++i)
+            early += split.after_b[size_t(i)] != 0;
+        EXPECT_EQ(early, 0) << what << ": " << t.name << " has gradients before its W";
+    }
+    EXPECT_GT(matrices, 0);
 }
 
 class SplitBackward : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
@@ -57,16 +96,20 @@ TEST_P(SplitBackward, GradientsEqualTheFusedBackwardsBitForBit) {
     const auto [preset, bf16] = GetParam();
     kernels::MatmulPrecisionScope precision(bf16 ? kernels::MatmulPrecision::bf16
                                                  : kernels::MatmulPrecision::fp32);
-    const ModelConfig c = test::small_family_config(preset, 97, 16, 3);
-    const std::vector<float> fused = gradients(c, false), split = gradients(c, true);
-    ASSERT_EQ(fused.size(), split.size());
-    size_t differ = 0, nonzero = 0;
-    for (size_t i = 0; i < fused.size(); ++i) {
-        differ += std::memcmp(&fused[i], &split[i], sizeof(float)) != 0;
-        nonzero += fused[i] != 0;
+    expect_split_equals_fused(test::small_family_config(preset, 97, 16, 3),
+                              preset + (bf16 ? " bf16" : " fp32"));
+}
+
+// The MoE layer's shared experts (DeepSeek's, Qwen-MoE's) queue their W with the routed ones.
+TEST(SplitBackward, MoeSharedExpertsWaitForTheW) {
+    ModelConfig c = test::small_family_config("moe-tiny", 97, 16, 2);
+    c.n_shared_experts = 1;
+    for (bool bf16 : {false, true}) {
+        kernels::MatmulPrecisionScope precision(bf16 ? kernels::MatmulPrecision::bf16
+                                                     : kernels::MatmulPrecision::fp32);
+        expect_split_equals_fused(c, bf16 ? "moe-tiny, a shared expert, bf16"
+                                          : "moe-tiny, a shared expert, fp32");
     }
-    EXPECT_EQ(differ, 0u) << preset << (bf16 ? " bf16" : " fp32");
-    EXPECT_GT(nonzero, fused.size() / 2);  // the comparison saw real gradients
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, SplitBackward,
