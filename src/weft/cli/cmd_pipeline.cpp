@@ -142,8 +142,7 @@ void add_pipeline_command(CLI::App& app) {
             WEFT_CHECK(a->pp >= 1 && a->vpp >= 1,
                        "pipeline parallel size and vpp must be at least 1, got pp={} vpp={}", a->pp,
                        a->vpp);
-            costs = parse_stage_costs(a->stage_costs, a->pp, a->vpp,
-                                      kind == pipeline::ScheduleKind::zb_v);
+            costs = parse_stage_costs(a->stage_costs, a->pp, a->vpp, pipeline::places_in_vee(kind));
         }
         costs.send = a->send;
         costs.latency = a->latency;

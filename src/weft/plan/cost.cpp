@@ -348,7 +348,7 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
         const double total = stage_parameters(cfg, l, r, k.pp_layers) - stored_e + e;
         if (total > psi) psi = total, psi_e = e / l.ep;
         double f = 0, b = 0;
-        for (int ch = r; ch < chunks; ch += l.pp)
+        for (int ch : pipeline::rank_chunks(r, l))
             f += costs.chunk_forward[ch], b += costs.chunk_backward[ch];
         fwd_mb = std::max(fwd_mb, f), bwd_mb = std::max(bwd_mb, b);
     }
@@ -394,7 +394,9 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
         }
     }
     if (!w.dp_overlap) exposed = comm;
-    if (l.pp > 1) {  // tied word embeddings: first and last stage all-reduce their gradient
+    // Tied word embeddings: first and last stage all-reduce their gradient, unless one rank
+    // holds both ends (zb-v's V).
+    if (l.pp > 1 && pipeline::chunk_owner(0, l) != pipeline::chunk_owner(chunks - 1, l)) {
         Placement pair = pp;
         pair.size = 2;
         const double tied = all_reduce_time(
@@ -418,7 +420,7 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
     double busiest = 0;
     for (int r = 0; r < l.pp; ++r) {
         double t = 0;
-        for (int ch = r; ch < chunks; ch += l.pp)
+        for (int ch : pipeline::rank_chunks(r, l))
             t += costs.chunk_forward[ch] + costs.chunk_backward[ch];
         busiest = std::max(busiest, M * t);
     }

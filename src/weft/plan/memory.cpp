@@ -165,12 +165,17 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
     const Layout& l = k.layout;
     const Precision& p = w.prec;
     const int64_t b = k.micro_batch, T = w.seq_len, s = T / l.cp;
-    // The layers of this stage's chunks, on average per chunk (in-flight counts are of chunks).
+    // The layers of this stage's chunks, on average per chunk (in-flight counts are of chunks),
+    // placed as the schedule places them (zb-v: in a V).
     const std::vector<int> counts = chunk_layers(cfg, l, k.pp_layers);
+    const std::vector<int> mine = pipeline::rank_chunks(stage, l);
+    const int chunks = l.pp * l.vpp;
     double stage_layers = 0;
-    for (int c = stage; c < l.pp * l.vpp; c += l.pp) stage_layers += counts[c];
+    for (int c : mine) stage_layers += counts[c];
     const double layers_per_chunk = stage_layers / l.vpp;
-    const bool first = stage == 0, last = stage == l.pp - 1;
+    // The stages of the embedding and of the head: one in a V.
+    const bool first = pipeline::chunk_owner(0, l) == stage,
+               last = pipeline::chunk_owner(chunks - 1, l) == stage;
     // The engine stores scratch and model state in fp32 whatever --dtype is; the families count
     // their activations in floats' worth of bytes, bf16 buffers at half a float each.
     constexpr double kEngineBytes = sizeof(float);
@@ -206,16 +211,16 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
         // context parallelism.
         const model::Family& f = model::family_of(cfg);
         const bool ulysses_kept = l.cp > 1 && l.cp_kind != CpKind::ring;
-        const int chunks = l.pp * l.vpp;
         const bool bf16 = p.name == "bf16";
         double floats = 0;
-        int first_layer = 0;
-        for (int c = 0; c < chunks; first_layer += counts[c++])
-            if (c % l.pp == stage)
-                floats += double(model::activation_floats(
-                    cfg, b, s,
-                    {first_layer, counts[c], c == chunks - 1, l.recompute == Recompute::full, l.tp,
-                     l.sequence_parallel, ulysses_kept, bf16, splits_backward(l.pp_schedule)}));
+        for (int c : mine) {
+            int first_layer = 0;
+            for (int before = 0; before < c; ++before) first_layer += counts[before];
+            floats += double(model::activation_floats(
+                cfg, b, s,
+                {first_layer, counts[c], c == chunks - 1, l.recompute == Recompute::full, l.tp,
+                 l.sequence_parallel, ulysses_kept, bf16, splits_backward(l.pp_schedule)}));
+        }
         // Expert parallelism: each MoE layer also keeps the rows its experts received.
         const double layers = stage_layers;
         floats += layers * moe_received_floats(cfg, b * s, l.ep, moe_imbalance(w));
@@ -247,8 +252,8 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
         m.buffers += kEngineBytes * scratch;
         // With a pipeline, the first and last stages each receive the other's gradient of the
         // tied embeddings (the embedding unit as this tp rank stores it) to sum them; an
-        // untied head needs no exchange.
-        if (cfg.tie_embeddings && l.pp > 1 && (first || last))
+        // untied head needs no exchange, nor a V, whose one end stage holds both.
+        if (cfg.tie_embeddings && l.pp > 1 && first != last)
             m.buffers += kEngineBytes * double(e.unit0);
         // bf16's per-thread operand copies, and the widened fp32 buffers where this machine
         // emulates bf16 products; and the bf16 attention kernel's scratch for its calls.

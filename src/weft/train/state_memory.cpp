@@ -38,10 +38,12 @@ MemoryEstimate memory_estimate(const TrainState& st, int64_t baseline_rss, int64
         m.activations = activation_bytes(st);
     }
     // The model's backward scratch, and the head's logits chunk (for 1/tp of the vocabulary)
-    // on the one rank of a pipeline that runs the head, as the planner counts them: the first
-    // stage of gpt2 at pp 2 had its estimate 7.5% over its peak for the 196 MiB chunk.
+    // on the one rank of a pipeline that runs the head (zb-v: the first), as the planner counts
+    // them: the first stage of gpt2 at pp 2 had its estimate 7.5% over its peak for the 196 MiB
+    // chunk.
     const int tp = st.mesh().size(comm::Axis::tp);
-    const bool head = !st.stage() || st.pipeline_rank() == st.layout().pp - 1;
+    const pipeline::Partition& part = st.partition();
+    const bool head = !st.stage() || st.pipeline_rank() == part.owner(part.chunks() - 1);
     const int64_t BT = act.B * act.T;
     const int64_t logits =
         !head    ? 0

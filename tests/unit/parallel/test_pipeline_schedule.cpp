@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "weft/core/error.hpp"
@@ -401,6 +403,31 @@ TEST(ZeroBubble, VeePlacementAndSplitBackward) {
                                  [](const Action& a) { return a.kind == Action::backward_weight; });
     std::rotate(row.begin(), wi, wi + 1);
     EXPECT_THROW(validate(bad), Error);
+}
+
+// rank_chunks, which the partition and the planner read, lists exactly the chunks each rank's
+// list computes, for every kind (a V for zb-v).
+TEST(PipelineSchedule, RankChunksAreTheChunksEachRankComputes) {
+    const std::pair<ScheduleKind, int> kinds[] = {{ScheduleKind::one_f_one_b, 1},
+                                                  {ScheduleKind::interleaved, 2},
+                                                  {ScheduleKind::zb_h1, 1},
+                                                  {ScheduleKind::zb_v, 2}};
+    for (const auto& [kind, vpp] : kinds)
+        for (int pp : {1, 2, 3, 4}) {
+            const Schedule s = make_schedule(kind, pp, vpp, 2 * pp);
+            for (int r = 0; r < pp; ++r) {
+                std::set<int> computed;
+                for (const Action& a : s.ranks[size_t(r)])
+                    if (a.is_compute()) computed.insert(a.chunk);
+                const std::vector<int> listed = rank_chunks(r, pp, vpp, places_in_vee(kind));
+                EXPECT_EQ(std::vector<int>(computed.begin(), computed.end()), listed)
+                    << format_schedule_kind(kind) << " pp " << pp << " rank " << r;
+            }
+        }
+    Layout l;
+    l.pp = 3, l.vpp = 2, l.pp_schedule = ScheduleKind::zb_v;
+    EXPECT_EQ(rank_chunks(0, l), (std::vector<int>{0, 5}));
+    EXPECT_EQ(chunk_owner(4, l), 1);
 }
 
 }  // namespace

@@ -169,6 +169,33 @@ TEST(PlanMemory, EngineCountsTheCopiesWWaitsOn) {
     EXPECT_DOUBLE_EQ(zb.activations - onef.activations, 2.0 * 6 * 1024 * 9 * 768 * 4);
 }
 
+// zb-v places chunk c on rank c for c < pp and on 2pp - 1 - c after (pipeline::rank_chunks, which
+// the schedule reads too): the embedding and the head's chunk both sit on stage 0, with the
+// head's logits, and no stage holds the tied embedding's exchange. With "1,2,3,6" stage 0 runs
+// chunks 0 and 3 (layers 0 and 6..11) and stage 1 chunks 1 and 2 (layers 1..5); by c % pp it
+// would run 0 and 2.
+TEST(PlanMemory, EngineStagesFollowTheVOfZbV) {
+    const Workload w = workload("gpt2", 8, 256, "fp32", MemoryProfile::engine);
+    const model::ModelConfig& cfg = w.model.config;
+    Candidate k = layout(1, 1, 2, 0, 1);
+    k.layout.pp_schedule = ScheduleKind::zb_v;
+    k.layout.vpp = 2;
+    k.pp_layers = "1,2,3,6";
+    auto bytes = [&](int first, int n, bool head) {
+        return 4.0 * double(model::activation_floats(
+                         cfg, 1, 256, {first, n, head, false, 1, false, false, false, true}));
+    };
+    const int in_flight = 4;  // chunk activations; per chunk, in_flight / vpp on average
+    const MemoryBreakdown s0 = stage_memory(w, big_cluster(), k, 0, in_flight);
+    const MemoryBreakdown s1 = stage_memory(w, big_cluster(), k, 1, in_flight);
+    EXPECT_DOUBLE_EQ(s0.activations, (bytes(0, 1, false) + bytes(6, 6, true)) * in_flight / 2);
+    EXPECT_DOUBLE_EQ(s1.activations, (bytes(1, 2, false) + bytes(3, 3, false)) * in_flight / 2);
+    const double logits = 4.0 * double(kernels::classifier_scratch_floats(256, cfg.vocab_size));
+    EXPECT_DOUBLE_EQ(s0.buffers - s1.buffers, logits);
+    // The model state: stage 0 holds the embedding, 7 layers and the final norm.
+    EXPECT_GT(s0.weights, s1.weights);
+}
+
 // Per layer, the engine profile counts what model::Activations allocates under tensor and
 // sequence parallelism (a span of n layers without the head minus a span of none).
 TEST(PlanMemory, EngineLayerFloatsFollowTheModelUnderTensorParallelism) {

@@ -10,10 +10,7 @@
 namespace weft::pipeline {
 
 std::vector<int> Partition::chunks_of(int rank) const {
-    std::vector<int> out;
-    for (int c = 0; c < chunks(); ++c)
-        if (owner(c) == rank) out.push_back(c);
-    return out;
+    return rank_chunks(rank, pp, vpp, vee);
 }
 
 std::vector<bool> Partition::units_of(int rank, const model::ModelConfig& cfg) const {
@@ -71,7 +68,7 @@ Partition partition_layers(int n_layer, int pp, int vpp, const std::string& laye
 }
 
 Partition partition_layers(int n_layer, const Layout& l, const std::string& layers) {
-    return partition_layers(n_layer, l.pp, l.vpp, layers, l.pp_schedule == ScheduleKind::zb_v);
+    return partition_layers(n_layer, l.pp, l.vpp, layers, places_in_vee(l.pp_schedule));
 }
 
 }  // namespace weft::pipeline

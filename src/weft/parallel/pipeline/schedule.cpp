@@ -11,6 +11,13 @@
 
 namespace weft::pipeline {
 
+std::vector<int> rank_chunks(int rank, int pp, int vpp, bool vee) {
+    std::vector<int> out;
+    for (int c = 0; c < pp * vpp; ++c)
+        if (chunk_owner(c, pp, vee) == rank) out.push_back(c);
+    return out;
+}
+
 std::string_view format_action_kind(Action::Kind kind) {
     switch (kind) {
         case Action::forward:

@@ -39,9 +39,24 @@ using weft::parse_schedule_kind;
 using weft::ScheduleKind;
 using weft::splits_backward;
 
+// Where a schedule places its chunks: the one answer the schedules, the partition of the layers,
+// the trainer's estimate and the planner read.
+// Whether the schedule's chunks lie in a V (zb-v).
+inline bool places_in_vee(ScheduleKind kind) {
+    return kind == ScheduleKind::zb_v;
+}
 // The rank of chunk c: c % pp, or in a V (`vee`, two chunks per rank) c or 2pp - 1 - c.
 inline int chunk_owner(int chunk, int pp, bool vee) {
     return vee && chunk >= pp ? 2 * pp - 1 - chunk : chunk % pp;
+}
+// The chunks rank r holds, in forward order: r, r + pp, ... (in a V: r, 2pp - 1 - r).
+std::vector<int> rank_chunks(int rank, int pp, int vpp, bool vee);
+// The same for a layout's pp, vpp and schedule.
+inline int chunk_owner(int chunk, const Layout& l) {
+    return chunk_owner(chunk, l.pp, places_in_vee(l.pp_schedule));
+}
+inline std::vector<int> rank_chunks(int rank, const Layout& l) {
+    return rank_chunks(rank, l.pp, l.vpp, places_in_vee(l.pp_schedule));
 }
 
 struct Costs;  // simulator.hpp
@@ -82,7 +97,7 @@ struct Schedule {
     std::vector<std::vector<Action>> ranks;  // ranks[r] = actions of pipeline rank r, in order
 
     int chunks() const { return pp * vpp; }
-    int owner(int chunk) const { return chunk_owner(chunk, pp, kind == ScheduleKind::zb_v); }
+    int owner(int chunk) const { return chunk_owner(chunk, pp, places_in_vee(kind)); }
     // Whether backward comes as B and W (the zero-bubble kinds).
     bool split_backward() const { return splits_backward(kind); }
 };

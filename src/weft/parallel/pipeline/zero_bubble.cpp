@@ -163,7 +163,7 @@ void fill_zero_bubble(Schedule& s, const Costs& costs) {
     WEFT_CHECK(s.split_backward(), "internal: {} is not a zero-bubble schedule",
                format_schedule_kind(s.kind));
     check_costs(costs, s.chunks());
-    const bool vee = s.kind == ScheduleKind::zb_v;
+    const bool vee = places_in_vee(s.kind);
     std::vector<Schedule> candidates;
     const int limit = vee ? 2 * s.pp : s.pp;
     if (std::optional<Schedule> g = greedy(s, costs, limit, false)) candidates.push_back(*g);
