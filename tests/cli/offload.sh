@@ -4,6 +4,8 @@
 # checkpoint of the in-memory run (one rank; dp 2 at ZeRO-1 and ZeRO-3), a run stopped and
 # resumed with offload continues bitwise, the files are gone after the run, and bad offload
 # directories and optimizers whose state does not stream are refused before anything is written.
+# --offload optimizer+params (the working weights and gradients in files too) the same, against
+# the in-memory run of the same layout, and its peak memory against the estimate.
 source "$(dirname "$0")/lib.sh"
 prepare_data
 args=(--model tiny --n-layer 1 --n-embd 32 --n-head 2 --data data/tinyshakespeare_train.bin
@@ -129,6 +131,81 @@ done
 [ "$(metric b_split/metrics.jsonl loss | tr '\n' ' ')" = \
   "$(metric b_mem_tiny/metrics.jsonl loss | tr '\n' ' ')" ] &&
   ok "bf16: resumed offload run bit-identical" || bad "bf16 resumed run differs"
+# --offload optimizer+params: the working weights and gradients in files too, each unit read
+# before use and the next read ahead (forward: unit 0 reads 1 ahead, 1 reads the final norm's;
+# backward: the final norm reads the block's), its gradients written behind. 20 steps give
+# bitwise the in-memory run of the same layout (fp32; bf16 against --grad-dtype bf16, the runs
+# above), GPT-2 and Llama shapes.
+"$WEFT" train "${args[@]}" --model llama-tiny --n-head 4 --n-embd 64 --out p_mem_llama-tiny_fp32 \
+  2>/dev/null
+for m in tiny llama-tiny; do
+  p1=("${args[@]}")
+  [ $m = tiny ] || p1+=(--model $m --n-head 4 --n-embd 64)
+  for dt in fp32 bf16; do
+    ref=p_mem_${m}_fp32
+    [ $m = tiny ] && ref=mem
+    [ $dt = fp32 ] || ref=b_mem_$m
+    "$WEFT" train "${p1[@]}" --dtype $dt --out p_disk_${m}_$dt --offload optimizer+params \
+      --offload-dir off 2>p_log_${m}_$dt.txt || { cat p_log_${m}_$dt.txt; exit 1; }
+    pa=$(metric $ref/metrics.jsonl loss | tr '\n' ' ')
+    [ "$(metric p_disk_${m}_$dt/metrics.jsonl loss | wc -l)" -eq 20 ] &&
+      [ "$pa" = "$(metric p_disk_${m}_$dt/metrics.jsonl loss | tr '\n' ' ')" ] &&
+      [ "$(metric $ref/metrics.jsonl grad_norm | tr '\n' ' ')" = \
+        "$(metric p_disk_${m}_$dt/metrics.jsonl grad_norm | tr '\n' ' ')" ] &&
+      ok "$m $dt: 20 steps' losses and grad norms bit-identical with the parameters on disk" ||
+      bad "$m $dt optimizer+params differs: $pa / $(metric p_disk_${m}_$dt/metrics.jsonl loss | tr '\n' ' ')"
+    cmp -s $ref/checkpoints/step_000020/rank_00000.bin \
+      p_disk_${m}_$dt/checkpoints/step_000020/rank_00000.bin &&
+      ok "$m $dt: checkpoint bit-identical with the parameters on disk" ||
+      bad "$m $dt optimizer+params checkpoints differ"
+  done
+done
+# Each step reads the weights (forward, backward, update) and the gradients, and writes both.
+pr=$(metric p_disk_tiny_bf16/metrics.jsonl offload_params_read_bytes | tail -1)
+pw=$(metric p_disk_tiny_bf16/metrics.jsonl offload_params_written_bytes | tail -1)
+[ -n "$pr" ] && [ "$pr" -gt 0 ] && [ -n "$pw" ] && [ "$pw" -gt 0 ] &&
+  grep -q "of working weights and gradients" p_log_tiny_bf16.txt &&
+  ok "each step moves the parameters through the disk (read $pr, written $pw bytes)" ||
+  bad "no parameter transfers: $pr / $pw"
+[ -z "$(ls off)" ] && ok "optimizer+params files removed at the end" || bad "left in off: $(ls off)"
+# Stopped after 8 steps and resumed: the weights come back into the files.
+for i in 1 2; do
+  extra=(--exit-after 8); [ $i = 1 ] || extra=(--resume)
+  "$WEFT" train "${args[@]}" --dtype bf16 --out p_split --offload optimizer+params \
+    --offload-dir off "${extra[@]}" 2>/dev/null
+done
+[ "$(metric p_split/metrics.jsonl loss | tr '\n' ' ')" = \
+  "$(metric b_mem_tiny/metrics.jsonl loss | tr '\n' ' ')" ] &&
+  ok "bf16 optimizer+params: resumed run bit-identical" || bad "optimizer+params resumed run differs"
+# Memory, on a model whose weights dominate (llama-tiny's shape, 16 blocks of width 256, 32M
+# parameters, fp32): with them on disk memory holds an end unit's records (the untied head's
+# weights and gradient) and two blocks', under the --offload optimizer run's peak, and the
+# run's estimate (the planner's count) within 15% of its peak resident memory.
+big=("${args[@]}" --model llama-tiny --n-embd 256 --n-head 4 --n-layer 16 --steps 1
+     --batch-size 1 --offload-dir off)
+"$WEFT" train "${big[@]}" --out rss_opt --offload optimizer 2>rss_opt.txt
+"$WEFT" train "${big[@]}" --out rss_par --offload optimizer+params 2>rss_par.txt
+peak() { sed -nE 's/.*peak resident memory of rank 0 ([0-9.]+) MiB \(estimate ([0-9.]+) MiB\).*/\1 \2/p' "$1"; }
+read -r opt_peak opt_est <<<"$(peak rss_opt.txt)"
+read -r par_peak par_est <<<"$(peak rss_par.txt)"
+echo "peak RSS / estimate, MiB: optimizer $opt_peak / $opt_est, optimizer+params $par_peak / $par_est"
+awk -v p="$par_peak" -v e="$par_est" -v o="$opt_peak" \
+  'BEGIN { exit !(p > 0 && p < o && p <= 1.15 * e && p >= 0.85 * e) }' &&
+  ok "optimizer+params: peak $par_peak MiB (optimizer: $opt_peak) within 15% of its estimate $par_est" ||
+  bad "optimizer+params peak $par_peak MiB, estimate $par_est, optimizer's peak $opt_peak"
+"$WEFT" plan --model llama-3.2-1b --cluster local --global-batch 1 --seq-len 1024 --dp 1 --tp 1 \
+  --pp 1 --zero 0 --dtype fp32 --offload optimizer+params >plan_par.txt 2>&1
+grep -q "weights 1.43 + grads 1.43 + " plan_par.txt &&
+  grep -q "optimizer 9.21 + master and working weights and gradients 13.81 GiB on disk" plan_par.txt &&
+  ok "plan --offload optimizer+params: 1.43 GiB of weights in memory, 13.81 more on disk" ||
+  bad "plan: $(grep -h 'weights\|offloaded' plan_par.txt | head -2)"
+expect_error "--offload optimizer+params (the working weights and gradients on disk, a layer at a time) with --zero 2" \
+  bad15 -- train "${args[@]}" --out bad15 --offload optimizer+params --offload-dir off --zero 2
+expect_error "--offload optimizer+params with --optimizer adamw8bit" bad16 -- train "${args[@]}" \
+  --out bad16 --optimizer adamw8bit --offload optimizer+params --offload-dir off
+expect_error "--offload-dir nowhere: no such directory" bad17 -- train "${args[@]}" --out bad17 \
+  --offload optimizer+params --offload-dir nowhere
+
 expect_error "--grad-dtype bf16 with --dtype fp32" bad12 -- train "${args[@]}" --out bad12 \
   --grad-dtype bf16
 expect_error "--grad-dtype must be fp32 or bf16, got 'fp16'" bad13 -- train "${args[@]}" \
@@ -156,8 +233,6 @@ expect_error "not a directory" bad4 -- train "${args[@]}" --out bad4 --offload o
   --offload-dir log.txt
 expect_error "--offload 'cpu': expected 'optimizer'" bad5 -- train "${args[@]}" --out bad5 \
   --offload cpu --offload-dir off
-expect_error "optimizer+params (parameters on disk, ZeRO-3 style) is not implemented" bad6 -- \
-  train "${args[@]}" --out bad6 --offload optimizer+params --offload-dir off
 # 8-bit blocks cannot be cut anywhere, and MeZO keeps no state: refused, naming the optimizer.
 for opt in adamw8bit mezo; do
   expect_error "--offload optimizer with --optimizer $opt: the offloaded step streams fp32 state" \

@@ -73,7 +73,9 @@ void add_plan_command(CLI::App& app) {
                   "gradient bytes under korthikanti");
     c->add_option("--offload", a->offload,
                   "optimizer: price weft train --offload optimizer (engine profile): the "
-                  "optimizer's state on disk, its streaming pool in memory");
+                  "optimizer's state on disk, its streaming pool in memory; optimizer+params: "
+                  "the master and working weights and gradients on disk too, a few layers in "
+                  "memory");
     c->add_option("--optimizer", a->optimizer,
                   fmt::format("Optimizer whose state is counted: {}", optim::optimizer_names()))
         ->capture_default_str();
@@ -155,8 +157,9 @@ void add_plan_command(CLI::App& app) {
         w.dp_overlap = !a->no_dp_overlap;
         if (!a->grad_reduce_dtype.empty())
             w.prec = plan::with_grad_reduce(w.prec, a->grad_reduce_dtype);
-        WEFT_CHECK(a->offload.empty() || a->offload == "optimizer",
-                   "--offload '{}': expected 'optimizer'", a->offload);
+        WEFT_CHECK(
+            a->offload.empty() || a->offload == "optimizer" || a->offload == "optimizer+params",
+            "--offload '{}': expected 'optimizer' or 'optimizer+params'", a->offload);
         WEFT_CHECK(a->offload.empty() || w.profile == plan::MemoryProfile::engine,
                    "--offload prices weft train's own offload, the engine memory profile; expected "
                    "--memory-profile engine (or --dtype fp32), got {}",
@@ -165,6 +168,7 @@ void add_plan_command(CLI::App& app) {
             optim::offload_streams(a->optimizer, "--offload " + a->offload);
             w.offload_group_floats =
                 int64_t(offload::kDefaultGroupMb * double(1 << 20) / sizeof(float));
+            w.params_offloaded = a->offload == "optimizer+params";
         }
         w.prec = plan::with_optimizer(w.prec, a->optimizer);
         w.optimizer = a->optimizer;

@@ -128,7 +128,7 @@ void add_train_command(CLI::App& app) {
     c->add_option("--grad-dtype", o->grad_dtype,
                   "Gradients of the transformer blocks' matrices: fp32, or bf16 (rounded once "
                   "reduced, as the bf16 working copy stores them; default bf16 under --dtype bf16 "
-                  "--offload optimizer, which then keeps the fp32 master weights on disk, else "
+                  "with --offload, which then keeps the fp32 master weights on disk, else "
                   "fp32)");
     c->add_option("--bucket-mb", o->bucket_mb,
                   "Gradients are reduced in buckets of at least this many MiB, during backward")
@@ -138,7 +138,9 @@ void add_train_command(CLI::App& app) {
         "optimizer: keep the optimizer's state (adamw, lion) in files under --offload-dir "
         "and stream it "
         "through a bounded pool at each step (io_uring, direct I/O); weights and "
-        "gradients stay in memory, and the run's numbers are bitwise the same");
+        "gradients stay in memory, and the run's numbers are bitwise the same. "
+        "optimizer+params: the working weights and gradients too, a layer read ahead and "
+        "its gradients written behind (ZeRO-3 style)");
     c->add_option("--offload-dir", o->offload_dir,
                   "Existing directory for --offload's files (scratch: removed at the end; a "
                   "checkpoint copies the state in)");

@@ -79,4 +79,14 @@ IoRing::Completion IoRing::wait() {
     return c;
 }
 
+std::optional<IoRing::Completion> IoRing::peek() {
+    if (in_flight_ == 0) return std::nullopt;
+    io_uring_cqe* cqe = nullptr;
+    if (io_uring_peek_cqe(&impl_->ring, &cqe) != 0 || !cqe) return std::nullopt;
+    const Completion c{io_uring_cqe_get_data64(cqe), cqe->res};
+    io_uring_cqe_seen(&impl_->ring, cqe);
+    --in_flight_;
+    return c;
+}
+
 }  // namespace weft::offload

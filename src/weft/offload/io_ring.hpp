@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 namespace weft::offload {
 
@@ -32,6 +33,8 @@ class IoRing {
     };
     // Waits for the next completion (submitting what is queued first).
     Completion wait();
+    // The next completion if one has arrived, without waiting.
+    std::optional<Completion> peek();
     // Requests queued or submitted whose completion has not been returned by wait().
     int in_flight() const { return in_flight_; }
 

@@ -37,10 +37,14 @@ DataParallel::DataParallel(const model::ParamLayout& layout, comm::Group& dp,
         update_ = z_.slices();
     }
     param_ticket_.resize(z_.slices().size());
-    if (options.bf16_working_copy) {
+    copy_bf16_ = options.bf16_working_copy;
+    copy_files_ = !options.params_dir.empty();
+    if (copy_bf16_ || copy_files_) {
         WEFT_CHECK(stage_ <= 1 && gradients_ && !edp_,
-                   "internal: a bf16 working copy at ZeRO {} over dp {}", stage_, dp.size());
-        work_ = std::make_unique<WorkingCopy>(z_.padded(), pool_);
+                   "internal: a working copy at ZeRO {} over dp {}", stage_, dp.size());
+        // Without model parallelism (refused with a working copy) the dp rank is the world's.
+        work_ = std::make_unique<WorkingCopy>(z_.padded(), pool_, copy_bf16_, options.params_dir,
+                                              dp.rank());
         return;
     }
     params_ = Buffer(stage_ < 3 ? z_.padded().total : z_.shard_floats());
@@ -66,6 +70,7 @@ void DataParallel::load_params(const UnitFill& fill, const UnitKeep& master) {
             if (master) master(-1, at, n, data);
         },
         /*whole=*/true);
+    work_->flush();
 }
 
 const float* DataParallel::gather_params(float* out) {
@@ -104,10 +109,12 @@ void DataParallel::begin_step() {
 
 void DataParallel::begin_forward(bool last_micro_batch) {
     last_micro_ = last_micro_batch;
+    if (work_) work_->set_forward(true);
     if (gatherer_) gatherer_->begin_phase(true);
 }
 
 void DataParallel::begin_backward() {
+    if (work_) work_->set_forward(false);
     if (gatherer_) gatherer_->begin_phase(false);
 }
 
@@ -228,8 +235,8 @@ void DataParallel::after_update() {
                              std::span<float>(all.data(), size_t(part)));
             work_->write_params(s.part_begin, part, all.data());
         }
-        return;
     }
+    if (work_) work_->flush();
     if (work_ || (stage_ != 1 && stage_ != 2)) return;
     const auto& slices = z_.slices();
     for (size_t i = 0; i < slices.size(); ++i) {
@@ -244,11 +251,12 @@ void DataParallel::after_update() {
 
 void DataParallel::settle() {
     inflight_.wait_all();
+    if (work_) work_->flush();
     for (auto& t : param_ticket_) t.reset();
 }
 
 ModelStateBytes zero_state_bytes(const ZeroLayout& z, int stage, std::string_view optimizer,
-                                 bool bf16_working_copy) {
+                                 bool bf16_working_copy, bool copy_in_files) {
     const int64_t f = sizeof(float), total = z.padded().total, shard = z.shard_floats();
     const bool gradients = optim::find_optimizer(optimizer).gradients;
     int64_t state = 0;
@@ -257,21 +265,27 @@ ModelStateBytes zero_state_bytes(const ZeroLayout& z, int stage, std::string_vie
     else
         for (const ShardSlice& s : z.slices())
             state += optim::optimizer_state_bytes(optimizer, z.padded(), s.begin, s.begin + s.size);
-    if (bf16_working_copy) {
-        // The working copy's weights and gradients (one rank: the whole buffer); the master of
-        // what the rank updates (stage 0 the whole buffer, else its slices: the same floats).
-        const int64_t stored = WorkingCopy::stored_bytes(z.padded());
-        return {stored, stored, state, (stage == 0 ? total : shard) * f};
+    if (bf16_working_copy || copy_in_files) {
+        // The working copy's weights and gradients (one rank: the whole buffer), in files the
+        // records memory holds at most; the master of what the rank updates (stage 0 the whole
+        // buffer, else its slices: the same floats).
+        const int64_t stored = WorkingCopy::stored_bytes(z.padded(), bf16_working_copy);
+        const int64_t held =
+            copy_in_files ? WorkingCopy::resident_bytes(z.padded(), bf16_working_copy) : stored;
+        ModelStateBytes b{held, held, state, (stage == 0 ? total : shard) * f};
+        if (copy_in_files) b.copy_files = 2 * (stored + offload::kHeaderBytes);
+        return b;
     }
     return {(stage < 3 ? total : shard) * f, gradients ? (stage < 2 ? total : shard) * f : 0,
             state};
 }
 
 int64_t zero_working_bytes(const ZeroLayout& z, int stage, int64_t bucket_bytes, bool bf16_reduce,
-                           bool gradients, bool bf16_working_copy) {
+                           bool gradients, bool bf16_working_copy, bool copy_in_files) {
     // A widened unit's weights and its accumulating gradient (WorkingCopy), nothing reduced.
-    if (bf16_working_copy)
-        return 2 * WorkingCopy::widened_floats(z.padded()) * int64_t(sizeof(float));
+    if (bf16_working_copy || copy_in_files)
+        return 2 * WorkingCopy::widened_floats(z.padded(), bf16_working_copy) *
+               int64_t(sizeof(float));
     // Stage 3's gathered units: unit 0 and two others (ParamGatherer).
     const auto& units = z.padded().units;
     int64_t other = 0;
@@ -285,7 +299,7 @@ int64_t zero_working_bytes(const ZeroLayout& z, int stage, int64_t bucket_bytes,
 }
 
 ModelStateBytes DataParallel::model_state_bytes() const {
-    const ModelStateBytes b = zero_state_bytes(z_, stage_, optimizer_, work_ != nullptr);
+    const ModelStateBytes b = zero_state_bytes(z_, stage_, optimizer_, copy_bf16_, copy_files_);
     WEFT_CHECK(work_ || (b.params == params_.size() * int64_t(sizeof(float)) &&
                          b.grads == grads_.size() * int64_t(sizeof(float))),
                "internal: zero_state_bytes counts {} + {} bytes, the buffers hold {} + {}",
@@ -294,8 +308,8 @@ ModelStateBytes DataParallel::model_state_bytes() const {
 }
 
 int64_t DataParallel::working_bytes() const {
-    return zero_working_bytes(z_, stage_, bucket_bytes_, bf16_reduce_, gradients_,
-                              work_ != nullptr);
+    return zero_working_bytes(z_, stage_, bucket_bytes_, bf16_reduce_, gradients_, copy_bf16_,
+                              copy_files_);
 }
 
 float* DataParallel::params(int unit) {
@@ -323,7 +337,7 @@ void DataParallel::release(int unit) {
 
 void DataParallel::grads_ready(int unit) {
     if (work_) {
-        if (dp_.size() == 1) return work_->grads_ready(unit);
+        if (dp_.size() == 1) return work_->grads_ready(unit, {}, last_micro_);
         return work_->grads_ready(
             unit,
             [&](float* data, int64_t n) {

@@ -18,6 +18,7 @@
 // optimizer, and calls after_update. Everything here is collective over the dp group: every
 // rank makes the same calls in the same order. See docs/data_parallel.md.
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -57,6 +58,10 @@ struct DataParallelOptions {
     // --grad-dtype bf16: the gradients the working copy keeps as bf16 are rounded to bf16 once
     // reduced (in memory: in place, TrainState::step), whether or not they are stored so.
     bool bf16_grads = false;
+    // --offload optimizer+params: the working copy (bf16 as above, or all fp32 without
+    // bf16_working_copy) in files under this directory, a few units in memory at a time
+    // (working_copy.hpp); the same layouts as the bf16 working copy. Empty: none, or in memory.
+    std::filesystem::path params_dir = {};
 };
 
 // Model-state memory of one rank: parameters, gradients, the optimizer's state (persistent
@@ -66,6 +71,9 @@ struct ModelStateBytes {
     // With a bf16 working copy: the fp32 master weights of the ranges the rank updates (params
     // and grads are then the working copy's).
     int64_t master = 0;
+    // With the working copy in files (--offload optimizer+params): their bytes, on disk and not
+    // in total() (params and grads are then the records memory holds at most).
+    int64_t copy_files = 0;
     int64_t total() const { return params + grads + optimizer + master; }
 };
 
@@ -75,14 +83,16 @@ struct ModelStateBytes {
 // (optim::optimizer_state_bytes: stage 0 the whole buffer, else this rank's slices); so the
 // planner's engine profile and the trainer's estimate read these two functions rather than a
 // byte count per parameter of their own.
+// With a working copy, bf16 or in files (DataParallelOptions), its weights and gradients.
 ModelStateBytes zero_state_bytes(const ZeroLayout& z, int stage,
                                  std::string_view optimizer = "adamw",
-                                 bool bf16_working_copy = false);
+                                 bool bf16_working_copy = false, bool copy_in_files = false);
 // The temporaries of working_bytes() for buckets of at least `bucket_bytes`, gradients reduced
 // in bf16 or not (DataParallelOptions::bf16_grad_reduce); none for gradients when the optimizer
 // takes none.
 int64_t zero_working_bytes(const ZeroLayout& z, int stage, int64_t bucket_bytes, bool bf16_reduce,
-                           bool gradients = true, bool bf16_working_copy = false);
+                           bool gradients = true, bool bf16_working_copy = false,
+                           bool copy_in_files = false);
 
 class DataParallel : public model::UnitAccess {
   public:
@@ -119,8 +129,8 @@ class DataParallel : public model::UnitAccess {
     const std::vector<ShardSlice>& update_slices() const { return update_; }
     float* update_params(const ShardSlice& s);
     const float* update_grads(const ShardSlice& s);
-    // The bf16 working copy (DataParallelOptions::bf16_working_copy), else null: the update then
-    // reads gradients and writes weights through it, update_params/update_grads having none.
+    // The working copy (DataParallelOptions::bf16_working_copy, params_dir), else null: the update
+    // then reads gradients and writes weights through it, update_params/update_grads having none.
     WorkingCopy* working_copy() { return work_.get(); }
     // --grad-dtype bf16 in memory: rounds the gradients the working copy would keep as bf16
     // (kept_bf16) to bf16 in place, so that an in-memory run takes the offloaded run's steps.
@@ -168,7 +178,8 @@ class DataParallel : public model::UnitAccess {
     std::vector<std::optional<uint64_t>> param_ticket_;  // stages 1-2: pending gather per slice
     std::unique_ptr<GradReducer> reducer_;
     std::unique_ptr<ParamGatherer> gatherer_;  // stage 3
-    std::unique_ptr<WorkingCopy> work_;        // bf16_working_copy
+    std::unique_ptr<WorkingCopy> work_;        // bf16_working_copy or params_dir
+    bool copy_bf16_ = false, copy_files_ = false;
     bool last_micro_ = true;
 };
 

@@ -84,6 +84,9 @@ struct Workload {
     // ... with weft train's bf16 working copy: the fp32 master weights on disk too, the weights
     // and gradients in memory as parallel::WorkingCopy stores them.
     bool bf16_working_copy = false;
+    // --offload optimizer+params: the working copy (bf16 with bf16_working_copy, else fp32) in
+    // files too, memory holding parallel::WorkingCopy::resident_bytes of it.
+    bool params_offloaded = false;
     // The optimizer whose state the engine profile counts (optim/registry.hpp).
     std::string optimizer = "adamw";
     // Packed documents (--doc-lengths): attention priced by the documents' own sum of n^2, at

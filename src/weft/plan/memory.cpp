@@ -102,12 +102,13 @@ struct EngineState {
 
 EngineState engine_state(const model::ModelConfig& cfg, const Layout& l, int stage,
                          const std::string& pp_layers, double bucket_mb, bool bf16_reduce,
-                         const std::string& optimizer, bool working_copy) {
+                         const std::string& optimizer, bool working_copy, bool copy_in_files) {
     static std::mutex mutex;
     static std::map<std::string, EngineState> cache;
-    const std::string key = fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {}", l.tp, l.pp, l.vpp,
-                                        stage, l.dp * l.cp, l.ep, l.zero, bucket_mb, bf16_reduce,
-                                        pp_layers, optimizer, working_copy, cfg.to_json().dump());
+    const std::string key =
+        fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {}", l.tp, l.pp, l.vpp, stage,
+                    l.dp * l.cp, l.ep, l.zero, bucket_mb, bf16_reduce, pp_layers, optimizer,
+                    working_copy, copy_in_files, cfg.to_json().dump());
     {
         std::lock_guard lock(mutex);
         if (auto it = cache.find(key); it != cache.end()) return it->second;
@@ -124,11 +125,11 @@ EngineState engine_state(const model::ModelConfig& cfg, const Layout& l, int sta
     const model::ParamLayout full =
         model::build_param_layout(model::config_for_tp(cfg, l.tp), shard);
     const parallel::ZeroLayout z(full, l.dp * l.cp, 0);
-    EngineState e{
-        parallel::zero_state_bytes(z, l.zero, optimizer, working_copy),
-        parallel::zero_working_bytes(z, l.zero, int64_t(bucket_mb * (1 << 20)), bf16_reduce,
-                                     optim::find_optimizer(optimizer).gradients, working_copy),
-        z.padded().units[0].size};
+    EngineState e{parallel::zero_state_bytes(z, l.zero, optimizer, working_copy, copy_in_files),
+                  parallel::zero_working_bytes(
+                      z, l.zero, int64_t(bucket_mb * (1 << 20)), bf16_reduce,
+                      optim::find_optimizer(optimizer).gradients, working_copy, copy_in_files),
+                  z.padded().units[0].size};
     std::lock_guard lock(mutex);
     cache.emplace(key, e);
     return e;
@@ -187,7 +188,8 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
     if (w.profile == MemoryProfile::engine) {
         const EngineState e =
             engine_state(cfg, l, stage, k.pp_layers, w.bucket_mb, p.grad_wire == 2, w.optimizer,
-                         w.offload_group_floats > 0 && w.bf16_working_copy);
+                         w.offload_group_floats > 0 && w.bf16_working_copy,
+                         w.offload_group_floats > 0 && w.params_offloaded);
         m.weights = double(e.state.params);
         m.grads = double(e.state.grads);
         m.optimizer = double(e.state.optimizer);
@@ -195,7 +197,9 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
             // With the working copy the master is one more stream, and a group's gradients are
             // widened beside the pool (train::TrainState::step).
             const bool master = e.state.master > 0;
-            m.offloaded = m.optimizer + double(e.state.master);
+            m.offloaded = m.optimizer + double(e.state.master) + double(e.state.copy_files);
+            if (e.state.copy_files > 0)
+                m.offloaded_params = double(e.state.master) + double(e.state.copy_files);
             m.optimizer = double(offload::pool_bytes(
                 w.offload_group_floats,
                 optim::offload_streams(w.optimizer, "--offload") + (master ? 1 : 0)));

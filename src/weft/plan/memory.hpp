@@ -20,6 +20,8 @@ struct MemoryBreakdown {
     // Optimizer state on disk (--offload optimizer), not in total(): `optimizer` is then the
     // pool it streams through.
     double offloaded = 0;
+    // Of it, the working copy's weights and gradients and the master (optimizer+params).
+    double offloaded_params = 0;
     double total() const { return weights + grads + optimizer + activations + buffers + runtime; }
 };
 

@@ -126,7 +126,12 @@ static std::string estimate_rows(int rank, const Estimate& e) {
         "activations {:.2f} + buffers {:.2f} + runtime {:.2f} = {:.2f} GiB of {:.1f}\n",
         e.memory_stage, gib(m.weights), gib(m.grads), gib(m.optimizer), gib(m.activations),
         gib(m.buffers), gib(m.runtime), gib(m.total()), gib(e.capacity));
-    if (m.offloaded > 0)
+    if (m.offloaded_params > 0)
+        s += fmt::format(
+            "    offloaded/device: optimizer {:.2f} + master and working weights and gradients "
+            "{:.2f} GiB on disk (--offload optimizer+params)\n",
+            gib(m.offloaded - m.offloaded_params), gib(m.offloaded_params));
+    else if (m.offloaded > 0)
         s += fmt::format("    offloaded/device: optimizer {:.2f} GiB on disk (--offload)\n",
                          gib(m.offloaded));
     if (!e.axes.empty()) s += fmt::format("    axes: {}\n", fmt::join(e.axes, ", "));

@@ -85,9 +85,11 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
     // model is refused here rather than while its layout is built.
     // With --offload the moments are on disk: the memory holds weights and gradients.
     // With the bf16 working copy, 2 + 2 bytes (a floor: some tensors stay fp32) and the master
-    // joins the moments.
+    // joins the moments; with the copy in files too, memory holds a few layers (no floor) and
+    // the disk's floor is the master, the moments and the copy's weights and gradients.
     const double in_memory =
-        run.bf16_working_copy
+        run.params_offloaded ? 0.0
+        : run.bf16_working_copy
             ? 4.0
             : prec.param + prec.grad + (run.offload_group_floats > 0 ? 0 : prec.optimizer);
     const double floor = in_memory * params / world * local;
@@ -108,6 +110,23 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
                                : fmt::format(" and {} state", run.optimizer),
                            world),
                true);
+    const char* on_disk =
+        run.params_offloaded ? "state, master and working weights and gradients" : "state";
+    // The disk's room, free now (the offload files of an earlier run are removed at its end).
+    auto check_disk = [&](double need) {
+        struct statvfs v {};
+        if (run.offload_dir.empty() || ::statvfs(run.offload_dir.c_str(), &v) != 0) return;
+        const double free_bytes = double(v.f_bavail) * double(v.f_frsize);
+        WEFT_CHECK(need <= free_bytes,
+                   "{} with --offload needs about {:.3g} GiB of {} {} on this node's {} rank(s) "
+                   "under --offload-dir {}, but the disk has {:.3g} GiB free; expected a disk "
+                   "with room for them",
+                   what, gib(need), run.optimizer, on_disk, local, run.offload_dir.string(),
+                   gib(free_bytes));
+    };
+    if (run.params_offloaded)
+        check_disk((4 + prec.optimizer + 2 * (run.bf16_working_copy ? 2.0 : 4.0)) * params / world *
+                   local);
 
     plan::Workload w;
     w.model = {"", run.cfg};
@@ -118,6 +137,7 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
     w.bucket_mb = run.bucket_mb;
     w.offload_group_floats = run.offload_group_floats;
     w.bf16_working_copy = run.bf16_working_copy;
+    w.params_offloaded = run.params_offloaded;
     w.optimizer = run.optimizer;
     const plan::Cluster c;  // runtime 0: what the ranks hold now is no longer available
     const plan::Candidate k{l, run.micro, "", false};
@@ -149,19 +169,8 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
                most.activations + most.buffers < most.weights + most.grads + most.optimizer);
     // --offload: the moments of this node's ranks, on the offload directory's disk (the same
     // count as StateFiles allocates, checked here before the weights are).
-    if (run.offload_group_floats > 0 && !run.offload_dir.empty()) {
-        struct statvfs v {};
-        const double disk = local == world ? disk_sum * (world / l.pp) : disk_most * local;
-        if (::statvfs(run.offload_dir.c_str(), &v) == 0) {
-            const double free_bytes = double(v.f_bavail) * double(v.f_frsize);
-            WEFT_CHECK(disk <= free_bytes,
-                       "{} with --offload needs about {:.3g} GiB of {} state on this node's "
-                       "{} rank(s) under --offload-dir {}, but the disk has {:.3g} GiB free; "
-                       "expected a disk with room for them",
-                       what, gib(disk), run.optimizer, local, run.offload_dir.string(),
-                       gib(free_bytes));
-        }
-    }
+    if (run.offload_group_floats > 0)
+        check_disk(local == world ? disk_sum * (world / l.pp) : disk_most * local);
 }
 
 void check_weights_fit(const model::ModelConfig& cfg, const std::string& what) {

@@ -25,6 +25,7 @@ struct RunShape {
     int64_t offload_group_floats = 0;   // --offload optimizer: the state on disk (plan::Workload)
     std::filesystem::path offload_dir;  // ... under this directory
     bool bf16_working_copy = false;  // ... with the fp32 master (TrainOptions::bf16_working_copy)
+    bool params_offloaded = false;   // ... and the working copy too (optimizer+params)
 };
 
 // A field of /proc/meminfo ("MemTotal", "MemAvailable") in bytes; -1 where it is absent.

@@ -188,9 +188,6 @@ void TrainOptions::validate() const {
     optim.validate();
     WEFT_CHECK(offload.empty() || offload == "optimizer" || offload == "optimizer+params",
                "--offload '{}': expected 'optimizer' (or 'optimizer+params')", offload);
-    WEFT_CHECK(offload != "optimizer+params",
-               "--offload optimizer+params (parameters on disk, ZeRO-3 style) is not implemented "
-               "yet; expected --offload optimizer");
     if (!offload.empty()) optim::offload_streams(optim.optimizer, "--offload " + offload);
     WEFT_CHECK(offload_group_mb > 0 && offload_group_mb <= 1024,
                "--offload-group-mb {}: expected a size in (0, 1024] MiB", offload_group_mb);
@@ -210,34 +207,46 @@ void TrainOptions::validate() const {
 
 std::string TrainOptions::resolved_grad_dtype() const {
     if (!grad_dtype.empty()) return grad_dtype;
-    return dtype == "bf16" && offload == "optimizer" ? "bf16" : "fp32";
+    return dtype == "bf16" && !offload.empty() ? "bf16" : "fp32";
 }
 
 bool TrainOptions::bf16_working_copy() const {
-    return offload == "optimizer" && resolved_grad_dtype() == "bf16";
+    return !offload.empty() && resolved_grad_dtype() == "bf16";
+}
+
+bool TrainOptions::params_offloaded() const {
+    return offload == "optimizer+params";
 }
 
 void check_bf16_grads(const TrainOptions& o, const Layout& l, const model::ModelConfig& cfg) {
-    if (o.resolved_grad_dtype() != "bf16") return;
-    WEFT_CHECK(cfg.n_experts == 0,
-               "--grad-dtype bf16: the model has mixture-of-experts layers, whose router reads its "
-               "weights in fp32; expected a dense model (or --grad-dtype fp32)");
-    if (!o.bf16_working_copy()) return;
+    if (o.resolved_grad_dtype() == "bf16")
+        WEFT_CHECK(cfg.n_experts == 0,
+                   "--grad-dtype bf16: the model has mixture-of-experts layers, whose router reads "
+                   "its weights in fp32; expected a dense model (or --grad-dtype fp32)");
+    const bool files = o.params_offloaded();
+    if (!o.bf16_working_copy() && !files) return;
     // The working copy is the whole buffer, reduced and gathered over dp (docs/memory.md).
+    const char* what = files ? "--offload optimizer+params (the working weights and gradients "
+                               "on disk, a layer at a time)"
+                             : "--dtype bf16 --offload optimizer (the bf16 working copy, master "
+                               "weights on disk)";
+    const char* instead = files ? "--offload optimizer to keep the weights in memory"
+                                : "--grad-dtype fp32 to keep fp32 weights and gradients in memory";
     auto refuse = [&](const char* flag, int value) {
-        fail(
-            "--dtype bf16 --offload optimizer (the bf16 working copy, master weights on disk) "
-            "with {} {}: it runs data parallel only so far; expected {} 1, or --grad-dtype fp32 "
-            "to keep fp32 weights and gradients in memory",
-            flag, value, flag);
+        fail("{} with {} {}: it runs data parallel only so far; expected {} 1, or {}", what, flag,
+             value, flag, instead);
     };
     if (l.tp > 1) refuse("--tp", l.tp);
     if (l.pp > 1) refuse("--pp", l.pp);
     if (l.cp > 1) refuse("--cp", l.cp);
     WEFT_CHECK(l.zero <= 1,
-               "--dtype bf16 --offload optimizer with --zero {}: the bf16 working copy keeps the "
-               "whole buffer; expected --zero 0 or 1",
-               l.zero);
+               "{} with --zero {}: the {}working copy keeps the whole buffer; expected --zero 0 "
+               "or 1",
+               what, l.zero, files ? "" : "bf16 ");
+    WEFT_CHECK(!files || cfg.n_experts == 0,
+               "{}: the model has mixture-of-experts layers, whose experts' tensors the working "
+               "copy does not lay out; expected a dense model, or {}",
+               what, instead);
 }
 
 }  // namespace weft::train

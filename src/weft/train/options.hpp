@@ -92,17 +92,20 @@ struct TrainOptions {
     std::string inject_delay;  // RANK:MS, a testing aid (InjectedDelay); empty: none
 
     // --offload optimizer: AdamW's moments in files under offload_dir, streamed each step in
-    // groups of offload_group_mb MiB per moment (train_state.hpp's OffloadOptions).
-    std::string offload;  // "" | optimizer
+    // groups of offload_group_mb MiB per moment (train_state.hpp's OffloadOptions);
+    // optimizer+params: the working weights and gradients in files there too.
+    std::string offload;  // "" | optimizer | optimizer+params
     std::filesystem::path offload_dir;
     double offload_group_mb = offload::kDefaultGroupMb;
-    // --grad-dtype: fp32 | bf16; empty: bf16 under --dtype bf16 --offload optimizer, else fp32.
+    // --grad-dtype: fp32 | bf16; empty: bf16 under --dtype bf16 with --offload, else fp32.
     std::string grad_dtype;
     // The gradients' dtype once the default is applied.
     std::string resolved_grad_dtype() const;
     // --dtype bf16 --offload optimizer with bf16 gradients: weights and gradients in memory as
     // the bf16 working copy, the fp32 master in the offload files (parallel/working_copy.hpp).
     bool bf16_working_copy() const;
+    // --offload optimizer+params: the working copy (bf16, or fp32 with fp32 gradients) in files.
+    bool params_offloaded() const;
 
     // --ppd-tokens K --base RUN: train Parallel Prompt Decoding's K prompt tokens for the frozen
     // model of RUN instead (train/ppd_train.hpp); the targets are the base model's argmax, or
@@ -130,8 +133,9 @@ struct TrainOptions {
     void validate() const;
 };
 
-// --grad-dtype bf16 (and the working copy it makes under --offload optimizer) against the
-// resolved layout and the model: one error naming what is not supported.
+// --grad-dtype bf16 (and the working copy it makes under --offload optimizer, or that
+// --offload optimizer+params makes) against the resolved layout and the model: one error naming
+// what is not supported.
 void check_bf16_grads(const TrainOptions& o, const Layout& l, const model::ModelConfig& cfg);
 
 }  // namespace weft::train

@@ -38,8 +38,9 @@ struct ModelParallelOptions {
 // step streams them through a pool of groups of `group_floats` (offload/streamed_state.hpp).
 // Without a working copy the weights and gradients stay in memory as they are without offload
 // (fp32 whatever --dtype: they are the master copy). With one (DataParallelOptions::
-// bf16_working_copy) the fp32 master weights are one more stream of the files, and each group's
-// update rounds them into the working copy.
+// bf16_working_copy, or params_dir for --offload optimizer+params, where the copy itself is in
+// files too) the fp32 master weights are one more stream of the files, and each group's update
+// rounds them into the working copy.
 struct OffloadOptions {
     std::filesystem::path dir;  // empty: the moments stay in memory
     int64_t group_floats = int64_t(4) << 20;

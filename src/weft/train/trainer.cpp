@@ -100,6 +100,14 @@ struct StepRunner {
                          {"offload_update_s", p.work_s},
                          {"offload_pass_s", p.total_s}});
         }
+        if (parallel::WorkingCopy* w = st.dp().working_copy(); w && w->files()) {
+            // --offload optimizer+params: the working copy's transfers this step (forward,
+            // backward, the gradients' norm and the update), and the time blocked on them.
+            const offload::PassStats p = w->take_io_stats();
+            line.update({{"offload_params_read_bytes", p.read_bytes},
+                         {"offload_params_written_bytes", p.written_bytes},
+                         {"offload_params_io_wait_s", p.io_wait_s}});
+        }
         if (out.moe.n_experts > 0) line.update(moe_metrics(out.moe));
         if (const data::RankRows* layout = feed.layout(); layout)
             line.update(packing_metrics(*layout, feed.static_layout(), flops_per_square));
@@ -148,21 +156,28 @@ struct StepRunner {
 
 // The disk's bandwidth as the offloaded step sees it: writing the initial state, then reading it
 // back, through the step's own ring and pool.
-void log_offload_disk(const TrainState& st, RunLog& log) {
+void log_offload_disk(TrainState& st, RunLog& log) {
     const offload::PassStats &w = st.offload_init_write(), &r = st.offload_init_read();
+    parallel::WorkingCopy* copy = st.dp().working_copy();
+    const offload::StateFiles* params = copy ? copy->files() : nullptr;
+    if (params) copy->take_io_stats();  // the steps count their own transfers
     const double wbw = double(w.written_bytes) / w.total_s, rbw = double(r.read_bytes) / r.total_s;
     log.write({{"event", "offload_disk"},
                {"dir", st.offloaded()->files().path(0).parent_path().string()},
                {"state_bytes", st.offloaded()->files().bytes()},
                {"pool_bytes", st.offloaded()->pool_bytes()},
+               {"params_bytes", params ? params->bytes() : 0},
                {"write_bytes_per_s", wbw},
                {"read_bytes_per_s", rbw}});
-    log.note(
-        fmt::format("offload: {:.2f} GiB of optimizer state{} on disk, pool {:.0f} MiB; the "
-                    "disk wrote it at {:.2f} GB/s and read it at {:.2f} GB/s",
-                    double(st.offloaded()->files().bytes()) / (1 << 30),
-                    st.master_stream() >= 0 ? " and fp32 master weights" : "",
-                    double(st.offloaded()->pool_bytes()) / (1 << 20), wbw / 1e9, rbw / 1e9));
+    log.note(fmt::format(
+        "offload: {:.2f} GiB of optimizer state{} on disk{}, pool {:.0f} MiB; the disk wrote "
+        "it at {:.2f} GB/s and read it at {:.2f} GB/s",
+        double(st.offloaded()->files().bytes()) / (1 << 30),
+        st.master_stream() >= 0 ? " and fp32 master weights" : "",
+        params ? fmt::format(", and {:.2f} GiB of working weights and gradients",
+                             double(params->bytes()) / (1 << 30))
+               : "",
+        double(st.offloaded()->pool_bytes()) / (1 << 20), wbw / 1e9, rbw / 1e9));
 }
 
 }  // namespace
@@ -189,14 +204,15 @@ void run_training(const TrainOptions& opts) {
     check_bf16_grads(o, o.layout, in.cfg);
     const OffloadOptions offload{o.offload.empty() ? std::filesystem::path() : o.offload_dir,
                                  int64_t(o.offload_group_mb * double(1 << 20) / sizeof(float))};
-    check_memory_fits(
-        {in.cfg, o.layout, split.micro, split.micro_batches, o.seq_len, o.dtype,
-         o.grad_reduce_dtype, o.bucket_mb, o.optim.optimizer,
-         offload.dir.empty() ? 0 : offload.group_floats, offload.dir, o.bf16_working_copy()},
-        "model '" + in.model_name + "'");
+    check_memory_fits({in.cfg, o.layout, split.micro, split.micro_batches, o.seq_len, o.dtype,
+                       o.grad_reduce_dtype, o.bucket_mb, o.optim.optimizer,
+                       offload.dir.empty() ? 0 : offload.group_floats, offload.dir,
+                       o.bf16_working_copy(), o.params_offloaded()},
+                      "model '" + in.model_name + "'");
     TrainState st(in.cfg, ctx,
                   {o.layout.zero, o.bucket_mb, o.grad_reduce_dtype == "bf16", nullptr,
-                   o.optim.optimizer, o.bf16_working_copy(), o.resolved_grad_dtype() == "bf16"},
+                   o.optim.optimizer, o.bf16_working_copy(), o.resolved_grad_dtype() == "bf16",
+                   o.params_offloaded() ? offload.dir : std::filesystem::path()},
                   split.micro, o.seq_len, {o.pp_layers}, offload);
     load_run_start(st, in, o);
 
