@@ -3,7 +3,6 @@
 // gradients it leaves (written behind, over two micro-batches) are bit for bit the same, and a
 // record that comes back short is an error naming the file and the unit.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -11,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "support/temp_dir.hpp"
 #include "weft/core/error.hpp"
 #include "weft/model/config.hpp"
 #include "weft/model/params.hpp"
@@ -21,12 +21,6 @@ namespace weft::parallel {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct TempDir {
-    fs::path path = fs::temp_directory_path() / ("weft-copy-test-" + std::to_string(getpid()));
-    TempDir() { fs::create_directories(path); }
-    ~TempDir() { fs::remove_all(path); }
-};
 
 ZeroLayout small_layout() {
     model::ModelConfig cfg = model::model_preset("tiny");
@@ -76,7 +70,7 @@ TEST(WorkingCopy, InFilesIsTheCopyInMemoryBitForBit) {
     const ZeroLayout z = small_layout();
     const model::ParamLayout& p = z.padded();
     for (bool bf16 : {true, false}) {
-        TempDir dir;
+        test::TempDir dir("weft_copy");
         BufferPool pool_mem, pool_files;
         WorkingCopy mem(p, pool_mem, bf16);
         WorkingCopy files(p, pool_files, bf16, dir.path, 0);
@@ -92,7 +86,7 @@ TEST(WorkingCopy, InFilesIsTheCopyInMemoryBitForBit) {
 TEST(WorkingCopy, AShortRecordIsAnErrorNamingTheFile) {
     const ZeroLayout z = small_layout();
     const model::ParamLayout& p = z.padded();
-    TempDir dir;
+    test::TempDir dir("weft_copy");
     BufferPool pool;
     WorkingCopy w(p, pool, true, dir.path, 0);
     const std::vector<float> x = values(p.total, 1.0f);
