@@ -82,6 +82,16 @@ if mpirun -n 1 true 2>/dev/null; then
       ok "bf16 dp 2 ZeRO-$z: losses and grad norms bit-identical with the master on disk" ||
       bad "bf16 dp 2 ZeRO-$z differs"
   done
+  # The copy in files over two ranks: each rank's own files, its updated slices gathered by all
+  # and written back through the cursor.
+  mpirun -n 2 "$WEFT" train "${args[@]}" --dtype bf16 --dp 2 --zero 1 --out pdp_disk1 \
+    --offload optimizer+params --offload-dir off 2>/dev/null
+  [ "$(metric bdp_mem1/metrics.jsonl loss | tr '\n' ' ')" = \
+    "$(metric pdp_disk1/metrics.jsonl loss | tr '\n' ' ')" ] &&
+    [ "$(metric bdp_mem1/metrics.jsonl grad_norm | tr '\n' ' ')" = \
+      "$(metric pdp_disk1/metrics.jsonl grad_norm | tr '\n' ' ')" ] &&
+    ok "bf16 dp 2 ZeRO-1: losses and grad norms bit-identical with the parameters on disk" ||
+    bad "bf16 dp 2 ZeRO-1 optimizer+params differs"
 fi
 
 # --dtype bf16 --offload optimizer: the bf16 working copy in memory, the fp32 master weights
@@ -181,10 +191,10 @@ done
 # parameters, fp32): with them on disk memory holds an end unit's records (the untied head's
 # weights and gradient) and two blocks', under the --offload optimizer run's peak, and the
 # run's estimate (the planner's count) within 15% of its peak resident memory.
-big=("${args[@]}" --model llama-tiny --n-embd 256 --n-head 4 --n-layer 16 --steps 1
+wide=("${args[@]}" --model llama-tiny --n-embd 256 --n-head 4 --n-layer 16 --steps 1
      --batch-size 1 --offload-dir off)
-"$WEFT" train "${big[@]}" --out rss_opt --offload optimizer 2>rss_opt.txt
-"$WEFT" train "${big[@]}" --out rss_par --offload optimizer+params 2>rss_par.txt
+"$WEFT" train "${wide[@]}" --out rss_opt --offload optimizer 2>rss_opt.txt
+"$WEFT" train "${wide[@]}" --out rss_par --offload optimizer+params 2>rss_par.txt
 peak() { sed -nE 's/.*peak resident memory of rank 0 ([0-9.]+) MiB \(estimate ([0-9.]+) MiB\).*/\1 \2/p' "$1"; }
 read -r opt_peak opt_est <<<"$(peak rss_opt.txt)"
 read -r par_peak par_est <<<"$(peak rss_par.txt)"
@@ -249,6 +259,10 @@ big=(train --model llama-3.2-3b --n-layer 1000 --data data/tinyshakespeare_train
      --batch-size 1 --seq-len 16)
 expect_error "x 8 bytes of weights, gradients (adamw state on disk)" bad11 -- "${big[@]}" \
   --out bad11 --offload optimizer --offload-dir off
+# With the parameters on disk memory holds a few layers: the disk is the floor (16 bytes a
+# parameter under bf16), checked before the layout is built.
+expect_error "of adamw state, master and working weights and gradients on this node's 1 rank(s)" \
+  bad18 -- "${big[@]}" --out bad18 --dtype bf16 --offload optimizer+params --offload-dir off
 echo "my notes" >off/weft-offload-rank0-exp_avg.bin
 expect_error "is not a weft offload file" bad7 -- train "${args[@]}" --out bad7 \
   --offload optimizer --offload-dir off

@@ -156,12 +156,17 @@ Buffer WorkingCopy::take_record(int unit, bool zeroed) {
     // Records written behind go back to the pool as soon as they are on disk, so that a new one
     // takes their memory rather than more.
     while (const auto c = ring_->peek()) done(*c);
-    // Of one size per kind of unit (the two ends, the blocks), so that any buffer the pool
-    // keeps serves any unit of its kind: the count of resident_bytes.
+    // Of one size for every block, and for the two ends when they are alike (an embedding and
+    // an untied head), so that a buffer the pool keeps serves any unit of its kind: the count of
+    // resident_bytes. (A final norm's record beside a tied embedding's stays its own size.)
     const size_t u = size_t(unit), n = unit_bytes_.size();
-    const bool end = u == 0 || u + 1 == n;
-    int64_t bytes = end ? std::max(unit_bytes_.front(), unit_bytes_.back()) : unit_bytes_[u];
-    if (!end && n > 2) bytes = *std::max_element(unit_bytes_.begin() + 1, unit_bytes_.end() - 1);
+    int64_t bytes = unit_bytes_[u];
+    if (u == 0 || u + 1 == n) {
+        const int64_t other = unit_bytes_[u == 0 ? n - 1 : 0];
+        if (other >= bytes && 4 * other <= 5 * bytes) bytes = other;
+    } else if (n > 2) {
+        bytes = *std::max_element(unit_bytes_.begin() + 1, unit_bytes_.end() - 1);
+    }
     const int64_t floats = std::max(bytes / int64_t(sizeof(float)), kMinRecordFloats);
     return zeroed ? pool_.take_zeroed(floats) : pool_.take(floats);
 }
@@ -274,6 +279,13 @@ void WorkingCopy::flush() {
     pool_.give(std::move(cur_g_));
     cursor_ = -1;
     cursor_w_ = cursor_g_ = dirty_ = false;
+}
+
+int64_t WorkingCopy::unit_end(int64_t at) const {
+    const auto& us = layout_.units;
+    auto it = std::partition_point(us.begin(), us.end(),
+                                   [&](const model::Unit& u) { return u.offset + u.size <= at; });
+    return it == us.end() ? layout_.total : it->offset + it->size;
 }
 
 offload::PassStats WorkingCopy::take_io_stats() {

@@ -84,6 +84,9 @@ class WorkingCopy {
     double grad_sum_squares(int64_t begin, int64_t n);
     // In files: writes what write_params changed behind (before the model reads it again).
     void flush();
+    // The end of the unit holding element `at` of the padded buffer: the range operations above
+    // keep within one unit to read and write each record once (in files).
+    int64_t unit_end(int64_t at) const;
 
     // In files: the files, and what they moved (and the time blocked on them) since the last
     // call; null and nothing in memory.

@@ -258,14 +258,19 @@ StepOutcome TrainState::step(int64_t micro_batches, const std::function<void(int
         offload_last_ =
             offload_->run(true, true, [&](int i, int64_t a, int64_t b, std::span<float* const> s) {
                 const parallel::ShardSlice& sl = slices[size_t(i)];
-                std::vector<std::byte*> states;
-                for (float* p : s) states.push_back(reinterpret_cast<std::byte*>(p));
                 float* master = s[size_t(master_stream_)];
-                work->read_grads(sl.begin + a, b - a, grad_group_.data());
-                // step_range addresses params and grads from the slice's start.
-                opt_[size_t(i)]->step_range(master - a, grad_group_.data() - a, states.data(), a, b,
-                                            {oc, lr, scale, t});
-                work->write_params(sl.begin + a, b - a, master);
+                // A unit at a time (the copy in files moves its cursor once per unit); the
+                // update is element-wise, so the pieces change no bit.
+                for (int64_t lo = a, hi; lo < b; lo = hi) {
+                    hi = std::min(b, work->unit_end(sl.begin + lo) - sl.begin);
+                    std::vector<std::byte*> states;
+                    for (float* p : s) states.push_back(reinterpret_cast<std::byte*>(p + (lo - a)));
+                    work->read_grads(sl.begin + lo, hi - lo, grad_group_.data() + (lo - a));
+                    // step_range addresses params and grads from the slice's start.
+                    opt_[size_t(i)]->step_range(master - a, grad_group_.data() - a, states.data(),
+                                                lo, hi, {oc, lr, scale, t});
+                    work->write_params(sl.begin + lo, hi - lo, master + (lo - a));
+                }
             });
     } else if (offload_) {
         offload_last_ =
