@@ -47,8 +47,9 @@ void add_sample_command(CLI::App& app) {
     add_tokenizer_options(c, a->tokenizer, a->tokenizer_dir);
     add_generation_dtype_option(c, a->dtype);
     add_speculation_options(c, a->spec);
+    add_spec_vocab_options(c, a->spec);
     add_tp_option(c, a->tp);
-    c->callback([a] {
+    c->callback([a, c] {
         a->o.validate();
         a->spec.validate();
         const bool bf16 = generation_bf16(a->dtype);
@@ -57,6 +58,7 @@ void add_sample_command(CLI::App& app) {
         const std::optional<train::ModelSource> draft_source =
             open_draft_source(a->spec, source.cfg, a->tp);
         if (a->spec.kind == "ppd") a->spec.ppd = open_ppd(a->spec, source.cfg, a->tp);
+        a->spec.shortlist = open_spec_vocab(a->spec, source.cfg, c->count("--spec-vocab") > 0);
         const std::unique_ptr<data::Tokenizer> tok =
             data::open_tokenizer(a->tokenizer, a->tokenizer_dir);
         const TpGroup tp(a->tp, source.cfg, "sample");

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "weft/core/error.hpp"
+#include "weft/data/token_file.hpp"
 #include "weft/decode/ppd_file.hpp"
 
 namespace weft::cli {
@@ -88,6 +89,37 @@ std::shared_ptr<const decode::PpdPrompts> open_ppd(const decode::SpecOptions& sp
     auto ppd = std::make_shared<decode::PpdPrompts>(decode::load_ppd(spec.ppd_file));
     decode::check_ppd_base(*ppd, target, spec.ppd_file);
     return ppd;
+}
+
+void add_spec_vocab_options(CLI::App* c, decode::SpecOptions& spec) {
+    c->add_option("--spec-vocab", spec.vocab,
+                  "--spec draft or ppd with --spec-vocab-from: the draft's rows and the prompt "
+                  "rows compute logits over this many most frequent ids only (0: all); the "
+                  "verify still uses the whole vocabulary, so the output is unchanged")
+        ->capture_default_str();
+    c->add_option("--spec-vocab-from", spec.vocab_from,
+                  "--spec draft or ppd: a token file (the training data's .bin) whose most "
+                  "frequent ids are the proposals' shortlist");
+}
+
+std::shared_ptr<const model::VocabShortlist> open_spec_vocab(const decode::SpecOptions& spec,
+                                                             const model::ModelConfig& target,
+                                                             bool size_given) {
+    WEFT_CHECK(!size_given || !spec.vocab_from.empty(),
+               "--spec-vocab {} needs --spec-vocab-from FILE (a token file whose most frequent "
+               "ids make the shortlist)",
+               spec.vocab);
+    if (spec.vocab_from.empty() || spec.vocab == 0) return nullptr;
+    WEFT_CHECK(spec.vocab <= target.vocab_size,
+               "--spec-vocab {} is more than the model's {} ids (expected 1 .. {}, or 0 for all)",
+               spec.vocab, target.vocab_size, target.vocab_size);
+    const data::TokenFile file = data::TokenFile::open(spec.vocab_from);
+    data::check_token_ids(file, target.vocab_size);
+    std::vector<int64_t> counts(size_t(target.vocab_size), 0);
+    for (int64_t i = 0; i < file.size(); ++i)
+        ++counts[size_t(file.data16() ? file.data16()[i] : file.data32()[i])];
+    return std::make_shared<const model::VocabShortlist>(model::most_frequent(counts, spec.vocab),
+                                                         target.vocab_size);
 }
 
 }  // namespace weft::cli

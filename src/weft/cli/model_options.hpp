@@ -40,5 +40,14 @@ std::optional<train::ModelSource> open_draft_source(const decode::SpecOptions& s
 // naming --tp unless `tp` is 1: their rows are the batch's own embeddings, which no shard holds.
 std::shared_ptr<const decode::PpdPrompts> open_ppd(const decode::SpecOptions& spec,
                                                    const model::ModelConfig& target, int tp);
+// --spec-vocab N and --spec-vocab-from FILE (weft sample): the proposals' vocabulary shortlist.
+void add_spec_vocab_options(CLI::App* c, decode::SpecOptions& spec);
+// The shortlist of --spec-vocab-from: the --spec-vocab ids most frequent in that token file
+// (llm.c's layout, as `weft train --data` reads); none without the file or at --spec-vocab 0.
+// An error naming the value unless N fits the model's vocabulary and the file holds its ids;
+// `size_given`: --spec-vocab was on the command line, which then needs the file.
+std::shared_ptr<const model::VocabShortlist> open_spec_vocab(const decode::SpecOptions& spec,
+                                                             const model::ModelConfig& target,
+                                                             bool size_given);
 
 }  // namespace weft::cli

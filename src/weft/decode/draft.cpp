@@ -40,10 +40,16 @@ Guesses DraftModel::propose(DraftSeq& seq, std::span<const int32_t> context, int
     return std::move(job.out);
 }
 
+void DraftModel::clear_batch() {
+    batch_.clear();
+    batch_.shortlist = shortlist_;
+    batch_.shortlist_all = true;
+}
+
 void DraftModel::propose(std::span<DraftJob> jobs) {
     // The first forward reads what each sequence's cache lacks (its root at least); each later
     // one the guess before, one row a sequence still guessing.
-    batch_.clear();
+    clear_batch();
     std::vector<DraftJob*> live, next;
     for (DraftJob& j : jobs) {
         j.out = {};
@@ -66,7 +72,7 @@ void DraftModel::propose(std::span<DraftJob> jobs) {
     for (int64_t i = 0; !live.empty(); ++i) {
         const std::span<const float> logits = forward_.run(batch_, kv_);
         ++forwards_;
-        batch_.clear();
+        clear_batch();
         next.clear();
         for (size_t r = 0; r < live.size(); ++r) {
             DraftJob& j = *live[r];

@@ -69,6 +69,11 @@ class DraftModel {
     // Gives the sequence's blocks back.
     void release(DraftSeq& seq);
     const model::ModelConfig& config() const { return forward_.config(); }
+    // Its guesses from the ids of `s` alone (null: the whole vocabulary), which must outlive
+    // it: each draft row's head then reads the shortlist's rows of the weight, not all of them,
+    // and q is the draft's distribution restricted to the shortlist, which the guesses are
+    // drawn from and the acceptance rule takes.
+    void set_shortlist(const model::VocabShortlist* s) { shortlist_ = s; }
     // The draft's forwards so far.
     int64_t forwards() const { return forwards_; }
 
@@ -77,6 +82,8 @@ class DraftModel {
     model::KvPool kv_;
     model::RowBatch batch_;
     int64_t forwards_ = 0;
+    const model::VocabShortlist* shortlist_ = nullptr;
+    void clear_batch();
 };
 
 }  // namespace weft::decode

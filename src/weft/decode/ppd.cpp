@@ -8,14 +8,19 @@
 
 namespace weft::decode {
 
-PpdProposer::PpdProposer(const PpdPrompts& ppd, int max_guesses, int64_t vocab)
-    : ppd_(ppd), chain_len_(std::clamp<int64_t>(max_guesses, 0, ppd.tokens)), vocab_(vocab) {
+PpdProposer::PpdProposer(const PpdPrompts& ppd, int max_guesses, int64_t vocab,
+                         const model::VocabShortlist* shortlist)
+    : ppd_(ppd),
+      shortlist_(shortlist),
+      chain_len_(std::clamp<int64_t>(max_guesses, 0, ppd.tokens)),
+      vocab_(vocab) {
     for (int64_t j = 0; j < chain_len_; ++j) prompt_ids_.push_back(int32_t(vocab + j));
 }
 
 void PpdProposer::attach(model::RowBatch& b) const {
     b.extra = ppd_.embeddings.data();
     b.extra_count = ppd_.tokens;
+    b.shortlist = shortlist_;
 }
 
 int64_t PpdProposer::add_context(model::RowBatch& b, std::span<const int32_t> t, int64_t pos0,
@@ -68,7 +73,8 @@ std::vector<int32_t> generate_ppd(const model::ModelConfig& cfg, const model::Pa
                                   const float* params, std::span<const int32_t> prompt,
                                   const model::SampleOptions& o, const PpdPrompts& ppd,
                                   int max_guesses, const std::function<void(int32_t)>& on_token,
-                                  bool bf16, SpecStats* stats) {
+                                  bool bf16, SpecStats* stats,
+                                  const model::VocabShortlist* shortlist) {
     WEFT_CHECK(!prompt.empty(), "the prompt must hold at least one token");
     WEFT_CHECK(ppd.base.n_embd == cfg.n_embd && ppd.tokens > 0,
                "internal: {} prompt tokens of width {} for a model of width {}", ppd.tokens,
@@ -76,7 +82,7 @@ std::vector<int32_t> generate_ppd(const model::ModelConfig& cfg, const model::Pa
     model::check_prompt(cfg, prompt);
     const size_t V = model::sampled_vocab(cfg, o);
     const int64_t window = cfg.n_positions, vocab = cfg.vocab_size;
-    const PpdProposer proposer(ppd, max_guesses, vocab);
+    const PpdProposer proposer(ppd, max_guesses, vocab, shortlist);
     SpecStats local;
     SpecStats& st = stats ? *stats : local;
     st.guessed_at.assign(size_t(ppd.tokens), 0);

@@ -31,7 +31,9 @@ struct PpdVerify {
 // step uses only that many prompt rows, as the ones past them would guess for nothing.
 class PpdProposer {
   public:
-    PpdProposer(const PpdPrompts& ppd, int max_guesses, int64_t vocab);
+    // `shortlist`: the prompt rows' logits over its ids alone (null: the whole vocabulary).
+    PpdProposer(const PpdPrompts& ppd, int max_guesses, int64_t vocab,
+                const model::VocabShortlist* shortlist = nullptr);
     // Prompt rows a chain has.
     int64_t chain_len() const { return chain_len_; }
     // Prompt rows after a context of n tokens: a chain when `window` holds it, else none.
@@ -57,6 +59,7 @@ class PpdProposer {
 
   private:
     const PpdPrompts& ppd_;
+    const model::VocabShortlist* shortlist_;
     int64_t chain_len_, vocab_;
     std::vector<int32_t> prompt_ids_;  // the rows' ids: vocab .. vocab + chain_len - 1
 };
@@ -67,6 +70,7 @@ std::vector<int32_t> generate_ppd(const model::ModelConfig& cfg, const model::Pa
                                   const float* params, std::span<const int32_t> prompt,
                                   const model::SampleOptions& o, const PpdPrompts& ppd,
                                   int max_guesses, const std::function<void(int32_t)>& on_token,
-                                  bool bf16, SpecStats* stats);
+                                  bool bf16, SpecStats* stats,
+                                  const model::VocabShortlist* shortlist = nullptr);
 
 }  // namespace weft::decode

@@ -69,6 +69,10 @@ void SpecOptions::validate() const {
                "--spec ppd needs --ppd: the prompt tokens `weft train --ppd-tokens K` saved");
     WEFT_CHECK(kind == "ppd" || ppd_file.empty(), "--ppd {} is for --spec ppd, got --spec {}",
                ppd_file.string(), kind);
+    WEFT_CHECK(vocab_from.empty() || kind == "draft" || kind == "ppd",
+               "--spec-vocab-from {} is for --spec draft or ppd (their proposals), got --spec {}",
+               vocab_from.string(), kind);
+    WEFT_CHECK(vocab >= 0, "--spec-vocab must be 0 (the whole vocabulary) or more, got {}", vocab);
     ngram.validate();
 }
 
@@ -113,7 +117,10 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
     spec.validate();
     WEFT_CHECK((spec.kind == "draft") == (draft != nullptr),
                "internal: --spec {} with{} a draft model", spec.kind, draft ? "" : "out");
-    if (draft) check_draft(cfg, draft->config());
+    if (draft) {
+        check_draft(cfg, draft->config());
+        draft->set_shortlist(spec.shortlist.get());
+    }
     WEFT_CHECK(!(draft && tp), "internal: a draft model under tensor parallelism");
     if (spec.kind == "none")
         return model::generate(cfg, layout, params, prompt, o, on_token, bf16, tp);
@@ -121,7 +128,7 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
         WEFT_CHECK(spec.ppd, "internal: --spec ppd without its prompt tokens loaded");
         WEFT_CHECK(!tp, "internal: --spec ppd under tensor parallelism");
         return generate_ppd(cfg, layout, params, prompt, o, *spec.ppd, spec.ngram.max_tokens,
-                            on_token, bf16, stats);
+                            on_token, bf16, stats, spec.shortlist.get());
     }
     WEFT_CHECK(!prompt.empty(), "the prompt must hold at least one token");
     model::check_prompt(cfg, prompt);

@@ -19,6 +19,7 @@
 #include "weft/decode/ngram.hpp"
 #include "weft/model/generate.hpp"
 #include "weft/model/kv_pool.hpp"
+#include "weft/model/vocab_shortlist.hpp"
 
 namespace weft::decode {
 
@@ -32,6 +33,11 @@ struct SpecOptions {
     // (decode/ppd_file.hpp), which generate_speculative needs.
     std::filesystem::path ppd_file;
     std::shared_ptr<const PpdPrompts> ppd;
+    // --spec-vocab N --spec-vocab-from FILE: the draft's rows and the prompt rows propose from
+    // the N ids most frequent in FILE (model/vocab_shortlist.hpp); 0: the whole vocabulary.
+    int64_t vocab = 4096;
+    std::filesystem::path vocab_from;
+    std::shared_ptr<const model::VocabShortlist> shortlist;
 
     // An error naming --spec unless it is none, ngram, draft (which needs --draft, and only it)
     // or ppd (which needs --ppd, and only it), and the n-gram settings.

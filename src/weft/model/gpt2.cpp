@@ -225,7 +225,7 @@ void Gpt2::forward_rows(const RowBatch& b, UnitAccess& w, KvPool& kv, RowProduct
         std::copy_n(x.data() + b.logit_rows[size_t(i)] * C, C, y.data() + i * C);
     const Gpt2Final f = final_norm(w.params(int(L) + 1));
     norm_.forward(ln.data(), {stats.data(), stats.data() + R}, y.data(), {f.lnf_w, f.lnf_b}, n);
-    tp_.head_rows(logits, ln.data(), e.wte, n, mm);
+    tp_.head_rows(logits, ln.data(), e.wte, b, mm);
     w.release(int(L) + 1);
     w.release(0);
 }

@@ -390,7 +390,7 @@ void Llama::forward_rows(const RowBatch& b, UnitAccess& w, KvPool& kv, RowProduc
     const int u = int(L) + 1;
     norm_.forward(ln.data(), {nullptr, rstd.data()}, y.data(),
                   {unit_tensor(w.params(u), layout_, u, 0)}, n);
-    tp_.head_rows(logits, ln.data(), head_weight(w, false), n, mm);
+    tp_.head_rows(logits, ln.data(), head_weight(w, false), b, mm);
     w.release(u);
     if (cfg_.tie_embeddings) w.release(0);
 }

@@ -48,6 +48,8 @@ void RowBatch::clear() {
     logit_rows.clear();
     extra = nullptr;
     extra_count = 0;
+    shortlist = nullptr;
+    shortlist_all = false;
 }
 
 // Layout: rows, sequences, logit rows; tokens, positions, logit_rows; per sequence row0, rows,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "weft/model/kv_pool.hpp"
+#include "weft/model/vocab_shortlist.hpp"
 
 namespace weft::model {
 
@@ -34,6 +35,11 @@ struct RowBatch {
     // which take the token embedding's place (a learned position embedding is still added).
     const float* extra = nullptr;
     int64_t extra_count = 0;
+    // Logit rows that only propose tokens get logits over this shortlist alone, -inf elsewhere
+    // (model/vocab_shortlist.hpp): the rows of extra inputs (prompt rows), and every row when
+    // `shortlist_all` (a draft model's batch). Null: every row over the whole vocabulary.
+    const VocabShortlist* shortlist = nullptr;
+    bool shortlist_all = false;
 
     int64_t rows() const { return int64_t(tokens.size()); }
     // Appends `t` at positions pos0.. of the sequence of `table`; with `logits`, its last row's
@@ -43,6 +49,10 @@ struct RowBatch {
     void add_tree(std::span<const int32_t> t, std::span<const int32_t> parents, int64_t pos0,
                   const BlockTable& table);
     void clear();
+    // Whether logit row i (of logit_rows) takes the shortlist, for a model of `vocab_size` ids.
+    bool proposes(size_t i, int64_t vocab_size) const {
+        return shortlist && (shortlist_all || tokens[size_t(logit_rows[i])] >= vocab_size);
+    }
 
     // The batch as integers, for ranks that run the same forward (tensor-parallel serving): its
     // rows, and each sequence's run or tree with its block table's blocks.

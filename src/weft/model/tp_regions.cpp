@@ -213,4 +213,27 @@ void TpRegions::head_rows(float* logits, const float* x, const float* w, int64_t
     }
 }
 
+void TpRegions::head_rows(float* logits, const float* x, const float* w, const RowBatch& b,
+                          RowProducts& mm) {
+    const int64_t n = int64_t(b.logit_rows.size());
+    std::vector<int64_t> full, part;
+    for (int64_t i = 0; i < n; ++i) (b.proposes(size_t(i), vocab_) ? part : full).push_back(i);
+    if (part.empty()) return head_rows(logits, x, w, n, mm);
+    WEFT_CHECK(size_ == 1, "internal: a vocabulary shortlist under tensor parallelism");
+    const VocabShortlist& s = *b.shortlist;
+    const int64_t S = int64_t(s.ids().size());
+    Buffer xs(n * C_), out(n * std::max(vocab_, S));
+    // x's rows `rows` through the head `h` of N ids, each result handed to `put`.
+    auto run = [&](const std::vector<int64_t>& rows, const float* h, int64_t N, auto put) {
+        if (rows.empty()) return;
+        for (size_t r = 0; r < rows.size(); ++r)
+            std::copy_n(x + rows[r] * C_, C_, xs.data() + int64_t(r) * C_);
+        mm(out.data(), xs.data(), h, nullptr, int64_t(rows.size()), C_, N);
+        for (size_t r = 0; r < rows.size(); ++r)
+            put(logits + rows[r] * vocab_, out.data() + int64_t(r) * N);
+    };
+    run(full, w, vocab_, [&](float* to, const float* from) { std::copy_n(from, vocab_, to); });
+    run(part, s.head(w, C_), S, [&](float* to, const float* from) { s.scatter(to, from); });
+}
+
 }  // namespace weft::model

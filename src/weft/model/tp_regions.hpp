@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "weft/core/buffer.hpp"
+#include "weft/model/row_batch.hpp"
 #include "weft/model/row_products.hpp"
 #include "weft/model/tp_comm.hpp"
 
@@ -84,6 +85,11 @@ class TpRegions {
                            int64_t rows, int64_t K, RowProducts& mm);
     // logits[rows, vocab] = x[rows, C] · w[vocab, C]ᵀ: each rank's slice of the head, gathered.
     void head_rows(float* logits, const float* x, const float* w, int64_t rows, RowProducts& mm);
+    // The same for x's rows, the logit rows of `b`: the rows that only propose tokens
+    // (RowBatch::proposes) over the batch's shortlist (at tp 1 only), the others over the whole
+    // vocabulary with the bits of head_rows (its products are row-invariant).
+    void head_rows(float* logits, const float* x, const float* w, const RowBatch& b,
+                   RowProducts& mm);
 
   private:
     template <typename In>

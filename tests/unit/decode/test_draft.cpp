@@ -17,6 +17,7 @@
 #include "weft/decode/draft.hpp"
 #include "weft/decode/speculative.hpp"
 #include "weft/model/family.hpp"
+#include "weft/model/vocab_shortlist.hpp"
 
 using namespace weft;
 
@@ -71,6 +72,22 @@ TEST_P(DraftGreedy, IsPlainGreedyBitForBit) {
             EXPECT_LT(st.accepted, st.guessed) << "no guess was rejected: no cut-back tested";
         }
     }
+    // The model as its own draft, proposing from a shortlist without plain text's most frequent
+    // token: the verify (whole vocabulary) still gives the text, and the draft's guesses of
+    // that token, which it can no longer make, are rejected.
+    std::vector<int64_t> counts(size_t(target.cfg.vocab_size), 0);
+    for (int32_t t : plain) ++counts[size_t(t)];
+    std::vector<int32_t> ids = model::most_frequent(counts, target.cfg.vocab_size);
+    ids.erase(ids.begin());
+    spec.shortlist = std::make_shared<model::VocabShortlist>(ids, target.cfg.vocab_size);
+    decode::DraftModel draft = target.draft(bf16);
+    decode::SpecStats st;
+    EXPECT_EQ(decode::generate_speculative(target.cfg, target.m->layout(), target.params.data(),
+                                           prompt, o, spec, {}, bf16, &st, &draft),
+              plain)
+        << "with a shortlist";
+    EXPECT_GT(st.accepted, 0) << "with a shortlist, no guess was ever kept";
+    EXPECT_LT(st.accepted, st.guessed) << "the shortlist changed no guess";
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, DraftGreedy,
@@ -93,7 +110,7 @@ std::vector<double> next_law(const TinyModel& t, const std::vector<int32_t>& con
 // (drawn from its q), which the verify keeps or rejects. The joint law of the second and third
 // tokens must be the model's, summed over the first. (Treating the drawn guesses as fixed ones
 // would be exact too, only rarer to accept; skipping the residual on a rejection fails here.)
-TEST(DraftSampling, KeepsTheModelsLaw) {
+void keeps_the_models_law(bool shortlist) {
     const int64_t V = 4;
     model::ModelConfig c = test::small_family_config("tiny", V, 16, 1);
     c.n_embd = 16;
@@ -112,6 +129,10 @@ TEST(DraftSampling, KeepsTheModelsLaw) {
     spec.kind = "draft";
     spec.draft = "unused";
     spec.ngram.max_tokens = 2;
+    // Without id 2 the draft's q is its law restricted to {0, 1, 3}, renormalised: still a
+    // proposal the acceptance rule keeps exact, never guessing 2, which the residual then gives.
+    if (shortlist)
+        spec.shortlist = std::make_shared<model::VocabShortlist>(std::vector{0, 1, 3}, V);
     decode::DraftModel draft = small.draft(false);
     model::SampleOptions o;
     o.temperature = 1;
@@ -134,6 +155,13 @@ TEST(DraftSampling, KeepsTheModelsLaw) {
     // Both verdicts happen often, or the test would not see a wrong rule.
     EXPECT_GT(total.accepted, total.guessed / 5);
     EXPECT_LT(total.accepted, total.guessed * 4 / 5);
+}
+
+TEST(DraftSampling, KeepsTheModelsLaw) {
+    keeps_the_models_law(false);
+}
+TEST(DraftSampling, KeepsTheModelsLawFromAShortlist) {
+    keeps_the_models_law(true);
 }
 
 TEST(Draft, RefusesAnotherVocabulary) {

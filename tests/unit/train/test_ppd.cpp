@@ -4,6 +4,7 @@
 // with guesses really kept, and sampling's first two tokens follow the model's own law.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -16,6 +17,7 @@
 #include "weft/decode/ppd.hpp"
 #include "weft/model/family.hpp"
 #include "weft/model/generate.hpp"
+#include "weft/model/vocab_shortlist.hpp"
 #include "weft/train/ppd_train.hpp"
 
 using namespace weft;
@@ -75,6 +77,18 @@ TEST_P(Ppd, TrainsOnlyThePromptsAndDecodesAsPlainGreedy) {
     EXPECT_EQ(fast, plain);
     EXPECT_GT(st.accepted, 0) << "no guess was ever kept";
     EXPECT_LT(st.forwards, int64_t(plain.size()));
+    // Prompt rows over a shortlist of the ids plain text never takes: the verify rows keep the
+    // whole vocabulary, so the text stays plain greedy's, and no guess can stand.
+    std::vector<int32_t> ids;
+    for (int32_t id = 0; id < t.cfg.vocab_size; ++id)
+        if (std::find(plain.begin(), plain.end(), id) == plain.end()) ids.push_back(id);
+    const model::VocabShortlist shortlist(ids, t.cfg.vocab_size);
+    decode::SpecStats sl;
+    EXPECT_EQ(decode::generate_ppd(t.cfg, m->layout(), t.params.data(), prompt, o, t.prompts,
+                                   bf16 ? 2 : 8, {}, bf16, &sl, &shortlist),
+              plain)
+        << "with a shortlist";
+    EXPECT_EQ(sl.accepted, 0) << "a guess from outside the shortlist was made";
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, Ppd,
