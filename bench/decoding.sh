@@ -9,7 +9,9 @@
 # so that the load of other jobs falls alike on the three; per case the median over rounds of
 # the whole process's wall and CPU (user + sys) seconds, start-up included, the speedups, tokens
 # per forward (tau), the share of guesses accepted and, per depth, kept / guessed. Fails if a
-# text differs from plain greedy's.
+# text differs from plain greedy's. With SPEC_VOCAB_FROM=<token file> (the training data), the
+# draft runs a second time proposing from its --spec-vocab (SPEC_VOCAB, default 4096) most
+# frequent ids ("draft-sl").
 set -euo pipefail
 BUILD=${1:?build dir} CKPT=$(realpath "${2:?checkpoint}") TOKENS=${3:-128}
 DRAFT=${4:+$(realpath "$4")} DRAFT_TOKENS=${DRAFT_TOKENS:-3} REPS=${REPS:-3}
@@ -18,8 +20,9 @@ bench_start "$BUILD"
 echo "load: $(bench_load); $TOKENS tokens, greedy, OMP_NUM_THREADS=${OMP_NUM_THREADS:-all cores}, $REPS rounds"
 kinds=(ngram)
 [ -n "$DRAFT" ] && kinds+=(draft)
+[ -n "$DRAFT" ] && [ -n "${SPEC_VOCAB_FROM:-}" ] && kinds+=(draft-sl)
 median() { tr ' ' '\n' | sort -g | awk 'NF { a[++n] = $1 } END { print a[int((n + 1) / 2)] }'; }
-printf "%-10s %-4s %-5s %-6s %-6s %-7s %-6s %-6s %-7s %-5s %-8s %s\n" prompt dtype spec plain_s \
+printf "%-10s %-4s %-8s %-6s %-6s %-7s %-6s %-6s %-7s %-5s %-8s %s\n" prompt dtype spec plain_s \
   spec_s speedup plain_c spec_c cpu_x tau accepted "kept/guessed by depth"
 for dtype in fp32 bf16; do
   for prompt_kind in repetitive prose; do
@@ -30,6 +33,8 @@ for dtype in fp32 bf16; do
         spec=()
         [ $kind = ngram ] && spec=(--spec ngram --spec-tokens 8)
         [ $kind = draft ] && spec=(--spec draft --draft "$DRAFT" --spec-tokens "$DRAFT_TOKENS")
+        [ $kind = draft-sl ] && spec=(--spec draft --draft "$DRAFT" --spec-tokens "$DRAFT_TOKENS"
+          --spec-vocab "${SPEC_VOCAB:-4096}" --spec-vocab-from "$SPEC_VOCAB_FROM")
         TIMEFORMAT='%R %U %S'
         { time "$WEFT" sample "${args[@]}" "${spec[@]}" >out.$kind 2>err.$kind; } 2>time.$kind
         read -r r u s <time.$kind
@@ -45,7 +50,7 @@ for dtype in fp32 bf16; do
       tau=$(grep -o "tau [0-9.]*" err.$kind | cut -d' ' -f2)
       acc=$(grep -o "[0-9]* of [0-9]* guessed" err.$kind | awk '{ printf "%d/%d", $1, $3 }')
       depth=$(grep -o "by depth:.*" err.$kind | cut -d: -f2)
-      printf "%-10s %-4s %-5s %-6.2f %-6.2f %-7.2f %-6.2f %-6.2f %-7.2f %-5s %-8s%s\n" \
+      printf "%-10s %-4s %-8s %-6.2f %-6.2f %-7.2f %-6.2f %-6.2f %-7.2f %-5s %-8s%s\n" \
         $prompt_kind $dtype $kind "$pw" "$sw" "$(echo "$pw / $sw" | bc -l)" "$pc" "$sc" \
         "$(echo "$pc / $sc" | bc -l)" "$tau" "$acc" "$depth"
     done

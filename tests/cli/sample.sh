@@ -35,6 +35,14 @@ expect_error "the draft model's vocabulary has 50304 ids, the model's 50257" "" 
 expect_error "--spec draft needs --draft DIR" "" -- sample --ckpt run --spec draft
 expect_error "--draft run is for --spec draft, got --spec ngram" "" -- sample --ckpt run --spec ngram --draft run
 expect_error "--spec draft runs with --tp 1 only, got --tp 2" "" -- sample --ckpt run --spec draft --draft run --tp 2
+# --spec-vocab: the draft proposes from the training data's most frequent ids; the text stays.
+d=$("$WEFT" sample "${p[@]}" --spec draft --draft run --spec-tokens 4 --spec-vocab 512 \
+  --spec-vocab-from data/tinyshakespeare_train.bin 2>draft.err)
+[ "$d" = "$plain" ] && ok "--spec-vocab 512: greedy text unchanged ($(cat draft.err))" || bad "--spec-vocab changed the text"
+expect_error "--spec-vocab 512 needs --spec-vocab-from FILE" "" -- sample --ckpt run --spec draft --draft run --spec-vocab 512
+expect_error "--spec-vocab 60000 is more than the model's 50257 ids" "" -- sample --ckpt run --spec draft --draft run --spec-vocab 60000 --spec-vocab-from data/tinyshakespeare_train.bin
+expect_error "--spec-vocab-from data/tinyshakespeare_train.bin is for --spec draft or ppd" "" -- sample --ckpt run --spec ngram --spec-vocab-from data/tinyshakespeare_train.bin
+expect_error "--spec-vocab must be 0 (the whole vocabulary) or more, got -1" "" -- sample --ckpt run --spec draft --draft run --spec-vocab -1 --spec-vocab-from data/tinyshakespeare_train.bin
 # Generation stops at the end-of-text token unless --ignore-eos: a model trained on nothing but
 # end-of-text tokens (an llm.c file: magic 20240520, version 1, 1024 tokens of 50256) says it first.
 { printf '\x88\xd8\x34\x01\x01\x00\x00\x00\x00\x04\x00\x00'; head -c 1012 /dev/zero
