@@ -14,11 +14,13 @@ for dtype in fp32 bf16; do
   plain=$("$WEFT" sample "${p[@]}")
   fast=$("$WEFT" sample "${p[@]}" --spec ppd --ppd ppd 2>ppd.err)
   [ "$fast" = "$plain" ] && ok "--spec ppd $dtype: greedy text unchanged ($(tr '\n' ' ' <ppd.err))" || bad "--spec ppd $dtype changed the text"
+  fast=$("$WEFT" sample "${p[@]}" --spec ppd --ppd ppd --spec-vocab 256 --spec-vocab-from data/tinyshakespeare_train.bin)
+  [ "$fast" = "$plain" ] && ok "--spec ppd $dtype --spec-vocab 256: greedy text unchanged" || bad "--spec ppd $dtype --spec-vocab changed the text"
 done
-# weft serve --spec ppd: the greedy text of weft sample, two requests at once, and /metrics
-# counts the verifies and their guesses.
+# weft serve --spec ppd (its prompt rows over the data's 4096 most frequent ids): the greedy text
+# of weft sample, two requests at once, and /metrics counts the verifies and their guesses.
 "$WEFT" serve --ckpt run --tokenizer-dir "$SRC/data" --port 0 --kv-cache-gib 0.001 --threads 2 \
-  --spec ppd --ppd ppd --dtype bf16 >serve.out 2>serve.err &
+  --spec ppd --ppd ppd --dtype bf16 --spec-vocab-from data/tinyshakespeare_train.bin >serve.out 2>serve.err &
 pid=$!
 trap 'kill -9 $pid 2>/dev/null || true; rm -rf "$WORK"' EXIT
 for _ in $(seq 600); do grep -q "http://" serve.out && break; sleep 0.1; done

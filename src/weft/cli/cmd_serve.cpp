@@ -29,6 +29,7 @@ struct ServeArgs {
     int threads = 0;
     std::string dtype = "fp32";
     int tp = 1;
+    bool spec_vocab_given = false;  // --spec-vocab was on the command line
 };
 
 // The name clients give as "model": the last component of the path the user named.
@@ -46,6 +47,7 @@ void serve(ServeArgs& a) {
     const std::optional<train::ModelSource> draft_source =
         open_draft_source(a.engine.spec, source.cfg, a.tp);
     if (a.engine.spec.kind == "ppd") a.engine.spec.ppd = open_ppd(a.engine.spec, source.cfg, a.tp);
+    a.engine.spec.shortlist = open_spec_vocab(a.engine.spec, source.cfg, a.spec_vocab_given);
     const std::unique_ptr<data::Tokenizer> tok = data::open_tokenizer(a.tokenizer, a.tokenizer_dir);
     const TpGroup tp(a.tp, source.cfg, "serve");
     const bool lead = tp.rank() == 0;
@@ -152,11 +154,15 @@ void add_serve_command(CLI::App& app) {
                   "Require 'Authorization: Bearer KEY' on /v1/ routes");
     add_generation_dtype_option(c, a->dtype);
     add_speculation_options(c, a->engine.spec);
+    add_spec_vocab_options(c, a->engine.spec);
     add_tp_option(c, a->tp);
     c->add_option("--threads", a->threads,
                   "OpenMP threads (0: OMP_NUM_THREADS, else the node's cores)")
         ->capture_default_str();
-    c->callback([a] { serve(*a); });
+    c->callback([a, c] {
+        a->spec_vocab_given = c->count("--spec-vocab") > 0;
+        serve(*a);
+    });
 }
 
 }  // namespace weft::cli

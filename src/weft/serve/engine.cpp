@@ -80,12 +80,15 @@ Engine::Engine(const model::ModelConfig& cfg, const model::ParamLayout& layout, 
     WEFT_CHECK((o_.spec.kind == "draft") == (draft_ != nullptr),
                "internal: --spec {} with{} a draft model", o_.spec.kind, draft_ ? "" : "out");
     WEFT_CHECK(!(draft_ && tp_.comm), "internal: a draft model under tensor parallelism");
-    if (draft_) decode::check_draft(cfg, draft_->config());
+    if (draft_) {
+        decode::check_draft(cfg, draft_->config());
+        draft_->set_shortlist(o_.spec.shortlist.get());
+    }
     if (o_.spec.kind == "ppd") {
         const decode::PpdPrompts* p = o_.spec.ppd.get();
         WEFT_CHECK(p && p->base.n_embd == cfg.n_embd && !tp_.comm,
                    "internal: --spec ppd without its prompt tokens for this model, or under tp");
-        ppd_.emplace(*p, o_.spec.ngram.max_tokens, cfg.vocab_size);
+        ppd_.emplace(*p, o_.spec.ngram.max_tokens, cfg.vocab_size, o_.spec.shortlist.get());
     }
     stats_.kv_blocks_total = o_.kv_blocks;
 }
