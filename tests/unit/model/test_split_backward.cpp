@@ -107,8 +107,8 @@ TEST(SplitBackward, MoeSharedExpertsWaitForTheW) {
     for (bool bf16 : {false, true}) {
         kernels::MatmulPrecisionScope precision(bf16 ? kernels::MatmulPrecision::bf16
                                                      : kernels::MatmulPrecision::fp32);
-        expect_split_equals_fused(c, bf16 ? "moe-tiny, a shared expert, bf16"
-                                          : "moe-tiny, a shared expert, fp32");
+        expect_split_equals_fused(
+            c, bf16 ? "moe-tiny, a shared expert, bf16" : "moe-tiny, a shared expert, fp32");
     }
 }
 
