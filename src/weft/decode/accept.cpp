@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "weft/core/error.hpp"
+#include "weft/kernels/softmax_rows.hpp"
 
 namespace weft::decode {
 
@@ -36,7 +37,7 @@ int32_t draw(const Distribution& d, double u) {
 namespace {
 
 int32_t argmax(std::span<const float> l) {
-    return int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+    return int32_t(kernels::argmax(l.data(), int64_t(l.size())));
 }
 
 std::vector<int> children(const TokenTree& t, int node) {

@@ -186,4 +186,21 @@ float log_softmax_at(const float* row, int64_t V, int64_t t) {
     return row[t] - max - std::log(sum);
 }
 
+int64_t argmax(const float* row, int64_t V) {
+    const float max = detail::softmax_row_ops().max(row, V);
+    int64_t v = 0;
+#if defined(__AVX512F__)
+    if (use_avx512()) {
+        const __m512 vmax = _mm512_set1_ps(max);
+        for (; v + 16 <= V; v += 16)
+            if (const __mmask16 eq = _mm512_cmpeq_ps_mask(_mm512_loadu_ps(row + v), vmax))
+                return v + __builtin_ctz(eq);
+    }
+#endif
+    for (; v < V; ++v)
+        if (row[v] == max) return v;
+    // A NaN maximum equals no element.
+    return std::max_element(row, row + V) - row;
+}
+
 }  // namespace weft::kernels

@@ -44,4 +44,9 @@ namespace weft::kernels {
 // order per row): serving's log-probability of each token it emits, per request and step.
 float log_softmax_at(const float* row, int64_t V, int64_t t);
 
+// The first index of row[0, V)'s largest element (V >= 1), std::max_element's answer for rows
+// without NaN, in two vector passes (the maximum, then its first place) instead of a scalar
+// compare per element: greedy decoding's choice, per request and token.
+int64_t argmax(const float* row, int64_t V);
+
 }  // namespace weft::kernels

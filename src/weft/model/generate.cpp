@@ -57,8 +57,7 @@ SamplingWeights sampling_weights(std::span<const float> logits, const SampleOpti
 }
 
 int32_t pick_token(std::span<const float> logits, const SampleOptions& o, float u) {
-    if (o.temperature == 0)
-        return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    if (o.temperature == 0) return int32_t(kernels::argmax(logits.data(), int64_t(logits.size())));
     const SamplingWeights w = sampling_weights(logits, o);
     double target = double(u) * w.sum, acc = 0;
     for (size_t i = 0; i < w.weights.size(); ++i) {

@@ -292,5 +292,26 @@ TEST(LogSoftmaxAt, MatchesDoubleReference) {
     set_kernel_isa(default_isa());
 }
 
+// Greedy decoding's choice: std::max_element's index on every path, the largest value placed
+// in a vector's body, its tail, and twice (the first wins), beside -inf.
+TEST(Argmax, FirstLargestAsMaxElement) {
+    for (int64_t V : {1, 15, 16, 17, 100, 49152, 50257}) {
+        std::vector<float> row = random_vector(size_t(V), uint32_t(V), 5.0f);
+        row[0] = -std::numeric_limits<float>::infinity();
+        for (int64_t at : {V - 1, V / 2, int64_t(0)}) {
+            std::vector<float> r = row;
+            r[size_t(at)] = 100.0f;
+            r[size_t((at + V / 3) % V)] = 100.0f;  // a tie after or before it
+            const int64_t want = std::max_element(r.begin(), r.end()) - r.begin();
+            for (Isa isa : {Isa::avx512, Isa::portable}) {
+                if (!isa_available(isa)) continue;
+                set_kernel_isa(isa);
+                EXPECT_EQ(argmax(r.data(), V), want) << isa_name(isa) << " V " << V << " at " << at;
+            }
+            set_kernel_isa(default_isa());
+        }
+    }
+}
+
 }  // namespace
 }  // namespace weft::kernels
