@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "weft/kernels/exp_nonpositive.hpp"
 #include "weft/kernels/isa.hpp"
@@ -65,29 +66,13 @@ float dot(const float* q, const T* k, int64_t HS) {
     return detail::fold16(a);
 }
 
-template <typename T>
-void attend_avx512(float* out, const float* q, const T* const* keys, const T* const* values,
-                   int64_t n, int64_t HS, float scale, float* s) {
-    // Four keys' dots at once, folded together (reduce4 folds each as fold16 does).
-    int64_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-        __m512 a[4];
-        for (int c = 0; c < 4; ++c) a[c] = _mm512_setzero_ps();
-        for (int64_t d = 0; d < HS; d += kLanes) {
-            const __mmask16 m = first(HS - d);
-            const __m512 qv = _mm512_maskz_loadu_ps(m, q + d);
-            for (int c = 0; c < 4; ++c)
-                a[c] = _mm512_fmadd_ps(qv, lanes::load16(keys[j + c] + d, m), a[c]);
-        }
-        _mm_storeu_ps(s + j,
-                      _mm_mul_ps(detail::reduce4(a[0], a[1], a[2], a[3]), _mm_set1_ps(scale)));
-    }
-    for (; j < n; ++j) s[j] = dot(q, keys[j], HS) * scale;
+// s[0, n) := exp(s - max s) as exp_nonpositive's vector path; returns 1 / their sum, folded.
+inline float softmax_avx512(float* s, int64_t n) {
     float top = -std::numeric_limits<float>::infinity();
-    for (j = 0; j < n; ++j) top = std::max(top, s[j]);
+    for (int64_t j = 0; j < n; ++j) top = std::max(top, s[j]);
     const __m512 vtop = _mm512_set1_ps(top);
     __m512 sum = _mm512_setzero_ps();
-    for (j = 0; j < n; j += kLanes) {
+    for (int64_t j = 0; j < n; j += kLanes) {
         const __mmask16 m = first(n - j);
         // Lanes past n are neither stored nor added: the portable loop has no such terms.
         const __m512 e =
@@ -95,46 +80,128 @@ void attend_avx512(float* out, const float* q, const T* const* keys, const T* co
         _mm512_mask_storeu_ps(s + j, m, e);
         sum = _mm512_mask_add_ps(sum, m, sum, e);
     }
-    const float inv = 1.0f / detail::fold16(sum);
-    // HS in registers when it fits (64 floats: 4 vectors), the positions streamed past them.
+    return 1.0f / detail::fold16(sum);
+}
+
+// GH query heads (q and out: GH rows of HS) over the same keys and values, each key and value
+// loaded once for all of them; every head's operations those of attend_gathered on its own.
+// s: GH rows of n scores.
+template <typename T, int GH>
+void attend_heads_avx512(float* out, const float* q, const T* const* keys, const T* const* values,
+                         int64_t n, int64_t HS, float scale, float* s) {
+    // Four keys' dots at once per head, folded together (reduce4 folds each as fold16 does).
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        __m512 a[GH][4];
+        for (int h = 0; h < GH; ++h)
+            for (int c = 0; c < 4; ++c) a[h][c] = _mm512_setzero_ps();
+        for (int64_t d = 0; d < HS; d += kLanes) {
+            const __mmask16 m = first(HS - d);
+            __m512 k[4];
+            for (int c = 0; c < 4; ++c) k[c] = lanes::load16(keys[j + c] + d, m);
+            for (int h = 0; h < GH; ++h) {
+                const __m512 qv = _mm512_maskz_loadu_ps(m, q + h * HS + d);
+                for (int c = 0; c < 4; ++c) a[h][c] = _mm512_fmadd_ps(qv, k[c], a[h][c]);
+            }
+        }
+        for (int h = 0; h < GH; ++h)
+            _mm_storeu_ps(s + h * n + j,
+                          _mm_mul_ps(detail::reduce4(a[h][0], a[h][1], a[h][2], a[h][3]),
+                                     _mm_set1_ps(scale)));
+    }
+    for (; j < n; ++j)
+        for (int h = 0; h < GH; ++h) s[h * n + j] = dot(q + h * HS, keys[j], HS) * scale;
+    float inv[GH];
+    for (int h = 0; h < GH; ++h) inv[h] = softmax_avx512(s + h * n, n);
+    // HS in registers when it fits (64 floats: 4 vectors a head), the positions streamed past.
     for (int64_t d0 = 0; d0 < HS; d0 += 4 * kLanes) {
-        __m512 o[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                       _mm512_setzero_ps()};
+        __m512 o[GH][4];
+        for (int h = 0; h < GH; ++h)
+            for (int i = 0; i < 4; ++i) o[h][i] = _mm512_setzero_ps();
         const __mmask16 m[4] = {first(HS - d0), first(HS - d0 - kLanes),
                                 first(HS - d0 - 2 * kLanes), first(HS - d0 - 3 * kLanes)};
         const int parts = int(std::min<int64_t>(4, (HS - d0 + kLanes - 1) / kLanes));
         for (j = 0; j < n; ++j) {
-            const __m512 p = _mm512_set1_ps(s[j]);
             const T* v = values[j] + d0;
-            for (int i = 0; i < parts; ++i)
-                o[i] = _mm512_fmadd_ps(p, lanes::load16(v + i * kLanes, m[i]), o[i]);
+            __m512 vv[4];
+            for (int i = 0; i < parts; ++i) vv[i] = lanes::load16(v + i * kLanes, m[i]);
+            for (int h = 0; h < GH; ++h) {
+                const __m512 p = _mm512_set1_ps(s[h * n + j]);
+                for (int i = 0; i < parts; ++i) o[h][i] = _mm512_fmadd_ps(p, vv[i], o[h][i]);
+            }
         }
-        const __m512 vinv = _mm512_set1_ps(inv);
-        for (int i = 0; i < parts; ++i)
-            _mm512_mask_storeu_ps(out + d0 + i * kLanes, m[i], _mm512_mul_ps(o[i], vinv));
+        for (int h = 0; h < GH; ++h) {
+            const __m512 vinv = _mm512_set1_ps(inv[h]);
+            for (int i = 0; i < parts; ++i)
+                _mm512_mask_storeu_ps(out + h * HS + d0 + i * kLanes, m[i],
+                                      _mm512_mul_ps(o[h][i], vinv));
+        }
+    }
+}
+
+// Up to four heads a pass: 16 accumulators, four keys or values and a query or a weight fit
+// the 32 registers.
+template <typename T>
+void attend_group_avx512(float* out, const float* q, int64_t G, const T* const* keys,
+                         const T* const* values, int64_t n, int64_t HS, float scale, float* s) {
+    for (int64_t h = 0; h < G; h += 4) {
+        float* o = out + h * HS;
+        const float* qh = q + h * HS;
+        float* sh = s + h * n;
+        switch (std::min<int64_t>(4, G - h)) {
+            case 1:
+                attend_heads_avx512<T, 1>(o, qh, keys, values, n, HS, scale, sh);
+                break;
+            case 2:
+                attend_heads_avx512<T, 2>(o, qh, keys, values, n, HS, scale, sh);
+                break;
+            case 3:
+                attend_heads_avx512<T, 3>(o, qh, keys, values, n, HS, scale, sh);
+                break;
+            default:
+                attend_heads_avx512<T, 4>(o, qh, keys, values, n, HS, scale, sh);
+        }
     }
 }
 #endif
+
+template <typename T>
+void attend_group(float* out, const float* q, int64_t G, const T* const* keys,
+                  const T* const* values, int64_t n, int64_t HS, float scale, float* scores) {
+#if defined(__AVX512F__)
+    // bf16 keys take the vector path only where AVX512-BF16 is compiled in (lanes::load16).
+    if constexpr (std::is_same_v<T, float> || lanes::kBf16Vectors)
+        if (lanes::vectors<T>())
+            return attend_group_avx512(out, q, G, keys, values, n, HS, scale, scores);
+#endif
+    for (int64_t h = 0; h < G; ++h)
+        attend_portable(out + h * HS, q + h * HS, keys, values, n, HS, scale, scores + h * n);
+}
 
 }  // namespace
 
 void attend_gathered(float* out, const float* q, const float* const* keys,
                      const float* const* values, int64_t n, int64_t HS, float scale,
                      float* scores) {
-#if defined(__AVX512F__)
-    if (lanes::vectors<float>()) return attend_avx512(out, q, keys, values, n, HS, scale, scores);
-#endif
-    attend_portable(out, q, keys, values, n, HS, scale, scores);
+    attend_group(out, q, 1, keys, values, n, HS, scale, scores);
 }
 
 void attend_gathered(float* out, const float* q, const uint16_t* const* keys,
                      const uint16_t* const* values, int64_t n, int64_t HS, float scale,
                      float* scores) {
-#if defined(__AVX512BF16__) && defined(__AVX512BW__)
-    if (lanes::vectors<uint16_t>())
-        return attend_avx512(out, q, keys, values, n, HS, scale, scores);
-#endif
-    attend_portable(out, q, keys, values, n, HS, scale, scores);
+    attend_group(out, q, 1, keys, values, n, HS, scale, scores);
+}
+
+void attend_gathered_group(float* out, const float* q, int64_t G, const float* const* keys,
+                           const float* const* values, int64_t n, int64_t HS, float scale,
+                           float* scores) {
+    attend_group(out, q, G, keys, values, n, HS, scale, scores);
+}
+
+void attend_gathered_group(float* out, const float* q, int64_t G, const uint16_t* const* keys,
+                           const uint16_t* const* values, int64_t n, int64_t HS, float scale,
+                           float* scores) {
+    attend_group(out, q, G, keys, values, n, HS, scale, scores);
 }
 
 }  // namespace weft::kernels

@@ -20,4 +20,15 @@ void attend_gathered(float* out, const float* q, const uint16_t* const* keys,
                      const uint16_t* const* values, int64_t n, int64_t HS, float scale,
                      float* scores);
 
+// The G query heads that share one kv head (grouped-query attention) in one pass over its keys
+// and values: q and out hold G heads of HS, one after the other, and head h's output is the bits
+// of attend_gathered on q + h·HS (each key and value is read once for up to four heads instead
+// of once per head). `scores` holds G·n floats of scratch.
+void attend_gathered_group(float* out, const float* q, int64_t G, const float* const* keys,
+                           const float* const* values, int64_t n, int64_t HS, float scale,
+                           float* scores);
+void attend_gathered_group(float* out, const float* q, int64_t G, const uint16_t* const* keys,
+                           const uint16_t* const* values, int64_t n, int64_t HS, float scale,
+                           float* scores);
+
 }  // namespace weft::kernels

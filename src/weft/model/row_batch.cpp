@@ -124,13 +124,15 @@ void attend_rows(float* out, const float* qkv, int64_t ld, const RowBatch& b, Kv
     for (int64_t p : b.positions) work += (p + 1) * NH * HS;
 #pragma omp parallel if (work >= (int64_t(1) << 18))
     {
-        std::vector<float> scores;
-        std::vector<int64_t> slots;  // the positions (slots) a row attends to, in order
-        std::vector<const float*> keys, values;
-        std::vector<const uint16_t*> keys16, values16;
+        // Kept between calls: a decode step calls this once a layer.
+        thread_local std::vector<float> scores;
+        thread_local std::vector<int64_t> slots;  // the positions (slots) a row attends to
+        thread_local std::vector<const float*> keys, values;
+        thread_local std::vector<const uint16_t*> keys16, values16;
+        // A row's G query heads of one kv head together: its keys and values read once.
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t t = 0; t < R * NH; ++t) {
-            const int64_t row = t / NH, h = t % NH, g = h / G, pos = b.positions[size_t(row)];
+        for (int64_t t = 0; t < R * NKV; ++t) {
+            const int64_t row = t / NKV, g = t % NKV, pos = b.positions[size_t(row)];
             const RowSeq& s = *seq_of[size_t(row)];
             const BlockTable& table = *s.table;
             slots.resize(size_t(pos + 1));
@@ -144,9 +146,9 @@ void attend_rows(float* out, const float* qkv, int64_t ld, const RowBatch& b, Kv
                     slots[size_t(at--)] = s.pos0 + i;
             }
             const int64_t n = pos + 1;
-            scores.resize(size_t(n));
-            float* o = out + row * A + h * HS;
-            const float* q = qkv + row * ld + h * HS;
+            scores.resize(size_t(G * n));
+            float* o = out + row * A + g * G * HS;
+            const float* q = qkv + row * ld + g * G * HS;
             // The same gather for either pool: its keys' and values' addresses in position order.
             auto gather = [&](auto& ks, auto& vs, auto k_at, auto v_at) {
                 ks.resize(size_t(n));
@@ -155,7 +157,8 @@ void attend_rows(float* out, const float* qkv, int64_t ld, const RowBatch& b, Kv
                     ks[size_t(j)] = k_at(slots[size_t(j)]) + g * HS;
                     vs[size_t(j)] = v_at(slots[size_t(j)]) + g * HS;
                 }
-                kernels::attend_gathered(o, q, ks.data(), vs.data(), n, HS, scale, scores.data());
+                kernels::attend_gathered_group(o, q, G, ks.data(), vs.data(), n, HS, scale,
+                                               scores.data());
             };
             if (kv.bf16())
                 gather(

@@ -119,3 +119,52 @@ TEST(AttendGathered, Bf16KeysGiveTheBitsOfTheirWidenedValues) {
             set_kernel_isa(default_isa());
         }
 }
+
+// Grouped-query attention's heads of one kv head in one pass: each head the bits of
+// attend_gathered alone on the portable path (the order of the old per-head kernel), on every
+// path, for groups that fill one pass of four heads, several, and part of one, fp32 and bf16.
+TEST(AttendGathered, GroupGivesEachHeadsBitsAlone) {
+    for (int64_t G : {1, 2, 3, 4, 5, 8})
+        for (int64_t n : {1, 3, 4, 5, 33, 100})
+            for (int64_t HS : {8, 64, 80, 128}) {
+                Case c = make(n, HS, uint32_t(G * 1000 + n * 7 + HS));
+                std::mt19937 gen(uint32_t(G + n));
+                std::normal_distribution<float> nd(0.0f, 2.0f);
+                std::vector<float> q(size_t(G * HS));
+                for (float& f : q) f = nd(gen);
+                std::vector<uint16_t> k16(c.k.size()), v16(c.v.size());
+                for (size_t i = 0; i < c.k.size(); ++i) {
+                    k16[i] = fp32_to_bf16(c.k[i]);
+                    v16[i] = fp32_to_bf16(c.v[i]);
+                }
+                std::vector<const uint16_t*> keys16, values16;
+                for (int64_t j = 0; j < n; ++j) {
+                    keys16.push_back(k16.data() + (n - 1 - j) * HS);
+                    values16.push_back(v16.data() + (n - 1 - j) * HS);
+                }
+                const float scale = 1.0f / std::sqrt(float(HS));
+                std::vector<float> scores(size_t(G * n)), want32(size_t(G * HS)),
+                    want16(size_t(G * HS));
+                set_kernel_isa(Isa::portable);
+                for (int64_t h = 0; h < G; ++h) {
+                    attend_gathered(want32.data() + h * HS, q.data() + h * HS, c.keys.data(),
+                                    c.values.data(), n, HS, scale, scores.data());
+                    attend_gathered(want16.data() + h * HS, q.data() + h * HS, keys16.data(),
+                                    values16.data(), n, HS, scale, scores.data());
+                }
+                for (Isa isa : {Isa::avx512, Isa::portable}) {
+                    if (!isa_available(isa)) continue;
+                    set_kernel_isa(isa);
+                    std::vector<float> got(size_t(G * HS));
+                    attend_gathered_group(got.data(), q.data(), G, c.keys.data(), c.values.data(),
+                                          n, HS, scale, scores.data());
+                    EXPECT_EQ(0, std::memcmp(got.data(), want32.data(), got.size() * sizeof(float)))
+                        << "fp32 G " << G << " n " << n << " HS " << HS << ", " << isa_name(isa);
+                    attend_gathered_group(got.data(), q.data(), G, keys16.data(), values16.data(),
+                                          n, HS, scale, scores.data());
+                    EXPECT_EQ(0, std::memcmp(got.data(), want16.data(), got.size() * sizeof(float)))
+                        << "bf16 G " << G << " n " << n << " HS " << HS << ", " << isa_name(isa);
+                }
+                set_kernel_isa(default_isa());
+            }
+}
