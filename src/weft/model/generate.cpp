@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "weft/core/error.hpp"
@@ -30,17 +31,60 @@ void check_prompt(const ModelConfig& cfg, std::span<const int32_t> prompt) {
                    prompt[i], i, cfg.vocab_size, cfg.vocab_size);
 }
 
+namespace {
+
+// The ids of `logits` in decreasing logit order, ties by increasing id (-0 ties +0): a strict
+// total order on logits without NaN, so that any sort gives it. A least-significant-digit radix
+// sort on the logits' bits, stable over ids in increasing order: O(V), where partial_sort over
+// every id compared through the logits (6.6 ms a sampled token at V = 49152).
+std::vector<int32_t> by_decreasing_logit(std::span<const float> logits) {
+    const size_t V = logits.size();
+    std::vector<uint32_t> key(V), key_to(V);
+    std::vector<int32_t> ids(V), ids_to(V);
+    for (size_t i = 0; i < V; ++i) {
+        const float x = logits[i] == 0 ? 0.0f : logits[i];
+        uint32_t u;
+        std::memcpy(&u, &x, sizeof u);
+        // Increasing in x: negatives' bits reversed, positives' above them; then complemented.
+        key[i] = ~(u & 0x80000000u ? ~u : u | 0x80000000u);
+        ids[i] = int32_t(i);
+    }
+    constexpr int kBits = 11;
+    constexpr uint32_t kDigits = 1u << kBits;
+    std::vector<size_t> at(kDigits + 1);
+    for (int shift = 0; shift < 32; shift += kBits) {
+        std::fill(at.begin(), at.end(), 0);
+        for (uint32_t k : key) ++at[((k >> shift) & (kDigits - 1)) + 1];
+        for (uint32_t d = 0; d < kDigits; ++d) at[d + 1] += at[d];
+        for (size_t i = 0; i < V; ++i) {
+            const size_t to = at[(key[i] >> shift) & (kDigits - 1)]++;
+            key_to[to] = key[i];
+            ids_to[to] = ids[i];
+        }
+        key.swap(key_to);
+        ids.swap(ids_to);
+    }
+    return ids;
+}
+
+}  // namespace
+
 SamplingWeights sampling_weights(std::span<const float> logits, const SampleOptions& o) {
     WEFT_CHECK(o.temperature > 0, "internal: a greedy choice has no sampling weights");
     const int64_t V = int64_t(logits.size());
     SamplingWeights w;
-    w.ids.resize(static_cast<size_t>(V));
-    std::iota(w.ids.begin(), w.ids.end(), 0);
     const int64_t keep = (o.top_k > 0 && o.top_k < V) ? o.top_k : V;
     auto by_logit = [&](int32_t a, int32_t b) {
         return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
     };
-    std::partial_sort(w.ids.begin(), w.ids.begin() + keep, w.ids.end(), by_logit);
+    // A small top-k: partial_sort's heap of k ids; otherwise the whole order, radix sorted.
+    if (keep * 64 < V) {
+        w.ids.resize(static_cast<size_t>(V));
+        std::iota(w.ids.begin(), w.ids.end(), 0);
+        std::partial_sort(w.ids.begin(), w.ids.begin() + keep, w.ids.end(), by_logit);
+    } else {
+        w.ids = by_decreasing_logit(logits);
+    }
     w.ids.resize(size_t(keep));
     w.weights.resize(w.ids.size());
     const double top = logits[w.ids[0]];
