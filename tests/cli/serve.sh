@@ -19,6 +19,12 @@ trap 'kill -9 $pid 2>/dev/null || true; rm -rf "$WORK"' EXIT
 for _ in $(seq 600); do grep -q "http://" serve.out && break; sleep 0.1; done
 url=$(grep -o "http://[0-9.:]*" serve.out) || { cat serve.err; bad "no start line"; finish; exit 1; }
 grep -q "weft serve: model run (gpt2" serve.out && ok "start line: $(cat serve.out)" || bad "start line: $(cat serve.out)"
+# Its OpenMP threads spin briefly before they sleep (cli/omp_spin.hpp): the process set the
+# variable and executed itself again, under the same pid.
+if [ -z "${GOMP_SPINCOUNT:-}${OMP_WAIT_POLICY:-}" ]; then
+  tr '\0' '\n' </proc/$pid/environ | grep -qx GOMP_SPINCOUNT=1000 && ok "GOMP_SPINCOUNT=1000 set" \
+    || bad "GOMP_SPINCOUNT not set: $(tr '\0' '\n' </proc/$pid/environ | grep OMP)"
+fi
 # post <route> <json body> [curl args...]: the body of the answer; the status in $WORK/status
 # (of the last call: concurrent calls write their own answer files).
 post() {

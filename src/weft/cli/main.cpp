@@ -12,12 +12,14 @@
 #include "weft/cli/commands.hpp"
 #include "weft/cli/config_file.hpp"
 #include "weft/cli/flag_checks.hpp"
+#include "weft/cli/omp_spin.hpp"
 #include "weft/comm/mpi_env.hpp"
 #include "weft/core/error.hpp"
 
 namespace weft::cli {
 
 int main(int argc, char** argv) {
+    short_omp_spin(argc, argv);
     // Under mpirun MPI is up for the whole command, so every rank knows its rank before parsing.
     // A plain process starts MPI only when a command builds its process mesh (train, bench
     // train, profile): the singleton start costs about 0.35 s, which help, refused flags and the
