@@ -91,6 +91,7 @@ struct HttpFront::Impl {
     std::atomic<int64_t> next_id{0};
     std::atomic<int> in_flight{0};
     std::atomic<bool> draining{false};
+    std::atomic<bool> listened{false};  // listen() has returned (or never started)
 
     void complete(const httplib::Request& req, httplib::Response& res, bool chat);
 };
@@ -220,7 +221,9 @@ int HttpFront::bind() {
 }
 
 void HttpFront::listen() {
-    impl_->svr.listen_after_bind();
+    // Stopped before it started (a SIGTERM while the model loaded): nothing to serve.
+    if (!impl_->draining) impl_->svr.listen_after_bind();
+    impl_->listened = true;
 }
 
 void HttpFront::stop() {
@@ -228,6 +231,10 @@ void HttpFront::stop() {
     // turning new ones away.
     impl_->draining = true;
     while (impl_->in_flight > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // httplib's stop ends a server that runs, and is lost on one about to: wait until listen()
+    // runs or has returned (it may have seen `draining` and not started).
+    while (!impl_->svr.is_running() && !impl_->listened)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     impl_->svr.stop();
 }
 

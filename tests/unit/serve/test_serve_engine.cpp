@@ -4,16 +4,22 @@
 // from a stream.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
+#include <future>
+#include <thread>
 
 #include "support/check.hpp"
 #include "support/draft_weights.hpp"
 #include "support/ppd_prompts.hpp"
 #include "weft/core/error.hpp"
 #include "weft/core/philox.hpp"
+#include "weft/data/hf_tokenizer.hpp"
 #include "weft/model/family.hpp"
 #include "weft/model/generate.hpp"
+#include "weft/serve/chat_format.hpp"
 #include "weft/serve/engine.hpp"
+#include "weft/serve/http_front.hpp"
 #include "weft/serve/stop_text.hpp"
 
 using namespace weft;
@@ -426,4 +432,26 @@ TEST_P(ServeEngine, SpeculationKeepsTheOutput) {
     EXPECT_EQ(out.back().tokens, decode::generate_speculative(c, w.model->layout(), w.params.data(),
                                                               s.prompt, s.o, o.spec));
     EXPECT_GT(e.stats().spec_accepted, 0) << "no guess was ever kept";
+}
+
+// A SIGTERM while the model loads stops the front before its listen starts: listen then returns
+// at once, where httplib alone would lose the stop and serve on.
+TEST(HttpFront, StopBeforeListenEndsIt) {
+    const model::ModelConfig c = small_config("gpt2");
+    Weights w(c);
+    Engine e(c, w.model->layout(), w.params.data(), piece, options(1, 16));
+    const std::filesystem::path dir = WEFT_SOURCE_DIR "/tests/data/tokenizers/smollm";
+    const data::HfTokenizer tok = data::HfTokenizer::load(dir / "tokenizer.json");
+    const ChatFormat chat = choose_chat_format(dir, "gpt2", tok);
+    const ApiContext ctx{"tiny", tok, e, chat};
+    HttpFront front(ctx, e, {"127.0.0.1", 0, "", size_t(1) << 20});
+    ASSERT_GT(front.bind(), 0);
+    std::future<void> stopped = std::async(std::launch::async, [&] { front.stop(); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the stop under way
+    std::future<void> served = std::async(std::launch::async, [&] { front.listen(); });
+    if (served.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+        front.stop();  // it is running now: end it, so that the test fails instead of hanging
+        FAIL() << "listen() still serving 10 s after stop()";
+    }
+    EXPECT_EQ(stopped.wait_for(std::chrono::seconds(10)), std::future_status::ready);
 }
