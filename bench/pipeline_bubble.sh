@@ -9,9 +9,10 @@
 # resident memory, and each stage's idle share of the step, measured [simulated]. The
 # zero-bubble schedules time their
 # first step and run the later ones (the traced fourth among them) as made for those costs.
-# Two cases: 8 layers split evenly (the head on the last stage makes it the slow one), and, at
-# pp 2, 16 layers split so that both stages do the same work per micro-batch (zb-v's V puts the
-# head's chunk on rank 0 beside the first: 2,6,6,2).
+# Two cases: 8 layers split evenly (the head on the last stage makes it the slow one), and
+# layers split so that the stages do about the same work per micro-batch, the head counting as
+# about 4 layers (F + B + W): at pp 2, 16 layers (zb-v's V puts the head's chunk on rank 0 beside
+# the first: 2,6,6,2); at pp 4, 24 layers (7,7,7,3; zb-v 1,4,4,3,4,3,4,1).
 set -euo pipefail
 BUILD=${1:-build} PP=${2:-2} M=${3:-8}
 source "$(dirname "$0")/lib.sh"
@@ -80,5 +81,11 @@ if [ "$PP" = 2 ]; then
   done
   run 16 interleaved --pp-layers 6,2,6,2
   run 16 zb-v --pp-layers 2,6,6,2
+elif [ "$PP" = 4 ]; then
+  for i in 1 2; do
+    run 24 1f1b --pp-layers 7,7,7,3
+    run 24 zb-h1 --pp-layers 7,7,7,3
+  done
+  run 24 zb-v --pp-layers 1,4,4,3,4,3,4,1
 fi
 echo "load after: $(bench_load)"
