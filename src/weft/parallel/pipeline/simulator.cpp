@@ -3,9 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <functional>
+#include <limits>
 #include <map>
-#include <queue>
 
 #include "weft/core/error.hpp"
 
@@ -73,6 +72,8 @@ void check_costs(const Costs& c, int chunks) {
     WEFT_CHECK(c.forward >= 0 && c.backward >= 0 && c.send >= 0 && c.latency >= 0,
                "costs must be non-negative, got forward={} backward={} send={} latency={}",
                c.forward, c.backward, c.send, c.latency);
+    WEFT_CHECK(c.cores >= 0,
+               "the cores the ranks share must be non-negative (0: one per rank), got {}", c.cores);
     WEFT_CHECK(c.weight_share >= 0 && c.weight_share <= 1,
                "the weight gradients' share of a backward must be in [0, 1], got {}",
                c.weight_share);
@@ -120,53 +121,103 @@ SimResult simulate(const Schedule& s, const Costs& costs) {
     std::vector<size_t> pc(s.pp, 0);      // next action of each rank
     std::vector<double> now(s.pp, 0);     // time each rank reached its next action
     std::vector<int> held(s.pp, 0);       // activations held now
+    std::vector<bool> blocked(s.pp);      // on a recv whose message is not sent yet
     std::map<MessageId, double> arrived;  // message -> arrival time, once sent
     std::map<MessageId, int> waiting;     // message -> rank blocked on it
 
-    // Ranks ready to run their next action, earliest first (ties by rank, for a stable order).
-    using Event = std::pair<double, int>;
-    std::priority_queue<Event, std::vector<Event>, std::greater<>> ready;
-    for (int r = 0; r < s.pp; ++r)
-        if (!s.ranks[r].empty()) ready.push({0.0, r});
-
-    while (!ready.empty()) {
-        const int r = ready.top().second;
-        ready.pop();
+    // The action that takes time (a compute or a send) under way on each rank. Its end is
+    // re-timed only when its speed changes, so that without sharing it is start + cost exactly.
+    struct Work {
+        bool on = false, retimed = false;
+        double end = 0, speed = 1, cost = 0;
+    };
+    std::vector<Work> work(s.pp);
+    int working = 0;
+    auto reshare = [&](double t) {
+        const double speed = costs.cores > 0 && working > costs.cores ? costs.cores / working : 1.0;
+        for (Work& w : work)
+            if (w.on && w.speed != speed) {
+                w.end = t + (w.end - t) * w.speed / speed;
+                w.speed = speed;
+                w.retimed = true;
+            }
+    };
+    auto done = [&](int r, double end) {
+        res.timeline[r].push_back({now[r], end, s.ranks[r][pc[r]]});
+        now[r] = end;
+        ++pc[r];
+    };
+    auto receive = [&](int r, double arrival) { done(r, std::max(now[r], arrival)); };
+    auto send_arrives = [&](int r, double end) {
         const Action& a = s.ranks[r][pc[r]];
-        const double start = now[r];
-        double end = start;
+        const MessageId id = message_id(a, r);
+        WEFT_CHECK(arrived.emplace(id, end + costs.latency).second,
+                   "rank {} action {} ({}): this message was already sent", r, pc[r],
+                   format_action(a));
+        if (auto w = waiting.find(id); w != waiting.end()) {
+            blocked[w->second] = false;
+            receive(w->second, end + costs.latency);
+            waiting.erase(w);
+        }
+    };
+    // Ends rank r's action at `end`, having taken `took` of its time.
+    auto finish = [&](int r, double end, double took) {
+        const Action& a = s.ranks[r][pc[r]];
+        if (a.is_compute()) res.compute[r] += took;
+        res.busy[r] += took;
+        if (a.is_send()) send_arrives(r, end);
+        done(r, end);
+    };
+
+    constexpr double never = std::numeric_limits<double>::infinity();
+    for (;;) {
+        // The next event, earliest first (ties by rank): a rank's action ends, or a rank reaches
+        // its next action.
+        int r = -1;
+        double t = never;
+        for (int k = 0; k < s.pp; ++k) {
+            const double at = work[k].on                                 ? work[k].end
+                              : blocked[k] || pc[k] == s.ranks[k].size() ? never
+                                                                         : now[k];
+            if (at < t) {
+                t = at;
+                r = k;
+            }
+        }
+        if (r < 0) break;
+        if (Work& w = work[r]; w.on) {
+            w.on = false;
+            --working;
+            reshare(t);
+            // The cost itself unless shared: without sharing the sums are the same to the bit.
+            finish(r, t, w.retimed ? t - now[r] : w.cost);
+            continue;
+        }
+        const Action& a = s.ranks[r][pc[r]];
         if (a.is_compute()) {
-            const double cost = costs.cost(a);
-            end = start + cost;
-            res.compute[r] += cost;
-            res.busy[r] += cost;
             // Activations are held from the forward to the last backward that reads them.
             const bool frees = a.kind == Action::backward || a.kind == Action::backward_weight;
             held[r] += a.kind == Action::forward ? 1 : frees ? -1 : 0;
             res.peak_in_flight[r] = std::max(res.peak_in_flight[r], held[r]);
-        } else if (a.is_send()) {
-            end = start + costs.send;
-            res.busy[r] += costs.send;
-            const MessageId id = message_id(a, r);
-            WEFT_CHECK(arrived.emplace(id, end + costs.latency).second,
-                       "rank {} action {} ({}): this message was already sent", r, pc[r],
-                       format_action(a));
-            if (auto w = waiting.find(id); w != waiting.end()) {
-                ready.push({std::max(now[w->second], end + costs.latency), w->second});
-                waiting.erase(w);
-            }
-        } else {
-            const MessageId id = message_id(a, r);
-            auto it = arrived.find(id);
-            if (it == arrived.end()) {
-                waiting[id] = r;  // resumed by the matching send
+        }
+        if (a.is_compute() || a.is_send()) {
+            const double cost = a.is_send() ? costs.send : costs.cost(a);
+            if (cost == 0) {  // takes no processor, so it shares none
+                finish(r, t, 0);
                 continue;
             }
-            end = std::max(start, it->second);
+            work[r] = {true, false, t + cost, 1, cost};
+            ++working;
+            reshare(t);
+            continue;
         }
-        res.timeline[r].push_back({start, end, a});
-        now[r] = end;
-        if (++pc[r] < s.ranks[r].size()) ready.push({end, r});
+        auto it = arrived.find(message_id(a, r));
+        if (it == arrived.end()) {
+            blocked[r] = true;  // resumed by the matching send
+            waiting[message_id(a, r)] = r;
+        } else {
+            receive(r, it->second);
+        }
     }
 
     for (int r = 0; r < s.pp; ++r)

@@ -5,7 +5,10 @@
 // - each rank executes its actions in order, one at a time;
 // - forward / backward of chunk c take forward_cost(c) / backward_cost(c);
 // - a send occupies its rank for `send` and never blocks; its message arrives `latency` later;
-// - a recv blocks until its message has arrived, then completes at once.
+// - a recv blocks until its message has arrived, then completes at once;
+// - with Costs::cores, the ranks share that many processors: each rank computing or sending
+//   progresses at min(1, cores / such ranks) of its speed (processor sharing, as the scheduler of
+//   a node whose ranks outnumber its cores gives each runnable rank an equal share).
 #include <string>
 #include <vector>
 
@@ -26,6 +29,10 @@ struct Costs {
     // chunk_weight overrides weight_share: W's time per chunk (at most its backward; B takes the
     // rest), as measured, since a head's or an embedding's backward has no W to speak of.
     std::vector<double> chunk_forward, chunk_backward, chunk_weight;
+    // Processors the ranks share (not necessarily whole: a node's cores divided among the
+    // pipelines it holds); 0 gives every rank its own, and so does any value >= pp, to the bit.
+    // The costs are then the work of an action at full speed (its CPU time when measured).
+    double cores = 0;
 
     double forward_cost(int chunk) const;
     double backward_cost(int chunk) const;  // B + W in split schedules
@@ -34,8 +41,8 @@ struct Costs {
     double cost(const Action& a) const;
 };
 
-// Throws weft::Error for per-chunk vectors of a size other than 0 or `chunks`, negative costs, a
-// weight share outside [0, 1] or a chunk's W longer than its backward.
+// Throws weft::Error for per-chunk vectors of a size other than 0 or `chunks`, negative costs or
+// cores, a weight share outside [0, 1] or a chunk's W longer than its backward.
 void check_costs(const Costs& costs, int chunks);
 
 // Costs of one whole pipeline stage spread evenly over its vpp chunks, so that schedules with
@@ -50,7 +57,8 @@ struct TimedAction {
 struct SimResult {
     double makespan = 0;  // time at which the last rank finishes
     double bubble = 0;    // 1 - total compute / (pp * makespan)
-    // Per rank: time computing; time busy (computing or sending); idle = makespan - busy.
+    // Per rank: time computing; time busy (computing or sending); idle = makespan - busy. Wall
+    // times: with shared cores an action can last longer than its cost.
     std::vector<double> compute, busy, idle;
     // Per rank: most (micro, chunk) activations held at once (forward done, backward not yet;
     // in split schedules, W not yet).
