@@ -104,7 +104,8 @@ TEST(PipelineTrace, EventCountAndFields) {
 TEST(PipelineTrace, MeasuredCosts) {
     std::vector<TraceRecord> recs;
     auto add = [&](int rank, const char* kind, int m, int c, double us) {
-        recs.push_back({rank, fmt::format("{} m{} c{}", kind, m, c), kind, 0, us});
+        // Half of its wall time on the thread's CPU, as if it had shared a core throughout.
+        recs.push_back({rank, fmt::format("{} m{} c{}", kind, m, c), kind, 0, us, us / 2});
     };
     for (int m = 0; m < 3; ++m) {
         add(0, "forward", m, 0, m == 0 ? 90 : 10 + m);
@@ -119,6 +120,11 @@ TEST(PipelineTrace, MeasuredCosts) {
     EXPECT_EQ(mean.chunk_forward, (std::vector<double>{(90 + 11 + 12) / 3.0, 40}));
     EXPECT_EQ(med.chunk_backward, (std::vector<double>{26, 30}));
     EXPECT_EQ(med.chunk_weight, (std::vector<double>{6, 0}));
+    const Costs cpu = measured_costs(2, recs, true, true);
+    EXPECT_EQ(cpu.chunk_forward, (std::vector<double>{6, 20}));
+    EXPECT_EQ(cpu.chunk_backward, (std::vector<double>{13, 15}));
+    // The CPU time goes into the Chrome trace too.
+    EXPECT_EQ(chrome_trace(recs)["traceEvents"][0]["args"]["cpu_us"].get<double>(), 45);
 }
 
 }  // namespace weft::pipeline

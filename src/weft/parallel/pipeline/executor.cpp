@@ -1,5 +1,7 @@
 #include "weft/parallel/pipeline/executor.hpp"
 
+#include <time.h>
+
 #include <chrono>
 #include <map>
 #include <utility>
@@ -23,6 +25,18 @@ int message_tag(const MessageId& id, const Schedule& s) {
     return comm::tags::kPipelineStep.at(tag);
 }
 
+namespace {
+
+// This thread's CPU time: with one thread a rank, an action's own work, whatever share of a core
+// the rank had meanwhile. The work of other OpenMP threads is not in it.
+double thread_cpu_us() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) * 1e6 + double(ts.tv_nsec) * 1e-3;
+}
+
+}  // namespace
+
 std::vector<TraceRecord> run_schedule(const Schedule& s, int rank, comm::Group& pp, StageWork& work,
                                       ExecutorOptions options) {
     using Clock = std::chrono::steady_clock;
@@ -31,9 +45,11 @@ std::vector<TraceRecord> run_schedule(const Schedule& s, int rank, comm::Group& 
         return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
     };
     std::vector<TraceRecord> records;
+    double start_cpu = 0;
     auto record = [&](const Action& a, double start, const char* category) {
         if (options.record)
-            records.push_back({rank, format_action(a), category, start, now_us() - start});
+            records.push_back({rank, format_action(a), category, start, now_us() - start,
+                               thread_cpu_us() - start_cpu});
     };
     // Sends in flight, by (grad, micro, chunk): an activation's send is awaited before the
     // chunk's backward (which may rewrite the buffer when recomputing), the rest at step end.
@@ -45,6 +61,7 @@ std::vector<TraceRecord> run_schedule(const Schedule& s, int rank, comm::Group& 
     std::vector<uint16_t> received;  // a bf16 message, widened at once
     for (const Action& a : s.ranks[size_t(rank)]) {
         const double start = now_us();
+        if (options.record) start_cpu = thread_cpu_us();
         switch (a.kind) {
             case Action::forward:
                 work.forward(a.micro, a.chunk);

@@ -24,6 +24,7 @@ nlohmann::json chrome_trace(const std::vector<TraceRecord>& records) {
                           {"dur", rec.dur_us},
                           {"pid", rec.rank},
                           {"tid", rec.rank}});
+        if (rec.cpu_us >= 0) events.back()["args"] = {{"cpu_us", rec.cpu_us}};
     }
     for (int r : ranks) {
         const std::string label = fmt::format("rank {}", r);
@@ -58,7 +59,7 @@ nlohmann::json chrome_trace(const SimResult& r, double us_per_unit) {
     return chrome_trace(trace_records(r, us_per_unit));
 }
 
-Costs measured_costs(int chunks, const std::vector<TraceRecord>& records, bool median) {
+Costs measured_costs(int chunks, const std::vector<TraceRecord>& records, bool median, bool cpu) {
     // Per chunk and micro-batch: forward, B (or the fused backward) and W.
     std::vector<std::map<int, std::array<double, 3>>> times(static_cast<size_t>(chunks));
     for (const TraceRecord& t : records) {
@@ -73,7 +74,9 @@ Costs measured_costs(int chunks, const std::vector<TraceRecord>& records, bool m
         const int chunk = std::stoi(t.name.substr(c + 2));
         WEFT_CHECK(chunk >= 0 && chunk < chunks, "internal: trace record '{}' of a chunk past {}",
                    t.name, chunks);
-        times[size_t(chunk)][std::stoi(t.name.substr(m + 2))][size_t(kind)] += t.dur_us;
+        WEFT_CHECK(!cpu || t.cpu_us >= 0, "internal: trace record '{}' has no CPU time", t.name);
+        times[size_t(chunk)][std::stoi(t.name.substr(m + 2))][size_t(kind)] +=
+            cpu ? t.cpu_us : t.dur_us;
     }
     auto stat = [median](std::vector<double> v) {
         if (v.empty()) return 0.0;
