@@ -20,9 +20,10 @@
 #   errors     layers that do not split, a --pp-layers that does not add up, too few
 #              micro-batches for interleaving, ZeRO 2 with a pipeline: one clear error each,
 #              before the run directory exists
-#   trace      --trace writes Chrome-trace JSON with one track per rank and every action, and
-#              the idle share, peak resident memory and activation bytes per stage; zb-h1 logs
-#              the costs it measured in its first step
+#   trace      --trace writes Chrome-trace JSON with one track per rank and every action (with
+#              its CPU time), and the idle share, peak resident memory and activation bytes per
+#              stage; with both ranks on one core the simulation shares it between them; zb-h1
+#              logs the costs it measured in its first step
 set -uo pipefail
 WEFT=$1 CHECK=$2 SRC=$3 MODE=$4 N=${5:-}
 source "$SRC/tests/mpi/train_lib.sh"
@@ -166,6 +167,13 @@ trace)
   check [ "${rss#*,}" -gt 0 ]
   check [ "${act%,*}" -eq "$(grep '"step":2,' traced/metrics.jsonl | grep -v '"event"' | grep -o '"activation_bytes":[0-9]*' | cut -d: -f2)" ]
   check [ "${act%,*}" -gt "${act#*,}" ]
+  check grep -q '"cpu_us"' t.json
+  # Two ranks on one core (taskset's mask, which mpirun leaves alone with --bind-to none): the
+  # simulation runs them on one shared core from each action's CPU time.
+  taskset -c 0 mpirun -np 2 --bind-to none "$WEFT" train "${args[@]}" --out one_core --steps 2 \
+    --pp 2 --micro-batch-size 2 --trace o.json >one_core.log 2>&1 || { cat one_core.log; check false; }
+  check grep -q '"simulated_cores":1\.0' one_core/metrics.jsonl
+  check grep -q "simulated with its CPU times on 1 shared cores" one_core.log
   # zb-h1 times its first step and makes the later steps' schedule for those costs.
   train 2 zb_traced --steps 2 --pp 2 --pp-schedule zb-h1 --micro-batch-size 2 --trace z.json
   check grep -q '"event":"pipeline_costs","forward_ms":\[[0-9.]*,[0-9.]*\]' zb_traced/metrics.jsonl

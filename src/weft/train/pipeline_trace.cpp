@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numeric>
 #include <string>
@@ -11,15 +13,17 @@
 #include "weft/ckpt/atomic.hpp"
 #include "weft/comm/collectives.hpp"
 #include "weft/parallel/pipeline/simulator.hpp"
+#include "weft/train/process.hpp"
 
 namespace weft::train {
 
 std::string BubbleReport::describe() const {
+    const std::string costs =
+        cores > 0 ? fmt::format("CPU times on {:g} shared cores", cores) : "measured costs";
     std::string text = fmt::format(
-        "pipeline bubble of the traced step: measured {:.3f}, simulated with its measured costs "
-        "{:.3f}, ideal {:.3f} (step {:.3f} s); idle share per stage measured {:.3f}, simulated "
-        "{:.3f}",
-        measured, simulated, ideal, makespan_s, fmt::join(idle_measured, " "),
+        "pipeline bubble of the traced step: measured {:.3f}, simulated with its {} {:.3f}, ideal "
+        "{:.3f} (step {:.3f} s); idle share per stage measured {:.3f}, simulated {:.3f}",
+        measured, costs, simulated, ideal, makespan_s, fmt::join(idle_measured, " "),
         fmt::join(idle_simulated, " "));
     if (peak_rss_bytes.empty()) return text;
     auto mib = [](const std::vector<int64_t>& v) {
@@ -32,9 +36,18 @@ std::string BubbleReport::describe() const {
                               fmt::join(mib(activation_bytes), " "));
 }
 
+double shared_cores(const std::vector<StagePlace>& stages) {
+    const StagePlace& first = stages.front();
+    for (const StagePlace& p : stages)
+        if (p.node != first.node || p.threads != 1) return 0;
+    if (first.node_ranks <= first.node_cores) return 0;
+    return double(first.node_cores) * double(stages.size()) / first.node_ranks;
+}
+
 BubbleReport measure_bubble(const pipeline::Schedule& s,
-                            const std::vector<pipeline::TraceRecord>& records) {
+                            const std::vector<pipeline::TraceRecord>& records, double cores) {
     BubbleReport r;
+    r.cores = cores;
     std::vector<double> end(size_t(s.pp), 0.0), compute(size_t(s.pp), 0.0);
     for (const pipeline::TraceRecord& t : records) {
         end[size_t(t.rank)] = std::max(end[size_t(t.rank)], t.start_us + t.dur_us);
@@ -45,9 +58,12 @@ BubbleReport measure_bubble(const pipeline::Schedule& s,
     const double total = std::accumulate(compute.begin(), compute.end(), 0.0);
     r.makespan_s = makespan * 1e-6;
     r.measured = makespan > 0 ? 1 - total / (s.pp * makespan) : 0;
-    // The mean, so that the simulated step does the measured step's compute.
-    const pipeline::SimResult sim =
-        pipeline::simulate(s, pipeline::measured_costs(s.chunks(), records, false));
+    // The mean, so that the simulated step does the measured step's compute. On shared cores an
+    // action's wall time depends on how many ranks computed beside it, which the simulation
+    // works out from each action's own work.
+    pipeline::Costs costs = pipeline::measured_costs(s.chunks(), records, false, cores > 0);
+    costs.cores = cores;
+    const pipeline::SimResult sim = pipeline::simulate(s, costs);
     r.simulated = sim.bubble;
     for (int k = 0; k < s.pp; ++k) {
         r.idle_measured.push_back(makespan > 0 ? 1 - compute[size_t(k)] / makespan : 0);
@@ -85,13 +101,18 @@ BubbleReport write_pipeline_trace(comm::Mesh& mesh, const pipeline::Schedule& sc
                                   const std::vector<pipeline::TraceRecord>& records,
                                   const StageMemory& memory, const std::filesystem::path& path) {
     comm::Group& pp = mesh.group(comm::Axis::pp);
+    const NodeShare node = node_share(mesh);
+    const std::array<int64_t, 4> mine = {node.node, node.ranks, node.cores,
+                                         int64_t(omp_get_max_threads())};
+    std::vector<int64_t> places(mine.size() * size_t(pp.size()));
+    comm::all_gather(pp, std::span<const int64_t>(mine), std::span<int64_t>(places));
     // Every pipeline gathers its records on its first rank; only world rank 0's writes. The
     // tracks are named by world rank.
     constexpr int kTag = 32200;
     auto encode = [&] {
         nlohmann::json a = nlohmann::json::array();
         for (const pipeline::TraceRecord& r : records)
-            a.push_back({mesh.world_rank(), r.name, r.category, r.start_us, r.dur_us});
+            a.push_back({mesh.world_rank(), r.name, r.category, r.start_us, r.dur_us, r.cpu_us});
         return a.dump();
     };
     // Each stage sends its records' length and its memory, then the records.
@@ -108,7 +129,7 @@ BubbleReport write_pipeline_trace(comm::Mesh& mesh, const pipeline::Schedule& sc
     auto add = [&](const std::string& text, int stage) {
         for (const auto& e : nlohmann::json::parse(text)) {
             all.push_back({e[0].get<int>(), e[1].get<std::string>(), e[2].get<std::string>(),
-                           e[3].get<double>(), e[4].get<double>()});
+                           e[3].get<double>(), e[4].get<double>(), e[5].get<double>()});
             by_stage.push_back(all.back());
             by_stage.back().rank = stage;
         }
@@ -125,7 +146,10 @@ BubbleReport write_pipeline_trace(comm::Mesh& mesh, const pipeline::Schedule& sc
     }
     if (mesh.world_rank() != 0) return {};
     ckpt::write_file_atomic(path, pipeline::chrome_trace(all).dump(1));
-    BubbleReport report = measure_bubble(schedule, by_stage);
+    std::vector<StagePlace> stages;
+    for (size_t k = 0; k < places.size(); k += mine.size())
+        stages.push_back({places[k], int(places[k + 1]), int(places[k + 2]), int(places[k + 3])});
+    BubbleReport report = measure_bubble(schedule, by_stage, shared_cores(stages));
     report.peak_rss_bytes = std::move(rss);
     report.activation_bytes = std::move(act);
     return report;

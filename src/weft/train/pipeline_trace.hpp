@@ -19,6 +19,9 @@ namespace weft::train {
 struct BubbleReport {
     double measured = 0, simulated = 0, ideal = 0;
     double makespan_s = 0;
+    // The processors the simulation shared between the stages, from each action's CPU time;
+    // 0: one a stage, from wall times.
+    double cores = 0;
     // Per stage (pipeline rank): the share of the step it did not compute, measured and simulated.
     std::vector<double> idle_measured, idle_simulated;
     // Per stage: its peak resident memory so far and the activation bytes it allocated
@@ -39,9 +42,23 @@ BubbleReport write_pipeline_trace(comm::Mesh& mesh, const pipeline::Schedule& sc
                                   const StageMemory& memory, const std::filesystem::path& path);
 
 // From one pipeline's records (rank = pipeline rank): busy time over ranks x makespan, and the
-// simulation of `schedule` with the measured mean costs.
+// simulation of `schedule` with the measured mean costs: the wall durations, or with `cores` > 0
+// the CPU times on that many shared processors (Costs::cores).
 BubbleReport measure_bubble(const pipeline::Schedule& schedule,
-                            const std::vector<pipeline::TraceRecord>& records);
+                            const std::vector<pipeline::TraceRecord>& records, double cores = 0);
+
+// Where a pipeline's stage runs.
+struct StagePlace {
+    int64_t node = 0;  // NodeShare's
+    int node_ranks = 1, node_cores = 1;
+    int threads = 1;  // the stage's OpenMP threads
+};
+// The processors the stages of a pipeline share, for measure_bubble: when they run one thread
+// each on one node whose ranks outnumber its cores, the pipeline's part of those cores (the
+// node's other ranks, data-parallel replicas, run the same lists at the same time); else 0. With
+// more threads a rank's thread CPU time misses its other threads' work, and across nodes the
+// simulator has no model: those stay at a processor a stage, as before.
+double shared_cores(const std::vector<StagePlace>& stages);
 
 // The costs per chunk a zero-bubble schedule was made for (measured in the first step), and what
 // that schedule gains over the one made for F = B = W, as the simulator sees it at those costs:

@@ -6,12 +6,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include "weft/comm/collectives.hpp"
 #include "weft/comm/mpi_env.hpp"
@@ -37,6 +42,35 @@ int ranks_on_node() {
 
 int node_cores() {
     return std::max(1, int(std::thread::hardware_concurrency()));
+}
+
+NodeShare node_share(comm::Mesh& mesh) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0)
+        for (int c = 0; c < node_cores(); ++c) CPU_SET(c, &set);
+    // Per rank: the host's hash, then its affinity mask.
+    constexpr size_t kWords = 1 + sizeof(cpu_set_t) / sizeof(int64_t);
+    std::array<int64_t, kWords> mine{};
+    mine[0] = int64_t(std::hash<std::string_view>{}(host));
+    std::memcpy(&mine[1], &set, sizeof(set));
+    comm::Group& world = mesh.group(comm::Axis::world);
+    std::vector<int64_t> all(kWords * size_t(world.size()));
+    comm::all_gather(world, std::span<const int64_t>(mine), std::span<int64_t>(all));
+    NodeShare node{mine[0], 0, 0};
+    cpu_set_t cores;
+    CPU_ZERO(&cores);
+    for (size_t r = 0; r < size_t(world.size()); ++r) {
+        if (all[r * kWords] != node.node) continue;
+        ++node.ranks;
+        cpu_set_t theirs;
+        std::memcpy(&theirs, &all[r * kWords + 1], sizeof(theirs));
+        CPU_OR(&cores, &cores, &theirs);
+    }
+    node.cores = std::max(1, CPU_COUNT(&cores));
+    return node;
 }
 
 int set_threads_per_rank(int requested) {

@@ -20,6 +20,15 @@ int ranks_on_node();
 // Cores of the node (at least 1).
 int node_cores();
 
+// This rank's node as the job uses it.
+struct NodeShare {
+    int64_t node = 0;  // the same on every rank of the node (a hash of its host name)
+    int ranks = 1;     // the job's ranks on it
+    int cores = 1;     // the cores those ranks may run on: the union of their affinity masks
+};
+// Collective over the world.
+NodeShare node_share(comm::Mesh& mesh);
+
 // OpenMP threads for this rank: `requested` if positive, else $OMP_NUM_THREADS if set, else
 // max(1, cores of the node / ranks on the node) (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE; 1 rank
 // without mpirun), at most the cores the rank may run on (rank 0 notes on stderr when mpirun's

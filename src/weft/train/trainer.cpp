@@ -147,6 +147,7 @@ struct StepRunner {
                    {"bubble_ideal", bubble.ideal},
                    {"idle_measured", bubble.idle_measured},
                    {"idle_simulated", bubble.idle_simulated},
+                   {"simulated_cores", bubble.cores},
                    {"peak_rss_bytes", bubble.peak_rss_bytes},
                    {"activation_bytes", bubble.activation_bytes}});
         log.note("wrote the last step's pipeline timeline to " + o.trace.string() + "; " +
