@@ -27,6 +27,14 @@ grep -q "idle share per rank: 0.0733 0.1452" <<<"$zb" && ok "idle share per rank
   || bad "no idle share per rank"
 "$WEFT" pipeline --pp 2 --pp-schedule zb-v --stage-costs $costs --json | grep -q '"idle_share":\[' \
   && ok "json has idle_share" || bad "json without idle_share"
+# Stages sharing cores: GPipe's 2 stages on 1 core overlap in two actions that take twice as
+# long (12 against 9); 4 on 2 cores, 27 against 21 (the unit tests work them out by hand).
+out=$("$WEFT" pipeline --pp 2 --micro-batches 2 --pp-schedule gpipe --cores 1)
+grep -q "makespan   12 " <<<"$out" && grep -q "on 1 shared cores" <<<"$out" \
+  && ok "2 stages on 1 core: makespan 12" || bad "--cores 1: $out"
+"$WEFT" pipeline --pp 4 --micro-batches 4 --pp-schedule gpipe --cores 2 --json | grep -q '"makespan":27' \
+  && ok "4 stages on 2 cores: makespan 27" || bad "--cores 2"
+expect_error "--cores -1: expected the number of processors the stages share, at least 0" "" -- pipeline --pp 2 --cores -1
 expect_error "'443/73' is not a stage's costs; expected F/B/W" "" -- pipeline --pp 2 --stage-costs 1/1/1,443/73
 expect_error "--stage-costs '1/1/1' has 1 stages; expected one F/B/W for each of the --pp 2" "" -- pipeline --pp 2 --stage-costs 1/1/1
 expect_error "expected no --weight-share beside it" "" -- pipeline --pp 2 --stage-costs 1/1/1,1/1/1 --weight-share 0.3

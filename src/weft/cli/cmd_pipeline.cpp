@@ -24,7 +24,7 @@ namespace {
 struct PipelineArgs {
     int pp = 4, vpp = 1, micro_batches = 8;
     std::string schedule = "1f1b";
-    double forward = 1, backward = 2, send = 0, latency = 0, weight_share = 0.5;
+    double forward = 1, backward = 2, send = 0, latency = 0, weight_share = 0.5, cores = 0;
     std::string stage_costs;  // "F/B/W,F/B/W,..." one a stage
     std::filesystem::path svg, trace;
     bool json = false;
@@ -123,6 +123,10 @@ void add_pipeline_command(CLI::App& app) {
         ->capture_default_str();
     c->add_option("--latency", a->latency, "Time from a send to its arrival at the receiver")
         ->capture_default_str();
+    c->add_option("--cores", a->cores,
+                  "Processors the stages share (ranks oversubscribing a node): a stage computing "
+                  "runs at min(1, cores / stages computing) of its speed; 0: one each")
+        ->capture_default_str();
     c->add_option("--svg", a->svg, "Write a picture of the schedule to this SVG file");
     c->add_option("--trace", a->trace,
                   "Write a Chrome trace (Perfetto, chrome://tracing) to this JSON file; one cost "
@@ -130,6 +134,10 @@ void add_pipeline_command(CLI::App& app) {
     c->add_flag("--json", a->json, "Print one JSON object instead of text");
     c->callback([a, c] {
         check_output_paths({{a->svg, "--svg", false}, {a->trace, "--trace", false}});
+        WEFT_CHECK(a->cores >= 0,
+                   "--cores {}: expected the number of processors the stages share, at least 0 "
+                   "(0: one each)",
+                   a->cores);
         const pipeline::ScheduleKind kind = pipeline::parse_schedule_kind(a->schedule);
         if (kind == pipeline::ScheduleKind::zb_v && a->vpp == 1) a->vpp = 2;
         pipeline::Costs costs = pipeline::stage_costs(a->vpp, a->forward, a->backward);
@@ -146,6 +154,7 @@ void add_pipeline_command(CLI::App& app) {
         }
         costs.send = a->send;
         costs.latency = a->latency;
+        costs.cores = a->cores;
         const pipeline::Schedule s =
             pipeline::make_schedule(kind, a->pp, a->vpp, a->micro_batches, costs);
         pipeline::validate(s);
@@ -165,6 +174,7 @@ void add_pipeline_command(CLI::App& app) {
                 {"pp", a->pp},
                 {"vpp", a->vpp},
                 {"micro_batches", a->micro_batches},
+                {"cores", a->cores},
                 {"bubble", r.bubble},
                 {"bubble_theory", theory},
                 {"makespan", r.makespan},
@@ -176,8 +186,9 @@ void add_pipeline_command(CLI::App& app) {
             fmt::print("{}\n", j.dump());
             return;
         }
-        fmt::print("{} pp={} vpp={} micro-batches={}\n", a->schedule, a->pp, a->vpp,
-                   a->micro_batches);
+        fmt::print("{} pp={} vpp={} micro-batches={}{}\n", a->schedule, a->pp, a->vpp,
+                   a->micro_batches,
+                   a->cores > 0 ? fmt::format(" on {:g} shared cores", a->cores) : "");
         fmt::print("bubble     {:.4f} simulated, {:.4f} theory {}\n", r.bubble, theory,
                    bubble_formula(kind));
         if (a->stage_costs.empty())
