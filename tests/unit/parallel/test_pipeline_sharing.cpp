@@ -22,15 +22,20 @@ std::vector<std::pair<double, double>> compute_spans(const SimResult& r, int ran
 
 using Spans = std::vector<std::pair<double, double>>;
 
+// GPipe at F 1 and B 2 a chunk on `cores` shared cores, having checked its step unshared.
+SimResult gpipe_on_cores(int pp, int m, double cores, double unshared_makespan) {
+    const Schedule s = make_schedule(ScheduleKind::gpipe, pp, 1, m);
+    Costs c;
+    EXPECT_DOUBLE_EQ(simulate(s, c).makespan, unshared_makespan);
+    c.cores = cores;
+    return simulate(s, c);
+}
+
 // GPipe, 2 stages, 2 micro-batches, F 1 and B 2 a chunk, on one core. Rank 0's second forward
 // and rank 1's first overlap in [1, 3], both backwards of micro-batch 0 / 1 in [6, 10]: each
 // takes twice its cost. The core never idles, so the step is the total work, 12 (9 unshared).
 TEST(PipelineSharing, TwoStagesOnOneCoreTakeTwiceAsLongWhenTheyOverlap) {
-    const Schedule s = make_schedule(ScheduleKind::gpipe, 2, 1, 2);
-    Costs c;
-    EXPECT_DOUBLE_EQ(simulate(s, c).makespan, 9);
-    c.cores = 1;
-    const SimResult r = simulate(s, c);
+    const SimResult r = gpipe_on_cores(2, 2, 1, 9);
     EXPECT_DOUBLE_EQ(r.makespan, 12);
     EXPECT_EQ(compute_spans(r, 0), (Spans{{0, 1}, {1, 3}, {6, 10}, {10, 12}}));
     EXPECT_EQ(compute_spans(r, 1), (Spans{{1, 3}, {3, 4}, {4, 6}, {6, 10}}));
@@ -46,11 +51,7 @@ TEST(PipelineSharing, TwoStagesOnOneCoreTakeTwiceAsLongWhenTheyOverlap) {
 // Forwards end at 1, 2, 3.5, 5.5, 7, 8, 9; backwards at 11, 13, 16, 20, 23, 25, 27 (21
 // unshared: (m + p - 1)(F + B)).
 TEST(PipelineSharing, FourStagesOnTwoCores) {
-    const Schedule s = make_schedule(ScheduleKind::gpipe, 4, 1, 4);
-    Costs c;
-    EXPECT_DOUBLE_EQ(simulate(s, c).makespan, 21);
-    c.cores = 2;
-    const SimResult r = simulate(s, c);
+    const SimResult r = gpipe_on_cores(4, 4, 2, 21);
     EXPECT_DOUBLE_EQ(r.makespan, 27);
     EXPECT_EQ(
         compute_spans(r, 0),
