@@ -67,8 +67,8 @@ std::vector<PublishedRun> load_published_runs(const fs::path& file, const fs::pa
         if (name == "description" || name == "notes") continue;
         const JsonReader j = runs.object(name);
         j.only({"set", "source", "url", "model", "cluster", "devices", "dtype", "global_batch",
-                "seq_len", "attention", "tp_overlap", "dp_overlap", "layout", "published",
-                "assumed", "memory_unchecked"});
+                "seq_len", "attention", "tp_overlap", "dp_overlap", "bucket_mb", "layout",
+                "published", "assumed", "memory_unchecked"});
         PublishedRun r;
         r.name = name;
         r.set = j.string("set");
@@ -90,6 +90,8 @@ std::vector<PublishedRun> load_published_runs(const fs::path& file, const fs::pa
         w.attention = parse_attention(j.string("attention"));
         w.tp_overlap = j.boolean("tp_overlap");
         w.dp_overlap = j.boolean("dp_overlap");
+        // FSDP reduce-scatters by its wrapping unit (a block), not by Megatron's 25 MiB buckets.
+        if (j.has("bucket_mb")) w.bucket_mb = j.positive("bucket_mb");
 
         const JsonReader l = j.object("layout");
         l.only({"dp", "tp", "pp", "cp", "vpp", "micro_batch", "zero", "sp", "recompute", "schedule",
