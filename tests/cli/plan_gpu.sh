@@ -11,6 +11,7 @@ expect_error "--doc-lengths 'lognormal:3': expected lognormal:MEDIAN:SIGMA or pa
 expect_error "3,3" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --pp 2 --pp-layers 3,3
 expect_error "--dtype must be bf16, fp16 or fp8 for a GPU run, got 'int4'" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --dtype int4
 expect_error "--attention scores needs --memory-profile korthikanti" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --dtype fp32 --attention scores
+expect_error "--pp-keep-outputs needs --memory-profile korthikanti" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --dtype fp32 --pp-keep-outputs
 
 # NeMo 24.07's Llama 3 70B recipe on 64 H100s (docs/planner.md, data/published_runs.json).
 recipe=(plan --model llama-3-70b "${c[@]}" --global-batch 128 --seq-len 8192 --dtype fp8 --dp 2 --tp 4
@@ -27,6 +28,17 @@ if python3 -c "import json; j = json.load(open('scores.json')); assert 'best_unf
   ok "with s x s scores kept the same recipe does not fit"
 else
   bad "scores variant: $(head -c 400 scores.json)"
+fi
+
+# Outputs kept after their send (torch.distributed.pipelining) cost the same recipe memory; freed
+# (Megatron-LM, Llama 3) is the default.
+"$WEFT" "${recipe[@]}" --pp-keep-outputs >kept.json 2>&1 || true
+if python3 -c "
+import json; f = json.load(open('fits.json'))['best'][0]; k = json.load(open('kept.json'))['best'][0]
+assert k['memory_bytes']['activations'] > f['memory_bytes']['activations'], (f, k)" 2>/dev/null; then
+  ok "--pp-keep-outputs adds the kept outputs' bytes"
+else
+  bad "--pp-keep-outputs: $(head -c 400 kept.json)"
 fi
 
 # Uneven stages are accepted and shown; the search explains its choice.

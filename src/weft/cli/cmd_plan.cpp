@@ -18,7 +18,7 @@ struct PlanArgs {
     std::string model, cluster, dtype = "bf16", profile, recompute, schedule, cp_kind = "ring";
     std::string grad_reduce_dtype, attention, pp_layers;
     std::string offload;
-    bool tp_overlap = false, no_dp_overlap = false;
+    bool tp_overlap = false, no_dp_overlap = false, pp_keep_outputs = false;
     std::string optimizer = "adamw";
     int64_t global_batch = 0, seq_len = 0, micro_batch = 0, max_micro_batch = 64;
     int top = 5, devices = 0, nodes = 0, dp = 0, tp = 0, pp = 0, cp = 0, vpp = 0, zero = -1;
@@ -64,6 +64,10 @@ void add_plan_command(CLI::App& app) {
     c->add_flag("--no-dp-overlap", a->no_dp_overlap,
                 "Reduce gradients after the last backward instead of overlapped with it (2021 "
                 "Megatron-LM, DeepSpeed's pipeline engine)");
+    c->add_flag("--pp-keep-outputs", a->pp_keep_outputs,
+                "Count each pipeline chunk's sent output as kept until its backward "
+                "(torch.distributed.pipelining's default) instead of freed after the send "
+                "(Megatron-LM, Llama 3)");
     c->add_option("--pp-layers", a->pp_layers,
                   "Layers of each pipeline chunk, e.g. 7,8,8,7 (needs --pp; the engine's "
                   "--pp-layers)");
@@ -154,6 +158,10 @@ void add_plan_command(CLI::App& app) {
             w.attention = plan::parse_attention(a->attention);
         }
         w.tp_overlap = a->tp_overlap;
+        WEFT_CHECK(!a->pp_keep_outputs || w.profile == plan::MemoryProfile::korthikanti,
+                   "--pp-keep-outputs needs --memory-profile korthikanti (the engine always keeps "
+                   "a chunk's output until its backward, and its profile counts it)");
+        w.pp_outputs_kept = a->pp_keep_outputs;
         w.dp_overlap = !a->no_dp_overlap;
         if (!a->grad_reduce_dtype.empty())
             w.prec = plan::with_grad_reduce(w.prec, a->grad_reduce_dtype);

@@ -73,6 +73,12 @@ struct Workload {
     // Gradient reduction overlapped with backward (Megatron-Core's --overlap-grad-reduce,
     // DeepSpeed's overlap_comm, FSDP); without, it runs after the last backward (2021 Megatron).
     bool dp_overlap = true;
+    // Each pipeline chunk's output, once sent to the next rank, kept until the chunk's backward
+    // (torch.distributed.pipelining's forward cache holds it; korthikanti profile). By default it
+    // is freed after the send, as Megatron-LM (deallocate_pipeline_outputs) and Llama 3 (Dubey
+    // et al. 2024, Sec. 3.3.2) do. The engine always keeps it (Activations::resid), and its
+    // profile counts it.
+    bool pp_outputs_kept = false;
     double bucket_mb = 25;  // gradient bucket (the engine's --bucket-mb)
     // Mixture of experts, expert parallelism: the rows the busiest ep rank's experts receive per
     // MoE layer, over the balanced k x tokens (--moe-imbalance; 0: the model's capacity factor

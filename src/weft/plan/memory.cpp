@@ -160,6 +160,18 @@ MemoryBreakdown gpu_model_states(const Workload& w, const Layout& l, double psi,
     return m;
 }
 
+double kept_output_bytes(const Workload& w, const Candidate& k, int stage) {
+    const Layout& l = k.layout;
+    if (!w.pp_outputs_kept || l.pp == 1) return 0;
+    const int chunks = l.pp * l.vpp;
+    int sent = 0;
+    for (int c : pipeline::rank_chunks(stage, l))
+        if (c + 1 < chunks && pipeline::chunk_owner(c + 1, l) != stage) ++sent;
+    const double boundary = double(w.seq_len / l.cp * k.micro_batch * w.model.config.n_embd) /
+                            (l.sequence_parallel ? l.tp : 1);
+    return boundary * w.prec.activation * sent / l.vpp;
+}
+
 MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidate& k, int stage,
                              int in_flight) {
     const model::ModelConfig& cfg = w.model.config;
@@ -280,7 +292,7 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
                                                  l.recompute, p.activation, w.attention);
     if (p.name == "fp8")
         layer_bytes -= fp8_saved_bytes(cfg, T, b, l.tp, l.cp, l.sequence_parallel, l.recompute);
-    m.activations = in_flight * layers_per_chunk * layer_bytes;
+    m.activations = in_flight * (layers_per_chunk * layer_bytes + kept_output_bytes(w, k, stage));
     // Korthikanti et al. Sec. 4.3: the embedding dropout mask (sbh bytes per micro-batch in
     // flight, / t with sequence parallelism) on the first stage; on the last, the final norm and
     // output projection inputs (4sbh/t) and the fp32 logits of the cross entropy (4sbv/t).

@@ -85,6 +85,12 @@ double engine_head_floats(const model::ModelConfig& cfg, int64_t seq, int64_t b,
 double moe_received_floats(const model::ModelConfig& cfg, int64_t tokens, int ep, double imbalance,
                            int tp = 1);
 
+// Bytes a pipeline rank keeps per (micro-batch, chunk) in flight, on average over its chunks,
+// for the outputs it has sent and not freed (Workload::pp_outputs_kept): one [s/cp x b, h]
+// boundary (/t with sequence parallelism) for each chunk whose successor is on another rank.
+// 0 when the outputs are freed after the send or there is no pipeline.
+double kept_output_bytes(const Workload& w, const Candidate& k, int stage);
+
 // One device of pipeline rank `stage` whose schedule holds at most `in_flight` (micro-batch,
 // chunk) activations at once (from the pipeline simulator).
 MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidate& k, int stage,

@@ -133,3 +133,26 @@ TEST(PlanGpuMemory, ExpertsSplitOverTensorParallelism) {
     w.profile = MemoryProfile::engine;
     EXPECT_EQ(check_candidate(w, k)->reason, "unsupported: experts with tp > 1");
 }
+
+// Megatron-LM frees a chunk's output once it is sent (deallocate_pipeline_outputs), and so does
+// Llama 3 (Dubey et al. 2024, Sec. 3.3.2); torch.distributed.pipelining keeps it in its forward
+// cache until the chunk's backward. Kept, each (micro-batch, chunk) in flight adds one boundary,
+// [s·b, h]/t in 16 bits with sequence parallelism (GPT-3 175B, tp 8: 2048·12288/8·2 bytes), for
+// the chunks that send: all but the model's last.
+TEST(PlanGpuMemory, KeptStageOutputs) {
+    Workload w = gpt3("bf16");
+    Candidate k;
+    k.layout.dp = 1, k.layout.tp = 8, k.layout.pp = 8, k.layout.sequence_parallel = true;
+    const Cluster c = test::plan_cluster(8);
+    const double boundary = 2048.0 * 12288 / 8 * 2;
+    const double first = stage_memory(w, c, k, 0, 8).activations;
+    const double last = stage_memory(w, c, k, 7, 1).activations;
+    EXPECT_EQ(kept_output_bytes(w, k, 0), 0);
+    w.pp_outputs_kept = true;
+    EXPECT_DOUBLE_EQ(stage_memory(w, c, k, 0, 8).activations - first, 8 * boundary);
+    EXPECT_DOUBLE_EQ(stage_memory(w, c, k, 7, 1).activations, last);  // the head's stage sends none
+    // Interleaved, vpp 2: rank 7's chunk 7 sends to rank 0; its chunk 15 is the model's last.
+    k.layout.vpp = 2, k.layout.pp_schedule = ScheduleKind::interleaved;
+    EXPECT_DOUBLE_EQ(kept_output_bytes(w, k, 0), boundary);
+    EXPECT_DOUBLE_EQ(kept_output_bytes(w, k, 7), boundary / 2);
+}
