@@ -121,6 +121,7 @@ WorkingCopy::WorkingCopy(const model::ParamLayout& layout, BufferPool& pool, boo
     if (dir.empty()) {
         store_ = Buffer(total / int64_t(sizeof(float)));
         gstore_ = Buffer(total / int64_t(sizeof(float)));
+        zero_owed_.assign(layout.units.size(), 0);
         return;
     }
     std::vector<int64_t> floats;
@@ -319,7 +320,7 @@ void WorkingCopy::write_params(int64_t begin, int64_t n, const float* in) {
     for_pieces(begin, begin + n, [&](size_t i, int64_t lo, int64_t hi) {
         const model::ParamSpec& t = layout_.tensors[i];
         std::byte* r = record(t.unit, false) + tensor_at_[i];
-        dirty_ = files_ != nullptr;  // before the cursor moves on: it writes the unit back
+        if (files_) dirty_ = true;  // before the cursor moves on: it writes the unit back
         const int64_t k = lo - t.offset;
         if (half_[i])
             kernels::convert_fp32_to_bf16(reinterpret_cast<uint16_t*>(r) + k, in + (lo - begin), 1,
@@ -360,9 +361,35 @@ float* WorkingCopy::widen(int unit, const std::byte* rec) {
     return temp_[size_t(unit)].data();
 }
 
+void WorkingCopy::set_forward(bool forward) {
+    forward_ = forward;
+    if (!forward) settle_grads();
+}
+
+void WorkingCopy::await_update(int unit) {
+    const model::Unit& u = layout_.units[size_t(unit)];
+    blocked_s_ += fence_.wait(u.offset + u.size);
+}
+
+void WorkingCopy::claim_grads(int unit) {
+    if (!owed_) return;
+    await_update(unit);
+    if (!zero_owed_[size_t(unit)]) return;
+    std::fill_n(record(unit, true), unit_bytes_[size_t(unit)], std::byte{0});
+    zero_owed_[size_t(unit)] = 0;
+    --owed_;
+}
+
+void WorkingCopy::settle_grads() {
+    // Before the backward (and before anything reads the gradients) every unit's zeroing is
+    // done: the pass is over by then.
+    for (int u = 0; owed_ > 0 && u < int(zero_owed_.size()); ++u) claim_grads(u);
+}
+
 float* WorkingCopy::params(int unit) {
     Buffer& temp = temp_[size_t(unit)];
     if (!files_) {
+        await_update(unit);
         if (in_place_[size_t(unit)]) return reinterpret_cast<float*>(record(unit, false));
         if (temp.size() > 0) return temp.data();
         return widen(unit, record(unit, false));
@@ -387,6 +414,7 @@ float* WorkingCopy::params(int unit) {
 }
 
 float* WorkingCopy::grads(int unit) {
+    if (!files_) claim_grads(unit);
     if (!files_ && in_place_[size_t(unit)]) return reinterpret_cast<float*>(record(unit, true));
     Buffer& g = gtemp_[size_t(unit)];
     if (g.size() == 0)
@@ -437,6 +465,7 @@ void WorkingCopy::grads_ready(int unit, const Reduce& reduce, bool last_micro_ba
         }
         stored = bytes_of(rec);
     } else {
+        claim_grads(unit);
         stored = record(unit, true);
     }
     for (int i = u.first_tensor; i < u.first_tensor + u.tensors; ++i) {
@@ -458,7 +487,10 @@ void WorkingCopy::grads_ready(int unit, const Reduce& reduce, bool last_micro_ba
 
 void WorkingCopy::zero_grads() {
     if (!files_) {
-        gstore_.zero();
+        if (!fence_.is_open()) return gstore_.zero();
+        // The pass still reads them: each unit is zeroed once the pass is past it.
+        std::fill(zero_owed_.begin(), zero_owed_.end(), uint8_t(1));
+        owed_ = int64_t(zero_owed_.size());
         return;
     }
     flush();  // the cursor's gradients are the last step's

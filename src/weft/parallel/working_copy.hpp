@@ -18,10 +18,15 @@
 // before), and a unit's gradient record is written behind once ready, through one io_uring with
 // O_DIRECT (offload::IoRing), as the optimizer's state streams. The optimizer's pass reads and
 // writes the records through a cursor of one unit.
+//
+// In memory, the optimizer's pass may run behind the next step's forward (fence()): a unit's
+// weights are handed out once the pass has written them, and the step's zeroing of a unit's
+// gradients waits until the pass has read them.
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "weft/core/buffer.hpp"
@@ -30,6 +35,7 @@
 #include "weft/offload/state_files.hpp"
 #include "weft/offload/streamed_state.hpp"
 #include "weft/parallel/buffer_pool.hpp"
+#include "weft/parallel/update_fence.hpp"
 
 namespace weft::parallel {
 
@@ -73,7 +79,13 @@ class WorkingCopy {
     void zero_grads();
     // The pass about to run (forward, or backward): in files, the unit read ahead is the next
     // one, or the one before.
-    void set_forward(bool forward) { forward_ = forward; }
+    void set_forward(bool forward);
+
+    // In memory: the optimizer's pass that runs behind the forward advances it through the
+    // padded buffer (UpdateFence::open before, advance after each write_params, close after).
+    UpdateFence& fence() { return fence_; }
+    // Seconds the model waited for that pass since the last call.
+    double take_blocked_s() { return std::exchange(blocked_s_, 0.0); }
 
     // Elements [begin, begin + n) of the padded buffer as fp32 (padding as zeros), and the
     // weights set from fp32 (rounded where kept as bf16).
@@ -112,6 +124,11 @@ class WorkingCopy {
     void read_ahead(int unit);
     void drop_ahead();
     void write_grads(int unit, Buffer rec);
+    // In memory, with the pass behind: waits until it has written the unit's weights, or read
+    // its gradients, and zeroes them if the step's zeroing is still owed.
+    void await_update(int unit);
+    void claim_grads(int unit);
+    void settle_grads();
 
     const model::ParamLayout& layout_;
     BufferPool& pool_;
@@ -122,6 +139,10 @@ class WorkingCopy {
     Buffer store_, gstore_;                      // in memory: every record
     std::vector<Buffer> temp_, gtemp_;  // per unit: widened weights, accumulating gradients
     bool forward_ = true;
+    UpdateFence fence_;
+    double blocked_s_ = 0;
+    std::vector<uint8_t> zero_owed_;  // per unit: zero_grads ran while the pass read them
+    int64_t owed_ = 0;
     // In files.
     std::unique_ptr<offload::StateFiles> files_;
     std::vector<Buffer> ahead_, wout_, gout_;  // per unit: read ahead, written behind

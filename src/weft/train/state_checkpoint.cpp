@@ -253,6 +253,7 @@ CheckpointSaver::CheckpointSaver(TrainState& st, fs::path run_dir, bool async, i
 CheckpointSaver::~CheckpointSaver() = default;
 
 void CheckpointSaver::save(int64_t step, const nlohmann::json& run) {
+    st_.finish_update();  // the state saved is the step's, written whole
     if (pending_) commit();
     const int64_t floats = 3 * owned_floats(plan_.owned);
     const fs::path final_dir = ckpt::checkpoint_path(run_dir_, step);

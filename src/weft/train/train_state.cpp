@@ -1,7 +1,11 @@
 #include "weft/train/train_state.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <thread>
 
 #include "weft/comm/collectives.hpp"
 #include "weft/core/error.hpp"
@@ -19,6 +23,14 @@ bool fp32_per_element(const optim::Optimizer& o) {
     for (int k = 0; k < o.states(); ++k)
         if (o.state_bytes(k) != 4 * o.size() || o.state_offset(k, 1) != 4) return false;
     return o.states() > 0 && o.states() <= 2 && o.align_down(1) == 1;
+}
+
+// Whether the slices lie in buffer order without overlap: the optimizer's pass over them then
+// moves through the buffer in one direction.
+bool ascending(const std::vector<parallel::ShardSlice>& slices) {
+    for (size_t i = 1; i < slices.size(); ++i)
+        if (slices[i].begin < slices[i - 1].begin + slices[i - 1].size) return false;
+    return true;
 }
 
 pipeline::Partition partition_for(const model::ModelConfig& cfg, const Layout& l,
@@ -179,6 +191,12 @@ TrainState::TrainState(const model::ModelConfig& cfg, const parallel::ParallelCo
             std::make_unique<offload::StateFiles>(offload.dir, mesh_.world_rank(), names, sizes);
         offload_ = std::make_unique<offload::StreamedState>(*offload_files_, offload.group_floats);
         if (master_stream_ >= 0) grad_group_ = Buffer(offload_->group_floats());
+        // Behind the forward only where nothing else touches the weights between the update and
+        // the next forward: one rank (no gather of the updated shards), the copy in memory (in
+        // files its cursor is the update's), the slices in buffer
+        // order (the fence is a mark).
+        update_behind_ = dp_.working_copy() && !dp_.working_copy()->files() &&
+                         mesh_.world_size() == 1 && ascending(dp_.update_slices());
         // Fresh moments are zero (a checkpoint being resumed overwrites them). Writing them, then
         // reading them back, is also the disk's bandwidth as the step will see it.
         offload_init_[0] =
@@ -194,7 +212,16 @@ TrainState::TrainState(const model::ModelConfig& cfg, const parallel::ParallelCo
             [this](bool last) { dp_.set_last_micro_batch(last); }, act_->positions);
 }
 
-TrainState::~TrainState() = default;
+TrainState::~TrainState() {
+    if (update_thread_.joinable()) update_thread_.join();
+}
+
+void TrainState::finish_update() {
+    if (!update_thread_.joinable()) return;
+    update_thread_.join();
+    offload_last_ = update_stats_;
+    dp_.working_copy()->fence().wait(std::numeric_limits<int64_t>::max());  // its error, if any
+}
 
 void TrainState::write_master(int64_t begin, int64_t n, const float* data) {
     WEFT_CHECK(master_stream_ >= 0, "internal: no offloaded master weights to write");
@@ -222,6 +249,7 @@ StepOutcome TrainState::step(int64_t micro_batches, const std::function<void(int
     if (!spec_->gradients) return zeroth_order_step(micro_batches, fill, loss_scale, oc, lr, t);
     dp_.begin_step();
     const double loss_sum = run_micro_batches(micro_batches, fill, loss_scale);
+    finish_update();  // the last step's pass, over before the backward began
     dp_.end_backward();
     tied_.sum_gradients(dp_);
     if (round_grads_) dp_.round_grads_bf16();
@@ -255,23 +283,45 @@ StepOutcome TrainState::step(int64_t micro_batches, const std::function<void(int
     if (parallel::WorkingCopy* work = dp_.working_copy()) {
         // The group's master weights and moments from the files, its gradients widened from the
         // working copy; the updated master goes back to the files and, rounded, into the copy.
-        offload_last_ =
-            offload_->run(true, true, [&](int i, int64_t a, int64_t b, std::span<float* const> s) {
-                const parallel::ShardSlice& sl = slices[size_t(i)];
-                float* master = s[size_t(master_stream_)];
-                // A unit at a time (the copy in files moves its cursor once per unit); the
-                // update is element-wise, so the pieces change no bit.
-                for (int64_t lo = a, hi; lo < b; lo = hi) {
-                    hi = std::min(b, work->unit_end(sl.begin + lo) - sl.begin);
-                    std::vector<std::byte*> states;
-                    for (float* p : s) states.push_back(reinterpret_cast<std::byte*>(p + (lo - a)));
-                    work->read_grads(sl.begin + lo, hi - lo, grad_group_.data() + (lo - a));
-                    // step_range addresses params and grads from the slice's start.
-                    opt_[size_t(i)]->step_range(master - a, grad_group_.data() - a, states.data(),
-                                                lo, hi, {oc, lr, scale, t});
-                    work->write_params(sl.begin + lo, hi - lo, master + (lo - a));
+        const optim::StepArgs args{oc, lr, scale, t};
+        auto pass = [this, work, &slices, args] {
+            return offload_->run(
+                true, true, [&](int i, int64_t a, int64_t b, std::span<float* const> s) {
+                    const parallel::ShardSlice& sl = slices[size_t(i)];
+                    float* master = s[size_t(master_stream_)];
+                    // A unit at a time (the copy in files moves its cursor once per unit); the
+                    // update is element-wise, so the pieces change no bit.
+                    for (int64_t lo = a, hi; lo < b; lo = hi) {
+                        hi = std::min(b, work->unit_end(sl.begin + lo) - sl.begin);
+                        std::vector<std::byte*> states;
+                        for (float* p : s)
+                            states.push_back(reinterpret_cast<std::byte*>(p + (lo - a)));
+                        work->read_grads(sl.begin + lo, hi - lo, grad_group_.data() + (lo - a));
+                        // step_range addresses params and grads from the slice's start.
+                        opt_[size_t(i)]->step_range(master - a, grad_group_.data() - a,
+                                                    states.data(), lo, hi, args);
+                        work->write_params(sl.begin + lo, hi - lo, master + (lo - a));
+                        if (update_behind_) work->fence().advance(sl.begin + hi);
+                    }
+                });
+        };
+        if (!update_behind_) {
+            offload_last_ = pass();
+        } else {
+            // The pass is mostly waiting on the disk: it runs while the next step's forward
+            // computes, each unit's weights handed out once written (parallel/update_fence.hpp).
+            // One thread of its own, so that its element-wise work does not take the forward's.
+            work->fence().open();
+            update_thread_ = std::thread([this, work, pass] {
+                omp_set_num_threads(1);
+                try {
+                    update_stats_ = pass();
+                    work->fence().close();
+                } catch (...) {
+                    work->fence().close(std::current_exception());
                 }
             });
+        }
     } else if (offload_) {
         offload_last_ =
             offload_->run(true, true, [&](int i, int64_t a, int64_t b, std::span<float* const> s) {

@@ -13,6 +13,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "weft/data/token_file.hpp"
@@ -123,6 +124,10 @@ class TrainState {
     offload::StreamedState* offloaded() { return offload_.get(); }
     const offload::StreamedState* offloaded() const { return offload_.get(); }
     const offload::PassStats& last_offload_pass() const { return offload_last_; }
+    // Whether the optimizer's pass over the files runs behind the next step's forward (a bf16
+    // working copy in memory on a single rank: docs/memory.md); and waits for the one running.
+    bool update_behind() const { return update_behind_; }
+    void finish_update();
     const offload::PassStats& offload_init_write() const { return offload_init_[0]; }
     const offload::PassStats& offload_init_read() const { return offload_init_[1]; }
     // The offload files' stream of the fp32 master weights (after the optimizer's moments), or
@@ -162,6 +167,9 @@ class TrainState {
     std::unique_ptr<offload::StateFiles> offload_files_;
     std::unique_ptr<offload::StreamedState> offload_;
     offload::PassStats offload_last_, offload_init_[2];
+    bool update_behind_ = false;
+    std::thread update_thread_;        // the pass behind the forward
+    offload::PassStats update_stats_;  // what it moved, read once it is joined
     int master_stream_ = -1;
     bool round_grads_ = false;  // --grad-dtype bf16 in memory
     Buffer grad_group_;         // a group's gradients widened for the update (working copy)

@@ -93,12 +93,19 @@ struct StepRunner {
         if (const offload::StreamedState* off = st.offloaded(); off) {
             // The optimizer's pass over the state on disk: its transfers, the time spent waiting
             // for them and the time updating; the rest of step_time_s is forward and backward.
+            // Behind the forward (update_behind), the pass is the last step's, which ran
+            // during this step's forward, and offload_blocked_s is the time that forward waited
+            // for it; else it is this step's, and blocked the step for all its time.
             const offload::PassStats& p = st.last_offload_pass();
-            line.update({{"offload_read_bytes", p.read_bytes},
-                         {"offload_written_bytes", p.written_bytes},
-                         {"offload_io_wait_s", p.io_wait_s},
-                         {"offload_update_s", p.work_s},
-                         {"offload_pass_s", p.total_s}});
+            parallel::WorkingCopy* w = st.dp().working_copy();
+            line.update(
+                {{"offload_read_bytes", p.read_bytes},
+                 {"offload_written_bytes", p.written_bytes},
+                 {"offload_io_wait_s", p.io_wait_s},
+                 {"offload_update_s", p.work_s},
+                 {"offload_pass_s", p.total_s},
+                 {"offload_behind", st.update_behind()},
+                 {"offload_blocked_s", st.update_behind() && w ? w->take_blocked_s() : p.total_s}});
         }
         if (parallel::WorkingCopy* w = st.dp().working_copy(); w && w->files()) {
             // --offload optimizer+params: the working copy's transfers this step (forward,
@@ -257,6 +264,7 @@ void run_training(const TrainOptions& opts) {
         if (o.eval_every && done % o.eval_every == 0 && done < o.steps) eval.run(done);
         if (o.save_every && done % o.save_every == 0 && done < end) checkpoints.save(done);
     }
+    st.finish_update();  // the last step's optimizer pass, if it runs behind
     comm.finish_steps();
     log.finish_progress();
     if (!o.trace.empty()) steps.write_trace(end);
