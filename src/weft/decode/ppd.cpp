@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "weft/core/error.hpp"
-#include "weft/core/philox.hpp"
 #include "weft/model/kv_pool.hpp"
 
 namespace weft::decode {
@@ -83,57 +82,42 @@ std::vector<int32_t> generate_ppd(const model::ModelConfig& cfg, const model::Pa
     const size_t V = model::sampled_vocab(cfg, o);
     const int64_t window = cfg.n_positions, vocab = cfg.vocab_size;
     const PpdProposer proposer(ppd, max_guesses, vocab, shortlist);
-    SpecStats local;
-    SpecStats& st = stats ? *stats : local;
-    st.guessed_at.assign(size_t(ppd.tokens), 0);
-    st.accepted_at.assign(size_t(ppd.tokens), 0);
-
-    model::RowForward forward(cfg, layout, params, bf16);
-    model::KvPool kv((window + 15) / 16, cfg.n_layer, forward.kv_width(), 16, forward.kv_bf16());
-    model::BlockTable table;
-    model::RowBatch batch;
-    SpecText text(prompt, window, o, on_token);
-
-    // As generate_speculative: the first token from the plain stream, every later one from
-    // speculation's.
-    const Philox plain = philox_for(o.seed, "sample"), rng = philox_for(o.seed, "speculative");
-    uint64_t counter = 0;
+    SpecSession s(cfg, layout, params, bf16, nullptr, prompt, o, on_token, stats, ppd.tokens);
+    SpecText& text = s.text;
     TokenTree guesses;
     // The context, and when the window has room the prompt chain after it: the first token and
     // the first guesses.
     auto read_context = [&] {
-        kv.release_all(table);
-        batch.clear();
-        proposer.attach(batch);
-        const int64_t chain = proposer.add_context(batch, text.context, 0, table, window);
-        kv.grow(table, int64_t(text.context.size()) + chain);
-        const std::span<const float> logits = forward.run(batch, kv);
-        ++st.forwards;
+        s.kv.release_all(s.table);
+        s.batch.clear();
+        proposer.attach(s.batch);
+        const int64_t chain = proposer.add_context(s.batch, text.context, 0, s.table, window);
+        s.kv.grow(s.table, int64_t(text.context.size()) + chain);
+        const std::span<const float> logits = s.run();
         guesses = proposer.guesses(logits, 1, chain, V);
-        text.take(model::pick_token(logits.first(V), o, plain.uniform(uint64_t(text.out.size()))));
+        text.take(
+            model::pick_token(logits.first(V), o, s.plain.uniform(uint64_t(text.out.size()))));
     };
     while (text.step(read_context)) {
         const int64_t pos = text.pos();
         // The guesses the window and the tokens still wanted leave room for.
         const PpdVerify verify = proposer.verify(
             text.context.back(), guesses, std::min(text.room(), int64_t(max_guesses)), pos, window);
-        kv.grow(table, pos + int64_t(verify.rows.size()));
-        batch.clear();
-        proposer.attach(batch);
-        batch.add_tree(verify.rows, verify.parents, pos, table);
-        const std::span<const float> logits = forward.run(batch, kv);
-        ++st.forwards;
+        s.kv.grow(s.table, pos + int64_t(verify.rows.size()));
+        s.batch.clear();
+        proposer.attach(s.batch);
+        s.batch.add_tree(verify.rows, verify.parents, pos, s.table);
+        const std::span<const float> logits = s.run();
         auto row_logits = [&](int r) { return logits.subspan(size_t(r) * size_t(vocab), V); };
-        const Verdict v = accept(verify.tree, row_logits, o, rng, counter);
-        keep_accepted(kv, table, cfg.n_layer, pos, v.nodes);
-        st.count(verify.tree, v);
+        const Verdict v = accept(verify.tree, row_logits, o, s.rng, s.counter);
+        keep_accepted(s.kv, s.table, cfg.n_layer, pos, v.nodes);
+        s.st.count(verify.tree, v);
         // The chain under the last kept row read exactly the text kept: its guesses follow the
         // model's next token.
         guesses = proposer.guesses_after(verify, v, logits, V);
         text.take(verify.tree, v);
     }
-    st.tokens = int64_t(text.out.size());
-    return text.out;
+    return s.finish();
 }
 
 }  // namespace weft::decode

@@ -57,6 +57,31 @@ int64_t SpecText::room() const {
     return std::min(window - pos() - 1, o.tokens - int64_t(out.size()) - 1);
 }
 
+SpecSession::SpecSession(const model::ModelConfig& cfg, const model::ParamLayout& layout,
+                         const float* params, bool bf16, model::TpComm* tp,
+                         std::span<const int32_t> prompt, const model::SampleOptions& o,
+                         const std::function<void(int32_t)>& on_token, SpecStats* stats,
+                         int64_t depth)
+    : st(stats ? *stats : local),
+      forward(cfg, layout, params, bf16, tp),
+      kv((cfg.n_positions + 15) / 16, cfg.n_layer, forward.kv_width(), 16, forward.kv_bf16()),
+      text(prompt, cfg.n_positions, o, on_token),
+      plain(philox_for(o.seed, "sample")),
+      rng(philox_for(o.seed, "speculative")) {
+    st.guessed_at.assign(size_t(depth), 0);
+    st.accepted_at.assign(size_t(depth), 0);
+}
+
+std::span<const float> SpecSession::run() {
+    ++st.forwards;
+    return forward.run(batch, kv);
+}
+
+std::vector<int32_t> SpecSession::finish() {
+    st.tokens = int64_t(text.out.size());
+    return std::move(text.out);
+}
+
 void SpecOptions::validate() const {
     WEFT_CHECK(kind == "none" || kind == "ngram" || kind == "draft" || kind == "ppd",
                "--spec must be none, ngram, draft or ppd, got '{}'", kind);
@@ -133,39 +158,25 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
     WEFT_CHECK(!prompt.empty(), "the prompt must hold at least one token");
     model::check_prompt(cfg, prompt);
     const size_t V = model::sampled_vocab(cfg, o);
-    const int64_t window = cfg.n_positions;
-    SpecStats local;
-    SpecStats& st = stats ? *stats : local;
-    st.guessed_at.assign(size_t(spec.ngram.max_tokens), 0);
-    st.accepted_at.assign(size_t(spec.ngram.max_tokens), 0);
-
-    model::RowForward forward(cfg, layout, params, bf16, tp);
-    model::KvPool kv((window + 15) / 16, cfg.n_layer, forward.kv_width(), 16, forward.kv_bf16());
-    model::BlockTable table;
-    model::RowBatch batch;
-    SpecText text(prompt, window, o, on_token);
-
-    // As model::generate: the whole context is read and the next token drawn from its last
-    // row's logits with the plain sampling stream (the serving engine does the same after a
-    // prompt). From then on the last chosen token is the root of every verify, at `pos`, the
-    // positions before it in the cache.
-    const Philox plain = philox_for(o.seed, "sample"), rng = philox_for(o.seed, "speculative");
-    uint64_t counter = 0;
+    SpecSession s(cfg, layout, params, bf16, tp, prompt, o, on_token, stats, spec.ngram.max_tokens);
+    SpecText& text = s.text;
     // The draft's own draws: independent of the verdict's, as the acceptance rule needs.
     const Philox draft_rng = philox_for(o.seed, "draft");
     uint64_t draft_counter = 0;
     DraftSeq draft_seq;
     Guesses guess;
     auto read_context = [&] {
-        kv.release_all(table);
-        kv.grow(table, int64_t(text.context.size()));
-        batch.clear();
-        batch.add(text.context, 0, table, true);
-        const std::span<const float> logits = forward.run(batch, kv);
-        ++st.forwards;
-        text.take(model::pick_token(logits.first(V), o, plain.uniform(uint64_t(text.out.size()))));
+        s.kv.release_all(s.table);
+        s.kv.grow(s.table, int64_t(text.context.size()));
+        s.batch.clear();
+        s.batch.add(text.context, 0, s.table, true);
+        const std::span<const float> logits = s.run();
+        text.take(
+            model::pick_token(logits.first(V), o, s.plain.uniform(uint64_t(text.out.size()))));
     };
     std::vector<int32_t> rows, parents;
+    // From the first token on, the last chosen token is the root of every verify, at `pos`, the
+    // positions before it in the cache.
     while (text.step(read_context)) {
         const int64_t pos = text.pos();
         if (draft)
@@ -176,23 +187,21 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
             guess = {propose(spec, text.context, text.room()), {}};
         const TokenTree& tree = guess.tree;
         tree_rows(text.context.back(), tree, rows, parents);
-        kv.grow(table, pos + int64_t(rows.size()));
-        batch.clear();
-        batch.add_tree(rows, parents, pos, table);
-        const std::span<const float> logits = forward.run(batch, kv);
-        ++st.forwards;
+        s.kv.grow(s.table, pos + int64_t(rows.size()));
+        s.batch.clear();
+        s.batch.add_tree(rows, parents, pos, s.table);
+        const std::span<const float> logits = s.run();
         auto row_logits = [&](int r) {
             return logits.subspan(size_t(r) * size_t(cfg.vocab_size), V);
         };
-        const Verdict v = accept(tree, row_logits, o, rng, counter, guess.proposal());
-        keep_accepted(kv, table, cfg.n_layer, pos, v.nodes);
-        st.count(tree, v);
+        const Verdict v = accept(tree, row_logits, o, s.rng, s.counter, guess.proposal());
+        keep_accepted(s.kv, s.table, cfg.n_layer, pos, v.nodes);
+        s.st.count(tree, v);
         // The rows after the accepted path are stale, and the next verify writes over them.
         text.take(tree, v);
     }
-    st.tokens = int64_t(text.out.size());
     if (draft) draft->release(draft_seq);
-    return text.out;
+    return s.finish();
 }
 
 }  // namespace weft::decode

@@ -101,6 +101,33 @@ struct SpecText {
     const std::function<void(int32_t)>& on_token;
 };
 
+// What a speculative generation loop (generate_speculative's, generate_ppd's) holds: the model's
+// row forward over a KV pool of one window, the batch, the text, the two streams of uniform
+// numbers, and the stats (by guess depth up to `depth`).
+struct SpecSession {
+    SpecSession(const model::ModelConfig& cfg, const model::ParamLayout& layout,
+                const float* params, bool bf16, model::TpComm* tp, std::span<const int32_t> prompt,
+                const model::SampleOptions& o, const std::function<void(int32_t)>& on_token,
+                SpecStats* stats, int64_t depth);
+    // Runs the batch, counting the forward.
+    std::span<const float> run();
+    // The tokens generated, once the loop is done (counted in the stats).
+    std::vector<int32_t> finish();
+
+    SpecStats local;
+    SpecStats& st;
+    model::RowForward forward;
+    model::KvPool kv;
+    model::BlockTable table;
+    model::RowBatch batch;
+    SpecText text;
+    // As model::generate: the first token (read_context's, after the prompt) is drawn from the
+    // plain sampling stream, as the serving engine does after a prompt; every verdict's from
+    // speculation's, at `counter`.
+    const Philox plain, rng;
+    uint64_t counter = 0;
+};
+
 // model::generate with the guesses of `spec`: the same tokens under greedy decoding; the same
 // distribution when sampling. `draft`: the model of --spec draft (its vocabulary checked). `tp`:
 // as model::generate's, with no draft.
