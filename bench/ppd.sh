@@ -8,7 +8,10 @@
 # wall and CPU seconds, the CPU speedup, tau and the acceptance by depth, and checks that both
 # texts are the same. With SPEC_VOCAB_FROM=<token file> (the training data) each M runs a second
 # time with the prompt rows over its --spec-vocab (SPEC_VOCAB, default 4096) most frequent ids
-# (vocab column: that size; "all" is the whole vocabulary), back to back with the first.
+# (vocab column: that size; "all" is the whole vocabulary), back to back with the first. With
+# TREES="0 8" (default 0) each M runs once a tree size: --spec-tree N, a sparse tree of N
+# guesses at most M deep chosen from the rates `weft ppd-acceptance` saved beside the prompts
+# (default rates when none were measured); 0 is the chain of M argmaxes.
 set -euo pipefail
 BUILD=${1:?build dir} CKPT=$(realpath "${2:?checkpoint}") PPD=$(realpath "${3:?ppd run}")
 TOKENS=${4:-128}
@@ -27,7 +30,7 @@ timed() {
   t1=$(date +%s.%N)
   echo "$(echo "$t1 - $t0" | bc) $(awk '{ print $1 + $2 }' cpu.txt)"
 }
-printf "%-11s %-5s %-2s %-5s %-7s %-7s %-7s %-7s %-8s %-5s %s\n" prompt dtype M vocab plain_s ppd_s plain_cpu ppd_cpu speedup tau "accepted by depth"
+printf "%-11s %-5s %-2s %-4s %-5s %-7s %-7s %-7s %-7s %-8s %-5s %s\n" prompt dtype M tree vocab plain_s ppd_s plain_cpu ppd_cpu speedup tau "accepted by depth"
 for dtype in fp32 bf16; do
   for kind in prose repetitive; do
     bench_decode_args "$CKPT" $kind "$TOKENS" $dtype
@@ -35,16 +38,18 @@ for dtype in fp32 bf16; do
     vocabs=(all)
     [ -n "${SPEC_VOCAB_FROM:-}" ] && vocabs+=("${SPEC_VOCAB:-4096}")
     for m in "${GUESSES[@]}"; do
-      for vocab in "${vocabs[@]}"; do
-        : >err
-        sl=()
-        [ "$vocab" != all ] && sl=(--spec-vocab "$vocab" --spec-vocab-from "$SPEC_VOCAB_FROM")
-        read -r sw sc < <(timed ppd.txt "${args[@]}" --spec ppd --ppd "$PPD" --spec-tokens "$m" "${sl[@]}")
-        cmp -s plain.txt ppd.txt || { echo "MISMATCH: $kind $dtype M $m vocab $vocab"; exit 1; }
-        tau=$(grep -o "tau [0-9.]*" err | cut -d' ' -f2)
-        depth=$(grep -o "by depth:.*" err | cut -d: -f2 || true)
-        printf "%-11s %-5s %-2s %-5s %-7.2f %-7.2f %-7.2f %-7.2f %-8.2f %-5s %s\n" $kind $dtype $m $vocab "$pw" "$sw" "$pc" "$sc" \
-          "$(echo "$pc / $sc" | bc -l)" "$tau" "$depth"
+      for tree in ${TREES:-0}; do
+        for vocab in "${vocabs[@]}"; do
+          : >err
+          sl=()
+          [ "$vocab" != all ] && sl=(--spec-vocab "$vocab" --spec-vocab-from "$SPEC_VOCAB_FROM")
+          read -r sw sc < <(timed ppd.txt "${args[@]}" --spec ppd --ppd "$PPD" --spec-tokens "$m" --spec-tree "$tree" "${sl[@]}")
+          cmp -s plain.txt ppd.txt || { echo "MISMATCH: $kind $dtype M $m tree $tree vocab $vocab"; exit 1; }
+          tau=$(grep -o "tau [0-9.]*" err | cut -d' ' -f2)
+          depth=$(grep -o "by depth:.*" err | cut -d: -f2 || true)
+          printf "%-11s %-5s %-2s %-4s %-5s %-7.2f %-7.2f %-7.2f %-7.2f %-8.2f %-5s %s\n" $kind $dtype $m $tree $vocab "$pw" "$sw" \
+            "$pc" "$sc" "$(echo "$pc / $sc" | bc -l)" "$tau" "$depth"
+        done
       done
     done
   done

@@ -16,7 +16,17 @@ for dtype in fp32 bf16; do
   [ "$fast" = "$plain" ] && ok "--spec ppd $dtype: greedy text unchanged ($(tr '\n' ' ' <ppd.err))" || bad "--spec ppd $dtype changed the text"
   fast=$("$WEFT" sample "${p[@]}" --spec ppd --ppd ppd --spec-vocab 256 --spec-vocab-from data/tinyshakespeare_train.bin)
   [ "$fast" = "$plain" ] && ok "--spec ppd $dtype --spec-vocab 256: greedy text unchanged" || bad "--spec ppd $dtype --spec-vocab changed the text"
+  fast=$("$WEFT" sample "${p[@]}" --spec ppd --ppd ppd --spec-tree 5 --spec-tokens 2 2>tree.err)
+  [ "$fast" = "$plain" ] && ok "--spec ppd $dtype --spec-tree 5: greedy text unchanged ($(tr '\n' ' ' <tree.err))" || bad "--spec ppd $dtype --spec-tree changed the text"
 done
+# Acceptance measured on held-out text, saved beside the prompts, and the tree chosen from it.
+"$WEFT" ppd-acceptance --ckpt run --ppd ppd --data data/tinyshakespeare_val.bin --prompts 2 \
+  --prompt-tokens 16 --tokens 12 --width 3 >acc.out 2>&1
+rates=ppd/checkpoints/step_000003/ppd_acceptance.json
+[ "$(jq '.acceptance | length' $rates 2>/dev/null)" = 2 ] && [ "$(jq '.acceptance[0] | length' $rates)" = 3 ] &&
+  ok "ppd-acceptance: $(head -1 acc.out)" || bad "ppd-acceptance: $(cat acc.out)"
+fast=$("$WEFT" sample "${p[@]}" --spec ppd --ppd ppd --spec-tree 4)
+[ "$fast" = "$plain" ] && ok "--spec-tree 4 from the measured rates: greedy text unchanged" || bad "--spec-tree with measured rates changed the text"
 # weft serve --spec ppd (its prompt rows over the data's 4096 most frequent ids): the greedy text
 # of weft sample, two requests at once, and /metrics counts the verifies and their guesses.
 "$WEFT" serve --ckpt run --tokenizer-dir "$SRC/data" --port 0 --kv-cache-gib 0.001 --threads 2 \
@@ -49,4 +59,10 @@ expect_error "is not a Parallel Prompt Decoding checkpoint" "" -- sample --ckpt 
 expect_error "--spec ppd runs with --tp 1 only, got --tp 2" "" -- serve --ckpt run --spec ppd --ppd ppd --tp 2
 expect_error "is not a Parallel Prompt Decoding checkpoint" "" -- serve --ckpt run --spec ppd --ppd run
 expect_error "--spec ppd runs with --tp 1 only, got --tp 2" "" -- sample --ckpt run --spec ppd --ppd ppd --tp 2
+expect_error "--spec-tree must be 0 (a chain of guesses) or more nodes, got -1" "" -- sample --ckpt run --spec ppd --ppd ppd --spec-tree -1
+expect_error "--spec-tree 4 is for --spec ppd" "" -- sample --ckpt run --spec ngram --spec-tree 4
+expect_error "--width must be at least 1, got 0" "" -- ppd-acceptance --ckpt run --ppd ppd --data data/tinyshakespeare_val.bin --width 0
+expect_error "is not a Parallel Prompt Decoding checkpoint" "" -- ppd-acceptance --ckpt run --ppd run --data data/tinyshakespeare_val.bin
+echo '{"acceptance": [[0.5], [2]]}' >$rates
+expect_error "rate 2 is not a number in [0, 1]" "" -- sample --ckpt run --spec ppd --ppd ppd --spec-tree 4
 finish

@@ -61,6 +61,14 @@ void add_speculation_options(CLI::App* c, decode::SpecOptions& spec) {
                   "(their run or checkpoint directory)");
 }
 
+void add_spec_tree_option(CLI::App* c, decode::SpecOptions& spec) {
+    c->add_option("--spec-tree", spec.tree,
+                  "--spec ppd: guess a sparse tree of this many nodes, at most --spec-tokens deep, "
+                  "from the prompts' ranked candidates, the paths most likely kept by the "
+                  "acceptance `weft ppd-acceptance` measured (0: a chain of their argmaxes)")
+        ->capture_default_str();
+}
+
 std::optional<train::ModelSource> open_draft_source(const decode::SpecOptions& spec,
                                                     const model::ModelConfig& target, int tp) {
     if (spec.kind != "draft") return std::nullopt;

@@ -15,6 +15,35 @@ namespace weft::decode {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// `k` rows (a prompt's depth each) of rates in [0, 1], best rank first.
+Acceptance read_acceptance(const fs::path& file, int64_t k) {
+    std::ifstream in(file);
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    const char* expected = "expected {\"acceptance\": [[rate, ...] a prompt]} with rates in [0, 1]";
+    WEFT_CHECK(!j.is_discarded() && j.is_object() && j.contains("acceptance") &&
+                   j["acceptance"].is_array(),
+               "{} is not JSON of acceptance rates ({})", file.string(), expected);
+    const nlohmann::json& rows = j["acceptance"];
+    WEFT_CHECK(int64_t(rows.size()) == k, "{} has rates for {} prompts, the checkpoint has {}",
+               file.string(), rows.size(), k);
+    Acceptance acc;
+    for (const nlohmann::json& row : rows) {
+        WEFT_CHECK(row.is_array(), "{}: {} is not a list of rates ({})", file.string(), row.dump(),
+                   expected);
+        acc.emplace_back();
+        for (const nlohmann::json& r : row) {
+            WEFT_CHECK(r.is_number() && r.get<double>() >= 0 && r.get<double>() <= 1,
+                       "{}: rate {} is not a number in [0, 1]", file.string(), r.dump());
+            acc.back().push_back(r.get<double>());
+        }
+    }
+    return acc;
+}
+
+}  // namespace
+
 void save_ppd(const fs::path& run_dir, int64_t step, const PpdPrompts& p, const nlohmann::json& run,
               int shards) {
     const int64_t n = int64_t(p.embeddings.size());
@@ -89,7 +118,18 @@ PpdPrompts load_ppd(const fs::path& dir_or_run) {
     const auto gap = std::find(covered.begin(), covered.end(), 0);
     WEFT_CHECK(gap == covered.end(), "{}: no shard holds element {} of {}", where.string(),
                gap - covered.begin(), kPpdTensor);
+    const fs::path rates = dir / kPpdAcceptanceFile;
+    if (fs::exists(rates)) p.acceptance = read_acceptance(rates, p.tokens);
     return p;
+}
+
+fs::path save_ppd_acceptance(const fs::path& dir_or_run, const Acceptance& acc,
+                             const nlohmann::json& about) {
+    const fs::path file = ckpt::resolve_checkpoint(dir_or_run) / kPpdAcceptanceFile;
+    nlohmann::json j = about;
+    j["acceptance"] = acc;
+    ckpt::write_file_atomic(file, j.dump(1) + "\n");
+    return file;
 }
 
 void check_ppd_base(const PpdPrompts& p, const model::ModelConfig& cfg, const fs::path& file) {

@@ -14,7 +14,9 @@ namespace weft::decode {
 void SpecStats::count(const TokenTree& tree, const Verdict& v) {
     guessed += tree.size();
     accepted += int64_t(v.nodes.size());
-    for (int i = 0; i < tree.size(); ++i) ++guessed_at[size_t(tree.depth(i) - 1)];
+    int deepest = 0;
+    for (int i = 0; i < tree.size(); ++i) deepest = std::max(deepest, tree.depth(i));
+    for (int d = 0; d < deepest; ++d) ++guessed_at[size_t(d)];
     for (size_t d = 0; d < v.nodes.size(); ++d) ++accepted_at[d];
 }
 
@@ -97,6 +99,10 @@ void SpecOptions::validate() const {
     WEFT_CHECK(vocab_from.empty() || kind == "draft" || kind == "ppd",
                "--spec-vocab-from {} is for --spec draft or ppd (their proposals), got --spec {}",
                vocab_from.string(), kind);
+    WEFT_CHECK(tree >= 0, "--spec-tree must be 0 (a chain of guesses) or more nodes, got {}", tree);
+    WEFT_CHECK(tree == 0 || kind == "ppd",
+               "--spec-tree {} is for --spec ppd (its prompts' ranked candidates), got --spec {}",
+               tree, kind);
     WEFT_CHECK(vocab >= 0, "--spec-vocab must be 0 (the whole vocabulary) or more, got {}", vocab);
     ngram.validate();
 }
@@ -153,7 +159,7 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
         WEFT_CHECK(spec.ppd, "internal: --spec ppd without its prompt tokens loaded");
         WEFT_CHECK(!tp, "internal: --spec ppd under tensor parallelism");
         return generate_ppd(cfg, layout, params, prompt, o, *spec.ppd, spec.ngram.max_tokens,
-                            on_token, bf16, stats, spec.shortlist.get());
+                            on_token, bf16, stats, spec.shortlist.get(), spec.tree);
     }
     WEFT_CHECK(!prompt.empty(), "the prompt must hold at least one token");
     model::check_prompt(cfg, prompt);

@@ -33,6 +33,9 @@ struct SpecOptions {
     // (decode/ppd_file.hpp), which generate_speculative needs.
     std::filesystem::path ppd_file;
     std::shared_ptr<const PpdPrompts> ppd;
+    // --spec-tree N: --spec ppd guesses a sparse tree of N nodes (decode/tree_shape.hpp) chosen
+    // from the prompts' measured acceptance, at most --spec-tokens deep; 0: a chain.
+    int tree = 0;
     // --spec-vocab N --spec-vocab-from FILE: the draft's rows and the prompt rows propose from
     // the N ids most frequent in FILE (model/vocab_shortlist.hpp); 0: the whole vocabulary.
     int64_t vocab = 4096;
@@ -40,12 +43,14 @@ struct SpecOptions {
     std::shared_ptr<const model::VocabShortlist> shortlist;
 
     // An error naming --spec unless it is none, ngram, draft (which needs --draft, and only it)
-    // or ppd (which needs --ppd, and only it), and the n-gram settings.
+    // or ppd (which needs --ppd, and only it), --spec-tree (ppd's, 0 or more), and the n-gram
+    // settings.
     void validate() const;
 };
 
 // What speculation did: forwards of the model, tokens generated, tokens guessed and accepted
-// (per depth of the guess: accepted_at[d] of guessed_at[d]).
+// (per depth of the guess: of the guessed_at[d] verifies that guessed that deep, accepted_at[d]
+// kept a guess there).
 struct SpecStats {
     int64_t forwards = 0, tokens = 0, guessed = 0, accepted = 0;
     std::vector<int64_t> guessed_at, accepted_at;

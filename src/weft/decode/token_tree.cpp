@@ -27,6 +27,17 @@ TokenTree TokenTree::chain(std::span<const int32_t> ts) {
     return t;
 }
 
+TokenTree TokenTree::within(int max_depth) const {
+    TokenTree t;
+    std::vector<int> at(size_t(size()), -1);  // node -> its node in t
+    for (int i = 0; i < size(); ++i) {
+        const int p = parents[size_t(i)];
+        if (depth(i) <= max_depth)
+            at[size_t(i)] = t.add(p < 0 ? -1 : at[size_t(p)], tokens[size_t(i)]);
+    }
+    return t;
+}
+
 int TokenTree::depth(int node) const {
     int d = 0;
     for (; node >= 0; node = parents[size_t(node)]) ++d;

@@ -27,6 +27,8 @@ struct TokenTree {
     // A chain of tokens under the root.
     static TokenTree chain(std::span<const int32_t> tokens);
 
+    // The nodes at most `depth` deep.
+    TokenTree within(int depth) const;
     // Depth of node i: 1 for a child of the root.
     int depth(int node) const;
     // The verify forward's rows, root first: row r's position offset from the root's (0 for the

@@ -89,14 +89,24 @@ TEST_P(Ppd, TrainsOnlyThePromptsAndDecodesAsPlainGreedy) {
               plain)
         << "with a shortlist";
     EXPECT_EQ(sl.accepted, 0) << "a guess from outside the shortlist was made";
+    // A sparse tree of 6 nodes (default rates: several candidates at depth 1), greedy walks down
+    // branches other than the argmaxes' chain: still plain greedy's text, guesses kept.
+    EXPECT_GT(decode::PpdProposer(t.prompts, 3, t.cfg.vocab_size, nullptr, 6).shape().width(), 1);
+    decode::SpecStats tr;
+    EXPECT_EQ(decode::generate_ppd(t.cfg, m->layout(), t.params.data(), prompt, o, t.prompts, 3, {},
+                                   bf16, &tr, nullptr, 6),
+              plain)
+        << "with a tree";
+    EXPECT_GT(tr.accepted, 0) << "no guess of the tree was kept";
+    EXPECT_LT(tr.forwards, int64_t(plain.size()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, Ppd,
                          ::testing::Combine(test::family_presets(), ::testing::Bool()),
                          test::family_case_name);
 
-// The joint law of the first two tokens sampled with PPD guesses (temperature 1, top-k 4) is
-// the model's: p(x) p(y | x), computed from its logits.
+// The joint law of the first two tokens sampled with PPD guesses (temperature 1, top-k 4), a
+// chain or a tree of them, is the model's: p(x) p(y | x), computed from its logits.
 TEST(PpdSampling, FirstTwoTokensFollowTheModelsLaw) {
     const Trained& t = trained("tiny");
     std::unique_ptr<model::Model> m = model::make_model(t.cfg);
@@ -123,17 +133,75 @@ TEST(PpdSampling, FirstTwoTokensFollowTheModelsLaw) {
         }
     }
     const int n = 2000;
-    std::map<int, int> counts;
-    decode::SpecStats st;
-    for (int s = 0; s < n; ++s) {
-        o.seed = uint64_t(s);
-        const std::vector<int32_t> out = decode::generate_ppd(
-            t.cfg, m->layout(), t.params.data(), prompt, o, t.prompts, 8, {}, false, &st);
-        ASSERT_GE(out.size(), 2u);
-        ++counts[cell_of.at(int(out[0] * t.cfg.vocab_size + out[1]))];
+    // A chain of guesses, and a sparse tree of 5 (several candidates under a node: each tried
+    // against what the ones before left of p).
+    for (int tree : {0, 5}) {
+        std::map<int, int> counts;
+        decode::SpecStats st;
+        for (int s = 0; s < n; ++s) {
+            o.seed = uint64_t(s);
+            const std::vector<int32_t> out =
+                decode::generate_ppd(t.cfg, m->layout(), t.params.data(), prompt, o, t.prompts, 8,
+                                     {}, false, &st, nullptr, tree);
+            ASSERT_GE(out.size(), 2u);
+            ++counts[cell_of.at(int(out[0] * t.cfg.vocab_size + out[1]))];
+        }
+        EXPECT_GT(st.accepted, 10) << "the guesses were hardly ever kept, tree " << tree;
+        EXPECT_LT(test::chi_square(counts, p, n), test::chi_square_limit(int(p.size()) - 1))
+            << "tree " << tree;
     }
-    EXPECT_GT(st.accepted, 10) << "the guesses were hardly ever kept";
-    EXPECT_LT(test::chi_square(counts, p, n), test::chi_square_limit(int(p.size()) - 1));
+}
+
+TEST(PpdAcceptance, MeasuresSavesAndLoadsBesideThePrompts) {
+    const Trained& t = trained("tiny");
+    std::unique_ptr<model::Model> m = model::make_model(t.cfg);
+    model::SampleOptions o;
+    o.temperature = 0;
+    o.tokens = 60;
+    const std::vector<int32_t> text =
+        model::generate(t.cfg, m->layout(), t.params.data(), std::vector<int32_t>{2, 11}, o);
+    decode::PpdMeasure how;
+    how.prompts = 1;
+    how.prompt_tokens = 8;
+    how.tokens = 30;
+    how.width = 3;
+    const decode::PpdCounts counts =
+        decode::measure_ppd(t.cfg, m->layout(), t.params.data(), t.prompts, text, how);
+    const decode::Acceptance rates = counts.rates();
+    ASSERT_EQ(rates.size(), 3u);
+    for (size_t d = 0; d < rates.size(); ++d) {
+        ASSERT_EQ(rates[d].size(), 3u);
+        EXPECT_GT(counts.seen[d], 20) << "depth " << d + 1;
+        double sum = 0;
+        for (double r : rates[d]) sum += r;
+        EXPECT_LE(sum, 1.0) << "depth " << d + 1;
+    }
+    // The same decoding verified each chain's first guess: it kept exactly the rank-0 hits of
+    // depth 1 (but for the last chain, whose guess the tokens wanted left no room for).
+    decode::SpecStats st;
+    o.tokens = how.tokens;
+    decode::generate_ppd(t.cfg, m->layout(), t.params.data(),
+                         std::span<const int32_t>(text).first(8), o, t.prompts, 3, {}, false, &st);
+    EXPECT_GT(st.accepted_at[0], 0);
+    EXPECT_LE(std::abs(counts.hits[0][0] - st.accepted_at[0]), 1)
+        << counts.hits[0][0] << " rank-0 hits, " << st.accepted_at[0] << " kept";
+    EXPECT_LE(std::abs(counts.seen[0] - st.guessed_at[0]), 1)
+        << counts.seen[0] << " counted, " << st.guessed_at[0] << " verified";
+
+    test::TempDir dir("ppd-acc");
+    decode::save_ppd(dir.path, 1, t.prompts, {});
+    EXPECT_TRUE(decode::load_ppd(dir.path).acceptance.empty());
+    const std::filesystem::path file =
+        decode::save_ppd_acceptance(dir.path, rates, {{"note", "test"}});
+    EXPECT_EQ(decode::load_ppd(dir.path).acceptance, rates);
+    std::ofstream(file) << R"({"acceptance": [[0.5], [1.5], [0.1]]})";
+    try {
+        decode::load_ppd(dir.path);
+        ADD_FAILURE() << "a rate of 1.5 was taken";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("1.5"), std::string::npos) << e.what();
+    }
 }
 
 TEST(PpdFile, SavesAndLoadsInAnyShardsAndRefusesDamage) {
