@@ -11,7 +11,8 @@
 # per forward (tau), the share of guesses accepted and, per depth, kept / guessed. Fails if a
 # text differs from plain greedy's. With SPEC_VOCAB_FROM=<token file> (the training data), the
 # draft runs a second time proposing from its --spec-vocab (SPEC_VOCAB, default 4096) most
-# frequent ids ("draft-sl").
+# frequent ids ("draft-sl"). With DRAFT_WIDTH=W above 1 it runs once more with --draft-width W
+# ("draft-wW": the draft's W best ids at each depth, the others leaves beside its chain).
 set -euo pipefail
 BUILD=${1:?build dir} CKPT=$(realpath "${2:?checkpoint}") TOKENS=${3:-128}
 DRAFT=${4:+$(realpath "$4")} DRAFT_TOKENS=${DRAFT_TOKENS:-3} REPS=${REPS:-3}
@@ -21,6 +22,7 @@ echo "load: $(bench_load); $TOKENS tokens, greedy, OMP_NUM_THREADS=${OMP_NUM_THR
 kinds=(ngram)
 [ -n "$DRAFT" ] && kinds+=(draft)
 [ -n "$DRAFT" ] && [ -n "${SPEC_VOCAB_FROM:-}" ] && kinds+=(draft-sl)
+[ -n "$DRAFT" ] && [ "${DRAFT_WIDTH:-1}" -gt 1 ] && kinds+=("draft-w$DRAFT_WIDTH")
 median() { tr ' ' '\n' | sort -g | awk 'NF { a[++n] = $1 } END { print a[int((n + 1) / 2)] }'; }
 printf "%-10s %-4s %-8s %-6s %-6s %-7s %-6s %-6s %-7s %-5s %-8s %s\n" prompt dtype spec plain_s \
   spec_s speedup plain_c spec_c cpu_x tau accepted "kept/guessed by depth"
@@ -35,6 +37,8 @@ for dtype in fp32 bf16; do
         [ $kind = draft ] && spec=(--spec draft --draft "$DRAFT" --spec-tokens "$DRAFT_TOKENS")
         [ $kind = draft-sl ] && spec=(--spec draft --draft "$DRAFT" --spec-tokens "$DRAFT_TOKENS"
           --spec-vocab "${SPEC_VOCAB:-4096}" --spec-vocab-from "$SPEC_VOCAB_FROM")
+        [ $kind = "draft-w${DRAFT_WIDTH:-1}" ] && spec=(--spec draft --draft "$DRAFT"
+          --spec-tokens "$DRAFT_TOKENS" --draft-width "$DRAFT_WIDTH")
         TIMEFORMAT='%R %U %S'
         { time "$WEFT" sample "${args[@]}" "${spec[@]}" >out.$kind 2>err.$kind; } 2>time.$kind
         read -r r u s <time.$kind

@@ -48,7 +48,7 @@ void add_sample_command(CLI::App& app) {
     add_generation_dtype_option(c, a->dtype);
     add_speculation_options(c, a->spec);
     add_spec_vocab_options(c, a->spec);
-    add_spec_tree_option(c, a->spec);
+    add_spec_tree_options(c, a->spec);
     add_tp_option(c, a->tp);
     c->callback([a, c] {
         a->o.validate();

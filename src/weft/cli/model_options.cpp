@@ -61,11 +61,15 @@ void add_speculation_options(CLI::App* c, decode::SpecOptions& spec) {
                   "(their run or checkpoint directory)");
 }
 
-void add_spec_tree_option(CLI::App* c, decode::SpecOptions& spec) {
+void add_spec_tree_options(CLI::App* c, decode::SpecOptions& spec) {
     c->add_option("--spec-tree", spec.tree,
                   "--spec ppd: guess a sparse tree of this many nodes, at most --spec-tokens deep, "
                   "from the prompts' ranked candidates, the paths most likely kept by the "
                   "acceptance `weft ppd-acceptance` measured (0: a chain of their argmaxes)")
+        ->capture_default_str();
+    c->add_option("--draft-width", spec.draft_width,
+                  "--spec draft at temperature 0: the draft's W best ids at each depth, its best "
+                  "continuing the chain and the others leaves beside it (1: a chain)")
         ->capture_default_str();
 }
 

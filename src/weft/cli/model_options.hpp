@@ -32,8 +32,9 @@ bool generation_bf16(const std::string& dtype);
 // --spec, --spec-tokens, --draft, --ppd, --ngram-max, --ngram-min of the commands that generate:
 // guessed tokens verified in the same forward (docs/decoding.md).
 void add_speculation_options(CLI::App* c, decode::SpecOptions& spec);
-// --spec-tree N (weft sample): --spec ppd's sparse tree of guesses.
-void add_spec_tree_option(CLI::App* c, decode::SpecOptions& spec);
+// --spec-tree N and --draft-width W (weft sample): --spec ppd's sparse tree of guesses, and
+// --spec draft's leaves beside its chain.
+void add_spec_tree_options(CLI::App* c, decode::SpecOptions& spec);
 // --spec draft's model opened (not read) and its vocabulary checked against the model's; none
 // for another --spec. An error naming --tp unless `tp` is 1: the draft runs in one process.
 std::optional<train::ModelSource> open_draft_source(const decode::SpecOptions& spec,

@@ -1,6 +1,7 @@
 #include "weft/decode/draft.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "weft/core/error.hpp"
 
@@ -69,6 +70,9 @@ void DraftModel::propose(std::span<DraftJob> jobs) {
         live.push_back(&j);
     }
     const size_t vocab = size_t(config().vocab_size);
+    // Greedy leaves beside the chain (set_width), added once the chain is whole so that chain
+    // node i keeps index i: (parent, token) of each job's.
+    std::vector<std::vector<std::pair<int, int32_t>>> leaves(jobs.size());
     for (int64_t i = 0; !live.empty(); ++i) {
         const std::span<const float> logits = forward_.run(batch_, kv_);
         ++forwards_;
@@ -82,6 +86,12 @@ void DraftModel::propose(std::span<DraftJob> jobs) {
             int32_t t;
             if (o.temperature == 0) {
                 t = model::pick_token(l, o, 0);
+                const std::vector<std::vector<int32_t>> ranked =
+                    width_ > 1 ? ranked_candidates(l, 0, 1, int64_t(l.size()), l.size(), width_)
+                               : std::vector<std::vector<int32_t>>{};
+                for (const std::vector<int32_t>& ids : ranked)
+                    for (int32_t c : ids)
+                        if (c != t) leaves[size_t(&j - jobs.data())].push_back({int(i) - 1, c});
             } else {
                 j.out.q.push_back(sampling_distribution(l, o));
                 t = draw(j.out.q.back(), j.rng->uniform((*j.counter)++));
@@ -95,6 +105,8 @@ void DraftModel::propose(std::span<DraftJob> jobs) {
         }
         live.swap(next);
     }
+    for (size_t j = 0; j < jobs.size(); ++j)
+        for (const auto& [parent, t] : leaves[j]) jobs[j].out.tree.add(parent, t);
 }
 
 void DraftModel::release(DraftSeq& seq) {

@@ -15,6 +15,7 @@
 #include "weft/core/philox.hpp"
 #include "weft/decode/accept.hpp"
 #include "weft/decode/token_tree.hpp"
+#include "weft/decode/tree_shape.hpp"
 #include "weft/model/generate.hpp"
 #include "weft/model/kv_pool.hpp"
 
@@ -74,6 +75,11 @@ class DraftModel {
     // and q is the draft's distribution restricted to the shortlist, which the guesses are
     // drawn from and the acceptance rule takes.
     void set_shortlist(const model::VocabShortlist* s) { shortlist_ = s; }
+    // At temperature 0, the draft's `w` best ids at each depth (ranked_candidates): the best
+    // continues the chain, the others are leaves beside it, verified in the same forward, where
+    // one stands when it is the model's argmax and the chain guess is not. Sampling guesses a
+    // chain whatever `w`: a drawn guess must be its node's only child (accept_sampling).
+    void set_width(int w) { width_ = w; }
     // The draft's forwards so far.
     int64_t forwards() const { return forwards_; }
 
@@ -83,6 +89,7 @@ class DraftModel {
     model::RowBatch batch_;
     int64_t forwards_ = 0;
     const model::VocabShortlist* shortlist_ = nullptr;
+    int width_ = 1;
     void clear_batch();
 };
 

@@ -1,7 +1,6 @@
 #include "weft/decode/ppd.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <utility>
 
 #include "weft/core/error.hpp"
@@ -11,22 +10,6 @@ namespace weft::decode {
 
 int64_t PpdVerify::chain_under(const Verdict& v) const {
     return chain_row[v.nodes.empty() ? 0 : size_t(v.nodes.back()) + 1];
-}
-
-std::vector<std::vector<int32_t>> ranked_candidates(std::span<const float> logits, int64_t first,
-                                                    int64_t n, int64_t vocab, size_t V, int width) {
-    model::SampleOptions top;  // pick_token's order of candidates: by logit, ties by id
-    top.temperature = 1;
-    top.top_k = width;
-    std::vector<std::vector<int32_t>> ranked;
-    for (int64_t j = 0; j < n; ++j) {
-        const std::span<const float> l = logits.subspan(size_t((first + j) * vocab), V);
-        std::vector<int32_t> ids = model::sampling_weights(l, top).ids;
-        // A shortlist's other ids have logit -inf: never a candidate.
-        std::erase_if(ids, [&](int32_t id) { return std::isinf(l[size_t(id)]); });
-        ranked.push_back(std::move(ids));
-    }
-    return ranked;
 }
 
 Acceptance PpdCounts::rates() const {
@@ -86,12 +69,8 @@ PpdVerify PpdProposer::verify(int32_t root, const TokenTree& guesses, int64_t ro
     PpdVerify v;
     v.tree = guesses.within(int(std::clamp<int64_t>(room, 0, chain_len_)));
     // A tree's nodes take a slot each after the root's, more than its depth: the first ones
-    // the window holds (parents come first, so they are a tree).
-    const size_t slots = size_t(std::max<int64_t>(window - pos - 1, 0));
-    if (v.tree.tokens.size() > slots) {
-        v.tree.tokens.resize(slots);
-        v.tree.parents.resize(slots);
-    }
+    // the window holds.
+    v.tree.truncate(window - pos - 1);
     tree_rows(root, v.tree, v.rows, v.parents);
     const int64_t tree_n = int64_t(v.rows.size());
     v.chain_row.assign(size_t(tree_n), -1);

@@ -33,12 +33,6 @@ struct PpdVerify {
     int64_t chain_under(const Verdict& v) const;
 };
 
-// The candidates of `n` prompt rows from `first` of `logits` (rows `vocab` apart, the first V
-// ids sampled): per row the `width` most likely ids, best first (ties by id), none the
-// shortlist left out.
-std::vector<std::vector<int32_t>> ranked_candidates(std::span<const float> logits, int64_t first,
-                                                    int64_t n, int64_t vocab, size_t V, int width);
-
 // How often each prompt's candidates were the model's own token (per depth and rank), which
 // choose_tree takes as acceptance rates: generate_ppd counts them when given one.
 struct PpdCounts {

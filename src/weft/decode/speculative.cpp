@@ -103,6 +103,10 @@ void SpecOptions::validate() const {
     WEFT_CHECK(tree == 0 || kind == "ppd",
                "--spec-tree {} is for --spec ppd (its prompts' ranked candidates), got --spec {}",
                tree, kind);
+    WEFT_CHECK(draft_width >= 1, "--draft-width must be 1 (a chain of guesses) or more, got {}",
+               draft_width);
+    WEFT_CHECK(draft_width == 1 || kind == "draft",
+               "--draft-width {} is for --spec draft, got --spec {}", draft_width, kind);
     WEFT_CHECK(vocab >= 0, "--spec-vocab must be 0 (the whole vocabulary) or more, got {}", vocab);
     ngram.validate();
 }
@@ -151,6 +155,7 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
     if (draft) {
         check_draft(cfg, draft->config());
         draft->set_shortlist(spec.shortlist.get());
+        draft->set_width(spec.draft_width);
     }
     WEFT_CHECK(!(draft && tp), "internal: a draft model under tensor parallelism");
     if (spec.kind == "none")
@@ -191,6 +196,9 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
                                    draft_rng, draft_counter);
         else
             guess = {propose(spec, text.context, text.room()), {}};
+        // Leaves beside the draft's chain take slots past its depth: the first ones the window
+        // holds.
+        guess.tree.truncate(cfg.n_positions - pos - 1);
         const TokenTree& tree = guess.tree;
         tree_rows(text.context.back(), tree, rows, parents);
         s.kv.grow(s.table, pos + int64_t(rows.size()));

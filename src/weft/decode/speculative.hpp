@@ -36,6 +36,9 @@ struct SpecOptions {
     // --spec-tree N: --spec ppd guesses a sparse tree of N nodes (decode/tree_shape.hpp) chosen
     // from the prompts' measured acceptance, at most --spec-tokens deep; 0: a chain.
     int tree = 0;
+    // --draft-width W: at temperature 0 the draft's W best ids at each depth, its best the
+    // chain and the others leaves beside it (DraftModel::set_width).
+    int draft_width = 1;
     // --spec-vocab N --spec-vocab-from FILE: the draft's rows and the prompt rows propose from
     // the N ids most frequent in FILE (model/vocab_shortlist.hpp); 0: the whole vocabulary.
     int64_t vocab = 4096;

@@ -27,6 +27,12 @@ TokenTree TokenTree::chain(std::span<const int32_t> ts) {
     return t;
 }
 
+void TokenTree::truncate(int64_t n) {
+    if (n >= size()) return;
+    tokens.resize(size_t(std::max<int64_t>(n, 0)));
+    parents.resize(tokens.size());
+}
+
 TokenTree TokenTree::within(int max_depth) const {
     TokenTree t;
     std::vector<int> at(size_t(size()), -1);  // node -> its node in t

@@ -27,6 +27,8 @@ struct TokenTree {
     // A chain of tokens under the root.
     static TokenTree chain(std::span<const int32_t> tokens);
 
+    // Keeps the first n nodes (still a tree: parents come first), as many as there are slots.
+    void truncate(int64_t n);
     // The nodes at most `depth` deep.
     TokenTree within(int depth) const;
     // Depth of node i: 1 for a child of the root.

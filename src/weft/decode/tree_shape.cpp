@@ -5,6 +5,8 @@
 #include <queue>
 #include <tuple>
 
+#include "weft/model/generate.hpp"
+
 namespace weft::decode {
 
 int TreeShape::depth(int node) const {
@@ -66,6 +68,22 @@ TreeShape choose_tree(const Acceptance& acc, int nodes, int max_depth) {
         offer(p, s.size() - 1, depth + 1);
     }
     return s;
+}
+
+std::vector<std::vector<int32_t>> ranked_candidates(std::span<const float> logits, int64_t first,
+                                                    int64_t n, int64_t vocab, size_t V, int width) {
+    model::SampleOptions top;  // pick_token's order of candidates: by logit, ties by id
+    top.temperature = 1;
+    top.top_k = width;
+    std::vector<std::vector<int32_t>> ranked;
+    for (int64_t j = 0; j < n; ++j) {
+        const std::span<const float> l = logits.subspan(size_t((first + j) * vocab), V);
+        std::vector<int32_t> ids = model::sampling_weights(l, top).ids;
+        // A shortlist's other ids have logit -inf: never a candidate.
+        std::erase_if(ids, [&](int32_t id) { return std::isinf(l[size_t(id)]); });
+        ranked.push_back(std::move(ids));
+    }
+    return ranked;
 }
 
 Acceptance default_acceptance(int depths, int width) {

@@ -7,6 +7,7 @@
 // the product of its ranks' rates, and the expected number of kept guesses is the sum of that
 // over the tree's nodes: the best tree of n nodes holds the n paths of highest product.
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "weft/decode/token_tree.hpp"
@@ -37,6 +38,12 @@ struct TreeShape {
 // any chance), best first, so that every prefix of the result is the best tree of its size.
 // Ties go to the path found first (the shallower, then the lower ranks).
 TreeShape choose_tree(const Acceptance& acc, int nodes, int max_depth);
+
+// The candidates of `n` rows from `first` of `logits` (rows `vocab` apart, the first V ids
+// sampled): per row the `width` most likely ids, best first (ties by id, as pick_token's
+// greedy choice), none a shortlist left out (logit -inf).
+std::vector<std::vector<int32_t>> ranked_candidates(std::span<const float> logits, int64_t first,
+                                                    int64_t n, int64_t vocab, size_t V, int width);
 
 // The rates assumed when none were measured: rank r at depth d + 1 kept at 0.5^(d+1) / (r + 1),
 // a guess that a better rank and a shallower depth are kept more often (`depths` x `width`).

@@ -72,6 +72,36 @@ TEST_P(DraftGreedy, IsPlainGreedyBitForBit) {
             EXPECT_LT(st.accepted, st.guessed) << "no guess was rejected: no cut-back tested";
         }
     }
+    // Width 3 at greedy: the smaller draft's second and third ids at each depth are leaves
+    // beside its chain, distinct from it and each other; the text is still plain greedy's.
+    {
+        decode::DraftModel draft = small.draft(bf16);
+        draft.set_width(3);
+        decode::DraftSeq seq;
+        const Philox rng = philox_for(0, "draft");
+        uint64_t counter = 0;
+        const decode::TokenTree t = draft.propose(seq, prompt, 3, o, rng, counter).tree;
+        ASSERT_EQ(t.size(), 9);
+        EXPECT_EQ(std::vector<int>(t.parents.begin(), t.parents.begin() + 3),
+                  (std::vector<int>{-1, 0, 1}));
+        for (int parent = -1; parent < 2; ++parent) {
+            std::vector<int32_t> ids;
+            for (int i = 0; i < t.size(); ++i)
+                if (t.parents[size_t(i)] == parent) ids.push_back(t.tokens[size_t(i)]);
+            std::sort(ids.begin(), ids.end());
+            EXPECT_EQ(ids.size(), 3u);
+            EXPECT_EQ(std::unique(ids.begin(), ids.end()), ids.end()) << "a leaf repeats";
+        }
+        draft.release(seq);
+        spec.draft_width = 3;
+        decode::SpecStats st;
+        EXPECT_EQ(decode::generate_speculative(target.cfg, target.m->layout(), target.params.data(),
+                                               prompt, o, spec, {}, bf16, &st, &draft),
+                  plain)
+            << "with width 3";
+        EXPECT_GT(st.accepted, 0) << "with width 3, no guess was ever kept";
+        spec.draft_width = 1;
+    }
     // The model as its own draft, proposing from a shortlist without plain text's most frequent
     // token: the verify (whole vocabulary) still gives the text, and the draft's guesses of
     // that token, which it can no longer make, are rejected.
