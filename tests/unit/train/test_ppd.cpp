@@ -152,6 +152,9 @@ TEST(PpdSampling, FirstTwoTokensFollowTheModelsLaw) {
     }
 }
 
+// Acceptance measured on the model's own text counts what the decoding itself kept at depth 1;
+// the rates are saved beside the prompts and load back with them; a rate out of [0, 1] is
+// refused naming the file.
 TEST(PpdAcceptance, MeasuresSavesAndLoadsBesideThePrompts) {
     const Trained& t = trained("tiny");
     std::unique_ptr<model::Model> m = model::make_model(t.cfg);
