@@ -130,6 +130,8 @@ void CpAttention::ring_forward(float* out, float* lse, const T* q, const T* kk, 
         part16_ = Buffer((c * s.NH * s.HS + 1) / 2);
     uint16_t* part16 = reinterpret_cast<uint16_t*>(part16_.data());
     const std::vector<std::vector<int64_t>> docs = cp::row_starts(s.cu_seqlens, s.B, z_.T);
+    // Documents each on one rank: the own block is all there is to score, and nothing travels.
+    const int steps = cp::documents_cross_ranks(docs, z_) ? size_ : 1;
     // The block this rank starts with: its own keys and values, dense so that a shift is one
     // message.
     T* first = reinterpret_cast<T*>(ring_[0].data());
@@ -139,9 +141,9 @@ void CpAttention::ring_forward(float* out, float* lse, const T* q, const T* kk, 
     }
     // Running results start empty: lse = -inf, and the first merge copies the first block.
     std::fill_n(lse, s.B * 2 * s.NH * c, -std::numeric_limits<float>::infinity());
-    for (int step = 0; step < size_; ++step) {
+    for (int step = 0; step < steps; ++step) {
         T* cur = reinterpret_cast<T*>(ring_[step % 2].data());
-        if (step + 1 < size_)
+        if (step + 1 < steps)
             cp_.start_shift(cur, reinterpret_cast<T*>(ring_[(step + 1) % 2].data()), 2 * n);
         const int src = (rank_ - step + size_) % size_;
         for (const k::ZigzagBlock& blk : k::zigzag_blocks(z_, rank_, src)) {
@@ -157,7 +159,7 @@ void CpAttention::ring_forward(float* out, float* lse, const T* q, const T* kk, 
                                    part_.data(), part_lse_.data(), ms);
             }
         }
-        if (step + 1 < size_) cp_.wait_shift();
+        if (step + 1 < steps) cp_.wait_shift();
     }
 }
 
@@ -185,13 +187,14 @@ void CpAttention::ring_backward(float* dq, float* dk, float* dv, const T* dout, 
     }
     std::fill_n(ring_[0].data() + acc, 2 * n, 0.0f);
     const std::vector<std::vector<int64_t>> docs = cp::row_starts(s.cu_seqlens, s.B, z_.T);
-    for (int step = 0; step < size_; ++step) {
+    const int steps = cp::documents_cross_ranks(docs, z_) ? size_ : 1;  // as forward
+    for (int step = 0; step < steps; ++step) {
         float* cur = ring_[step % 2].data();
         float* next = ring_[(step + 1) % 2].data();
         const T* kv = reinterpret_cast<const T*>(cur);
         // The next keys and values travel during this block's backward; its dK/dV accumulator
         // can only follow once this rank has added its share.
-        if (step + 1 < size_)
+        if (step + 1 < steps)
             cp_.start_shift(reinterpret_cast<T*>(cur), reinterpret_cast<T*>(next), 2 * n);
         const int src = (rank_ - step + size_) % size_;
         for (const k::ZigzagBlock& blk : k::zigzag_blocks(z_, rank_, src)) {
@@ -205,17 +208,17 @@ void CpAttention::ring_backward(float* dq, float* dk, float* dv, const T* dout, 
                     lse + (b * 2 + blk.q_part) * s.NH * c, p.shape, docs[size_t(b)]);
             }
         }
-        if (step + 1 < size_) cp_.wait_shift();
+        if (step + 1 < steps) cp_.wait_shift();
         // After the last step this sends the accumulator home (to its owner, rank + 1) and
         // receives this rank's own.
-        if (size_ > 1) {
+        if (steps > 1) {
             cp_.start_shift(cur + acc, next + acc, 2 * n);
             cp_.wait_shift();
         } else {
             std::copy_n(cur + acc, 2 * n, next + acc);
         }
     }
-    const float* home = ring_[size_ % 2].data() + acc;
+    const float* home = ring_[steps % 2].data() + acc;
     for (int64_t r = 0; r < s.B * s.T; ++r) {
         std::copy_n(home + r * KV, KV, dk + r * s.ldkv);
         std::copy_n(home + n + r * KV, KV, dv + r * s.ldkv);

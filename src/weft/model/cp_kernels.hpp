@@ -9,6 +9,7 @@
 
 #include "weft/kernels/attention/attention.hpp"
 #include "weft/kernels/attention/varlen.hpp"
+#include "weft/kernels/attention/zigzag.hpp"
 #include "weft/model/kept_tensor.hpp"
 
 namespace weft::model::cp {
@@ -117,6 +118,21 @@ inline std::vector<std::vector<int64_t>> row_starts(std::span<const int64_t> cu,
                                                     int64_t T) {
     if (cu.empty()) return std::vector<std::vector<int64_t>>(static_cast<size_t>(B));
     return kernels::row_starts(cu, B, T);
+}
+
+// Whether a ring over z's ranks must turn for rows with these document starts (row_starts): some
+// document has positions on two ranks, or the rows are not packed. A micro-batch whose documents
+// each lie on one rank (data/balance.hpp places short ones so) needs no other rank's keys.
+inline bool documents_cross_ranks(const std::vector<std::vector<int64_t>>& docs,
+                                  const kernels::Zigzag& z) {
+    for (const std::vector<int64_t>& starts : docs) {
+        if (starts.empty()) return true;
+        for (size_t i = 0; i < starts.size(); ++i) {
+            const int64_t last = i + 1 < starts.size() ? starts[i + 1] - 1 : z.T - 1;
+            if (!kernels::zigzag_one_rank(z, starts[i], last)) return true;
+        }
+    }
+    return false;
 }
 
 }  // namespace weft::model::cp

@@ -52,15 +52,17 @@ void merge_returned(float* out, float* lse, const float* part, const CpAttention
 // started at rank - i (its owner) while the block moves on to rank + 1; `compute(step, owner,
 // block, dst)` writes its result for the owner (from step 1 on into dst, a return buffer), which
 // then goes straight back to the owner while the next step computes; what comes back to this
-// rank, the previous step's return, is handed to `merge`.
+// rank, the previous step's return, is handed to `merge`. `steps`: size, or 1 when no
+// document of the micro-batch has positions on two ranks (cp::documents_cross_ranks): then no
+// block needs to leave home.
 template <class T, class Compute, class Merge>
-void run_steps(CpComm& cp, int rank, int size, Buffer (&ring)[2], int64_t travel,
+void run_steps(CpComm& cp, int rank, int size, int steps, Buffer (&ring)[2], int64_t travel,
                Buffer (&returns)[2], Buffer& returned, int64_t nret, Compute&& compute,
                Merge&& merge) {
     bool returning = false;
-    for (int step = 0; step < size; ++step) {
+    for (int step = 0; step < steps; ++step) {
         const T* cur = reinterpret_cast<const T*>(ring[step % 2].data());
-        if (step + 1 < size)
+        if (step + 1 < steps)
             cp.start_shift(cur, reinterpret_cast<T*>(ring[(step + 1) % 2].data()), travel);
         float* dst = returns[step % 2].data();
         compute(step, (rank - step + size) % size, cur, dst);
@@ -74,7 +76,7 @@ void run_steps(CpComm& cp, int rank, int size, Buffer (&ring)[2], int64_t travel
             cp.start_return(dst, returned.data(), nret, step);
             returning = true;
         }
-        if (step + 1 < size) cp.wait_shift();
+        if (step + 1 < steps) cp.wait_shift();
     }
     if (returning) {
         cp.wait_return();
@@ -130,7 +132,8 @@ void CpAttention::token_ring_forward(float* out, float* lse, const T* q, const T
             }
         }
     };
-    run_steps<T>(cp_, rank_, size_, ring_, nq, returns_, returned_, nret, compute,
+    const int steps = cp::documents_cross_ranks(docs, z_) ? size_ : 1;
+    run_steps<T>(cp_, rank_, size_, steps, ring_, nq, returns_, returned_, nret, compute,
                  [&](const float* part) { merge_returned(out, lse, part, s, c); });
 }
 
@@ -182,7 +185,8 @@ void CpAttention::token_ring_backward(float* dq, float* dk, float* dv, const T* 
             }
         }
     };
-    run_steps<T>(cp_, rank_, size_, ring_, travel, returns_, returned_, nq, compute,
+    const int steps = cp::documents_cross_ranks(docs, z_) ? size_ : 1;
+    run_steps<T>(cp_, rank_, size_, steps, ring_, travel, returns_, returned_, nq, compute,
                  [&](const float* part) {
                      for (int64_t i = 0; i < nq; ++i) own_dq_.data()[i] += part[i];
                  });

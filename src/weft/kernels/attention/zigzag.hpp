@@ -27,6 +27,19 @@ Zigzag zigzag(int64_t T, int64_t cp);
 // The global chunk index of part 0 or 1 of a rank: rank, then 2·cp-1-rank.
 int64_t zigzag_chunk(const Zigzag& z, int64_t rank, int part);
 
+// The rank holding position pos (0 <= pos < T): the inverse of zigzag_chunk. Inline, as the
+// next, so that data/balance.hpp places documents by it without linking the kernels.
+inline int64_t zigzag_rank_of(const Zigzag& z, int64_t pos) {
+    const int64_t chunk = pos / z.chunk;
+    return chunk < z.cp ? chunk : 2 * z.cp - 1 - chunk;
+}
+// Whether positions first <= last all lie on one rank: inside one chunk, or across the middle
+// rank's two chunks, which are adjacent. Packed documents that do need no other rank's keys.
+inline bool zigzag_one_rank(const Zigzag& z, int64_t first, int64_t last) {
+    return zigzag_rank_of(z, first) == zigzag_rank_of(z, last) &&
+           last / z.chunk - first / z.chunk <= 1;
+}
+
 // The absolute positions of a rank's 2·chunk tokens in its local order (part 0, then part 1).
 std::vector<int64_t> zigzag_positions(const Zigzag& z, int64_t rank);
 
