@@ -1,7 +1,9 @@
 #pragma once
 // Data-aware balancing of packed documents (weft train --balance, docs/long_context.md): each
-// step, the documents of the global batch are assigned to the data-parallel ranks and their rows
-// so that each rank's attention work (the sum of n^2 over its documents of n tokens) is even.
+// step, the documents of the global batch are assigned to the data-parallel ranks, their rows,
+// and where a rank's rows are split zigzag over a context-parallel ring, to places in those rows
+// so that the attention work of every (dp, ring) rank is even: the sum over its queries of the
+// keys each sees, a document of n tokens whole on one rank costing it n^2.
 //
 // The documents are the pieces static packing cuts (packing.hpp: one crossing a window's edge is
 // cut there), so every token keeps its context and its target, and the loss is the static run's
@@ -11,23 +13,39 @@
 // leaves over is padding, in documents of at most kPaddingPiece tokens so that it adds little
 // attention work.
 //
+// Under a ring of R > 1 ranks (kernels/attention/zigzag.hpp) a row's positions belong to the
+// ranks by chunks of T / 2R, rank r holding chunks r and 2R-1-r. A document placed inside one
+// rank's chunk (a "slot"; the middle rank's two chunks are adjacent, one slot of 2 chunks) is
+// whole on that rank: no other rank sees its keys, and a micro-batch whose documents are all so
+// placed needs no ring communication at all (ByteScale's dynamic communication). A document
+// longer than a chunk may instead span chunks: its queries' work then lands on each chunk's
+// rank, the more the later its positions. A short document (at most a chunk) is kept whole on
+// one rank whenever some slot has room; padding pieces never cross a chunk's edge.
+//
 // How many rows: more rows let the greedy put more documents where it prefers (a rank holding a
 // long document needs fewer tokens beside it, the others more), and cost every rank a row of
 // padding each. So the candidates are, by rows: the windows kept whole and dealt out heaviest
 // first to the least loaded rank (no padding), then the greedy at the windows' rows, and
-// row_step more, ... up to the count at which no document is turned away from the rank it
+// row_step more, ... up to the count at which no document is turned away from the place it
 // prefers, or twice the windows' rows.
 // Kept: the first candidate whose busiest rank's attention work is within kBalanceSlack of the
-// least any candidate reaches: balance first, then the least padding that reaches it.
+// least any candidate reaches: balance first, then the least padding that reaches it. Under a
+// ring the whole windows are kept only when no placement fits: they leave documents across
+// chunk edges (every micro-batch turns the ring) and the rows' zigzag's imbalance between the
+// ring's ranks, however the windows are dealt.
 //
-// The greedy is longest first: documents by decreasing length, each to the rank with the least
-// attention work so far among those with a row it fits in (ties: fewer tokens, then the lower
-// rank), into that rank's fullest row it fits in (best fit). Long documents are spread first;
-// the many short ones then level the attention work, landing where it is least.
+// The greedy is longest first: documents by decreasing length, each to the place (dp rank, row,
+// position) after which the busiest of the ranks it lands on has the least attention work (ties:
+// a short document kept on one rank, then that rank's fewer tokens, then the fullest room it
+// fits, then the lower row and position). Long documents are spread first; the many short ones
+// then level the attention work, landing where it is least. With R = 1 (no cp, or Ulysses, which
+// splits heads and so shares every row's attention evenly) that is: to the dp rank with the
+// least work among those with a row it fits in, into that rank's fullest row it fits in.
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "weft/core/layout.hpp"
 #include "weft/data/packing.hpp"
 
 namespace weft::data {
@@ -35,22 +53,34 @@ namespace weft::data {
 constexpr int64_t kPaddingPiece = 8;
 constexpr double kBalanceSlack = 0.05;
 
+// The ranks each sequence's zigzag chunks are split over, by which documents are placed: cp for
+// the ring and TokenRing, the cp / cp_ulysses groups for the hybrid, 1 without cp and under
+// Ulysses (which splits heads, so that every cp rank does an even share of each row's attention).
+inline int balance_ring(const Layout& l) {
+    if (l.cp <= 1 || l.cp_kind == CpKind::ulysses) return 1;
+    return l.cp_kind == CpKind::hybrid ? l.cp / l.cp_ulysses : l.cp;
+}
+
 // The rows of every data-parallel rank for one step: rank r's are
-// rows[r * rows_per_rank, (r + 1) * rows_per_rank).
+// rows[r * rows_per_rank, (r + 1) * rows_per_rank), each split over a ring of `ring` ranks.
 struct RankRows {
     int64_t rows_per_rank = 0;
     std::vector<Row> rows;
+    int ring = 1;
 };
 
 // The static layout: rank r takes windows [r * windows.size() / ranks, ...) whole, in order.
-RankRows static_rows(std::span<const Row> windows, int ranks);
+RankRows static_rows(std::span<const Row> windows, int ranks, int ring = 1);
 
 // The documents of `windows` (the global batch's, each a row of T tokens; their count a
-// multiple of ranks * row_step) over `ranks` ranks, as the header says.
-RankRows balance_rows(std::span<const Row> windows, int ranks, int64_t T, int64_t row_step);
+// multiple of ranks * row_step) over `ranks` dp ranks, each splitting its rows over a ring of
+// `ring` ranks (T a multiple of 2 ring), as the header says.
+RankRows balance_rows(std::span<const Row> windows, int ranks, int64_t T, int64_t row_step,
+                      int ring = 1);
 
-// What each rank of a layout computes: its tokens (padding excluded), its attention work (the sum
-// of n^2 over its documents, padding included: the rank runs it), the padding of all ranks.
+// What each rank of a layout computes, per (dp rank, ring rank), index dp * ring + ring rank:
+// its tokens (padding excluded), its attention work (the header's; padding included: the rank
+// runs it), the padding of all ranks.
 struct RankWork {
     std::vector<int64_t> tokens;
     std::vector<double> squares;

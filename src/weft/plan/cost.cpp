@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "weft/core/error.hpp"
+#include "weft/data/balance.hpp"
 #include "weft/model/counts.hpp"
 #include "weft/model/family.hpp"
 #include "weft/parallel/pipeline/simulator.hpp"
@@ -273,10 +274,11 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
     EvalCache local;
     EvalCache& cc = cache ? *cache : local;
     if (w.documents) {
-        const std::pair<int, int64_t> key{l.dp, k.micro_batch};
+        const std::tuple<int, int64_t, int> key{l.dp, k.micro_batch, data::balance_ring(l)};
         auto it = cc.documents.find(key);
         if (it == cc.documents.end()) {
-            DocumentMix mix = document_mix(*w.documents, w.global_batch, l.dp, k.micro_batch);
+            DocumentMix mix = document_mix(*w.documents, w.global_batch, l.dp, k.micro_batch,
+                                           data::balance_ring(l));
             mix.busiest_attention_flops = model::attention_train_flops(cfg, mix.busiest_squares);
             it = cc.documents.emplace(key, mix).first;
         }

@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "weft/parallel/pipeline/simulator.hpp"
@@ -72,7 +73,7 @@ struct EvalCache {
     // parameter layout, which cost more than pricing a candidate.
     double flops_per_token = 0;
     // Packed documents laid out for each (dp, micro-batch): the same for every other choice.
-    std::map<std::pair<int, int64_t>, DocumentMix> documents;
+    std::map<std::tuple<int, int64_t, int>, DocumentMix> documents;  // by dp, micro, cp ring
     // When the compute alone (a lower bound of the pipeline time) exceeds this, the estimate
     // is returned with `pruned` set and no pipeline simulated: it cannot make the top list.
     double prune_above = std::numeric_limits<double>::infinity();

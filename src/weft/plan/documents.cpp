@@ -39,7 +39,8 @@ DocumentSource document_source(const std::string& spec, int64_t seq_len, int64_t
     return src;
 }
 
-DocumentMix document_mix(const DocumentSource& src, int64_t global_batch, int dp, int64_t micro) {
+DocumentMix document_mix(const DocumentSource& src, int64_t global_batch, int dp, int64_t micro,
+                         int ring) {
     const int64_t T = src.seq_len, windows = (src.tokens - 1) / T;
     const data::DocumentRows docs(src.starts, T);
     double squares = 0, busiest = 0, mean = 0, rows = 0, static_busiest = 0;
@@ -51,10 +52,10 @@ DocumentMix document_mix(const DocumentSource& src, int64_t global_batch, int dp
             batch.push_back(docs.window(
                 data::shuffled_window(g % windows, windows, src.seed, g / windows) * T));
         }
-        const data::RankRows fixed = data::static_rows(batch, dp);
+        const data::RankRows fixed = data::static_rows(batch, dp, ring);
         const data::RankWork s = data::rank_work(fixed);
         const data::RankRows layout =
-            src.balance && dp > 1 ? data::balance_rows(batch, dp, T, micro) : fixed;
+            src.balance && dp * ring > 1 ? data::balance_rows(batch, dp, T, micro, ring) : fixed;
         const data::RankWork w = data::rank_work(layout);
         for (double x : s.squares) squares += x;
         busiest += w.max_squares();
@@ -62,7 +63,7 @@ DocumentMix document_mix(const DocumentSource& src, int64_t global_batch, int dp
         rows += double(layout.rows_per_rank);
     }
     const double steps = double(src.steps);
-    mean = squares / steps / dp;
+    mean = squares / steps / (dp * ring);
     DocumentMix m;
     m.attention_kept = squares / steps / (double(global_batch) * double(T) * double(T));
     m.busiest_squares = busiest / steps;

@@ -5,9 +5,9 @@
 //
 // Measured by laying out global batches as the engine does: windows drawn in the loader's order
 // (data/loader.hpp, its seed and shuffle) from a document index, cut into their documents
-// (data/packing.hpp) and dealt to the dp ranks as they come (static) or balanced
-// (data/balance.hpp, the engine's own code), so the planner prices exactly what `weft train`
-// would run on those steps.
+// (data/packing.hpp) and dealt to the dp ranks as they come (static) or balanced over the dp
+// ranks and their cp rings (data/balance.hpp, the engine's own code), so the planner prices
+// exactly what `weft train` would run on those steps.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -31,10 +31,12 @@ DocumentSource document_source(const std::string& spec, int64_t seq_len, int64_t
                                int64_t max_len);
 
 // Means over the source's steps, for global batches of `global_batch` windows over `dp` ranks
-// in micro-batches of `micro` rows (their squares: sum n^2 over documents, padding included).
+// in micro-batches of `micro` rows, each rank's rows split over a cp ring of `ring` ranks
+// (data::balance_ring); a rank is one of the dp x ring, its squares its share of sum n^2 over
+// documents (balance.hpp's rank_work), padding included.
 struct DocumentMix {
     double attention_kept = 1;    // sum n^2 of the global batch over global_batch * T^2
-    double imbalance = 1;         // the busiest rank's sum n^2 over the ranks' mean
+    double imbalance = 1;         // the busiest rank's squares over the ranks' mean
     double rows = 1;              // rows a rank runs over its global_batch / dp windows (padding)
     double busiest_squares = 0;   // the busiest rank's sum n^2 (static: unbalanced)
     double static_imbalance = 1;  // with balance: what the static layout's would have been
@@ -42,6 +44,7 @@ struct DocumentMix {
     // which knows the model).
     double busiest_attention_flops = 0;
 };
-DocumentMix document_mix(const DocumentSource& src, int64_t global_batch, int dp, int64_t micro);
+DocumentMix document_mix(const DocumentSource& src, int64_t global_batch, int dp, int64_t micro,
+                         int ring = 1);
 
 }  // namespace weft::plan

@@ -9,7 +9,7 @@ namespace weft::train {
 
 BatchFeed::BatchFeed(const data::TokenFile& file, int64_t seq_len, uint64_t seed, bool sequential,
                      int64_t global_batch, int ranks, int rank, int64_t micro,
-                     std::optional<data::DocumentRows> docs, bool balance,
+                     std::optional<data::DocumentRows> docs, bool balance, int ring,
                      std::vector<int64_t> context)
     : file_(file),
       loader_(file, seq_len, seed, sequential),
@@ -18,6 +18,7 @@ BatchFeed::BatchFeed(const data::TokenFile& file, int64_t seq_len, uint64_t seed
       micro_(micro),
       ranks_(ranks),
       rank_(rank),
+      ring_(ring),
       docs_(std::move(docs)),
       balance_(balance),
       context_(std::move(context)) {
@@ -33,9 +34,9 @@ void BatchFeed::begin_step(int64_t step) {
     std::vector<data::Row> windows;
     for (int64_t r = 0; r < global_batch_; ++r)
         windows.push_back(docs_->window(loader_.window(step, r, global_batch_) * T));
-    layout_ = data::static_rows(windows, ranks_);
-    if (!balance_ || ranks_ == 1) return;  // one rank: nothing to balance, the windows stay
-    unbalanced_ = std::exchange(layout_, data::balance_rows(windows, ranks_, T, micro_));
+    layout_ = data::static_rows(windows, ranks_, ring_);
+    if (!balance_ || ranks_ * ring_ == 1) return;  // one rank: nothing to balance
+    unbalanced_ = std::exchange(layout_, data::balance_rows(windows, ranks_, T, micro_, ring_));
 }
 
 int64_t BatchFeed::micro_batches() const {

@@ -3,8 +3,9 @@
 // sample order (data/loader.hpp), into the activations a step runs on; under context parallelism
 // only this rank's positions of each sequence. With packed documents (data/packing.hpp) each
 // step is laid out first, every data-parallel rank's rows: the loader's windows as they come,
-// or with --balance the windows' documents balanced over the ranks (data/balance.hpp), which
-// may take more rows than the windows, so more micro-batches.
+// or with --balance the windows' documents balanced over the ranks and, within each, over its
+// context-parallel ring (data/balance.hpp), which may take more rows than the windows, so more
+// micro-batches.
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -22,11 +23,13 @@ class BatchFeed {
     // ranks rows of every global batch of `global_batch` sequences, this one (`rank`) the
     // rank-th share, `micro` rows per micro-batch. `docs`: the file's documents, for packed
     // batches; none: one sequence a row. `balance`: balance the documents (needs docs).
-    // `context`: this rank's positions of each sequence under context parallelism (empty: all).
+    // `ring`: the ranks each row's zigzag chunks are split over (data::balance_ring), by which
+    // documents are balanced and the layouts' work counted. `context`: this rank's positions of
+    // each sequence under context parallelism (empty: all).
     BatchFeed(const data::TokenFile& file, int64_t seq_len, uint64_t seed, bool sequential,
               int64_t global_batch, int ranks, int rank, int64_t micro,
               std::optional<data::DocumentRows> docs = std::nullopt, bool balance = false,
-              std::vector<int64_t> context = {});
+              int ring = 1, std::vector<int64_t> context = {});
 
     // Lays out step `step` (0-based), before its fill()s.
     void begin_step(int64_t step);
@@ -48,7 +51,7 @@ class BatchFeed {
     const data::TokenFile& file_;
     data::DataLoader loader_;
     int64_t global_batch_, rank_rows_, micro_;
-    int ranks_, rank_;
+    int ranks_, rank_, ring_;
     std::optional<data::DocumentRows> docs_;
     bool balance_;
     std::vector<int64_t> context_;

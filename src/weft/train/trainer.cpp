@@ -234,7 +234,7 @@ void run_training(const TrainOptions& opts) {
     if (!in.train_documents.empty()) docs.emplace(in.train_documents, o.seq_len);
     BatchFeed feed(in.train, o.seq_len, o.seed, o.sequential, o.batch_size, o.layout.dp,
                    mesh.rank(comm::Axis::dp), split.micro, std::move(docs), o.balance,
-                   st.activations().positions);
+                   data::balance_ring(o.layout), st.activations().positions);
     RunCheckpoints checkpoints(st, o, split.micro, log, heartbeat);
     RunEvaluation eval(st, in.val ? &*in.val : nullptr, o.batch_size, o.eval_batches, log,
                        heartbeat);

@@ -1,21 +1,29 @@
-// Balancing packed documents over data-parallel ranks (data/balance.hpp): every document lands
-// in exactly one row, whole; rows are T tokens with padding in pieces of at most kPaddingPiece;
-// a long-tailed batch whose static layout is uneven comes out even.
+// Balancing packed documents over data-parallel ranks and their cp rings (data/balance.hpp):
+// every document lands in exactly one row, whole; rows are T tokens with padding in pieces of at
+// most kPaddingPiece; a long-tailed batch whose static layout is uneven comes out even; under a
+// ring, documents no longer than a chunk and padding stay on one rank.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <random>
 #include <vector>
 
 #include "weft/data/balance.hpp"
 #include "weft/data/packing.hpp"
+#include "weft/kernels/attention/zigzag.hpp"
 
 namespace weft::data {
 namespace {
 
-// Every document of `docs` once in `layout`, rows of T exactly, padding as documented.
-void expect_layout(const RankRows& layout, const std::vector<Segment>& docs, int64_t T) {
+// Every document of `docs` once in `layout`, rows of T exactly, padding as documented. Under a
+// ring: every padding piece on one rank, and the documents of rows holding none longer than a
+// chunk (which a micro-batch can run with no ring step) counted into `crossing` when they lie on
+// two ranks: the balance puts such a document over two ranks only when no rank has room for it
+// whole.
+void expect_layout(const RankRows& layout, const std::vector<Segment>& docs, int64_t T,
+                   int64_t* crossing = nullptr) {
     std::map<int64_t, int64_t> want, got;
     for (const Segment& d : docs) want[d.first] = d.len;
     for (const Row& row : layout.rows) {
@@ -31,6 +39,44 @@ void expect_layout(const RankRows& layout, const std::vector<Segment>& docs, int
         EXPECT_EQ(n, T);
     }
     EXPECT_EQ(got, want);
+    if (layout.ring == 1) return;
+    const kernels::Zigzag z{T, layout.ring, T / (2 * layout.ring)};
+    for (const Row& row : layout.rows) {
+        const bool short_only =
+            std::all_of(row.begin(), row.end(), [&](const Segment& s) { return s.len <= z.chunk; });
+        int64_t at = 0;
+        for (const Segment& s : row) {
+            const bool one = kernels::zigzag_one_rank(z, at, at + s.len - 1);
+            if (s.first < 0) {
+                EXPECT_TRUE(one) << "padding at " << at;
+            }
+            if (s.first >= 0 && short_only && !one && crossing) ++*crossing;
+            at += s.len;
+        }
+    }
+}
+
+// Lognormal lengths cut into windows of T as packing cuts them: `batches` global batches of
+// `windows` windows.
+std::vector<std::vector<Row>> long_tailed(int64_t T, double median, double sigma, int64_t batches,
+                                          int64_t windows) {
+    std::mt19937_64 rng(7);
+    std::lognormal_distribution<double> len(std::log(median), sigma);
+    std::vector<int64_t> starts{0};
+    while (starts.back() < (batches * windows + 1) * T)
+        starts.push_back(starts.back() + std::clamp<int64_t>(int64_t(len(rng)) + 2, 2, 4 * T));
+    const DocumentRows rows(starts, T);
+    std::vector<std::vector<Row>> out(static_cast<size_t>(batches));
+    for (int64_t b = 0; b < batches; ++b)
+        for (int64_t r = 0; r < windows; ++r)
+            out[size_t(b)].push_back(rows.window((b * windows + r) * T));
+    return out;
+}
+
+std::vector<Segment> documents_of(const std::vector<Row>& windows) {
+    std::vector<Segment> docs;
+    for (const Row& w : windows) docs.insert(docs.end(), w.begin(), w.end());
+    return docs;
 }
 
 // Windows of T = 16 u tokens (u = 64: padding pieces are small beside the documents).
@@ -106,6 +152,52 @@ TEST(Balance, LongTailedBatchesComeOutEven) {
     }
     EXPECT_GT(worst_static, 3.0);
     EXPECT_LE(worst, 1.2);
+}
+
+TEST(Balance, OverRingsEveryCpRankGetsEvenWork) {
+    // dp 2 x a ring of 2 and of 4: the row's zigzag leaves each cp rank the work of the
+    // documents on its chunks, past 2 times another's on some batches; placed by the balance,
+    // every (dp, cp) rank is within 1.2 of every other on every batch.
+    for (int ring : {2, 4}) {
+        const int64_t T = 1024;
+        double worst_static = 0, worst = 0, worst_tokens = 0;
+        int64_t crossing = 0, documents = 0;
+        for (const std::vector<Row>& windows : long_tailed(T, 60, 1.5, 12, 8)) {
+            worst_static =
+                std::max(worst_static, rank_work(static_rows(windows, 2, ring)).squares_ratio());
+            const RankRows b = balance_rows(windows, 2, T, 1, ring);
+            EXPECT_EQ(b.ring, ring);
+            expect_layout(b, documents_of(windows), T, &crossing);
+            documents += int64_t(documents_of(windows).size());
+            const RankWork w = rank_work(b);
+            ASSERT_EQ(w.squares.size(), size_t(2 * ring));
+            worst = std::max(worst, w.squares_ratio());
+            worst_tokens = std::max(worst_tokens, w.tokens_ratio());
+        }
+        EXPECT_GT(worst_static, 2.0) << "ring " << ring;
+        EXPECT_LE(worst, 1.2) << "ring " << ring;
+        EXPECT_LE(crossing * 100, documents) << "ring " << ring;  // measured: 2 of 691, 0 of 691
+        std::printf(
+            "ring %d: static worst %.2f, balanced worst %.3f, tokens %.2f, short documents "
+            "over two ranks in rows of short ones %lld of %lld\n",
+            ring, worst_static, worst, worst_tokens, (long long)crossing, (long long)documents);
+    }
+}
+
+TEST(Balance, RingSharesAreTheQueriesKeys) {
+    // A whole row of one document is even over the ring (the zigzag's point); the same document
+    // alone in the first chunks is not: each query's work lands on its rank.
+    const int64_t T = 8;
+    const RankWork whole = rank_work(static_rows(std::vector<Row>{{{0, 8}}}, 1, 2));
+    EXPECT_EQ(whole.squares, (std::vector<double>{32, 32}));  // chunks 0 + 3, 1 + 2: 4+28, 12+20
+    const RankWork half =
+        rank_work(static_rows(std::vector<Row>{{{0, 4}, {-1, 2}, {-1, 2}}}, 1, 2));
+    EXPECT_EQ(half.squares, (std::vector<double>{4 + 4, 12 + 4}));  // padding 2^2 on each
+    EXPECT_EQ(half.tokens, (std::vector<int64_t>{2, 2}));
+    EXPECT_EQ(half.padding, 4);
+    // A batch of short documents only: each whole on one rank, so no ring step is needed.
+    const RankRows b = balance_rows(std::vector<Row>{{{0, 2}, {2, 2}, {4, 1}, {5, 3}}}, 1, T, 1, 2);
+    expect_layout(b, {{0, 2}, {2, 2}, {4, 1}, {5, 3}}, T);
 }
 
 TEST(Balance, RowsAreMultiplesOfTheMicroBatch) {
