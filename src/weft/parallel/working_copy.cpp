@@ -113,6 +113,12 @@ WorkingCopy::WorkingCopy(const model::ParamLayout& layout, BufferPool& pool, boo
     half_ = std::move(r.half);
     in_place_ = std::move(r.in_place);
     unit_bytes_ = std::move(r.unit_bytes);
+    for (const model::Unit& u : layout.units) {
+        int64_t n = 0;
+        for (int i = u.first_tensor; i < u.first_tensor + u.tensors; ++i)
+            n += layout.tensors[size_t(i)].numel_stored;
+        unit_numel_.push_back(n);
+    }
     int64_t total = 0;
     for (int64_t b : unit_bytes_) {
         unit_at_.push_back(total);
@@ -240,46 +246,113 @@ void WorkingCopy::drop_ahead() {
         }
 }
 
-std::byte* WorkingCopy::record(int unit, bool grads) {
+std::byte* WorkingCopy::record(int unit, bool grads, bool overwrite) {
     if (!files_) return bytes_of(grads ? gstore_ : store_) + unit_at_[size_t(unit)];
     if (cursor_ != unit) {
-        // The last unit's weights on disk before the next are read: the cursor holds one
-        // unit's records, not a third in flight (a loaded model's embedding would be one more).
-        const int last = cursor_;
-        flush();
-        if (last >= 0) wait(last, kWrite | kWeights);
+        leave_cursor();
         cursor_ = unit;
     }
     Buffer& b = grads ? cur_g_ : cur_w_;
     bool& loaded = grads ? cursor_g_ : cursor_w_;
-    if (!loaded) {
-        // A gradient record not written this step holds zeros.
+    if (loaded) {
+        if (!grads && !overwrite) merge_weights();
+        return bytes_of(b);
+    }
+    const int kind = kRead | (grads ? kGrads : kWeights);
+    if (grads && gahead_unit_ == unit) {
+        wait(unit, kind);
+        b = std::move(gahead_);
+        gahead_unit_ = -1;
+    } else {
+        // A gradient record not written this step holds zeros; weights about to be overwritten
+        // need no read (the update writes every element of its units).
         const bool zeros = grads && !has_grads_[size_t(unit)];
+        const bool unread = zeros || (!grads && overwrite);
         // Its write behind first: that buffer back in the pool serves this one.
         if (!zeros) wait(unit, kWrite | (grads ? kGrads : kWeights));
         b = take_record(unit, zeros);
-        if (!zeros) {
-            start(unit, kRead | (grads ? kGrads : kWeights), b);
-            wait(unit, kRead | (grads ? kGrads : kWeights));
+        if (!unread) {
+            start(unit, kind, b);
+            wait(unit, kind);
         }
-        loaded = true;
+        if (!grads && overwrite) {
+            cur_w_fresh_ = true;
+            written_.clear();
+        }
     }
+    loaded = true;
+    // The passes that read the gradients (the norm, the update) go in buffer order.
+    if (grads) grads_ahead(unit + 1);
     return bytes_of(b);
 }
 
-void WorkingCopy::flush() {
+void WorkingCopy::grads_ahead(int unit) {
+    if (unit >= int(unit_bytes_.size()) || !has_grads_[size_t(unit)] || gahead_unit_ == unit)
+        return;
+    drop_grads_ahead();
+    gahead_ = take_record(unit, false);
+    start(unit, kRead | kGrads, gahead_);
+    gahead_unit_ = unit;
+}
+
+void WorkingCopy::drop_grads_ahead() {
+    if (gahead_unit_ < 0) return;
+    wait(gahead_unit_, kRead | kGrads);
+    pool_.give(std::move(gahead_));
+    gahead_unit_ = -1;
+}
+
+void WorkingCopy::merge_weights() {
+    if (!cur_w_fresh_) return;
+    cur_w_fresh_ = false;
+    const int u = cursor_;
+    std::sort(written_.begin(), written_.end());
+    int64_t covered = 0, end = 0;
+    for (const auto& [lo, hi] : written_) {
+        covered += std::max<int64_t>(0, hi - std::max(lo, end));
+        end = std::max(end, hi);
+    }
+    if (covered < unit_numel_[size_t(u)]) {
+        // Written in part (a rank's slices of the unit): the rest is the file's.
+        Buffer old = take_record(u, false);
+        start(u, kRead | kWeights, old);
+        wait(u, kRead | kWeights);
+        for (const auto& [lo, hi] : written_)
+            for_pieces(lo, hi, [&](size_t i, int64_t a, int64_t z) {
+                const int64_t w = half_[i] ? 2 : 4;
+                const int64_t at = tensor_at_[i] + (a - layout_.tensors[i].offset) * w;
+                std::memcpy(bytes_of(old) + at, bytes_of(cur_w_) + at, size_t((z - a) * w));
+            });
+        pool_.give(std::move(cur_w_));
+        cur_w_ = std::move(old);
+    }
+    written_.clear();
+}
+
+void WorkingCopy::leave_cursor() {
     if (!files_ || cursor_ < 0) return;
     const int u = cursor_;
     if (dirty_) {
+        merge_weights();
+        // The write before this one is done first: the cursor's unit and one written behind.
+        if (behind_ >= 0) wait(behind_, kWrite | kWeights);
         wait(u, kWrite | kWeights);
         wout_[size_t(u)] = std::move(cur_w_);
         start(u, kWrite | kWeights, wout_[size_t(u)]);
+        behind_ = u;
     } else {
         pool_.give(std::move(cur_w_));
     }
     pool_.give(std::move(cur_g_));
     cursor_ = -1;
-    cursor_w_ = cursor_g_ = dirty_ = false;
+    cursor_w_ = cursor_g_ = dirty_ = cur_w_fresh_ = false;
+}
+
+void WorkingCopy::flush() {
+    if (!files_) return;
+    leave_cursor();
+    if (behind_ >= 0) wait(behind_, kWrite | kWeights);
+    behind_ = -1;
 }
 
 int64_t WorkingCopy::unit_end(int64_t at) const {
@@ -319,8 +392,9 @@ void WorkingCopy::write_params(int64_t begin, int64_t n, const float* in) {
     if (files_) drop_ahead();  // read before these weights changed
     for_pieces(begin, begin + n, [&](size_t i, int64_t lo, int64_t hi) {
         const model::ParamSpec& t = layout_.tensors[i];
-        std::byte* r = record(t.unit, false) + tensor_at_[i];
+        std::byte* r = record(t.unit, false, /*overwrite=*/true) + tensor_at_[i];
         if (files_) dirty_ = true;  // before the cursor moves on: it writes the unit back
+        if (cur_w_fresh_) written_.emplace_back(lo, hi);
         const int64_t k = lo - t.offset;
         if (half_[i])
             kernels::convert_fp32_to_bf16(reinterpret_cast<uint16_t*>(r) + k, in + (lo - begin), 1,
@@ -428,6 +502,7 @@ void WorkingCopy::release(int unit) {
 }
 
 void WorkingCopy::write_grads(int unit, Buffer rec) {
+    if (gahead_unit_ == unit) drop_grads_ahead();
     wait(unit, kWrite | kGrads);
     gout_[size_t(unit)] = std::move(rec);
     start(unit, kWrite | kGrads, gout_[size_t(unit)]);
@@ -494,6 +569,7 @@ void WorkingCopy::zero_grads() {
         return;
     }
     flush();  // the cursor's gradients are the last step's
+    drop_grads_ahead();
     std::fill(has_grads_.begin(), has_grads_.end(), uint8_t(0));
 }
 

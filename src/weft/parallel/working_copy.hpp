@@ -17,7 +17,8 @@
 // next one's is read ahead in the pass's direction (forward: the next unit, backward: the one
 // before), and a unit's gradient record is written behind once ready, through one io_uring with
 // O_DIRECT (offload::IoRing), as the optimizer's state streams. The optimizer's pass reads and
-// writes the records through a cursor of one unit.
+// writes the records through a cursor of one unit, the next unit's gradients read ahead of it
+// and the last unit's weights written behind; weights it overwrites whole are not read first.
 //
 // In memory, the optimizer's pass may run behind the next step's forward (fence()): a unit's
 // weights are handed out once the pass has written them, and the step's zeroing of a unit's
@@ -94,7 +95,8 @@ class WorkingCopy {
     void write_params(int64_t begin, int64_t n, const float* in);
     // kernels::sum_squares of grads [begin, begin + n) as fp32, bit for bit as one call on them.
     double grad_sum_squares(int64_t begin, int64_t n);
-    // In files: writes what write_params changed behind (before the model reads it again).
+    // In files: writes what write_params changed (and waits for it: before the model reads it
+    // again).
     void flush();
     // The end of the unit holding element `at` of the padded buffer: the range operations above
     // keep within one unit to read and write each record once (in files).
@@ -111,8 +113,19 @@ class WorkingCopy {
     void for_pieces(int64_t begin, int64_t end, F f) const;
     void read(bool grads, int64_t begin, int64_t n, float* out);
     float* widen(int unit, const std::byte* record);
-    // The unit's record in the store (in memory), or the cursor's (in files).
-    std::byte* record(int unit, bool grads);
+    // The unit's record in the store (in memory), or the cursor's (in files). `overwrite`: the
+    // caller writes the weights it asks for, so a record not loaded yet is not read (unless a
+    // read or the cursor's move finds part of it unwritten: merge_weights).
+    std::byte* record(int unit, bool grads, bool overwrite = false);
+    // In files: moves the cursor off its unit, its changed weights written behind (at most one
+    // such write in flight: the one before is waited for).
+    void leave_cursor();
+    // In files: the cursor's weights taken without reading them, complete: what write_params
+    // did not write comes from the file.
+    void merge_weights();
+    // In files: starts reading the gradient record of `unit` ahead of the cursor.
+    void grads_ahead(int unit);
+    void drop_grads_ahead();
     // In files: a pool buffer for a unit's record (zeroed or not).
     Buffer take_record(int unit, bool zeroed);
     // In files: starts the transfer `kind` (kRead/kWrite + kWeights/kGrads) of a unit's record
@@ -136,6 +149,7 @@ class WorkingCopy {
     std::vector<bool> half_;                     // per tensor: stored as bf16
     std::vector<bool> in_place_;                 // per unit: all fp32, its record the unit's floats
     std::vector<int64_t> unit_bytes_, unit_at_;  // per unit: its record's size and place
+    std::vector<int64_t> unit_numel_;            // per unit: floats of its tensors
     Buffer store_, gstore_;                      // in memory: every record
     std::vector<Buffer> temp_, gtemp_;  // per unit: widened weights, accumulating gradients
     bool forward_ = true;
@@ -151,6 +165,12 @@ class WorkingCopy {
     int cursor_ = -1;
     bool cursor_w_ = false, cursor_g_ = false, dirty_ = false;  // records read; weights changed
     Buffer cur_w_, cur_g_;
+    // The cursor's weights taken unread, and the ranges (of the padded buffer) written into them.
+    bool cur_w_fresh_ = false;
+    std::vector<std::pair<int64_t, int64_t>> written_;
+    int behind_ = -1;  // the unit whose weights the cursor left being written
+    Buffer gahead_;    // the gradient record read ahead of the cursor, of unit gahead_unit_
+    int gahead_unit_ = -1;
     offload::PassStats io_;
     std::unique_ptr<offload::IoRing> ring_;  // last, so destroyed first: it waits for transfers
 };

@@ -1,7 +1,9 @@
 // The working copy in files (--offload optimizer+params) against the same copy in memory: the
 // weights the model reads (in the forward and the backward order, with reads ahead) and the
-// gradients it leaves (written behind, over two micro-batches) are bit for bit the same, and a
-// record that comes back short is an error naming the file and the unit.
+// gradients it leaves (written behind, over two micro-batches) are bit for bit the same; an
+// update's pass (each unit's gradients read, its weights written whole) reads no weights, and a
+// write of part of a unit keeps the rest; and a record that comes back short is an error naming
+// the file and the unit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -81,6 +83,36 @@ TEST(WorkingCopy, InFilesIsTheCopyInMemoryBitForBit) {
         EXPECT_GT(io.read_bytes, 0);
         EXPECT_GT(io.written_bytes, 0);
     }
+}
+
+TEST(WorkingCopy, AnUpdateReadsNoWeightsAndAPartialWriteKeepsTheRest) {
+    const ZeroLayout z = small_layout();
+    const model::ParamLayout& p = z.padded();
+    test::TempDir dir("weft_copy");
+    BufferPool pool_mem, pool_files;
+    WorkingCopy mem(p, pool_mem);
+    WorkingCopy files(p, pool_files, true, dir.path, 0);
+    const std::vector<float> x = values(p.total, 0.5f), y = values(p.total, 2.0f);
+    std::vector<float> g(size_t(p.total)), a(size_t(p.total)), b(size_t(p.total));
+    for (WorkingCopy* w : {&mem, &files}) {
+        exercise(*w, p);
+        w->take_io_stats();
+        // The update's order: a unit's gradients, then its new weights.
+        for (const model::Unit& u : p.units) {
+            w->read_grads(u.offset, u.size, g.data() + u.offset);
+            w->write_params(u.offset, u.size, x.data() + u.offset);
+        }
+        w->flush();
+        const offload::PassStats io = w->take_io_stats();
+        if (w->files()) EXPECT_EQ(io.read_bytes, WorkingCopy::stored_bytes(p)) << "weights read";
+        // A rank's part of every unit (ZeRO-1): the rest of the record stays as it was.
+        for (const model::Unit& u : p.units)
+            w->write_params(u.offset + u.size / 3, u.size / 2, y.data() + u.offset);
+        w->flush();
+        w->read_params(0, p.total, (w == &mem ? a : b).data());
+    }
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+    EXPECT_NE(std::memcmp(a.data(), x.data(), a.size() * sizeof(float)), 0);
 }
 
 TEST(WorkingCopy, AShortRecordIsAnErrorNamingTheFile) {
