@@ -104,7 +104,9 @@ TEST(WorkingCopy, AnUpdateReadsNoWeightsAndAPartialWriteKeepsTheRest) {
         }
         w->flush();
         const offload::PassStats io = w->take_io_stats();
-        if (w->files()) EXPECT_EQ(io.read_bytes, WorkingCopy::stored_bytes(p)) << "weights read";
+        if (w->files()) {
+            EXPECT_EQ(io.read_bytes, WorkingCopy::stored_bytes(p)) << "weights read";
+        }
         // A rank's part of every unit (ZeRO-1): the rest of the record stays as it was.
         for (const model::Unit& u : p.units)
             w->write_params(u.offset + u.size / 3, u.size / 2, y.data() + u.offset);
