@@ -16,6 +16,7 @@ struct RowsBenchPoint {
     std::string dtype;        // fp32 or bf16
     int64_t rows = 0;         // M
     double seconds = 0;       // one pass over every layer, best of repetitions
+    double cpu_seconds = 0;   // the process's CPU time per pass, mean over every pass timed
     double flops = 0;         // 2 · M · weights
     double weight_bytes = 0;  // the weights one pass reads
 };
