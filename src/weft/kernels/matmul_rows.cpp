@@ -28,6 +28,15 @@ namespace {
 constexpr int kLanes = 16;
 constexpr int kTileCols = 4;  // one reduce4 per tile row
 constexpr int kTileRows = 6;  // 24 accumulators, 4 weight vectors, 1 input vector: 29 registers
+// Up to this many rows a call takes stream_tile (one pass over the weights in the order they
+// lie, each weight vector loaded once for all the rows: decode and a speculative verify)...
+constexpr int kStreamRows = 8;
+// ... while their inputs fit in half of L1 beside the weights streaming through: one row of the
+// input is loaded per weight vector and row, and from L2 that costs more than the stream saves
+// (fp32 at 4 rows of K = 1536: about 1.1x the CPU time of `tile`, which loads an input vector
+// once per 4 columns). One row streams at any K, its input vector loaded per weight vector either
+// way.
+constexpr int64_t kStreamInputBytes = 16 << 10;
 // Column tiles of one block at most: their weights (64 rows of K) stay in L2 while every row of
 // the input passes over them. Few rows take smaller blocks (block_tiles).
 constexpr int64_t kBlockTiles = 16;
@@ -122,23 +131,40 @@ template <class Op, int R>
             for (int c = 0; c < kTileCols; ++c) acc[r][c] = Op::madd(acc[r][c], xv, wv[c]);
         }
     };
-    if constexpr (R == 1) {
-        // One row: a column at a time, its weight row read front to back, one stream the
-        // prefetchers follow (4 rows side by side are 4 short streams they learn too late);
-        // the columns' chains are independent and overlap out of order.
-        (void)step, (void)fetch_next;
-        for (int c = 0; c < kTileCols; ++c) {
-            __m512 a = _mm512_setzero_ps();
-            int64_t k = 0;
-            for (; k + Op::kStep <= K; k += Op::kStep)
-                a = Op::madd(a, Op::load(x + k), Op::load(wr[c] + k));
-            if (k < K) a = Op::madd(a, Op::load(x + k, K - k), Op::load(wr[c] + k, K - k));
-            acc[0][c] = a;
-        }
-    } else {
+    int64_t k = 0;
+    for (; k + Op::kStep <= K; k += Op::kStep) step(k);
+    if (k < K) step(k, K - k);
+    const __mmask8 keep = __mmask8((1u << cols) - 1);
+    const __m128 b = bias ? _mm_maskz_loadu_ps(keep, bias) : _mm_setzero_ps();
+    for (int r = 0; r < R; ++r) {
+        __m128 s = detail::reduce4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
+        if (bias) s = _mm_add_ps(s, b);
+        _mm_mask_storeu_ps(out + r * N, keep, s);
+    }
+}
+
+// Few rows: R rows x 4 columns, a column at a time, its weight row read front to back and each
+// weight vector loaded once for all R rows. The tile's weights are one stream in the order they
+// lie, which the prefetchers follow (rows side by side, as `tile` reads them, are 4 short
+// streams they learn too late: 2 side by side already cost about 2x the CPU time here); the R
+// chains of a column, and the next column's, overlap out of order.
+template <class Op, int R>
+[[gnu::always_inline]] inline void stream_tile(float* out, int64_t N, const typename Op::T* x,
+                                               const typename Op::T* w, const float* bias,
+                                               int64_t K, int cols) {
+    __m512 acc[R][kTileCols];
+    for (int c = 0; c < kTileCols; ++c) {
+        const typename Op::T* wc = w + (c < cols ? c : 0) * K;
+        __m512 a[R];
+        for (int r = 0; r < R; ++r) a[r] = _mm512_setzero_ps();
+        auto step = [&](int64_t k, auto... rest) {
+            const typename Op::V wv = Op::load(wc + k, rest...);
+            for (int r = 0; r < R; ++r) a[r] = Op::madd(a[r], Op::load(x + r * K + k, rest...), wv);
+        };
         int64_t k = 0;
         for (; k + Op::kStep <= K; k += Op::kStep) step(k);
         if (k < K) step(k, K - k);
+        for (int r = 0; r < R; ++r) acc[r][c] = a[r];
     }
     const __mmask8 keep = __mmask8((1u << cols) - 1);
     const __m128 b = bias ? _mm_maskz_loadu_ps(keep, bias) : _mm_setzero_ps();
@@ -146,6 +172,29 @@ template <class Op, int R>
         __m128 s = detail::reduce4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
         if (bias) s = _mm_add_ps(s, b);
         _mm_mask_storeu_ps(out + r * N, keep, s);
+    }
+}
+
+template <class Op>
+void stream_rows(int rows, float* out, int64_t N, const typename Op::T* x, const typename Op::T* w,
+                 const float* bias, int64_t K, int cols) {
+    switch (rows) {
+        case 1:
+            return stream_tile<Op, 1>(out, N, x, w, bias, K, cols);
+        case 2:
+            return stream_tile<Op, 2>(out, N, x, w, bias, K, cols);
+        case 3:
+            return stream_tile<Op, 3>(out, N, x, w, bias, K, cols);
+        case 4:
+            return stream_tile<Op, 4>(out, N, x, w, bias, K, cols);
+        case 5:
+            return stream_tile<Op, 5>(out, N, x, w, bias, K, cols);
+        case 6:
+            return stream_tile<Op, 6>(out, N, x, w, bias, K, cols);
+        case 7:
+            return stream_tile<Op, 7>(out, N, x, w, bias, K, cols);
+        default:
+            return stream_tile<Op, kStreamRows>(out, N, x, w, bias, K, cols);
     }
 }
 
@@ -183,9 +232,20 @@ void rows_avx512(float* out, const typename Op::T* x, const typename Op::T* w, c
     const int64_t chunk_tiles =
         std::clamp<int64_t>(tiles / (8 * omp_get_max_threads()), 1, 4 * kBlockTiles);
     const int64_t chunks = (tiles + chunk_tiles - 1) / chunk_tiles;
+    // Either path computes an element in the one order: the choice by M changes no bits.
+    const bool stream = M == 1 || (M <= kStreamRows &&
+                                   M * K * int64_t(sizeof(typename Op::T)) <= kStreamInputBytes);
 #pragma omp parallel for schedule(dynamic, 1) if (M * N * K >= kMinParallel && chunks > 1)
     for (int64_t chunk = 0; chunk < chunks; ++chunk) {
         const int64_t hi = std::min(tiles, (chunk + 1) * chunk_tiles);
+        if (stream) {
+            for (int64_t j = chunk * chunk_tiles; j < hi; ++j) {
+                const int64_t n = j * kTileCols;
+                stream_rows<Op>(int(M), out + n, N, x, w + n * K, bias ? bias + n : nullptr, K,
+                                int(std::min<int64_t>(kTileCols, N - n)));
+            }
+            continue;
+        }
         for (int64_t block = chunk * chunk_tiles; block < hi; block += block_tiles) {
             const int64_t block_end = std::min(hi, block + block_tiles);
             for (int64_t m = 0; m < M; m += kTileRows) {

@@ -28,7 +28,9 @@ std::vector<float> randn(size_t n, uint32_t seed) {
 struct Shape {
     int64_t K, N;
 };
-const Shape kShapes[] = {{1, 1}, {7, 5}, {64, 48}, {129, 67}, {576, 192}};
+// Few rows take the streaming tile while their inputs are small (M * K * 4 bytes <= 16 KB in
+// fp32): at K = 576 up to 7 rows, at K = 1536 up to 2, so both paths meet in one batch size.
+const Shape kShapes[] = {{1, 1}, {7, 5}, {64, 48}, {129, 67}, {576, 192}, {1536, 21}};
 
 TEST(MatmulRows, MatchesReference) {
     for (auto [K, N] : kShapes) {
@@ -114,7 +116,7 @@ void expect_same_bits_everywhere(Product product, int64_t M, int64_t K, int64_t 
     for (Isa isa : {Isa::avx512, Isa::portable}) {
         if (!isa_available(isa)) continue;
         set_kernel_isa(isa);
-        for (int threads : {1, 2, 3}) {
+        for (int threads : {1, 2, 3, 4}) {
             omp_set_num_threads(threads);
             std::vector<float> got(size_t(M * N));
             product(got.data(), x.data(), M);
@@ -128,7 +130,11 @@ void expect_same_bits_everywhere(Product product, int64_t M, int64_t K, int64_t 
 }
 
 TEST(MatmulRows, SameBitsForAnyThreadsAndPath) {
-    for (auto [M, K, N] : {std::array<int64_t, 3>{1, 576, 192}, {13, 129, 67}, {40, 576, 200}}) {
+    for (auto [M, K, N] : {std::array<int64_t, 3>{1, 576, 192},
+                           {4, 576, 200},
+                           {8, 576, 200},
+                           {13, 129, 67},
+                           {40, 576, 200}}) {
         auto w = randn(size_t(N * K), 12), b = randn(size_t(N), 13);
         expect_same_bits_everywhere(
             [&](float* out, const float* x, int64_t m) {
@@ -139,7 +145,11 @@ TEST(MatmulRows, SameBitsForAnyThreadsAndPath) {
 }
 
 TEST(MatmulRowsBf16, SameBitsForAnyThreadsAndPath) {
-    for (auto [M, K, N] : {std::array<int64_t, 3>{1, 576, 192}, {13, 129, 67}, {40, 576, 200}}) {
+    for (auto [M, K, N] : {std::array<int64_t, 3>{1, 576, 192},
+                           {4, 576, 200},
+                           {8, 1536, 60},
+                           {13, 129, 67},
+                           {40, 576, 200}}) {
         auto w = randn(size_t(N * K), 14), b = randn(size_t(N), 15);
         RowWeightsBf16 w16(w.data(), N, K);
         expect_same_bits_everywhere([&](float* out, const float* x,
