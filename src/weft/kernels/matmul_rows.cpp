@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <type_traits>
 
 #include "weft/core/error.hpp"
 #include "weft/kernels/isa.hpp"
@@ -175,46 +176,12 @@ template <class Op, int R>
     }
 }
 
-template <class Op>
-void stream_rows(int rows, float* out, int64_t N, const typename Op::T* x, const typename Op::T* w,
-                 const float* bias, int64_t K, int cols) {
-    switch (rows) {
-        case 1:
-            return stream_tile<Op, 1>(out, N, x, w, bias, K, cols);
-        case 2:
-            return stream_tile<Op, 2>(out, N, x, w, bias, K, cols);
-        case 3:
-            return stream_tile<Op, 3>(out, N, x, w, bias, K, cols);
-        case 4:
-            return stream_tile<Op, 4>(out, N, x, w, bias, K, cols);
-        case 5:
-            return stream_tile<Op, 5>(out, N, x, w, bias, K, cols);
-        case 6:
-            return stream_tile<Op, 6>(out, N, x, w, bias, K, cols);
-        case 7:
-            return stream_tile<Op, 7>(out, N, x, w, bias, K, cols);
-        default:
-            return stream_tile<Op, kStreamRows>(out, N, x, w, bias, K, cols);
-    }
-}
-
-template <class Op>
-void tile_rows(int rows, float* out, int64_t N, const typename Op::T* x, const typename Op::T* w,
-               const float* bias, int64_t K, int cols, bool fetch_next) {
-    switch (rows) {
-        case 1:
-            return tile<Op, 1>(out, N, x, w, bias, K, cols, fetch_next);
-        case 2:
-            return tile<Op, 2>(out, N, x, w, bias, K, cols, fetch_next);
-        case 3:
-            return tile<Op, 3>(out, N, x, w, bias, K, cols, fetch_next);
-        case 4:
-            return tile<Op, 4>(out, N, x, w, bias, K, cols, fetch_next);
-        case 5:
-            return tile<Op, 5>(out, N, x, w, bias, K, cols, fetch_next);
-        default:
-            return tile<Op, kTileRows>(out, N, x, w, bias, K, cols, fetch_next);
-    }
+// f(std::integral_constant<int, rows>) for rows in 1..Max: a register tile of that many rows.
+template <int Max, class F>
+void with_rows(int rows, F&& f) {
+    if constexpr (Max > 1)
+        if (rows < Max) return with_rows<Max - 1>(rows, f);
+    f(std::integral_constant<int, Max>{});
 }
 
 // Threads take chunks of column tiles as they come (a thread the OS holds back leaves its
@@ -241,8 +208,11 @@ void rows_avx512(float* out, const typename Op::T* x, const typename Op::T* w, c
         if (stream) {
             for (int64_t j = chunk * chunk_tiles; j < hi; ++j) {
                 const int64_t n = j * kTileCols;
-                stream_rows<Op>(int(M), out + n, N, x, w + n * K, bias ? bias + n : nullptr, K,
-                                int(std::min<int64_t>(kTileCols, N - n)));
+                with_rows<kStreamRows>(int(M), [&](auto r) {
+                    stream_tile<Op, decltype(r)::value>(out + n, N, x, w + n * K,
+                                                        bias ? bias + n : nullptr, K,
+                                                        int(std::min<int64_t>(kTileCols, N - n)));
+                });
             }
             continue;
         }
@@ -252,9 +222,11 @@ void rows_avx512(float* out, const typename Op::T* x, const typename Op::T* w, c
                 const int rows = int(std::min<int64_t>(kTileRows, M - m));
                 for (int64_t j = block; j < block_end; ++j) {
                     const int64_t n = j * kTileCols;
-                    tile_rows<Op>(rows, out + m * N + n, N, x + m * K, w + n * K,
-                                  bias ? bias + n : nullptr, K,
-                                  int(std::min<int64_t>(kTileCols, N - n)), m == 0);
+                    with_rows<kTileRows>(rows, [&](auto r) {
+                        tile<Op, decltype(r)::value>(
+                            out + m * N + n, N, x + m * K, w + n * K, bias ? bias + n : nullptr, K,
+                            int(std::min<int64_t>(kTileCols, N - n)), m == 0);
+                    });
                 }
             }
         }
