@@ -105,6 +105,20 @@ struct Bf16 {
 };
 #endif
 
+// A tile's sums folded (four columns per tree), the bias added, the `cols` real columns stored.
+template <int R>
+[[gnu::always_inline]] inline void store_tile(float* out, int64_t N,
+                                              const __m512 (&acc)[R][kTileCols], const float* bias,
+                                              int cols) {
+    const __mmask8 keep = __mmask8((1u << cols) - 1);
+    const __m128 b = bias ? _mm_maskz_loadu_ps(keep, bias) : _mm_setzero_ps();
+    for (int r = 0; r < R; ++r) {
+        __m128 s = detail::reduce4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
+        if (bias) s = _mm_add_ps(s, b);
+        _mm_mask_storeu_ps(out + r * N, keep, s);
+    }
+}
+
 // R rows x 4 columns of out, from R input rows (stride K) and `cols` <= 4 weight rows. Missing
 // columns repeat the first (their sums are not stored), so every element takes the same path.
 template <class Op, int R>
@@ -135,13 +149,7 @@ template <class Op, int R>
     int64_t k = 0;
     for (; k + Op::kStep <= K; k += Op::kStep) step(k);
     if (k < K) step(k, K - k);
-    const __mmask8 keep = __mmask8((1u << cols) - 1);
-    const __m128 b = bias ? _mm_maskz_loadu_ps(keep, bias) : _mm_setzero_ps();
-    for (int r = 0; r < R; ++r) {
-        __m128 s = detail::reduce4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
-        if (bias) s = _mm_add_ps(s, b);
-        _mm_mask_storeu_ps(out + r * N, keep, s);
-    }
+    store_tile<R>(out, N, acc, bias, cols);
 }
 
 // Few rows: R rows x 4 columns, a column at a time, its weight row read front to back and each
@@ -167,13 +175,7 @@ template <class Op, int R>
         if (k < K) step(k, K - k);
         for (int r = 0; r < R; ++r) acc[r][c] = a[r];
     }
-    const __mmask8 keep = __mmask8((1u << cols) - 1);
-    const __m128 b = bias ? _mm_maskz_loadu_ps(keep, bias) : _mm_setzero_ps();
-    for (int r = 0; r < R; ++r) {
-        __m128 s = detail::reduce4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
-        if (bias) s = _mm_add_ps(s, b);
-        _mm_mask_storeu_ps(out + r * N, keep, s);
-    }
+    store_tile<R>(out, N, acc, bias, cols);
 }
 
 // f(std::integral_constant<int, rows>) for rows in 1..Max: a register tile of that many rows.
