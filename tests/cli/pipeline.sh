@@ -34,6 +34,16 @@ grep -q "makespan   12 " <<<"$out" && grep -q "on 1 shared cores" <<<"$out" \
   && ok "2 stages on 1 core: makespan 12" || bad "--cores 1: $out"
 "$WEFT" pipeline --pp 4 --micro-batches 4 --pp-schedule gpipe --cores 2 --json | grep -q '"makespan":27' \
   && ok "4 stages on 2 cores: makespan 27" || bad "--cores 2"
+# Bound to cores: ranks 0 and 2 share core 0, 1 and 3 core 1 (mpirun --bind-to core --map-by
+# core), and a core idles while the other has two ranks: 30 (the unit test works it by hand).
+out=$("$WEFT" pipeline --pp 4 --micro-batches 4 --pp-schedule gpipe --rank-cores 0,1,0,1 --json)
+grep -q '"makespan":30' <<<"$out" && grep -q '"rank_cores":\[0,1,0,1\]' <<<"$out" \
+  && ok "4 stages bound to cores 0,1,0,1: makespan 30" || bad "--rank-cores: $out"
+"$WEFT" pipeline --pp 4 --micro-batches 4 --pp-schedule gpipe --rank-cores 0,1,0,1 | grep -q "on cores 0,1,0,1 (rank by rank)" \
+  && ok "text names the cores" || bad "--rank-cores text"
+expect_error "--rank-cores 0,1: 2 cores; expected one for each of the --pp 4 stages" "" -- pipeline --pp 4 --rank-cores 0,1
+expect_error "--rank-cores 0,-1: core -1 is not a core; expected numbers >= 0" "" -- pipeline --pp 2 --rank-cores 0,-1
+expect_error "--rank-cores binds each stage to its core; expected no --cores beside it" "" -- pipeline --pp 2 --rank-cores 0,0 --cores 1
 expect_error "--cores -1: expected the number of processors the stages share, at least 0" "" -- pipeline --pp 2 --cores -1
 expect_error "'443/73' is not a stage's costs; expected F/B/W" "" -- pipeline --pp 2 --stage-costs 1/1/1,443/73
 expect_error "--stage-costs '1/1/1' has 1 stages; expected one F/B/W for each of the --pp 2" "" -- pipeline --pp 2 --stage-costs 1/1/1

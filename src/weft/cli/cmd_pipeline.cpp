@@ -25,7 +25,8 @@ struct PipelineArgs {
     int pp = 4, vpp = 1, micro_batches = 8;
     std::string schedule = "1f1b";
     double forward = 1, backward = 2, send = 0, latency = 0, weight_share = 0.5, cores = 0;
-    std::string stage_costs;  // "F/B/W,F/B/W,..." one a stage
+    std::string stage_costs;      // "F/B/W,F/B/W,..." one a stage
+    std::vector<int> rank_cores;  // the core each rank is bound to
     std::filesystem::path svg, trace;
     bool json = false;
 };
@@ -127,6 +128,11 @@ void add_pipeline_command(CLI::App& app) {
                   "Processors the stages share (ranks oversubscribing a node): a stage computing "
                   "runs at min(1, cores / stages computing) of its speed; 0: one each")
         ->capture_default_str();
+    c->add_option("--rank-cores", a->rank_cores,
+                  "The core each stage is bound to, one a stage separated by commas (e.g. "
+                  "0,1,0,1 for 4 stages bound by mpirun --bind-to core on 2 cores): stages share "
+                  "only the core they are bound to; replaces --cores")
+        ->delimiter(',');
     c->add_option("--svg", a->svg, "Write a picture of the schedule to this SVG file");
     c->add_option("--trace", a->trace,
                   "Write a Chrome trace (Perfetto, chrome://tracing) to this JSON file; one cost "
@@ -138,6 +144,17 @@ void add_pipeline_command(CLI::App& app) {
                    "--cores {}: expected the number of processors the stages share, at least 0 "
                    "(0: one each)",
                    a->cores);
+        if (!a->rank_cores.empty()) {
+            WEFT_CHECK(int(a->rank_cores.size()) == a->pp,
+                       "--rank-cores {}: {} cores; expected one for each of the --pp {} stages",
+                       fmt::join(a->rank_cores, ","), a->rank_cores.size(), a->pp);
+            for (int core : a->rank_cores)
+                WEFT_CHECK(core >= 0,
+                           "--rank-cores {}: core {} is not a core; expected numbers >= 0",
+                           fmt::join(a->rank_cores, ","), core);
+            WEFT_CHECK(a->cores == 0,
+                       "--rank-cores binds each stage to its core; expected no --cores beside it");
+        }
         const pipeline::ScheduleKind kind = pipeline::parse_schedule_kind(a->schedule);
         if (kind == pipeline::ScheduleKind::zb_v && a->vpp == 1) a->vpp = 2;
         pipeline::Costs costs = pipeline::stage_costs(a->vpp, a->forward, a->backward);
@@ -155,6 +172,7 @@ void add_pipeline_command(CLI::App& app) {
         costs.send = a->send;
         costs.latency = a->latency;
         costs.cores = a->cores;
+        costs.rank_core = a->rank_cores;
         const pipeline::Schedule s =
             pipeline::make_schedule(kind, a->pp, a->vpp, a->micro_batches, costs);
         pipeline::validate(s);
@@ -175,6 +193,7 @@ void add_pipeline_command(CLI::App& app) {
                 {"vpp", a->vpp},
                 {"micro_batches", a->micro_batches},
                 {"cores", a->cores},
+                {"rank_cores", a->rank_cores},
                 {"bubble", r.bubble},
                 {"bubble_theory", theory},
                 {"makespan", r.makespan},
@@ -188,7 +207,10 @@ void add_pipeline_command(CLI::App& app) {
         }
         fmt::print("{} pp={} vpp={} micro-batches={}{}\n", a->schedule, a->pp, a->vpp,
                    a->micro_batches,
-                   a->cores > 0 ? fmt::format(" on {:g} shared cores", a->cores) : "");
+                   !a->rank_cores.empty()
+                       ? fmt::format(" on cores {} (rank by rank)", fmt::join(a->rank_cores, ","))
+                   : a->cores > 0 ? fmt::format(" on {:g} shared cores", a->cores)
+                                  : "");
         fmt::print("bubble     {:.4f} simulated, {:.4f} theory {}\n", r.bubble, theory,
                    bubble_formula(kind));
         if (a->stage_costs.empty())

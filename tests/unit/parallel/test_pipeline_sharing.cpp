@@ -1,6 +1,7 @@
 // The simulator's processor sharing (Costs::cores): stages that compute at the same time on fewer
 // cores than they are slow down in proportion, against hand-worked timelines; with as many cores
-// as stages (or more) the simulation is the one without sharing, to the bit.
+// as stages (or more) the simulation is the one without sharing, to the bit. And per core
+// (Costs::rank_core): ranks bound to one core share only it.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -135,12 +136,100 @@ TEST(PipelineSharing, NegativeCoresAreAnError) {
     Costs c;
     c.cores = -1;
     try {
-        check_costs(c, 2);
+        check_costs(c, 2, 2);
         FAIL() << "no error";
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("must be non-negative (0: one per rank), got -1"),
                   std::string::npos);
     }
+}
+
+// GPipe, 4 stages, 4 micro-batches, F 1 and B 2, ranks 0 and 2 bound to core 0, 1 and 3 to
+// core 1. Worked by hand, forwards: r0 [0,1] [1,2]; at 2 r0 and r2 share core 0 ([2,4] each)
+// while r1 runs alone ([2,3]); in [4,6] all four run at half speed; at 6 r2 is alone on core 0
+// ([6,7]) while r1 and r3 share core 1 ([6,8]), and core 0 idles in [7,8] (r2 waits for r1's
+// last forward). Backwards: r3 [10,12], then r3 and r2 on different cores ([12,14]); at 14 r1
+// and r3 share core 1 ([14,18]) while r2 is alone ([14,16]) and core 0 idles in [16,18]; all
+// four at half speed in [18,22]; r0 and r2 share core 0 in [22,26] while r1 runs alone
+// ([22,24]) and waits; r0 ends alone, [26,28] [28,30]. The step is 30, against 27 on 2 cores
+// shared by all four (FourStagesOnTwoCores): bound, a core idles while the other has two ranks.
+TEST(PipelineSharing, RanksBoundToCoresShareOnlyTheirOwn) {
+    const Schedule s = make_schedule(ScheduleKind::gpipe, 4, 1, 4);
+    Costs c;
+    c.rank_core = {0, 1, 0, 1};
+    const SimResult r = simulate(s, c);
+    EXPECT_DOUBLE_EQ(r.makespan, 30);
+    EXPECT_EQ(compute_spans(r, 0),
+              (Spans{{0, 1}, {1, 2}, {2, 4}, {4, 6}, {18, 22}, {22, 26}, {26, 28}, {28, 30}}));
+    EXPECT_EQ(compute_spans(r, 1),
+              (Spans{{1, 2}, {2, 3}, {4, 6}, {6, 8}, {14, 18}, {18, 22}, {22, 24}, {26, 28}}));
+    EXPECT_EQ(compute_spans(r, 2),
+              (Spans{{2, 4}, {4, 6}, {6, 7}, {8, 9}, {12, 14}, {14, 16}, {18, 22}, {22, 26}}));
+    EXPECT_EQ(compute_spans(r, 3),
+              (Spans{{4, 6}, {6, 8}, {8, 9}, {9, 10}, {10, 12}, {12, 14}, {14, 18}, {18, 22}}));
+    for (int k = 0; k < 4; ++k) EXPECT_DOUBLE_EQ(r.compute[size_t(k)], 18) << k;
+    EXPECT_DOUBLE_EQ(r.bubble, 0.4);
+    // The core numbers are labels: the same pairs on other cores run the same step.
+    c.rank_core = {5, 2, 5, 2};
+    EXPECT_DOUBLE_EQ(simulate(s, c).makespan, 30);
+}
+
+// Each rank on a core of its own is the simulation without sharing, to the bit; all on one core
+// is Costs::cores 1.
+TEST(PipelineSharing, OneRankACoreIsNoSharingAndOneCoreIsAPoolOfOne) {
+    Costs c;
+    c.chunk_forward = {0.3, 0.47, 0.64};
+    c.chunk_backward = {0.9, 0.85, 0.8};
+    c.chunk_weight = {0.4, 0.1, 0.3};
+    c.send = 0.013;
+    c.latency = 0.21;
+    const Schedule s = make_schedule(ScheduleKind::zb_h1, 3, 1, 6, c);
+    const SimResult base = simulate(s, c);
+    auto same = [](const SimResult& a, const SimResult& b) {
+        EXPECT_EQ(a.makespan, b.makespan);
+        EXPECT_EQ(a.compute, b.compute);
+        EXPECT_EQ(a.busy, b.busy);
+        for (size_t rank = 0; rank < a.timeline.size(); ++rank) {
+            ASSERT_EQ(a.timeline[rank].size(), b.timeline[rank].size());
+            for (size_t i = 0; i < a.timeline[rank].size(); ++i) {
+                EXPECT_EQ(a.timeline[rank][i].start, b.timeline[rank][i].start);
+                EXPECT_EQ(a.timeline[rank][i].end, b.timeline[rank][i].end);
+            }
+        }
+    };
+    c.rank_core = {1, 0, 2};
+    same(simulate(s, c), base);
+    c.rank_core = {3, 3, 3};
+    const SimResult one = simulate(s, c);
+    Costs pool = c;
+    pool.rank_core.clear();
+    pool.cores = 1;
+    same(one, simulate(s, pool));
+    EXPECT_GT(one.makespan, base.makespan);
+}
+
+TEST(PipelineSharing, BadCoreBindingsAreErrors) {
+    auto error = [](const Costs& c) -> std::string {
+        try {
+            check_costs(c, 2, 2);
+        } catch (const Error& e) {
+            return e.what();
+        }
+        return "no error";
+    };
+    Costs c;
+    c.rank_core = {0};
+    EXPECT_NE(error(c).find("rank_core has 1 entries, expected none or one per rank (pp=2)"),
+              std::string::npos)
+        << error(c);
+    c.rank_core = {0, -1};
+    EXPECT_NE(error(c).find("rank_core[1] must be a core (>= 0), got -1"), std::string::npos)
+        << error(c);
+    c.rank_core = {0, 1};
+    c.cores = 2;
+    EXPECT_NE(error(c).find("expected no shared pool of cores beside them, got cores=2"),
+              std::string::npos)
+        << error(c);
 }
 
 }  // namespace

@@ -53,7 +53,7 @@ double ideal_bubble(ScheduleKind kind, int pp, int vpp, int micro_batches) {
     return (p - 1) / (v * m + p - 1);
 }
 
-void check_costs(const Costs& c, int chunks) {
+void check_costs(const Costs& c, int chunks, int pp) {
     auto check_vector = [&](const std::vector<double>& v, const char* name) {
         WEFT_CHECK(v.empty() || static_cast<int>(v.size()) == chunks,
                    "Costs::{} has {} entries, expected none or one per chunk (pp*vpp={})", name,
@@ -74,6 +74,16 @@ void check_costs(const Costs& c, int chunks) {
                c.forward, c.backward, c.send, c.latency);
     WEFT_CHECK(c.cores >= 0,
                "the cores the ranks share must be non-negative (0: one per rank), got {}", c.cores);
+    WEFT_CHECK(c.rank_core.empty() || static_cast<int>(c.rank_core.size()) == pp,
+               "Costs::rank_core has {} entries, expected none or one per rank (pp={})",
+               c.rank_core.size(), pp);
+    for (size_t r = 0; r < c.rank_core.size(); ++r)
+        WEFT_CHECK(c.rank_core[r] >= 0, "Costs::rank_core[{}] must be a core (>= 0), got {}", r,
+                   c.rank_core[r]);
+    WEFT_CHECK(c.rank_core.empty() || c.cores == 0,
+               "ranks bound to cores (Costs::rank_core) share only their own core; expected no "
+               "shared pool of cores beside them, got cores={}",
+               c.cores);
     WEFT_CHECK(c.weight_share >= 0 && c.weight_share <= 1,
                "the weight gradients' share of a backward must be in [0, 1], got {}",
                c.weight_share);
@@ -110,7 +120,7 @@ std::string describe_deadlock(const Schedule& s, const std::vector<size_t>& pc) 
 SimResult simulate(const Schedule& s, const Costs& costs) {
     WEFT_CHECK(static_cast<int>(s.ranks.size()) == s.pp,
                "schedule has action lists for {} ranks, expected pp={}", s.ranks.size(), s.pp);
-    check_costs(costs, s.chunks());
+    check_costs(costs, s.chunks(), s.pp);
 
     SimResult res;
     res.compute.assign(s.pp, 0);
@@ -132,15 +142,32 @@ SimResult simulate(const Schedule& s, const Costs& costs) {
         double end = 0, speed = 1, cost = 0;
     };
     std::vector<Work> work(s.pp);
-    int working = 0;
+    // The pools of processors the ranks share: one of `cores` (0: as many as ranks), or a core
+    // of its own for each value of rank_core.
+    std::vector<int> pool(s.pp, 0);
+    std::vector<double> capacity = {costs.cores};
+    if (!costs.rank_core.empty()) {
+        std::map<int, int> index;  // core -> pool
+        for (int r = 0; r < s.pp; ++r)
+            pool[size_t(r)] =
+                index.emplace(costs.rank_core[size_t(r)], int(index.size())).first->second;
+        capacity.assign(index.size(), 1.0);
+    }
+    std::vector<int> working(capacity.size(), 0);  // ranks computing or sending, per pool
     auto reshare = [&](double t) {
-        const double speed = costs.cores > 0 && working > costs.cores ? costs.cores / working : 1.0;
-        for (Work& w : work)
-            if (w.on && w.speed != speed) {
+        for (int r = 0; r < s.pp; ++r) {
+            Work& w = work[size_t(r)];
+            if (!w.on) continue;
+            const int p = pool[size_t(r)];
+            const double cap = capacity[size_t(p)];
+            const double speed =
+                cap > 0 && working[size_t(p)] > cap ? cap / working[size_t(p)] : 1.0;
+            if (w.speed != speed) {
                 w.end = t + (w.end - t) * w.speed / speed;
                 w.speed = speed;
                 w.retimed = true;
             }
+        }
     };
     auto done = [&](int r, double end) {
         res.timeline[r].push_back({now[r], end, s.ranks[r][pc[r]]});
@@ -187,7 +214,7 @@ SimResult simulate(const Schedule& s, const Costs& costs) {
         if (r < 0) break;
         if (Work& w = work[r]; w.on) {
             w.on = false;
-            --working;
+            --working[size_t(pool[size_t(r)])];
             reshare(t);
             // The cost itself unless shared: without sharing the sums are the same to the bit.
             finish(r, t, w.retimed ? t - now[r] : w.cost);
@@ -207,7 +234,7 @@ SimResult simulate(const Schedule& s, const Costs& costs) {
                 continue;
             }
             work[r] = {true, false, t + cost, 1, cost};
-            ++working;
+            ++working[size_t(pool[size_t(r)])];
             reshare(t);
             continue;
         }

@@ -8,7 +8,9 @@
 // - a recv blocks until its message has arrived, then completes at once;
 // - with Costs::cores, the ranks share that many processors: each rank computing or sending
 //   progresses at min(1, cores / such ranks) of its speed (processor sharing, as the scheduler of
-//   a node whose ranks outnumber its cores gives each runnable rank an equal share).
+//   a node whose ranks outnumber its cores gives each runnable rank an equal share);
+// - with Costs::rank_core, each rank is bound to one core and shares it only with the ranks bound
+//   to the same one: at 1 / (such ranks computing or sending on its core).
 #include <string>
 #include <vector>
 
@@ -33,6 +35,11 @@ struct Costs {
     // pipelines it holds); 0 gives every rank its own, and so does any value >= pp, to the bit.
     // The costs are then the work of an action at full speed (its CPU time when measured).
     double cores = 0;
+    // Per rank (size pp), the core it is bound to: ranks of the same value share that one core,
+    // ranks of different values never wait for each other's. Binding makes the sharing known:
+    // the kernel moves unbound ranks between cores as it likes, and 3 ranks on 2 cores do not
+    // each get 2/3 of one. Empty: `cores` decides; with it, `cores` must be 0.
+    std::vector<int> rank_core;
 
     double forward_cost(int chunk) const;
     double backward_cost(int chunk) const;  // B + W in split schedules
@@ -42,8 +49,9 @@ struct Costs {
 };
 
 // Throws weft::Error for per-chunk vectors of a size other than 0 or `chunks`, negative costs or
-// cores, a weight share outside [0, 1] or a chunk's W longer than its backward.
-void check_costs(const Costs& costs, int chunks);
+// cores, a weight share outside [0, 1], a chunk's W longer than its backward, or a rank_core of a
+// size other than 0 or `pp`, with a negative core or beside `cores`.
+void check_costs(const Costs& costs, int chunks, int pp);
 
 // Costs of one whole pipeline stage spread evenly over its vpp chunks, so that schedules with
 // different vpp compare at equal work per rank: forward / vpp and backward / vpp per chunk.

@@ -162,7 +162,7 @@ Schedule split_1f1b(const Schedule& shape) {
 void fill_zero_bubble(Schedule& s, const Costs& costs) {
     WEFT_CHECK(s.split_backward(), "internal: {} is not a zero-bubble schedule",
                format_schedule_kind(s.kind));
-    check_costs(costs, s.chunks());
+    check_costs(costs, s.chunks(), s.pp);
     const bool vee = places_in_vee(s.kind);
     std::vector<Schedule> candidates;
     const int limit = vee ? 2 * s.pp : s.pp;
