@@ -18,8 +18,14 @@
 namespace weft::train {
 
 std::string BubbleReport::describe() const {
-    const std::string costs =
-        cores > 0 ? fmt::format("CPU times on {:g} shared cores", cores) : "measured costs";
+    std::string costs = "measured costs";
+    if (!rank_core.empty())
+        costs = fmt::format(
+            "CPU times on {:g} shared cores, each stage on the one it is bound to "
+            "({})",
+            cores, fmt::join(rank_core, " "));
+    else if (cores > 0)
+        costs = fmt::format("CPU times on {:g} shared cores", cores);
     std::string text = fmt::format(
         "pipeline bubble of the traced step: measured {:.3f}, simulated with its {} {:.3f}, ideal "
         "{:.3f} (step {:.3f} s); idle share per stage measured {:.3f}, simulated {:.3f}",
@@ -36,18 +42,32 @@ std::string BubbleReport::describe() const {
                               fmt::join(mib(activation_bytes), " "));
 }
 
-double shared_cores(const std::vector<StagePlace>& stages) {
+CoreSharing shared_cores(const std::vector<StagePlace>& stages) {
     const StagePlace& first = stages.front();
     for (const StagePlace& p : stages)
-        if (p.node != first.node || p.threads != 1) return 0;
-    if (first.node_ranks <= first.node_cores) return 0;
-    return double(first.node_cores) * double(stages.size()) / first.node_ranks;
+        if (p.node != first.node || p.threads != 1) return {};
+    if (first.node_ranks <= first.node_cores) return {};
+    const bool bound =
+        std::all_of(stages.begin(), stages.end(), [](const StagePlace& p) { return p.core >= 0; });
+    if (bound && first.node_ranks == int(stages.size())) {
+        CoreSharing c;
+        for (const StagePlace& p : stages) c.rank_core.push_back(p.core);
+        return c;
+    }
+    return {double(first.node_cores) * double(stages.size()) / first.node_ranks, {}};
 }
 
 BubbleReport measure_bubble(const pipeline::Schedule& s,
-                            const std::vector<pipeline::TraceRecord>& records, double cores) {
+                            const std::vector<pipeline::TraceRecord>& records,
+                            const CoreSharing& sharing) {
     BubbleReport r;
-    r.cores = cores;
+    r.cores = sharing.cores;
+    r.rank_core = sharing.rank_core;
+    if (!r.rank_core.empty()) {
+        std::vector<int> cores = r.rank_core;
+        std::sort(cores.begin(), cores.end());
+        r.cores = double(std::unique(cores.begin(), cores.end()) - cores.begin());
+    }
     std::vector<double> end(size_t(s.pp), 0.0), compute(size_t(s.pp), 0.0);
     for (const pipeline::TraceRecord& t : records) {
         end[size_t(t.rank)] = std::max(end[size_t(t.rank)], t.start_us + t.dur_us);
@@ -61,8 +81,9 @@ BubbleReport measure_bubble(const pipeline::Schedule& s,
     // The mean, so that the simulated step does the measured step's compute. On shared cores an
     // action's wall time depends on how many ranks computed beside it, which the simulation
     // works out from each action's own work.
-    pipeline::Costs costs = pipeline::measured_costs(s.chunks(), records, false, cores > 0);
-    costs.cores = cores;
+    pipeline::Costs costs = pipeline::measured_costs(s.chunks(), records, false, sharing.shared());
+    costs.cores = sharing.cores;
+    costs.rank_core = sharing.rank_core;
     const pipeline::SimResult sim = pipeline::simulate(s, costs);
     r.simulated = sim.bubble;
     for (int k = 0; k < s.pp; ++k) {
@@ -74,7 +95,7 @@ BubbleReport measure_bubble(const pipeline::Schedule& s,
 }
 
 std::pair<nlohmann::json, std::string> stage_costs_report(const Layout& l, int micro_batches,
-                                                          const pipeline::Costs& c) {
+                                                          const pipeline::Costs& c, bool cpu) {
     const int m = micro_batches;
     const double unit =
         pipeline::simulate(pipeline::make_schedule(l.pp_schedule, l.pp, l.vpp, m), c).bubble;
@@ -89,12 +110,17 @@ std::pair<nlohmann::json, std::string> stage_costs_report(const Layout& l, int m
     std::string table;
     for (size_t i = 0; i < f.size(); ++i)
         table += fmt::format("{}{:g} / {:g} / {:g}", i ? ", " : "", f[i], b[i], w[i]);
-    nlohmann::json line = {{"event", "pipeline_costs"}, {"forward_ms", f},
-                           {"backward_ms", b},          {"weight_ms", w},
-                           {"bubble_unit_costs", unit}, {"bubble_measured_costs", fit}};
-    return {line, fmt::format("{} made for the first step's costs per chunk (F / B+W / W ms: "
+    nlohmann::json line = {{"event", "pipeline_costs"},
+                           {"forward_ms", f},
+                           {"backward_ms", b},
+                           {"weight_ms", w},
+                           {"cpu_times", cpu},
+                           {"bubble_unit_costs", unit},
+                           {"bubble_measured_costs", fit}};
+    return {line, fmt::format("{} made for the first step's costs per chunk (F / B+W / W ms{}: "
                               "{}): simulated bubble {:.3f}, against {:.3f} for F = B = W",
-                              format_schedule_kind(l.pp_schedule), table, fit, unit)};
+                              format_schedule_kind(l.pp_schedule), cpu ? " of CPU time" : "", table,
+                              fit, unit)};
 }
 
 BubbleReport write_pipeline_trace(comm::Mesh& mesh, const pipeline::Schedule& schedule,
@@ -102,8 +128,9 @@ BubbleReport write_pipeline_trace(comm::Mesh& mesh, const pipeline::Schedule& sc
                                   const StageMemory& memory, const std::filesystem::path& path) {
     comm::Group& pp = mesh.group(comm::Axis::pp);
     const NodeShare node = node_share(mesh);
-    const std::array<int64_t, 4> mine = {node.node, node.ranks, node.cores,
-                                         int64_t(omp_get_max_threads())};
+    const std::array<int64_t, 6> mine = {node.node,  node.ranks,
+                                         node.cores, int64_t(omp_get_max_threads()),
+                                         node.core,  mesh.world_rank()};
     std::vector<int64_t> places(mine.size() * size_t(pp.size()));
     comm::all_gather(pp, std::span<const int64_t>(mine), std::span<int64_t>(places));
     // Every pipeline gathers its records on its first rank; only world rank 0's writes. The
@@ -145,11 +172,22 @@ BubbleReport write_pipeline_trace(comm::Mesh& mesh, const pipeline::Schedule& sc
         act.push_back(head[2]);
     }
     if (mesh.world_rank() != 0) return {};
-    ckpt::write_file_atomic(path, pipeline::chrome_trace(all).dump(1));
     std::vector<StagePlace> stages;
-    for (size_t k = 0; k < places.size(); k += mine.size())
-        stages.push_back({places[k], int(places[k + 1]), int(places[k + 2]), int(places[k + 3])});
+    // The binding goes into the trace (by world rank, as the tracks are named), so that a
+    // timeline can be read, and simulated again (weft pipeline --rank-cores), with it.
+    nlohmann::json rank_cores = nlohmann::json::object();
+    std::vector<int> stage_cores;
+    for (size_t k = 0; k < places.size(); k += mine.size()) {
+        stages.push_back({places[k], int(places[k + 1]), int(places[k + 2]), int(places[k + 3]),
+                          int(places[k + 4])});
+        rank_cores[std::to_string(places[k + 5])] = places[k + 4];
+        stage_cores.push_back(int(places[k + 4]));
+    }
+    nlohmann::json trace = pipeline::chrome_trace(all);
+    trace["otherData"] = {{"rank_cores", rank_cores}};
+    ckpt::write_file_atomic(path, trace.dump(1));
     BubbleReport report = measure_bubble(schedule, by_stage, shared_cores(stages));
+    report.stage_cores = std::move(stage_cores);
     report.peak_rss_bytes = std::move(rss);
     report.activation_bytes = std::move(act);
     return report;

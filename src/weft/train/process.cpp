@@ -59,7 +59,7 @@ NodeShare node_share(comm::Mesh& mesh) {
     comm::Group& world = mesh.group(comm::Axis::world);
     std::vector<int64_t> all(kWords * size_t(world.size()));
     comm::all_gather(world, std::span<const int64_t>(mine), std::span<int64_t>(all));
-    NodeShare node{mine[0], 0, 0};
+    NodeShare node{mine[0], 0, 0, -1};
     cpu_set_t cores;
     CPU_ZERO(&cores);
     for (size_t r = 0; r < size_t(world.size()); ++r) {
@@ -70,6 +70,9 @@ NodeShare node_share(comm::Mesh& mesh) {
         CPU_OR(&cores, &cores, &theirs);
     }
     node.cores = std::max(1, CPU_COUNT(&cores));
+    if (CPU_COUNT(&set) == 1)
+        for (int c = 0; c < CPU_SETSIZE && node.core < 0; ++c)
+            if (CPU_ISSET(c, &set)) node.core = c;
     return node;
 }
 

@@ -25,6 +25,7 @@ struct NodeShare {
     int64_t node = 0;  // the same on every rank of the node (a hash of its host name)
     int ranks = 1;     // the job's ranks on it
     int cores = 1;     // the cores those ranks may run on: the union of their affinity masks
+    int core = -1;     // the one core this rank may run on (mpirun --bind-to core); -1: more
 };
 // Collective over the world.
 NodeShare node_share(comm::Mesh& mesh);

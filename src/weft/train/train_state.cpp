@@ -12,6 +12,7 @@
 #include "weft/data/loader.hpp"
 #include "weft/model/family.hpp"
 #include "weft/parallel/pipeline/trace.hpp"
+#include "weft/train/process.hpp"
 
 namespace weft::train {
 
@@ -416,8 +417,14 @@ pipeline::Costs TrainState::gather_stage_costs() {
     // Each rank timed its own chunks (the median over micro-batches); the ranks of a stage (dp,
     // tp, cp) average theirs. World rank 0's sum is broadcast: every pipeline must run the same
     // lists, or the data-parallel reductions, started after each W, would pair up wrongly.
+    // Ranks that outnumber their node's cores take their actions' CPU times: an action's wall
+    // time there counts the ranks that computed beside it, which the schedule will change, and
+    // the schedule is made for stages that each have a processor. (With more threads a rank's
+    // thread CPU time misses the others' work: wall times.)
     const int chunks = schedule_.chunks();
-    const pipeline::Costs mine = pipeline::measured_costs(chunks, trace_, true);
+    const NodeShare node = node_share(mesh_);
+    stage_costs_cpu_ = node.ranks > node.cores && omp_get_max_threads() == 1;
+    const pipeline::Costs mine = pipeline::measured_costs(chunks, trace_, true, stage_costs_cpu_);
     std::vector<double> v(mine.chunk_forward);
     v.insert(v.end(), mine.chunk_backward.begin(), mine.chunk_backward.end());
     v.insert(v.end(), mine.chunk_weight.begin(), mine.chunk_weight.end());

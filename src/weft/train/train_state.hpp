@@ -93,6 +93,8 @@ class TrainState {
     // which the schedule of every later step is made for; no chunk costs before (or for other
     // kinds).
     const pipeline::Costs& stage_costs() const { return stage_costs_; }
+    // Whether those are CPU times (the ranks oversubscribed their node's cores).
+    bool stage_costs_cpu() const { return stage_costs_cpu_; }
 
     comm::Mesh& mesh() const { return mesh_; }
     const Layout& layout() const { return ctx_.layout(); }
@@ -182,6 +184,7 @@ class TrainState {
     bool measure_costs_ = false;
     std::optional<pipeline::Costs> measured_costs_;
     pipeline::Costs stage_costs_;
+    bool stage_costs_cpu_ = false;
     bool trace_on_ = false;
     std::vector<pipeline::TraceRecord> trace_;
 };

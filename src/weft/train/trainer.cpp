@@ -129,8 +129,8 @@ struct StepRunner {
 
     // The zero-bubble schedules' costs, measured in the first step.
     void log_stage_costs() {
-        auto [line, note] =
-            stage_costs_report(o.layout, int(feed.micro_batches()), st.stage_costs());
+        auto [line, note] = stage_costs_report(o.layout, int(feed.micro_batches()),
+                                               st.stage_costs(), st.stage_costs_cpu());
         log.write(line);
         log.note(note);
     }
@@ -155,6 +155,8 @@ struct StepRunner {
                    {"idle_measured", bubble.idle_measured},
                    {"idle_simulated", bubble.idle_simulated},
                    {"simulated_cores", bubble.cores},
+                   {"simulated_per_core", !bubble.rank_core.empty()},
+                   {"stage_cores", bubble.stage_cores},
                    {"peak_rss_bytes", bubble.peak_rss_bytes},
                    {"activation_bytes", bubble.activation_bytes}});
         log.note("wrote the last step's pipeline timeline to " + o.trace.string() + "; " +
