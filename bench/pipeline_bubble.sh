@@ -9,6 +9,13 @@
 # resident memory, and each stage's idle share of the step, measured [simulated]. The
 # zero-bubble schedules time their
 # first step and run the later ones (the traced fourth among them) as made for those costs.
+# The ranks are bound to cores (mpirun --map-by core --bind-to core:overload-allowed, Open MPI
+# 4's spelling for more ranks than cores: rank r on core r mod the cores, so at pp 4 on 2 cores
+# stages 0 and 2 share core 0, 1 and 3 core 1; at pp 2 each has its own), which the trace records
+# and the simulation follows: each core shared only among the stages bound to it. Unbound, the
+# kernel splits 3 busy ranks over 2 cores as it likes, differently from run to run.
+# "worst stage" is the stage whose idle share is furthest from the simulated one, relative to it
+# (stages that idle less than 0.05 of the step are compared in absolute terms and shown as such).
 # Two cases: 8 layers split evenly (the head on the last stage makes it the slow one), and
 # layers split so that the stages do about the same work per micro-batch, the head counting as
 # about 4 layers (F + B + W): at pp 2, 16 layers (zb-v's V puts the head's chunk on rank 0 beside
@@ -18,9 +25,9 @@ BUILD=${1:-build} PP=${2:-2} M=${3:-8}
 source "$(dirname "$0")/lib.sh"
 bench_start "$BUILD"
 echo "load: $(bench_load); pp $PP, $M micro-batches of 1 x 256 tokens, 1 thread per rank"
-printf "%-7s %-9s %-12s %-9s %-9s %-7s %-7s %-17s %-17s %-23s %s\n" layers split schedule measured \
-  simulated ideal step "act MB/stage" "peak MiB/stage" "idle/stage meas [sim]" \
-  "per rank: mean F / B+W per chunk (ms) [B / W]"
+printf "%-7s %-9s %-12s %-9s %-9s %-7s %-7s %-17s %-17s %-23s %-12s %-9s %s\n" layers split \
+  schedule measured simulated ideal step "act MB/stage" "peak MiB/stage" "idle/stage meas [sim]" \
+  "worst stage" cores "per rank: mean F / B+W per chunk (ms) [B / W]"
 
 # Mean forward and backward duration per rank from a Chrome trace (one key per line, as weft
 # writes it).
@@ -49,6 +56,18 @@ stages() {
     | tr ',' '\n' | awk -v d="${3:-1}" -v f="${4:-%.3f}" '{ printf (NR > 1 ? " " : "") f, $1 / d }'
 }
 
+# The stage whose measured idle share is furthest from the simulated one: "12% s0" (relative), or
+# "+0.031 s3" (absolute, when the simulated share is under 0.05).
+worst_stage() {
+  awk -v m="$1" -v s="$2" 'BEGIN { n = split(m, a, " "); split(s, b, " "); best = -1
+    for (i = 1; i <= n; ++i) {
+      rel = b[i] >= 0.05; d = rel ? (a[i] - b[i]) / b[i] : a[i] - b[i]
+      key = (d < 0 ? -d : d) / (rel ? 1 : 0.05)
+      if (key > best) { best = key; out = rel ? sprintf("%+.0f%% s%d", 100 * d, i - 1) : sprintf("%+.3f s%d", d, i - 1) }
+    }
+    print out }'
+}
+
 run() {  # run <layers> <schedule> [--pp-layers split]
   local layers=$1 sched=$2 split=even extra=()
   shift 2
@@ -56,19 +75,20 @@ run() {  # run <layers> <schedule> [--pp-layers split]
   [ "$sched" = interleaved ] && extra+=(--vpp 2)
   RUNS=$((${RUNS:-0} + 1))
   local out="run${RUNS}_${layers}_${sched}_$split"
-  mpirun -np "$PP" --bind-to none "$WEFT" train --model gpt2 --n-layer "$layers" --n-embd 512 \
-    --n-head 8 --data data/tinyshakespeare_train.bin --batch-size "$M" --micro-batch-size 1 \
+  mpirun -np "$PP" --map-by core --bind-to core:overload-allowed "$WEFT" train --model gpt2 \
+    --n-layer "$layers" --n-embd 512 --n-head 8 --data data/tinyshakespeare_train.bin --batch-size "$M" --micro-batch-size 1 \
     --seq-len 256 --steps 4 --threads 1 --peak-gflops 100 --pp "$PP" --pp-schedule "$sched" \
     "${extra[@]}" --trace "$out.json" --out "$out" >/dev/null 2>&1
-  local step
+  local step idle_m idle_s
   step=$(grep '"step":4,' "$out/metrics.jsonl" | grep -o '"step_time_s":[0-9.e+-]*' | cut -d: -f2)
-  printf "%-7s %-9s %-12s %-9.3f %-9.3f %-7.3f %-7.2f %-17s %-17s %-23s %s\n" "$layers" "$split" \
+  idle_m=$(stages "$out/metrics.jsonl" idle_measured) idle_s=$(stages "$out/metrics.jsonl" idle_simulated)
+  printf "%-7s %-9s %-12s %-9.3f %-9.3f %-7.3f %-7.2f %-17s %-17s %-23s %-12s %-9s %s\n" "$layers" "$split" \
     "$sched" "$(field "$out/metrics.jsonl" bubble_measured)" \
     "$(field "$out/metrics.jsonl" bubble_simulated)" "$(field "$out/metrics.jsonl" bubble_ideal)" \
     "$step" "$(stages "$out/metrics.jsonl" activation_bytes 1000000 %.1f)" \
     "$(stages "$out/metrics.jsonl" peak_rss_bytes 1048576 %.0f)" \
-    "$(stages "$out/metrics.jsonl" idle_measured) [$(stages "$out/metrics.jsonl" idle_simulated)]" \
-    "$(rank_means "$out.json")"
+    "$idle_m [$idle_s]" "$(worst_stage "$idle_m" "$idle_s")" \
+    "$(stages "$out/metrics.jsonl" stage_cores 1 %d | tr ' ' ,)" "$(rank_means "$out.json")"
 }
 
 for sched in gpipe 1f1b interleaved zb-h1 zb-v; do run 8 $sched; done
