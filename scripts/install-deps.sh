@@ -3,7 +3,7 @@
 # packages already present are left as they are, and apt is not asked again when all are there.
 set -euo pipefail
 packages=(
-  g++ cmake ninja-build make pkg-config git ca-certificates clang-format
+  g++ cmake ninja-build make pkg-config git ca-certificates clang-format lld
   libopenmpi-dev openmpi-bin
   libdnnl-dev
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libfmt-dev

@@ -12,9 +12,11 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 # Unity builds (each folder's files compiled as one) take about half the CPU time of a plain
 # build; the plain build is what a developer's incremental build uses, and both compile.
 # The sanitizer build keeps line tables only (-g1): enough for the sanitizers' reports, 10% less
-# to compile than full debug information.
+# to compile than full debug information. It links ~100 unit-test executables, each with the
+# instrumented libraries: LLVM's linker takes about half of GNU ld's CPU time on them
+# (test_serve_engine 1.6 CPU-s against 2.9, test_plan_moe 1.1 against 1.6).
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
-  -DWEFT_SANITIZE=ON -DCMAKE_UNITY_BUILD=ON >/dev/null
+  -DWEFT_SANITIZE=ON -DCMAKE_UNITY_BUILD=ON -DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld >/dev/null
 cmake --build build-asan --target unit_tests -j "$jobs"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest -L unit --output-on-failure -j "$jobs")
 
