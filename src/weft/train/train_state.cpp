@@ -217,6 +217,10 @@ TrainState::~TrainState() {
     if (update_thread_.joinable()) update_thread_.join();
 }
 
+double TrainState::take_update_blocked_s() {
+    return update_behind_ ? dp_.working_copy()->take_blocked_s() : offload_last_.total_s;
+}
+
 void TrainState::finish_update() {
     if (!update_thread_.joinable()) return;
     update_thread_.join();

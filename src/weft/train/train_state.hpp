@@ -130,6 +130,9 @@ class TrainState {
     // working copy in memory on a single rank: docs/memory.md); and waits for the one running.
     bool update_behind() const { return update_behind_; }
     void finish_update();
+    // Seconds the steps since the last call were blocked by the optimizer's pass: behind the
+    // forward, the forward's waits for it; else the last pass's whole time.
+    double take_update_blocked_s();
     const offload::PassStats& offload_init_write() const { return offload_init_[0]; }
     const offload::PassStats& offload_init_read() const { return offload_init_[1]; }
     // The offload files' stream of the fp32 master weights (after the optimizer's moments), or

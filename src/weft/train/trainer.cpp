@@ -97,15 +97,13 @@ struct StepRunner {
             // during this step's forward, and offload_blocked_s is the time that forward waited
             // for it; else it is this step's, and blocked the step for all its time.
             const offload::PassStats& p = st.last_offload_pass();
-            parallel::WorkingCopy* w = st.dp().working_copy();
-            line.update(
-                {{"offload_read_bytes", p.read_bytes},
-                 {"offload_written_bytes", p.written_bytes},
-                 {"offload_io_wait_s", p.io_wait_s},
-                 {"offload_update_s", p.work_s},
-                 {"offload_pass_s", p.total_s},
-                 {"offload_behind", st.update_behind()},
-                 {"offload_blocked_s", st.update_behind() && w ? w->take_blocked_s() : p.total_s}});
+            line.update({{"offload_read_bytes", p.read_bytes},
+                         {"offload_written_bytes", p.written_bytes},
+                         {"offload_io_wait_s", p.io_wait_s},
+                         {"offload_update_s", p.work_s},
+                         {"offload_pass_s", p.total_s},
+                         {"offload_behind", st.update_behind()},
+                         {"offload_blocked_s", st.take_update_blocked_s()}});
         }
         if (parallel::WorkingCopy* w = st.dp().working_copy(); w && w->files()) {
             // --offload optimizer+params: the working copy's transfers this step (forward,
