@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "weft/parallel/pipeline/simulator.hpp"
@@ -67,7 +68,11 @@ struct Estimate {
 // depends only on the order of its actions, not on their costs, so it is simulated once per
 // schedule shape; whole simulations are reused when only the ZeRO stage differs.
 struct EvalCache {
-    std::map<std::array<int64_t, 4>, std::vector<int>> in_flight;   // (kind, pp, vpp, m)
+    std::map<std::array<int64_t, 4>, std::vector<int>> in_flight;  // (kind, pp, vpp, m)
+    // Per rank, the micro-batches of each chunk held at its peak (held_at_peak), by shape and
+    // the layers of every chunk.
+    std::map<std::pair<std::array<int64_t, 4>, std::vector<int>>, std::vector<std::vector<double>>>
+        held;
     std::map<std::vector<double>, std::pair<double, double>> sims;  // key -> (makespan, bubble)
     // The workload's model FLOPs per token (0: not yet counted). Counting builds the model's
     // parameter layout, which cost more than pricing a candidate.

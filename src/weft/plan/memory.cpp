@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "weft/core/error.hpp"
 #include "weft/kernels/classifier.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/model/bf16_scratch.hpp"
@@ -160,20 +161,62 @@ MemoryBreakdown gpu_model_states(const Workload& w, const Layout& l, double psi,
     return m;
 }
 
-double kept_output_bytes(const Workload& w, const Candidate& k, int stage) {
+namespace {
+
+// The output chunk c keeps per micro-batch in flight once sent (Workload::pp_outputs_kept): one
+// [s/cp x b, h] boundary (/t with sequence parallelism) when its successor is on another rank.
+double kept_chunk_output_bytes(const Workload& w, const Candidate& k, int stage, int c) {
     const Layout& l = k.layout;
     if (!w.pp_outputs_kept || l.pp == 1) return 0;
-    const int chunks = l.pp * l.vpp;
-    int sent = 0;
-    for (int c : pipeline::rank_chunks(stage, l))
-        if (c + 1 < chunks && pipeline::chunk_owner(c + 1, l) != stage) ++sent;
+    if (c + 1 == l.pp * l.vpp || pipeline::chunk_owner(c + 1, l) == stage) return 0;
     const double boundary = double(w.seq_len / l.cp * k.micro_batch * w.model.config.n_embd) /
                             (l.sequence_parallel ? l.tp : 1);
-    return boundary * w.prec.activation * sent / l.vpp;
+    return boundary * w.prec.activation;
+}
+
+}  // namespace
+
+double kept_output_bytes(const Workload& w, const Candidate& k, int stage) {
+    double sum = 0;
+    for (int c : pipeline::rank_chunks(stage, k.layout))
+        sum += kept_chunk_output_bytes(w, k, stage, c);
+    return sum / k.layout.vpp;
+}
+
+std::vector<double> held_at_peak(const pipeline::Schedule& s, int rank,
+                                 const std::vector<int>& layers) {
+    const std::vector<int> mine =
+        pipeline::rank_chunks(rank, s.pp, s.vpp, pipeline::places_in_vee(s.kind));
+    std::vector<double> held(mine.size(), 0), best = held;
+    int64_t load = 0, most = -1, count = 0, most_count = 0;
+    for (const pipeline::Action& a : s.ranks[size_t(rank)]) {
+        const int sign =
+            a.kind == pipeline::Action::forward ? 1
+            : a.kind == pipeline::Action::backward || a.kind == pipeline::Action::backward_weight
+                ? -1
+                : 0;
+        if (sign == 0) continue;
+        const size_t i = size_t(std::find(mine.begin(), mine.end(), a.chunk) - mine.begin());
+        WEFT_CHECK(i < mine.size(), "internal: rank {} runs chunk {}, not one of its own", rank,
+                   a.chunk);
+        held[i] += sign;
+        load += sign * layers[size_t(a.chunk)];
+        count += sign;
+        if (load > most || (load == most && count > most_count))
+            most = load, most_count = count, best = held;
+    }
+    return best;
 }
 
 MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidate& k, int stage,
                              int in_flight) {
+    return stage_memory(
+        w, c, k, stage,
+        std::vector<double>(size_t(k.layout.vpp), double(in_flight) / k.layout.vpp));
+}
+
+MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidate& k, int stage,
+                             const std::vector<double>& held) {
     const model::ModelConfig& cfg = w.model.config;
     const Layout& l = k.layout;
     const Precision& p = w.prec;
@@ -182,10 +225,15 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
     // placed as the schedule places them (zb-v: in a V).
     const std::vector<int> counts = chunk_layers(cfg, l, k.pp_layers);
     const std::vector<int> mine = pipeline::rank_chunks(stage, l);
+    WEFT_CHECK(held.size() == mine.size(), "internal: {} in-flight counts for {} chunks",
+               held.size(), mine.size());
     const int chunks = l.pp * l.vpp;
-    double stage_layers = 0;
-    for (int c : mine) stage_layers += counts[c];
-    const double layers_per_chunk = stage_layers / l.vpp;
+    double stage_layers = 0, in_flight = 0, held_layers = 0;
+    for (size_t i = 0; i < mine.size(); ++i) {
+        stage_layers += counts[size_t(mine[i])];
+        in_flight += held[i];
+        held_layers += held[i] * counts[size_t(mine[i])];
+    }
     // The stages of the embedding and of the head: one in a V.
     const bool first = pipeline::chunk_owner(0, l) == stage,
                last = pipeline::chunk_owner(chunks - 1, l) == stage;
@@ -292,14 +340,18 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
                                                  l.recompute, p.activation, w.attention);
     if (p.name == "fp8")
         layer_bytes -= fp8_saved_bytes(cfg, T, b, l.tp, l.cp, l.sequence_parallel, l.recompute);
-    m.activations = in_flight * (layers_per_chunk * layer_bytes + kept_output_bytes(w, k, stage));
+    m.activations = held_layers * layer_bytes;
+    for (size_t i = 0; i < mine.size(); ++i)
+        m.activations += held[i] * kept_chunk_output_bytes(w, k, stage, mine[i]);
     // Korthikanti et al. Sec. 4.3: the embedding dropout mask (sbh bytes per micro-batch in
-    // flight, / t with sequence parallelism) on the first stage; on the last, the final norm and
-    // output projection inputs (4sbh/t) and the fp32 logits of the cross entropy (4sbv/t).
-    if (first) m.activations += in_flight * sbh / (l.sequence_parallel ? t : 1);
+    // flight on the first chunk, / t with sequence parallelism) on the first stage; on the
+    // last, the final norm and output projection inputs (4sbh/t) and the fp32 logits of the
+    // cross entropy (4sbv/t).
+    for (size_t i = 0; i < mine.size(); ++i)
+        if (mine[i] == 0) m.activations += held[i] * sbh / (l.sequence_parallel ? t : 1);
     // Expert parallelism: the rows each MoE layer's experts receive (at the activation size).
-    m.activations += in_flight * layers_per_chunk *
-                     moe_received_floats(cfg, b * s, l.ep, moe_imbalance(w), l.tp) * p.activation;
+    m.activations +=
+        held_layers * moe_received_floats(cfg, b * s, l.ep, moe_imbalance(w), l.tp) * p.activation;
     if (last) m.activations += 4 * sbh / t + 4 * double(s * b * tp_padded_vocab(cfg, l.tp)) / t;
 
     const double bucket = w.bucket_mb * (1 << 20);

@@ -10,6 +10,7 @@
 //                weights, gradients, AdamW moments and activations whatever --dtype is (bf16 rounds
 //                only the products' operands, into per-thread scratch neither side counts:
 //                docs/planner.md).
+#include "weft/parallel/pipeline/schedule.hpp"
 #include "weft/plan/candidate.hpp"
 #include "weft/plan/cluster.hpp"
 
@@ -91,8 +92,20 @@ double moe_received_floats(const model::ModelConfig& cfg, int64_t tokens, int ep
 // 0 when the outputs are freed after the send or there is no pipeline.
 double kept_output_bytes(const Workload& w, const Candidate& k, int stage);
 
-// One device of pipeline rank `stage` whose schedule holds at most `in_flight` (micro-batch,
-// chunk) activations at once (from the pipeline simulator).
+// The micro-batches of each chunk of pipeline rank `rank` (in pipeline::rank_chunks order) that
+// its actions hold at the moment they hold the most layers (`layers`: each chunk's, of the whole
+// model; on a tie, the most chunks). A forward holds a chunk's activations until its backward
+// (under the zero-bubble kinds, its weight backward) frees them, as the simulator counts them;
+// so a stage whose chunks differ is counted by the chunks it really holds, not by its average.
+std::vector<double> held_at_peak(const pipeline::Schedule& s, int rank,
+                                 const std::vector<int>& layers);
+
+// One device of pipeline rank `stage` whose schedule holds `held[i]` micro-batches of its i-th
+// chunk at once (held_at_peak). The engine profile takes their sum, as the engine's estimate.
+MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidate& k, int stage,
+                             const std::vector<double>& held);
+// The same with at most `in_flight` (micro-batch, chunk) activations at once, as many of each of
+// the stage's chunks (the pipeline simulator's count).
 MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidate& k, int stage,
                              int in_flight);
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "support/plan_cluster.hpp"
+#include "weft/parallel/pipeline/simulator.hpp"
 #include "weft/plan/memory.hpp"
 #include "weft/plan/search.hpp"
 
@@ -155,4 +156,47 @@ TEST(PlanGpuMemory, KeptStageOutputs) {
     k.layout.vpp = 2, k.layout.pp_schedule = ScheduleKind::interleaved;
     EXPECT_DOUBLE_EQ(kept_output_bytes(w, k, 0), boundary);
     EXPECT_DOUBLE_EQ(kept_output_bytes(w, k, 7), boundary / 2);
+}
+
+// What a stage holds at its peak is the chunks it really has in flight, each with its own layers,
+// not its in-flight count times its average chunk. Llama 3 405B's first stage at 8K GPUs
+// (interleaved, pp 16, vpp 2, 32 micro-batches, chunks 3,4,...,4,3): Megatron's order holds
+// micro-batches 0-15 of chunks 0 and 16 and 16-30 of chunk 0, 31 x 3 + 16 x 4 = 157 layers, not
+// 47 x 3.5; and only chunk 0's 31 keep the embedding's dropout mask, not all 47.
+TEST(PlanGpuMemory, StagesHoldTheChunksInFlight) {
+    const pipeline::Schedule s = pipeline::make_schedule(ScheduleKind::interleaved, 16, 2, 32);
+    std::vector<int> layers(32, 4);
+    layers.front() = layers.back() = 3;
+    EXPECT_EQ(held_at_peak(s, 0, layers), (std::vector<double>{31, 16}));
+    EXPECT_EQ(held_at_peak(s, 1, layers), (std::vector<double>{29, 16}));  // 45 chunks of 4
+
+    Workload w = test::plan_workload("llama-3.1-405b", 2048, 8192, megatron_precision("bf16"));
+    Candidate k;
+    k.layout.dp = 64, k.layout.tp = 8, k.layout.pp = 16, k.layout.vpp = 2;
+    k.layout.pp_schedule = ScheduleKind::interleaved, k.layout.sequence_parallel = true;
+    k.pp_layers = "3,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,3";
+    ASSERT_FALSE(check_candidate(w, k).has_value());
+    const Cluster c = test::plan_cluster(8192);
+    const double layer = korthikanti_layer_bytes(w.model.config, 8192, 1, 8, 1, true,
+                                                 Recompute::none, 2, AttentionKind::flash);
+    const double mask = 8192.0 * 16384 / 8;
+    EXPECT_NEAR(stage_memory(w, c, k, 0, held_at_peak(s, 0, layers)).activations,
+                157 * layer + 31 * mask, 1);
+    EXPECT_NEAR(stage_memory(w, c, k, 0, 47).activations, 47 * 3.5 * layer + 23.5 * mask, 1);
+    EXPECT_NEAR(stage_memory(w, c, k, 1, held_at_peak(s, 1, layers)).activations,
+                stage_memory(w, c, k, 1, 45).activations, 1);
+
+    // With equal chunks the peak is the simulator's, under every schedule (zero-bubble ones free
+    // at the weight backward).
+    for (ScheduleKind kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b,
+                              ScheduleKind::interleaved, ScheduleKind::zb_h1, ScheduleKind::zb_v}) {
+        const int vpp = kind == ScheduleKind::interleaved || kind == ScheduleKind::zb_v ? 2 : 1;
+        const pipeline::Schedule e = pipeline::make_schedule(kind, 4, vpp, 8);
+        const std::vector<int> peak = pipeline::simulate(e, {}).peak_in_flight;
+        for (int r = 0; r < 4; ++r) {
+            double sum = 0;
+            for (double h : held_at_peak(e, r, std::vector<int>(size_t(4 * vpp), 2))) sum += h;
+            EXPECT_EQ(sum, peak[size_t(r)]) << format_schedule_kind(kind) << " rank " << r;
+        }
+    }
 }
