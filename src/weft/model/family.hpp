@@ -46,6 +46,9 @@ struct ActivationTerms {
     // Of replicated and split, the inputs of the linear layers that Transformer Engine keeps as
     // fp8 under fp8 training (one byte instead of two): those not also kept by another op.
     double fp8_replicated, fp8_split;
+    // Bytes per token the embedding keeps per micro-batch on the first chunk: its dropout mask
+    // (one byte an element, their Sec. 4.3), replicated like the layer's; 0 without dropout.
+    double embedding;
 };
 
 // A tensor's name and orientation in Hugging Face's files.

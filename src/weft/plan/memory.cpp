@@ -344,11 +344,13 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
     for (size_t i = 0; i < mine.size(); ++i)
         m.activations += held[i] * kept_chunk_output_bytes(w, k, stage, mine[i]);
     // Korthikanti et al. Sec. 4.3: the embedding dropout mask (sbh bytes per micro-batch in
-    // flight on the first chunk, / t with sequence parallelism) on the first stage; on the
-    // last, the final norm and output projection inputs (4sbh/t) and the fp32 logits of the
-    // cross entropy (4sbv/t).
+    // flight on the first chunk, / t with sequence parallelism; none in a family without
+    // dropout) on the first stage; on the last, the final norm and output projection inputs
+    // (4sbh/t) and the fp32 logits of the cross entropy (4sbv/t).
+    const double mask = double(s * b) * model::family_of(cfg).korthikanti_terms(cfg).embedding /
+                        (l.sequence_parallel ? t : 1);
     for (size_t i = 0; i < mine.size(); ++i)
-        if (mine[i] == 0) m.activations += held[i] * sbh / (l.sequence_parallel ? t : 1);
+        if (mine[i] == 0) m.activations += held[i] * mask;
     // Expert parallelism: the rows each MoE layer's experts receive (at the activation size).
     m.activations +=
         held_layers * moe_received_floats(cfg, b * s, l.ep, moe_imbalance(w), l.tp) * p.activation;

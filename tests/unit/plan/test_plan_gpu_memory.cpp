@@ -162,7 +162,8 @@ TEST(PlanGpuMemory, KeptStageOutputs) {
 // not its in-flight count times its average chunk. Llama 3 405B's first stage at 8K GPUs
 // (interleaved, pp 16, vpp 2, 32 micro-batches, chunks 3,4,...,4,3): Megatron's order holds
 // micro-batches 0-15 of chunks 0 and 16 and 16-30 of chunk 0, 31 x 3 + 16 x 4 = 157 layers, not
-// 47 x 3.5; and only chunk 0's 31 keep the embedding's dropout mask, not all 47.
+// 47 x 3.5. Only the micro-batches in flight on chunk 0 keep the embedding's dropout mask, and
+// Llama, without dropout, keeps none.
 TEST(PlanGpuMemory, StagesHoldTheChunksInFlight) {
     const pipeline::Schedule s = pipeline::make_schedule(ScheduleKind::interleaved, 16, 2, 32);
     std::vector<int> layers(32, 4);
@@ -179,12 +180,25 @@ TEST(PlanGpuMemory, StagesHoldTheChunksInFlight) {
     const Cluster c = test::plan_cluster(8192);
     const double layer = korthikanti_layer_bytes(w.model.config, 8192, 1, 8, 1, true,
                                                  Recompute::none, 2, AttentionKind::flash);
-    const double mask = 8192.0 * 16384 / 8;
-    EXPECT_NEAR(stage_memory(w, c, k, 0, held_at_peak(s, 0, layers)).activations,
-                157 * layer + 31 * mask, 1);
-    EXPECT_NEAR(stage_memory(w, c, k, 0, 47).activations, 47 * 3.5 * layer + 23.5 * mask, 1);
+    EXPECT_NEAR(stage_memory(w, c, k, 0, held_at_peak(s, 0, layers)).activations, 157 * layer, 1);
+    EXPECT_NEAR(stage_memory(w, c, k, 0, 47).activations, 47 * 3.5 * layer, 1);
     EXPECT_NEAR(stage_memory(w, c, k, 1, held_at_peak(s, 1, layers)).activations,
                 stage_memory(w, c, k, 1, 45).activations, 1);
+
+    // GPT-3 175B (dropout): pp 8, vpp 2, 16 micro-batches; the first stage's mask, sbh/t bytes,
+    // on each micro-batch in flight on chunk 0.
+    Workload g = gpt3("bf16");
+    g.global_batch = 16;
+    Candidate gk = k;
+    gk.layout.dp = 1, gk.layout.pp = 8, gk.pp_layers = "";
+    ASSERT_FALSE(check_candidate(g, gk).has_value());
+    const pipeline::Schedule gs = pipeline::make_schedule(ScheduleKind::interleaved, 8, 2, 16);
+    const std::vector<double> held = held_at_peak(gs, 0, std::vector<int>(16, 6));
+    const double glayer = korthikanti_layer_bytes(g.model.config, 2048, 1, 8, 1, true,
+                                                  Recompute::none, 2, AttentionKind::flash);
+    EXPECT_LT(held[0], held[0] + held[1]);
+    EXPECT_NEAR(stage_memory(g, c, gk, 0, held).activations,
+                (held[0] + held[1]) * 6 * glayer + held[0] * 2048.0 * 12288 / 8, 1);
 
     // With equal chunks the peak is the simulator's, under every schedule (zero-bubble ones free
     // at the weight backward).
