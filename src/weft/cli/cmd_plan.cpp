@@ -70,7 +70,8 @@ void add_plan_command(CLI::App& app) {
                 "(Megatron-LM, Llama 3)");
     c->add_option("--pp-layers", a->pp_layers,
                   "Layers of each pipeline chunk, e.g. 7,8,8,7 (needs --pp; the engine's "
-                  "--pp-layers)");
+                  "--pp-layers); a 0 first or last: the embedding or the head a chunk of its own "
+                  "(GPU profile only, as Llama 3 405B)");
     c->add_option("--grad-reduce-dtype", a->grad_reduce_dtype,
                   "fp32 | bf16: what data-parallel gradient reductions carry (the engine's "
                   "--grad-reduce-dtype); default: fp32 under the engine profile, the --dtype's "
@@ -229,7 +230,7 @@ void add_plan_command(CLI::App& app) {
         // A list that cannot split this model is the user's mistake, not a layout to reject.
         if (!a->pp_layers.empty())
             pipeline::partition_layers(int(w.model.config.n_layer), a->pp, a->vpp ? a->vpp : 1,
-                                       a->pp_layers);
+                                       a->pp_layers, false, true);
         s.pp_layers = a->pp_layers;
         s.devices = a->devices;
         WEFT_CHECK(a->max_micro_batch >= 1, "--max-micro-batch must be at least 1, got {}",

@@ -126,9 +126,7 @@ double count_stage_parameters(const model::ModelConfig& cfg, const Layout& l, in
     // The tensors the model family declares, as one tp rank of this stage stores them (the
     // engine's own layout, model::build_param_layout: one source for every count).
     model::ModelShard shard;
-    if (l.pp > 1)
-        shard.units =
-            pipeline::partition_layers(int(cfg.n_layer), l, pp_layers).units_of(stage, cfg);
+    if (l.pp > 1) shard.units = plan_partition(cfg, l, pp_layers).units_of(stage, cfg);
     shard.tp = l.tp;
     double p = 0;
     for (const model::ParamSpec& t :
@@ -168,7 +166,12 @@ double stage_expert_parameters(const model::ModelConfig& cfg, const Layout& l, i
 std::vector<int> chunk_layers(const model::ModelConfig& cfg, const Layout& l,
                               const std::string& pp_layers) {
     if (pp_layers.empty()) return std::vector<int>(l.pp * l.vpp, int(cfg.n_layer) / (l.pp * l.vpp));
-    return pipeline::partition_layers(int(cfg.n_layer), l, pp_layers).count;
+    return plan_partition(cfg, l, pp_layers).count;
+}
+
+pipeline::Partition plan_partition(const model::ModelConfig& cfg, const Layout& l,
+                                   const std::string& pp_layers) {
+    return pipeline::partition_layers(int(cfg.n_layer), l, pp_layers, true);
 }
 
 double unit_parameters(const model::ModelConfig& cfg, int tp, int unit) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "weft/core/layout.hpp"
+#include "weft/parallel/pipeline/partition.hpp"
 #include "weft/plan/documents.hpp"
 #include "weft/plan/models.hpp"
 
@@ -138,6 +139,11 @@ double stage_expert_parameters(const model::ModelConfig& cfg, const Layout& l, i
 // Layers of each of the pp x vpp chunks (pp_layers, or an even split).
 std::vector<int> chunk_layers(const model::ModelConfig& cfg, const Layout& l,
                               const std::string& pp_layers);
+// The planner's partition of the layers: the engine's, but the first and last chunk may hold no
+// layer (the embedding alone, the head alone: Llama 3 405B's pipeline), which the GPU profile
+// prices and check_candidate refuses under the engine profile.
+pipeline::Partition plan_partition(const model::ModelConfig& cfg, const Layout& l,
+                                   const std::string& pp_layers);
 int64_t tp_padded_vocab(const model::ModelConfig& cfg, int tp);  // padded to 128 * tp
 
 }  // namespace weft::plan

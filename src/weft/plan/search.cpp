@@ -44,11 +44,16 @@ std::optional<Rejection> check_candidate(const Workload& w, const Candidate& k) 
         return no("indivisible: kv heads % tp",
                   fmt::format("{} key/value heads over tp={}", cfg.kv_heads(), l.tp));
     if (!k.pp_layers.empty()) {
+        std::vector<int> counts;
         try {
-            pipeline::partition_layers(int(cfg.n_layer), l, k.pp_layers);
+            counts = plan_partition(cfg, l, k.pp_layers).count;
         } catch (const Error& e) {
             return no("invalid: pp-layers", e.what());
         }
+        // The engine gives every chunk a layer.
+        if (w.profile == MemoryProfile::engine &&
+            std::find(counts.begin(), counts.end(), 0) != counts.end())
+            return no("unsupported: chunk with no layer", k.pp_layers);
     } else if (cfg.n_layer % (int64_t(l.pp) * l.vpp) != 0) {
         return no("indivisible: layers % (pp*vpp)",
                   fmt::format("{} layers over pp={} x vpp={}", cfg.n_layer, l.pp, l.vpp));

@@ -13,6 +13,17 @@ weft::model::ModelConfig layers(int n, bool tied = true) {
     c.tie_embeddings = tied;  // an untied head (Llama's option) needs no embedding at the end
     return c;
 }
+
+// What `f` throws, or "no error".
+template <class F>
+std::string message(F&& f) {
+    try {
+        f();
+    } catch (const weft::Error& e) {
+        return std::string(e.what());
+    }
+    return std::string("no error");
+}
 }  // namespace
 
 TEST(PipelinePartition, EvenSplitAndUnitsPerRank) {
@@ -46,14 +57,6 @@ TEST(PipelinePartition, ExplicitSplit) {
 }
 
 TEST(PipelinePartition, ClearErrors) {
-    auto message = [](auto&& f) {
-        try {
-            f();
-        } catch (const weft::Error& e) {
-            return std::string(e.what());
-        }
-        return std::string("no error");
-    };
     EXPECT_NE(message([] {
                   partition_layers(6, 4, 1, "");
               }).find("6 layers do not split evenly into pp 4 x vpp 1 = 4 pipeline chunks"),
@@ -74,5 +77,34 @@ TEST(PipelinePartition, ClearErrors) {
     EXPECT_NE(message([] { partition_layers(6, 2, 1, "3,"); }).find("'' is not a positive"),
               std::string::npos);
     EXPECT_NE(message([] { partition_layers(6, 2, 1, "3 ,3"); }).find("'3 ' is not a positive"),
+              std::string::npos);
+}
+
+// Llama 3 405B's pipeline (Dubey et al. 2024, Sec. 3.3.2): a layer taken from the first and the
+// last stage leaves the first chunk with the embedding alone and the last with the head alone.
+// The planner prices it (empty_ends); the engine's --pp-layers still gives every chunk a layer.
+TEST(PipelinePartition, EmptyEndChunks) {
+    const Partition p = partition_layers(6, 2, 2, "0,3,3,0", false, true);
+    EXPECT_EQ(p.first, (std::vector<int>{0, 0, 3, 6}));
+    EXPECT_EQ(p.count, (std::vector<int>{0, 3, 3, 0}));
+    // Rank 0: the embeddings (chunk 0) and layers 4-6 (chunk 2); rank 1: layers 1-3 (chunk 1,
+    // which starts at layer 0 too but holds no embedding) and the head.
+    EXPECT_EQ(p.units_of(0, layers(6, false)),
+              (std::vector<bool>{true, false, false, false, true, true, true, false}));
+    EXPECT_EQ(p.units_of(1, layers(6, false)),
+              (std::vector<bool>{false, true, true, true, false, false, false, true}));
+    // With a tied head the last chunk keeps its copy of the embeddings.
+    EXPECT_TRUE(p.units_of(1, layers(6))[0]);
+    // Two more chunks than layers, when both ends are empty.
+    EXPECT_NO_THROW(partition_layers(2, 2, 2, "0,1,1,0", false, true));
+    EXPECT_NE(message([] { partition_layers(6, 2, 2, "0,3,3,0"); }).find("'0' is not a positive"),
+              std::string::npos);
+    EXPECT_NE(message([] {
+                  partition_layers(6, 2, 2, "3,0,3,0", false, true);
+              }).find("a chunk between the first and the last holds no layer"),
+              std::string::npos);
+    EXPECT_NE(message([] {
+                  partition_layers(6, 2, 2, "0,-1,7,0", false, true);
+              }).find("'-1' is not a non-negative layer count"),
               std::string::npos);
 }

@@ -214,3 +214,35 @@ TEST(PlanGpuMemory, StagesHoldTheChunksInFlight) {
         }
     }
 }
+
+// Chunks with no layer at the ends (--pp-layers 0,...,0: the embedding alone, the head alone, as
+// Llama 3 405B's pipeline): the GPU profile prices them, the first stage keeps the embeddings and
+// the chunk after it starts at layer 0 without them; the engine gives every chunk a layer, so
+// the engine profile refuses them.
+TEST(PlanGpuMemory, EmptyEndChunks) {
+    Workload w = test::plan_workload("llama-3.1-405b", 2048, 8192, megatron_precision("bf16"));
+    const model::ModelConfig& cfg = w.model.config;
+    Candidate k;
+    k.layout.dp = 64, k.layout.tp = 8, k.layout.pp = 16, k.layout.vpp = 8;
+    k.layout.pp_schedule = ScheduleKind::interleaved, k.layout.sequence_parallel = true;
+    k.pp_layers = "0";
+    for (int i = 0; i < 126; ++i) k.pp_layers += ",1";
+    k.pp_layers += ",0";
+    ASSERT_FALSE(check_candidate(w, k).has_value());
+    const double layer = unit_parameters(cfg, 8, 1), embedding = unit_parameters(cfg, 8, 0);
+    const double head = unit_parameters(cfg, 8, int(cfg.n_layer) + 1);
+    EXPECT_DOUBLE_EQ(stage_parameters(cfg, k.layout, 0, k.pp_layers), 7 * layer + embedding);
+    EXPECT_DOUBLE_EQ(stage_parameters(cfg, k.layout, 1, k.pp_layers), 8 * layer);
+    EXPECT_DOUBLE_EQ(stage_parameters(cfg, k.layout, 15, k.pp_layers), 7 * layer + head);
+    // Rank 0's embedding-only chunk keeps no layer: at 32 micro-batches it holds 112 layers
+    // (7 of them for micro-batches 0-15), where rank 1 holds 141.
+    const pipeline::Schedule s = pipeline::make_schedule(ScheduleKind::interleaved, 16, 8, 32);
+    const std::vector<int> counts = chunk_layers(cfg, k.layout, k.pp_layers);
+    const Cluster c = test::plan_cluster(8192);
+    const double bytes =
+        korthikanti_layer_bytes(cfg, 8192, 1, 8, 1, true, Recompute::none, 2, AttentionKind::flash);
+    EXPECT_NEAR(stage_memory(w, c, k, 0, held_at_peak(s, 0, counts)).activations, 112 * bytes, 1);
+    EXPECT_NEAR(stage_memory(w, c, k, 1, held_at_peak(s, 1, counts)).activations, 141 * bytes, 1);
+    w.profile = MemoryProfile::engine;
+    EXPECT_EQ(check_candidate(w, k)->reason, "unsupported: chunk with no layer");
+}

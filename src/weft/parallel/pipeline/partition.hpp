@@ -27,10 +27,13 @@ struct Partition {
 
 // `layers` is empty (split evenly; the layer count must then divide into the chunks) or
 // "3,3,2,2": pp * vpp positive counts adding up to n_layer. Errors name the values. `vee`: the
-// chunks are placed in a V (the zb-v schedule; vpp must be 2).
+// chunks are placed in a V (the zb-v schedule; vpp must be 2). `empty_ends`: the first and the
+// last chunk may hold no layer (an embedding-only and a head-only chunk, as Llama 3 405B's
+// pipeline; the planner prices them, the engine does not run them).
 Partition partition_layers(int n_layer, int pp, int vpp, const std::string& layers,
-                           bool vee = false);
+                           bool vee = false, bool empty_ends = false);
 // The partition a layout runs: its pp and vpp, in a V under zb-v.
-Partition partition_layers(int n_layer, const Layout& l, const std::string& layers);
+Partition partition_layers(int n_layer, const Layout& l, const std::string& layers,
+                           bool empty_ends = false);
 
 }  // namespace weft::pipeline
