@@ -174,7 +174,6 @@ void add_plan_command(CLI::App& app) {
                    "--memory-profile engine (or --dtype fp32), got {}",
                    a->profile.empty() ? "--dtype " + a->dtype : "--memory-profile " + a->profile);
         if (!a->offload.empty()) {
-            optim::offload_streams(a->optimizer, "--offload " + a->offload);
             w.offload_group_floats =
                 int64_t(offload::kDefaultGroupMb * double(1 << 20) / sizeof(float));
             w.params_offloaded = a->offload == "optimizer+params";

@@ -18,10 +18,6 @@ namespace {
 
 constexpr std::string_view kMagic = "weft offload state v1\n";
 
-int64_t round_up(int64_t n, int64_t m) {
-    return (n + m - 1) / m * m;
-}
-
 // Whether an existing file starts with weft's header.
 bool is_ours(const fs::path& p) {
     const int fd = ::open(p.c_str(), O_RDONLY);
@@ -59,15 +55,38 @@ void check_offload_dir(const fs::path& dir, const char* flag) {
                dir.string(), std::strerror(errno));
 }
 
+namespace {
+
+std::vector<std::vector<int64_t>> floats_to_bytes(size_t streams, const std::vector<int64_t>& f) {
+    std::vector<int64_t> b;
+    for (int64_t n : f) b.push_back(n * int64_t(sizeof(float)));
+    return std::vector<std::vector<int64_t>>(streams, b);
+}
+
+}  // namespace
+
 StateFiles::StateFiles(const fs::path& dir, int rank, std::vector<std::string> streams,
-                       std::vector<int64_t> slice_floats)
-    : streams_(std::move(streams)), slice_floats_(std::move(slice_floats)) {
-    int64_t at = 0;
-    for (int64_t n : slice_floats_) {
-        slice_at_.push_back(at);
-        at += round_up(n, kBlockFloats);
+                       const std::vector<int64_t>& record_floats)
+    : StateFiles(dir, rank, streams, floats_to_bytes(streams.size(), record_floats)) {}
+
+StateFiles::StateFiles(const fs::path& dir, int rank, std::vector<std::string> streams,
+                       std::vector<std::vector<int64_t>> record_bytes)
+    : streams_(std::move(streams)), bytes_(std::move(record_bytes)) {
+    WEFT_CHECK(!streams_.empty() && bytes_.size() == streams_.size(),
+               "internal: {} offload streams with {} record lists", streams_.size(), bytes_.size());
+    std::vector<int64_t> file_bytes;
+    for (const std::vector<int64_t>& records : bytes_) {
+        WEFT_CHECK(records.size() == bytes_[0].size(),
+                   "internal: offload streams of {} and {} records", records.size(),
+                   bytes_[0].size());
+        int64_t at = kHeaderBytes;
+        at_.emplace_back();
+        for (int64_t n : records) {
+            at_.back().push_back(at);
+            at += round_up(n, kBlockBytes);
+        }
+        file_bytes.push_back(at);
     }
-    const int64_t file_bytes = kHeaderBytes + at * int64_t(sizeof(float));
     for (const std::string& s : streams_)
         paths_.push_back(dir / ("weft-offload-rank" + std::to_string(rank) + "-" + s + ".bin"));
     // Everything is checked before anything is written: another program's file of our name,
@@ -86,14 +105,16 @@ StateFiles::StateFiles(const fs::path& dir, int rank, std::vector<std::string> s
     struct statvfs v {};
     if (::statvfs(dir.c_str(), &v) == 0) {
         const int64_t free_bytes = int64_t(v.f_bavail) * int64_t(v.f_frsize);
-        const int64_t need = file_bytes * int64_t(paths_.size());
+        int64_t need = 0;
+        for (int64_t b : file_bytes) need += b;
         WEFT_CHECK(need <= free_bytes + present,
                    "--offload-dir {}: the optimizer state of rank {} needs {:.2f} GiB there, but "
                    "the disk has {:.2f} GiB free; expected a disk with room for it",
                    dir.string(), rank, double(need) / (1 << 30),
                    double(free_bytes + present) / (1 << 30));
     }
-    for (const fs::path& p : paths_) {
+    for (size_t i = 0; i < paths_.size(); ++i) {
+        const fs::path& p = paths_[i];
         const int b = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
         WEFT_CHECK(b >= 0, "--offload-dir: cannot create {}: {}; expected a writable directory",
                    p.string(), std::strerror(errno));
@@ -107,13 +128,13 @@ StateFiles::StateFiles(const fs::path& dir, int rank, std::vector<std::string> s
         char header[kHeaderBytes] = {};
         std::memcpy(header, kMagic.data(), kMagic.size());
         transfer(true, b, p, header, kHeaderBytes, 0);
-        WEFT_CHECK(::ftruncate(b, file_bytes) == 0, "--offload-dir: cannot size {}: {}", p.string(),
-                   std::strerror(errno));
-        const int r = ::posix_fallocate(b, 0, file_bytes);
+        WEFT_CHECK(::ftruncate(b, file_bytes[i]) == 0, "--offload-dir: cannot size {}: {}",
+                   p.string(), std::strerror(errno));
+        const int r = ::posix_fallocate(b, 0, file_bytes[i]);
         WEFT_CHECK(r == 0 || r == EOPNOTSUPP,
                    "--offload-dir: cannot allocate {:.2f} GiB for {}: {}; expected a disk with "
                    "room for the optimizer state",
-                   double(file_bytes) / (1 << 30), p.string(), std::strerror(r));
+                   double(file_bytes[i]) / (1 << 30), p.string(), std::strerror(r));
     }
 }
 
@@ -126,25 +147,23 @@ StateFiles::~StateFiles() {
     }
 }
 
-int64_t StateFiles::offset(int slice, int64_t at) const {
-    return kHeaderBytes + (slice_at_[size_t(slice)] + at) * int64_t(sizeof(float));
-}
-
 int64_t StateFiles::bytes() const {
-    int64_t floats = 0;
-    for (int64_t n : slice_floats_) floats += round_up(n, kBlockFloats);
-    return (kHeaderBytes + floats * int64_t(sizeof(float))) * int64_t(streams_.size());
+    int64_t n = 0;
+    for (const std::vector<int64_t>& records : bytes_) {
+        n += kHeaderBytes;
+        for (int64_t b : records) n += round_up(b, kBlockBytes);
+    }
+    return n;
 }
 
-void StateFiles::read(int stream, int slice, int64_t at, int64_t n, float* out) const {
-    transfer(false, buffered_[size_t(stream)], paths_[size_t(stream)], reinterpret_cast<char*>(out),
-             n * int64_t(sizeof(float)), offset(slice, at));
+void StateFiles::read(int stream, int record, int64_t at, int64_t n, void* out) const {
+    transfer(false, buffered_[size_t(stream)], paths_[size_t(stream)], static_cast<char*>(out), n,
+             offset(stream, record) + at);
 }
 
-void StateFiles::write(int stream, int slice, int64_t at, int64_t n, const float* in) const {
+void StateFiles::write(int stream, int record, int64_t at, int64_t n, const void* in) const {
     transfer(true, buffered_[size_t(stream)], paths_[size_t(stream)],
-             reinterpret_cast<char*>(const_cast<float*>(in)), n * int64_t(sizeof(float)),
-             offset(slice, at));
+             static_cast<char*>(const_cast<void*>(in)), n, offset(stream, record) + at);
 }
 
 }  // namespace weft::offload

@@ -35,7 +35,7 @@ OptimizerSpec adamw_spec() {
     return {"adamw", "Adam with decoupled weight decay, two fp32 moments",
             8.0,     true,
             0.9f,    0.95f,
-            true,    factory<AdamW>()};
+            {4, 4},  factory<AdamW>()};
 }
 
 }  // namespace weft::optim

@@ -70,6 +70,11 @@ class AdamW8bit : public Optimizer {
         return p.off[k] + (p.quantised ? i : 4 * i);
     }
 
+    std::string state_name(int k) const override {
+        static const char* names[] = {"exp_avg_q8", "exp_avg_sq_q8", "absmax"};
+        return names[k];
+    }
+
     int64_t align_down(int64_t a) const override {
         if (a >= size()) return size();
         const Piece& p = piece_at(a);
@@ -110,43 +115,47 @@ class AdamW8bit : public Optimizer {
         }
     }
 
-    void read_moment(int k, int64_t a, int64_t n, float* out) const override {
-        const std::byte* st = bytes(k);
-        const float* absmax = reinterpret_cast<const float*>(bytes(2));
+    using Optimizer::read_moment;
+    using Optimizer::write_moment;
+
+    void read_moment(const std::byte* const* states, int64_t base, int k, int64_t a, int64_t n,
+                     float* out) const override {
+        auto at = [&](int j, int64_t x) {
+            return states[j] + (state_offset(j, x) - state_offset(j, base));
+        };
         for (const Piece& p : pieces_) {
             const int64_t lo = std::max(a, p.begin), hi = std::min(a + n, p.end);
             if (lo >= hi) continue;
             if (!p.quantised) {
-                std::memcpy(out + (lo - a), st + state_offset(k, lo),
-                            size_t(hi - lo) * sizeof(float));
+                std::memcpy(out + (lo - a), at(k, lo), size_t(hi - lo) * sizeof(float));
                 continue;
             }
             const auto& map = dynamic_map(k == 0);
             for (int64_t x = lo; x < hi; ++x) {
-                const uint8_t q = uint8_t(st[state_offset(k, x)]);
-                out[x - a] = map[q] * absmax[state_offset(2, x) / 4 + k];
+                const uint8_t q = uint8_t(*at(k, x));
+                out[x - a] = map[q] * reinterpret_cast<const float*>(at(2, x))[k];
             }
         }
     }
 
-    void write_moment(int k, int64_t a, int64_t n, const float* in) override {
+    void write_moment(std::byte* const* states, int64_t base, int k, int64_t a, int64_t n,
+                      const float* in) override {
         WEFT_CHECK(align_down(a) == a && (a + n == size() || align_down(a + n) == a + n),
                    "internal: adamw8bit writes [{}, {}), not on block boundaries", a, a + n);
-        std::byte* st = state(k);
-        float* absmax = reinterpret_cast<float*>(state(2));
+        auto at = [&](int j, int64_t x) {
+            return states[j] + (state_offset(j, x) - state_offset(j, base));
+        };
         for (const Piece& p : pieces_) {
             const int64_t lo = std::max(a, p.begin), hi = std::min(a + n, p.end);
             if (lo >= hi) continue;
             if (!p.quantised) {
-                std::memcpy(st + state_offset(k, lo), in + (lo - a),
-                            size_t(hi - lo) * sizeof(float));
+                std::memcpy(at(k, lo), in + (lo - a), size_t(hi - lo) * sizeof(float));
                 continue;
             }
             for (int64_t j = block_of(p, lo); j <= block_of(p, hi - 1); ++j) {
                 const int64_t bl = block_begin(p, j), bh = std::min(p.end, block_begin(p, j + 1));
-                absmax[state_offset(2, bl) / 4 + k] =
-                    quantize_block(in + (bl - a), bh - bl, k == 0,
-                                   reinterpret_cast<uint8_t*>(st + state_offset(k, bl)));
+                reinterpret_cast<float*>(at(2, bl))[k] = quantize_block(
+                    in + (bl - a), bh - bl, k == 0, reinterpret_cast<uint8_t*>(at(k, bl)));
             }
         }
     }
@@ -172,9 +181,6 @@ class AdamW8bit : public Optimizer {
         auto it = std::upper_bound(pieces_.begin(), pieces_.end(), a,
                                    [](int64_t x, const Piece& p) { return x < p.begin; });
         return *(it - 1);
-    }
-    const std::byte* bytes(int k) const {
-        return reinterpret_cast<const std::byte*>(state_buffer(k).data());
     }
 
     // One block: dequantise, AdamW in fp32 (the kernel's portable formula), requantise.
@@ -208,7 +214,7 @@ OptimizerSpec adamw8bit_spec() {
             true,
             0.9f,
             0.95f,
-            false,
+            {4, 4, 8.0 / double(kQuantBlock)},
             factory<AdamW8bit>()};
 }
 

@@ -50,7 +50,7 @@ OptimizerSpec lion_spec() {
     return {"lion", "Lion: sign of interpolated momentum, one fp32 state",
             4.0,    true,
             0.9f,   0.99f,
-            true,   factory<Lion>()};
+            {4},    factory<Lion>()};
 }
 
 }  // namespace weft::optim

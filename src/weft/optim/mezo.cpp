@@ -21,10 +21,11 @@ class Mezo : public ZerothOrder {
 
     int moments() const override { return 0; }
 
-    void perturb(float* params, float scale, uint64_t seed, int64_t t) const override {
+    void perturb_range(float* params, float scale, uint64_t seed, int64_t t, int64_t a,
+                       int64_t b) const override {
         WEFT_PROFILE("mezo_perturb");
         walk(
-            seed, t, 0, size(), [&](float* w, float z, bool) { *w += scale * z; }, params);
+            seed, t, a, b, [&](float* w, float z, bool) { *w += scale * z; }, params);
     }
 
     void step_range(float* params, const float*, std::byte* const*, int64_t a, int64_t b,
@@ -63,7 +64,7 @@ OptimizerSpec mezo_spec() {
     return {"mezo", "MeZO: zeroth-order SPSA, two forward passes a step, no gradients or state",
             0.0,    false,
             0.9f,   0.95f,
-            false,  factory<Mezo>()};
+            {},     factory<Mezo>()};
 }
 
 }  // namespace weft::optim

@@ -14,8 +14,14 @@ namespace weft::optim {
 class ZerothOrder : public Optimizer {
   public:
     using Optimizer::Optimizer;
-    // params (at element begin()) += scale z of step `t` of the run seeded `seed`.
-    virtual void perturb(float* params, float scale, uint64_t seed, int64_t t) const = 0;
+    // params (at element begin()) += scale z of step `t` of the run seeded `seed`, over the
+    // whole range or elements [a, b) of it (what an offloaded master streams group by group:
+    // element-wise, so the cut changes no bit).
+    void perturb(float* params, float scale, uint64_t seed, int64_t t) const {
+        perturb_range(params, scale, seed, t, 0, size());
+    }
+    virtual void perturb_range(float* params, float scale, uint64_t seed, int64_t t, int64_t a,
+                               int64_t b) const = 0;
 };
 
 }  // namespace weft::optim

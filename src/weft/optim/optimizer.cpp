@@ -90,13 +90,30 @@ std::vector<Optimizer::Segment> Optimizer::segments_in(int64_t a, int64_t b) con
 }
 
 void Optimizer::read_moment(int k, int64_t a, int64_t n, float* out) const {
-    WEFT_CHECK(k < moments(), "internal: moment {} of an optimizer with {}", k, moments());
-    std::memcpy(out, state_buffer(k).data() + a, size_t(n) * sizeof(float));
+    std::vector<const std::byte*> own;
+    for (int j = 0; j < states(); ++j)
+        own.push_back(reinterpret_cast<const std::byte*>(state_buffer(j).data()));
+    read_moment(own.data(), 0, k, a, n, out);
 }
 
 void Optimizer::write_moment(int k, int64_t a, int64_t n, const float* in) {
+    std::vector<std::byte*> own;
+    for (int j = 0; j < states(); ++j) own.push_back(state(j));
+    write_moment(own.data(), 0, k, a, n, in);
+}
+
+void Optimizer::read_moment(const std::byte* const* states, int64_t base, int k, int64_t a,
+                            int64_t n, float* out) const {
     WEFT_CHECK(k < moments(), "internal: moment {} of an optimizer with {}", k, moments());
-    std::memcpy(state_buffer(k).data() + a, in, size_t(n) * sizeof(float));
+    std::memcpy(out, states[k] + (state_offset(k, a) - state_offset(k, base)),
+                size_t(n) * sizeof(float));
+}
+
+void Optimizer::write_moment(std::byte* const* states, int64_t base, int k, int64_t a, int64_t n,
+                             const float* in) {
+    WEFT_CHECK(k < moments(), "internal: moment {} of an optimizer with {}", k, moments());
+    std::memcpy(states[k] + (state_offset(k, a) - state_offset(k, base)), in,
+                size_t(n) * sizeof(float));
 }
 
 }  // namespace weft::optim

@@ -75,6 +75,10 @@ class Optimizer {
     virtual int64_t state_offset(int /*k*/, int64_t a) const { return 4 * a; }
     // The largest boundary at or below `a` at which a sub-range may start or end.
     virtual int64_t align_down(int64_t a) const { return a; }
+    // State buffer k's name (--offload's files): the moments' as checkpoints name them.
+    virtual std::string state_name(int k) const {
+        return k == 0 ? "exp_avg" : k == 1 ? "exp_avg_sq" : "state" + std::to_string(k);
+    }
 
     // Steps elements [a, b) (boundaries, relative to begin()): params and grads point at
     // element begin() of their flat buffers (grads null for an optimizer without gradients),
@@ -92,8 +96,14 @@ class Optimizer {
     // checkpoints: elements [a, a + n) relative to begin(); write_moment needs a and a + n on
     // boundaries.
     virtual int moments() const = 0;
-    virtual void read_moment(int k, int64_t a, int64_t n, float* out) const;
-    virtual void write_moment(int k, int64_t a, int64_t n, const float* in);
+    void read_moment(int k, int64_t a, int64_t n, float* out) const;
+    void write_moment(int k, int64_t a, int64_t n, const float* in);
+    // The same over state held elsewhere (an offloaded group): states[j] at byte
+    // state_offset(j, base) of buffer j, as step_range takes them; [a, a + n) within it.
+    virtual void read_moment(const std::byte* const* states, int64_t base, int k, int64_t a,
+                             int64_t n, float* out) const;
+    virtual void write_moment(std::byte* const* states, int64_t base, int k, int64_t a, int64_t n,
+                              const float* in);
 
   protected:
     // The range cut at tensor boundaries, relative to begin_; `tensor` null for alignment
@@ -144,8 +154,6 @@ class AdamW : public Optimizer {
                     int64_t b, const StepArgs& s) override;
     using Optimizer::step;
     int moments() const override { return 2; }
-    // Per-element state arrays (exp_avg, exp_avg_sq), as a streamed step names them.
-    static constexpr const char* kStateNames[] = {"exp_avg", "exp_avg_sq"};
 
     Buffer& exp_avg() { return state_buffer(0); }
     Buffer& exp_avg_sq() { return state_buffer(1); }

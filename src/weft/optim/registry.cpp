@@ -35,17 +35,8 @@ std::unique_ptr<Optimizer> make_optimizer(std::string_view name, const model::Pa
     return find_optimizer(name).make(layout, begin, end, true);
 }
 
-int offload_streams(std::string_view name, std::string_view flag) {
-    const OptimizerSpec& spec = find_optimizer(name);
-    std::string ok;
-    for (const OptimizerSpec& o : optimizers())
-        if (o.fp32_per_element) ok += (ok.empty() ? "" : " or ") + std::string(o.name);
-    // 8-bit blocks cannot be cut at any element; MeZO has no state to stream.
-    WEFT_CHECK(spec.fp32_per_element,
-               "{} with --optimizer {}: the offloaded step streams fp32 state, one value per "
-               "parameter, which {} does not keep; expected --optimizer {}",
-               flag, name, name, ok);
-    return spec.make(model::ParamLayout{}, 0, 0, false)->states();
+const std::vector<double>& offload_widths(std::string_view name) {
+    return find_optimizer(name).state_widths;
 }
 
 int64_t optimizer_state_bytes(std::string_view name, const model::ParamLayout& layout,

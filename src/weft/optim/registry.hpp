@@ -24,9 +24,10 @@ struct OptimizerSpec {
     // and the trainer runs forward passes only.
     bool gradients;
     float beta1, beta2;  // its defaults, when --beta1 / --beta2 are not given
-    // Whether its state is fp32 arrays, one value per parameter, that any cut of the range
-    // steps alike: what weft train --offload streams from disk (offload/streamed_state.hpp).
-    bool fp32_per_element;
+    // Per state buffer, the most bytes it holds per element (4 for an fp32 array; 8-bit AdamW's
+    // codes 4 where a tensor stays fp32, its absmaxes 8 per block of 2048): the groups weft
+    // train --offload streams through its pool are sized by these (offload/streamed_state.hpp).
+    std::vector<double> state_widths;
     // Over [begin, end) of `layout`; with `allocate` false the state is counted, not held.
     std::function<std::unique_ptr<Optimizer>(const model::ParamLayout& layout, int64_t begin,
                                              int64_t end, bool allocate)>
@@ -50,9 +51,9 @@ std::unique_ptr<Optimizer> make_optimizer(std::string_view name, const model::Pa
                                           int64_t begin, int64_t end);
 // Bytes of state the optimizer `name` holds for [begin, end) of `layout`: the one count the
 // trainer's estimate and the planner read.
-// The state arrays --offload streams for `name` (AdamW's two moments, Lion's one); an error naming
-// `flag`, the optimizer and the ones it takes when its state is not fp32 per element.
-int offload_streams(std::string_view name, std::string_view flag);
+// The bytes per element of each state array --offload streams for `name` (AdamW's two moments,
+// Lion's one, 8-bit AdamW's three; none for MeZO): the pool's count, offload::pool_bytes.
+const std::vector<double>& offload_widths(std::string_view name);
 int64_t optimizer_state_bytes(std::string_view name, const model::ParamLayout& layout,
                               int64_t begin, int64_t end);
 

@@ -40,11 +40,11 @@ DataParallel::DataParallel(const model::ParamLayout& layout, comm::Group& dp,
     copy_bf16_ = options.bf16_working_copy;
     copy_files_ = !options.params_dir.empty();
     if (copy_bf16_ || copy_files_) {
-        WEFT_CHECK(stage_ <= 1 && gradients_ && !edp_,
-                   "internal: a working copy at ZeRO {} over dp {}", stage_, dp.size());
+        WEFT_CHECK(stage_ <= 1 && !edp_, "internal: a working copy at ZeRO {} over dp {}", stage_,
+                   dp.size());
         // Without model parallelism (refused with a working copy) the dp rank is the world's.
         work_ = std::make_unique<WorkingCopy>(z_.padded(), pool_, copy_bf16_, options.params_dir,
-                                              dp.rank());
+                                              dp.rank(), gradients_);
         return;
     }
     params_ = Buffer(stage_ < 3 ? z_.padded().total : z_.shard_floats());
@@ -272,8 +272,11 @@ ModelStateBytes zero_state_bytes(const ZeroLayout& z, int stage, std::string_vie
         const int64_t stored = WorkingCopy::stored_bytes(z.padded(), bf16_working_copy);
         const int64_t held =
             copy_in_files ? WorkingCopy::resident_bytes(z.padded(), bf16_working_copy) : stored;
-        ModelStateBytes b{held, held, state, (stage == 0 ? total : shard) * f};
-        if (copy_in_files) b.copy_files = 2 * (stored + offload::kHeaderBytes);
+        // Without gradients (zeroth order) the copy holds weights only, and every rank moves
+        // the whole buffer (no state to shard), so its master is the whole buffer.
+        ModelStateBytes b{held, gradients ? held : 0, state,
+                          (stage == 0 || !gradients ? total : shard) * f};
+        if (copy_in_files) b.copy_files = (gradients ? 2 : 1) * (stored + offload::kHeaderBytes);
         return b;
     }
     return {(stage < 3 ? total : shard) * f, gradients ? (stage < 2 ? total : shard) * f : 0,
@@ -284,7 +287,7 @@ int64_t zero_working_bytes(const ZeroLayout& z, int stage, int64_t bucket_bytes,
                            bool gradients, bool bf16_working_copy, bool copy_in_files) {
     // A widened unit's weights and its accumulating gradient (WorkingCopy), nothing reduced.
     if (bf16_working_copy || copy_in_files)
-        return 2 * WorkingCopy::widened_floats(z.padded(), bf16_working_copy) *
+        return (gradients ? 2 : 1) * WorkingCopy::widened_floats(z.padded(), bf16_working_copy) *
                int64_t(sizeof(float));
     // Stage 3's gathered units: unit 0 and two others (ParamGatherer).
     const auto& units = z.padded().units;

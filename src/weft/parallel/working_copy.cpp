@@ -106,7 +106,7 @@ int64_t WorkingCopy::widened_floats(const model::ParamLayout& layout, bool bf16)
 }
 
 WorkingCopy::WorkingCopy(const model::ParamLayout& layout, BufferPool& pool, bool bf16,
-                         const std::filesystem::path& dir, int rank)
+                         const std::filesystem::path& dir, int rank, bool gradients)
     : layout_(layout), pool_(pool), temp_(layout.units.size()), gtemp_(layout.units.size()) {
     Records r = lay_out(layout, bf16);
     tensor_at_ = std::move(r.tensor_at);
@@ -126,7 +126,7 @@ WorkingCopy::WorkingCopy(const model::ParamLayout& layout, BufferPool& pool, boo
     }
     if (dir.empty()) {
         store_ = Buffer(total / int64_t(sizeof(float)));
-        gstore_ = Buffer(total / int64_t(sizeof(float)));
+        if (gradients) gstore_ = Buffer(total / int64_t(sizeof(float)));
         zero_owed_.assign(layout.units.size(), 0);
         return;
     }
@@ -134,7 +134,10 @@ WorkingCopy::WorkingCopy(const model::ParamLayout& layout, BufferPool& pool, boo
     for (int64_t b : unit_bytes_) floats.push_back(b / int64_t(sizeof(float)));
     const size_t n = layout.units.size();
     files_ = std::make_unique<offload::StateFiles>(
-        dir, rank, std::vector<std::string>{"weights", "grads"}, std::move(floats));
+        dir, rank,
+        gradients ? std::vector<std::string>{"weights", "grads"}
+                  : std::vector<std::string>{"weights"},
+        floats);
     ahead_.resize(n), wout_.resize(n), gout_.resize(n);
     busy_.assign(4 * n, 0);
     has_grads_.assign(n, 0);
@@ -184,7 +187,7 @@ void WorkingCopy::start(int unit, int kind, Buffer& buf) {
     wait(unit, kind ^ kWrite);
     const int stream = kind & kGrads ? 1 : 0;
     const int64_t bytes = unit_bytes_[size_t(unit)];
-    const int64_t at = files_->offset(unit, 0);
+    const int64_t at = files_->offset(stream, unit);
     // In pieces: one request moves at most 2 GiB less a page (Linux's MAX_RW_COUNT).
     for (int64_t piece = 0; piece * kPieceBytes < bytes; ++piece) {
         const int64_t from = piece * kPieceBytes, n = std::min(kPieceBytes, bytes - from);
@@ -221,7 +224,8 @@ void WorkingCopy::done(const offload::IoRing::Completion& c) {
             "offload: {} unit {}'s {} in {} at byte {}: {}; the offloaded parameters are "
             "incomplete and will not be used again: resume from the last checkpoint",
             kind & kWrite ? "writing" : "reading", unit, kind & kGrads ? "gradients" : "weights",
-            files_->path(kind & kGrads ? 1 : 0).string(), files_->offset(unit, 0) + from,
+            files_->path(kind & kGrads ? 1 : 0).string(),
+            files_->offset(kind & kGrads ? 1 : 0, unit) + from,
             c.result < 0 ? std::strerror(int(-c.result))
                          : fmt::format("short transfer of {} bytes of {} (the disk is full?)",
                                        c.result, bytes));

@@ -49,9 +49,9 @@ class WorkingCopy {
     // Over the whole padded buffer `layout` (which must outlive it); temporaries from `pool`.
     // `bf16`: the kept_bf16 tensors as bf16, else every tensor fp32 (fp32 gradients: the copy
     // then only moves the weights to disk). `dir`: in files there, named for `rank`; empty: in
-    // memory.
+    // memory. Without `gradients` (a zeroth-order optimizer) only the weights are kept.
     WorkingCopy(const model::ParamLayout& layout, BufferPool& pool, bool bf16 = true,
-                const std::filesystem::path& dir = {}, int rank = 0);
+                const std::filesystem::path& dir = {}, int rank = 0, bool gradients = true);
     ~WorkingCopy();
     WorkingCopy(const WorkingCopy&) = delete;
     WorkingCopy& operator=(const WorkingCopy&) = delete;

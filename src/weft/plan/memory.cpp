@@ -260,10 +260,12 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
             m.offloaded = m.optimizer + double(e.state.master) + double(e.state.copy_files);
             if (e.state.copy_files > 0)
                 m.offloaded_params = double(e.state.master) + double(e.state.copy_files);
-            m.optimizer = double(offload::pool_bytes(
-                w.offload_group_floats,
-                optim::offload_streams(w.optimizer, "--offload") + (master ? 1 : 0)));
-            if (master) m.optimizer += 4.0 * double(w.offload_group_floats);
+            std::vector<double> widths = optim::offload_widths(w.optimizer);
+            if (master) widths.push_back(4.0);
+            m.optimizer =
+                widths.empty() ? 0.0 : double(offload::pool_bytes(w.offload_group_floats, widths));
+            if (master && optim::find_optimizer(w.optimizer).gradients)
+                m.optimizer += 4.0 * double(w.offload_group_floats);
         }
         m.buffers += double(e.working);
         // The Activations of each of this stage's chunks, as the model allocates them (the

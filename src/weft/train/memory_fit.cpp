@@ -11,6 +11,7 @@
 
 #include "weft/core/error.hpp"
 #include "weft/model/counts.hpp"
+#include "weft/optim/registry.hpp"
 #include "weft/parallel/pipeline/schedule.hpp"
 #include "weft/parallel/pipeline/simulator.hpp"
 #include "weft/plan/memory.hpp"
@@ -87,10 +88,12 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
     // With the bf16 working copy, 2 + 2 bytes (a floor: some tensors stay fp32) and the master
     // joins the moments; with the copy in files too, memory holds a few layers (no floor) and
     // the disk's floor is the master, the moments and the copy's weights and gradients.
+    // (MeZO keeps no gradients: the copy holds the weights alone.)
+    const double copies = optim::find_optimizer(run.optimizer).gradients ? 2.0 : 1.0;
     const double in_memory =
         run.params_offloaded ? 0.0
         : run.bf16_working_copy
-            ? 4.0
+            ? 2.0 * copies
             : prec.param + prec.grad + (run.offload_group_floats > 0 ? 0 : prec.optimizer);
     const double floor = in_memory * params / world * local;
     auto refuse = [&](double need, const std::string& detail, bool state) {
@@ -125,8 +128,8 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
                    gib(free_bytes));
     };
     if (run.params_offloaded)
-        check_disk((4 + prec.optimizer + 2 * (run.bf16_working_copy ? 2.0 : 4.0)) * params / world *
-                   local);
+        check_disk((4 + prec.optimizer + copies * (run.bf16_working_copy ? 2.0 : 4.0)) * params /
+                   world * local);
 
     plan::Workload w;
     w.model = {"", run.cfg};

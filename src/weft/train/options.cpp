@@ -188,7 +188,6 @@ void TrainOptions::validate() const {
     optim.validate();
     WEFT_CHECK(offload.empty() || offload == "optimizer" || offload == "optimizer+params",
                "--offload '{}': expected 'optimizer' (or 'optimizer+params')", offload);
-    if (!offload.empty()) optim::offload_streams(optim.optimizer, "--offload " + offload);
     WEFT_CHECK(offload_group_mb > 0 && offload_group_mb <= 1024,
                "--offload-group-mb {}: expected a size in (0, 1024] MiB", offload_group_mb);
     WEFT_CHECK(offload.empty() || !async_checkpoint,

@@ -28,20 +28,13 @@ int moments_of(TrainState& st) {
     return st.optimizers().empty() ? 0 : st.optimizers()[0]->moments();
 }
 
-// Floats [at, at + n) of slice i's moment k: in the optimizer, or with --offload in its files
-// (whose stream k is moment k).
+// Floats [at, at + n) of slice i's moment k: in the optimizer, or with --offload in its files.
 void read_moments(TrainState& st, size_t i, int k, int64_t at, int64_t n, float* out) {
     if (k >= moments_of(st)) {
         std::fill_n(out, n, 0.0f);
         return;
     }
-    if (offload::StreamedState* o = st.offloaded()) return o->files().read(k, int(i), at, n, out);
-    st.optimizers()[i]->read_moment(k, at, n, out);
-}
-
-void write_moments(TrainState& st, size_t i, int k, int64_t at, int64_t n, const float* in) {
-    if (offload::StreamedState* o = st.offloaded()) return o->files().write(k, int(i), at, n, in);
-    st.optimizers()[i]->write_moment(k, at, n, in);
+    st.read_moment(i, k, at, n, out);
 }
 
 // The pipeline rank that holds unit `unit` (0: the embeddings, L + 1: the final norm).
@@ -102,9 +95,9 @@ void load_state(TrainState& st, const CheckpointInfo& ck) {
                 dp.zero_layout(), reader(k == 1 ? StateTensors::exp_avg_sq : StateTensors::exp_avg),
                 [&](int slice, int64_t at, int64_t n, const float* data) {
                     if (slice < 0)
-                        write_moments(st, 0, k, at, n, data);  // the whole buffer's one slice
+                        st.write_moment(0, k, at, n, data);  // the whole buffer's one slice
                     else
-                        write_moments(st, size_t(slice), k, 0, n, data);
+                        st.write_moment(size_t(slice), k, 0, n, data);
                 },
                 whole);
         return;
@@ -197,7 +190,7 @@ std::vector<Piece> state_pieces(TrainState& st, const RankPlan& plan) {
 void copy_piece(TrainState& st, const Piece& p, int64_t from, int64_t n, float* out) {
     parallel::DataParallel& dp = st.dp();
     if (p.which == StateTensors::params && st.master_stream() >= 0)
-        st.offloaded()->files().read(st.master_stream(), int(p.slice), p.at + from, n, out);
+        st.read_master(dp.update_slices()[p.slice].begin + p.at + from, n, out);
     else if (p.which == StateTensors::params)
         std::memcpy(out, dp.update_params(dp.update_slices()[p.slice]) + p.at + from,
                     size_t(n) * sizeof(float));

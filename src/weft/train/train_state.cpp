@@ -18,14 +18,6 @@ namespace weft::train {
 
 namespace {
 
-// Whether the optimizer's state is one fp32 per element in each buffer, cut anywhere: what
-// offload::StreamedState streams (AdamW, Lion; not 8-bit AdamW's blocks).
-bool fp32_per_element(const optim::Optimizer& o) {
-    for (int k = 0; k < o.states(); ++k)
-        if (o.state_bytes(k) != 4 * o.size() || o.state_offset(k, 1) != 4) return false;
-    return o.states() > 0 && o.states() <= 2 && o.align_down(1) == 1;
-}
-
 // Whether the slices lie in buffer order without overlap: the optimizer's pass over them then
 // moves through the buffer in one direction.
 bool ascending(const std::vector<parallel::ShardSlice>& slices) {
@@ -151,7 +143,7 @@ TrainState::TrainState(const model::ModelConfig& cfg, const parallel::ParallelCo
                "internal: a bf16 working copy without offloaded master weights");
     round_grads_ = options.bf16_grads && !options.bf16_working_copy;
     if (spec_->gradients) {
-        // Offloaded, the state lives in files (offload_files_): the optimizer counts it only.
+        // Offloaded, the state lives in files (offload_): the optimizer counts it only.
         for (const parallel::ShardSlice& s : dp_.update_slices())
             opt_.push_back(spec_->make(dp_.padded(), s.begin, s.begin + s.size, !offloaded));
     } else {
@@ -170,42 +162,48 @@ TrainState::TrainState(const model::ModelConfig& cfg, const parallel::ParallelCo
                "internal: the {} optimizer holds {} bytes of state, the count says {}", spec_->name,
                state, dp_.model_state_bytes().optimizer);
     if (offloaded) {
-        // The streamed step hands out fp32 arrays cut anywhere: the optimizer's state must be
-        // fp32 per element (TrainOptions::validate refuses the others first).
-        std::vector<int64_t> sizes;
-        for (const auto& o : opt_) {
-            WEFT_CHECK(fp32_per_element(*o),
-                       "internal: --offload with the {} optimizer, whose state is not fp32 per "
-                       "element",
-                       spec_->name);
-            sizes.push_back(o->size());
-        }
-        // Named as the checkpoint names the moments (Optimizer::read_moment).
+        // The optimizer's state buffers, then with a working copy the fp32 master weights, are
+        // the streams of the files, cut into groups where the optimizer may be cut (8-bit
+        // AdamW: at its blocks). MeZO has no state: with a working copy its master alone is on
+        // disk; without one (fp32 weights, its master) nothing is.
         std::vector<std::string> names;
-        for (int k = 0; k < optim::offload_streams(spec_->name, "--offload"); ++k)
-            names.push_back(optim::AdamW::kStateNames[k]);
+        std::vector<int64_t> sizes;
+        for (int k = 0; k < opt_[0]->states(); ++k) names.push_back(opt_[0]->state_name(k));
+        for (const auto& o : opt_) sizes.push_back(o->size());
         if (dp_.working_copy()) {
             master_stream_ = int(names.size());
             names.push_back("param");
         }
-        offload_files_ =
-            std::make_unique<offload::StateFiles>(offload.dir, mesh_.world_rank(), names, sizes);
-        offload_ = std::make_unique<offload::StreamedState>(*offload_files_, offload.group_floats);
-        if (master_stream_ >= 0) grad_group_ = Buffer(offload_->group_floats());
+        if (!names.empty()) {
+            offload::StateShape shape{
+                sizes, int(names.size()),
+                [this](int slice, int stream, int64_t a) {
+                    return stream == master_stream_ ? 4 * a
+                                                    : opt_[size_t(slice)]->state_offset(stream, a);
+                },
+                [this](int slice, int64_t a) { return opt_[size_t(slice)]->align_down(a); }};
+            offload_ = std::make_unique<offload::StreamedState>(
+                offload.dir, mesh_.world_rank(), names, std::move(shape), offload.group_floats);
+        }
+    }
+    if (offload_) {
+        if (master_stream_ >= 0 && spec_->gradients)
+            grad_group_ = Buffer(offload_->max_group_floats());
         // Behind the forward only where nothing else touches the weights between the update and
         // the next forward: one rank (no gather of the updated shards), the copy in memory (in
         // files its cursor is the update's), the slices in buffer
         // order (the fence is a mark).
-        update_behind_ = dp_.working_copy() && !dp_.working_copy()->files() &&
+        update_behind_ = spec_->gradients && dp_.working_copy() && !dp_.working_copy()->files() &&
                          mesh_.world_size() == 1 && ascending(dp_.update_slices());
         // Fresh moments are zero (a checkpoint being resumed overwrites them). Writing them, then
         // reading them back, is also the disk's bandwidth as the step will see it.
-        offload_init_[0] =
-            offload_->run(false, true, [](int, int64_t a, int64_t b, std::span<float* const> st) {
-                for (float* s : st) std::fill_n(s, b - a, 0.0f);
+        offload_init_[0] = offload_->run(
+            false, true, [this](int i, int64_t a, int64_t b, std::span<std::byte* const> st) {
+                for (int k = 0; k < int(st.size()); ++k)
+                    std::fill(st[size_t(k)], state_at(i, k, a, b, st[size_t(k)]), std::byte{0});
             });
         offload_init_[1] =
-            offload_->run(true, false, [](int, int64_t, int64_t, std::span<float* const>) {});
+            offload_->run(true, false, [](int, int64_t, int64_t, std::span<std::byte* const>) {});
     }
     if (pp_ > 1)
         stage_ = std::make_unique<PipelineStage>(
@@ -228,15 +226,73 @@ void TrainState::finish_update() {
     dp_.working_copy()->fence().wait(std::numeric_limits<int64_t>::max());  // its error, if any
 }
 
+std::byte* TrainState::state_at(int i, int k, int64_t a, int64_t x, std::byte* at_a) const {
+    if (k == master_stream_) return at_a + 4 * (x - a);
+    const optim::Optimizer& o = *opt_[size_t(i)];
+    return at_a + (o.state_offset(k, x) - o.state_offset(k, a));
+}
+
+void TrainState::master_io(bool write, int64_t begin, int64_t n, float* data) const {
+    WEFT_CHECK(master_stream_ >= 0, "internal: no offloaded master weights");
+    // The master's slices are the optimizers' ranges (a zeroth-order one: the whole buffer).
+    for (size_t i = 0; i < opt_.size(); ++i) {
+        const int64_t lo = std::max(begin, opt_[i]->begin()),
+                      hi = std::min(begin + n, opt_[i]->end());
+        const auto [first, last] =
+            offload_->groups_in(int(i), lo - opt_[i]->begin(), hi - opt_[i]->begin());
+        for (int g = first; g < last; ++g) {
+            const offload::StreamedState::Group& gr = offload_->groups()[size_t(g)];
+            const int64_t a = std::max(lo, opt_[i]->begin() + gr.a),
+                          b = std::min(hi, opt_[i]->begin() + gr.b);
+            const int64_t at =
+                              offload_->lead(g, master_stream_) + 4 * (a - opt_[i]->begin() - gr.a),
+                          bytes = 4 * (b - a);
+            if (write)
+                offload_->files().write(master_stream_, g, at, bytes, data + (a - begin));
+            else
+                offload_->files().read(master_stream_, g, at, bytes, data + (a - begin));
+        }
+    }
+}
+
 void TrainState::write_master(int64_t begin, int64_t n, const float* data) {
-    WEFT_CHECK(master_stream_ >= 0, "internal: no offloaded master weights to write");
-    const auto& slices = dp_.update_slices();
-    for (size_t i = 0; i < slices.size(); ++i) {
-        const parallel::ShardSlice& s = slices[i];
-        const int64_t lo = std::max(begin, s.begin), hi = std::min(begin + n, s.begin + s.size);
-        if (lo < hi)
-            offload_files_->write(master_stream_, int(i), lo - s.begin, hi - lo,
-                                  data + (lo - begin));
+    master_io(true, begin, n, const_cast<float*>(data));
+}
+
+void TrainState::read_master(int64_t begin, int64_t n, float* out) const {
+    master_io(false, begin, n, out);
+}
+
+uint32_t TrainState::moment_streams(size_t i, int k) const {
+    // Moment k is state k; an optimizer with states beyond its moments (8-bit AdamW's
+    // absmaxes) reads those with either. The master is not the optimizer's.
+    const optim::Optimizer& o = *opt_[i];
+    uint32_t mask = 1u << k;
+    for (int j = o.moments(); j < o.states(); ++j) mask |= 1u << j;
+    return mask;
+}
+
+void TrainState::read_moment(size_t i, int k, int64_t at, int64_t n, float* out) {
+    if (!offload_) return opt_[i]->read_moment(k, at, n, out);
+    const auto [first, last] = offload_->groups_in(int(i), at, at + n);
+    for (int g = first; g < last; ++g) {
+        const offload::StreamedState::Group& gr = offload_->groups()[size_t(g)];
+        const int64_t lo = std::max(at, gr.a), hi = std::min(at + n, gr.b);
+        const std::vector<std::byte*> s = offload_->get(g, moment_streams(i, k));
+        opt_[i]->read_moment(s.data(), gr.a, k, lo, hi - lo, out + (lo - at));
+    }
+}
+
+void TrainState::write_moment(size_t i, int k, int64_t at, int64_t n, const float* in) {
+    if (!offload_) return opt_[i]->write_moment(k, at, n, in);
+    const auto [first, last] = offload_->groups_in(int(i), at, at + n);
+    const uint32_t mask = moment_streams(i, k);
+    for (int g = first; g < last; ++g) {
+        const offload::StreamedState::Group& gr = offload_->groups()[size_t(g)];
+        const int64_t lo = std::max(at, gr.a), hi = std::min(at + n, gr.b);
+        const std::vector<std::byte*> s = offload_->get(g, mask);
+        opt_[i]->write_moment(s.data(), gr.a, k, lo, hi - lo, in + (lo - at));
+        offload_->put(g, mask);
     }
 }
 
@@ -291,16 +347,17 @@ StepOutcome TrainState::step(int64_t micro_batches, const std::function<void(int
         const optim::StepArgs args{oc, lr, scale, t};
         auto pass = [this, work, &slices, args] {
             return offload_->run(
-                true, true, [&](int i, int64_t a, int64_t b, std::span<float* const> s) {
+                true, true, [&](int i, int64_t a, int64_t b, std::span<std::byte* const> s) {
                     const parallel::ShardSlice& sl = slices[size_t(i)];
-                    float* master = s[size_t(master_stream_)];
+                    float* master = reinterpret_cast<float*>(s[size_t(master_stream_)]);
                     // A unit at a time (the copy in files moves its cursor once per unit); the
-                    // update is element-wise, so the pieces change no bit.
+                    // update is element-wise (8-bit AdamW's blocks end at tensor ends), so the
+                    // pieces change no bit.
                     for (int64_t lo = a, hi; lo < b; lo = hi) {
                         hi = std::min(b, work->unit_end(sl.begin + lo) - sl.begin);
                         std::vector<std::byte*> states;
-                        for (float* p : s)
-                            states.push_back(reinterpret_cast<std::byte*>(p + (lo - a)));
+                        for (int k = 0; k < int(s.size()); ++k)
+                            states.push_back(state_at(i, k, a, lo, s[size_t(k)]));
                         work->read_grads(sl.begin + lo, hi - lo, grad_group_.data() + (lo - a));
                         // step_range addresses params and grads from the slice's start.
                         opt_[size_t(i)]->step_range(master - a, grad_group_.data() - a,
@@ -328,13 +385,11 @@ StepOutcome TrainState::step(int64_t micro_batches, const std::function<void(int
             });
         }
     } else if (offload_) {
-        offload_last_ =
-            offload_->run(true, true, [&](int i, int64_t a, int64_t b, std::span<float* const> s) {
+        offload_last_ = offload_->run(
+            true, true, [&](int i, int64_t a, int64_t b, std::span<std::byte* const> s) {
                 const parallel::ShardSlice& sl = slices[size_t(i)];
-                std::vector<std::byte*> states;
-                for (float* p : s) states.push_back(reinterpret_cast<std::byte*>(p));
-                opt_[size_t(i)]->step_range(dp_.update_params(sl), dp_.update_grads(sl),
-                                            states.data(), a, b, {oc, lr, scale, t});
+                opt_[size_t(i)]->step_range(dp_.update_params(sl), dp_.update_grads(sl), s.data(),
+                                            a, b, {oc, lr, scale, t});
             });
     } else {
         for (size_t i = 0; i < slices.size(); ++i)

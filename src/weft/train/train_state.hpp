@@ -35,13 +35,15 @@ struct ModelParallelOptions {
     std::string pp_layers;  // "3,3,2,2" or empty (even)
 };
 
-// --offload optimizer: the AdamW moments of this rank's shard live in files under `dir` and each
-// step streams them through a pool of groups of `group_floats` (offload/streamed_state.hpp).
+// --offload optimizer: the optimizer's state (AdamW's moments, 8-bit AdamW's codes and absmaxes)
+// of this rank's shard lives in files under `dir` and each step streams it through a pool of
+// groups of `group_floats` (offload/streamed_state.hpp).
 // Without a working copy the weights and gradients stay in memory as they are without offload
 // (fp32 whatever --dtype: they are the master copy). With one (DataParallelOptions::
 // bf16_working_copy, or params_dir for --offload optimizer+params, where the copy itself is in
 // files too) the fp32 master weights are one more stream of the files, and each group's update
-// rounds them into the working copy.
+// rounds them into the working copy. MeZO, which has no state, puts its master alone there (and
+// without a working copy nothing).
 struct OffloadOptions {
     std::filesystem::path dir;  // empty: the moments stay in memory
     int64_t group_floats = int64_t(4) << 20;
@@ -121,7 +123,7 @@ class TrainState {
     // With offload the moments in memory are the pool's groups; their files are on disk.
     parallel::ModelStateBytes model_state_bytes() const;
 
-    // The moments' files and their streaming, with --offload (else null); what the last step's
+    // The state's files and their streaming, with --offload (else null); what the last step's
     // pass moved, and what writing then reading the initial state did (the disk's bandwidth).
     offload::StreamedState* offloaded() { return offload_.get(); }
     const offload::StreamedState* offloaded() const { return offload_.get(); }
@@ -139,8 +141,14 @@ class TrainState {
     // -1 when the weights in memory are the master.
     int master_stream() const { return master_stream_; }
     // Writes fp32 master weights [begin, begin + n) of the padded buffer (what the rank
-    // updates) into the offload files: a UnitKeep for DataParallel::load_params.
+    // updates) into the offload files: a UnitKeep for DataParallel::load_params; and reads them.
     void write_master(int64_t begin, int64_t n, const float* data);
+    void read_master(int64_t begin, int64_t n, float* out) const;
+    // Moment k (Optimizer::read_moment) of elements [at, at + n) of optimizer i's range, from
+    // the optimizer or with --offload from its files (a group at a time, whatever the
+    // optimizer stores: 8-bit AdamW's codes are dequantised, and requantised on write).
+    void read_moment(size_t i, int k, int64_t at, int64_t n, float* out);
+    void write_moment(size_t i, int k, int64_t at, int64_t n, const float* in);
 
   private:
     // Forward and backward of every micro-batch; returns this rank's loss sum.
@@ -151,6 +159,16 @@ class TrainState {
     StepOutcome zeroth_order_step(int64_t micro_batches, const std::function<void(int64_t)>& fill,
                                   float loss_scale, const optim::OptimConfig& oc, float lr,
                                   int64_t t);
+    // In an offloaded group's array of stream k of slice i, which starts at element a (at
+    // `at_a`): where element x starts.
+    std::byte* state_at(int i, int k, int64_t a, int64_t x, std::byte* at_a) const;
+    void master_io(bool write, int64_t begin, int64_t n, float* data) const;
+    // The offloaded streams moment k of optimizer i is read from (a bit each).
+    uint32_t moment_streams(size_t i, int k) const;
+    // MeZO with its master in the offload files: a pass over it that perturbs each group by
+    // `scale` z (and then, with `args`, updates it) and rounds it into the working copy.
+    offload::PassStats zeroth_order_pass(float scale, uint64_t seed, int64_t t,
+                                         const optim::StepArgs* args);
     // The loss exists on the last stage, the same on every tp rank of it: counted there once.
     bool counts_loss() const;
     // Sums `values` over the ranks that together hold the model: the world with model
@@ -169,7 +187,6 @@ class TrainState {
     TiedEmbedding tied_;
     const optim::OptimizerSpec* spec_;
     std::vector<std::unique_ptr<optim::Optimizer>> opt_;
-    std::unique_ptr<offload::StateFiles> offload_files_;
     std::unique_ptr<offload::StreamedState> offload_;
     offload::PassStats offload_last_, offload_init_[2];
     bool update_behind_ = false;

@@ -177,15 +177,18 @@ void log_offload_disk(TrainState& st, RunLog& log) {
                {"params_bytes", params ? params->bytes() : 0},
                {"write_bytes_per_s", wbw},
                {"read_bytes_per_s", rbw}});
-    log.note(fmt::format(
-        "offload: {:.2f} GiB of optimizer state{} on disk{}, pool {:.0f} MiB; the disk wrote "
-        "it at {:.2f} GB/s and read it at {:.2f} GB/s",
-        double(st.offloaded()->files().bytes()) / (1 << 30),
-        st.master_stream() >= 0 ? " and fp32 master weights" : "",
-        params ? fmt::format(", and {:.2f} GiB of working weights and gradients",
-                             double(params->bytes()) / (1 << 30))
-               : "",
-        double(st.offloaded()->pool_bytes()) / (1 << 20), wbw / 1e9, rbw / 1e9));
+    const bool state = st.optimizers()[0]->states() > 0;
+    log.note(
+        fmt::format("offload: {:.2f} GiB of {}{}{} on disk{}, pool {:.0f} MiB; the disk wrote "
+                    "it at {:.2f} GB/s and read it at {:.2f} GB/s",
+                    double(st.offloaded()->files().bytes()) / (1 << 30),
+                    state ? "optimizer state" : "", state && st.master_stream() >= 0 ? " and " : "",
+                    st.master_stream() >= 0 ? "fp32 master weights" : "",
+                    params ? fmt::format(", and {:.2f} GiB of working weights{}",
+                                         double(params->bytes()) / (1 << 30),
+                                         st.optimizer().gradients ? " and gradients" : "")
+                           : "",
+                    double(st.offloaded()->pool_bytes()) / (1 << 20), wbw / 1e9, rbw / 1e9));
 }
 
 }  // namespace
@@ -230,6 +233,11 @@ void run_training(const TrainOptions& opts) {
     const MemoryEstimate mem = memory_estimate(st, baseline_rss, split.micro_batches);
     log.started(st, in, split, threads, mem);
     if (st.offloaded()) log_offload_disk(st, log);
+    if (!o.offload.empty() && !st.offloaded())
+        log.note(
+            fmt::format("offload: --optimizer {} keeps no optimizer state, and its fp32 "
+                        "weights are the master: nothing to move to disk",
+                        o.optim.optimizer));
     std::optional<data::DocumentRows> docs;
     if (!in.train_documents.empty()) docs.emplace(in.train_documents, o.seq_len);
     BatchFeed feed(in.train, o.seq_len, o.seed, o.sequential, o.batch_size, o.layout.dp,

@@ -17,12 +17,22 @@ StepOutcome TrainState::zeroth_order_step(int64_t micro_batches,
     auto params_of = [&](size_t i) {
         return dp_.stage() < 3 ? dp_.update_params({-1, 0, 0, 0}) : dp_.update_params(slices[i]);
     };
-    auto perturb = [&](float scale) {
+    // With the master in the offload files (a working copy: --dtype bf16 or optimizer+params)
+    // each perturbation is a pass over it, rounded into the copy the forward reads; the restore
+    // and the update are one pass, element by element the same operations as in memory.
+    if (offload_) offload_last_ = {};
+    auto perturb = [&](float scale, const optim::StepArgs* update) {
         // A ZeRO-3 prefetch may still read the shard.
         dp_.settle();
-        for (size_t i = 0; i < opt_.size(); ++i)
+        if (offload_) {
+            offload_last_ += zeroth_order_pass(scale, oc.seed, t, update);
+            return;
+        }
+        for (size_t i = 0; i < opt_.size(); ++i) {
             dynamic_cast<const optim::ZerothOrder&>(*opt_[i]).perturb(params_of(i), scale, oc.seed,
                                                                       t);
+            if (update) opt_[i]->step(params_of(i), nullptr, *update);
+        }
     };
     auto loss = [&] {
         double sum = 0;
@@ -34,20 +44,36 @@ StepOutcome TrainState::zeroth_order_step(int64_t micro_batches,
         return sum;
     };
     const float eps = oc.mezo_eps;
-    perturb(eps);
+    perturb(eps, nullptr);
     const double plus = loss();
-    perturb(-2 * eps);
+    perturb(-2 * eps, nullptr);
     const double minus = loss();
-    perturb(eps);
     // Both losses over the global batch: every rank then takes the same projected gradient.
     double sums[2] = {plus, minus};
     comm::all_reduce(dp_.group(), std::span<double>(sums, 2));
     // A non-finite loss ends the run at the trainer, which reports it.
     const double g = (sums[0] - sums[1]) * double(loss_scale) / (2.0 * double(eps));
-    optim::StepArgs args{oc, lr, 1.0f, t, g};
-    for (size_t i = 0; i < opt_.size(); ++i) opt_[i]->step(params_of(i), nullptr, args);
+    // Back to w, then the step along z.
+    const optim::StepArgs args{oc, lr, 1.0f, t, g};
+    perturb(eps, &args);
     // The loss reported is the mean of the two, L(w) up to O(eps^2); the norm is |g|.
     return {0.5 * (sums[0] + sums[1]), std::fabs(g), {}, std::nullopt};
+}
+
+offload::PassStats TrainState::zeroth_order_pass(float scale, uint64_t seed, int64_t t,
+                                                 const optim::StepArgs* args) {
+    parallel::WorkingCopy& work = *dp_.working_copy();
+    const offload::PassStats p =
+        offload_->run(true, true, [&](int i, int64_t a, int64_t b, std::span<std::byte* const> s) {
+            const optim::Optimizer& o = *opt_[size_t(i)];
+            // At element 0 of the optimizer's range, as step_range addresses it.
+            float* master = reinterpret_cast<float*>(s[size_t(master_stream_)]) - a;
+            dynamic_cast<const optim::ZerothOrder&>(o).perturb_range(master, scale, seed, t, a, b);
+            if (args) opt_[size_t(i)]->step_range(master, nullptr, nullptr, a, b, *args);
+            work.write_params(o.begin() + a, b - a, master + a);
+        });
+    work.flush();
+    return p;
 }
 
 }  // namespace weft::train

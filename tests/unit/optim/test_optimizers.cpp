@@ -278,6 +278,36 @@ TEST(AdamW8bit, MomentsWrittenAndReadBackWithinTheMap) {
     }
 }
 
+// --offload keeps the state in groups elsewhere: moments read through pointers at a group's
+// first element (a block boundary) are the optimizer's own, and writing them there changes the
+// copy as write_moment changes the optimizer's state, byte for byte.
+TEST(AdamW8bit, MomentsOfStateHeldElsewhere) {
+    const auto l = layout();
+    auto o = make_optimizer("adamw8bit", l, 0, l.total);
+    auto m = random_vector(size_t(l.total), 32, 1e-3f);
+    o->write_moment(0, 0, l.total, m.data());
+    const int64_t base = 4096, n = l.total - base;  // a group from the third block on
+    ASSERT_EQ(o->align_down(base), base);
+    std::vector<std::vector<std::byte>> copy;
+    std::vector<std::byte*> at;
+    for (int k = 0; k < o->states(); ++k) {
+        copy.emplace_back(o->state(k) + o->state_offset(k, base), o->state(k) + o->state_bytes(k));
+        at.push_back(copy.back().data());
+    }
+    std::vector<float> own(static_cast<size_t>(n)), held(own.size());
+    o->read_moment(0, base, n, own.data());
+    o->read_moment(at.data(), base, 0, base, n, held.data());
+    EXPECT_EQ(own, held);
+    auto m2 = random_vector(size_t(n), 33, 2e-3f);
+    o->write_moment(0, base, n, m2.data());
+    o->write_moment(at.data(), base, 0, base, n, m2.data());
+    for (int k = 0; k < o->states(); ++k)
+        EXPECT_EQ(std::memcmp(copy[size_t(k)].data(), o->state(k) + o->state_offset(k, base),
+                              copy[size_t(k)].size()),
+                  0)
+            << k;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Lion
 

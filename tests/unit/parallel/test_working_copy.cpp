@@ -128,7 +128,7 @@ TEST(WorkingCopy, AShortRecordIsAnErrorNamingTheFile) {
     w.flush();
     // Cut the weights file inside unit 2's record.
     const fs::path weights = w.files()->path(0);
-    fs::resize_file(weights, w.files()->offset(2, 0) + 4096);
+    fs::resize_file(weights, w.files()->offset(0, 2) + 4096);
     try {
         w.params(2);
         FAIL() << "a short read passed";
