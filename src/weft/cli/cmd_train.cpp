@@ -137,8 +137,8 @@ void add_train_command(CLI::App& app) {
         ->capture_default_str();
     c->add_option(
         "--offload", o->offload,
-        "optimizer: keep the optimizer's state (adamw, lion) in files under --offload-dir "
-        "and stream it "
+        "optimizer: keep the optimizer's state (any --optimizer's; mezo, which has none, its fp32 "
+        "master under --dtype bf16) in files under --offload-dir and stream it "
         "through a bounded pool at each step (io_uring, direct I/O); weights and "
         "gradients stay in memory, and the run's numbers are bitwise the same. "
         "optimizer+params: the working weights and gradients too, a layer read ahead and "
@@ -147,7 +147,8 @@ void add_train_command(CLI::App& app) {
                   "Existing directory for --offload's files (scratch: removed at the end; a "
                   "checkpoint copies the state in)");
     c->add_option("--offload-group-mb", o->offload_group_mb,
-                  "--offload streams the state in groups of this many MiB per moment")
+                  "--offload streams the state in groups of as many elements as this many MiB "
+                  "of fp32 (per state array)")
         ->capture_default_str();
     require_together(c, "--offload", "--offload-dir");
     c->add_option("--comm-timeout", o->comm_timeout,
