@@ -1,0 +1,87 @@
+#include "weft/data/doc_zigzag.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "weft/core/error.hpp"
+
+namespace weft::data {
+
+namespace {
+
+// Positions [p0, p1) of a document: each query i scores i + 1 keys, counted 2i + 1 (n^2 a
+// whole document of n, as balance.hpp counts).
+double piece_work(int64_t p0, int64_t p1) {
+    return double(p1) * double(p1) - double(p0) * double(p0);
+}
+
+}  // namespace
+
+DocZigzag doc_zigzag(std::span<const Segment> docs, int ring, int64_t above) {
+    WEFT_CHECK(ring >= 1, "internal: a ring of {} ranks", ring);
+    DocZigzag out{ring, std::vector<std::vector<DocPiece>>(size_t(ring)), 0};
+    std::vector<double> work(size_t(ring), 0);
+    std::vector<int64_t> tokens(size_t(ring), 0);
+    std::vector<int64_t> whole;
+    int64_t all = 0;
+    const int64_t pieces = 2 * int64_t(ring);
+    for (size_t d = 0; d < docs.size(); ++d) {
+        const int64_t n = docs[d].len;
+        all += n;
+        if (ring == 1 || n <= above) {
+            whole.push_back(int64_t(d));
+            continue;
+        }
+        const int64_t m = (n + pieces - 1) / pieces;
+        out.padding += pieces * m - n;
+        for (int r = 0; r < ring; ++r) {
+            for (const int64_t i : {int64_t(r), pieces - 1 - r}) {
+                const int64_t p0 = i * m, p1 = std::min(n, p0 + m);
+                std::vector<DocPiece>& mine = out.ranks[size_t(r)];
+                if (p1 > p0) mine.push_back({{docs[d].first + p0, p1 - p0}, p0, int64_t(d)});
+                if (p0 + m > std::max(p0, p1))
+                    mine.push_back({{-1, p0 + m - std::max(p0, p1)}, std::max(p0, p1), int64_t(d)});
+                work[size_t(r)] += piece_work(p0, std::max(p0, p1));
+                tokens[size_t(r)] += m;
+            }
+        }
+    }
+    // The even share of tokens: every rank's rows are as long as the longest's.
+    const int64_t share = (all + out.padding + ring - 1) / ring;
+    std::stable_sort(whole.begin(), whole.end(), [&](int64_t a, int64_t b) {
+        return docs[size_t(a)].len > docs[size_t(b)].len;
+    });
+    for (const int64_t d : whole) {
+        const int64_t n = docs[size_t(d)].len;
+        int best = -1;
+        for (int r = 0; r < ring; ++r) {
+            if (tokens[size_t(r)] + n > share) continue;
+            if (best < 0 || std::pair(work[size_t(r)], tokens[size_t(r)]) <
+                                std::pair(work[size_t(best)], tokens[size_t(best)]))
+                best = r;
+        }
+        if (best < 0)  // no rank has room: the one with the fewest tokens
+            best = int(std::min_element(tokens.begin(), tokens.end()) - tokens.begin());
+        out.ranks[size_t(best)].push_back({docs[size_t(d)], 0, d});
+        work[size_t(best)] += piece_work(0, n);
+        tokens[size_t(best)] += n;
+    }
+    return out;
+}
+
+RankWork rank_work(const DocZigzag& layout) {
+    RankWork w{std::vector<int64_t>(size_t(layout.ring), 0),
+               std::vector<double>(size_t(layout.ring), 0), 0};
+    for (size_t r = 0; r < layout.ranks.size(); ++r)
+        for (const DocPiece& p : layout.ranks[r]) {
+            if (p.seg.first < 0) {
+                w.padding += p.seg.len;
+                continue;
+            }
+            w.tokens[r] += p.seg.len;
+            w.squares[r] += piece_work(p.pos0, p.pos0 + p.seg.len);
+        }
+    return w;
+}
+
+}  // namespace weft::data

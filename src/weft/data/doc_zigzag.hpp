@@ -1,0 +1,54 @@
+#pragma once
+// The per-document zigzag layout of a micro-batch's packed documents over a context-parallel
+// ring of R ranks (docs/long_context.md, "Per-document zigzag"): each document longer than
+// split_above(T, R) is cut into 2R pieces of ceil(n / 2R) tokens, rank r taking pieces r and
+// 2R-1-r, so that every rank scores the same (query, key) pairs of it; only a document whose
+// length is not a multiple of 2R is padded, at the end of its last piece (padding: no loss, no
+// keys). A shorter document is kept whole on one rank, longest first on the rank with the least
+// attention work among those whose tokens stay within an even share, so that it needs no other
+// rank's keys and the many short documents level what the split ones leave.
+//
+// Against the row's zigzag (balance.hpp, which runs today) this shares a long document exactly
+// whatever its length and place in the row; the ring's attention has yet to run on it (it
+// masks by contiguous documents of the row), so only the figures use it so far
+// (bench/ring_pack_balance.py measures the same rule).
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "weft/data/balance.hpp"
+#include "weft/data/packing.hpp"
+
+namespace weft::data {
+
+// A quarter of the row's zigzag chunk, T / 8R: measured (docs/long_context.md) to bring the
+// busiest rank within 1% of the mean on long-tailed mixes, where splitting only documents
+// longer than a chunk leaves it 11-12% over at T = 32768 (a document just under a chunk, kept
+// whole, is a rank's whole share), and splitting every document pads 2-3 times more.
+inline int64_t split_above(int64_t T, int ring) {
+    return T / (8 * int64_t(ring));
+}
+
+// One piece on a rank: tokens `seg` of the file (seg.first < 0: padding), at position pos0 of
+// its document, which is `doc` (an index into the documents given).
+struct DocPiece {
+    Segment seg;
+    int64_t pos0 = 0, doc = -1;
+};
+
+struct DocZigzag {
+    int ring = 1;
+    // Each rank's pieces, in the order of its rows: a split document's two pieces (r, then
+    // 2R-1-r) together, in the documents' order, then the whole ones.
+    std::vector<std::vector<DocPiece>> ranks;
+    int64_t padding = 0;  // tokens
+};
+
+// `docs`: a micro-batch's documents (each no longer than its window, as packing cuts them).
+DocZigzag doc_zigzag(std::span<const Segment> docs, int ring, int64_t above);
+
+// What each rank computes (RankWork, over the ring's ranks): its tokens (padding excluded) and
+// attention work, a document of n tokens costing n^2 in all as in balance.hpp.
+RankWork rank_work(const DocZigzag& layout);
+
+}  // namespace weft::data
