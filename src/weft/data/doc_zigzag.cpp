@@ -69,6 +69,25 @@ DocZigzag doc_zigzag(std::span<const Segment> docs, int ring, int64_t above) {
     return out;
 }
 
+std::vector<DocBlock> doc_blocks(const DocZigzag& layout, int q_rank, int k_rank) {
+    const std::vector<DocPiece>& qs = layout.ranks.at(size_t(q_rank));
+    const std::vector<DocPiece>& ks = layout.ranks.at(size_t(k_rank));
+    std::vector<DocBlock> out;
+    int64_t q_row = 0;
+    for (const DocPiece& q : qs) {
+        int64_t k_row = 0;
+        for (const DocPiece& k : ks) {
+            // The query piece's last position sees the key piece's first.
+            if (q.seg.first >= 0 && k.seg.first >= 0 && q.doc == k.doc &&
+                k.pos0 <= q.pos0 + q.seg.len - 1)
+                out.push_back({q_row, k_row, q.seg.len, k.seg.len, q.pos0, k.pos0});
+            k_row += k.seg.len;
+        }
+        q_row += q.seg.len;
+    }
+    return out;
+}
+
 RankWork rank_work(const DocZigzag& layout) {
     RankWork w{std::vector<int64_t>(size_t(layout.ring), 0),
                std::vector<double>(size_t(layout.ring), 0), 0};

@@ -10,8 +10,8 @@
 //
 // Against the row's zigzag (balance.hpp, which runs today) this shares a long document exactly
 // whatever its length and place in the row; the ring's attention has yet to run on it (it
-// masks by contiguous documents of the row), so only the figures use it so far
-// (bench/ring_pack_balance.py measures the same rule).
+// masks by contiguous documents of the row), so only the figures and doc_blocks'
+// test use it so far (bench/ring_pack_balance.py measures the same rule).
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -46,6 +46,18 @@ struct DocZigzag {
 
 // `docs`: a micro-batch's documents (each no longer than its window, as packing cuts them).
 DocZigzag doc_zigzag(std::span<const Segment> docs, int ring, int64_t above);
+
+// One attention kernel call of the layout under a ring: queries at rows [q_row, q_row + Tq) of
+// one rank's rows (its pieces, concatenated in order, padding included) against keys at rows
+// [k_row, k_row + Tk) of another's (or its own), both of one document, causal by the document
+// positions q_pos0 and k_pos0 (kernels::AttentionShape's offsets).
+struct DocBlock {
+    int64_t q_row, k_row, Tq, Tk, q_pos0, k_pos0;
+};
+// The calls that score rank q_rank's queries against rank k_rank's keys: one per pair of their
+// pieces of a document in which some query sees some key. Over every (q_rank, k_rank) pair,
+// every causal (query, key) pair of every document is in exactly one call, and no padding.
+std::vector<DocBlock> doc_blocks(const DocZigzag& layout, int q_rank, int k_rank);
 
 // What each rank computes (RankWork, over the ring's ranks): its tokens (padding excluded) and
 // attention work, a document of n tokens costing n^2 in all as in balance.hpp.

@@ -74,6 +74,43 @@ TEST(DocZigzag, ShortDocumentsWholeOnOneRank) {
         for (const DocPiece& p : rank) EXPECT_EQ(p.seg.len, docs[size_t(p.doc)].len);
 }
 
+// The ring's calls cover every causal pair of every document exactly once, on the rows that
+// hold those tokens, and nothing else.
+TEST(DocZigzag, BlocksAreEveryDocumentsCausalPairsOnce) {
+    std::mt19937_64 rng(3);
+    for (const int R : {2, 4}) {
+        std::vector<Segment> docs;
+        int64_t at = 0;
+        for (int d = 0; d < 12; ++d) {
+            const int64_t n = 1 + int64_t(rng() % (d % 3 == 0 ? 300 : 40));
+            docs.push_back({at, n});
+            at += n + 7;  // not adjacent: a row's token is its document's, not a neighbour's
+        }
+        const DocZigzag z = doc_zigzag(docs, R, 16);
+        // Each rank's rows: the file token each holds (-1: padding).
+        std::vector<std::vector<int64_t>> rows(static_cast<size_t>(R));
+        for (int r = 0; r < R; ++r)
+            for (const DocPiece& p : z.ranks[size_t(r)])
+                for (int64_t i = 0; i < p.seg.len; ++i)
+                    rows[size_t(r)].push_back(p.seg.first < 0 ? -1 : p.seg.first + i);
+        std::map<std::pair<int64_t, int64_t>, int> seen;  // (query token, key token)
+        for (int qr = 0; qr < R; ++qr)
+            for (int kr = 0; kr < R; ++kr)
+                for (const DocBlock& b : doc_blocks(z, qr, kr)) {
+                    EXPECT_LE(b.k_pos0, b.q_pos0 + b.Tq - 1) << "a call that scores nothing";
+                    for (int64_t i = 0; i < b.Tq; ++i)
+                        for (int64_t j = 0; j < b.Tk && b.k_pos0 + j <= b.q_pos0 + i; ++j)
+                            ++seen[{rows[size_t(qr)].at(size_t(b.q_row + i)),
+                                    rows[size_t(kr)].at(size_t(b.k_row + j))}];
+                }
+        std::map<std::pair<int64_t, int64_t>, int> want;
+        for (const Segment& d : docs)
+            for (int64_t i = 0; i < d.len; ++i)
+                for (int64_t j = 0; j <= i; ++j) want[{d.first + i, d.first + j}] = 1;
+        EXPECT_EQ(seen, want) << "cp " << R;
+    }
+}
+
 // A long-tailed micro-batch of one row of T (lengths ~ lognormal, cut at the row's end, as
 // packing cuts a window): the row's zigzag leaves a rank far over the mean, the per-document
 // split within a few percent, for a fraction of a percent of padding.
