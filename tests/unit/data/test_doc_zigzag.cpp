@@ -6,12 +6,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <random>
 #include <vector>
 
 #include "weft/data/balance.hpp"
 #include "weft/data/doc_zigzag.hpp"
+#include "weft/kernels/attention/attention.hpp"
+#include "weft/kernels/attention/merge.hpp"
+#include "weft/kernels/attention/varlen.hpp"
 
 namespace weft::data {
 namespace {
@@ -109,6 +113,122 @@ TEST(DocZigzag, BlocksAreEveryDocumentsCausalPairsOnce) {
                 for (int64_t j = 0; j <= i; ++j) want[{d.first + i, d.first + j}] = 1;
         EXPECT_EQ(seen, want) << "cp " << R;
     }
+}
+
+// doc_blocks' calls, run with the dense kernel and merged as a ring would (each rank's queries
+// against every rank's keys), give the packed batch's varlen attention, forward and backward,
+// and leave the padding rows' gradients zero.
+TEST(DocZigzag, BlocksRunAsTheRingGiveVarlenAttention) {
+    namespace k = weft::kernels;
+    const int R = 2;
+    const int64_t NH = 2, HS = 4, A = NH * HS;
+    const std::vector<int64_t> lengths{37, 5, 64, 11, 3, 30};  // 37, 64, 30, 11 split; 37 padded
+    std::vector<Segment> docs;
+    std::vector<int64_t> cu{0};
+    for (int64_t n : lengths) {
+        docs.push_back({cu.back(), n});
+        cu.push_back(cu.back() + n);
+    }
+    const int64_t N = cu.back();
+    std::mt19937_64 rng(5);
+    std::normal_distribution<float> normal;
+    const auto random = [&](int64_t n) {
+        std::vector<float> x(static_cast<size_t>(n));
+        for (float& e : x) e = normal(rng);
+        return x;
+    };
+    const std::vector<float> q = random(N * A), kk = random(N * A), v = random(N * A),
+                             dout = random(N * A);
+    const k::AttentionShape whole{1, N, N, NH, HS, A, A, A, 0, NH, 0};
+    std::vector<float> out(size_t(N * A)), lse(size_t(NH * N)), dq(size_t(N * A), 0),
+        dk(size_t(N * A), 0), dv(size_t(N * A), 0);
+    k::attention_forward_varlen(out.data(), lse.data(), q.data(), kk.data(), v.data(), whole, cu);
+    k::attention_backward_varlen(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), kk.data(),
+                                 v.data(), out.data(), lse.data(), whole, cu);
+
+    const DocZigzag z = doc_zigzag(docs, R, 10);
+    ASSERT_GT(z.padding, 0);
+    // Each rank's rows: the token each holds (-1: padding), and its q, k, v, dout gathered.
+    struct Local {
+        std::vector<int64_t> token;
+        std::vector<float> q, k, v, dout, dq, dk, dv;
+    };
+    std::vector<Local> ranks(static_cast<size_t>(R));
+    for (int r = 0; r < R; ++r) {
+        Local& l = ranks[size_t(r)];
+        for (const DocPiece& p : z.ranks[size_t(r)])
+            for (int64_t i = 0; i < p.seg.len; ++i)
+                l.token.push_back(p.seg.first < 0 ? -1 : p.seg.first + i);
+        const size_t L = l.token.size();
+        for (std::vector<float>* x : {&l.q, &l.k, &l.v, &l.dout, &l.dq, &l.dk, &l.dv})
+            x->assign(L * size_t(A), 0.0f);
+        for (size_t t = 0; t < L; ++t) {
+            if (l.token[t] < 0) continue;
+            const size_t from = size_t(l.token[t] * A);
+            std::copy_n(&q[from], A, &l.q[t * size_t(A)]);
+            std::copy_n(&kk[from], A, &l.k[t * size_t(A)]);
+            std::copy_n(&v[from], A, &l.v[t * size_t(A)]);
+            std::copy_n(&dout[from], A, &l.dout[t * size_t(A)]);
+        }
+    }
+    // Forward: a running (out, lse) per query piece, by its first row.
+    struct Running {
+        std::vector<float> out, lse;
+    };
+    std::vector<std::map<int64_t, Running>> running(static_cast<size_t>(R));
+    const auto shape = [&](const DocBlock& b) {
+        return k::AttentionShape{1, b.Tq, b.Tk, NH, HS, A, A, A, b.q_pos0, NH, b.k_pos0};
+    };
+    for (int qr = 0; qr < R; ++qr)
+        for (int kr = 0; kr < R; ++kr)
+            for (const DocBlock& b : doc_blocks(z, qr, kr)) {
+                Running& run = running[size_t(qr)][b.q_row];
+                if (run.lse.empty()) {
+                    run.out.assign(size_t(b.Tq * A), 0.0f);
+                    run.lse.assign(size_t(NH * b.Tq), -std::numeric_limits<float>::infinity());
+                }
+                std::vector<float> part(size_t(b.Tq * A)), part_lse(size_t(NH * b.Tq));
+                const Local &ql = ranks[size_t(qr)], &kl = ranks[size_t(kr)];
+                k::attention_forward(part.data(), part_lse.data(), &ql.q[size_t(b.q_row * A)],
+                                     &kl.k[size_t(b.k_row * A)], &kl.v[size_t(b.k_row * A)],
+                                     shape(b));
+                k::attention_merge(run.out.data(), run.lse.data(), part.data(), part_lse.data(),
+                                   k::MergeShape{1, b.Tq, NH, HS, A, A});
+            }
+    for (int qr = 0; qr < R; ++qr)
+        for (const auto& [row, run] : running[size_t(qr)]) {
+            const int64_t Tq = int64_t(run.lse.size()) / NH;
+            for (int64_t t = 0; t < Tq; ++t) {
+                const int64_t tok = ranks[size_t(qr)].token[size_t(row + t)];
+                ASSERT_GE(tok, 0);
+                for (int64_t h = 0; h < NH; ++h)
+                    EXPECT_NEAR(run.lse[size_t(h * Tq + t)], lse[size_t(h * N + tok)], 1e-5);
+                for (int64_t e = 0; e < A; ++e)
+                    EXPECT_NEAR(run.out[size_t(t * A + e)], out[size_t(tok * A + e)], 1e-5);
+            }
+        }
+    // Backward: each block's share with the merged (out, lse) of its queries.
+    for (int qr = 0; qr < R; ++qr)
+        for (int kr = 0; kr < R; ++kr)
+            for (const DocBlock& b : doc_blocks(z, qr, kr)) {
+                const Running& run = running[size_t(qr)].at(b.q_row);
+                Local &ql = ranks[size_t(qr)], &kl = ranks[size_t(kr)];
+                k::attention_backward(&ql.dq[size_t(b.q_row * A)], &kl.dk[size_t(b.k_row * A)],
+                                      &kl.dv[size_t(b.k_row * A)], &ql.dout[size_t(b.q_row * A)],
+                                      &ql.q[size_t(b.q_row * A)], &kl.k[size_t(b.k_row * A)],
+                                      &kl.v[size_t(b.k_row * A)], run.out.data(), run.lse.data(),
+                                      shape(b));
+            }
+    for (const Local& l : ranks)
+        for (size_t t = 0; t < l.token.size(); ++t)
+            for (int64_t e = 0; e < A; ++e) {
+                const size_t i = t * size_t(A) + size_t(e);
+                const size_t ref = size_t(std::max<int64_t>(l.token[t], 0) * A + e);
+                const bool pad = l.token[t] < 0;
+                EXPECT_NEAR(l.dq[i], pad ? 0.0f : dq[ref], 1e-5);
+                EXPECT_NEAR(l.dk[i], pad ? 0.0f : dk[ref], 1e-5);
+                EXPECT_NEAR(l.dv[i], pad ? 0.0f : dv[ref], 1e-5);
+            }
 }
 
 // A long-tailed micro-batch of one row of T (lengths ~ lognormal, cut at the row's end, as
