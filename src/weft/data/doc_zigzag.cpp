@@ -88,6 +88,44 @@ std::vector<DocBlock> doc_blocks(const DocZigzag& layout, int q_rank, int k_rank
     return out;
 }
 
+DocOrder doc_order(const DocZigzag& layout) {
+    struct Where {
+        int rank;
+        int64_t row;
+        const DocPiece* piece;
+    };
+    std::vector<std::vector<Where>> by_doc;
+    DocOrder out;
+    for (size_t r = 0; r < layout.ranks.size(); ++r) {
+        int64_t row = 0;
+        out.slots.emplace_back();
+        for (const DocPiece& p : layout.ranks[r]) {
+            if (size_t(p.doc) >= by_doc.size()) by_doc.resize(size_t(p.doc) + 1);
+            by_doc[size_t(p.doc)].push_back({int(r), row, &p});
+            out.slots.back().resize(size_t(row + p.seg.len));
+            row += p.seg.len;
+        }
+    }
+    int64_t at = 0;
+    for (std::vector<Where>& pieces : by_doc) {
+        // Real pieces by position, then the padding.
+        std::sort(pieces.begin(), pieces.end(), [](const Where& a, const Where& b) {
+            return std::pair(a.piece->seg.first < 0, a.piece->pos0) <
+                   std::pair(b.piece->seg.first < 0, b.piece->pos0);
+        });
+        for (size_t j = 0; j < pieces.size(); ++j) {
+            const Where& w = pieces[j];
+            const bool pad = w.piece->seg.first < 0;
+            if (j == 0 || (pad && pieces[j - 1].piece->seg.first >= 0))
+                out.cu_seqlens.push_back(at);
+            for (int64_t i = 0; i < w.piece->seg.len; ++i)
+                out.slots[size_t(w.rank)][size_t(w.row + i)] = at++;
+        }
+    }
+    out.cu_seqlens.push_back(at);
+    return out;
+}
+
 RankWork rank_work(const DocZigzag& layout) {
     RankWork w{std::vector<int64_t>(size_t(layout.ring), 0),
                std::vector<double>(size_t(layout.ring), 0), 0};

@@ -59,6 +59,17 @@ struct DocBlock {
 // every causal (query, key) pair of every document is in exactly one call, and no padding.
 std::vector<DocBlock> doc_blocks(const DocZigzag& layout, int q_rank, int k_rank);
 
+// Ulysses (and the hybrid's Ulysses groups) gathers every rank's rows of its heads into one
+// sequence: where each of rank r's rows goes in it (slots[r][row]) so that every document is
+// whole again, in the documents' order, followed by its padding as a document of its own (it
+// sees no real key, and no real query sees it), and the sequence's cu_seqlens
+// (kernels/attention/varlen.hpp), for the varlen kernel as today.
+struct DocOrder {
+    std::vector<std::vector<int64_t>> slots;
+    std::vector<int64_t> cu_seqlens;
+};
+DocOrder doc_order(const DocZigzag& layout);
+
 // What each rank computes (RankWork, over the ring's ranks): its tokens (padding excluded) and
 // attention work, a document of n tokens costing n^2 in all as in balance.hpp.
 RankWork rank_work(const DocZigzag& layout);

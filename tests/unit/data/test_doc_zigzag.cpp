@@ -117,8 +117,9 @@ TEST(DocZigzag, BlocksAreEveryDocumentsCausalPairsOnce) {
 
 // doc_blocks' calls, run with the dense kernel and merged as a ring would (each rank's queries
 // against every rank's keys), give the packed batch's varlen attention, forward and backward,
-// and leave the padding rows' gradients zero.
-TEST(DocZigzag, BlocksRunAsTheRingGiveVarlenAttention) {
+// and leave the padding rows' gradients zero; so does the varlen kernel on the rows gathered
+// into doc_order's sequence, as Ulysses would.
+TEST(DocZigzag, RingCallsAndUlyssesOrderGiveVarlenAttention) {
     namespace k = weft::kernels;
     const int R = 2;
     const int64_t NH = 2, HS = 4, A = NH * HS;
@@ -229,6 +230,43 @@ TEST(DocZigzag, BlocksRunAsTheRingGiveVarlenAttention) {
                 EXPECT_NEAR(l.dk[i], pad ? 0.0f : dk[ref], 1e-5);
                 EXPECT_NEAR(l.dv[i], pad ? 0.0f : dv[ref], 1e-5);
             }
+    // Ulysses: every rank's rows gathered into doc_order's sequence.
+    const DocOrder order = doc_order(z);
+    const int64_t M = order.cu_seqlens.back();
+    EXPECT_EQ(M, N + z.padding);
+    std::vector<float> gq(size_t(M * A)), gk(size_t(M * A)), gv(size_t(M * A)),
+        gdout(size_t(M * A)), gout(size_t(M * A)), glse(size_t(NH * M)), gdq(size_t(M * A), 0),
+        gdk(size_t(M * A), 0), gdv(size_t(M * A), 0);
+    for (int r = 0; r < R; ++r) {
+        const Local& l = ranks[size_t(r)];
+        ASSERT_EQ(order.slots[size_t(r)].size(), l.token.size());
+        for (size_t t = 0; t < l.token.size(); ++t) {
+            const size_t to = size_t(order.slots[size_t(r)][t] * A), from = t * size_t(A);
+            std::copy_n(&l.q[from], A, &gq[to]);
+            std::copy_n(&l.k[from], A, &gk[to]);
+            std::copy_n(&l.v[from], A, &gv[to]);
+            std::copy_n(&l.dout[from], A, &gdout[to]);
+        }
+    }
+    const k::AttentionShape gathered{1, M, M, NH, HS, A, A, A, 0, NH, 0};
+    k::attention_forward_varlen(gout.data(), glse.data(), gq.data(), gk.data(), gv.data(), gathered,
+                                order.cu_seqlens);
+    k::attention_backward_varlen(gdq.data(), gdk.data(), gdv.data(), gdout.data(), gq.data(),
+                                 gk.data(), gv.data(), gout.data(), glse.data(), gathered,
+                                 order.cu_seqlens);
+    for (int r = 0; r < R; ++r) {
+        const Local& l = ranks[size_t(r)];
+        for (size_t t = 0; t < l.token.size(); ++t) {
+            if (l.token[t] < 0) continue;
+            const size_t g = size_t(order.slots[size_t(r)][t] * A), ref = size_t(l.token[t] * A);
+            for (int64_t e = 0; e < A; ++e) {
+                EXPECT_NEAR(gout[g + size_t(e)], out[ref + size_t(e)], 1e-5);
+                EXPECT_NEAR(gdq[g + size_t(e)], dq[ref + size_t(e)], 1e-5);
+                EXPECT_NEAR(gdk[g + size_t(e)], dk[ref + size_t(e)], 1e-5);
+                EXPECT_NEAR(gdv[g + size_t(e)], dv[ref + size_t(e)], 1e-5);
+            }
+        }
+    }
 }
 
 // A long-tailed micro-batch of one row of T (lengths ~ lognormal, cut at the row's end, as
