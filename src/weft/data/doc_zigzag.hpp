@@ -9,9 +9,9 @@
 // rank's keys and the many short documents level what the split ones leave.
 //
 // Against the row's zigzag (balance.hpp, which runs today) this shares a long document exactly
-// whatever its length and place in the row; the ring's attention has yet to run on it (it
-// masks by contiguous documents of the row), so only the figures and doc_blocks'
-// test use it so far (bench/ring_pack_balance.py measures the same rule).
+// whatever its length and place in the row; the feed and CpAttention have yet to run it
+// (docs/long_context.md, "Not done yet", has the plan), so only the figures and its tests use
+// it so far (bench/ring_pack_balance.py measures the same rule).
 #include <cstdint>
 #include <span>
 #include <vector>
