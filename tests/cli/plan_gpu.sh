@@ -12,6 +12,8 @@ expect_error "3,3" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --pp 2 --p
 expect_error "--dtype must be bf16, fp16 or fp8 for a GPU run, got 'int4'" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --dtype int4
 expect_error "--attention scores needs --memory-profile korthikanti" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --dtype fp32 --attention scores
 expect_error "--pp-keep-outputs needs --memory-profile korthikanti" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --dtype fp32 --pp-keep-outputs
+# A cluster file without the node's disk cannot price --offload's transfers.
+expect_error "--offload optimizer prices the disk's time, but $SRC/configs/clusters/dgx-h100.json has no \"disk\"" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --dtype fp32 --offload optimizer
 
 # NeMo 24.07's Llama 3 70B recipe on 64 H100s (docs/planner.md, data/published_runs.json).
 recipe=(plan --model llama-3-70b "${c[@]}" --global-batch 128 --seq-len 8192 --dtype fp8 --dp 2 --tp 4

@@ -177,6 +177,9 @@ void add_plan_command(CLI::App& app) {
             w.offload_group_floats =
                 int64_t(offload::kDefaultGroupMb * double(1 << 20) / sizeof(float));
             w.params_offloaded = a->offload == "optimizer+params";
+            // weft train's default under bf16 with offload (--grad-dtype bf16): the bf16 working
+            // copy, the fp32 master weights with the optimizer's state on disk.
+            w.bf16_working_copy = a->dtype == "bf16";
         }
         w.prec = plan::with_optimizer(w.prec, a->optimizer);
         w.optimizer = a->optimizer;
@@ -200,6 +203,11 @@ void add_plan_command(CLI::App& app) {
         }
         plan::Cluster cluster = plan::load_cluster(plan::find_cluster_file(a->cluster));
         if (a->nodes) cluster.nodes = a->nodes;
+        WEFT_CHECK(a->offload.empty() || (cluster.disk.read > 0 && cluster.disk.write > 0),
+                   "--offload {} prices the disk's time, but {} has no \"disk\": expected "
+                   "\"disk\": {{\"read_gbs\": ..., \"write_gbs\": ...}} (the node's disk, "
+                   "docs/planner.md)",
+                   a->offload, cluster.file);
 
         plan::SearchSpace s;
         s.dp = given(a->dp, 0), s.tp = given(a->tp, 0), s.pp = given(a->pp, 0);

@@ -49,7 +49,7 @@ static Link read_link(const JsonReader& r, const std::string& key) {
 
 Cluster load_cluster(const fs::path& path) {
     JsonReader r = JsonReader::open(path);
-    r.only({"name", "device", "devices_per_node", "nodes", "intra_node", "inter_node"});
+    r.only({"name", "device", "devices_per_node", "nodes", "intra_node", "inter_node", "disk"});
     Cluster c;
     c.file = path.string();
     c.name = r.string("name");
@@ -57,6 +57,11 @@ Cluster load_cluster(const fs::path& path) {
     c.nodes = int(r.integer("nodes", 1));
     c.intra = read_link(r, "intra_node");
     c.inter = read_link(r, "inter_node");
+    if (r.has("disk")) {
+        JsonReader d = r.object("disk");
+        d.only({"read_gbs", "write_gbs"});
+        c.disk = {d.positive("read_gbs") * 1e9, d.positive("write_gbs") * 1e9};
+    }
 
     JsonReader d = r.object("device");
     d.only({"name", "peak_tflops", "memory_gib", "memory_bandwidth_gbs", "gemm_efficiency",

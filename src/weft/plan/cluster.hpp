@@ -41,12 +41,19 @@ struct Device {
     GemmEfficiency gemm_for(const std::string& dtype) const;
 };
 
+// A node's disk, which `weft train --offload` streams state through: shared by the node's
+// devices. 0: not given (the cluster file has no "disk"), and --offload cannot be priced.
+struct Disk {
+    double read = 0, write = 0;  // bytes/s
+};
+
 struct Cluster {
     std::string name, file;
     Device device;
     int devices_per_node = 1;
     int nodes = 1;
     Link intra, inter;
+    Disk disk;
 
     int devices() const { return devices_per_node * nodes; }
 };

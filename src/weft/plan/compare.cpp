@@ -15,9 +15,15 @@ std::vector<std::pair<std::string, double>> terms(const Estimate& e) {
     const double bubble = e.pipeline_s * e.bubble;
     const double compute =
         e.pipeline_s - bubble - e.tp_comm_s - e.cp_comm_s - e.ep_comm_s - e.pp_comm_s;
-    return {{"compute", compute},           {"bubble", bubble},          {"tp comm", e.tp_comm_s},
-            {"cp comm", e.cp_comm_s},       {"ep comm", e.ep_comm_s},    {"p2p", e.pp_comm_s},
-            {"dp exposed", e.dp_exposed_s}, {"optimizer", e.optimizer_s}};
+    return {{"compute", compute},
+            {"bubble", bubble},
+            {"tp comm", e.tp_comm_s},
+            {"cp comm", e.cp_comm_s},
+            {"ep comm", e.ep_comm_s},
+            {"p2p", e.pp_comm_s},
+            {"dp exposed", e.dp_exposed_s},
+            {"optimizer", e.offloaded ? 0 : e.optimizer_s},
+            {"offload exposed", e.offload_exposed_s}};
 }
 
 std::string secs(double s) {

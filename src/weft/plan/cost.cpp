@@ -11,6 +11,7 @@
 #include "weft/model/counts.hpp"
 #include "weft/model/family.hpp"
 #include "weft/parallel/pipeline/simulator.hpp"
+#include "weft/plan/offload_time.hpp"
 
 namespace weft::plan {
 
@@ -441,13 +442,36 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
             t += costs.chunk_forward[ch] + costs.chunk_backward[ch];
         busiest = std::max(busiest, M * t);
     }
-    if (busiest + e.dp_exposed_s + e.optimizer_s > cc.prune_above) {
+    double update = e.optimizer_s;
+    if (w.profile == MemoryProfile::engine && w.offload_group_floats > 0) {
+        // The pass runs behind the next forward only with the bf16 copy in memory on one rank
+        // (train::TrainState: nothing else touches the weights before that forward).
+        e.offloaded = true;
+        e.offload_behind = w.bf16_working_copy && !w.params_offloaded && l.world_size() == 1;
+        const bool gathered = w.params_offloaded && l.zero == 1 && l.dp * l.cp > 1;
+        // The node's ranks share its disk.
+        const double sharing = std::min(l.world_size(), c.devices_per_node);
+        const Disk disk{c.disk.read / sharing, c.disk.write / sharing};
+        for (int r = 0; r < l.pp; ++r) {
+            const OffloadTraffic t =
+                offload_traffic(offloaded_state(w, k, r), e.micro_batches, gathered);
+            const OffloadTime o =
+                offload_time(t, disk, e.offload_behind, e.optimizer_s, fwd_mb - head_f, busiest);
+            if (r > 0 && o.exposed_s <= e.offload_exposed_s) continue;
+            e.offload_read_bytes = t.pass_read + t.norm_read + t.layers_read;
+            e.offload_written_bytes = t.pass_written + t.layers_written;
+            e.offload_io_s = o.io_s, e.offload_pass_s = o.pass_s;
+            e.offload_exposed_s = o.exposed_s;
+        }
+        update = e.offload_exposed_s;
+    }
+    if (busiest + e.dp_exposed_s + update > cc.prune_above) {
         e.pruned = true;
         e.pipeline_s = busiest;
     } else {
         std::tie(e.pipeline_s, e.bubble) = simulate_pipeline(l, mbs, costs, &cc);
     }
-    e.step_s = e.pipeline_s + e.dp_exposed_s + e.optimizer_s;
+    e.step_s = e.pipeline_s + e.dp_exposed_s + update;
     const double tokens = double(w.global_batch * w.seq_len);
     e.tokens_per_s = tokens / e.step_s;
     if (cc.flops_per_token == 0) cc.flops_per_token = model::train_flops_per_token(cfg, w.seq_len);

@@ -55,6 +55,13 @@ struct Estimate {
     // data-parallel communication and what of it is not hidden, the optimizer step.
     double pipeline_s = 0, bubble = 0, tp_comm_s = 0, cp_comm_s = 0, pp_comm_s = 0, ep_comm_s = 0;
     double dp_comm_s = 0, dp_exposed_s = 0, optimizer_s = 0;
+    // --offload (offload_time.hpp): the step's transfers to and from the offload files (bytes
+    // and seconds at this rank's share of the node's disk), the optimizer's pass (which holds
+    // the update, optimizer_s), whether it runs behind the next forward, and what of it the step
+    // sees: the step is the pipeline, the exposed dp communication and this (not optimizer_s).
+    bool offloaded = false, offload_behind = false;
+    double offload_read_bytes = 0, offload_written_bytes = 0;
+    double offload_io_s = 0, offload_pass_s = 0, offload_exposed_s = 0;
     // Packed documents (Workload::documents): what they did to this layout's attention.
     std::optional<DocumentMix> documents;
     MemoryBreakdown memory;  // of the pipeline stage that needs most

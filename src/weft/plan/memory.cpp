@@ -14,6 +14,7 @@
 #include "weft/model/cp_attention.hpp"
 #include "weft/model/family.hpp"
 #include "weft/model/params.hpp"
+#include "weft/offload/state_files.hpp"
 #include "weft/offload/streamed_state.hpp"
 #include "weft/optim/optimizer.hpp"
 #include "weft/optim/registry.hpp"
@@ -206,6 +207,17 @@ std::vector<double> held_at_peak(const pipeline::Schedule& s, int rank,
             most = load, most_count = count, best = held;
     }
     return best;
+}
+
+OffloadedState offloaded_state(const Workload& w, const Candidate& k, int stage) {
+    if (w.profile != MemoryProfile::engine || w.offload_group_floats <= 0) return {};
+    const EngineState e =
+        engine_state(w.model.config, k.layout, stage, k.pp_layers, w.bucket_mb,
+                     w.prec.grad_wire == 2, w.optimizer, w.bf16_working_copy, w.params_offloaded);
+    const double copy =
+        e.state.copy_files > 0 ? double(e.state.copy_files) / 2 - double(offload::kHeaderBytes) : 0;
+    return {double(e.state.optimizer), double(e.state.master), copy,
+            copy > 0 ? 4.0 * double(e.unit0) : 0};
 }
 
 MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidate& k, int stage,

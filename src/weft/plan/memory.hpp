@@ -109,4 +109,14 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
 MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidate& k, int stage,
                              int in_flight);
 
+// What one rank of pipeline rank `stage` keeps in its offload files (engine profile, with
+// Workload::offload_group_floats set), bytes, from the counts stage_memory takes: the
+// optimizer's state (its own count, optim/registry), the fp32 master of what the rank updates
+// (with a working copy), the working copy's stored weights (as many again of gradients; with
+// --offload optimizer+params) and the embedding unit's fp32 record within them.
+struct OffloadedState {
+    double optimizer = 0, master = 0, copy = 0, embedding = 0;
+};
+OffloadedState offloaded_state(const Workload& w, const Candidate& k, int stage);
+
 }  // namespace weft::plan

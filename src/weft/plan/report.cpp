@@ -69,6 +69,13 @@ nlohmann::json estimate_json(const Estimate& e) {
                         {"capacity_bytes", e.capacity},
                         {"fits", e.memory.total() <= e.capacity},
                         {"axes", e.axes}};
+    if (e.offloaded)
+        j["offload"] = {{"read_bytes", e.offload_read_bytes},
+                        {"written_bytes", e.offload_written_bytes},
+                        {"io_s", e.offload_io_s},
+                        {"pass_s", e.offload_pass_s},
+                        {"exposed_s", e.offload_exposed_s},
+                        {"behind_forward", e.offload_behind}};
     if (const auto& d = e.documents; d)
         j["documents"] = {{"attention_kept", d->attention_kept},
                           {"imbalance", d->imbalance},
@@ -118,6 +125,13 @@ static std::string estimate_rows(int rank, const Estimate& e) {
         seconds(e.pipeline_s), 100 * e.bubble, seconds(e.tp_comm_s), seconds(e.cp_comm_s),
         seconds(e.pp_comm_s), seconds(e.dp_comm_s), seconds(e.dp_exposed_s),
         seconds(e.optimizer_s));
+    if (e.offloaded)
+        s += fmt::format(
+            "    offload: disk {} a step (read {:.2f} GB, written {:.2f} GB), optimizer pass {} "
+            "{}, {} exposed\n",
+            seconds(e.offload_io_s), e.offload_read_bytes / 1e9, e.offload_written_bytes / 1e9,
+            seconds(e.offload_pass_s), e.offload_behind ? "behind the next forward" : "in the step",
+            seconds(e.offload_exposed_s));
     if (e.cand.layout.ep > 1)
         s += fmt::format("    ep {}: all-to-all {} (within the pipeline time)\n", e.cand.layout.ep,
                          seconds(e.ep_comm_s));
@@ -132,8 +146,10 @@ static std::string estimate_rows(int rank, const Estimate& e) {
             "{:.2f} GiB on disk (--offload optimizer+params)\n",
             gib(m.offloaded - m.offloaded_params), gib(m.offloaded_params));
     else if (m.offloaded > 0)
-        s += fmt::format("    offloaded/device: optimizer {:.2f} GiB on disk (--offload)\n",
-                         gib(m.offloaded));
+        s += fmt::format(
+            "    offloaded/device: optimizer {:.2f} GiB on disk (--offload; under bf16 with the "
+            "fp32 master)\n",
+            gib(m.offloaded));
     if (!e.axes.empty()) s += fmt::format("    axes: {}\n", fmt::join(e.axes, ", "));
     if (const auto& d = e.documents; d)
         s += fmt::format(
