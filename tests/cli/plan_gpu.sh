@@ -43,6 +43,16 @@ else
   bad "--pp-keep-outputs: $(head -c 400 kept.json)"
 fi
 
+# This machine's cluster file has its disk: --offload's line gives the disk's time, the pass
+# behind the forward on one rank with the bf16 copy, in the step under fp32.
+for dt in bf16:behind fp32:"in the step"; do
+  out=$("$WEFT" plan --model tiny --cluster "$SRC/configs/clusters/local.json" --global-batch 1 \
+        --seq-len 64 --dtype ${dt%%:*} --memory-profile engine --offload optimizer 2>&1) || true
+  grep -q "offload: disk .* optimizer pass .* ${dt#*:}" <<<"$out" &&
+    ok "${dt%%:*}: $(grep -m1 'offload:' <<<"$out")" || bad "${dt%%:*} offload: $out"
+done
+expect_error "--disk-read-gbs 3 and --disk-write-gbs 0: expected both positive" prof.json -- profile --out prof.json --disk-read-gbs 3
+
 # Uneven stages are accepted and shown; the search explains its choice.
 out=$("$WEFT" plan --model llama-3-8b "${c[@]}" --nodes 2 --global-batch 64 --seq-len 8192 --tp 8 --pp 2 \
       --pp-layers 15,17 --top 2 2>&1) || true

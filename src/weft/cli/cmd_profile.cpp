@@ -31,6 +31,7 @@ struct ProfileArgs {
     int nodes = 1, threads = 0;
     double seconds = 0.1;  // per measured shape
     double inter_gbs = 12.5, inter_latency_us = 10;
+    double disk_read_gbs = 0, disk_write_gbs = 0;  // 0: not given, no "disk" written
 };
 
 using Clock = std::chrono::steady_clock;
@@ -142,10 +143,20 @@ void add_profile_command(CLI::App& app) {
         ->capture_default_str();
     c->add_option("--inter-node-latency-us", a->inter_latency_us, "Inter-node latency, us")
         ->capture_default_str();
+    c->add_option("--disk-read-gbs", a->disk_read_gbs,
+                  "The node's disk read bandwidth, GB/s, for weft plan --offload (not measured "
+                  "here: weft train --offload prints it); with --disk-write-gbs");
+    c->add_option("--disk-write-gbs", a->disk_write_gbs,
+                  "The node's disk write bandwidth, GB/s; with --disk-read-gbs");
     c->callback([a] {
         WEFT_CHECK(a->nodes >= 1, "--nodes must be at least 1, got {}", a->nodes);
         WEFT_CHECK(a->seconds > 0, "--seconds must be positive, got {}", a->seconds);
         WEFT_CHECK(a->inter_gbs > 0, "--inter-node-gbs must be positive, got {}", a->inter_gbs);
+        WEFT_CHECK((a->disk_read_gbs == 0 && a->disk_write_gbs == 0) ||
+                       (a->disk_read_gbs > 0 && a->disk_write_gbs > 0),
+                   "--disk-read-gbs {} and --disk-write-gbs {}: expected both positive (the "
+                   "node's disk, for weft plan --offload), or neither",
+                   a->disk_read_gbs, a->disk_write_gbs);
         check_output_paths({{a->out, "--out", false}});
         // The resident size before any model allocation: what `weft bench train` calls the
         // baseline (code, libraries, MPI).
@@ -227,6 +238,10 @@ void add_profile_command(CLI::App& app) {
             {"nodes", a->nodes},
             {"intra_node", intra},
             {"inter_node", {{"bandwidth_gbs", a->inter_gbs}, {"latency_us", a->inter_latency_us}}}};
+        if (a->disk_read_gbs > 0) {
+            j["disk"] = {{"read_gbs", a->disk_read_gbs}, {"write_gbs", a->disk_write_gbs}};
+            j["notes"].push_back("disk not measured: from --disk-read-gbs/--disk-write-gbs");
+        }
         std::ofstream f(a->out);
         WEFT_CHECK(f.good(), "--out {}: cannot write the file", a->out);
         f << j.dump(2) << "\n";
