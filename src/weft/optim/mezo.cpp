@@ -39,12 +39,17 @@ class Mezo : public ZerothOrder {
     }
 
   private:
-    // f(&w, z, decay) for every tensor element of [a, b); padding is left alone (zero).
+    // f(&w, z, decay) for every tensor element of [a, b). Padding is left alone, zero: the
+    // alignment between tensors and the vocabulary's padding rows, which no gradient reaches
+    // and no checkpoint holds (a resume reads them as zero, so a z drawn there would part a
+    // resumed run from the uninterrupted one).
     template <class F>
     void walk(uint64_t seed, int64_t t, int64_t a, int64_t b, F f, float* params) const {
         const Philox rng = philox_for(seed, fmt::format("mezo z of step {}", t));
-        for (const Segment& seg : segments_in(a, b)) {
+        for (Segment seg : segments_in(a, b)) {
             if (!seg.tensor) continue;
+            seg.end = std::min(seg.end, seg.tensor->offset + held_numel(*seg.tensor) - begin());
+            if (seg.end <= seg.begin) continue;
             const int unit = seg.tensor->unit;
             // The element's place in its unit, the same under every ZeRO layout.
             const uint64_t key =
@@ -55,6 +60,16 @@ class Mezo : public ZerothOrder {
             for_each_element(seg.end - seg.begin,
                              [&](int64_t i) { f(w + i, rng.normal(key + uint64_t(i)), decay); });
         }
+    }
+
+    // The elements of p's stored shard before its padding rows: those beyond the real
+    // vocabulary, a tail of the shard of fewer rows than the vocabulary is padded by.
+    int64_t held_numel(const model::ParamSpec& p) const {
+        int64_t rows = p.rows_stored;
+        while (rows > 0 && model::logical_index(p, layout_->tp_rank, layout_->tp,
+                                                (rows - 1) * p.cols_stored) < 0)
+            --rows;
+        return rows * p.cols_stored;
     }
 };
 
