@@ -2,7 +2,8 @@
 //
 //   dp_check losses REF RUN TOL       every step's loss of RUN within TOL (relative) of REF's
 //   dp_check weights A B TOL          max |a - b| over the tensors of two safetensors files or
-//                                     two checkpoint directories (their logical weights)
+//                                     two checkpoint directories (their logical weights; a
+//                                     checkpoint's vocabulary padding rows must be zero)
 //   dp_check bound RUN FIELD max|min|peak B  every step's FIELD of RUN at most / at least B,
 //                                     or some step's at least B
 //   dp_check plan PLAN RUN TOL        `weft plan --doc-lengths --json`'s busiest-rank attention
@@ -115,11 +116,40 @@ int losses(const fs::path& ref, const fs::path& run, double tol) {
     return worst <= tol && worst_norm <= tol ? 0 : 1;
 }
 
+// Nonzero floats a checkpoint stores in its weights' vocabulary padding rows. No reader sees them
+// (a load reads the logical tensors, padding zero), so a run that moves them resumes differently
+// from the uninterrupted one while comparing equal above: the padding must stay zero.
+int64_t nonzero_padding(const weft::train::CheckpointInfo& ck) {
+    int64_t bad = 0;
+    for (const weft::ckpt::ShardEntry& e : ck.manifest.shards) {
+        const weft::model::ParamLayout layout =
+            weft::train::writer_param_layout(ck.cfg, e.tp_rank, e.tp, e.ep_rank, e.ep);
+        std::ifstream f(ck.dir / e.file, std::ios::binary);
+        std::vector<float> x;
+        for (const weft::ckpt::ShardRange& r : e.ranges) {
+            x.resize(size_t(r.floats()));
+            f.read(reinterpret_cast<char*>(x.data()), std::streamsize(4 * x.size()));
+            if (!f) throw std::runtime_error("cannot read " + (ck.dir / e.file).string());
+            if (r.state != "param") continue;
+            const weft::model::ParamSpec& p = layout.find(r.tensor);
+            for (int64_t i = r.begin; i < r.end; ++i)
+                if (weft::model::logical_index(p, e.tp_rank, e.tp, i) < 0 &&
+                    x[size_t(i - r.begin)] != 0.0f)
+                    ++bad;
+        }
+    }
+    return bad;
+}
+
 // A file's tensors, or a checkpoint's logical weights, by name.
 std::vector<std::pair<std::string, std::vector<float>>> tensors_of(const fs::path& path) {
     std::vector<std::pair<std::string, std::vector<float>>> out;
     if (fs::is_directory(path)) {
         const weft::train::CheckpointInfo ck = weft::train::open_checkpoint(path);
+        if (const int64_t n = nonzero_padding(ck))
+            throw std::runtime_error(fmt::format(
+                "{} holds {} nonzero floats in vocabulary padding rows, which must stay zero",
+                ck.dir.string(), n));
         const weft::model::ParamLayout layout = weft::model::build_param_layout(ck.cfg);
         std::vector<float> flat(static_cast<size_t>(layout.total));
         weft::train::load_checkpoint_params(ck, layout, flat.data());
