@@ -2,13 +2,16 @@
 // A 64-byte-aligned, zero-filled float buffer that owns its memory. Pages are touched at
 // allocation so that resident memory matches what the memory estimate counts. Buffers of 1 MiB
 // and more start on a page, so that a file can be written from them past the page cache
-// (O_DIRECT: ckpt::AtomicFileWriter::write_uncached).
+// (O_DIRECT: ckpt::AtomicFileWriter::write_uncached); those of a huge page and more take huge
+// pages (allocate_huge: the weights are streamed whole each decode step).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <utility>
+
+#include "weft/core/huge_pages.hpp"
 
 namespace weft {
 
@@ -17,10 +20,15 @@ class Buffer {
     Buffer() = default;
     explicit Buffer(int64_t n) : n_(n) {
         if (n == 0) return;
-        const size_t align = size_t(n) * sizeof(float) >= (size_t(1) << 20) ? 4096 : 64;
-        size_t bytes = (size_t(n) * sizeof(float) + align - 1) / align * align;
-        data_ = static_cast<float*>(std::aligned_alloc(align, bytes));
-        if (!data_) throw std::bad_alloc();
+        const size_t want = size_t(n) * sizeof(float);
+        const size_t align = want >= (size_t(1) << 20) ? 4096 : 64;
+        size_t bytes = (want + align - 1) / align * align;
+        if (want >= kHugePageBytes) {
+            data_ = static_cast<float*>(allocate_huge(want));
+        } else {
+            data_ = static_cast<float*>(std::aligned_alloc(align, bytes));
+            if (!data_) throw std::bad_alloc();
+        }
         std::memset(data_, 0, bytes);
     }
     Buffer(const Buffer&) = delete;

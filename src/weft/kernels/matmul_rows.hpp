@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "weft/core/huge_pages.hpp"
+
 namespace weft::kernels {
 
 // out[M,N] = inp[M,K] · weight[N,K]ᵀ + bias[N] (bias may be null); row m of out depends only on
@@ -25,7 +27,7 @@ struct RowWeightsBf16 {
     RowWeightsBf16() = default;
     RowWeightsBf16(const float* weight, int64_t N, int64_t K);
     int64_t N = 0, K = 0;
-    std::vector<uint16_t> w;  // [N,K] bf16 bit patterns
+    std::vector<uint16_t, HugePageAllocator<uint16_t>> w;  // [N,K] bf16 bit patterns
 };
 
 // matmul_rows with the input rounded to bf16 and the bf16 weight: fp32 accumulation, the same
