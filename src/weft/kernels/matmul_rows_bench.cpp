@@ -5,6 +5,7 @@
 #include <ctime>
 #include <memory>
 
+#include "weft/core/buffer.hpp"
 #include "weft/kernels/best_time.hpp"
 #include "weft/kernels/matmul_rows.hpp"
 
@@ -30,11 +31,11 @@ std::vector<Linear> linears(const RowsBenchShape& s) {
 }
 
 // Values of a trained layer's size, no zeros, cheap to make.
-void fill(std::vector<float>& v, uint32_t seed) {
+void fill(float* v, int64_t n, uint32_t seed) {
     uint32_t x = seed * 2654435761u + 1;
-    for (float& f : v) {
+    for (int64_t i = 0; i < n; ++i) {
         x = x * 1664525u + 1013904223u;
-        f = (float(x >> 8) / float(1 << 24) - 0.5f) * 0.1f;
+        v[i] = (float(x >> 8) / float(1 << 24) - 0.5f) * 0.1f;
     }
 }
 
@@ -48,12 +49,15 @@ std::vector<RowsBenchPoint> bench_matmul_rows(const RowsBenchShape& shape,
     for (const Linear& l : layers) widest = std::max({widest, l.N, l.K}), weights += l.N * l.K;
     for (int64_t m : rows) max_m = std::max(max_m, m);
     std::vector<float> x(size_t(max_m * widest)), y(size_t(max_m * widest));
-    fill(x, 1);
+    fill(x.data(), int64_t(x.size()), 1);
 
-    std::vector<std::vector<float>> fp32(layers.size());
-    for (size_t i = 0; i < layers.size(); ++i) {
-        fp32[i].resize(size_t(layers[i].N * layers[i].K));
-        fill(fp32[i], uint32_t(i + 2));
+    // One buffer for all the weights, as a model's parameters lie (and on the huge pages a
+    // Buffer of that size takes): the stream and its TLB misses are the model's.
+    Buffer all(weights);
+    std::vector<const float*> fp32(layers.size());
+    for (size_t i = 0, at = 0; i < layers.size(); at += size_t(layers[i].N * layers[i].K), ++i) {
+        fill(all.data() + at, layers[i].N * layers[i].K, uint32_t(i + 2));
+        fp32[i] = all.data() + at;
     }
     std::vector<RowsBenchPoint> out;
     auto measure = [&](const std::string& dtype, double bytes_per_weight, auto&& product) {
@@ -76,15 +80,14 @@ std::vector<RowsBenchPoint> bench_matmul_rows(const RowsBenchShape& shape,
     };
     if (wanted("fp32"))
         measure("fp32", 4, [&](size_t i, int64_t m) {
-            matmul_rows(y.data(), x.data(), fp32[i].data(), nullptr, m, layers[i].K, layers[i].N);
+            matmul_rows(y.data(), x.data(), fp32[i], nullptr, m, layers[i].K, layers[i].N);
         });
     if (wanted("bf16")) {
-        // The fp32 copies go as the bf16 ones are made: both at once would double the memory.
+        // The fp32 weights go once the bf16 copies are made (1.5x their memory meanwhile).
         std::vector<RowWeightsBf16> bf16;
-        for (size_t i = 0; i < layers.size(); ++i) {
-            bf16.emplace_back(fp32[i].data(), layers[i].N, layers[i].K);
-            std::vector<float>().swap(fp32[i]);
-        }
+        for (size_t i = 0; i < layers.size(); ++i)
+            bf16.emplace_back(fp32[i], layers[i].N, layers[i].K);
+        all = Buffer();
         measure("bf16", 2, [&](size_t i, int64_t m) {
             matmul_rows_bf16(y.data(), x.data(), bf16[i], nullptr, m);
         });
