@@ -13,8 +13,8 @@ namespace weft {
 
 inline constexpr std::size_t kHugePageBytes = std::size_t(1) << 21;
 
-// At least `bytes` (rounded up to whole huge pages), 2 MiB-aligned, untouched; free with
-// std::free. Throws std::bad_alloc.
+// `bytes`, 2 MiB-aligned and untouched, its whole huge pages advised (the tail keeps 4 KiB
+// pages); free with std::free. Throws std::bad_alloc.
 void* allocate_huge(std::size_t bytes);
 
 // A std::vector allocator that takes allocate_huge for arrays of a huge page or more.

@@ -48,6 +48,13 @@ TEST(HugePages, LargeBufferIsAlignedAdvisedAndZero) {
     EXPECT_EQ(b[n - 1], 0.0f);
 }
 
+TEST(HugePages, TailPastTheLastWholeHugePageIsNotAdvised) {
+    // Advised, the tail would take a whole huge page: resident memory past the estimate's.
+    Buffer b(int64_t((kHugePageBytes + 8192) / sizeof(float)));
+    EXPECT_TRUE(advised(b.data())) << vm_flags(b.data());
+    EXPECT_FALSE(advised(&b[b.size() - 1])) << vm_flags(&b[b.size() - 1]);
+}
+
 TEST(HugePages, SmallBufferIsNotAdvised) {
     Buffer b(1024);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 64, 0u);
