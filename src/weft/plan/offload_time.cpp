@@ -38,10 +38,11 @@ OffloadTime offload_time(const OffloadTraffic& t, const Disk& disk, bool behind,
     OffloadTime o;
     o.behind = behind;
     // The pass reads the next group and writes the last while it updates this one.
-    o.pass_s = std::max(update_s, disk_time(disk, t.pass_read, t.pass_written));
+    const double pass_io = disk_time(disk, t.pass_read, t.pass_written);
+    o.pass_s = std::max(update_s, pass_io);
     const double norm = disk_time(disk, t.norm_read, 0);
     const double layers = disk_time(disk, t.layers_read, t.layers_written);
-    o.io_s = disk_time(disk, t.pass_read, t.pass_written) + norm + layers;
+    o.io_s = pass_io + norm + layers;
     // Behind: the forward reads each unit once the pass has written it, and the backward waits
     // for the whole pass (it zeroes the gradients the pass reads): only what outlasts the first
     // micro-batch's forward shows. In the step, the pass and the norm show whole; the copy's
