@@ -334,7 +334,7 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
     const std::vector<int>& in_flight = fl->second;
     // On GPUs, the chunks each rank holds at its peak, for stages whose chunks differ; the engine
     // profile counts the simulator's peak, as the engine's own estimate does.
-    std::vector<std::vector<double>> held;
+    const std::vector<std::vector<double>>* held = nullptr;
     if (w.profile != MemoryProfile::engine) {
         const auto key = std::make_pair(shape, counts);
         auto hl = cc.held.find(key);
@@ -344,7 +344,7 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
             for (int r = 0; r < l.pp; ++r) ranks.push_back(held_at_peak(s, r, counts));
             hl = cc.held.emplace(key, std::move(ranks)).first;
         }
-        held = hl->second;
+        held = &hl->second;
     }
     const double M = double(e.micro_batches);
     e.tp_comm_s = M * (cfg.n_layer / l.pp * layer.tp + head_comm);
@@ -428,8 +428,8 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
     e.optimizer_s = updated * w.prec.update / c.device.memory_bandwidth + 4 * m.overhead();
 
     for (int r = 0; r < l.pp; ++r) {
-        MemoryBreakdown mem = held.empty() ? stage_memory(w, c, k, r, in_flight[r])
-                                           : stage_memory(w, c, k, r, held[size_t(r)]);
+        MemoryBreakdown mem = held ? stage_memory(w, c, k, r, (*held)[size_t(r)])
+                                   : stage_memory(w, c, k, r, in_flight[r]);
         if (r == 0 || mem.total() > e.memory.total()) e.memory = mem, e.memory_stage = r;
     }
     e.capacity = c.device.memory_bytes;
