@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "weft/core/philox.hpp"
+#include "weft/kernels/normals.hpp"
 #include "weft/kernels/profile.hpp"
 #include "weft/optim/registry.hpp"
 
@@ -25,7 +27,7 @@ class Mezo : public ZerothOrder {
                        int64_t b) const override {
         WEFT_PROFILE("mezo_perturb");
         walk(
-            seed, t, a, b, [&](float* w, float z, bool) { *w += scale * z; }, params);
+            seed, t, a, b, [&](float* w, float z, bool) { *w = std::fma(scale, z, *w); }, params);
     }
 
     void step_range(float* params, const float*, std::byte* const*, int64_t a, int64_t b,
@@ -34,12 +36,17 @@ class Mezo : public ZerothOrder {
         const float g = float(s.projected_grad), lr = s.lr, wd = s.c.weight_decay;
         walk(
             s.c.seed, s.t, a, b,
-            [&](float* w, float z, bool decay) { *w -= lr * (g * z + (decay ? wd * *w : 0.0f)); },
+            [&](float* w, float z, bool decay) {
+                *w = std::fma(-lr, decay ? std::fma(g, z, wd * *w) : g * z, *w);
+            },
             params);
     }
 
   private:
-    // f(&w, z, decay) for every tensor element of [a, b). Padding is left alone, zero: the
+    // f(&w, z, decay) for every tensor element of [a, b), z drawn a chunk at a time (the
+    // batched normals). The updates name their fused multiply-adds: the loop vectorises, and an
+    // element's bits must not depend on whether it falls in the vector body or the scalar tail
+    // of its range (a ZeRO shard's). Padding is left alone, zero: the
     // alignment between tensors and the vocabulary's padding rows, which no gradient reaches
     // and no checkpoint holds (a resume reads them as zero, so a z drawn there would part a
     // resumed run from the uninterrupted one).
@@ -57,8 +64,11 @@ class Mezo : public ZerothOrder {
                 uint64_t(begin() + seg.begin - layout_->units[size_t(unit)].offset);
             const bool decay = seg.decay();
             float* w = params + seg.begin;
-            for_each_element(seg.end - seg.begin,
-                             [&](int64_t i) { f(w + i, rng.normal(key + uint64_t(i)), decay); });
+            for_each_chunk(seg.end - seg.begin, [&](int64_t lo, int64_t hi) {
+                float z[kChunk];
+                kernels::philox_normals(rng, key + uint64_t(lo), hi - lo, z);
+                for (int64_t i = lo; i < hi; ++i) f(w + i, z[i - lo], decay);
+            });
         }
     }
 

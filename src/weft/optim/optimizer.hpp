@@ -121,11 +121,17 @@ class Optimizer {
     // bit).
     template <class F>
     static void for_each_element(int64_t n, F f) {
-        constexpr int64_t kChunk = 8192;
+        for_each_chunk(n, [&](int64_t lo, int64_t hi) {
+            for (int64_t i = lo; i < hi; ++i) f(i);
+        });
+    }
+    // f(lo, hi) for those chunks [lo, hi) of at most kChunk elements.
+    static constexpr int64_t kChunk = 8192;
+    template <class F>
+    static void for_each_chunk(int64_t n, F f) {
         const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (chunks > 1)
-        for (int64_t c = 0; c < chunks; ++c)
-            for (int64_t i = c * kChunk, hi = std::min(n, i + kChunk); i < hi; ++i) f(i);
+        for (int64_t c = 0; c < chunks; ++c) f(c * kChunk, std::min(n, (c + 1) * kChunk));
     }
     void set_state_bytes(std::vector<int64_t> bytes) {
         state_bytes_ = std::move(bytes);
