@@ -29,18 +29,24 @@ namespace {
 constexpr int kLanes = 16;
 constexpr int kTileCols = 4;  // one reduce4 per tile row
 constexpr int kTileRows = 6;  // 24 accumulators, 4 weight vectors, 1 input vector: 29 registers
-// Up to this many rows a call takes stream_tile (one pass over the weights in the order they
-// lie, each weight vector loaded once for all the rows: decode and a speculative verify)...
-constexpr int kStreamRows = 8;
-// ... while their inputs fit in half of L1 beside the weights streaming through: one row of the
-// input is loaded per weight vector and row, and from L2 that costs more than the stream saves
-// (fp32 at 4 rows of K = 1536: about 1.1x the CPU time of `tile`, which loads an input vector
-// once per 4 columns). One row streams at any K, its input vector loaded per weight vector either
-// way.
-constexpr int64_t kStreamInputBytes = 16 << 10;
 // Column tiles of one block at most: their weights (64 rows of K) stay in L2 while every row of
-// the input passes over them. Few rows take smaller blocks (block_tiles).
+// the input passes over them. Few rows take blocks of one tile (block_tiles).
 constexpr int64_t kBlockTiles = 16;
+// Up to this many rows a call takes stream_tile (one pass over the weights in the order they
+// lie, each weight vector loaded once for all the rows: decode, a verify of one guess)...
+constexpr int kStreamRows = 2;
+// ... while their inputs fit in half of L1 beside the weights streaming through: one row of the
+// input is loaded per weight vector and row, and from L2 that costs more than the stream saves.
+// One row streams at any K, its input vector loaded per weight vector either way.
+constexpr int64_t kStreamInputBytes = 16 << 10;
+// Above that and up to this many rows (a speculative verify, a few requests' decode) a call reads
+// each column tile once, in `tile`, its weights prefetched to L2 about kPrefetchBytes ahead: the 4
+// weight rows a tile reads side by side are 4 short streams that the hardware prefetchers learn
+// too late. weft bench rows (fp32, 4 layers of C 256 and a 50257 head, one thread), ms a pass
+// before -> after: M 4 (streamed) 3.8-4.0 -> 2.9-3.2, M 9 (blocks of 2 tiles) 8.1-8.8 -> 3.8-4.0,
+// M 16 10.3-11.6 -> 6.7; M 1 2.0-2.3 and M 2 2.1-2.5 stream. At 2 rows the tile took 3.3-4.1.
+constexpr int64_t kFewRows = 16;
+constexpr int64_t kPrefetchBytes = 32 << 10;
 // Below this many multiply-adds one thread computes the whole product: waking a team costs more.
 constexpr int64_t kMinParallel = int64_t(1) << 16;
 
@@ -124,7 +130,7 @@ template <int R>
 template <class Op, int R>
 [[gnu::always_inline]] inline void tile(float* out, int64_t N, const typename Op::T* x,
                                         const typename Op::T* w, const float* bias, int64_t K,
-                                        int cols, bool fetch_next) {
+                                        int cols, int64_t fetch_ahead) {
     const typename Op::T* wr[kTileCols];
     for (int c = 0; c < kTileCols; ++c) wr[c] = w + (c < cols ? c : 0) * K;
     __m512 acc[R][kTileCols];
@@ -133,11 +139,18 @@ template <class Op, int R>
     auto step = [&](int64_t k, auto... rest) {
         typename Op::V wv[kTileCols];
         for (int c = 0; c < kTileCols; ++c) wv[c] = Op::load(wr[c] + k, rest...);
-        // The next tile's weights (the next 4 rows, contiguous): read from memory while this
-        // tile computes, they are in cache when it starts. A prefetch past the end is harmless.
-        if (fetch_next)
-            for (int c = 0; c < kTileCols; ++c)
-                _mm_prefetch(reinterpret_cast<const char*>(wr[c] + kTileCols * K + k), _MM_HINT_T0);
+        // A later tile's weights (4 rows each, contiguous), `fetch_ahead` tiles on: read from
+        // memory while the tiles before it compute, into L1 when it is the next one, else into
+        // L2. 0: none (the rows after a block's first find its weights in cache). A prefetch past
+        // the end is harmless.
+        for (int c = 0; c < kTileCols; ++c) {
+            const char* ahead =
+                reinterpret_cast<const char*>(wr[c] + fetch_ahead * kTileCols * K + k);
+            if (fetch_ahead == 1)
+                _mm_prefetch(ahead, _MM_HINT_T0);
+            else if (fetch_ahead > 1)
+                _mm_prefetch(ahead, _MM_HINT_T1);
+        }
         for (int r = 0; r < R; ++r) {
             typename Op::V xv = Op::load(x + r * K + k, rest...);
             // In a register: folded into each multiply-add as a memory operand (GCC's choice),
@@ -152,9 +165,9 @@ template <class Op, int R>
     store_tile<R>(out, N, acc, bias, cols);
 }
 
-// Few rows: R rows x 4 columns, a column at a time, its weight row read front to back and each
-// weight vector loaded once for all R rows. The tile's weights are one stream in the order they
-// lie, which the prefetchers follow (rows side by side, as `tile` reads them, are 4 short
+// One or two rows: R rows x 4 columns, a column at a time, its weight row read front to back and
+// each weight vector loaded once for all R rows. The tile's weights are one stream in the order
+// they lie, which the prefetchers follow (rows side by side, as `tile` reads them, are 4 short
 // streams they learn too late: 2 side by side already cost about 2x the CPU time here); the R
 // chains of a column, and the next column's, overlap out of order.
 template <class Op, int R>
@@ -195,8 +208,11 @@ void rows_avx512(float* out, const typename Op::T* x, const typename Op::T* w, c
     const int64_t tiles = (N + kTileCols - 1) / kTileCols;
     // The first row tile of a block reads its weights from memory, the others from cache: a
     // small block keeps that read close to the arithmetic on it, a large one reads the input rows
-    // from L1 more often. Few rows take small blocks.
-    const int64_t block_tiles = std::clamp<int64_t>(M / kTileCols, 1, kBlockTiles);
+    // from L1 more often. Few rows take blocks of one tile and prefetch far ahead (kFewRows).
+    const bool few = M <= kFewRows;
+    const int64_t block_tiles = few ? 1 : std::clamp<int64_t>(M / kTileCols, 1, kBlockTiles);
+    const int64_t tile_bytes = kTileCols * K * int64_t(sizeof(typename Op::T));
+    const int64_t fetch_ahead = few ? std::max<int64_t>(1, kPrefetchBytes / tile_bytes) : 1;
     // About 8 chunks a thread, long enough to stream (up to 256 weight rows).
     const int64_t chunk_tiles =
         std::clamp<int64_t>(tiles / (8 * omp_get_max_threads()), 1, 4 * kBlockTiles);
@@ -227,7 +243,7 @@ void rows_avx512(float* out, const typename Op::T* x, const typename Op::T* w, c
                     with_rows<kTileRows>(rows, [&](auto r) {
                         tile<Op, decltype(r)::value>(
                             out + m * N + n, N, x + m * K, w + n * K, bias ? bias + n : nullptr, K,
-                            int(std::min<int64_t>(kTileCols, N - n)), m == 0);
+                            int(std::min<int64_t>(kTileCols, N - n)), m == 0 ? fetch_ahead : 0);
                     });
                 }
             }
