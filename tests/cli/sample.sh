@@ -23,6 +23,7 @@ plain=$("$WEFT" sample "${p[@]}")
 spec=$("$WEFT" sample "${p[@]}" --spec ngram --spec-tokens 6 2>spec.err)
 [ "$spec" = "$plain" ] && ok "--spec ngram: greedy text unchanged ($(cat spec.err))" || bad "--spec ngram changed the text"
 grep -q "tokens in [0-9]* forwards (tau" spec.err && ok "speculation figures printed" || bad "no figures: $(cat spec.err)"
+grep -qE "^weft: timing: prefill [0-9.]+ s \([0-9]+ prompt tokens\), decode [0-9.]+ s for 299 more tokens \([0-9.]+ tokens/s\)$" spec.err && ok "prefill and decode times printed" || bad "no timing: $(cat spec.err)"
 expect_error "--spec must be none, ngram, draft or ppd, got 'medusa'" "" -- sample --ckpt run --spec medusa
 # --spec draft: the model as its own draft keeps every guess, and the text; a draft of another
 # vocabulary (its config.json alone is read first) is refused naming both sizes.

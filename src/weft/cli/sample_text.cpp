@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+
 #include "weft/data/tokenizer.hpp"
 
 namespace weft::cli {
@@ -36,9 +38,18 @@ void sample_text(const train::LoadedModel& m, const data::Tokenizer& tok, const 
     // Byte-level BPE: the bytes of successive tokens concatenate to the text, even where one
     // character spans two tokens.
     decode::SpecStats st;
+    // Prefill: from here to the first token (the weights' bf16 copy, the prompt's forward).
+    // Decode: from the first token to the last, the figure a speedup of decoding is read from
+    // (a whole process's time is mostly start-up at a few hundred tokens).
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point start = Clock::now();
+    Clock::time_point first, last;
+    int64_t emitted = 0;
     decode::generate_speculative(
         m.model->config(), m.model->layout(), m.params.data(), ids, within, spec,
         [&](int32_t t) {
+            last = Clock::now();
+            if (emitted++ == 0) first = last;
             if (!speak) return;
             std::string bytes = tok.decode_token(t);
             std::fwrite(bytes.data(), 1, bytes.size(), out);
@@ -47,6 +58,15 @@ void sample_text(const train::LoadedModel& m, const data::Tokenizer& tok, const 
         bf16, &st, draft, tp);
     if (!speak) return;
     std::fputs("\n", out);
+    if (emitted > 0) {
+        const double prefill = std::chrono::duration<double>(first - start).count();
+        const double decode = std::chrono::duration<double>(last - first).count();
+        fmt::print(stderr,
+                   "weft: timing: prefill {:.4f} s ({} prompt tokens), decode {:.4f} s for {} more "
+                   "tokens ({:.1f} tokens/s)\n",
+                   prefill, ids.size(), decode, emitted - 1,
+                   decode > 0 ? double(emitted - 1) / decode : 0.0);
+    }
     if (spec.kind == "none") return;
     // Per depth: of the verifies that guessed that far, how many kept the guess there.
     std::string depths;
