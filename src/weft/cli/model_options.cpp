@@ -49,7 +49,9 @@ void add_speculation_options(CLI::App* c, decode::SpecOptions& spec) {
     c->add_option("--draft", spec.draft,
                   "--spec draft: the draft model, a weft checkpoint (or run directory) or a "
                   "Hugging Face model directory with the model's vocabulary");
-    c->add_option("--spec-tokens", spec.ngram.max_tokens, "Most tokens guessed a step")
+    c->add_option("--spec-tokens", spec.ngram.max_tokens,
+                  "Most tokens guessed a step; 0: the proposer's default (ngram 5; draft 1, 3 "
+                  "with --spec-vocab-from; ppd 1, all its prompts with --spec-tree)")
         ->capture_default_str();
     c->add_option("--ngram-max", spec.ngram.max_n,
                   "--spec ngram: the longest run of the text's last tokens looked up")

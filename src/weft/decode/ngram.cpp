@@ -9,8 +9,9 @@ namespace weft::decode {
 void NgramOptions::validate() const {
     WEFT_CHECK(min_n >= 1 && max_n >= min_n,
                "--ngram-min {} and --ngram-max {} must satisfy 1 <= min <= max", min_n, max_n);
-    WEFT_CHECK(max_tokens >= 1 && max_tokens <= 64,
-               "--spec-tokens must be in [1, 64] (the tokens guessed per step), got {}",
+    WEFT_CHECK(max_tokens >= 0 && max_tokens <= 64,
+               "--spec-tokens must be in [0, 64] (the tokens guessed per step; 0: the proposer's "
+               "default), got {}",
                max_tokens);
 }
 

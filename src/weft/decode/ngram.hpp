@@ -12,7 +12,7 @@ namespace weft::decode {
 
 struct NgramOptions {
     int min_n = 1, max_n = 4;  // lengths of the suffix looked up
-    int max_tokens = 8;        // most tokens guessed
+    int max_tokens = 0;        // most tokens guessed; 0: the proposer's default (SpecOptions)
 
     void validate() const;
 };

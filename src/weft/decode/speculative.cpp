@@ -111,9 +111,16 @@ void SpecOptions::validate() const {
     ngram.validate();
 }
 
+int SpecOptions::guesses() const {
+    if (ngram.max_tokens > 0) return ngram.max_tokens;
+    if (kind == "draft") return shortlist || !vocab_from.empty() ? 3 : 1;
+    if (kind == "ppd") return tree > 0 ? 64 : 1;  // 64: all its prompts (PpdProposer clamps)
+    return 5;
+}
+
 TokenTree propose(const SpecOptions& spec, std::span<const int32_t> context, int64_t room) {
     NgramOptions no = spec.ngram;
-    no.max_tokens = int(std::min<int64_t>(no.max_tokens, room));
+    no.max_tokens = int(std::min<int64_t>(spec.guesses(), room));
     return spec.kind == "ngram" && no.max_tokens > 0 ? propose_ngram(context, no) : TokenTree{};
 }
 
@@ -163,13 +170,13 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
     if (spec.kind == "ppd") {
         WEFT_CHECK(spec.ppd, "internal: --spec ppd without its prompt tokens loaded");
         WEFT_CHECK(!tp, "internal: --spec ppd under tensor parallelism");
-        return generate_ppd(cfg, layout, params, prompt, o, *spec.ppd, spec.ngram.max_tokens,
-                            on_token, bf16, stats, spec.shortlist.get(), spec.tree);
+        return generate_ppd(cfg, layout, params, prompt, o, *spec.ppd, spec.guesses(), on_token,
+                            bf16, stats, spec.shortlist.get(), spec.tree);
     }
     WEFT_CHECK(!prompt.empty(), "the prompt must hold at least one token");
     model::check_prompt(cfg, prompt);
     const size_t V = model::sampled_vocab(cfg, o);
-    SpecSession s(cfg, layout, params, bf16, tp, prompt, o, on_token, stats, spec.ngram.max_tokens);
+    SpecSession s(cfg, layout, params, bf16, tp, prompt, o, on_token, stats, spec.guesses());
     SpecText& text = s.text;
     // The draft's own draws: independent of the verdict's, as the acceptance rule needs.
     const Philox draft_rng = philox_for(o.seed, "draft");
@@ -192,8 +199,8 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
         const int64_t pos = text.pos();
         if (draft)
             guess = draft->propose(draft_seq, text.context,
-                                   std::min<int64_t>(text.room(), spec.ngram.max_tokens), o,
-                                   draft_rng, draft_counter);
+                                   std::min<int64_t>(text.room(), spec.guesses()), o, draft_rng,
+                                   draft_counter);
         else
             guess = {propose(spec, text.context, text.room()), {}};
         // Leaves beside the draft's chain take slots past its depth: the first ones the window

@@ -27,7 +27,7 @@ struct PpdPrompts;
 
 struct SpecOptions {
     std::string kind = "none";    // none | ngram | draft | ppd
-    NgramOptions ngram;           // its max_tokens: the most guesses of any proposer
+    NgramOptions ngram;           // its max_tokens: the most guesses of any proposer (guesses())
     std::filesystem::path draft;  // --spec draft: the draft model (decode/draft.hpp)
     // --spec ppd: the trained prompt tokens' checkpoint (--ppd), and what it holds once loaded
     // (decode/ppd_file.hpp), which generate_speculative needs.
@@ -49,6 +49,11 @@ struct SpecOptions {
     // or ppd (which needs --ppd, and only it), --spec-tree (ppd's, 0 or more), and the n-gram
     // settings.
     void validate() const;
+    // The most tokens guessed a step: --spec-tokens, or when it is 0 the proposer's default, chosen
+    // from the measured cost of a verify's rows and the guesses kept (docs/decoding.md, "How
+    // many guesses"): ngram 5; draft 1, or 3 when it proposes over a shortlist (its forwards then
+    // cost little); ppd 1, or all its prompts under a --spec-tree.
+    int guesses() const;
 };
 
 // What speculation did: forwards of the model, tokens generated, tokens guessed and accepted

@@ -88,7 +88,7 @@ Engine::Engine(const model::ModelConfig& cfg, const model::ParamLayout& layout, 
         const decode::PpdPrompts* p = o_.spec.ppd.get();
         WEFT_CHECK(p && p->base.n_embd == cfg.n_embd && !tp_.comm,
                    "internal: --spec ppd without its prompt tokens for this model, or under tp");
-        ppd_.emplace(*p, o_.spec.ngram.max_tokens, cfg.vocab_size, o_.spec.shortlist.get());
+        ppd_.emplace(*p, o_.spec.guesses(), cfg.vocab_size, o_.spec.shortlist.get());
     }
     stats_.kv_blocks_total = o_.kv_blocks;
 }
@@ -293,9 +293,8 @@ bool Engine::step() {
         if (r.out->cancelled() || int64_t(r.tokens.size()) - r.computed != 1) continue;
         decoding.push_back(i);
         // At most the tokens still wanted after the model's own, within the context.
-        room[i] =
-            std::min({r.req.o.tokens - r.generated() - 1, config().n_positions - r.computed - 1,
-                      int64_t(o_.spec.ngram.max_tokens)});
+        room[i] = std::min({r.req.o.tokens - r.generated() - 1,
+                            config().n_positions - r.computed - 1, int64_t(o_.spec.guesses())});
     }
     // The draft guesses for every request at once, one forward a guess depth.
     if (draft_) {

@@ -91,3 +91,25 @@ TEST(TreeVerify, EveryRowHasItsPathsOneStepLogits) {
 }
 
 }  // namespace
+
+namespace {
+
+// --spec-tokens 0 (its default) is each proposer's own number of guesses; a number given wins.
+TEST(SpecOptions, GuessesDefaultByProposer) {
+    decode::SpecOptions spec;
+    spec.kind = "ngram";
+    EXPECT_EQ(spec.guesses(), 5);
+    spec.kind = "draft";
+    EXPECT_EQ(spec.guesses(), 1);
+    spec.vocab_from = "train.bin";  // its forwards over a shortlist cost little: more guesses
+    EXPECT_EQ(spec.guesses(), 3);
+    spec.kind = "ppd";
+    spec.vocab_from.clear();
+    EXPECT_EQ(spec.guesses(), 1);
+    spec.tree = 4;  // a sparse tree as deep as the prompts go
+    EXPECT_EQ(spec.guesses(), 64);
+    spec.ngram.max_tokens = 2;
+    EXPECT_EQ(spec.guesses(), 2);
+}
+
+}  // namespace
