@@ -25,6 +25,7 @@ spec=$("$WEFT" sample "${p[@]}" --spec ngram --spec-tokens 6 2>spec.err)
 grep -q "tokens in [0-9]* forwards (tau" spec.err && ok "speculation figures printed" || bad "no figures: $(cat spec.err)"
 grep -qE "^weft: timing: prefill [0-9.]+ s \([0-9]+ prompt tokens\), decode [0-9.]+ s for 299 more tokens \([0-9.]+ tokens/s\)$" spec.err && ok "prefill and decode times printed" || bad "no timing: $(cat spec.err)"
 expect_error "--spec must be none, ngram, draft or ppd, got 'medusa'" "" -- sample --ckpt run --spec medusa
+expect_error "--spec-tokens must be in [0, 64] (the tokens guessed per step; 0: the proposer's default), got 65" "" -- sample --ckpt run --spec ngram --spec-tokens 65
 # --spec draft: the model as its own draft keeps every guess, and the text; a draft of another
 # vocabulary (its config.json alone is read first) is refused naming both sizes.
 d=$("$WEFT" sample "${p[@]}" --spec draft --draft run --spec-tokens 4 2>draft.err)
