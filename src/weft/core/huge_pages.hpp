@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <memory>
 #include <new>
+#include <vector>
 
 namespace weft {
 
@@ -36,6 +37,32 @@ struct HugePageAllocator {
     bool operator==(const HugePageAllocator<U>&) const noexcept {
         return true;
     }
+};
+
+// Many arrays, each under a huge page, that live as long as their owner (a model's bf16 weight
+// copies: about 2 MiB a layer's product on SmolLM-135M's shape, each alone on 4 KiB pages), in
+// shared 2 MiB-aligned chunks whose huge pages are all advised. Space is never given back before
+// the arena goes; a huge page is resident once any of it is touched, so the memory past what the
+// arrays need is at most the part of a huge page each chunk's last array leaves.
+class HugePageArena {
+  public:
+    HugePageArena() = default;
+    HugePageArena(HugePageArena&&) noexcept = default;
+    HugePageArena& operator=(HugePageArena&&) noexcept = default;
+    // `bytes` untouched, 64-byte aligned, valid while the arena lives. Throws std::bad_alloc.
+    void* take(std::size_t bytes);
+    // Bytes of the chunks taken from the system (touched or not).
+    std::size_t reserved() const;
+
+  private:
+    struct Free {
+        void operator()(void* p) const noexcept { std::free(p); }
+    };
+    struct Chunk {
+        std::unique_ptr<void, Free> base;
+        std::size_t size = 0, used = 0;
+    };
+    std::vector<Chunk> chunks_;
 };
 
 }  // namespace weft

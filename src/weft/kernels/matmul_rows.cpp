@@ -269,8 +269,16 @@ void matmul_rows(float* out, const float* inp, const float* weight, const float*
 }
 
 RowWeightsBf16::RowWeightsBf16(const float* weight, int64_t n, int64_t k)
-    : N(n), K(k), w(std::size_t(n * k)) {
-    convert_fp32_to_bf16(w.data(), weight, N, K, K);
+    : N(n), K(k), own_(std::size_t(n * k)) {
+    convert_fp32_to_bf16(own_.data(), weight, N, K, K);
+    w = own_;
+}
+
+RowWeightsBf16::RowWeightsBf16(const float* weight, int64_t n, int64_t k, HugePageArena& arena)
+    : N(n), K(k) {
+    auto* to = static_cast<uint16_t*>(arena.take(std::size_t(n * k) * sizeof(uint16_t)));
+    convert_fp32_to_bf16(to, weight, N, K, K);
+    w = {to, std::size_t(n * k)};
 }
 
 void matmul_rows_bf16(float* out, const float* inp, const RowWeightsBf16& weight, const float* bias,

@@ -11,6 +11,7 @@
 // once (RowWeightsBf16), whose products take the input rounded to bf16 (to nearest even) and
 // accumulate in fp32.
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "weft/core/huge_pages.hpp"
@@ -22,12 +23,20 @@ namespace weft::kernels {
 void matmul_rows(float* out, const float* inp, const float* weight, const float* bias, int64_t M,
                  int64_t K, int64_t N);
 
-// A weight rounded to bf16 once, for matmul_rows_bf16.
+// A weight rounded to bf16 once, for matmul_rows_bf16: in an allocation of its own, or in an
+// arena that holds a model's copies together on huge pages (most are under one huge page each).
 struct RowWeightsBf16 {
     RowWeightsBf16() = default;
     RowWeightsBf16(const float* weight, int64_t N, int64_t K);
+    // `arena` must outlive the copy.
+    RowWeightsBf16(const float* weight, int64_t N, int64_t K, HugePageArena& arena);
+    RowWeightsBf16(RowWeightsBf16&&) noexcept = default;
+    RowWeightsBf16& operator=(RowWeightsBf16&&) noexcept = default;
     int64_t N = 0, K = 0;
-    std::vector<uint16_t, HugePageAllocator<uint16_t>> w;  // [N,K] bf16 bit patterns
+    std::span<const uint16_t> w;  // [N,K] bf16 bit patterns
+
+  private:
+    std::vector<uint16_t, HugePageAllocator<uint16_t>> own_;
 };
 
 // matmul_rows with the input rounded to bf16 and the bf16 weight: fp32 accumulation, the same

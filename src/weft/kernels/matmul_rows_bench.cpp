@@ -83,10 +83,12 @@ std::vector<RowsBenchPoint> bench_matmul_rows(const RowsBenchShape& shape,
             matmul_rows(y.data(), x.data(), fp32[i], nullptr, m, layers[i].K, layers[i].N);
         });
     if (wanted("bf16")) {
-        // The fp32 weights go once the bf16 copies are made (1.5x their memory meanwhile).
+        // The fp32 weights go once the bf16 copies are made (1.5x their memory meanwhile); the
+        // copies share one huge-page arena, as a serving model's (model::RowProducts).
+        HugePageArena arena;
         std::vector<RowWeightsBf16> bf16;
         for (size_t i = 0; i < layers.size(); ++i)
-            bf16.emplace_back(fp32[i], layers[i].N, layers[i].K);
+            bf16.emplace_back(fp32[i], layers[i].N, layers[i].K, arena);
         all = Buffer();
         measure("bf16", 2, [&](size_t i, int64_t m) {
             matmul_rows_bf16(y.data(), x.data(), bf16[i], nullptr, m);

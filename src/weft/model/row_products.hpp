@@ -3,7 +3,7 @@
 // kernels::matmul_rows, whose output rows do not depend on how many rows the call has, so that
 // a sequence's bits do not depend on what else runs in its batch. Under bf16 each weight is
 // rounded to bf16 once, on its first use, and kept for the model's lifetime
-// (kernels::RowWeightsBf16).
+// (kernels::RowWeightsBf16), all of them in one huge-page arena.
 #include <cstdint>
 #include <unordered_map>
 
@@ -21,6 +21,8 @@ class RowProducts {
 
   private:
     bool bf16_;
+    // Where the rounded copies live: together on huge pages (each layer's alone is under one).
+    HugePageArena arena_;
     // The rounded copies, by the fp32 weight they were made from (weights do not move while a
     // model serves).
     std::unordered_map<const float*, kernels::RowWeightsBf16> rounded_;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -70,6 +71,26 @@ TEST(HugePages, AllocatorTakesHugePagesForLargeVectors) {
     EXPECT_EQ(small[99], 3);
     big = small;  // frees the huge allocation through the matching path
     EXPECT_EQ(big.size(), 100u);
+}
+
+TEST(HugePages, ArenaKeepsSmallArraysTogetherOnAdvisedHugePages) {
+    HugePageArena arena;
+    auto* a = static_cast<char*>(arena.take(1000 * 1000));  // under a huge page alone
+    auto* b = static_cast<char*>(arena.take(100));
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % kHugePageBytes, 0u);
+    EXPECT_TRUE(advised(a)) << vm_flags(a);
+    EXPECT_EQ(b, a + 1000 * 1000);  // a multiple of 64: b follows a
+    // Larger than a chunk: its own, and the smaller ones after it go back to the first.
+    auto* big = static_cast<char*>(arena.take(40 * kHugePageBytes + 1));
+    auto* c = static_cast<char*>(arena.take(5000));  // b's 100 bytes take 128
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(big) % kHugePageBytes, 0u);
+    EXPECT_TRUE(advised(big + 40 * kHugePageBytes)) << vm_flags(big + 40 * kHugePageBytes);
+    EXPECT_EQ(c, b + 128);
+    EXPECT_TRUE(advised(c)) << vm_flags(c);
+    EXPECT_EQ(arena.reserved(), 16 * kHugePageBytes + 41 * kHugePageBytes);
+    std::memset(a, 1, 1000 * 1000);
+    std::memset(big, 2, 40 * kHugePageBytes + 1);
+    EXPECT_EQ(a[999999] + big[40 * kHugePageBytes], 3);
 }
 
 }  // namespace

@@ -67,6 +67,23 @@ TEST(MatmulRowsBf16, MatchesRoundedReference) {
     }
 }
 
+// A copy in an arena (a serving model's) holds the bits of one in its own allocation, and so do
+// its products.
+TEST(MatmulRowsBf16, ArenaCopyIsTheSameBits) {
+    HugePageArena arena;
+    for (auto [K, N] : kShapes) {
+        const int64_t M = 3;
+        auto x = randn(size_t(M * K), 6), w = randn(size_t(N * K), 7);
+        RowWeightsBf16 own(w.data(), N, K), shared(w.data(), N, K, arena);
+        ASSERT_EQ(shared.w.size(), size_t(N * K));
+        EXPECT_EQ(std::memcmp(own.w.data(), shared.w.data(), size_t(N * K) * 2), 0) << K;
+        std::vector<float> a(size_t(M * N)), b(a.size());
+        matmul_rows_bf16(a.data(), x.data(), own, nullptr, M);
+        matmul_rows_bf16(b.data(), x.data(), shared, nullptr, M);
+        EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << K;
+    }
+}
+
 // Row m of a product of M rows equals, bitwise, the product of that row alone, for every M up to
 // past several of the fast path's 6-row tiles, and any position of the row in the batch.
 template <class Product>
