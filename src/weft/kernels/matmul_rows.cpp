@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "weft/core/error.hpp"
+#include "weft/kernels/chunk_team.hpp"
 #include "weft/kernels/isa.hpp"
 #include "weft/kernels/lane_fold.hpp"
 #include "weft/kernels/lanes.hpp"
@@ -220,6 +221,17 @@ void rows_avx512(float* out, const typename Op::T* x, const typename Op::T* w, c
     // Either path computes an element in the one order: the choice by M changes no bits.
     const bool stream = M == 1 || (M <= kStreamRows &&
                                    M * K * int64_t(sizeof(typename Op::T)) <= kStreamInputBytes);
+    // Decode (one row): the chunks through the team that stays up between products
+    // (chunk_team.hpp), not a parallel region per product; each chunk the same tiles as below.
+    if (M == 1 && N * K >= kMinParallel && chunks > 1 && team_for(chunks, [&](int64_t chunk) {
+            const int64_t hi = std::min(tiles, (chunk + 1) * chunk_tiles);
+            for (int64_t j = chunk * chunk_tiles; j < hi; ++j) {
+                const int64_t n = j * kTileCols;
+                stream_tile<Op, 1>(out + n, N, x, w + n * K, bias ? bias + n : nullptr, K,
+                                   int(std::min<int64_t>(kTileCols, N - n)));
+            }
+        }))
+        return;
 #pragma omp parallel for schedule(dynamic, 1) if (M * N * K >= kMinParallel && chunks > 1)
     for (int64_t chunk = 0; chunk < chunks; ++chunk) {
         const int64_t hi = std::min(tiles, (chunk + 1) * chunk_tiles);
