@@ -49,7 +49,19 @@ std::string why_text(const Estimate& best, const Estimate& other) {
     const std::vector<TermDiff> d = step_differences(best, other);
     std::string s =
         fmt::format("why 1 over 2: step {} against {}", secs(best.step_s), secs(other.step_s));
-    if (d.empty()) return s + " (no part of the step differs by 0.5% or more)\n";
+    if (d.empty()) {
+        // The search ranks by step, then by memory: say which of the two decided.
+        const double gib = (other.memory.total() - best.memory.total()) / (1 << 30);
+        if (best.step_s < other.step_s)
+            return s + fmt::format(" (no part of the step differs by 0.5% or more; {} faster)\n",
+                                   secs(other.step_s - best.step_s));
+        if (gib > 0)
+            return s + fmt::format(
+                           " (the same step; {:.2f} GiB less memory a device, the search's "
+                           "tie-break)\n",
+                           gib);
+        return s + " (the same step and memory: a tie, in the search's order)\n";
+    }
     s += "; ";
     for (size_t i = 0; i < d.size(); ++i)
         s += fmt::format("{}{} {} against {} ({}{})", i ? ", " : "", d[i].term, secs(d[i].best),

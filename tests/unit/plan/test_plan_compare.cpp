@@ -36,6 +36,15 @@ TEST(PlanCompare, TermsThatDifferLargestFirst) {
         if (t.term == "bubble") bubble = t.best == 0 && t.other > 0;
     EXPECT_TRUE(bubble);
     EXPECT_NE(why_text(ea, eb).find("bubble"), std::string::npos);
+    // When no part differs, the line says what decided: the step, the memory, or nothing.
+    EXPECT_NE(why_text(ea, ea).find("a tie"), std::string::npos) << why_text(ea, ea);
+    Estimate heavier = ea;
+    heavier.memory.runtime += 1.5 * (1 << 30);
+    EXPECT_NE(why_text(ea, heavier).find("1.50 GiB less memory"), std::string::npos)
+        << why_text(ea, heavier);
+    Estimate slower = ea;
+    slower.step_s *= 1.001;
+    EXPECT_NE(why_text(ea, slower).find("faster)"), std::string::npos) << why_text(ea, slower);
     // The search's JSON names the runner-up and the terms.
     SearchSpace s;
     s.tp = 8;
