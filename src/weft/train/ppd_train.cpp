@@ -46,36 +46,54 @@ PpdTrainer::PpdTrainer(const model::ModelConfig& cfg, const float* params, int64
     grad_.assign(p_.embeddings.size(), 0.0f);
 }
 
+std::vector<int32_t> PpdTrainer::targets(const int32_t* tokens, int64_t B, int64_t T, int64_t t) {
+    const model::ModelConfig& cfg = model_->config();
+    const int64_t K = p_.tokens, V = cfg.vocab_size, Ts = t + 1 + K;
+    WEFT_CHECK(t >= 0 && Ts <= T && T <= cfg.n_positions,
+               "internal: prompts after position {} of windows of {} tokens", t, T);
+    // Decoding verifies the guesses against the model's own continuation of the context, so that
+    // is what the prompts learn: the base model continues each window's first t + 1 tokens by
+    // itself for K + 1 tokens, and prompt j's target is its token j + 1 (prompt j does not see
+    // the model's next token, the verify's root, and guesses the j after it). The window's own
+    // tokens past t would be another text: a corpus's next token is a draw the prompts cannot
+    // know, and the base model's guess after it as good as unpredictable.
+    model::RowForward teacher(cfg, model_->layout(), const_cast<float*>(params_));
+    model::KvPool kv(B * ((Ts + 15) / 16), cfg.n_layer, teacher.kv_width(), 16, teacher.kv_bf16());
+    std::vector<model::BlockTable> tables(static_cast<size_t>(B));
+    std::vector<int32_t> next(static_cast<size_t>(B)), target(static_cast<size_t>(B * K));
+    model::SampleOptions o;
+    o.temperature = sample_ ? 1.0f : 0.0f;
+    for (int64_t k = 0; k <= K; ++k) {
+        model::RowBatch b;
+        for (int64_t s = 0; s < B; ++s) {
+            kv.grow(tables[size_t(s)], t + 1 + k);
+            if (k == 0)
+                b.add(std::span<const int32_t>(tokens + s * T, size_t(t + 1)), 0, tables[size_t(s)],
+                      true);
+            else
+                b.add(std::span<const int32_t>(&next[size_t(s)], 1), t + k, tables[size_t(s)],
+                      true);
+        }
+        const std::span<const float> logits = teacher.run(b, kv);
+        for (int64_t s = 0; s < B; ++s) {
+            next[size_t(s)] = model::pick_token(logits.subspan(size_t(s * V), size_t(V)), o,
+                                                rng_.uniform(draws_++));
+            if (k >= 1) target[size_t(s * K + k - 1)] = next[size_t(s)];
+        }
+    }
+    return target;
+}
+
 double PpdTrainer::step(const int32_t* tokens, int64_t B, int64_t T, int64_t t, float lr,
                         int64_t step) {
     const model::ModelConfig& cfg = model_->config();
     const model::ParamLayout& layout = model_->layout();
-    const int64_t K = p_.tokens, C = cfg.n_embd, V = cfg.vocab_size, Ts = t + 1 + K;
+    const int64_t K = p_.tokens, C = cfg.n_embd, Ts = t + 1 + K;
     WEFT_CHECK(t >= 0 && Ts <= T && T <= cfg.n_positions,
                "internal: prompts after position {} of windows of {} tokens", t, T);
     float* params = const_cast<float*>(params_);  // only read: no weight is stepped
 
-    // The targets: what the base model picks at t + 1 .. t + K reading the real tokens.
-    std::vector<int32_t> target(size_t(B * K));
-    {
-        model::RowForward teacher(cfg, layout, params);
-        model::KvPool kv(B * ((Ts + 15) / 16), cfg.n_layer, teacher.kv_width(), 16,
-                         teacher.kv_bf16());
-        std::vector<model::BlockTable> tables(static_cast<size_t>(B));
-        model::RowBatch b;
-        for (int64_t s = 0; s < B; ++s) {
-            kv.grow(tables[size_t(s)], Ts);
-            b.add(std::span<const int32_t>(tokens + s * T, size_t(Ts)), 0, tables[size_t(s)],
-                  false);
-            for (int64_t j = 1; j <= K; ++j) b.logit_rows.push_back(s * Ts + t + j);
-        }
-        const std::span<const float> logits = teacher.run(b, kv);
-        model::SampleOptions o;
-        o.temperature = sample_ ? 1.0f : 0.0f;
-        for (int64_t i = 0; i < B * K; ++i)
-            target[size_t(i)] = model::pick_token(logits.subspan(size_t(i * V), size_t(V)), o,
-                                                  rng_.uniform(draws_++));
-    }
+    const std::vector<int32_t> target = targets(tokens, B, T, t);
 
     // The prompts' sequences: the window up to t, then the K prompt rows (embedded as token 0,
     // whose embedding is then swapped for the prompt's: a learned position embedding stays).

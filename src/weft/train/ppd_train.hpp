@@ -4,12 +4,12 @@
 // next-token choices (Chen et al. 2024). A training sequence is a window's first t + 1 tokens
 // and then the K prompt tokens at positions t + 1 .. t + K: plain causal attention gives prompt
 // j exactly what it sees when decoding (the context up to t and the prompts before it), and its
-// target is the token the base model picks at position t + j reading the window's real tokens
-// (its guess of token t + j + 1). One insertion point a step, t drawn anew each step over the
-// whole window, so the prompts learn every position they will sit at.
-// Only the prompts' K x n_embd floats change: the forward reads the base weights, and the
-// backward computes only the gradients of the layers' inputs (Model::block_backward_input),
-// down to the prompt rows of the embedding's output.
+// target is token j + 1 of the base model's own continuation of those t + 1 tokens (greedy, or
+// drawn): what a verify compares prompt j's guess with. One insertion point a step, t drawn anew
+// each step over the whole window, so the prompts learn every position they will sit at. Only the
+// prompts' K x n_embd floats change: the forward reads the base weights, and the backward computes
+// only the gradients of the layers' inputs (Model::block_backward_input), down to the prompt rows
+// of the embedding's output.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -34,6 +34,10 @@ class PpdTrainer {
     // (tokens[B * T]) with the prompts after position t (T >= t + 1 + K); the mean loss of the
     // prompts' targets before the step.
     double step(const int32_t* tokens, int64_t B, int64_t T, int64_t t, float lr, int64_t step);
+
+    // The targets of a step's prompts, [B, K]: for each window, tokens 2 .. K + 1 of the base
+    // model's continuation of its first t + 1 tokens (its argmax, or drawn with `sample`).
+    std::vector<int32_t> targets(const int32_t* tokens, int64_t B, int64_t T, int64_t t);
 
     const decode::PpdPrompts& prompts() const { return p_; }
     decode::PpdPrompts& prompts() { return p_; }

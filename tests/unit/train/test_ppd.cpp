@@ -105,6 +105,35 @@ INSTANTIATE_TEST_SUITE_P(Families, Ppd,
                          ::testing::Combine(test::family_presets(), ::testing::Bool()),
                          test::family_case_name);
 
+// A prompt's target is the base model's own greedy continuation of the context, what a verify
+// compares its guess with, not the window's next tokens: on windows of random tokens (which the
+// model would not have written), prompt j's target is token j + 1 that plain greedy generates
+// after the window's first t + 1 tokens.
+TEST(PpdTraining, TargetsAreTheModelsOwnContinuation) {
+    const model::ModelConfig cfg = test::small_family_config("gpt2", 61, 48, 2);
+    std::unique_ptr<model::Model> m = model::make_model(cfg);
+    Buffer params(m->layout().total);
+    model::init_params(params.data(), m->layout(), 21);
+    for (int64_t i = 0; i < params.size(); ++i) params[i] *= 6.0f;
+    const int64_t B = 3, T = 24, K = 3, t = 9;
+    std::vector<int32_t> tokens(size_t(B * T));
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i * 37 + 11) % 61);
+    train::PpdTrainer trainer(cfg, params.data(), K, 5, "argmax");
+    const std::vector<int32_t> targets = trainer.targets(tokens.data(), B, T, t);
+    model::SampleOptions o;
+    o.temperature = 0;
+    o.tokens = K + 1;
+    for (int64_t s = 0; s < B; ++s) {
+        const std::vector<int32_t> greedy =
+            model::generate(cfg, m->layout(), params.data(),
+                            std::span<const int32_t>(tokens.data() + s * T, size_t(t + 1)), o);
+        ASSERT_EQ(greedy.size(), size_t(K + 1));
+        for (int64_t j = 0; j < K; ++j)
+            EXPECT_EQ(targets[size_t(s * K + j)], greedy[size_t(j + 1)])
+                << "window " << s << ", prompt " << j + 1;
+    }
+}
+
 // The joint law of the first two tokens sampled with PPD guesses (temperature 1, top-k 4), a
 // chain or a tree of them, is the model's: p(x) p(y | x), computed from its logits.
 TEST(PpdSampling, FirstTwoTokensFollowTheModelsLaw) {
@@ -174,7 +203,7 @@ TEST(PpdAcceptance, MeasuresSavesAndLoadsBesideThePrompts) {
     ASSERT_EQ(rates.size(), 3u);
     for (size_t d = 0; d < rates.size(); ++d) {
         ASSERT_EQ(rates[d].size(), 3u);
-        EXPECT_GT(counts.seen[d], 20) << "depth " << d + 1;
+        EXPECT_GT(counts.seen[d], 10) << "depth " << d + 1;
         double sum = 0;
         for (double r : rates[d]) sum += r;
         EXPECT_LE(sum, 1.0) << "depth " << d + 1;
