@@ -110,11 +110,10 @@ INSTANTIATE_TEST_SUITE_P(Families, Ppd,
 // model would not have written), prompt j's target is token j + 1 that plain greedy generates
 // after the window's first t + 1 tokens.
 TEST(PpdTraining, TargetsAreTheModelsOwnContinuation) {
-    const model::ModelConfig cfg = test::small_family_config("gpt2", 61, 48, 2);
+    const Trained& base = trained("tiny");
+    const model::ModelConfig& cfg = base.cfg;
+    const Buffer& params = base.params;
     std::unique_ptr<model::Model> m = model::make_model(cfg);
-    Buffer params(m->layout().total);
-    model::init_params(params.data(), m->layout(), 21);
-    for (int64_t i = 0; i < params.size(); ++i) params[i] *= 6.0f;
     const int64_t B = 3, T = 24, K = 3, t = 9;
     std::vector<int32_t> tokens(size_t(B * T));
     for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i * 37 + 11) % 61);
