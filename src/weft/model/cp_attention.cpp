@@ -28,6 +28,20 @@ Pair pair_of(const k::ZigzagBlock& blk, int64_t b, const CpAttentionShape& s, in
                               s.NKV, blk.k_pos0}};
 }
 
+// A block's queries' rows of the [B][NH][T] running lse, as the merge and the backward kernel
+// take them ([NH][Tq]), and back.
+void lse_rows(float* to, const float* lse, int64_t NH, int64_t T, int64_t row, int64_t Tq) {
+    for (int64_t h = 0; h < NH; ++h) std::copy_n(lse + h * T + row, Tq, to + h * Tq);
+}
+void put_lse_rows(float* lse, const float* from, int64_t NH, int64_t T, int64_t row, int64_t Tq) {
+    for (int64_t h = 0; h < NH; ++h) std::copy_n(from + h * Tq, Tq, lse + h * T + row);
+}
+
+k::AttentionShape doc_shape(const CpDocBlock& blk, const CpAttentionShape& s) {
+    return k::AttentionShape{1,           blk.Tq,     blk.Tk, s.NH,      s.HS, s.ldq, s.NKV * s.HS,
+                             s.NH * s.HS, blk.q_pos0, s.NKV,  blk.k_pos0};
+}
+
 }  // namespace
 
 CpAttention::CpAttention(CpComm& cp, int64_t T_global, bool ulysses, CpComm* ring,
@@ -111,7 +125,10 @@ template <class T>
 void CpAttention::forward(float* out, float* lse, const T* q, const T* kk, const T* v,
                           const CpAttentionShape& s) {
     if (ulysses_) return ulysses_forward(out, lse, q, kk, v, s);
+    WEFT_CHECK(s.doc_blocks.empty() || !bidirectional_,
+               "internal: the per-document zigzag under TokenRing or Ulysses");
     if (bidirectional_) return token_ring_forward(out, lse, q, kk, v, s);
+    if (!s.doc_blocks.empty()) return doc_ring_forward(out, lse, q, kk, v, s);
     ring_forward(out, lse, q, kk, v, s);
 }
 
@@ -168,6 +185,7 @@ void CpAttention::backward(float* dq, float* dk, float* dv, const T* dout, const
                            const T* v, const T* out, const float* lse, const CpAttentionShape& s) {
     if (ulysses_) return ulysses_backward(dq, dk, dv, dout, lse, s);
     if (bidirectional_) return token_ring_backward(dq, dk, dv, dout, q, kk, v, out, lse, s);
+    if (!s.doc_blocks.empty()) return doc_ring_backward(dq, dk, dv, dout, q, kk, v, out, lse, s);
     ring_backward(dq, dk, dv, dout, q, kk, v, out, lse, s);
 }
 
@@ -219,6 +237,98 @@ void CpAttention::ring_backward(float* dq, float* dk, float* dv, const T* dout, 
         }
     }
     const float* home = ring_[steps % 2].data() + acc;
+    for (int64_t r = 0; r < s.B * s.T; ++r) {
+        std::copy_n(home + r * KV, KV, dk + r * s.ldkv);
+        std::copy_n(home + n + r * KV, KV, dv + r * s.ldkv);
+    }
+}
+
+// The per-document zigzag: the same ring of key/value blocks, but each step's calls are the
+// layout's (s.doc_blocks), whose pieces need not fall on the rows' halves, so the running lse is
+// kept per row ([B][NH][T]) and each call's rows of it are merged in a scratch.
+template <class T>
+void CpAttention::doc_ring_forward(float* out, float* lse, const T* q, const T* kk, const T* v,
+                                   const CpAttentionShape& s) {
+    const int64_t KV = s.NKV * s.HS, A = s.NH * s.HS, n = s.B * s.T * KV;
+    WEFT_CHECK(int64_t(s.doc_blocks.size()) == s.B * size_,
+               "internal: {} lists of per-document blocks for {} rows at cp {}",
+               s.doc_blocks.size(), s.B, size_);
+    ensure(cp::floats_of<T>(2 * n) + 2 * n);
+    if (part_.size() < s.T * A || part_lse_.size() < 2 * s.NH * s.T) {
+        part_ = Buffer(s.T * A);
+        part_lse_ = Buffer(2 * s.NH * s.T);
+    }
+    if (sizeof(T) == 2 && part16_.size() < (s.T * A + 1) / 2) part16_ = Buffer((s.T * A + 1) / 2);
+    uint16_t* part16 = reinterpret_cast<uint16_t*>(part16_.data());
+    float* run_lse = part_lse_.data() + s.NH * s.T;
+    T* first = reinterpret_cast<T*>(ring_[0].data());
+    for (int64_t r = 0; r < s.B * s.T; ++r) {
+        std::copy_n(kk + r * s.ldkv, KV, first + r * KV);
+        std::copy_n(v + r * s.ldkv, KV, first + n + r * KV);
+        std::fill_n(out + r * s.ldo, A, 0.0f);  // padding rows: no keys, a zero output
+    }
+    std::fill_n(lse, s.B * s.NH * s.T, -std::numeric_limits<float>::infinity());
+    for (int step = 0; step < size_; ++step) {
+        T* cur = reinterpret_cast<T*>(ring_[step % 2].data());
+        if (step + 1 < size_)
+            cp_.start_shift(cur, reinterpret_cast<T*>(ring_[(step + 1) % 2].data()), 2 * n);
+        const int src = (rank_ - step + size_) % size_;
+        for (int64_t b = 0; b < s.B; ++b)
+            for (const CpDocBlock& blk : s.doc_blocks[size_t(b * size_ + src)]) {
+                const int64_t qrow = b * s.T + blk.q_row, krow = b * s.T + blk.k_row;
+                float* row_lse = lse + b * s.NH * s.T;
+                cp::attend_fp32(part_.data(), part16, part_lse_.data(), q + qrow * s.ldq,
+                                cur + krow * KV, cur + n + krow * KV, doc_shape(blk, s));
+                lse_rows(run_lse, row_lse, s.NH, s.T, blk.q_row, blk.Tq);
+                const k::MergeShape ms{1, blk.Tq, s.NH, s.HS, s.ldo, A};
+                k::attention_merge(out + qrow * s.ldo, run_lse, part_.data(), part_lse_.data(), ms);
+                put_lse_rows(row_lse, run_lse, s.NH, s.T, blk.q_row, blk.Tq);
+            }
+        if (step + 1 < size_) cp_.wait_shift();
+    }
+}
+
+template <class T>
+void CpAttention::doc_ring_backward(float* dq, float* dk, float* dv, const T* dout, const T* q,
+                                    const T* kk, const T* v, const T* out, const float* lse,
+                                    const CpAttentionShape& s) {
+    const int64_t KV = s.NKV * s.HS, n = s.B * s.T * KV;
+    const int64_t acc = cp::floats_of<T>(2 * n);
+    ensure(acc + 2 * n);
+    if (part_lse_.size() < s.NH * s.T) part_lse_ = Buffer(2 * s.NH * s.T);
+    T* first = reinterpret_cast<T*>(ring_[0].data());
+    for (int64_t r = 0; r < s.B * s.T; ++r) {
+        std::fill_n(dq + r * s.ldq, s.NH * s.HS, 0.0f);
+        std::copy_n(kk + r * s.ldkv, KV, first + r * KV);
+        std::copy_n(v + r * s.ldkv, KV, first + n + r * KV);
+    }
+    std::fill_n(ring_[0].data() + acc, 2 * n, 0.0f);
+    for (int step = 0; step < size_; ++step) {
+        float* cur = ring_[step % 2].data();
+        float* next = ring_[(step + 1) % 2].data();
+        const T* kv = reinterpret_cast<const T*>(cur);
+        if (step + 1 < size_)
+            cp_.start_shift(reinterpret_cast<T*>(cur), reinterpret_cast<T*>(next), 2 * n);
+        const int src = (rank_ - step + size_) % size_;
+        for (int64_t b = 0; b < s.B; ++b)
+            for (const CpDocBlock& blk : s.doc_blocks[size_t(b * size_ + src)]) {
+                const int64_t qrow = b * s.T + blk.q_row, krow = b * s.T + blk.k_row;
+                lse_rows(part_lse_.data(), lse + b * s.NH * s.T, s.NH, s.T, blk.q_row, blk.Tq);
+                cp::attend_block_backward(
+                    dq + qrow * s.ldq, cur + acc + krow * KV, cur + acc + n + krow * KV,
+                    dout + qrow * s.ldo, q + qrow * s.ldq, kv + krow * KV, kv + n + krow * KV,
+                    out + qrow * s.ldo, part_lse_.data(), doc_shape(blk, s), {});
+            }
+        if (step + 1 < size_) cp_.wait_shift();
+        // As the rows' ring: after the last step the accumulator is home.
+        if (size_ > 1) {
+            cp_.start_shift(cur + acc, next + acc, 2 * n);
+            cp_.wait_shift();
+        } else {
+            std::copy_n(cur + acc, 2 * n, next + acc);
+        }
+    }
+    const float* home = ring_[size_ % 2].data() + acc;
     for (int64_t r = 0; r < s.B * s.T; ++r) {
         std::copy_n(home + r * KV, KV, dk + r * s.ldkv);
         std::copy_n(home + n + r * KV, KV, dv + r * s.ldkv);

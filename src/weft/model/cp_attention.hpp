@@ -22,6 +22,13 @@
 
 namespace weft::model {
 
+// One kernel call of the per-document zigzag (data::DocBlock, as plain numbers so that the
+// model needs no data header): queries at local rows [q_row, q_row + Tq) against the key rank's
+// rows [k_row, k_row + Tk), causal by the document positions q_pos0 and k_pos0.
+struct CpDocBlock {
+    int64_t q_row, k_row, Tq, Tk, q_pos0, k_pos0;
+};
+
 // Where one micro-batch's attention inputs live: rows of B sequences of T (local) positions,
 // q, k, v and out `ldq`, `ldkv`, `ldo` floats apart (k and v may be views into a fused qkv).
 struct CpAttentionShape {
@@ -32,6 +39,12 @@ struct CpAttentionShape {
     // rings keep the rows' zigzag split and mask each (query part, key part) block by document
     // (kernels/attention/varlen.hpp, *_block_documents), skipping blocks no document spans.
     std::span<const int64_t> cu_seqlens = {};
+    // The per-document zigzag (data/doc_zigzag.hpp, docs/long_context.md): when not empty, each
+    // rank's T rows of sequence b are its pieces of that sequence's documents (padding after),
+    // and doc_blocks[b * cp + k] lists the kernel calls of this rank's queries against rank k's
+    // keys. The ring runs those calls instead of the rows' zigzag blocks, and lse is laid out
+    // [B][NH][T]. Ring only so far.
+    std::span<const std::vector<CpDocBlock>> doc_blocks = {};
 };
 
 // The four ways CpAttention runs (scratch_floats counts each).
@@ -126,6 +139,12 @@ class CpAttention {
     template <class T>
     void ring_forward(float* out, float* lse, const T* q, const T* k, const T* v,
                       const CpAttentionShape& s);
+    template <class T>
+    void doc_ring_forward(float* out, float* lse, const T* q, const T* k, const T* v,
+                          const CpAttentionShape& s);
+    template <class T>
+    void doc_ring_backward(float* dq, float* dk, float* dv, const T* dout, const T* q, const T* k,
+                           const T* v, const T* out, const float* lse, const CpAttentionShape& s);
     template <class T>
     void ring_backward(float* dq, float* dk, float* dv, const T* dout, const T* q, const T* k,
                        const T* v, const T* out, const float* lse, const CpAttentionShape& s);

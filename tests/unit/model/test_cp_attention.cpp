@@ -8,7 +8,8 @@
 // own positions. The ring and TokenRing send the floats docs/context_parallel.md counts, and
 // every region allocates the scratch CpAttention::scratch_floats (the memory estimates) says;
 // Ulysses' all-to-all volume per rank stays constant when T and cp grow together. With packed
-// documents every region matches the varlen kernel on the whole rows (fp32 and bf16).
+// documents every region matches the varlen kernel on the whole rows (fp32 and bf16), and the
+// ring on the per-document zigzag (data::doc_zigzag) matches it too.
 #include <gtest/gtest.h>
 
 #include <barrier>
@@ -18,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "weft/data/doc_zigzag.hpp"
 #include "weft/kernels/attention/attention.hpp"
 #include "weft/kernels/attention/varlen.hpp"
 #include "weft/kernels/attention/zigzag.hpp"
@@ -458,6 +460,108 @@ TEST(CpAttention, PackedDocumentsMatchTheVarlenKernel) {
     check_bf16(4, 0, false, kDocs);
     check_bf16(4, 0, true, kDocs);
     check_bf16(4, 2, false, kDocs);
+}
+
+// The per-document zigzag under the ring: each rank holds its pieces of kDocs' documents (the
+// long ones cut in 2·cp pieces, padded at their end; the short ones whole), padded to the
+// longest rank's rows, and runs the layout's blocks (data::doc_blocks). Its outputs and
+// gradients at its tokens are the varlen kernel's on the whole rows; padding rows, filled with
+// garbage, get a zero output and zero gradients and change no real one.
+void check_doc_zigzag_ring(int cp) {
+    const Case ref = reference_case(5, kDocs);
+    // rows[b][r][t]: which of the whole rows' B*T positions rank r's local row t holds (-1:
+    // padding); blocks[r][b * cp + k]: rank r's calls against rank k's keys in row b.
+    std::vector<std::vector<std::vector<int64_t>>> rows(static_cast<size_t>(B));
+    std::vector<std::vector<std::vector<CpDocBlock>>> blocks(static_cast<size_t>(cp));
+    int64_t Tl = 0, split = 0;
+    for (int64_t b = 0; b < B; ++b) {
+        std::vector<data::Segment> docs;
+        for (size_t d = 0; d + 1 < kDocs.size(); ++d)
+            if (kDocs[d] >= b * T && kDocs[d] < (b + 1) * T)
+                docs.push_back({kDocs[d], kDocs[d + 1] - kDocs[d]});
+        const data::DocZigzag z = data::doc_zigzag(docs, cp, data::split_above(T, cp));
+        for (int r = 0; r < cp; ++r) {
+            std::vector<int64_t>& mine = rows[size_t(b)].emplace_back();
+            for (const data::DocPiece& p : z.ranks[size_t(r)]) {
+                split += p.pos0 > 0;
+                for (int64_t i = 0; i < p.seg.len; ++i)
+                    mine.push_back(p.seg.first < 0 ? -1 : p.seg.first + i);
+            }
+            Tl = std::max(Tl, int64_t(mine.size()));
+            for (int k = 0; k < cp; ++k) {
+                std::vector<CpDocBlock>& calls = blocks[size_t(r)].emplace_back();
+                for (const data::DocBlock& d : data::doc_blocks(z, r, k))
+                    calls.push_back({d.q_row, d.k_row, d.Tq, d.Tk, d.q_pos0, d.k_pos0});
+            }
+        }
+    }
+    ASSERT_GT(split, 0) << "no document is split at cp " << cp;
+    for (auto& row : rows)
+        for (auto& mine : row) mine.resize(size_t(Tl), -1);
+    // Every token on exactly one rank.
+    std::vector<int> seen(size_t(B * T), 0);
+    for (const auto& row : rows)
+        for (const auto& mine : row)
+            for (int64_t x : mine)
+                if (x >= 0) ++seen[size_t(x)];
+    EXPECT_EQ(seen, std::vector<int>(size_t(B * T), 1));
+
+    ThreadCp net(cp);
+    std::vector<Case> got(static_cast<size_t>(cp));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < cp; ++r)
+        threads.emplace_back([&, r] {
+            ThreadCp::Comm comm(net, r);
+            CpAttention att(comm, T);
+            const std::vector<float> junk = random(B * Tl * A, uint32_t(100 + r));
+            auto local = [&](const std::vector<float>& x, int64_t w) {
+                std::vector<float> l(size_t(B * Tl * w));
+                for (int64_t b = 0; b < B; ++b)
+                    for (int64_t t = 0; t < Tl; ++t) {
+                        const int64_t at = rows[size_t(b)][size_t(r)][size_t(t)];
+                        const float* from = at >= 0 ? x.data() + at * w : junk.data() + t * w;
+                        std::copy_n(from, w, l.data() + (b * Tl + t) * w);
+                    }
+                return l;
+            };
+            const std::vector<float> q = local(ref.q, A), k = local(ref.k, KV),
+                                     v = local(ref.v, KV), dout = local(ref.dout, A);
+            CpAttentionShape s{B, Tl, NH, NKV, HS, A, KV, A};
+            s.doc_blocks = blocks[size_t(r)];
+            Case& g = got[size_t(r)];
+            std::vector<float> lse(size_t(B * NH * Tl));
+            g.out.assign(q.size(), 1.0f);
+            g.dq.resize(q.size());
+            g.dk.resize(k.size());
+            g.dv.resize(v.size());
+            att.forward(g.out.data(), lse.data(), q.data(), k.data(), v.data(), s);
+            att.backward(g.dq.data(), g.dk.data(), g.dv.data(), dout.data(), q.data(), k.data(),
+                         v.data(), g.out.data(), lse.data(), s);
+        });
+    for (std::thread& t : threads) t.join();
+    for (int r = 0; r < cp; ++r)
+        for (int64_t b = 0; b < B; ++b)
+            for (int64_t t = 0; t < Tl; ++t) {
+                const int64_t at = rows[size_t(b)][size_t(r)][size_t(t)];
+                auto expect = [&](const std::vector<float>& want, const std::vector<float>& have,
+                                  int64_t w, const char* what) {
+                    for (int64_t j = 0; j < w; ++j)
+                        ASSERT_NEAR(have[size_t((b * Tl + t) * w + j)],
+                                    at >= 0 ? want[size_t(at * w + j)] : 0.0f, 2e-5)
+                            << what << " cp " << cp << " rank " << r << " b " << b << " t " << t
+                            << (at < 0 ? " (padding)" : "");
+                };
+                const Case& g = got[size_t(r)];
+                expect(ref.out, g.out, A, "out");
+                expect(ref.dq, g.dq, A, "dq");
+                expect(ref.dk, g.dk, KV, "dk");
+                expect(ref.dv, g.dv, KV, "dv");
+            }
+}
+
+TEST(CpAttention, PerDocumentZigzagRingMatchesTheVarlenKernel) {
+    check_doc_zigzag_ring(2);
+    check_doc_zigzag_ring(4);
 }
 
 // The Ulysses paper's claim: when the sequence and the cp degree grow together, what each rank
