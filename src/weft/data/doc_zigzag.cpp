@@ -69,6 +69,47 @@ DocZigzag doc_zigzag(std::span<const Segment> docs, int ring, int64_t above) {
     return out;
 }
 
+void fit_rows(DocZigzag& layout, int64_t rows) {
+    std::vector<DocPiece> spill;
+    std::vector<int64_t> tokens;
+    for (std::vector<DocPiece>& mine : layout.ranks) {
+        std::erase_if(mine, [](const DocPiece& p) { return p.seg.first < 0; });
+        int64_t n = 0;
+        for (const DocPiece& p : mine) n += p.seg.len;
+        while (n > rows) {
+            DocPiece& last = mine.back();
+            const int64_t over = std::min(n - rows, last.seg.len), keep = last.seg.len - over;
+            spill.push_back({{last.seg.first + keep, over}, last.pos0 + keep, last.doc});
+            n -= over;
+            if (keep == 0) {
+                mine.pop_back();
+            } else {
+                last.seg.len = keep;
+            }
+        }
+        tokens.push_back(n);
+    }
+    size_t r = 0;
+    for (DocPiece p : spill)
+        while (p.seg.len > 0) {
+            for (; r < tokens.size() && tokens[r] == rows; ++r) {
+            }
+            WEFT_CHECK(r < tokens.size(), "internal: more tokens than {} ranks of {} rows",
+                       layout.ring, rows);
+            const int64_t take = std::min(p.seg.len, rows - tokens[r]);
+            layout.ranks[r].push_back({{p.seg.first, take}, p.pos0, p.doc});
+            tokens[r] += take;
+            p.seg = {p.seg.first + take, p.seg.len - take};
+            p.pos0 += take;
+        }
+    layout.padding = 0;
+    for (size_t q = 0; q < tokens.size(); ++q)
+        if (tokens[q] < rows) {
+            layout.ranks[q].push_back({{-1, rows - tokens[q]}, 0, -1});
+            layout.padding += rows - tokens[q];
+        }
+}
+
 std::vector<DocBlock> doc_blocks(const DocZigzag& layout, int q_rank, int k_rank) {
     const std::vector<DocPiece>& qs = layout.ranks.at(size_t(q_rank));
     const std::vector<DocPiece>& ks = layout.ranks.at(size_t(k_rank));

@@ -47,6 +47,14 @@ struct DocZigzag {
 // `docs`: a micro-batch's documents (each no longer than its window, as packing cuts them).
 DocZigzag doc_zigzag(std::span<const Segment> docs, int ring, int64_t above);
 
+// Makes every rank's rows exactly `rows` long (the activations' T / cp), which doc_zigzag's
+// even share can exceed by its padding and by whole documents that fit nowhere: drops the
+// padding pieces (the pieces' document positions keep the calls exact whatever their lengths),
+// moves the tail of an over-full rank's last pieces to the ranks with room (cutting a piece
+// where it must: its two parts' calls are exact too), then pads each rank at its end (doc -1).
+// The documents' real tokens must fit in ring * rows. doc_order does not take the result.
+void fit_rows(DocZigzag& layout, int64_t rows);
+
 // One attention kernel call of the layout under a ring: queries at rows [q_row, q_row + Tq) of
 // one rank's rows (its pieces, concatenated in order, padding included) against keys at rows
 // [k_row, k_row + Tk) of another's (or its own), both of one document, causal by the document

@@ -269,6 +269,69 @@ TEST(DocZigzag, RingCallsAndUlyssesOrderGiveVarlenAttention) {
     }
 }
 
+// fit_rows: long-tailed rows of T laid out over R ranks come out exactly T / R rows a rank
+// (doc_zigzag's own layout exceeds it on some), every token once at its own position, the
+// calls still every causal pair once, and the busiest rank within 5% of the mean.
+TEST(DocZigzag, FitRowsGivesEveryRankTheSameRowsExactly) {
+    const int64_t T = 4096;
+    std::mt19937_64 rng(11);
+    std::lognormal_distribution<double> length(std::log(60.0), 1.2);
+    int over = 0;
+    for (const int R : {2, 4}) {
+        for (int trial = 0; trial < 10; ++trial) {
+            std::vector<Segment> docs;
+            for (int64_t at = 0, n = T / 3; at < T;
+                 n = std::max<int64_t>(1, int64_t(length(rng)))) {
+                n = std::min(n, T - at);
+                docs.push_back({at, n});
+                at += n;
+            }
+            DocZigzag z = doc_zigzag(docs, R, split_above(T, R));
+            for (const std::vector<DocPiece>& mine : z.ranks) {
+                int64_t n = 0;
+                for (const DocPiece& p : mine) n += p.seg.len;
+                over += n > T / R;
+            }
+            fit_rows(z, T / R);
+            std::vector<int> seen(size_t(T), 0);
+            std::vector<std::vector<int64_t>> rows(static_cast<size_t>(R));
+            for (int r = 0; r < R; ++r) {
+                for (const DocPiece& p : z.ranks[size_t(r)]) {
+                    for (int64_t i = 0; i < p.seg.len; ++i) {
+                        rows[size_t(r)].push_back(p.seg.first < 0 ? -1 : p.seg.first + i);
+                        if (p.seg.first >= 0) ++seen[size_t(p.seg.first + i)];
+                    }
+                    if (p.seg.first >= 0) {
+                        EXPECT_EQ(p.seg.first, docs[size_t(p.doc)].first + p.pos0);
+                    }
+                }
+                EXPECT_EQ(int64_t(rows[size_t(r)].size()), T / R) << "cp " << R << " rank " << r;
+            }
+            EXPECT_EQ(seen, std::vector<int>(size_t(T), 1)) << "cp " << R;
+            int64_t pairs = 0;
+            for (int qr = 0; qr < R; ++qr)
+                for (int kr = 0; kr < R; ++kr)
+                    for (const DocBlock& b : doc_blocks(z, qr, kr))
+                        for (int64_t i = 0; i < b.Tq; ++i) {
+                            const int64_t qt = rows[size_t(qr)][size_t(b.q_row + i)];
+                            for (int64_t j = 0; j < b.Tk && b.k_pos0 + j <= b.q_pos0 + i; ++j) {
+                                const int64_t kt = rows[size_t(kr)][size_t(b.k_row + j)];
+                                ASSERT_TRUE(kt >= 0 && kt <= qt) << "cp " << R;
+                                ++pairs;
+                            }
+                        }
+            int64_t want = 0;
+            for (const Segment& d : docs) want += d.len * (d.len + 1) / 2;
+            EXPECT_EQ(pairs, want) << "cp " << R;
+            const RankWork w = rank_work(z);
+            double sum = 0;
+            for (double x : w.squares) sum += x;
+            EXPECT_LT(w.max_squares() / (sum / R), 1.05) << "cp " << R;
+        }
+    }
+    EXPECT_GT(over, 0) << "no layout needed fitting";
+}
+
 // A long-tailed micro-batch of one row of T (lengths ~ lognormal, cut at the row's end, as
 // packing cuts a window): the row's zigzag leaves a rank far over the mean, the per-document
 // split within a few percent, for a fraction of a percent of padding.
