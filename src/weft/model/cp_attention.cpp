@@ -37,6 +37,17 @@ void put_lse_rows(float* lse, const float* from, int64_t NH, int64_t T, int64_t 
     for (int64_t h = 0; h < NH; ++h) std::copy_n(from + h * Tq, Tq, lse + h * T + row);
 }
 
+// The layout's calls with at most `rows` queries each (the ring's partial result holds a
+// chunk): a longer call's queries in runs against the same keys, each exact by its q_pos0.
+std::vector<CpDocBlock> calls(const std::vector<CpDocBlock>& blocks, int64_t rows) {
+    std::vector<CpDocBlock> out;
+    for (const CpDocBlock& b : blocks)
+        for (int64_t i = 0; i < b.Tq; i += rows)
+            out.push_back(
+                {b.q_row + i, b.k_row, std::min(rows, b.Tq - i), b.Tk, b.q_pos0 + i, b.k_pos0});
+    return out;
+}
+
 k::AttentionShape doc_shape(const CpDocBlock& blk, const CpAttentionShape& s) {
     return k::AttentionShape{1,           blk.Tq,     blk.Tk, s.NH,      s.HS, s.ldq, s.NKV * s.HS,
                              s.NH * s.HS, blk.q_pos0, s.NKV,  blk.k_pos0};
@@ -86,7 +97,8 @@ int64_t CpAttention::scratch_floats(CpRegion region, int64_t B, int64_t T, int64
     switch (region) {
         case CpRegion::ring:
             // Two blocks of K|V and their dK|dV (bf16: K|V in half the floats).
-            return (bf16 ? 6 : 8) * rows * KV + part;
+            // And the per-document ring's running lse rows of a call (ensure_part).
+            return (bf16 ? 6 : 8) * rows * KV + part + T / 2 * NH;
         case CpRegion::token_ring:
             // Travelling blocks 2 x (q, dO, out, lse); home K/V and dK/dV; two partials sent
             // and one received (out and lse); this rank's dQ. Under bf16 q, dO, out and K/V take
@@ -132,6 +144,14 @@ void CpAttention::forward(float* out, float* lse, const T* q, const T* kk, const
     ring_forward(out, lse, q, kk, v, s);
 }
 
+void CpAttention::ensure_part(int64_t c, const CpAttentionShape& s, bool bf16) {
+    const int64_t A = s.NH * s.HS;
+    part_.ensure(c * A);
+    // Twice a call's: the per-document ring merges its running lse rows in the second half.
+    part_lse_.ensure(2 * s.NH * c);
+    if (bf16) part16_.ensure((c * A + 1) / 2);
+}
+
 template <class T>
 void CpAttention::ring_forward(float* out, float* lse, const T* q, const T* kk, const T* v,
                                const CpAttentionShape& s) {
@@ -139,12 +159,7 @@ void CpAttention::ring_forward(float* out, float* lse, const T* q, const T* kk, 
     WEFT_CHECK(s.T == 2 * c, "internal: {} local positions at cp {} of a sequence of {}", s.T,
                size_, z_.T);
     ensure(cp::floats_of<T>(2 * n) + 2 * n);
-    if (part_.size() < c * s.NH * s.HS) {
-        part_ = Buffer(c * s.NH * s.HS);
-        part_lse_ = Buffer(s.NH * c);
-    }
-    if (sizeof(T) == 2 && part16_.size() < (c * s.NH * s.HS + 1) / 2)
-        part16_ = Buffer((c * s.NH * s.HS + 1) / 2);
+    ensure_part(c, s, sizeof(T) == 2);
     uint16_t* part16 = reinterpret_cast<uint16_t*>(part16_.data());
     const std::vector<std::vector<int64_t>> docs = cp::row_starts(s.cu_seqlens, s.B, z_.T);
     // Documents each on one rank: the own block is all there is to score, and nothing travels.
@@ -249,18 +264,14 @@ void CpAttention::ring_backward(float* dq, float* dk, float* dv, const T* dout, 
 template <class T>
 void CpAttention::doc_ring_forward(float* out, float* lse, const T* q, const T* kk, const T* v,
                                    const CpAttentionShape& s) {
-    const int64_t KV = s.NKV * s.HS, A = s.NH * s.HS, n = s.B * s.T * KV;
-    WEFT_CHECK(int64_t(s.doc_blocks.size()) == s.B * size_,
-               "internal: {} lists of per-document blocks for {} rows at cp {}",
-               s.doc_blocks.size(), s.B, size_);
+    const int64_t c = z_.chunk, KV = s.NKV * s.HS, A = s.NH * s.HS, n = s.B * s.T * KV;
+    WEFT_CHECK(int64_t(s.doc_blocks.size()) == s.B * size_ && s.T == 2 * c,
+               "internal: {} lists of per-document blocks for {} rows of {} at cp {}",
+               s.doc_blocks.size(), s.B, s.T, size_);
     ensure(cp::floats_of<T>(2 * n) + 2 * n);
-    if (part_.size() < s.T * A || part_lse_.size() < 2 * s.NH * s.T) {
-        part_ = Buffer(s.T * A);
-        part_lse_ = Buffer(2 * s.NH * s.T);
-    }
-    if (sizeof(T) == 2 && part16_.size() < (s.T * A + 1) / 2) part16_ = Buffer((s.T * A + 1) / 2);
+    ensure_part(c, s, sizeof(T) == 2);
     uint16_t* part16 = reinterpret_cast<uint16_t*>(part16_.data());
-    float* run_lse = part_lse_.data() + s.NH * s.T;
+    float* run_lse = part_lse_.data() + s.NH * c;
     T* first = reinterpret_cast<T*>(ring_[0].data());
     for (int64_t r = 0; r < s.B * s.T; ++r) {
         std::copy_n(kk + r * s.ldkv, KV, first + r * KV);
@@ -274,7 +285,7 @@ void CpAttention::doc_ring_forward(float* out, float* lse, const T* q, const T* 
             cp_.start_shift(cur, reinterpret_cast<T*>(ring_[(step + 1) % 2].data()), 2 * n);
         const int src = (rank_ - step + size_) % size_;
         for (int64_t b = 0; b < s.B; ++b)
-            for (const CpDocBlock& blk : s.doc_blocks[size_t(b * size_ + src)]) {
+            for (const CpDocBlock& blk : calls(s.doc_blocks[size_t(b * size_ + src)], c)) {
                 const int64_t qrow = b * s.T + blk.q_row, krow = b * s.T + blk.k_row;
                 float* row_lse = lse + b * s.NH * s.T;
                 cp::attend_fp32(part_.data(), part16, part_lse_.data(), q + qrow * s.ldq,
@@ -295,7 +306,8 @@ void CpAttention::doc_ring_backward(float* dq, float* dk, float* dv, const T* do
     const int64_t KV = s.NKV * s.HS, n = s.B * s.T * KV;
     const int64_t acc = cp::floats_of<T>(2 * n);
     ensure(acc + 2 * n);
-    if (part_lse_.size() < s.NH * s.T) part_lse_ = Buffer(2 * s.NH * s.T);
+    const int64_t c = z_.chunk;
+    part_lse_.ensure(2 * s.NH * c);
     T* first = reinterpret_cast<T*>(ring_[0].data());
     for (int64_t r = 0; r < s.B * s.T; ++r) {
         std::fill_n(dq + r * s.ldq, s.NH * s.HS, 0.0f);
@@ -311,7 +323,7 @@ void CpAttention::doc_ring_backward(float* dq, float* dk, float* dv, const T* do
             cp_.start_shift(reinterpret_cast<T*>(cur), reinterpret_cast<T*>(next), 2 * n);
         const int src = (rank_ - step + size_) % size_;
         for (int64_t b = 0; b < s.B; ++b)
-            for (const CpDocBlock& blk : s.doc_blocks[size_t(b * size_ + src)]) {
+            for (const CpDocBlock& blk : calls(s.doc_blocks[size_t(b * size_ + src)], c)) {
                 const int64_t qrow = b * s.T + blk.q_row, krow = b * s.T + blk.k_row;
                 lse_rows(part_lse_.data(), lse + b * s.NH * s.T, s.NH, s.T, blk.q_row, blk.Tq);
                 cp::attend_block_backward(

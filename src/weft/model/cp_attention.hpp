@@ -19,15 +19,9 @@
 #include "weft/core/buffer.hpp"
 #include "weft/kernels/attention/zigzag.hpp"
 #include "weft/model/cp_comm.hpp"
+#include "weft/model/cp_doc_block.hpp"
 
 namespace weft::model {
-
-// One kernel call of the per-document zigzag (data::DocBlock, as plain numbers so that the
-// model needs no data header): queries at local rows [q_row, q_row + Tq) against the key rank's
-// rows [k_row, k_row + Tk), causal by the document positions q_pos0 and k_pos0.
-struct CpDocBlock {
-    int64_t q_row, k_row, Tq, Tk, q_pos0, k_pos0;
-};
 
 // Where one micro-batch's attention inputs live: rows of B sequences of T (local) positions,
 // q, k, v and out `ldq`, `ldkv`, `ldo` floats apart (k and v may be views into a fused qkv).
@@ -135,6 +129,9 @@ class CpAttention {
 
   private:
     void ensure(int64_t floats);
+    // A call's partial result, chunk `c` rows (and its lse twice over: the per-document ring's
+    // running lse rows; bf16: the kernel's bf16 output).
+    void ensure_part(int64_t c, const CpAttentionShape& s, bool bf16);
     // The ring, on fp32 or bf16 (uint16_t) operands.
     template <class T>
     void ring_forward(float* out, float* lse, const T* q, const T* k, const T* v,

@@ -463,23 +463,28 @@ TEST(CpAttention, PackedDocumentsMatchTheVarlenKernel) {
 }
 
 // The per-document zigzag under the ring: each rank holds its pieces of kDocs' documents (the
-// long ones cut in 2·cp pieces, padded at their end; the short ones whole), padded to the
-// longest rank's rows, and runs the layout's blocks (data::doc_blocks). Its outputs and
+// long ones cut in 2·cp pieces, the short ones whole) fit to T / cp rows (data::fit_rows), and
+// runs the layout's blocks (data::doc_blocks). Its outputs and
 // gradients at its tokens are the varlen kernel's on the whole rows; padding rows, filled with
-// garbage, get a zero output and zero gradients and change no real one.
+// garbage, get a zero output and zero gradients and change no real one; the ring allocates the
+// scratch its count says.
 void check_doc_zigzag_ring(int cp) {
     const Case ref = reference_case(5, kDocs);
     // rows[b][r][t]: which of the whole rows' B*T positions rank r's local row t holds (-1:
     // padding); blocks[r][b * cp + k]: rank r's calls against rank k's keys in row b.
     std::vector<std::vector<std::vector<int64_t>>> rows(static_cast<size_t>(B));
     std::vector<std::vector<std::vector<CpDocBlock>>> blocks(static_cast<size_t>(cp));
-    int64_t Tl = 0, split = 0;
+    // Row 0's last document (5 tokens at 27) stays out of the layout, as a row's padding does
+    // in training, so that the ranks' rows end in padding.
+    const int64_t Tl = T / cp, kUnlaid = 27;
+    int64_t split = 0;
     for (int64_t b = 0; b < B; ++b) {
         std::vector<data::Segment> docs;
         for (size_t d = 0; d + 1 < kDocs.size(); ++d)
-            if (kDocs[d] >= b * T && kDocs[d] < (b + 1) * T)
+            if (kDocs[d] >= b * T && kDocs[d] < (b + 1) * T && kDocs[d] != kUnlaid)
                 docs.push_back({kDocs[d], kDocs[d + 1] - kDocs[d]});
-        const data::DocZigzag z = data::doc_zigzag(docs, cp, data::split_above(T, cp));
+        data::DocZigzag z = data::doc_zigzag(docs, cp, data::split_above(T, cp));
+        data::fit_rows(z, Tl);
         for (int r = 0; r < cp; ++r) {
             std::vector<int64_t>& mine = rows[size_t(b)].emplace_back();
             for (const data::DocPiece& p : z.ranks[size_t(r)]) {
@@ -487,7 +492,6 @@ void check_doc_zigzag_ring(int cp) {
                 for (int64_t i = 0; i < p.seg.len; ++i)
                     mine.push_back(p.seg.first < 0 ? -1 : p.seg.first + i);
             }
-            Tl = std::max(Tl, int64_t(mine.size()));
             for (int k = 0; k < cp; ++k) {
                 std::vector<CpDocBlock>& calls = blocks[size_t(r)].emplace_back();
                 for (const data::DocBlock& d : data::doc_blocks(z, r, k))
@@ -496,15 +500,16 @@ void check_doc_zigzag_ring(int cp) {
         }
     }
     ASSERT_GT(split, 0) << "no document is split at cp " << cp;
-    for (auto& row : rows)
-        for (auto& mine : row) mine.resize(size_t(Tl), -1);
-    // Every token on exactly one rank.
-    std::vector<int> seen(size_t(B * T), 0);
+    // Every laid out token on exactly one rank, in T / cp rows each.
+    std::vector<int> seen(size_t(B * T), 0), want(size_t(B * T), 1);
+    std::fill_n(want.begin() + kUnlaid, 5, 0);
     for (const auto& row : rows)
-        for (const auto& mine : row)
+        for (const auto& mine : row) {
+            EXPECT_EQ(int64_t(mine.size()), Tl);
             for (int64_t x : mine)
                 if (x >= 0) ++seen[size_t(x)];
-    EXPECT_EQ(seen, std::vector<int>(size_t(B * T), 1));
+        }
+    EXPECT_EQ(seen, want);
 
     ThreadCp net(cp);
     std::vector<Case> got(static_cast<size_t>(cp));
@@ -537,6 +542,9 @@ void check_doc_zigzag_ring(int cp) {
             att.forward(g.out.data(), lse.data(), q.data(), k.data(), v.data(), s);
             att.backward(g.dq.data(), g.dk.data(), g.dv.data(), dout.data(), q.data(), k.data(),
                          v.data(), g.out.data(), lse.data(), s);
+            EXPECT_EQ(att.allocated_scratch_floats(),
+                      CpAttention::scratch_floats(CpRegion::ring, B, Tl, NH, NKV, HS))
+                << "scratch floats of rank " << r;
         });
     for (std::thread& t : threads) t.join();
     for (int r = 0; r < cp; ++r)
