@@ -53,9 +53,10 @@ gpt2 | llama)
   fi
   ;;
 cp)
-  # Ulysses attends to whole rows of its heads, the rings (and the hybrid's ring) to zigzag
+  # Ulysses attends to whole rows of its heads, TokenRing (and the hybrid's ring) to zigzag
   # blocks of them masked by document: all take the whole rows' boundaries, and each rank's rows
-  # their positions from them. Ulysses on both families; the ring and TokenRing on GPT-2's
+  # their positions from them. The ring runs the per-document zigzag: each rank its pieces of
+  # the row's documents (data::doc_zigzag, fit to T/cp rows), their positions, and the calls. Ulysses on both families; the ring and TokenRing on GPT-2's
   # learned positions, the hybrid (Ulysses over 2 ranks, its ring over the pair's two chunks) on
   # Llama's RoPE; test_cp_attention checks every region's attention, fp32 and bf16.
   kinds_tiny=("ulysses --cp-kind ulysses" "ring --cp-kind ring" "tokenring --ring-bidirectional")
@@ -69,6 +70,9 @@ cp)
       shift
       train 2 cp2_${name}_$model --model $model --cp 2 "$@"
       same_as_ref cp2_${name}_$model ref_$model 4 1e-5 2e-4
+      # The ring alone lays each document out zigzag over its ranks (the per-document layout).
+      grep -q "each document longer than .* split zigzag" cp2_${name}_$model.log
+      check [ $? -eq "$([ $name = ring ] && echo 0 || echo 1)" ]
     done
   done
   ;;

@@ -29,6 +29,8 @@ struct AttentionCore {
     float* lse;  // [B, NH, T]: kept for backward
     // Packed documents (Activations::cu_seqlens); empty: one sequence a row.
     std::span<const int64_t> cu_seqlens = {};
+    // The per-document zigzag's calls (Activations::cp_doc_blocks); empty: the rows' zigzag.
+    std::span<const std::vector<CpDocBlock>> cp_doc_blocks = {};
 
     int64_t ld() const { return (NH + 2 * NKV) * HS; }  // a row of packed q, k, v
     int64_t q_width() const { return NH * HS; }

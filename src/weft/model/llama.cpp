@@ -407,7 +407,8 @@ AttentionCore Llama::attention(LlamaActivations& a, int64_t slot) const {
             a.atty,
             slot * BT * NH_ * HS_,
             a.lse.data() + slot * a.B * NH_ * a.T,
-            a.cu_seqlens};
+            a.cu_seqlens,
+            a.cp_doc_blocks};
 }
 
 void Llama::block_forward_from(LlamaActivations& a, const LlamaBlock& p, int l, UnitAccess& w,

@@ -18,6 +18,7 @@
 #include "weft/core/buffer.hpp"
 #include "weft/model/config.hpp"
 #include "weft/model/cp_comm.hpp"
+#include "weft/model/cp_doc_block.hpp"
 #include "weft/model/moe_comm.hpp"
 #include "weft/model/params.hpp"
 #include "weft/model/weight_grads.hpp"
@@ -128,6 +129,11 @@ struct Activations {
     // parallelism, over the whole sequences' rows: B * T * cp. Empty: every row is one
     // sequence.
     std::vector<int64_t> cu_seqlens;
+    // The per-document zigzag under the ring (CpAttentionShape::doc_blocks): this rank's rows of
+    // each sequence are its pieces of the sequence's documents, and entry b * cp + k lists the
+    // kernel calls of its queries in sequence b against cp rank k's keys. Empty: the rows'
+    // zigzag.
+    std::vector<std::vector<CpDocBlock>> cp_doc_blocks;
     // The position of row r of the flattened B*T (positions listed: one a sequence row, or one
     // a batch row).
     int64_t position(int64_t r) const { return positions[size_t(r) % positions.size()]; }

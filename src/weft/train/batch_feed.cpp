@@ -4,13 +4,14 @@
 #include <utility>
 
 #include "weft/core/error.hpp"
+#include "weft/data/doc_zigzag.hpp"
 
 namespace weft::train {
 
 BatchFeed::BatchFeed(const data::TokenFile& file, int64_t seq_len, uint64_t seed, bool sequential,
                      int64_t global_batch, int ranks, int rank, int64_t micro,
                      std::optional<data::DocumentRows> docs, bool balance, int ring,
-                     std::vector<int64_t> context)
+                     std::vector<int64_t> context, bool per_document, int cp_rank)
     : file_(file),
       loader_(file, seq_len, seed, sequential),
       global_batch_(global_batch),
@@ -21,7 +22,9 @@ BatchFeed::BatchFeed(const data::TokenFile& file, int64_t seq_len, uint64_t seed
       ring_(ring),
       docs_(std::move(docs)),
       balance_(balance),
-      context_(std::move(context)) {
+      context_(std::move(context)),
+      per_document_(per_document && docs_ && !context_.empty()),
+      cp_rank_(cp_rank) {
     WEFT_CHECK(global_batch % ranks == 0 && rank_rows_ % micro == 0 && (docs_ || !balance),
                "internal: a feed of {} rows over {} ranks, micro-batches of {}{}", global_batch,
                ranks, micro, balance && !docs_ ? ", balanced without documents" : "");
@@ -73,6 +76,7 @@ void BatchFeed::fill(int64_t m, model::Activations& a) const {
         read_rows(rows, a.inputs.data(), a.targets.data());
         return data::row_layout(rows, T, a.positions, a.cu_seqlens);
     }
+    if (per_document_) return fill_pieces(rows, a);
     // Context parallel: the boundaries of the whole sequences (every cp region masks by them:
     // Ulysses attends to whole rows, the rings to blocks of them), this rank's positions of their
     // tokens and of their documents.
@@ -89,6 +93,38 @@ void BatchFeed::fill(int64_t m, model::Activations& a) const {
             a.targets[to] = targets[from];
             a.positions[to] = positions[from];
         }
+}
+
+void BatchFeed::fill_pieces(std::span<const data::Row> rows, model::Activations& a) const {
+    const int64_t T = loader_.seq_len(), n = int64_t(context_.size());
+    WEFT_CHECK(n * ring_ == T, "internal: {} rows a rank over a ring of {} for sequences of {}", n,
+               ring_, T);
+    // The whole rows' boundaries as the other regions take them (the ring reads the calls).
+    std::vector<int64_t> whole_positions;
+    data::row_layout(rows, T, whole_positions, a.cu_seqlens);
+    a.positions.assign(rows.size() * size_t(n), 0);
+    a.cp_doc_blocks.clear();
+    for (size_t b = 0; b < rows.size(); ++b) {
+        // The row's padding segments (--balance) are no document: fit_rows pads at the end.
+        std::vector<data::Segment> docs;
+        for (const data::Segment& seg : rows[b])
+            if (seg.first >= 0) docs.push_back(seg);
+        data::DocZigzag z = data::doc_zigzag(docs, ring_, data::split_above(T, ring_));
+        data::fit_rows(z, n);
+        int64_t at = int64_t(b) * n;
+        for (const data::DocPiece& p : z.ranks[size_t(cp_rank_)]) {
+            const data::Row piece{p.seg};
+            read_rows({&piece, 1}, a.inputs.data() + at, a.targets.data() + at);
+            for (int64_t i = 0; p.seg.first >= 0 && i < p.seg.len; ++i)
+                a.positions[size_t(at + i)] = p.pos0 + i;
+            at += p.seg.len;
+        }
+        for (int k = 0; k < ring_; ++k) {
+            std::vector<model::CpDocBlock>& calls = a.cp_doc_blocks.emplace_back();
+            for (const data::DocBlock& d : data::doc_blocks(z, cp_rank_, k))
+                calls.push_back({d.q_row, d.k_row, d.Tq, d.Tk, d.q_pos0, d.k_pos0});
+        }
+    }
 }
 
 }  // namespace weft::train

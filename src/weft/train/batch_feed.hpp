@@ -25,11 +25,15 @@ class BatchFeed {
     // batches; none: one sequence a row. `balance`: balance the documents (needs docs).
     // `ring`: the ranks each row's zigzag chunks are split over (data::balance_ring), by which
     // documents are balanced and the layouts' work counted. `context`: this rank's positions of
-    // each sequence under context parallelism (empty: all).
+    // each sequence under context parallelism (empty: all). `per_document` (packed, under the
+    // ring): each row's documents are laid out by the per-document zigzag (data/doc_zigzag.hpp)
+    // over the ring, this rank (`cp_rank`) taking its pieces, instead of the row's zigzag
+    // chunks at `context`.
     BatchFeed(const data::TokenFile& file, int64_t seq_len, uint64_t seed, bool sequential,
               int64_t global_batch, int ranks, int rank, int64_t micro,
               std::optional<data::DocumentRows> docs = std::nullopt, bool balance = false,
-              int ring = 1, std::vector<int64_t> context = {});
+              int ring = 1, std::vector<int64_t> context = {}, bool per_document = false,
+              int cp_rank = 0);
 
     // Lays out step `step` (0-based), before its fill()s.
     void begin_step(int64_t step);
@@ -41,10 +45,13 @@ class BatchFeed {
     const data::RankRows* static_layout() const { return unbalanced_ ? &*unbalanced_ : nullptr; }
 
     // Micro-batch m of that step into a.inputs and a.targets (packed: a.positions and
-    // a.cu_seqlens too).
+    // a.cu_seqlens too; per-document: a.cp_doc_blocks).
     void fill(int64_t m, model::Activations& a) const;
 
   private:
+    // Per-document: this rank's pieces of each row's documents into a's rows, with their
+    // positions and the ring's calls.
+    void fill_pieces(std::span<const data::Row> rows, model::Activations& a) const;
     // The tokens of `rows` whole into inputs and targets (padding: token 0, target -1).
     void read_rows(std::span<const data::Row> rows, int32_t* inputs, int32_t* targets) const;
 
@@ -55,6 +62,8 @@ class BatchFeed {
     std::optional<data::DocumentRows> docs_;
     bool balance_;
     std::vector<int64_t> context_;
+    bool per_document_;
+    int cp_rank_;
     int64_t step_ = 0;
     std::optional<data::RankRows> layout_, unbalanced_;
 };

@@ -422,6 +422,7 @@ double TrainState::run_micro_batches(int64_t micro_batches,
             if (!act_->cu_seqlens.empty()) {
                 a.positions = act_->positions;
                 a.cu_seqlens = act_->cu_seqlens;
+                a.cp_doc_blocks = act_->cp_doc_blocks;
             }
         };
         stage_->set_bf16_messages(ctx_.bf16_activations());
@@ -456,6 +457,7 @@ EvalResult TrainState::evaluate(const data::TokenFile& file, int64_t B, int64_t 
     // boundaries and positions go, and the next step's fill sets them again.
     if (!act_->cu_seqlens.empty()) {
         act_->cu_seqlens.clear();
+        act_->cp_doc_blocks.clear();
         act_->positions.clear();
         if (model_->cp_size() > 1) act_->positions = model_->context_positions();
     }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <thread>
 
+#include "weft/data/doc_zigzag.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/model/counts.hpp"
 #include "weft/parallel/parallel_context.hpp"
@@ -32,6 +33,15 @@ namespace weft::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Packed documents under the ring are laid out by the per-document zigzag (docs/long_context.md
+// "Per-document zigzag"): each document shared evenly over the ring whatever its length and
+// place in the row. TokenRing, Ulysses and the hybrid keep the rows' zigzag, and so does
+// --balance, whose placement over the ring already evens it and keeps short documents off it.
+bool per_document_ring(const TrainOptions& o) {
+    return o.layout.cp > 1 && o.layout.cp_kind == CpKind::ring && !o.layout.ring_bidirectional &&
+           !o.balance;
+}
 
 comm::MeshOptions mesh_options(const TrainOptions& o) {
     comm::MeshOptions m;
@@ -240,9 +250,15 @@ void run_training(const TrainOptions& opts) {
                         o.optim.optimizer));
     std::optional<data::DocumentRows> docs;
     if (!in.train_documents.empty()) docs.emplace(in.train_documents, o.seq_len);
+    if (docs && per_document_ring(o))
+        log.note(
+            fmt::format("context parallel ring: each document longer than {} tokens split "
+                        "zigzag over the {} ranks, shorter ones whole on one",
+                        data::split_above(o.seq_len, o.layout.cp), o.layout.cp));
     BatchFeed feed(in.train, o.seq_len, o.seed, o.sequential, o.batch_size, o.layout.dp,
                    mesh.rank(comm::Axis::dp), split.micro, std::move(docs), o.balance,
-                   data::balance_ring(o.layout), st.activations().positions);
+                   data::balance_ring(o.layout), st.activations().positions, per_document_ring(o),
+                   mesh.rank(comm::Axis::cp));
     RunCheckpoints checkpoints(st, o, split.micro, log, heartbeat);
     RunEvaluation eval(st, in.val ? &*in.val : nullptr, o.batch_size, o.eval_batches, log,
                        heartbeat);
