@@ -28,6 +28,38 @@ Pair pair_of(const k::ZigzagBlock& blk, int64_t b, const CpAttentionShape& s, in
                               s.NKV, blk.k_pos0}};
 }
 
+// This rank's keys and values into the first ring block, dense so that a shift is one message
+// (backward: dq zeroed too, since the calls accumulate into it).
+template <class T>
+void stage_kv(T* first, const T* k, const T* v, const CpAttentionShape& s, float* dq = nullptr) {
+    const int64_t KV = s.NKV * s.HS, n = s.B * s.T * KV;
+    for (int64_t r = 0; r < s.B * s.T; ++r) {
+        if (dq) std::fill_n(dq + r * s.ldq, s.NH * s.HS, 0.0f);
+        std::copy_n(k + r * s.ldkv, KV, first + r * KV);
+        std::copy_n(v + r * s.ldkv, KV, first + n + r * KV);
+    }
+}
+
+// After a backward step: the dK|dV accumulator (`floats` at cur) to the next rank, this
+// rank's arriving in `next` (after the last step, each block's own: home); one step, no shift.
+void pass_accumulator(CpComm& cp, float* cur, float* next, int64_t floats, int steps) {
+    if (steps > 1) {
+        cp.start_shift(cur, next, floats);
+        cp.wait_shift();
+    } else {
+        std::copy_n(cur, floats, next);
+    }
+}
+
+// The accumulated dK|dV home (`home`, dense) into dk and dv.
+void unstage_dkv(const float* home, float* dk, float* dv, const CpAttentionShape& s) {
+    const int64_t KV = s.NKV * s.HS, n = s.B * s.T * KV;
+    for (int64_t r = 0; r < s.B * s.T; ++r) {
+        std::copy_n(home + r * KV, KV, dk + r * s.ldkv);
+        std::copy_n(home + n + r * KV, KV, dv + r * s.ldkv);
+    }
+}
+
 // A block's queries' rows of the [B][NH][T] running lse, as the merge and the backward kernel
 // take them ([NH][Tq]), and back.
 void lse_rows(float* to, const float* lse, int64_t NH, int64_t T, int64_t row, int64_t Tq) {
@@ -166,11 +198,7 @@ void CpAttention::ring_forward(float* out, float* lse, const T* q, const T* kk, 
     const int steps = cp::documents_cross_ranks(docs, z_) ? size_ : 1;
     // The block this rank starts with: its own keys and values, dense so that a shift is one
     // message.
-    T* first = reinterpret_cast<T*>(ring_[0].data());
-    for (int64_t r = 0; r < s.B * s.T; ++r) {
-        std::copy_n(kk + r * s.ldkv, KV, first + r * KV);
-        std::copy_n(v + r * s.ldkv, KV, first + n + r * KV);
-    }
+    stage_kv(reinterpret_cast<T*>(ring_[0].data()), kk, v, s);
     // Running results start empty: lse = -inf, and the first merge copies the first block.
     std::fill_n(lse, s.B * 2 * s.NH * c, -std::numeric_limits<float>::infinity());
     for (int step = 0; step < steps; ++step) {
@@ -212,12 +240,7 @@ void CpAttention::ring_backward(float* dq, float* dk, float* dv, const T* dout, 
     // Each ring buffer: the K|V block in T, then its fp32 dK|dV accumulator.
     const int64_t acc = cp::floats_of<T>(2 * n);
     ensure(acc + 2 * n);
-    T* first = reinterpret_cast<T*>(ring_[0].data());
-    for (int64_t r = 0; r < s.B * s.T; ++r) {
-        std::fill_n(dq + r * s.ldq, s.NH * s.HS, 0.0f);
-        std::copy_n(kk + r * s.ldkv, KV, first + r * KV);
-        std::copy_n(v + r * s.ldkv, KV, first + n + r * KV);
-    }
+    stage_kv(reinterpret_cast<T*>(ring_[0].data()), kk, v, s, dq);
     std::fill_n(ring_[0].data() + acc, 2 * n, 0.0f);
     const std::vector<std::vector<int64_t>> docs = cp::row_starts(s.cu_seqlens, s.B, z_.T);
     const int steps = cp::documents_cross_ranks(docs, z_) ? size_ : 1;  // as forward
@@ -244,18 +267,9 @@ void CpAttention::ring_backward(float* dq, float* dk, float* dv, const T* dout, 
         if (step + 1 < steps) cp_.wait_shift();
         // After the last step this sends the accumulator home (to its owner, rank + 1) and
         // receives this rank's own.
-        if (steps > 1) {
-            cp_.start_shift(cur + acc, next + acc, 2 * n);
-            cp_.wait_shift();
-        } else {
-            std::copy_n(cur + acc, 2 * n, next + acc);
-        }
+        pass_accumulator(cp_, cur + acc, next + acc, 2 * n, steps);
     }
-    const float* home = ring_[steps % 2].data() + acc;
-    for (int64_t r = 0; r < s.B * s.T; ++r) {
-        std::copy_n(home + r * KV, KV, dk + r * s.ldkv);
-        std::copy_n(home + n + r * KV, KV, dv + r * s.ldkv);
-    }
+    unstage_dkv(ring_[steps % 2].data() + acc, dk, dv, s);
 }
 
 // The per-document zigzag: the same ring of key/value blocks, but each step's calls are the
@@ -272,12 +286,9 @@ void CpAttention::doc_ring_forward(float* out, float* lse, const T* q, const T* 
     ensure_part(c, s, sizeof(T) == 2);
     uint16_t* part16 = reinterpret_cast<uint16_t*>(part16_.data());
     float* run_lse = part_lse_.data() + s.NH * c;
-    T* first = reinterpret_cast<T*>(ring_[0].data());
-    for (int64_t r = 0; r < s.B * s.T; ++r) {
-        std::copy_n(kk + r * s.ldkv, KV, first + r * KV);
-        std::copy_n(v + r * s.ldkv, KV, first + n + r * KV);
+    stage_kv(reinterpret_cast<T*>(ring_[0].data()), kk, v, s);
+    for (int64_t r = 0; r < s.B * s.T; ++r)
         std::fill_n(out + r * s.ldo, A, 0.0f);  // padding rows: no keys, a zero output
-    }
     std::fill_n(lse, s.B * s.NH * s.T, -std::numeric_limits<float>::infinity());
     for (int step = 0; step < size_; ++step) {
         T* cur = reinterpret_cast<T*>(ring_[step % 2].data());
@@ -308,12 +319,7 @@ void CpAttention::doc_ring_backward(float* dq, float* dk, float* dv, const T* do
     ensure(acc + 2 * n);
     const int64_t c = z_.chunk;
     part_lse_.ensure(2 * s.NH * c);
-    T* first = reinterpret_cast<T*>(ring_[0].data());
-    for (int64_t r = 0; r < s.B * s.T; ++r) {
-        std::fill_n(dq + r * s.ldq, s.NH * s.HS, 0.0f);
-        std::copy_n(kk + r * s.ldkv, KV, first + r * KV);
-        std::copy_n(v + r * s.ldkv, KV, first + n + r * KV);
-    }
+    stage_kv(reinterpret_cast<T*>(ring_[0].data()), kk, v, s, dq);
     std::fill_n(ring_[0].data() + acc, 2 * n, 0.0f);
     for (int step = 0; step < size_; ++step) {
         float* cur = ring_[step % 2].data();
@@ -332,19 +338,9 @@ void CpAttention::doc_ring_backward(float* dq, float* dk, float* dv, const T* do
                     out + qrow * s.ldo, part_lse_.data(), doc_shape(blk, s), {});
             }
         if (step + 1 < size_) cp_.wait_shift();
-        // As the rows' ring: after the last step the accumulator is home.
-        if (size_ > 1) {
-            cp_.start_shift(cur + acc, next + acc, 2 * n);
-            cp_.wait_shift();
-        } else {
-            std::copy_n(cur + acc, 2 * n, next + acc);
-        }
+        pass_accumulator(cp_, cur + acc, next + acc, 2 * n, size_);
     }
-    const float* home = ring_[size_ % 2].data() + acc;
-    for (int64_t r = 0; r < s.B * s.T; ++r) {
-        std::copy_n(home + r * KV, KV, dk + r * s.ldkv);
-        std::copy_n(home + n + r * KV, KV, dv + r * s.ldkv);
-    }
+    unstage_dkv(ring_[size_ % 2].data() + acc, dk, dv, s);
 }
 
 template void CpAttention::forward(float*, float*, const float*, const float*, const float*,
