@@ -8,10 +8,10 @@
 // attention work among those whose tokens stay within an even share, so that it needs no other
 // rank's keys and the many short documents level what the split ones leave.
 //
-// Against the row's zigzag (balance.hpp, which runs today) this shares a long document exactly
-// whatever its length and place in the row; the feed and CpAttention have yet to run it
-// (docs/long_context.md, "Not done yet", has the plan), so only the figures and its tests use
-// it so far (bench/ring_pack_balance.py measures the same rule).
+// Against the row's zigzag (balance.hpp) this shares a long document exactly whatever its
+// length and place in the row. The feed runs it under the plain ring (fit_rows, doc_blocks);
+// TokenRing, Ulysses and the hybrid do not yet (docs/long_context.md, "Not done yet").
+// bench/ring_pack_balance.py measures the same rule.
 #include <cstdint>
 #include <span>
 #include <vector>
