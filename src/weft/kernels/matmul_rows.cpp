@@ -221,19 +221,9 @@ void rows_avx512(float* out, const typename Op::T* x, const typename Op::T* w, c
     // Either path computes an element in the one order: the choice by M changes no bits.
     const bool stream = M == 1 || (M <= kStreamRows &&
                                    M * K * int64_t(sizeof(typename Op::T)) <= kStreamInputBytes);
-    // Decode (one row): the chunks through the team that stays up between products
-    // (chunk_team.hpp), not a parallel region per product; each chunk the same tiles as below.
-    if (M == 1 && N * K >= kMinParallel && chunks > 1 && team_for(chunks, [&](int64_t chunk) {
-            const int64_t hi = std::min(tiles, (chunk + 1) * chunk_tiles);
-            for (int64_t j = chunk * chunk_tiles; j < hi; ++j) {
-                const int64_t n = j * kTileCols;
-                stream_tile<Op, 1>(out + n, N, x, w + n * K, bias ? bias + n : nullptr, K,
-                                   int(std::min<int64_t>(kTileCols, N - n)));
-            }
-        }))
-        return;
-#pragma omp parallel for schedule(dynamic, 1) if (M * N * K >= kMinParallel && chunks > 1)
-    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    // One chunk of column tiles: whichever thread or team runs it, the same tiles in the same
+    // order.
+    auto run_chunk = [&](int64_t chunk) {
         const int64_t hi = std::min(tiles, (chunk + 1) * chunk_tiles);
         if (stream) {
             for (int64_t j = chunk * chunk_tiles; j < hi; ++j) {
@@ -244,7 +234,7 @@ void rows_avx512(float* out, const typename Op::T* x, const typename Op::T* w, c
                                                         int(std::min<int64_t>(kTileCols, N - n)));
                 });
             }
-            continue;
+            return;
         }
         for (int64_t block = chunk * chunk_tiles; block < hi; block += block_tiles) {
             const int64_t block_end = std::min(hi, block + block_tiles);
@@ -260,7 +250,12 @@ void rows_avx512(float* out, const typename Op::T* x, const typename Op::T* w, c
                 }
             }
         }
-    }
+    };
+    // Decode (one row): the chunks through the team that stays up between products
+    // (chunk_team.hpp), not a parallel region per product.
+    if (M == 1 && N * K >= kMinParallel && chunks > 1 && team_for(chunks, run_chunk)) return;
+#pragma omp parallel for schedule(dynamic, 1) if (M * N * K >= kMinParallel && chunks > 1)
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) run_chunk(chunk);
 }
 #endif
 
