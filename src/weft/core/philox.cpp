@@ -4,32 +4,6 @@
 
 namespace weft {
 
-namespace {
-constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
-constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
-
-inline void mulhilo(uint32_t a, uint32_t b, uint32_t& hi, uint32_t& lo) {
-    uint64_t p = uint64_t(a) * b;
-    hi = uint32_t(p >> 32);
-    lo = uint32_t(p);
-}
-}  // namespace
-
-void Philox::block(uint64_t counter_lo, uint64_t counter_hi, uint32_t out[4]) const {
-    uint32_t c0 = uint32_t(counter_lo), c1 = uint32_t(counter_lo >> 32);
-    uint32_t c2 = uint32_t(counter_hi), c3 = uint32_t(counter_hi >> 32);
-    uint32_t k0 = key[0], k1 = key[1];
-    for (int round = 0; round < 10; ++round) {
-        uint32_t hi0, lo0, hi1, lo1;
-        mulhilo(kMul0, c0, hi0, lo0);
-        mulhilo(kMul1, c2, hi1, lo1);
-        uint32_t n0 = hi1 ^ c1 ^ k0, n1 = lo1, n2 = hi0 ^ c3 ^ k1, n3 = lo0;
-        c0 = n0, c1 = n1, c2 = n2, c3 = n3;
-        k0 += kWeyl0, k1 += kWeyl1;
-    }
-    out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
-}
-
 float Philox::normal(uint64_t index) const {
     uint32_t r[4];
     block(index, 0, r);

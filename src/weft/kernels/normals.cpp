@@ -7,19 +7,6 @@ namespace weft::kernels {
 
 namespace {
 
-// Philox4x32-10 of counter (index, 0) under `key`, as Philox::block, written so that a loop
-// over indices vectorises (32 x 32 -> 64-bit products).
-inline void block(uint32_t k0, uint32_t k1, uint64_t index, uint32_t r[4]) {
-    uint32_t c0 = uint32_t(index), c1 = uint32_t(index >> 32), c2 = 0, c3 = 0;
-    for (int round = 0; round < 10; ++round) {
-        const uint64_t p0 = uint64_t(0xD2511F53u) * c0, p1 = uint64_t(0xCD9E8D57u) * c2;
-        const uint32_t n0 = uint32_t(p1 >> 32) ^ c1 ^ k0, n2 = uint32_t(p0 >> 32) ^ c3 ^ k1;
-        c1 = uint32_t(p1), c3 = uint32_t(p0), c0 = n0, c2 = n2;
-        k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
-    }
-    r[0] = c0, r[1] = c1, r[2] = c2, r[3] = c3;
-}
-
 // log(u) for u in (0, 1]: u = 2^e m with m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s) with
 // s = (m - 1) / (m + 1), |s| <= 0.172, by its series to s^21 (the next term is below 1e-17).
 inline double log_unit(double u) {
@@ -61,10 +48,9 @@ inline double cos_turn(double u) {
 }  // namespace
 
 void philox_normals(const Philox& rng, uint64_t first, int64_t n, float* out) {
-    const uint32_t k0 = rng.key[0], k1 = rng.key[1];
     for (int64_t i = 0; i < n; ++i) {
         uint32_t r[4];
-        block(k0, k1, first + uint64_t(i), r);
+        rng.block(first + uint64_t(i), 0, r);
         const double u1 = double((uint64_t(r[0]) << 21 ^ r[1]) + 1) / 9007199254740993.0;
         const double u2 = double(uint64_t(r[2]) << 21 ^ r[3]) / 9007199254740992.0;
         out[i] = float(std::sqrt(-2.0 * log_unit(u1)) * cos_turn(u2));
