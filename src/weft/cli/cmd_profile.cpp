@@ -29,7 +29,8 @@ namespace {
 struct ProfileArgs {
     std::string out = "configs/clusters/local.json", name = "local", device_name;
     int nodes = 1, threads = 0;
-    double seconds = 0.1;  // per measured shape
+    double seconds = 0.1;                          // per measured shape
+    std::vector<int64_t> widths = {64, 256, 768};  // the model widths whose layer shapes are fitted
     double inter_gbs = 12.5, inter_latency_us = 10;
     double disk_read_gbs = 0, disk_write_gbs = 0;  // 0: not given, no "disk" written
 };
@@ -70,7 +71,8 @@ std::array<double, 4> least_squares(const std::vector<std::array<double, 4>>& A,
 // relative error: small shapes count as much as large ones.
 // `peak` is raised to the best rate a large shape reached: on a shared machine the separate
 // peak measurement may have run while a neighbour was busy, and efficiency must stay <= 1.
-nlohmann::json fit_gemm(double& peak, double seconds, double& overhead) {
+nlohmann::json fit_gemm(double& peak, double seconds, const std::vector<int64_t>& widths,
+                        double& overhead) {
     std::vector<std::array<double, 4>> shapes;  // M, N, K, seconds
     std::vector<float> a, b, c;
     auto run = [&](int64_t M, int64_t N, int64_t K) {
@@ -80,7 +82,7 @@ nlohmann::json fit_gemm(double& peak, double seconds, double& overhead) {
         });
     };
     overhead = run(8, 8, 8);
-    for (int64_t C : {64, 256, 768})
+    for (int64_t C : widths)
         for (int64_t tokens : {64, 256, 1024, 4096})
             for (auto [n, k] : {std::pair{3 * C, C}, {C, C}, {4 * C, C}, {C, 4 * C}})
                 for (auto [M, N, K] : {std::tuple{tokens, n, k}, {tokens, k, n}, {n, k, tokens}}) {
@@ -137,7 +139,13 @@ void add_profile_command(CLI::App& app) {
     c->add_option("--nodes", a->nodes, "Nodes of this kind in the cluster")->capture_default_str();
     c->add_option("--threads", a->threads, "OpenMP threads per rank (0: as `weft train`)")
         ->capture_default_str();
-    c->add_option("--seconds", a->seconds, "Measuring time per shape")->capture_default_str();
+    c->add_option("--seconds", a->seconds,
+                  "Measuring time per shape (each peak size: 5 times this)")
+        ->capture_default_str();
+    c->add_option("--widths", a->widths,
+                  "Model widths whose layer products (3 x 4 shapes at 64-4096 tokens each) the "
+                  "GEMM efficiency is fitted to; the largest sets how long a profile takes")
+        ->capture_default_str();
     c->add_option("--inter-node-gbs", a->inter_gbs,
                   "Inter-node bandwidth per rank, GB/s (not measurable on one node)")
         ->capture_default_str();
@@ -151,6 +159,8 @@ void add_profile_command(CLI::App& app) {
     c->callback([a] {
         WEFT_CHECK(a->nodes >= 1, "--nodes must be at least 1, got {}", a->nodes);
         WEFT_CHECK(a->seconds > 0, "--seconds must be positive, got {}", a->seconds);
+        for (int64_t w : a->widths)
+            WEFT_CHECK(w >= 8 && w <= 16384, "--widths {}: expected widths from 8 to 16384", w);
         WEFT_CHECK(a->inter_gbs > 0, "--inter-node-gbs must be positive, got {}", a->inter_gbs);
         WEFT_CHECK((a->disk_read_gbs == 0 && a->disk_write_gbs == 0) ||
                        (a->disk_read_gbs > 0 && a->disk_write_gbs > 0),
@@ -169,14 +179,14 @@ void add_profile_command(CLI::App& app) {
         const bool root = world.rank() == 0;
         if (root) fmt::print(stderr, "weft profile: {} rank(s) x {} thread(s)\n", ranks, threads);
         // Every rank measures at once, as ranks of a job would run: they share the node.
-        double peak = kernels::measure_best_peak(false, 0.5).gflops * 1e9;
+        double peak = kernels::measure_best_peak(false, 5 * a->seconds).gflops * 1e9;
         double overhead = 0;
-        nlohmann::json gemm = fit_gemm(peak, a->seconds, overhead);
+        nlohmann::json gemm = fit_gemm(peak, a->seconds, a->widths, overhead);
         double attn = attention_efficiency(peak, a->seconds);
         // The bf16 peak is this host's as much as the fp32 one: a file that took it from another
         // CPU (a Zen 5 host's 1.0 TFLOP/s on a Zen 4 with 0.45) priced a bf16 3B step at 2.2x too
         // fast (docs/memory.md).
-        double peak_bf16 = kernels::measure_best_peak(true, 0.5).gflops * 1e9;
+        double peak_bf16 = kernels::measure_best_peak(true, 5 * a->seconds).gflops * 1e9;
         double bw =
             kernels::measure_memory_bandwidth(a->seconds) / ranks;  // per rank, all ranks streaming
         // The slowest rank sets the pace.
