@@ -60,31 +60,6 @@ void unstage_dkv(const float* home, float* dk, float* dv, const CpAttentionShape
     }
 }
 
-// A block's queries' rows of the [B][NH][T] running lse, as the merge and the backward kernel
-// take them ([NH][Tq]), and back.
-void lse_rows(float* to, const float* lse, int64_t NH, int64_t T, int64_t row, int64_t Tq) {
-    for (int64_t h = 0; h < NH; ++h) std::copy_n(lse + h * T + row, Tq, to + h * Tq);
-}
-void put_lse_rows(float* lse, const float* from, int64_t NH, int64_t T, int64_t row, int64_t Tq) {
-    for (int64_t h = 0; h < NH; ++h) std::copy_n(from + h * Tq, Tq, lse + h * T + row);
-}
-
-// The layout's calls with at most `rows` queries each (the ring's partial result holds a
-// chunk): a longer call's queries in runs against the same keys, each exact by its q_pos0.
-std::vector<CpDocBlock> calls(const std::vector<CpDocBlock>& blocks, int64_t rows) {
-    std::vector<CpDocBlock> out;
-    for (const CpDocBlock& b : blocks)
-        for (int64_t i = 0; i < b.Tq; i += rows)
-            out.push_back(
-                {b.q_row + i, b.k_row, std::min(rows, b.Tq - i), b.Tk, b.q_pos0 + i, b.k_pos0});
-    return out;
-}
-
-k::AttentionShape doc_shape(const CpDocBlock& blk, const CpAttentionShape& s) {
-    return k::AttentionShape{1,           blk.Tq,     blk.Tk, s.NH,      s.HS, s.ldq, s.NKV * s.HS,
-                             s.NH * s.HS, blk.q_pos0, s.NKV,  blk.k_pos0};
-}
-
 }  // namespace
 
 CpAttention::CpAttention(CpComm& cp, int64_t T_global, bool ulysses, CpComm* ring,
@@ -134,9 +109,10 @@ int64_t CpAttention::scratch_floats(CpRegion region, int64_t B, int64_t T, int64
         case CpRegion::token_ring:
             // Travelling blocks 2 x (q, dO, out, lse); home K/V and dK/dV; two partials sent
             // and one received (out and lse); this rank's dQ. Under bf16 q, dO, out and K/V take
-            // half the floats (the lse from a 4-byte boundary).
+            // half the floats (the lse from a 4-byte boundary). And the per-document calls'
+            // running lse rows, as the ring's.
             return 2 * ((bf16 ? (3 * rows * A + 1) / 2 : 3 * rows * A) + rows * NH) +
-                   (bf16 ? 3 : 4) * rows * KV + 3 * rows * (A + NH) + rows * A + part;
+                   (bf16 ? 3 : 4) * rows * KV + 3 * rows * (A + NH) + rows * A + part + T / 2 * NH;
         case CpRegion::ulysses:
             // Send and receive staging of a query-width tensor (fp32: dQ goes back so); dO (bf16
             // under bf16), dQ, dK, dV of the heads.
@@ -169,8 +145,6 @@ template <class T>
 void CpAttention::forward(float* out, float* lse, const T* q, const T* kk, const T* v,
                           const CpAttentionShape& s) {
     if (ulysses_) return ulysses_forward(out, lse, q, kk, v, s);
-    WEFT_CHECK(s.doc_blocks.empty() || !bidirectional_,
-               "internal: the per-document zigzag under TokenRing or Ulysses");
     if (bidirectional_) return token_ring_forward(out, lse, q, kk, v, s);
     if (!s.doc_blocks.empty()) return doc_ring_forward(out, lse, q, kk, v, s);
     ring_forward(out, lse, q, kk, v, s);
@@ -296,15 +270,13 @@ void CpAttention::doc_ring_forward(float* out, float* lse, const T* q, const T* 
             cp_.start_shift(cur, reinterpret_cast<T*>(ring_[(step + 1) % 2].data()), 2 * n);
         const int src = (rank_ - step + size_) % size_;
         for (int64_t b = 0; b < s.B; ++b)
-            for (const CpDocBlock& blk : calls(s.doc_blocks[size_t(b * size_ + src)], c)) {
+            for (const CpDocBlock& blk : cp::calls(s.doc_blocks[size_t(b * size_ + src)], c)) {
                 const int64_t qrow = b * s.T + blk.q_row, krow = b * s.T + blk.k_row;
-                float* row_lse = lse + b * s.NH * s.T;
                 cp::attend_fp32(part_.data(), part16, part_lse_.data(), q + qrow * s.ldq,
-                                cur + krow * KV, cur + n + krow * KV, doc_shape(blk, s));
-                lse_rows(run_lse, row_lse, s.NH, s.T, blk.q_row, blk.Tq);
-                const k::MergeShape ms{1, blk.Tq, s.NH, s.HS, s.ldo, A};
-                k::attention_merge(out + qrow * s.ldo, run_lse, part_.data(), part_lse_.data(), ms);
-                put_lse_rows(row_lse, run_lse, s.NH, s.T, blk.q_row, blk.Tq);
+                                cur + krow * KV, cur + n + krow * KV,
+                                cp::doc_shape(blk, s.NH, s.NKV, s.HS, s.ldq));
+                cp::merge_call(out + qrow * s.ldo, s.ldo, lse + b * s.NH * s.T, s.T, part_.data(),
+                               part_lse_.data(), run_lse, blk, s.NH, s.HS);
             }
         if (step + 1 < size_) cp_.wait_shift();
     }
@@ -329,13 +301,14 @@ void CpAttention::doc_ring_backward(float* dq, float* dk, float* dv, const T* do
             cp_.start_shift(reinterpret_cast<T*>(cur), reinterpret_cast<T*>(next), 2 * n);
         const int src = (rank_ - step + size_) % size_;
         for (int64_t b = 0; b < s.B; ++b)
-            for (const CpDocBlock& blk : calls(s.doc_blocks[size_t(b * size_ + src)], c)) {
+            for (const CpDocBlock& blk : cp::calls(s.doc_blocks[size_t(b * size_ + src)], c)) {
                 const int64_t qrow = b * s.T + blk.q_row, krow = b * s.T + blk.k_row;
-                lse_rows(part_lse_.data(), lse + b * s.NH * s.T, s.NH, s.T, blk.q_row, blk.Tq);
-                cp::attend_block_backward(
-                    dq + qrow * s.ldq, cur + acc + krow * KV, cur + acc + n + krow * KV,
-                    dout + qrow * s.ldo, q + qrow * s.ldq, kv + krow * KV, kv + n + krow * KV,
-                    out + qrow * s.ldo, part_lse_.data(), doc_shape(blk, s), {});
+                cp::lse_rows(part_lse_.data(), lse + b * s.NH * s.T, s.NH, s.T, blk.q_row, blk.Tq);
+                cp::attend_block_backward(dq + qrow * s.ldq, cur + acc + krow * KV,
+                                          cur + acc + n + krow * KV, dout + qrow * s.ldo,
+                                          q + qrow * s.ldq, kv + krow * KV, kv + n + krow * KV,
+                                          out + qrow * s.ldo, part_lse_.data(),
+                                          cp::doc_shape(blk, s.NH, s.NKV, s.HS, s.ldq), {});
             }
         if (step + 1 < size_) cp_.wait_shift();
         pass_accumulator(cp_, cur + acc, next + acc, 2 * n, size_);

@@ -35,9 +35,10 @@ struct CpAttentionShape {
     std::span<const int64_t> cu_seqlens = {};
     // The per-document zigzag (data/doc_zigzag.hpp, docs/long_context.md): when not empty, each
     // rank's T rows of sequence b are its pieces of that sequence's documents (padding after),
-    // and doc_blocks[b * cp + k] lists the kernel calls of this rank's queries against rank k's
-    // keys. The ring runs those calls instead of the rows' zigzag blocks, and lse is laid out
-    // [B][NH][T]. Ring only so far.
+    // and doc_blocks[b * cp + k] lists the kernel calls between this rank and rank k in it: the
+    // ring's, of this rank's queries against rank k's keys (which travel here); TokenRing's, of
+    // rank k's queries (which travel here) against this rank's keys. The rings run those calls
+    // instead of the rows' zigzag blocks, and lse is laid out [B][NH][T]. Not Ulysses yet.
     std::span<const std::vector<CpDocBlock>> doc_blocks = {};
 };
 
@@ -129,7 +130,7 @@ class CpAttention {
 
   private:
     void ensure(int64_t floats);
-    // A call's partial result, chunk `c` rows (and its lse twice over: the per-document ring's
+    // A call's partial result, chunk `c` rows (and its lse twice over: the per-document rings'
     // running lse rows; bf16: the kernel's bf16 output).
     void ensure_part(int64_t c, const CpAttentionShape& s, bool bf16);
     // The ring, on fp32 or bf16 (uint16_t) operands.

@@ -2,14 +2,17 @@
 // What the context-parallel regions (cp_attention.cpp, cp_token_ring.cpp, cp_ulysses.cpp) share
 // to run on fp32 or on bf16 operands (uint16_t, --dtype bf16): the attention kernel in the
 // operands' dtype, and how many Buffer floats a run of values takes. lse and gradients are fp32
-// either way.
+// either way. And what the two rings share to run the per-document zigzag's calls.
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
 
 #include "weft/kernels/attention/attention.hpp"
+#include "weft/kernels/attention/merge.hpp"
 #include "weft/kernels/attention/varlen.hpp"
 #include "weft/kernels/attention/zigzag.hpp"
+#include "weft/model/cp_doc_block.hpp"
 #include "weft/model/kept_tensor.hpp"
 
 namespace weft::model::cp {
@@ -133,6 +136,48 @@ inline bool documents_cross_ranks(const std::vector<std::vector<int64_t>>& docs,
         }
     }
     return false;
+}
+
+// The per-document zigzag (CpAttentionShape::doc_blocks). The layout's calls with at most `rows`
+// queries each (a ring's partial result holds a chunk): a longer call's queries in runs against
+// the same keys, each exact by its q_pos0.
+inline std::vector<CpDocBlock> calls(std::span<const CpDocBlock> blocks, int64_t rows) {
+    std::vector<CpDocBlock> out;
+    for (const CpDocBlock& b : blocks)
+        for (int64_t i = 0; i < b.Tq; i += rows)
+            out.push_back(
+                {b.q_row + i, b.k_row, std::min(rows, b.Tq - i), b.Tk, b.q_pos0 + i, b.k_pos0});
+    return out;
+}
+
+// A call's kernel shape: queries (and dQ) `ldq` floats apart, keys and values dense, its output
+// (and dO) dense.
+inline kernels::AttentionShape doc_shape(const CpDocBlock& blk, int64_t NH, int64_t NKV, int64_t HS,
+                                         int64_t ldq) {
+    return kernels::AttentionShape{1,        blk.Tq,  blk.Tk,     NH,  HS,        ldq,
+                                   NKV * HS, NH * HS, blk.q_pos0, NKV, blk.k_pos0};
+}
+
+// A call's queries' rows of a sequence's [NH][T] running lse, as the merge and the backward
+// kernel take them ([NH][Tq]), and back.
+inline void lse_rows(float* to, const float* lse, int64_t NH, int64_t T, int64_t row, int64_t Tq) {
+    for (int64_t h = 0; h < NH; ++h) std::copy_n(lse + h * T + row, Tq, to + h * Tq);
+}
+inline void put_lse_rows(float* lse, const float* from, int64_t NH, int64_t T, int64_t row,
+                         int64_t Tq) {
+    for (int64_t h = 0; h < NH; ++h) std::copy_n(from + h * Tq, Tq, lse + h * T + row);
+}
+
+// Folds a call's result (part, dense, and part_lse [NH][Tq]) into the running result of its
+// queries: out (their first row, `ldo` floats apart) and seq_lse, the sequence's [NH][T] lse.
+// run_lse: NH * Tq floats of scratch.
+inline void merge_call(float* out, int64_t ldo, float* seq_lse, int64_t T, const float* part,
+                       const float* part_lse, float* run_lse, const CpDocBlock& blk, int64_t NH,
+                       int64_t HS) {
+    lse_rows(run_lse, seq_lse, NH, T, blk.q_row, blk.Tq);
+    kernels::attention_merge(out, run_lse, part, part_lse,
+                             kernels::MergeShape{1, blk.Tq, NH, HS, ldo, NH * HS});
+    put_lse_rows(seq_lse, run_lse, NH, T, blk.q_row, blk.Tq);
 }
 
 }  // namespace weft::model::cp

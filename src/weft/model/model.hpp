@@ -129,10 +129,10 @@ struct Activations {
     // parallelism, over the whole sequences' rows: B * T * cp. Empty: every row is one
     // sequence.
     std::vector<int64_t> cu_seqlens;
-    // The per-document zigzag under the ring (CpAttentionShape::doc_blocks): this rank's rows of
-    // each sequence are its pieces of the sequence's documents, and entry b * cp + k lists the
-    // kernel calls of its queries in sequence b against cp rank k's keys. Empty: the rows'
-    // zigzag.
+    // The per-document zigzag under the ring and TokenRing (CpAttentionShape::doc_blocks): this
+    // rank's rows of each sequence are its pieces of the sequence's documents, and entry
+    // b * cp + k lists the kernel calls of its queries in sequence b against cp rank k's keys
+    // (TokenRing: of rank k's queries against its keys). Empty: the rows' zigzag.
     std::vector<std::vector<CpDocBlock>> cp_doc_blocks;
     // The position of row r of the flattened B*T (positions listed: one a sequence row, or one
     // a batch row).

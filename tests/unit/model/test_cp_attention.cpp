@@ -9,7 +9,7 @@
 // every region allocates the scratch CpAttention::scratch_floats (the memory estimates) says;
 // Ulysses' all-to-all volume per rank stays constant when T and cp grow together. With packed
 // documents every region matches the varlen kernel on the whole rows (fp32 and bf16), and the
-// ring on the per-document zigzag (data::doc_zigzag) matches it too.
+// ring and TokenRing on the per-document zigzag (data::doc_zigzag) match it too.
 #include <gtest/gtest.h>
 
 #include <barrier>
@@ -462,16 +462,39 @@ TEST(CpAttention, PackedDocumentsMatchTheVarlenKernel) {
     check_bf16(4, 2, false, kDocs);
 }
 
-// The per-document zigzag under the ring: each rank holds its pieces of kDocs' documents (the
-// long ones cut in 2·cp pieces, the short ones whole) fit to T / cp rows (data::fit_rows), and
-// runs the layout's blocks (data::doc_blocks). Its outputs and
-// gradients at its tokens are the varlen kernel's on the whole rows; padding rows, filled with
-// garbage, get a zero output and zero gradients and change no real one; the ring allocates the
-// scratch its count says.
-void check_doc_zigzag_ring(int cp) {
-    const Case ref = reference_case(5, kDocs);
+// The per-document zigzag under the ring and TokenRing: each rank holds its pieces of kDocs'
+// documents (the long ones cut in 2·cp pieces, the short ones whole) fit to T / cp rows
+// (data::fit_rows), and runs the layout's blocks (data::doc_blocks): the ring its queries against
+// each rank's keys, TokenRing each rank's (travelling) queries against its keys. Its outputs and
+// gradients at its tokens are the varlen kernel's on the whole rows (fp32 within 2e-5; bf16: the
+// bf16 varlen kernel's, within check_bf16's bounds); padding rows, filled with garbage, get a
+// zero output and zero gradients and change no real one; TokenRing sends what it sends on the
+// rows' zigzag; the region allocates the scratch its count says.
+void check_doc_zigzag_ring(int cp, bool bidirectional = false, bool bf16 = false) {
+    Case ref = reference_case(5, kDocs);
+    auto to_bf16 = [](const std::vector<float>& x) {
+        std::vector<uint16_t> r(x.size());
+        for (size_t i = 0; i < x.size(); ++i) r[i] = kernels::fp32_to_bf16(x[i]);
+        return r;
+    };
+    if (bf16) {  // the bf16 kernel on the same inputs rounded
+        const std::vector<uint16_t> q = to_bf16(ref.q), k = to_bf16(ref.k), v = to_bf16(ref.v),
+                                    dout = to_bf16(ref.dout);
+        const kernels::AttentionShape full{B, T, T, NH, HS, A, KV, A, 0, NKV, 0};
+        std::vector<uint16_t> out16(q.size());
+        std::vector<float> lse(size_t(B * NH * T));
+        for (std::vector<float>* g : {&ref.dq, &ref.dk, &ref.dv})  // the kernel adds to them
+            std::fill(g->begin(), g->end(), 0.0f);
+        kernels::attention_forward_varlen_bf16(out16.data(), lse.data(), q.data(), k.data(),
+                                               v.data(), full, kDocs);
+        kernels::attention_backward_varlen_bf16(ref.dq.data(), ref.dk.data(), ref.dv.data(),
+                                                dout.data(), q.data(), k.data(), v.data(),
+                                                out16.data(), lse.data(), full, kDocs);
+        for (size_t i = 0; i < out16.size(); ++i) ref.out[i] = kernels::bf16_to_fp32(out16[i]);
+    }
     // rows[b][r][t]: which of the whole rows' B*T positions rank r's local row t holds (-1:
-    // padding); blocks[r][b * cp + k]: rank r's calls against rank k's keys in row b.
+    // padding); blocks[r][b * cp + k]: rank r's calls with rank k in row b (the ring: r's
+    // queries against k's keys; TokenRing: k's queries against r's keys).
     std::vector<std::vector<std::vector<int64_t>>> rows(static_cast<size_t>(B));
     std::vector<std::vector<std::vector<CpDocBlock>>> blocks(static_cast<size_t>(cp));
     // Row 0's last document (5 tokens at 27) stays out of the layout, as a row's padding does
@@ -494,7 +517,8 @@ void check_doc_zigzag_ring(int cp) {
             }
             for (int k = 0; k < cp; ++k) {
                 std::vector<CpDocBlock>& calls = blocks[size_t(r)].emplace_back();
-                for (const data::DocBlock& d : data::doc_blocks(z, r, k))
+                const int q_rank = bidirectional ? k : r, k_rank = bidirectional ? r : k;
+                for (const data::DocBlock& d : data::doc_blocks(z, q_rank, k_rank))
                     calls.push_back({d.q_row, d.k_row, d.Tq, d.Tk, d.q_pos0, d.k_pos0});
             }
         }
@@ -517,7 +541,7 @@ void check_doc_zigzag_ring(int cp) {
     for (int r = 0; r < cp; ++r)
         threads.emplace_back([&, r] {
             ThreadCp::Comm comm(net, r);
-            CpAttention att(comm, T);
+            CpAttention att(comm, T, false, nullptr, bidirectional);
             const std::vector<float> junk = random(B * Tl * A, uint32_t(100 + r));
             auto local = [&](const std::vector<float>& x, int64_t w) {
                 std::vector<float> l(size_t(B * Tl * w));
@@ -539,37 +563,59 @@ void check_doc_zigzag_ring(int cp) {
             g.dq.resize(q.size());
             g.dk.resize(k.size());
             g.dv.resize(v.size());
-            att.forward(g.out.data(), lse.data(), q.data(), k.data(), v.data(), s);
-            att.backward(g.dq.data(), g.dk.data(), g.dv.data(), dout.data(), q.data(), k.data(),
-                         v.data(), g.out.data(), lse.data(), s);
+            if (bf16) {
+                const std::vector<uint16_t> q16 = to_bf16(q), k16 = to_bf16(k), v16 = to_bf16(v);
+                att.forward(g.out.data(), lse.data(), q16.data(), k16.data(), v16.data(), s);
+                att.backward(g.dq.data(), g.dk.data(), g.dv.data(), to_bf16(dout).data(),
+                             q16.data(), k16.data(), v16.data(), to_bf16(g.out).data(), lse.data(),
+                             s);
+            } else {
+                att.forward(g.out.data(), lse.data(), q.data(), k.data(), v.data(), s);
+                att.backward(g.dq.data(), g.dk.data(), g.dv.data(), dout.data(), q.data(), k.data(),
+                             v.data(), g.out.data(), lse.data(), s);
+            }
+            if (bidirectional && !bf16) {  // as on the rows' zigzag (check_against_kernel)
+                const int64_t nq = B * Tl * A, nlse = B * Tl * NH;
+                EXPECT_EQ(comm.shifted, (cp - 1) * (4 * nq + nlse)) << "rank " << r;
+                EXPECT_EQ(comm.returned, (cp - 1) * (2 * nq + nlse)) << "rank " << r;
+            }
             EXPECT_EQ(att.allocated_scratch_floats(),
-                      CpAttention::scratch_floats(CpRegion::ring, B, Tl, NH, NKV, HS))
+                      CpAttention::scratch_floats(att.region(), B, Tl, NH, NKV, HS, 1, bf16))
                 << "scratch floats of rank " << r;
         });
     for (std::thread& t : threads) t.join();
+    const double tol_out = bf16 ? 2e-2 : 2e-5, tol_grad = bf16 ? 4e-2 : 2e-5;
     for (int r = 0; r < cp; ++r)
         for (int64_t b = 0; b < B; ++b)
             for (int64_t t = 0; t < Tl; ++t) {
                 const int64_t at = rows[size_t(b)][size_t(r)][size_t(t)];
                 auto expect = [&](const std::vector<float>& want, const std::vector<float>& have,
-                                  int64_t w, const char* what) {
+                                  int64_t w, double tol, const char* what) {
                     for (int64_t j = 0; j < w; ++j)
                         ASSERT_NEAR(have[size_t((b * Tl + t) * w + j)],
-                                    at >= 0 ? want[size_t(at * w + j)] : 0.0f, 2e-5)
-                            << what << " cp " << cp << " rank " << r << " b " << b << " t " << t
+                                    at >= 0 ? want[size_t(at * w + j)] : 0.0f, tol)
+                            << what << " cp " << cp << (bidirectional ? " TokenRing" : " ring")
+                            << (bf16 ? " bf16" : "") << " rank " << r << " b " << b << " t " << t
                             << (at < 0 ? " (padding)" : "");
                 };
                 const Case& g = got[size_t(r)];
-                expect(ref.out, g.out, A, "out");
-                expect(ref.dq, g.dq, A, "dq");
-                expect(ref.dk, g.dk, KV, "dk");
-                expect(ref.dv, g.dv, KV, "dv");
+                expect(ref.out, g.out, A, tol_out, "out");
+                expect(ref.dq, g.dq, A, tol_grad, "dq");
+                expect(ref.dk, g.dk, KV, tol_grad, "dk");
+                expect(ref.dv, g.dv, KV, tol_grad, "dv");
             }
 }
 
 TEST(CpAttention, PerDocumentZigzagRingMatchesTheVarlenKernel) {
     check_doc_zigzag_ring(2);
     check_doc_zigzag_ring(4);
+    check_doc_zigzag_ring(4, false, true);  // bf16
+}
+
+TEST(CpAttention, PerDocumentZigzagTokenRingMatchesTheVarlenKernel) {
+    check_doc_zigzag_ring(2, true);
+    check_doc_zigzag_ring(4, true);
+    check_doc_zigzag_ring(4, true, true);  // bf16
 }
 
 // The Ulysses paper's claim: when the sequence and the cp degree grow together, what each rank
