@@ -9,8 +9,8 @@
 // rank's keys and the many short documents level what the split ones leave.
 //
 // Against the row's zigzag (balance.hpp) this shares a long document exactly whatever its
-// length and place in the row. The feed runs it under the plain ring (fit_rows, doc_blocks);
-// TokenRing, Ulysses and the hybrid do not yet (docs/long_context.md, "Not done yet").
+// length and place in the row. The feed runs it under the ring and TokenRing (fit_rows,
+// doc_blocks); Ulysses and the hybrid do not yet (docs/long_context.md, "Not done yet").
 // bench/ring_pack_balance.py measures the same rule.
 #include <cstdint>
 #include <span>

@@ -11,7 +11,7 @@ namespace weft::train {
 BatchFeed::BatchFeed(const data::TokenFile& file, int64_t seq_len, uint64_t seed, bool sequential,
                      int64_t global_batch, int ranks, int rank, int64_t micro,
                      std::optional<data::DocumentRows> docs, bool balance, int ring,
-                     std::vector<int64_t> context, bool per_document, int cp_rank)
+                     std::vector<int64_t> context, bool per_document, int cp_rank, bool token_ring)
     : file_(file),
       loader_(file, seq_len, seed, sequential),
       global_batch_(global_batch),
@@ -24,7 +24,8 @@ BatchFeed::BatchFeed(const data::TokenFile& file, int64_t seq_len, uint64_t seed
       balance_(balance),
       context_(std::move(context)),
       per_document_(per_document && docs_ && !context_.empty()),
-      cp_rank_(cp_rank) {
+      cp_rank_(cp_rank),
+      token_ring_(token_ring) {
     WEFT_CHECK(global_batch % ranks == 0 && rank_rows_ % micro == 0 && (docs_ || !balance),
                "internal: a feed of {} rows over {} ranks, micro-batches of {}{}", global_batch,
                ranks, micro, balance && !docs_ ? ", balanced without documents" : "");
@@ -121,7 +122,9 @@ void BatchFeed::fill_pieces(std::span<const data::Row> rows, model::Activations&
         }
         for (int k = 0; k < ring_; ++k) {
             std::vector<model::CpDocBlock>& calls = a.cp_doc_blocks.emplace_back();
-            for (const data::DocBlock& d : data::doc_blocks(z, cp_rank_, k))
+            // TokenRing scores rank k's queries (they travel here) against this rank's keys.
+            const int q_rank = token_ring_ ? k : cp_rank_, k_rank = token_ring_ ? cp_rank_ : k;
+            for (const data::DocBlock& d : data::doc_blocks(z, q_rank, k_rank))
                 calls.push_back({d.q_row, d.k_row, d.Tq, d.Tk, d.q_pos0, d.k_pos0});
         }
     }

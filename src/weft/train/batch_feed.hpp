@@ -28,12 +28,13 @@ class BatchFeed {
     // each sequence under context parallelism (empty: all). `per_document` (packed, under the
     // ring): each row's documents are laid out by the per-document zigzag (data/doc_zigzag.hpp)
     // over the ring, this rank (`cp_rank`) taking its pieces, instead of the row's zigzag
-    // chunks at `context`.
+    // chunks at `context`. `token_ring`: the ring is TokenRing, whose calls with rank k are of
+    // k's queries against this rank's keys (the ring's: of this rank's queries against k's).
     BatchFeed(const data::TokenFile& file, int64_t seq_len, uint64_t seed, bool sequential,
               int64_t global_batch, int ranks, int rank, int64_t micro,
               std::optional<data::DocumentRows> docs = std::nullopt, bool balance = false,
               int ring = 1, std::vector<int64_t> context = {}, bool per_document = false,
-              int cp_rank = 0);
+              int cp_rank = 0, bool token_ring = false);
 
     // Lays out step `step` (0-based), before its fill()s.
     void begin_step(int64_t step);
@@ -64,6 +65,7 @@ class BatchFeed {
     std::vector<int64_t> context_;
     bool per_document_;
     int cp_rank_;
+    bool token_ring_;
     int64_t step_ = 0;
     std::optional<data::RankRows> layout_, unbalanced_;
 };

@@ -34,13 +34,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Packed documents under the ring are laid out by the per-document zigzag (docs/long_context.md
-// "Per-document zigzag"): each document shared evenly over the ring whatever its length and
-// place in the row. TokenRing, Ulysses and the hybrid keep the rows' zigzag, and so does
-// --balance, whose placement over the ring already evens it and keeps short documents off it.
+// Packed documents under the ring and TokenRing are laid out by the per-document zigzag
+// (docs/long_context.md "Per-document zigzag"): each document shared evenly over the ring
+// whatever its length and place in the row. Ulysses and the hybrid keep the rows' zigzag, and so
+// does --balance, whose placement over the ring already evens it and keeps short documents off
+// it.
 bool per_document_ring(const TrainOptions& o) {
-    return o.layout.cp > 1 && o.layout.cp_kind == CpKind::ring && !o.layout.ring_bidirectional &&
-           !o.balance;
+    return o.layout.cp > 1 && o.layout.cp_kind == CpKind::ring && !o.balance;
 }
 
 comm::MeshOptions mesh_options(const TrainOptions& o) {
@@ -258,7 +258,7 @@ void run_training(const TrainOptions& opts) {
     BatchFeed feed(in.train, o.seq_len, o.seed, o.sequential, o.batch_size, o.layout.dp,
                    mesh.rank(comm::Axis::dp), split.micro, std::move(docs), o.balance,
                    data::balance_ring(o.layout), st.activations().positions, per_document_ring(o),
-                   mesh.rank(comm::Axis::cp));
+                   mesh.rank(comm::Axis::cp), o.layout.ring_bidirectional);
     RunCheckpoints checkpoints(st, o, split.micro, log, heartbeat);
     RunEvaluation eval(st, in.val ? &*in.val : nullptr, o.batch_size, o.eval_batches, log,
                        heartbeat);
