@@ -8,8 +8,9 @@
 #            pp 2 (1F1B, and interleaved with vpp 2: chunks between the first and the last);
 #            packing changes the loss (attention no longer crosses documents)
 #   llama    llama-tiny (RoPE, grouped-query heads): the same three layouts
-#   cp       every cp region at cp 2: Ulysses (GPT-2 and Llama), the ring and TokenRing (GPT-2,
-#            on the per-document zigzag), the hybrid (Llama)
+#   cp       every cp region at cp 2, each on the per-document zigzag: Ulysses (GPT-2 and
+#            Llama), the ring and TokenRing (GPT-2), the hybrid (Llama); and the hybrid at
+#            cp 4 = 2 x 2 (GPT-2)
 #   balance  --balance at dp 2 on a synthetic long-tailed corpus (windows of 128, documents of
 #            median 12 tokens up to 512, micro-batches of one row): the losses and weights of
 #            the static dp 2 run and of one process, with a step that pads; every step's
@@ -53,28 +54,29 @@ gpt2 | llama)
   fi
   ;;
 cp)
-  # Ulysses attends to whole rows of its heads, the hybrid's ring to zigzag blocks of them
-  # masked by document: both take the whole rows' boundaries, and each rank's rows their
-  # positions from them. The ring and TokenRing run the per-document zigzag: each rank its
-  # pieces of the row's documents (data::doc_zigzag, fit to T/cp rows), their positions, and the
-  # calls (TokenRing's: every rank's queries against its keys). Ulysses on both families; the
-  # ring and TokenRing on GPT-2's
-  # learned positions, the hybrid (Ulysses over 2 ranks, its ring over the pair's two chunks) on
-  # Llama's RoPE; test_cp_attention checks every region's attention, fp32 and bf16.
-  kinds_tiny=("ulysses --cp-kind ulysses" "ring --cp-kind ring" "tokenring --ring-bidirectional")
-  kinds_llama=("ulysses --cp-kind ulysses" "hybrid --cp-kind hybrid --cp-ulysses 2")
+  # Every kind runs the per-document zigzag: each rank its pieces of the row's documents
+  # (data::doc_zigzag, fit to T/cp rows), their positions, and the ring's calls (TokenRing's:
+  # every rank's queries against its keys), or under Ulysses the order its gather puts them back
+  # in (data::doc_order). Ulysses on both families; the ring and TokenRing on GPT-2's learned
+  # positions, the hybrid (Ulysses over 2 ranks, a ring of 1 group: each document whole) on
+  # Llama's RoPE, and the hybrid cp 4 = 2 x 2 (a ring over 2 groups) on GPT-2;
+  # test_cp_attention checks every region's attention, fp32 and bf16.
+  # Each kind: its name, cp, and its options.
+  kinds_tiny=("ulysses 2 --cp-kind ulysses" "ring 2 --cp-kind ring" "tokenring 2 --ring-bidirectional"
+              "hybrid 4 --cp-kind hybrid --cp-ulysses 2")
+  kinds_llama=("ulysses 2 --cp-kind ulysses" "hybrid 2 --cp-kind hybrid --cp-ulysses 2")
   for model in tiny llama-tiny; do
     "$WEFT" train "${args[@]}" --model $model --out ref_$model >ref_$model.log 2>&1 || { cat ref_$model.log; exit 1; }
     [ $model = tiny ] && kinds=("${kinds_tiny[@]}") || kinds=("${kinds_llama[@]}")
     for kind in "${kinds[@]}"; do
       set -- $kind
-      name=$1
-      shift
-      train 2 cp2_${name}_$model --model $model --cp 2 "$@"
-      same_as_ref cp2_${name}_$model ref_$model 4 1e-5 2e-4
-      # The rings alone lay each document out zigzag over their ranks (the per-document layout).
-      grep -q "each document longer than .* split zigzag" cp2_${name}_$model.log
-      check [ $? -eq "$([[ $name = ring || $name = tokenring ]] && echo 0 || echo 1)" ]
+      name=$1 cp=$2
+      shift 2
+      train $cp cp${cp}_${name}_$model --model $model --cp $cp "$@"
+      same_as_ref cp${cp}_${name}_$model ref_$model 4 1e-5 2e-4
+      # Every kind lays each document out zigzag over its ranks (the per-document layout; the
+      # hybrid over its groups).
+      check grep -q "each document longer than .* split zigzag" cp${cp}_${name}_$model.log
     done
   done
   ;;

@@ -136,17 +136,23 @@ DocOrder doc_order(const DocZigzag& layout) {
         const DocPiece* piece;
     };
     std::vector<std::vector<Where>> by_doc;
+    std::vector<Where> fitted_padding;  // fit_rows' (doc -1): each a document after the others
     DocOrder out;
     for (size_t r = 0; r < layout.ranks.size(); ++r) {
         int64_t row = 0;
         out.slots.emplace_back();
         for (const DocPiece& p : layout.ranks[r]) {
-            if (size_t(p.doc) >= by_doc.size()) by_doc.resize(size_t(p.doc) + 1);
-            by_doc[size_t(p.doc)].push_back({int(r), row, &p});
+            if (p.doc < 0) {
+                fitted_padding.push_back({int(r), row, &p});
+            } else {
+                if (size_t(p.doc) >= by_doc.size()) by_doc.resize(size_t(p.doc) + 1);
+                by_doc[size_t(p.doc)].push_back({int(r), row, &p});
+            }
             out.slots.back().resize(size_t(row + p.seg.len));
             row += p.seg.len;
         }
     }
+    for (const Where& w : fitted_padding) by_doc.push_back({w});
     int64_t at = 0;
     for (std::vector<Where>& pieces : by_doc) {
         // Real pieces by position, then the padding.

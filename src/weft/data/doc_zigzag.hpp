@@ -9,8 +9,8 @@
 // rank's keys and the many short documents level what the split ones leave.
 //
 // Against the row's zigzag (balance.hpp) this shares a long document exactly whatever its
-// length and place in the row. The feed runs it under the ring and TokenRing (fit_rows,
-// doc_blocks); Ulysses and the hybrid do not yet (docs/long_context.md, "Not done yet").
+// length and place in the row. The feed runs it under the ring and TokenRing and the hybrid's
+// ring over its Ulysses groups (fit_rows, doc_blocks), and under Ulysses (fit_rows, doc_order).
 // bench/ring_pack_balance.py measures the same rule.
 #include <cstdint>
 #include <span>
@@ -52,7 +52,7 @@ DocZigzag doc_zigzag(std::span<const Segment> docs, int ring, int64_t above);
 // padding pieces (the pieces' document positions keep the calls exact whatever their lengths),
 // moves the tail of an over-full rank's last pieces to the ranks with room (cutting a piece
 // where it must: its two parts' calls are exact too), then pads each rank at its end (doc -1).
-// The documents' real tokens must fit in ring * rows. doc_order does not take the result.
+// The documents' real tokens must fit in ring * rows.
 void fit_rows(DocZigzag& layout, int64_t rows);
 
 // One attention kernel call of the layout under a ring: queries at rows [q_row, q_row + Tq) of
@@ -71,7 +71,8 @@ std::vector<DocBlock> doc_blocks(const DocZigzag& layout, int q_rank, int k_rank
 // sequence: where each of rank r's rows goes in it (slots[r][row]) so that every document is
 // whole again, in the documents' order, followed by its padding as a document of its own (it
 // sees no real key, and no real query sees it), and the sequence's cu_seqlens
-// (kernels/attention/varlen.hpp), for the varlen kernel as today.
+// (kernels/attention/varlen.hpp), for the varlen kernel as today. On fit_rows' result each of
+// its padding pieces (doc -1) is a document of its own, after the real ones.
 struct DocOrder {
     std::vector<std::vector<int64_t>> slots;
     std::vector<int64_t> cu_seqlens;

@@ -13,7 +13,7 @@ namespace k = weft::kernels;
 void AttentionCore::forward(CpAttention* cp, float* qkv32, float* out32) {
     const int64_t BT = B * T, A = q_width(), KV = kv_width(), L = ld();
     const bool b16 = qkv.bf16();
-    const CpAttentionShape cps{B, T, NH, NKV, HS, L, L, A, cu_seqlens, cp_doc_blocks};
+    const CpAttentionShape cps{B, T, NH, NKV, HS, L, L, A, cu_seqlens, cp_doc_blocks, cp_doc_order};
     const k::AttentionShape whole{B, T, T, NH, HS, L, L, A, 0, NKV};  // the rows as sequences
     if (cp && b16) {
         // The cp region runs on the kept bf16 q, k, v; its output is fp32, rounded into the kept
@@ -41,7 +41,7 @@ void AttentionCore::forward(CpAttention* cp, float* qkv32, float* out32) {
 void AttentionCore::backward(CpAttention* cp, float* dqkv, const float* dout32,
                              const uint16_t* dout16) {
     const int64_t A = q_width(), KV = kv_width(), L = ld();
-    const CpAttentionShape cps{B, T, NH, NKV, HS, L, L, A, cu_seqlens, cp_doc_blocks};
+    const CpAttentionShape cps{B, T, NH, NKV, HS, L, L, A, cu_seqlens, cp_doc_blocks, cp_doc_order};
     const k::AttentionShape whole{B, T, T, NH, HS, L, L, A, 0, NKV};
     if (cp && qkv.bf16()) {
         const uint16_t* q16 = qkv.b16() + at_qkv;

@@ -31,6 +31,8 @@ struct AttentionCore {
     std::span<const int64_t> cu_seqlens = {};
     // The per-document zigzag's calls (Activations::cp_doc_blocks); empty: the rows' zigzag.
     std::span<const std::vector<CpDocBlock>> cp_doc_blocks = {};
+    // Its gather order under Ulysses (Activations::cp_doc_order); null or empty: none.
+    const CpDocOrder* cp_doc_order = nullptr;
 
     int64_t ld() const { return (NH + 2 * NKV) * HS; }  // a row of packed q, k, v
     int64_t q_width() const { return NH * HS; }

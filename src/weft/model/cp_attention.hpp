@@ -38,8 +38,15 @@ struct CpAttentionShape {
     // and doc_blocks[b * cp + k] lists the kernel calls between this rank and rank k in it: the
     // ring's, of this rank's queries against rank k's keys (which travel here); TokenRing's, of
     // rank k's queries (which travel here) against this rank's keys. The rings run those calls
-    // instead of the rows' zigzag blocks, and lse is laid out [B][NH][T]. Not Ulysses yet.
+    // instead of the rows' zigzag blocks, and lse is laid out [B][NH][T]. The hybrid's ring runs
+    // over its groups' rows (the lists then the group's against group k's: each group's rows are
+    // a ring rank's of the layout over its G groups, rank u of it holding the u-th 1/U of each
+    // half, as in the rows' zigzag).
     std::span<const std::vector<CpDocBlock>> doc_blocks = {};
+    // Ulysses on the per-document zigzag (null or empty: the zigzag positions and cu_seqlens):
+    // the gather puts each rank's rows where doc_order->slots says and runs the varlen kernel
+    // on doc_order->cu_seqlens.
+    const CpDocOrder* doc_order = nullptr;
 };
 
 // The four ways CpAttention runs (scratch_floats counts each).
@@ -165,7 +172,8 @@ class CpAttention {
                           const CpAttentionShape& s);
     // Ulysses: x's rows (`heads` heads of HS, `ld` apart) to the whole sequence of this rank's
     // heads/cp heads, [B, full_T_, heads/cp * HS] in full; and back (overwriting x's columns,
-    // widened where x is fp32 and full bf16). Each all-to-all moves T.
+    // widened where x is fp32 and full bf16). Each all-to-all moves T. Rank i's row t of
+    // sequence b goes to row slot(i, b, t, s) of it.
     template <class T>
     void to_heads(const T* x, int64_t heads, int64_t ld, T* full, const CpAttentionShape& s);
     template <class T, class U>
@@ -173,6 +181,11 @@ class CpAttention {
     // The all-to-all staging, grown to hold size_ blocks of n values of T.
     template <class T>
     void staging(int64_t n);
+    int64_t slot(int i, int64_t b, int64_t t, const CpAttentionShape& s) const {
+        const CpDocOrder* o = s.doc_order;
+        return o && !o->slots.empty() ? o->slots[size_t((b * size_ + i) * s.T + t)]
+                                      : slots_[size_t(i)][size_t(t)];
+    }
 
     CpComm& cp_;
     int rank_, size_;  // in cp_

@@ -3,6 +3,7 @@
 // "Per-document zigzag"), as plain numbers: the feed lays the batch out (data/), the model only
 // runs the calls, and model code includes no data header.
 #include <cstdint>
+#include <vector>
 
 namespace weft::model {
 
@@ -14,3 +15,11 @@ struct CpDocBlock {
 };
 
 }  // namespace weft::model
+
+// Ulysses' gather on the per-document zigzag (data::DocOrder, one per sequence), as plain
+// numbers: where cp rank r's local row t of sequence b goes in that sequence's gathered rows,
+// slots[(b * cp + r) * T_local + t], and the gathered B*T rows' documents (cu_seqlens, the
+// varlen kernel's), each run of padding one of its own. Empty: the rows' zigzag.
+struct CpDocOrder {
+    std::vector<int64_t> slots, cu_seqlens;
+};

@@ -5,8 +5,11 @@
 // whole-sequence q, k, v and out of this rank's heads until then: as many floats as the layer's
 // own q, k, v and out of T/cp rows, which re-sending them would save at the cost of four more
 // all-to-alls. Each all-to-all moves (cp-1)/cp of this rank's tensor, the same volume per rank
-// whatever cp is when T grows with cp (docs/context_parallel.md).
+// whatever cp is when T grows with cp (docs/context_parallel.md). On the per-document zigzag
+// (docs/long_context.md) the gather puts each rank's rows where the batch's order says, every
+// document whole again, and the hybrid's ring runs its groups' calls.
 #include <algorithm>
+#include <span>
 #include <utility>
 
 #include "weft/core/error.hpp"
@@ -29,6 +32,20 @@ void put(T* dst, const T* src, int64_t n) {
 }
 void put(float* dst, const uint16_t* src, int64_t n) {
     widen_bf16(dst, src, n);
+}
+
+// The shape the hybrid's ring runs on: the group's gathered rows of this rank's heads, with the
+// whole rows' documents (the rows' zigzag) or the group's calls (the per-document zigzag).
+CpAttentionShape group_shape(const CpAttentionShape& s, int64_t T, int64_t Hq, int64_t Hk) {
+    CpAttentionShape hs{s.B, T, Hq, Hk, s.HS, Hq * s.HS, Hk * s.HS, Hq * s.HS, s.cu_seqlens};
+    hs.doc_blocks = s.doc_blocks;
+    return hs;
+}
+
+// The documents of the gathered rows: the per-document zigzag's order, or the rows' own.
+std::span<const int64_t> gathered_documents(const CpAttentionShape& s) {
+    if (s.doc_order && !s.doc_order->slots.empty()) return s.doc_order->cu_seqlens;
+    return s.cu_seqlens;
 }
 
 }  // namespace
@@ -58,7 +75,7 @@ void CpAttention::to_heads(const T* x, int64_t heads, int64_t ld, T* full,
         for (int64_t b = 0; b < s.B; ++b)
             for (int64_t t = 0; t < s.T; ++t)
                 std::copy_n(recv + i * n + (b * s.T + t) * w, w,
-                            full + (b * T_ + slots_[size_t(i)][size_t(t)]) * w);
+                            full + (b * T_ + slot(i, b, t, s)) * w);
 }
 
 template <class T, class U>
@@ -71,7 +88,7 @@ void CpAttention::from_heads(const T* full, int64_t heads, U* x, int64_t ld,
     for (int i = 0; i < size_; ++i)
         for (int64_t b = 0; b < s.B; ++b)
             for (int64_t t = 0; t < s.T; ++t)
-                std::copy_n(full + (b * T_ + slots_[size_t(i)][size_t(t)]) * w, w,
+                std::copy_n(full + (b * T_ + slot(i, b, t, s)) * w, w,
                             send + i * n + (b * s.T + t) * w);
     cp_.all_to_all(send, reinterpret_cast<T*>(recv_.data()), n);
     for (int j = 0; j < size_; ++j)
@@ -90,6 +107,13 @@ void CpAttention::ulysses_forward(float* out, float* lse, const T* q, const T* k
     WEFT_CHECK(s.NH % size_ == 0 && s.NKV % size_ == 0,
                "internal: {} heads and {} kv heads under Ulysses over {} ranks", s.NH, s.NKV,
                size_);
+    const bool in_order = s.doc_order && !s.doc_order->slots.empty();
+    WEFT_CHECK(across_ ? !in_order : s.doc_blocks.empty(),
+               "internal: the per-document zigzag's {} under {}",
+               across_ ? "gather order" : "ring calls", across_ ? "the hybrid" : "Ulysses");
+    WEFT_CHECK(!in_order || int64_t(s.doc_order->slots.size()) == s.B * size_ * s.T,
+               "internal: {} gather slots for {} rows of {} at cp {}",
+               s.doc_order ? s.doc_order->slots.size() : 0, s.B, s.T, size_);
     const int64_t T_ = full_T_, Hq = s.NH / size_, Hk = s.NKV / size_;
     const int64_t nq = s.B * T_ * Hq * s.HS, nk = s.B * T_ * Hk * s.HS;
     // A forward again (recomputation, or the next micro-batch in these activations) replaces
@@ -108,8 +132,8 @@ void CpAttention::ulysses_forward(float* out, float* lse, const T* q, const T* k
     to_heads(v, s.NKV, s.ldkv, vf, s);
     // lse: [B][NH/cp][T], as many floats as the [B][NH][T/cp] the layer keeps (the hybrid's
     // ring: [B][2][NH/U][T/2G], as many again).
-    // The hybrid's ring takes the whole rows' documents: its chunks are positions of those rows.
-    const CpAttentionShape hs{s.B, T_, Hq, Hk, s.HS, Hq * s.HS, Hk * s.HS, Hq * s.HS, s.cu_seqlens};
+    // The hybrid's ring takes the whole rows' documents (its chunks are positions of those
+    // rows) or, on the per-document zigzag, the group's calls.
     if (across_) {
         // The ring's merged output is fp32: straight into `of`, or under bf16 into dof_ (free
         // until backward) and kept rounded.
@@ -118,16 +142,18 @@ void CpAttention::ulysses_forward(float* out, float* lse, const T* q, const T* k
             dof_.ensure(nq);
             merged = dof_.data();
         }
-        across_->forward(merged, lse, static_cast<const T*>(qf), kf, vf, hs);
+        across_->forward(merged, lse, static_cast<const T*>(qf), kf, vf,
+                         group_shape(s, T_, Hq, Hk));
         if constexpr (sizeof(T) != sizeof(float))
             k::convert_fp32_to_bf16(reinterpret_cast<uint16_t*>(of), merged, 1, nq, nq);
     } else {
         const k::AttentionShape sh{s.B,       T_,        T_, Hq, s.HS, Hq * s.HS,
                                    Hk * s.HS, Hq * s.HS, 0,  Hk, 0};
-        if (s.cu_seqlens.empty()) {
+        const std::span<const int64_t> cu = gathered_documents(s);
+        if (cu.empty()) {
             cp::attend(of, lse, qf, kf, vf, sh);
         } else {
-            cp::attend(of, lse, qf, kf, vf, sh, s.cu_seqlens);
+            cp::attend(of, lse, qf, kf, vf, sh, cu);
         }
     }
     from_heads(static_cast<const T*>(of), s.NH, out, s.ldo, s);
@@ -151,19 +177,19 @@ void CpAttention::ulysses_backward(float* dq, float* dk, float* dv, const T* dou
     std::fill_n(dqf_.data(), nq, 0.0f);
     std::fill_n(dkf_.data(), nk, 0.0f);
     std::fill_n(dvf_.data(), nk, 0.0f);
-    const CpAttentionShape hs{s.B, T_, Hq, Hk, s.HS, Hq * s.HS, Hk * s.HS, Hq * s.HS, s.cu_seqlens};
     if (across_) {
         across_->backward(dqf_.data(), dkf_.data(), dvf_.data(), static_cast<const T*>(dof), qf, kf,
-                          vf, of, lse, hs);
+                          vf, of, lse, group_shape(s, T_, Hq, Hk));
     } else {
         const k::AttentionShape sh{s.B,       T_,        T_, Hq, s.HS, Hq * s.HS,
                                    Hk * s.HS, Hq * s.HS, 0,  Hk, 0};
-        if (s.cu_seqlens.empty()) {
+        const std::span<const int64_t> cu = gathered_documents(s);
+        if (cu.empty()) {
             cp::attend_backward(dqf_.data(), dkf_.data(), dvf_.data(), dof, qf, kf, vf, of, lse,
                                 sh);
         } else {
             cp::attend_backward(dqf_.data(), dkf_.data(), dvf_.data(), dof, qf, kf, vf, of, lse, sh,
-                                s.cu_seqlens);
+                                cu);
         }
     }
     spare_.push_back(std::move(it->second));

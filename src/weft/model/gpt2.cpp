@@ -253,7 +253,8 @@ AttentionCore Gpt2::attention(Gpt2Activations& a, int64_t slot) const {
             slot * BT * Cl,
             a.lse.data() + slot * a.B * NH * a.T,
             a.cu_seqlens,
-            a.cp_doc_blocks};
+            a.cp_doc_blocks,
+            &a.cp_doc_order};
 }
 
 void Gpt2::block_forward_from(Gpt2Activations& a, const Gpt2Block& p, int l, UnitAccess& w) {

@@ -408,7 +408,8 @@ AttentionCore Llama::attention(LlamaActivations& a, int64_t slot) const {
             slot * BT * NH_ * HS_,
             a.lse.data() + slot * a.B * NH_ * a.T,
             a.cu_seqlens,
-            a.cp_doc_blocks};
+            a.cp_doc_blocks,
+            &a.cp_doc_order};
 }
 
 void Llama::block_forward_from(LlamaActivations& a, const LlamaBlock& p, int l, UnitAccess& w,

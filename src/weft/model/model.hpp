@@ -134,6 +134,9 @@ struct Activations {
     // b * cp + k lists the kernel calls of its queries in sequence b against cp rank k's keys
     // (TokenRing: of rank k's queries against its keys). Empty: the rows' zigzag.
     std::vector<std::vector<CpDocBlock>> cp_doc_blocks;
+    // The per-document zigzag under Ulysses (CpAttentionShape::doc_order): where the gather
+    // puts each cp rank's rows so that every document is whole again. Empty: the rows' zigzag.
+    CpDocOrder cp_doc_order;
     // The position of row r of the flattened B*T (positions listed: one a sequence row, or one
     // a batch row).
     int64_t position(int64_t r) const { return positions[size_t(r) % positions.size()]; }

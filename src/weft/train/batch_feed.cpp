@@ -11,7 +11,8 @@ namespace weft::train {
 BatchFeed::BatchFeed(const data::TokenFile& file, int64_t seq_len, uint64_t seed, bool sequential,
                      int64_t global_batch, int ranks, int rank, int64_t micro,
                      std::optional<data::DocumentRows> docs, bool balance, int ring,
-                     std::vector<int64_t> context, bool per_document, int cp_rank, bool token_ring)
+                     std::vector<int64_t> context, PerDocument per_document, int cp_rank,
+                     bool token_ring)
     : file_(file),
       loader_(file, seq_len, seed, sequential),
       global_batch_(global_batch),
@@ -23,7 +24,7 @@ BatchFeed::BatchFeed(const data::TokenFile& file, int64_t seq_len, uint64_t seed
       docs_(std::move(docs)),
       balance_(balance),
       context_(std::move(context)),
-      per_document_(per_document && docs_ && !context_.empty()),
+      per_document_(docs_ && !context_.empty() ? per_document : PerDocument::none),
       cp_rank_(cp_rank),
       token_ring_(token_ring) {
     WEFT_CHECK(global_batch % ranks == 0 && rank_rows_ % micro == 0 && (docs_ || !balance),
@@ -77,7 +78,7 @@ void BatchFeed::fill(int64_t m, model::Activations& a) const {
         read_rows(rows, a.inputs.data(), a.targets.data());
         return data::row_layout(rows, T, a.positions, a.cu_seqlens);
     }
-    if (per_document_) return fill_pieces(rows, a);
+    if (per_document_ != PerDocument::none) return fill_pieces(rows, a);
     // Context parallel: the boundaries of the whole sequences (every cp region masks by them:
     // Ulysses attends to whole rows, the rings to blocks of them), this rank's positions of their
     // tokens and of their documents.
@@ -97,37 +98,63 @@ void BatchFeed::fill(int64_t m, model::Activations& a) const {
 }
 
 void BatchFeed::fill_pieces(std::span<const data::Row> rows, model::Activations& a) const {
-    const int64_t T = loader_.seq_len(), n = int64_t(context_.size());
-    WEFT_CHECK(n * ring_ == T, "internal: {} rows a rank over a ring of {} for sequences of {}", n,
-               ring_, T);
-    // The whole rows' boundaries as the other regions take them (the ring reads the calls).
+    const int64_t T = loader_.seq_len(), n = int64_t(context_.size()), cp = T / n;
+    // The layout's ranks: the ring's, the hybrid's groups (ring_), or under Ulysses every cp
+    // rank. This rank takes layout rank g's rows at the places its positions have in the row's
+    // zigzag over R (the hybrid's rank u: the u-th 1/U of each half, as CpAttention's slots).
+    const int R = per_document_ == PerDocument::order ? int(cp) : ring_;
+    const int64_t half = T / (2 * R), g = cp_rank_ / (cp / R);
+    WEFT_CHECK(n * cp == T && cp % R == 0 && T % (2 * R) == 0,
+               "internal: {} rows a rank of sequences of {} over a layout of {} ranks", n, T, R);
+    // The whole rows' boundaries as the other regions take them (the model reads the layout).
     std::vector<int64_t> whole_positions;
     data::row_layout(rows, T, whole_positions, a.cu_seqlens);
     a.positions.assign(rows.size() * size_t(n), 0);
     a.cp_doc_blocks.clear();
+    a.cp_doc_order = {};
+    std::vector<int32_t> inputs(size_t(2 * half)), targets(size_t(2 * half));
+    std::vector<int64_t> positions(size_t(2 * half));
     for (size_t b = 0; b < rows.size(); ++b) {
         // The row's padding segments (--balance) are no document: fit_rows pads at the end.
         std::vector<data::Segment> docs;
         for (const data::Segment& seg : rows[b])
             if (seg.first >= 0) docs.push_back(seg);
-        data::DocZigzag z = data::doc_zigzag(docs, ring_, data::split_above(T, ring_));
-        data::fit_rows(z, n);
-        int64_t at = int64_t(b) * n;
-        for (const data::DocPiece& p : z.ranks[size_t(cp_rank_)]) {
+        data::DocZigzag z = data::doc_zigzag(docs, R, data::split_above(T, R));
+        data::fit_rows(z, 2 * half);
+        int64_t at = 0;
+        for (const data::DocPiece& p : z.ranks[size_t(g)]) {
             const data::Row piece{p.seg};
-            read_rows({&piece, 1}, a.inputs.data() + at, a.targets.data() + at);
-            for (int64_t i = 0; p.seg.first >= 0 && i < p.seg.len; ++i)
-                a.positions[size_t(at + i)] = p.pos0 + i;
+            read_rows({&piece, 1}, inputs.data() + at, targets.data() + at);
+            for (int64_t i = 0; i < p.seg.len; ++i)
+                positions[size_t(at + i)] = p.seg.first >= 0 ? p.pos0 + i : 0;
             at += p.seg.len;
         }
-        for (int k = 0; k < ring_; ++k) {
+        for (int64_t t = 0; t < n; ++t) {
+            const int64_t pos = context_[size_t(t)];
+            const size_t from = size_t((pos / half >= R ? half : 0) + pos % half),
+                         to = b * size_t(n) + size_t(t);
+            a.inputs[to] = inputs[from];
+            a.targets[to] = targets[from];
+            a.positions[to] = positions[from];
+        }
+        if (per_document_ == PerDocument::order) {
+            const data::DocOrder order = data::doc_order(z);
+            for (const std::vector<int64_t>& slots : order.slots)
+                a.cp_doc_order.slots.insert(a.cp_doc_order.slots.end(), slots.begin(), slots.end());
+            for (size_t d = 0; d + 1 < order.cu_seqlens.size(); ++d)
+                a.cp_doc_order.cu_seqlens.push_back(int64_t(b) * T + order.cu_seqlens[d]);
+            continue;
+        }
+        for (int k = 0; k < R; ++k) {
             std::vector<model::CpDocBlock>& calls = a.cp_doc_blocks.emplace_back();
             // TokenRing scores rank k's queries (they travel here) against this rank's keys.
-            const int q_rank = token_ring_ ? k : cp_rank_, k_rank = token_ring_ ? cp_rank_ : k;
+            const int q_rank = token_ring_ ? k : int(g), k_rank = token_ring_ ? int(g) : k;
             for (const data::DocBlock& d : data::doc_blocks(z, q_rank, k_rank))
                 calls.push_back({d.q_row, d.k_row, d.Tq, d.Tk, d.q_pos0, d.k_pos0});
         }
     }
+    if (per_document_ == PerDocument::order)
+        a.cp_doc_order.cu_seqlens.push_back(int64_t(rows.size()) * T);
 }
 
 }  // namespace weft::train

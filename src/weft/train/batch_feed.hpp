@@ -17,6 +17,12 @@
 
 namespace weft::train {
 
+// How a packed batch's rows are laid out over the cp ranks: the rows' zigzag chunks (none), or
+// the per-document zigzag (data/doc_zigzag.hpp) given to the model as the ring's calls
+// (a.cp_doc_blocks: the ring over the cp ranks, the hybrid's ring over its groups) or as Ulysses'
+// gather order (a.cp_doc_order).
+enum class PerDocument { none, calls, order };
+
 class BatchFeed {
   public:
     // `file` must outlive the feed. Each of `ranks` data-parallel ranks reads global_batch /
@@ -25,16 +31,19 @@ class BatchFeed {
     // batches; none: one sequence a row. `balance`: balance the documents (needs docs).
     // `ring`: the ranks each row's zigzag chunks are split over (data::balance_ring), by which
     // documents are balanced and the layouts' work counted. `context`: this rank's positions of
-    // each sequence under context parallelism (empty: all). `per_document` (packed, under the
-    // ring): each row's documents are laid out by the per-document zigzag (data/doc_zigzag.hpp)
-    // over the ring, this rank (`cp_rank`) taking its pieces, instead of the row's zigzag
-    // chunks at `context`. `token_ring`: the ring is TokenRing, whose calls with rank k are of
-    // k's queries against this rank's keys (the ring's: of this rank's queries against k's).
+    // each sequence under context parallelism (empty: all). `per_document` (packed, under
+    // context parallelism): each row's documents are laid out by the per-document zigzag over
+    // `ring` ranks (calls) or over every cp rank (order, Ulysses), this rank (`cp_rank`) taking
+    // its layout rank's pieces, or under the hybrid its 1/U of them, at the places of the
+    // row's zigzag `context` holds, instead of the row's zigzag chunks themselves. `token_ring`:
+    // the ring is TokenRing, whose calls with rank k are of k's queries against this rank's keys
+    // (the ring's: of this rank's queries against k's).
     BatchFeed(const data::TokenFile& file, int64_t seq_len, uint64_t seed, bool sequential,
               int64_t global_batch, int ranks, int rank, int64_t micro,
               std::optional<data::DocumentRows> docs = std::nullopt, bool balance = false,
-              int ring = 1, std::vector<int64_t> context = {}, bool per_document = false,
-              int cp_rank = 0, bool token_ring = false);
+              int ring = 1, std::vector<int64_t> context = {},
+              PerDocument per_document = PerDocument::none, int cp_rank = 0,
+              bool token_ring = false);
 
     // Lays out step `step` (0-based), before its fill()s.
     void begin_step(int64_t step);
@@ -46,12 +55,12 @@ class BatchFeed {
     const data::RankRows* static_layout() const { return unbalanced_ ? &*unbalanced_ : nullptr; }
 
     // Micro-batch m of that step into a.inputs and a.targets (packed: a.positions and
-    // a.cu_seqlens too; per-document: a.cp_doc_blocks).
+    // a.cu_seqlens too; per-document: a.cp_doc_blocks or a.cp_doc_order).
     void fill(int64_t m, model::Activations& a) const;
 
   private:
     // Per-document: this rank's pieces of each row's documents into a's rows, with their
-    // positions and the ring's calls.
+    // positions and the ring's calls or Ulysses' gather order.
     void fill_pieces(std::span<const data::Row> rows, model::Activations& a) const;
     // The tokens of `rows` whole into inputs and targets (padding: token 0, target -1).
     void read_rows(std::span<const data::Row> rows, int32_t* inputs, int32_t* targets) const;
@@ -63,7 +72,7 @@ class BatchFeed {
     std::optional<data::DocumentRows> docs_;
     bool balance_;
     std::vector<int64_t> context_;
-    bool per_document_;
+    PerDocument per_document_;
     int cp_rank_;
     bool token_ring_;
     int64_t step_ = 0;

@@ -423,6 +423,7 @@ double TrainState::run_micro_batches(int64_t micro_batches,
                 a.positions = act_->positions;
                 a.cu_seqlens = act_->cu_seqlens;
                 a.cp_doc_blocks = act_->cp_doc_blocks;
+                a.cp_doc_order = act_->cp_doc_order;
             }
         };
         stage_->set_bf16_messages(ctx_.bf16_activations());
@@ -458,6 +459,7 @@ EvalResult TrainState::evaluate(const data::TokenFile& file, int64_t B, int64_t 
     if (!act_->cu_seqlens.empty()) {
         act_->cu_seqlens.clear();
         act_->cp_doc_blocks.clear();
+        act_->cp_doc_order = {};
         act_->positions.clear();
         if (model_->cp_size() > 1) act_->positions = model_->context_positions();
     }

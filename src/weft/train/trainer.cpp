@@ -34,13 +34,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Packed documents under the ring and TokenRing are laid out by the per-document zigzag
-// (docs/long_context.md "Per-document zigzag"): each document shared evenly over the ring
-// whatever its length and place in the row. Ulysses and the hybrid keep the rows' zigzag, and so
-// does --balance, whose placement over the ring already evens it and keeps short documents off
-// it.
-bool per_document_ring(const TrainOptions& o) {
-    return o.layout.cp > 1 && o.layout.cp_kind == CpKind::ring && !o.balance;
+// Packed documents under every cp kind are laid out by the per-document zigzag
+// (docs/long_context.md "Per-document zigzag"): each document shared evenly over the ring (the
+// hybrid's: over its groups) whatever its length and place in the row; Ulysses gathers the
+// pieces back in document order. --balance keeps the rows' zigzag: its placement over the ring
+// already evens it and keeps short documents off it.
+PerDocument per_document(const TrainOptions& o) {
+    if (o.layout.cp <= 1 || o.balance) return PerDocument::none;
+    return o.layout.cp_kind == CpKind::ulysses ? PerDocument::order : PerDocument::calls;
 }
 
 comm::MeshOptions mesh_options(const TrainOptions& o) {
@@ -250,14 +251,20 @@ void run_training(const TrainOptions& opts) {
                         o.optim.optimizer));
     std::optional<data::DocumentRows> docs;
     if (!in.train_documents.empty()) docs.emplace(in.train_documents, o.seq_len);
-    if (docs && per_document_ring(o))
-        log.note(
-            fmt::format("context parallel ring: each document longer than {} tokens split "
-                        "zigzag over the {} ranks, shorter ones whole on one",
-                        data::split_above(o.seq_len, o.layout.cp), o.layout.cp));
+    if (docs && per_document(o) != PerDocument::none) {
+        // Ulysses' layout is over every cp rank; the rings' over their ranks (data::balance_ring).
+        const int R =
+            per_document(o) == PerDocument::order ? o.layout.cp : data::balance_ring(o.layout);
+        log.note(fmt::format(
+            "context parallel {}: each document longer than {} tokens split "
+            "zigzag over the {} {}, shorter ones whole on one{}",
+            cp_kind_name(o.layout.cp_kind), data::split_above(o.seq_len, R), R,
+            o.layout.cp_kind == CpKind::hybrid ? "Ulysses groups" : "ranks",
+            o.layout.cp_kind == CpKind::ulysses ? "; Ulysses gathers them in document order" : ""));
+    }
     BatchFeed feed(in.train, o.seq_len, o.seed, o.sequential, o.batch_size, o.layout.dp,
                    mesh.rank(comm::Axis::dp), split.micro, std::move(docs), o.balance,
-                   data::balance_ring(o.layout), st.activations().positions, per_document_ring(o),
+                   data::balance_ring(o.layout), st.activations().positions, per_document(o),
                    mesh.rank(comm::Axis::cp), o.layout.ring_bidirectional);
     RunCheckpoints checkpoints(st, o, split.micro, log, heartbeat);
     RunEvaluation eval(st, in.val ? &*in.val : nullptr, o.batch_size, o.eval_batches, log,

@@ -9,7 +9,8 @@
 // every region allocates the scratch CpAttention::scratch_floats (the memory estimates) says;
 // Ulysses' all-to-all volume per rank stays constant when T and cp grow together. With packed
 // documents every region matches the varlen kernel on the whole rows (fp32 and bf16), and the
-// ring and TokenRing on the per-document zigzag (data::doc_zigzag) match it too.
+// ring, TokenRing, Ulysses and the hybrid on the per-document zigzag (data::doc_zigzag) match it
+// too.
 #include <gtest/gtest.h>
 
 #include <barrier>
@@ -616,6 +617,198 @@ TEST(CpAttention, PerDocumentZigzagTokenRingMatchesTheVarlenKernel) {
     check_doc_zigzag_ring(2, true);
     check_doc_zigzag_ring(4, true);
     check_doc_zigzag_ring(4, true, true);  // bf16
+}
+
+// The per-document zigzag under Ulysses (`ulysses` == cp) and the hybrid (Ulysses groups of
+// U < cp, a ring over the G = cp / U groups): kDocs laid out over the layout's ranks (every cp
+// rank under Ulysses, the groups under the hybrid) and fit to T / R rows (data::fit_rows), row
+// 0's last document left out so that rows end in padding, filled with garbage. Ulysses gathers
+// each rank's rows in document order (data::doc_order) and runs the varlen kernel; the hybrid's
+// rank u holds the u-th 1/U of each half of its group's rows, Ulysses gathers them and the ring
+// runs the group's calls (data::doc_blocks). At every real token out, dq, dk, dv are the varlen
+// kernel's on the whole rows: within 2e-5 in fp32; in bf16 against the bf16 varlen kernel on
+// the same rounded inputs, Ulysses' out bit for bit (each document is its own kernel call
+// either way) and its gradients within 1e-5, the hybrid within the bounds of check_bf16. The
+// hybrid's padding rows get zero (the ring gives them no keys), Ulysses' are a document of
+// their own: finite; the scratch is what scratch_floats counts.
+void check_doc_zigzag_ulysses(int cp, int ulysses, bool bf16) {
+    const bool hybrid = ulysses < cp;
+    const int U = hybrid ? ulysses : 1, R = cp / U;
+    const int64_t Tl = T / cp, half = T / (2 * R), sub = half / U, kUnlaid = 27;
+    // The reference: the varlen kernel on the whole rows (bf16: on the rounded inputs).
+    auto rounded = [&](std::vector<float> x) {
+        for (float& e : x) e = bf16 ? kernels::bf16_to_fp32(kernels::fp32_to_bf16(e)) : e;
+        return x;
+    };
+    auto to16 = [](const std::vector<float>& x) {
+        std::vector<uint16_t> r(x.size());
+        for (size_t i = 0; i < x.size(); ++i) r[i] = kernels::fp32_to_bf16(x[i]);
+        return r;
+    };
+    Case ref{rounded(random(B * T * A, 31)),
+             rounded(random(B * T * KV, 32)),
+             rounded(random(B * T * KV, 33)),
+             rounded(random(B * T * A, 34)),
+             {},
+             {},
+             {},
+             {}};
+    {
+        const kernels::AttentionShape full{B, T, T, NH, HS, A, KV, A, 0, NKV, 0};
+        std::vector<float> lse(size_t(B * NH * T));
+        ref.out.resize(ref.q.size());
+        ref.dq.resize(ref.q.size());
+        ref.dk.resize(ref.k.size());
+        ref.dv.resize(ref.v.size());
+        if (bf16) {
+            const auto q = to16(ref.q), k = to16(ref.k), v = to16(ref.v), d = to16(ref.dout);
+            std::vector<uint16_t> o(q.size());
+            kernels::attention_forward_varlen_bf16(o.data(), lse.data(), q.data(), k.data(),
+                                                   v.data(), full, kDocs);
+            kernels::attention_backward_varlen_bf16(ref.dq.data(), ref.dk.data(), ref.dv.data(),
+                                                    d.data(), q.data(), k.data(), v.data(),
+                                                    o.data(), lse.data(), full, kDocs);
+            for (size_t i = 0; i < o.size(); ++i) ref.out[i] = kernels::bf16_to_fp32(o[i]);
+        } else {
+            ref = reference_case(31, kDocs);
+        }
+    }
+    // rows[b][r][t]: the whole rows' position cp rank r's local row t holds (-1: padding);
+    // blocks[g][b * R + k]: group g's calls against group k's keys (the hybrid); order: the
+    // gather's slots and documents (Ulysses).
+    std::vector<std::vector<std::vector<int64_t>>> rows(static_cast<size_t>(B));
+    std::vector<std::vector<std::vector<CpDocBlock>>> blocks(static_cast<size_t>(R));
+    CpDocOrder order;
+    int64_t split = 0;
+    for (int64_t b = 0; b < B; ++b) {
+        std::vector<data::Segment> docs;
+        for (size_t d = 0; d + 1 < kDocs.size(); ++d)
+            if (kDocs[d] >= b * T && kDocs[d] < (b + 1) * T && kDocs[d] != kUnlaid)
+                docs.push_back({kDocs[d], kDocs[d + 1] - kDocs[d]});
+        data::DocZigzag z = data::doc_zigzag(docs, R, data::split_above(T, R));
+        data::fit_rows(z, 2 * half);
+        for (int r = 0; r < cp; ++r) {
+            std::vector<int64_t> group;
+            for (const data::DocPiece& p : z.ranks[size_t(r / U)]) {
+                split += p.pos0 > 0;
+                for (int64_t i = 0; i < p.seg.len; ++i)
+                    group.push_back(p.seg.first < 0 ? -1 : p.seg.first + i);
+            }
+            std::vector<int64_t>& mine = rows[size_t(b)].emplace_back();
+            for (int64_t t = 0; t < Tl; ++t)
+                mine.push_back(group[size_t(t / sub * half + r % U * sub + t % sub)]);
+        }
+        if (hybrid) {
+            for (int g = 0; g < R; ++g)
+                for (int k = 0; k < R; ++k) {
+                    std::vector<CpDocBlock>& calls = blocks[size_t(g)].emplace_back();
+                    for (const data::DocBlock& d : data::doc_blocks(z, g, k))
+                        calls.push_back({d.q_row, d.k_row, d.Tq, d.Tk, d.q_pos0, d.k_pos0});
+                }
+            continue;
+        }
+        const data::DocOrder o = data::doc_order(z);
+        for (const std::vector<int64_t>& slots : o.slots)
+            order.slots.insert(order.slots.end(), slots.begin(), slots.end());
+        for (size_t d = 0; d + 1 < o.cu_seqlens.size(); ++d)
+            order.cu_seqlens.push_back(b * T + o.cu_seqlens[d]);
+    }
+    if (!hybrid) order.cu_seqlens.push_back(B * T);
+    ASSERT_GT(split, 0) << "no document is split at cp " << cp;
+    std::vector<int> seen(size_t(B * T), 0), want(size_t(B * T), 1);
+    std::fill_n(want.begin() + kUnlaid, 5, 0);
+    for (const auto& row : rows)
+        for (const auto& mine : row)
+            for (int64_t x : mine)
+                if (x >= 0) ++seen[size_t(x)];
+    EXPECT_EQ(seen, want) << "every laid out token on exactly one rank";
+
+    Groups net(cp, ulysses);
+    std::vector<Case> got(static_cast<size_t>(cp));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < cp; ++r)
+        threads.emplace_back([&, r] {
+            ThreadCp::Comm comm(net.group(r), net.group_rank(r));
+            const std::unique_ptr<ThreadCp::Comm> ring = net.ring(r);
+            CpAttention att(comm, T, true, ring.get());
+            const std::vector<float> junk = random(B * Tl * A, uint32_t(100 + r));
+            auto local = [&](const std::vector<float>& x, int64_t w) {
+                std::vector<float> l(size_t(B * Tl * w));
+                for (int64_t b = 0; b < B; ++b)
+                    for (int64_t t = 0; t < Tl; ++t) {
+                        const int64_t at = rows[size_t(b)][size_t(r)][size_t(t)];
+                        const float* from = at >= 0 ? x.data() + at * w : junk.data() + t * w;
+                        std::copy_n(from, w, l.data() + (b * Tl + t) * w);
+                    }
+                return rounded(l);
+            };
+            const std::vector<float> q = local(ref.q, A), k = local(ref.k, KV),
+                                     v = local(ref.v, KV), dout = local(ref.dout, A);
+            CpAttentionShape s{B, Tl, NH, NKV, HS, A, KV, A};
+            if (hybrid) {
+                s.doc_blocks = blocks[size_t(r / U)];
+            } else {
+                s.doc_order = &order;
+            }
+            Case& g = got[size_t(r)];
+            std::vector<float> lse(size_t(B * NH * Tl));
+            g.out.assign(q.size(), 1.0f);
+            g.dq.resize(q.size());
+            g.dk.resize(k.size());
+            g.dv.resize(v.size());
+            if (bf16) {
+                const auto q16 = to16(q), k16 = to16(k), v16 = to16(v), d16 = to16(dout);
+                att.forward(g.out.data(), lse.data(), q16.data(), k16.data(), v16.data(), s);
+                const auto o16 = to16(g.out);  // as the model keeps it
+                att.backward(g.dq.data(), g.dk.data(), g.dv.data(), d16.data(), q16.data(),
+                             k16.data(), v16.data(), o16.data(), lse.data(), s);
+            } else {
+                att.forward(g.out.data(), lse.data(), q.data(), k.data(), v.data(), s);
+                att.backward(g.dq.data(), g.dk.data(), g.dv.data(), dout.data(), q.data(), k.data(),
+                             v.data(), g.out.data(), lse.data(), s);
+            }
+            EXPECT_EQ(att.allocated_scratch_floats(),
+                      CpAttention::scratch_floats(att.region(), B, Tl, NH, NKV, HS, U, bf16))
+                << "scratch floats of rank " << r;
+        });
+    for (std::thread& t : threads) t.join();
+    const double tol_out = !bf16    ? 2e-5
+                           : hybrid ? 2e-2
+                                    : 0,
+                 tol_grad = !bf16    ? 2e-5
+                            : hybrid ? 4e-2
+                                     : 1e-5;
+    for (int r = 0; r < cp; ++r)
+        for (int64_t b = 0; b < B; ++b)
+            for (int64_t t = 0; t < Tl; ++t) {
+                const int64_t at = rows[size_t(b)][size_t(r)][size_t(t)];
+                auto expect = [&](const std::vector<float>& want, const std::vector<float>& have,
+                                  int64_t w, double tol, const char* what) {
+                    for (int64_t j = 0; j < w; ++j) {
+                        const float x = have[size_t((b * Tl + t) * w + j)];
+                        if (at < 0 && !hybrid) {
+                            ASSERT_TRUE(std::isfinite(x)) << what << " padding, rank " << r;
+                            continue;
+                        }
+                        ASSERT_NEAR(x, at >= 0 ? want[size_t(at * w + j)] : 0.0f, tol)
+                            << what << (hybrid ? " hybrid" : " Ulysses") << " cp " << cp
+                            << (bf16 ? " bf16" : "") << " rank " << r << " b " << b << " t " << t
+                            << (at < 0 ? " (padding)" : "");
+                    }
+                };
+                const Case& g = got[size_t(r)];
+                expect(ref.out, g.out, A, tol_out, "out");
+                expect(ref.dq, g.dq, A, tol_grad, "dq");
+                expect(ref.dk, g.dk, KV, tol_grad, "dk");
+                expect(ref.dv, g.dv, KV, tol_grad, "dv");
+            }
+}
+
+TEST(CpAttention, PerDocumentZigzagUlyssesAndHybridMatchTheVarlenKernel) {
+    for (const bool bf16 : {false, true}) {
+        check_doc_zigzag_ulysses(2, 2, bf16);  // Ulysses
+        check_doc_zigzag_ulysses(4, 2, bf16);  // the hybrid: 2 groups of 2
+    }
 }
 
 // The Ulysses paper's claim: when the sequence and the cp degree grow together, what each rank
