@@ -153,12 +153,24 @@ V local_rows(const V& x, int64_t w, const std::vector<int64_t>& pos) {
     return l;
 }
 
-// `cu`: packed documents (the varlen kernel), or none.
-Case reference_case(uint32_t seed, std::span<const int64_t> cu) {
-    Case c{random(B * T * A, seed),
-           random(B * T * KV, seed + 1),
-           random(B * T * KV, seed + 2),
-           random(B * T * A, seed + 3),
+std::vector<uint16_t> to_bf16(const std::vector<float>& x) {
+    std::vector<uint16_t> r(x.size());
+    for (size_t i = 0; i < x.size(); ++i) r[i] = kernels::fp32_to_bf16(x[i]);
+    return r;
+}
+
+// `cu`: packed documents (the varlen kernel), or none. `bf16` (packed only): q, k, v and dout
+// rounded to bf16 and the bf16 varlen kernel, its output widened.
+Case reference_case(uint32_t seed, std::span<const int64_t> cu, bool bf16 = false) {
+    auto input = [&](int64_t n, uint32_t at) {
+        std::vector<float> x = random(n, at);
+        for (float& e : x) e = bf16 ? kernels::bf16_to_fp32(kernels::fp32_to_bf16(e)) : e;
+        return x;
+    };
+    Case c{input(B * T * A, seed),
+           input(B * T * KV, seed + 1),
+           input(B * T * KV, seed + 2),
+           input(B * T * A, seed + 3),
            {},
            {},
            {},
@@ -169,7 +181,16 @@ Case reference_case(uint32_t seed, std::span<const int64_t> cu) {
     c.dq.resize(c.q.size());
     c.dk.resize(c.k.size());
     c.dv.resize(c.v.size());
-    if (cu.empty()) {
+    if (bf16) {
+        const auto q = to_bf16(c.q), k = to_bf16(c.k), v = to_bf16(c.v), d = to_bf16(c.dout);
+        std::vector<uint16_t> o(q.size());
+        kernels::attention_forward_varlen_bf16(o.data(), lse.data(), q.data(), k.data(), v.data(),
+                                               full, cu);
+        kernels::attention_backward_varlen_bf16(c.dq.data(), c.dk.data(), c.dv.data(), d.data(),
+                                                q.data(), k.data(), v.data(), o.data(), lse.data(),
+                                                full, cu);
+        for (size_t i = 0; i < o.size(); ++i) c.out[i] = kernels::bf16_to_fp32(o[i]);
+    } else if (cu.empty()) {
         kernels::attention_forward(c.out.data(), lse.data(), c.q.data(), c.k.data(), c.v.data(),
                                    full);
         kernels::attention_backward(c.dq.data(), c.dk.data(), c.dv.data(), c.dout.data(),
@@ -182,6 +203,31 @@ Case reference_case(uint32_t seed, std::span<const int64_t> cu) {
                                            c.q.data(), c.k.data(), c.v.data(), c.out.data(),
                                            lse.data(), full, cu);
     }
+    return c;
+}
+
+// Rank r's rows of ref's q, k, v and dout under a per-document layout: rows[b][r][t] is the
+// whole rows' position its local row t holds, or -1 for padding, which gets garbage; out (of
+// ones, for the region to overwrite), dq, dk and dv sized.
+Case piece_inputs(const Case& ref, const std::vector<std::vector<std::vector<int64_t>>>& rows,
+                  int r) {
+    const int64_t Tl = int64_t(rows[0][size_t(r)].size());
+    const std::vector<float> junk = random(B * Tl * A, uint32_t(100 + r));
+    auto local = [&](const std::vector<float>& x, int64_t w) {
+        std::vector<float> l(size_t(B * Tl * w));
+        for (int64_t b = 0; b < B; ++b)
+            for (int64_t t = 0; t < Tl; ++t) {
+                const int64_t at = rows[size_t(b)][size_t(r)][size_t(t)];
+                const float* from = at >= 0 ? x.data() + at * w : junk.data() + t * w;
+                std::copy_n(from, w, l.data() + (b * Tl + t) * w);
+            }
+        return l;
+    };
+    Case c{local(ref.q, A), local(ref.k, KV), local(ref.v, KV), local(ref.dout, A), {}, {}, {}, {}};
+    c.out.assign(c.q.size(), 1.0f);
+    c.dq.resize(c.q.size());
+    c.dk.resize(c.k.size());
+    c.dv.resize(c.v.size());
     return c;
 }
 
@@ -463,6 +509,45 @@ TEST(CpAttention, PackedDocumentsMatchTheVarlenKernel) {
     check_bf16(4, 2, false, kDocs);
 }
 
+// Row 0's last document (5 tokens at 27) stays out of the per-document layouts, as a row's
+// padding does in training, so that the ranks' rows end in padding.
+constexpr int64_t kUnlaid = 27;
+
+// kDocs' documents of row b (but kUnlaid) laid out over R ranks, fit to T / R rows.
+data::DocZigzag fitted_row(int64_t b, int R) {
+    std::vector<data::Segment> docs;
+    for (size_t d = 0; d + 1 < kDocs.size(); ++d)
+        if (kDocs[d] >= b * T && kDocs[d] < (b + 1) * T && kDocs[d] != kUnlaid)
+            docs.push_back({kDocs[d], kDocs[d + 1] - kDocs[d]});
+    data::DocZigzag z = data::doc_zigzag(docs, R, data::split_above(T, R));
+    data::fit_rows(z, T / R);
+    return z;
+}
+
+// The whole rows' position each of layout rank g's rows holds (-1: padding); `split` counts
+// its pieces that do not start a document.
+std::vector<int64_t> layout_rows(const data::DocZigzag& z, int g, int64_t& split) {
+    std::vector<int64_t> rows;
+    for (const data::DocPiece& p : z.ranks[size_t(g)]) {
+        split += p.pos0 > 0;
+        for (int64_t i = 0; i < p.seg.len; ++i)
+            rows.push_back(p.seg.first < 0 ? -1 : p.seg.first + i);
+    }
+    return rows;
+}
+
+// Layout rank g's calls with each rank k (data::doc_blocks), one list a rank, onto `to`: g's
+// queries against k's keys, or with `token_ring` k's queries (they travel to g) against g's keys.
+void append_calls(const data::DocZigzag& z, int g, std::vector<std::vector<CpDocBlock>>& to,
+                  bool token_ring = false) {
+    for (int k = 0; k < z.ring; ++k) {
+        std::vector<CpDocBlock>& calls = to.emplace_back();
+        const int q_rank = token_ring ? k : g, k_rank = token_ring ? g : k;
+        for (const data::DocBlock& d : data::doc_blocks(z, q_rank, k_rank))
+            calls.push_back({d.q_row, d.k_row, d.Tq, d.Tk, d.q_pos0, d.k_pos0});
+    }
+}
+
 // The per-document zigzag under the ring and TokenRing: each rank holds its pieces of kDocs'
 // documents (the long ones cut in 2·cp pieces, the short ones whole) fit to T / cp rows
 // (data::fit_rows), and runs the layout's blocks (data::doc_blocks): the ring its queries against
@@ -472,56 +557,19 @@ TEST(CpAttention, PackedDocumentsMatchTheVarlenKernel) {
 // zero output and zero gradients and change no real one; TokenRing sends what it sends on the
 // rows' zigzag; the region allocates the scratch its count says.
 void check_doc_zigzag_ring(int cp, bool bidirectional = false, bool bf16 = false) {
-    Case ref = reference_case(5, kDocs);
-    auto to_bf16 = [](const std::vector<float>& x) {
-        std::vector<uint16_t> r(x.size());
-        for (size_t i = 0; i < x.size(); ++i) r[i] = kernels::fp32_to_bf16(x[i]);
-        return r;
-    };
-    if (bf16) {  // the bf16 kernel on the same inputs rounded
-        const std::vector<uint16_t> q = to_bf16(ref.q), k = to_bf16(ref.k), v = to_bf16(ref.v),
-                                    dout = to_bf16(ref.dout);
-        const kernels::AttentionShape full{B, T, T, NH, HS, A, KV, A, 0, NKV, 0};
-        std::vector<uint16_t> out16(q.size());
-        std::vector<float> lse(size_t(B * NH * T));
-        for (std::vector<float>* g : {&ref.dq, &ref.dk, &ref.dv})  // the kernel adds to them
-            std::fill(g->begin(), g->end(), 0.0f);
-        kernels::attention_forward_varlen_bf16(out16.data(), lse.data(), q.data(), k.data(),
-                                               v.data(), full, kDocs);
-        kernels::attention_backward_varlen_bf16(ref.dq.data(), ref.dk.data(), ref.dv.data(),
-                                                dout.data(), q.data(), k.data(), v.data(),
-                                                out16.data(), lse.data(), full, kDocs);
-        for (size_t i = 0; i < out16.size(); ++i) ref.out[i] = kernels::bf16_to_fp32(out16[i]);
-    }
+    const Case ref = reference_case(5, kDocs, bf16);
     // rows[b][r][t]: which of the whole rows' B*T positions rank r's local row t holds (-1:
     // padding); blocks[r][b * cp + k]: rank r's calls with rank k in row b (the ring: r's
     // queries against k's keys; TokenRing: k's queries against r's keys).
     std::vector<std::vector<std::vector<int64_t>>> rows(static_cast<size_t>(B));
     std::vector<std::vector<std::vector<CpDocBlock>>> blocks(static_cast<size_t>(cp));
-    // Row 0's last document (5 tokens at 27) stays out of the layout, as a row's padding does
-    // in training, so that the ranks' rows end in padding.
-    const int64_t Tl = T / cp, kUnlaid = 27;
+    const int64_t Tl = T / cp;
     int64_t split = 0;
     for (int64_t b = 0; b < B; ++b) {
-        std::vector<data::Segment> docs;
-        for (size_t d = 0; d + 1 < kDocs.size(); ++d)
-            if (kDocs[d] >= b * T && kDocs[d] < (b + 1) * T && kDocs[d] != kUnlaid)
-                docs.push_back({kDocs[d], kDocs[d + 1] - kDocs[d]});
-        data::DocZigzag z = data::doc_zigzag(docs, cp, data::split_above(T, cp));
-        data::fit_rows(z, Tl);
+        const data::DocZigzag z = fitted_row(b, cp);
         for (int r = 0; r < cp; ++r) {
-            std::vector<int64_t>& mine = rows[size_t(b)].emplace_back();
-            for (const data::DocPiece& p : z.ranks[size_t(r)]) {
-                split += p.pos0 > 0;
-                for (int64_t i = 0; i < p.seg.len; ++i)
-                    mine.push_back(p.seg.first < 0 ? -1 : p.seg.first + i);
-            }
-            for (int k = 0; k < cp; ++k) {
-                std::vector<CpDocBlock>& calls = blocks[size_t(r)].emplace_back();
-                const int q_rank = bidirectional ? k : r, k_rank = bidirectional ? r : k;
-                for (const data::DocBlock& d : data::doc_blocks(z, q_rank, k_rank))
-                    calls.push_back({d.q_row, d.k_row, d.Tq, d.Tk, d.q_pos0, d.k_pos0});
-            }
+            rows[size_t(b)].push_back(layout_rows(z, r, split));
+            append_calls(z, r, blocks[size_t(r)], bidirectional);
         }
     }
     ASSERT_GT(split, 0) << "no document is split at cp " << cp;
@@ -543,29 +591,14 @@ void check_doc_zigzag_ring(int cp, bool bidirectional = false, bool bf16 = false
         threads.emplace_back([&, r] {
             ThreadCp::Comm comm(net, r);
             CpAttention att(comm, T, false, nullptr, bidirectional);
-            const std::vector<float> junk = random(B * Tl * A, uint32_t(100 + r));
-            auto local = [&](const std::vector<float>& x, int64_t w) {
-                std::vector<float> l(size_t(B * Tl * w));
-                for (int64_t b = 0; b < B; ++b)
-                    for (int64_t t = 0; t < Tl; ++t) {
-                        const int64_t at = rows[size_t(b)][size_t(r)][size_t(t)];
-                        const float* from = at >= 0 ? x.data() + at * w : junk.data() + t * w;
-                        std::copy_n(from, w, l.data() + (b * Tl + t) * w);
-                    }
-                return l;
-            };
-            const std::vector<float> q = local(ref.q, A), k = local(ref.k, KV),
-                                     v = local(ref.v, KV), dout = local(ref.dout, A);
+            Case& g = got[size_t(r)];
+            g = piece_inputs(ref, rows, r);
+            const std::vector<float>&q = g.q, &k = g.k, &v = g.v, &dout = g.dout;
             CpAttentionShape s{B, Tl, NH, NKV, HS, A, KV, A};
             s.doc_blocks = blocks[size_t(r)];
-            Case& g = got[size_t(r)];
             std::vector<float> lse(size_t(B * NH * Tl));
-            g.out.assign(q.size(), 1.0f);
-            g.dq.resize(q.size());
-            g.dk.resize(k.size());
-            g.dv.resize(v.size());
             if (bf16) {
-                const std::vector<uint16_t> q16 = to_bf16(q), k16 = to_bf16(k), v16 = to_bf16(v);
+                const auto q16 = to_bf16(q), k16 = to_bf16(k), v16 = to_bf16(v);
                 att.forward(g.out.data(), lse.data(), q16.data(), k16.data(), v16.data(), s);
                 att.backward(g.dq.data(), g.dk.data(), g.dv.data(), to_bf16(dout).data(),
                              q16.data(), k16.data(), v16.data(), to_bf16(g.out).data(), lse.data(),
@@ -634,45 +667,9 @@ TEST(CpAttention, PerDocumentZigzagTokenRingMatchesTheVarlenKernel) {
 void check_doc_zigzag_ulysses(int cp, int ulysses, bool bf16) {
     const bool hybrid = ulysses < cp;
     const int U = hybrid ? ulysses : 1, R = cp / U;
-    const int64_t Tl = T / cp, half = T / (2 * R), sub = half / U, kUnlaid = 27;
+    const int64_t Tl = T / cp, half = T / (2 * R), sub = half / U;
     // The reference: the varlen kernel on the whole rows (bf16: on the rounded inputs).
-    auto rounded = [&](std::vector<float> x) {
-        for (float& e : x) e = bf16 ? kernels::bf16_to_fp32(kernels::fp32_to_bf16(e)) : e;
-        return x;
-    };
-    auto to16 = [](const std::vector<float>& x) {
-        std::vector<uint16_t> r(x.size());
-        for (size_t i = 0; i < x.size(); ++i) r[i] = kernels::fp32_to_bf16(x[i]);
-        return r;
-    };
-    Case ref{rounded(random(B * T * A, 31)),
-             rounded(random(B * T * KV, 32)),
-             rounded(random(B * T * KV, 33)),
-             rounded(random(B * T * A, 34)),
-             {},
-             {},
-             {},
-             {}};
-    {
-        const kernels::AttentionShape full{B, T, T, NH, HS, A, KV, A, 0, NKV, 0};
-        std::vector<float> lse(size_t(B * NH * T));
-        ref.out.resize(ref.q.size());
-        ref.dq.resize(ref.q.size());
-        ref.dk.resize(ref.k.size());
-        ref.dv.resize(ref.v.size());
-        if (bf16) {
-            const auto q = to16(ref.q), k = to16(ref.k), v = to16(ref.v), d = to16(ref.dout);
-            std::vector<uint16_t> o(q.size());
-            kernels::attention_forward_varlen_bf16(o.data(), lse.data(), q.data(), k.data(),
-                                                   v.data(), full, kDocs);
-            kernels::attention_backward_varlen_bf16(ref.dq.data(), ref.dk.data(), ref.dv.data(),
-                                                    d.data(), q.data(), k.data(), v.data(),
-                                                    o.data(), lse.data(), full, kDocs);
-            for (size_t i = 0; i < o.size(); ++i) ref.out[i] = kernels::bf16_to_fp32(o[i]);
-        } else {
-            ref = reference_case(31, kDocs);
-        }
-    }
+    const Case ref = reference_case(31, kDocs, bf16);
     // rows[b][r][t]: the whole rows' position cp rank r's local row t holds (-1: padding);
     // blocks[g][b * R + k]: group g's calls against group k's keys (the hybrid); order: the
     // gather's slots and documents (Ulysses).
@@ -681,30 +678,15 @@ void check_doc_zigzag_ulysses(int cp, int ulysses, bool bf16) {
     CpDocOrder order;
     int64_t split = 0;
     for (int64_t b = 0; b < B; ++b) {
-        std::vector<data::Segment> docs;
-        for (size_t d = 0; d + 1 < kDocs.size(); ++d)
-            if (kDocs[d] >= b * T && kDocs[d] < (b + 1) * T && kDocs[d] != kUnlaid)
-                docs.push_back({kDocs[d], kDocs[d + 1] - kDocs[d]});
-        data::DocZigzag z = data::doc_zigzag(docs, R, data::split_above(T, R));
-        data::fit_rows(z, 2 * half);
+        const data::DocZigzag z = fitted_row(b, R);
         for (int r = 0; r < cp; ++r) {
-            std::vector<int64_t> group;
-            for (const data::DocPiece& p : z.ranks[size_t(r / U)]) {
-                split += p.pos0 > 0;
-                for (int64_t i = 0; i < p.seg.len; ++i)
-                    group.push_back(p.seg.first < 0 ? -1 : p.seg.first + i);
-            }
+            const std::vector<int64_t> group = layout_rows(z, r / U, split);
             std::vector<int64_t>& mine = rows[size_t(b)].emplace_back();
             for (int64_t t = 0; t < Tl; ++t)
                 mine.push_back(group[size_t(t / sub * half + r % U * sub + t % sub)]);
         }
         if (hybrid) {
-            for (int g = 0; g < R; ++g)
-                for (int k = 0; k < R; ++k) {
-                    std::vector<CpDocBlock>& calls = blocks[size_t(g)].emplace_back();
-                    for (const data::DocBlock& d : data::doc_blocks(z, g, k))
-                        calls.push_back({d.q_row, d.k_row, d.Tq, d.Tk, d.q_pos0, d.k_pos0});
-                }
+            for (int g = 0; g < R; ++g) append_calls(z, g, blocks[size_t(g)]);
             continue;
         }
         const data::DocOrder o = data::doc_order(z);
@@ -731,35 +713,21 @@ void check_doc_zigzag_ulysses(int cp, int ulysses, bool bf16) {
             ThreadCp::Comm comm(net.group(r), net.group_rank(r));
             const std::unique_ptr<ThreadCp::Comm> ring = net.ring(r);
             CpAttention att(comm, T, true, ring.get());
-            const std::vector<float> junk = random(B * Tl * A, uint32_t(100 + r));
-            auto local = [&](const std::vector<float>& x, int64_t w) {
-                std::vector<float> l(size_t(B * Tl * w));
-                for (int64_t b = 0; b < B; ++b)
-                    for (int64_t t = 0; t < Tl; ++t) {
-                        const int64_t at = rows[size_t(b)][size_t(r)][size_t(t)];
-                        const float* from = at >= 0 ? x.data() + at * w : junk.data() + t * w;
-                        std::copy_n(from, w, l.data() + (b * Tl + t) * w);
-                    }
-                return rounded(l);
-            };
-            const std::vector<float> q = local(ref.q, A), k = local(ref.k, KV),
-                                     v = local(ref.v, KV), dout = local(ref.dout, A);
+            Case& g = got[size_t(r)];
+            g = piece_inputs(ref, rows, r);
+            const std::vector<float>&q = g.q, &k = g.k, &v = g.v, &dout = g.dout;
             CpAttentionShape s{B, Tl, NH, NKV, HS, A, KV, A};
             if (hybrid) {
                 s.doc_blocks = blocks[size_t(r / U)];
             } else {
                 s.doc_order = &order;
             }
-            Case& g = got[size_t(r)];
             std::vector<float> lse(size_t(B * NH * Tl));
-            g.out.assign(q.size(), 1.0f);
-            g.dq.resize(q.size());
-            g.dk.resize(k.size());
-            g.dv.resize(v.size());
             if (bf16) {
-                const auto q16 = to16(q), k16 = to16(k), v16 = to16(v), d16 = to16(dout);
+                const auto q16 = to_bf16(q), k16 = to_bf16(k), v16 = to_bf16(v),
+                           d16 = to_bf16(dout);
                 att.forward(g.out.data(), lse.data(), q16.data(), k16.data(), v16.data(), s);
-                const auto o16 = to16(g.out);  // as the model keeps it
+                const auto o16 = to_bf16(g.out);  // as the model keeps it
                 att.backward(g.dq.data(), g.dk.data(), g.dv.data(), d16.data(), q16.data(),
                              k16.data(), v16.data(), o16.data(), lse.data(), s);
             } else {
