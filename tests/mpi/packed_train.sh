@@ -22,6 +22,8 @@
 #            FLOPs the engine reports, static and balanced; and
 #            --balance without --pack documents, at pp 2 or with a mixture of experts: one
 #            error each
+#   ep       moe-tiny (Mixtral's family: llama-tiny's attention, 4 SwiGLU experts, top 2) at
+#            dp 2 x ep 2 (np 2: ep folds over dp), ZeRO 1: the bounds moe_train.sh's ep runs use
 #   errors   --pack documents on a token file with no index: one clear error, before the run
 #            directory exists
 set -uo pipefail
@@ -132,6 +134,14 @@ balance)
   expect_error 2 "--balance with --pack none: balancing moves whole documents between the data-parallel ranks; expected --pack documents" --dp 2 --balance --pack none
   expect_error 2 "--balance with --pp 2: a balanced step may run more micro-batches" --pp 2 --balance
   expect_error 2 "--balance with model 'moe-tiny' of 4 experts: its router losses and capacity depend on which tokens share a micro-batch" --dp 2 --balance --model moe-tiny
+  ;;
+ep)
+  # Expert parallelism exchanges each micro-batch's routed rows between the dp ranks; packing
+  # changes only attention (documents apart), so the routing of a token is one process's.
+  "$WEFT" train "${args[@]}" --model moe-tiny --out ref >ref.log 2>&1 || { cat ref.log; exit 1; }
+  train 2 ep2 --model moe-tiny --ep 2 --zero 1
+  same_as_ref ep2 ref 4
+  check grep -q '"ep":{"all_to_all"' ep2/metrics.jsonl
   ;;
 errors)
   cp data/tinyshakespeare_train.bin bare.bin
