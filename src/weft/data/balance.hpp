@@ -61,6 +61,26 @@ inline int balance_ring(const Layout& l) {
     return l.cp_kind == CpKind::hybrid ? l.cp / l.cp_ulysses : l.cp;
 }
 
+// How packed documents are laid out over the cp ranks (docs/long_context.md, "Per-document
+// zigzag"): `calls`, each row's documents split zigzag over balance_ring(l) ranks and run as
+// kernel calls by the ring, TokenRing or the hybrid's ring (over its groups); `order`, over every
+// cp rank, gathered back in document order by Ulysses; `none`, the rows' zigzag: no cp, or
+// --balance under TokenRing, Ulysses or the hybrid, whose placement evens the work itself. Under
+// the plain ring --balance keeps the per-document layout and places documents over the dp ranks
+// only (balance_rows at ring 1).
+enum class PerDocument { none, calls, order };
+inline PerDocument per_document(const Layout& l, bool balance) {
+    if (l.cp <= 1) return PerDocument::none;
+    const bool plain_ring = l.cp_kind == CpKind::ring && !l.ring_bidirectional;
+    if (balance && !plain_ring) return PerDocument::none;
+    return l.cp_kind == CpKind::ulysses ? PerDocument::order : PerDocument::calls;
+}
+// The ranks each row's per-document layout is counted over (rank_work_per_document), or 1 where
+// documents are counted as placed (rank_work over balance_ring(l) ranks, or Ulysses' heads).
+inline int per_document_ring(const Layout& l, bool balance) {
+    return per_document(l, balance) == PerDocument::calls ? balance_ring(l) : 1;
+}
+
 // The rows of every data-parallel rank for one step: rank r's are
 // rows[r * rows_per_rank, (r + 1) * rows_per_rank), each split over a ring of `ring` ranks.
 struct RankRows {

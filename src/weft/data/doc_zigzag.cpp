@@ -110,6 +110,15 @@ void fit_rows(DocZigzag& layout, int64_t rows) {
         }
 }
 
+DocZigzag fitted_zigzag(const Row& row, int64_t T, int ring) {
+    std::vector<Segment> docs;
+    for (const Segment& seg : row)
+        if (seg.first >= 0) docs.push_back(seg);
+    DocZigzag z = doc_zigzag(docs, ring, split_above(T, ring));
+    fit_rows(z, T / ring);
+    return z;
+}
+
 std::vector<DocBlock> doc_blocks(const DocZigzag& layout, int q_rank, int k_rank) {
     const std::vector<DocPiece>& qs = layout.ranks.at(size_t(q_rank));
     const std::vector<DocPiece>& ks = layout.ranks.at(size_t(k_rank));
@@ -185,6 +194,25 @@ RankWork rank_work(const DocZigzag& layout) {
             w.tokens[r] += p.seg.len;
             w.squares[r] += piece_work(p.pos0, p.pos0 + p.seg.len);
         }
+    return w;
+}
+
+RankWork rank_work_per_document(const RankRows& layout, int ring) {
+    WEFT_CHECK(layout.ring == 1 && layout.rows_per_rank > 0,
+               "internal: per-document work of rows already split over a ring of {}", layout.ring);
+    const size_t ranks = layout.rows.size() / size_t(layout.rows_per_rank), R = size_t(ring);
+    RankWork w{std::vector<int64_t>(ranks * R, 0), std::vector<double>(ranks * R, 0), 0};
+    int64_t T = 0;
+    for (const Segment& s : layout.rows.at(0)) T += s.len;
+    for (size_t j = 0; j < layout.rows.size(); ++j) {
+        const RankWork row = rank_work(fitted_zigzag(layout.rows[j], T, ring));
+        const size_t first_unit = j / size_t(layout.rows_per_rank) * R;
+        for (size_t u = 0; u < R; ++u) {
+            w.tokens[first_unit + u] += row.tokens[u];
+            w.squares[first_unit + u] += row.squares[u];
+        }
+        w.padding += row.padding;
+    }
     return w;
 }
 

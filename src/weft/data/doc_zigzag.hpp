@@ -55,6 +55,10 @@ DocZigzag doc_zigzag(std::span<const Segment> docs, int ring, int64_t above);
 // The documents' real tokens must fit in ring * rows.
 void fit_rows(DocZigzag& layout, int64_t rows);
 
+// A row of T tokens as the ring runs it: its documents (its padding segments, --balance's, are
+// none) by doc_zigzag at split_above(T, ring), fit to T / ring rows a rank.
+DocZigzag fitted_zigzag(const Row& row, int64_t T, int ring);
+
 // One attention kernel call of the layout under a ring: queries at rows [q_row, q_row + Tq) of
 // one rank's rows (its pieces, concatenated in order, padding included) against keys at rows
 // [k_row, k_row + Tk) of another's (or its own), both of one document, causal by the document
@@ -82,5 +86,8 @@ DocOrder doc_order(const DocZigzag& layout);
 // What each rank computes (RankWork, over the ring's ranks): its tokens (padding excluded) and
 // attention work, a document of n tokens costing n^2 in all as in balance.hpp.
 RankWork rank_work(const DocZigzag& layout);
+// The same over a step's rows (layout.ring must be 1: the dp placement), each row a
+// fitted_zigzag over `ring` ranks: per (dp rank, ring rank) as rank_work(RankRows) counts them.
+RankWork rank_work_per_document(const RankRows& layout, int ring);
 
 }  // namespace weft::data

@@ -51,6 +51,20 @@ void pass_accumulator(CpComm& cp, float* cur, float* next, int64_t floats, int s
     }
 }
 
+// The per-document ring's steps: cp lists of calls a row (one per source rank) turn the ring;
+// one a row (this rank's keys: no document of the micro-batch on two ranks) does not.
+int doc_ring_steps(const CpAttentionShape& s, int cp) {
+    const int64_t lists = int64_t(s.doc_blocks.size());
+    WEFT_CHECK(lists == s.B * cp || lists == s.B,
+               "internal: {} lists of per-document blocks for {} rows at cp {}", lists, s.B, cp);
+    return lists == s.B ? 1 : cp;
+}
+
+// Row b's calls against source rank src's keys.
+const std::vector<CpDocBlock>& doc_list(const CpAttentionShape& s, int64_t b, int src, int steps) {
+    return s.doc_blocks[size_t(steps > 1 ? b * steps + src : b)];
+}
+
 // The accumulated dK|dV home (`home`, dense) into dk and dv.
 void unstage_dkv(const float* home, float* dk, float* dv, const CpAttentionShape& s) {
     const int64_t KV = s.NKV * s.HS, n = s.B * s.T * KV;
@@ -253,9 +267,9 @@ template <class T>
 void CpAttention::doc_ring_forward(float* out, float* lse, const T* q, const T* kk, const T* v,
                                    const CpAttentionShape& s) {
     const int64_t c = z_.chunk, KV = s.NKV * s.HS, A = s.NH * s.HS, n = s.B * s.T * KV;
-    WEFT_CHECK(int64_t(s.doc_blocks.size()) == s.B * size_ && s.T == 2 * c,
-               "internal: {} lists of per-document blocks for {} rows of {} at cp {}",
-               s.doc_blocks.size(), s.B, s.T, size_);
+    const int steps = doc_ring_steps(s, size_);
+    WEFT_CHECK(s.T == 2 * c, "internal: {} local positions at cp {} of a sequence of {}", s.T,
+               size_, z_.T);
     ensure(cp::floats_of<T>(2 * n) + 2 * n);
     ensure_part(c, s, sizeof(T) == 2);
     uint16_t* part16 = reinterpret_cast<uint16_t*>(part16_.data());
@@ -264,13 +278,13 @@ void CpAttention::doc_ring_forward(float* out, float* lse, const T* q, const T* 
     for (int64_t r = 0; r < s.B * s.T; ++r)
         std::fill_n(out + r * s.ldo, A, 0.0f);  // padding rows: no keys, a zero output
     std::fill_n(lse, s.B * s.NH * s.T, -std::numeric_limits<float>::infinity());
-    for (int step = 0; step < size_; ++step) {
+    for (int step = 0; step < steps; ++step) {
         T* cur = reinterpret_cast<T*>(ring_[step % 2].data());
-        if (step + 1 < size_)
+        if (step + 1 < steps)
             cp_.start_shift(cur, reinterpret_cast<T*>(ring_[(step + 1) % 2].data()), 2 * n);
         const int src = (rank_ - step + size_) % size_;
         for (int64_t b = 0; b < s.B; ++b)
-            for (const CpDocBlock& blk : cp::calls(s.doc_blocks[size_t(b * size_ + src)], c)) {
+            for (const CpDocBlock& blk : cp::calls(doc_list(s, b, src, steps), c)) {
                 const int64_t qrow = b * s.T + blk.q_row, krow = b * s.T + blk.k_row;
                 cp::attend_fp32(part_.data(), part16, part_lse_.data(), q + qrow * s.ldq,
                                 cur + krow * KV, cur + n + krow * KV,
@@ -278,7 +292,7 @@ void CpAttention::doc_ring_forward(float* out, float* lse, const T* q, const T* 
                 cp::merge_call(out + qrow * s.ldo, s.ldo, lse + b * s.NH * s.T, s.T, part_.data(),
                                part_lse_.data(), run_lse, blk, s.NH, s.HS);
             }
-        if (step + 1 < size_) cp_.wait_shift();
+        if (step + 1 < steps) cp_.wait_shift();
     }
 }
 
@@ -291,17 +305,18 @@ void CpAttention::doc_ring_backward(float* dq, float* dk, float* dv, const T* do
     ensure(acc + 2 * n);
     const int64_t c = z_.chunk;
     part_lse_.ensure(2 * s.NH * c);
+    const int steps = doc_ring_steps(s, size_);  // as forward
     stage_kv(reinterpret_cast<T*>(ring_[0].data()), kk, v, s, dq);
     std::fill_n(ring_[0].data() + acc, 2 * n, 0.0f);
-    for (int step = 0; step < size_; ++step) {
+    for (int step = 0; step < steps; ++step) {
         float* cur = ring_[step % 2].data();
         float* next = ring_[(step + 1) % 2].data();
         const T* kv = reinterpret_cast<const T*>(cur);
-        if (step + 1 < size_)
+        if (step + 1 < steps)
             cp_.start_shift(reinterpret_cast<T*>(cur), reinterpret_cast<T*>(next), 2 * n);
         const int src = (rank_ - step + size_) % size_;
         for (int64_t b = 0; b < s.B; ++b)
-            for (const CpDocBlock& blk : cp::calls(s.doc_blocks[size_t(b * size_ + src)], c)) {
+            for (const CpDocBlock& blk : cp::calls(doc_list(s, b, src, steps), c)) {
                 const int64_t qrow = b * s.T + blk.q_row, krow = b * s.T + blk.k_row;
                 cp::lse_rows(part_lse_.data(), lse + b * s.NH * s.T, s.NH, s.T, blk.q_row, blk.Tq);
                 cp::attend_block_backward(dq + qrow * s.ldq, cur + acc + krow * KV,
@@ -310,10 +325,10 @@ void CpAttention::doc_ring_backward(float* dq, float* dk, float* dv, const T* do
                                           out + qrow * s.ldo, part_lse_.data(),
                                           cp::doc_shape(blk, s.NH, s.NKV, s.HS, s.ldq), {});
             }
-        if (step + 1 < size_) cp_.wait_shift();
-        pass_accumulator(cp_, cur + acc, next + acc, 2 * n, size_);
+        if (step + 1 < steps) cp_.wait_shift();
+        pass_accumulator(cp_, cur + acc, next + acc, 2 * n, steps);
     }
-    unstage_dkv(ring_[size_ % 2].data() + acc, dk, dv, s);
+    unstage_dkv(ring_[steps % 2].data() + acc, dk, dv, s);
 }
 
 template void CpAttention::forward(float*, float*, const float*, const float*, const float*,

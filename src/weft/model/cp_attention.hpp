@@ -41,7 +41,9 @@ struct CpAttentionShape {
     // instead of the rows' zigzag blocks, and lse is laid out [B][NH][T]. The hybrid's ring runs
     // over its groups' rows (the lists then the group's against group k's: each group's rows are
     // a ring rank's of the layout over its G groups, rank u of it holding the u-th 1/U of each
-    // half, as in the rows' zigzag).
+    // half, as in the rows' zigzag). When no document of the micro-batch has pieces on two ranks,
+    // the ring's (and the hybrid's ring's) doc_blocks[b] alone, this rank's keys' calls: the ring
+    // does not turn.
     std::span<const std::vector<CpDocBlock>> doc_blocks = {};
     // Ulysses on the per-document zigzag (null or empty: the zigzag positions and cu_seqlens):
     // the gather puts each rank's rows where doc_order->slots says and runs the varlen kernel

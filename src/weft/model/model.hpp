@@ -129,10 +129,11 @@ struct Activations {
     // parallelism, over the whole sequences' rows: B * T * cp. Empty: every row is one
     // sequence.
     std::vector<int64_t> cu_seqlens;
-    // The per-document zigzag under the ring and TokenRing (CpAttentionShape::doc_blocks): this
-    // rank's rows of each sequence are its pieces of the sequence's documents, and entry
-    // b * cp + k lists the kernel calls of its queries in sequence b against cp rank k's keys
-    // (TokenRing: of rank k's queries against its keys). Empty: the rows' zigzag.
+    // The per-document zigzag under the rings (CpAttentionShape::doc_blocks): this rank's rows of
+    // each sequence are its pieces of the sequence's documents, and entry b * cp + k lists the
+    // kernel calls of its queries in sequence b against cp rank k's keys (TokenRing: of rank k's
+    // queries against its keys; entry b alone, its own keys', when no document is on two ranks:
+    // the ring does not turn). Empty: the rows' zigzag.
     std::vector<std::vector<CpDocBlock>> cp_doc_blocks;
     // The per-document zigzag under Ulysses (CpAttentionShape::doc_order): where the gather
     // puts each cp rank's rows so that every document is whole again. Empty: the rows' zigzag.

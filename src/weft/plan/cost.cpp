@@ -275,11 +275,14 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
     EvalCache local;
     EvalCache& cc = cache ? *cache : local;
     if (w.documents) {
-        const std::tuple<int, int64_t, int> key{l.dp, k.micro_batch, data::balance_ring(l)};
+        const std::tuple<int, int64_t, int, bool> key{
+            l.dp, k.micro_batch, data::balance_ring(l),
+            data::per_document_ring(l, w.documents->balance) > 1};
         auto it = cc.documents.find(key);
         if (it == cc.documents.end()) {
             DocumentMix mix = document_mix(*w.documents, w.global_batch, l.dp, k.micro_batch,
-                                           data::balance_ring(l));
+                                           data::balance_ring(l),
+                                           data::per_document_ring(l, w.documents->balance) > 1);
             mix.busiest_attention_flops = model::attention_train_flops(cfg, mix.busiest_squares);
             it = cc.documents.emplace(key, mix).first;
         }

@@ -84,8 +84,9 @@ struct EvalCache {
     // The workload's model FLOPs per token (0: not yet counted). Counting builds the model's
     // parameter layout, which cost more than pricing a candidate.
     double flops_per_token = 0;
-    // Packed documents laid out for each (dp, micro-batch): the same for every other choice.
-    std::map<std::tuple<int, int64_t, int>, DocumentMix> documents;  // by dp, micro, cp ring
+    // Packed documents laid out for each (dp, micro-batch, cp ring, whether the ring runs the
+    // per-document zigzag): the same for every other choice.
+    std::map<std::tuple<int, int64_t, int, bool>, DocumentMix> documents;
     // When the compute alone (a lower bound of the pipeline time) exceeds this, the estimate
     // is returned with `pruned` set and no pipeline simulated: it cannot make the top list.
     double prune_above = std::numeric_limits<double>::infinity();

@@ -6,6 +6,7 @@
 #include "weft/core/error.hpp"
 #include "weft/data/balance.hpp"
 #include "weft/data/doc_index.hpp"
+#include "weft/data/doc_zigzag.hpp"
 #include "weft/data/loader.hpp"
 #include "weft/data/synthetic.hpp"
 #include "weft/data/token_file.hpp"
@@ -40,7 +41,7 @@ DocumentSource document_source(const std::string& spec, int64_t seq_len, int64_t
 }
 
 DocumentMix document_mix(const DocumentSource& src, int64_t global_batch, int dp, int64_t micro,
-                         int ring) {
+                         int ring, bool per_document) {
     const int64_t T = src.seq_len, windows = (src.tokens - 1) / T;
     const data::DocumentRows docs(src.starts, T);
     double squares = 0, busiest = 0, mean = 0, rows = 0, static_busiest = 0;
@@ -52,11 +53,16 @@ DocumentMix document_mix(const DocumentSource& src, int64_t global_batch, int dp
             batch.push_back(docs.window(
                 data::shuffled_window(g % windows, windows, src.seed, g / windows) * T));
         }
-        const data::RankRows fixed = data::static_rows(batch, dp, ring);
-        const data::RankWork s = data::rank_work(fixed);
+        // The per-document ring shares each row itself: documents placed over dp only.
+        const int place = per_document ? 1 : ring;
+        auto work = [&](const data::RankRows& rows) {
+            return per_document ? data::rank_work_per_document(rows, ring) : data::rank_work(rows);
+        };
+        const data::RankRows fixed = data::static_rows(batch, dp, place);
+        const data::RankWork s = work(fixed);
         const data::RankRows layout =
-            src.balance && dp * ring > 1 ? data::balance_rows(batch, dp, T, micro, ring) : fixed;
-        const data::RankWork w = data::rank_work(layout);
+            src.balance && dp * place > 1 ? data::balance_rows(batch, dp, T, micro, place) : fixed;
+        const data::RankWork w = work(layout);
         for (double x : s.squares) squares += x;
         busiest += w.max_squares();
         static_busiest += s.max_squares();

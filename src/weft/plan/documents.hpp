@@ -33,7 +33,9 @@ DocumentSource document_source(const std::string& spec, int64_t seq_len, int64_t
 // Means over the source's steps, for global batches of `global_batch` windows over `dp` ranks
 // in micro-batches of `micro` rows, each rank's rows split over a cp ring of `ring` ranks
 // (data::balance_ring); a rank is one of the dp x ring, its squares its share of sum n^2 over
-// documents (balance.hpp's rank_work), padding included.
+// documents (balance.hpp's rank_work), padding included. `per_document`: the ring runs each row
+// as the per-document zigzag (data::per_document), documents placed over dp only and
+// counted by doc_zigzag.hpp's rank_work_per_document.
 struct DocumentMix {
     double attention_kept = 1;    // sum n^2 of the global batch over global_batch * T^2
     double imbalance = 1;         // the busiest rank's squares over the ranks' mean
@@ -45,6 +47,6 @@ struct DocumentMix {
     double busiest_attention_flops = 0;
 };
 DocumentMix document_mix(const DocumentSource& src, int64_t global_batch, int dp, int64_t micro,
-                         int ring = 1);
+                         int ring = 1, bool per_document = false);
 
 }  // namespace weft::plan

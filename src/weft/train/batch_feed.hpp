@@ -17,12 +17,6 @@
 
 namespace weft::train {
 
-// How a packed batch's rows are laid out over the cp ranks: the rows' zigzag chunks (none), or
-// the per-document zigzag (data/doc_zigzag.hpp) given to the model as the ring's calls
-// (a.cp_doc_blocks: the ring over the cp ranks, the hybrid's ring over its groups) or as Ulysses'
-// gather order (a.cp_doc_order).
-enum class PerDocument { none, calls, order };
-
 class BatchFeed {
   public:
     // `file` must outlive the feed. Each of `ranks` data-parallel ranks reads global_batch /
@@ -32,17 +26,18 @@ class BatchFeed {
     // `ring`: the ranks each row's zigzag chunks are split over (data::balance_ring), by which
     // documents are balanced and the layouts' work counted. `context`: this rank's positions of
     // each sequence under context parallelism (empty: all). `per_document` (packed, under
-    // context parallelism): each row's documents are laid out by the per-document zigzag over
-    // `ring` ranks (calls) or over every cp rank (order, Ulysses), this rank (`cp_rank`) taking
-    // its layout rank's pieces, or under the hybrid its 1/U of them, at the places of the
-    // row's zigzag `context` holds, instead of the row's zigzag chunks themselves. `token_ring`:
-    // the ring is TokenRing, whose calls with rank k are of k's queries against this rank's keys
-    // (the ring's: of this rank's queries against k's).
+    // context parallelism, data::per_document): each row's documents are laid out by the
+    // per-document zigzag over `ring` ranks (calls) or over every cp rank (order, Ulysses), this
+    // rank (`cp_rank`) taking its layout rank's pieces, or under the hybrid its 1/U of them, at
+    // the places of the row's zigzag `context` holds, instead of the row's zigzag chunks
+    // themselves; --balance then places documents over the dp ranks only. `token_ring`: the
+    // ring is TokenRing, whose calls with rank k are of k's queries against this rank's keys (the
+    // ring's: of this rank's queries against k's).
     BatchFeed(const data::TokenFile& file, int64_t seq_len, uint64_t seed, bool sequential,
               int64_t global_batch, int ranks, int rank, int64_t micro,
               std::optional<data::DocumentRows> docs = std::nullopt, bool balance = false,
               int ring = 1, std::vector<int64_t> context = {},
-              PerDocument per_document = PerDocument::none, int cp_rank = 0,
+              data::PerDocument per_document = data::PerDocument::none, int cp_rank = 0,
               bool token_ring = false);
 
     // Lays out step `step` (0-based), before its fill()s.
@@ -72,7 +67,7 @@ class BatchFeed {
     std::optional<data::DocumentRows> docs_;
     bool balance_;
     std::vector<int64_t> context_;
-    PerDocument per_document_;
+    data::PerDocument per_document_;
     int cp_rank_;
     bool token_ring_;
     int64_t step_ = 0;

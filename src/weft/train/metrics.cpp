@@ -10,6 +10,7 @@
 
 #include "weft/ckpt/atomic.hpp"
 #include "weft/core/error.hpp"
+#include "weft/data/doc_zigzag.hpp"
 
 namespace weft::train {
 
@@ -31,13 +32,17 @@ nlohmann::json moe_metrics(const model::MoeStats& s) {
 }
 
 nlohmann::json packing_metrics(const data::RankRows& layout, const data::RankRows* unbalanced,
-                               double flops_per_square) {
-    const data::RankWork w = data::rank_work(layout);
+                               double flops_per_square, int per_document_ring) {
+    auto work = [&](const data::RankRows& rows) {
+        return per_document_ring > 1 ? data::rank_work_per_document(rows, per_document_ring)
+                                     : data::rank_work(rows);
+    };
+    const data::RankWork w = work(layout);
     nlohmann::json line = {{"rank_tokens_ratio", w.tokens_ratio()},
                            {"rank_attention_flops_ratio", w.squares_ratio()},
                            {"rank_attention_flops_max", w.max_squares() * flops_per_square}};
     if (unbalanced) {
-        const data::RankWork s = data::rank_work(*unbalanced);
+        const data::RankWork s = work(*unbalanced);
         line.update({{"rows_per_rank", layout.rows_per_rank},
                      {"padding_tokens", w.padding},
                      {"static_rank_attention_flops_ratio", s.squares_ratio()},

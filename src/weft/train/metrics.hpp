@@ -24,8 +24,10 @@ nlohmann::json moe_metrics(const model::MoeStats& s);
 // (`flops_per_square` times the sum of n^2 over a rank's documents, padding included), and the
 // busiest rank's attention FLOPs; balanced (`unbalanced`: the static layout it replaced) also
 // the rows each rank ran, the padding tokens of all ranks, and the static layout's ratios.
+// `per_document_ring` > 1: each row runs as the per-document zigzag over that many ranks
+// (data::fitted_zigzag), counted so, per (dp, ring) rank.
 nlohmann::json packing_metrics(const data::RankRows& layout, const data::RankRows* unbalanced,
-                               double flops_per_square);
+                               double flops_per_square, int per_document_ring = 1);
 
 // Replaces `file` (atomically: ckpt::write_file_atomic) by the lines a run starting at
 // `start_step` keeps: those of steps up to it, and lines without a step (events) written before

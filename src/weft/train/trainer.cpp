@@ -34,16 +34,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Packed documents under every cp kind are laid out by the per-document zigzag
-// (docs/long_context.md "Per-document zigzag"): each document shared evenly over the ring (the
-// hybrid's: over its groups) whatever its length and place in the row; Ulysses gathers the
-// pieces back in document order. --balance keeps the rows' zigzag: its placement over the ring
-// already evens it and keeps short documents off it.
-PerDocument per_document(const TrainOptions& o) {
-    if (o.layout.cp <= 1 || o.balance) return PerDocument::none;
-    return o.layout.cp_kind == CpKind::ulysses ? PerDocument::order : PerDocument::calls;
-}
-
 comm::MeshOptions mesh_options(const TrainOptions& o) {
     comm::MeshOptions m;
     if (o.comm_timeout > 0) m.timeout_s = o.comm_timeout;
@@ -126,7 +116,8 @@ struct StepRunner {
         }
         if (out.moe.n_experts > 0) line.update(moe_metrics(out.moe));
         if (const data::RankRows* layout = feed.layout(); layout)
-            line.update(packing_metrics(*layout, feed.static_layout(), flops_per_square));
+            line.update(packing_metrics(*layout, feed.static_layout(), flops_per_square,
+                                        data::per_document_ring(o.layout, o.balance)));
         if (out.router_bias_max_abs) line["moe_router_bias_max_abs"] = *out.router_bias_max_abs;
         line.update(comm.step_fields());
         log.write(line);
@@ -251,10 +242,11 @@ void run_training(const TrainOptions& opts) {
                         o.optim.optimizer));
     std::optional<data::DocumentRows> docs;
     if (!in.train_documents.empty()) docs.emplace(in.train_documents, o.seq_len);
-    if (docs && per_document(o) != PerDocument::none) {
+    const data::PerDocument per_doc = data::per_document(o.layout, o.balance);
+    if (docs && per_doc != data::PerDocument::none) {
         // Ulysses' layout is over every cp rank; the rings' over their ranks (data::balance_ring).
         const int R =
-            per_document(o) == PerDocument::order ? o.layout.cp : data::balance_ring(o.layout);
+            per_doc == data::PerDocument::order ? o.layout.cp : data::balance_ring(o.layout);
         log.note(fmt::format(
             "context parallel {}: each document longer than {} tokens split "
             "zigzag over the {} {}, shorter ones whole on one{}",
@@ -264,7 +256,7 @@ void run_training(const TrainOptions& opts) {
     }
     BatchFeed feed(in.train, o.seq_len, o.seed, o.sequential, o.batch_size, o.layout.dp,
                    mesh.rank(comm::Axis::dp), split.micro, std::move(docs), o.balance,
-                   data::balance_ring(o.layout), st.activations().positions, per_document(o),
+                   data::balance_ring(o.layout), st.activations().positions, per_doc,
                    mesh.rank(comm::Axis::cp), o.layout.ring_bidirectional);
     RunCheckpoints checkpoints(st, o, split.micro, log, heartbeat);
     RunEvaluation eval(st, in.val ? &*in.val : nullptr, o.batch_size, o.eval_batches, log,

@@ -53,6 +53,23 @@ TEST(PlanDocuments, OverACpRingEveryCpRankCounts) {
                 dp_only.imbalance, even.imbalance, even.rows);
 }
 
+TEST(PlanDocuments, ThePerDocumentRingSharesEachRowItself) {
+    // The plain ring at dp 2 x 4: each row's documents split zigzag over the ring, --balance
+    // placing them over the dp ranks only; against TokenRing's rows' zigzag placed over all 8.
+    const DocumentMix rows_fixed = document_mix(source(false), 16, 2, 1, 4);
+    const DocumentMix rows_even = document_mix(source(true), 16, 2, 1, 4);
+    const DocumentMix fixed = document_mix(source(false), 16, 2, 1, 4, true);
+    const DocumentMix even = document_mix(source(true), 16, 2, 1, 4, true);
+    EXPECT_LT(fixed.imbalance, rows_fixed.imbalance - 0.1);
+    EXPECT_LT(even.imbalance, 1.05);
+    EXPECT_LT(even.rows, rows_even.rows);  // no row padded for the ring's sake
+    std::printf(
+        "per-document: static %.3f, balanced %.3f, rows %.3f; rows' zigzag: static %.3f, "
+        "placed %.3f, rows %.3f\n",
+        fixed.imbalance, even.imbalance, even.rows, rows_fixed.imbalance, rows_even.imbalance,
+        rows_even.rows);
+}
+
 TEST(PlanDocuments, CostFollowsTheAttentionKept) {
     Workload w = test::plan_workload("gpt2", 16, 4096, precision("bf16"));
     w.model.config.n_positions = 4096;
