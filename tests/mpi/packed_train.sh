@@ -13,12 +13,13 @@
 #            cp 4 = 2 x 2 (GPT-2)
 #   balance  --balance at dp 2 on a synthetic long-tailed corpus (windows of 128, documents of
 #            median 12 tokens up to 512, micro-batches of one row): the losses and weights of
-#            the static dp 2 run and of one process, with a step that pads; every step's
-#            busiest rank does at most 1.2 times the attention work of the least busy, where
-#            the static layout's ratio reaches 2 (on the same steps); at dp 2 x ring cp 2 and
+#            the static dp 2 run and of one process; every step's busiest rank does at most 1.4
+#            times the attention work of the least busy, where the static layout's ratio
+#            reaches 2 (on the same steps), and no step pads (a padded row's linear work would
+#            cost more than the attention it saves); at dp 2 x ring cp 2 and
 #            TokenRing cp 2 (the ring: placed over dp, each row the per-document zigzag; TokenRing:
 #            placed over the cp ranks too): one process's losses, every (dp, cp) rank within
-#            1.25 and 1.2; documents of at most T / 8cp: no TokenRing traffic, and the ring turned
+#            1.6 and 1.2 (TokenRing padding every step); documents of at most T / 8cp: no TokenRing traffic, and the ring turned
 #            only for micro-batches whose documents cross ranks; `weft plan
 #            --doc-lengths` on the same file and steps predicts the busiest rank's attention
 #            FLOPs the engine reports, static and balanced; and
@@ -99,20 +100,23 @@ balance)
   same_as_ref balanced static 4 1e-5 2e-4
   # Over dp 2 x ring cp 2 the documents are placed over the dp ranks and each row runs the
   # per-document zigzag over its ring: the same tokens in other places, so the losses of one
-  # process and of the unbalanced ring; every (dp, cp) rank's attention within 1.25 of every
-  # other's (measured 1.12 to 1.22: rows of 128 split in pieces of 16 are coarse), where the
-  # unbalanced ring leaves up to 3.1. TokenRing at cp 2 alone (dp 1) keeps the rows' zigzag, and
-  # --balance places documents over its ranks (1.02 to 1.05).
+  # process and of the unbalanced ring; every (dp, cp) rank's attention within 1.6 of every
+  # other's (measured 1.12 to 1.54: the dp placement pads no row, below, and rows of 128 split in
+  # pieces of 16 are coarse), where the unbalanced ring leaves up to 3.1. TokenRing at cp 2 alone
+  # (dp 1) keeps the rows' zigzag, and --balance places documents over its ranks (1.02 to 1.05),
+  # which takes a ninth row of padding on every step (128 tokens): the losses still one
+  # process's.
   train 4 static_ring --dp 2 --cp 2 --cp-kind ring
   train 4 balanced_ring --dp 2 --cp 2 --cp-kind ring --balance
   same_as_ref balanced_ring ref 4 1e-5 2e-4
   same_as_ref balanced_ring static_ring 4 1e-5 2e-4
   check grep -q "each document longer than .* split zigzag" balanced_ring.log
-  check "$CHECK" bound balanced_ring rank_attention_flops_ratio max 1.25
+  check "$CHECK" bound balanced_ring rank_attention_flops_ratio max 1.6
   check "$CHECK" bound balanced_ring static_rank_attention_flops_ratio peak 3
   train 2 balanced_tokenring --cp 2 --ring-bidirectional --balance
   same_as_ref balanced_tokenring ref 4 1e-5 2e-4
   check "$CHECK" bound balanced_tokenring rank_attention_flops_ratio max 1.2
+  check "$CHECK" bound balanced_tokenring padding_tokens min 1
   # Documents of at most 8 tokens (T / 8R: whole on one rank under the per-document zigzag),
   # chunks of 32 at cp 2. TokenRing, placed: each document whole in one rank's chunk, so its
   # ring never turns (no bytes on the cp axis in any step). The ring: a micro-batch turns it only
@@ -134,12 +138,14 @@ balance)
     check [ "$calls" -le 32 ]
   done
   args=("${args[@]/short\/synthetic_train.bin/syn/synthetic_train.bin}")
-  # Measured: static 1.13 to 2.71 over the 4 steps, balanced 1.00 to 1.12; the step at 2.71
-  # takes a fifth row a rank (256 padding tokens), which the losses above count nowhere.
+  # Measured: static 1.13 to 2.71 over the 4 steps, balanced 1.00 to 1.37. The row count goes
+  # by the busiest rank's predicted step: a fifth row would bring the step at 2.71 to 1.0, but
+  # costs tiny GPT-2 a row of linear work (6 x 3.8M FLOPs a token, mostly its 50257-wide head)
+  # for 128 x 768 FLOPs a token of attention at most, so no step pads.
   check "$CHECK" bound static rank_attention_flops_ratio peak 2
   check "$CHECK" bound balanced static_rank_attention_flops_ratio peak 2
-  check "$CHECK" bound balanced rank_attention_flops_ratio max 1.2
-  check "$CHECK" bound balanced padding_tokens peak 1
+  check "$CHECK" bound balanced rank_attention_flops_ratio max 1.4
+  check "$CHECK" bound balanced padding_tokens max 0
   # The planner lays out the same steps with the engine's code: the same busiest-rank count.
   for run in static balanced; do
     "$WEFT" plan --model tiny --cluster local-2rank --global-batch 8 --seq-len 128 --dtype fp32 --dp 2 \

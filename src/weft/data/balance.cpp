@@ -199,7 +199,7 @@ RankRows static_rows(std::span<const Row> windows, int ranks, int ring) {
 }
 
 RankRows balance_rows(std::span<const Row> windows, int ranks, int64_t T, int64_t row_step,
-                      int ring) {
+                      int ring, StepCost cost) {
     WEFT_CHECK(ranks >= 1 && T >= 1 && row_step >= 1 && !windows.empty() &&
                    windows.size() % size_t(ranks * row_step) == 0,
                "internal: balancing {} windows over {} ranks of rows of {} (steps of {})",
@@ -238,11 +238,9 @@ RankRows balance_rows(std::span<const Row> windows, int ranks, int64_t T, int64_
         for (auto& h : held) whole.rows.insert(whole.rows.end(), h.begin(), h.end());
     }
     std::vector<RankRows> tried{std::move(whole)};
-    double best = rank_work(tried[0]).max_squares();
     // Then the documents: more rows let the rule place more of them where it prefers, up to
     // the count at which none is turned away, or twice the windows' rows (padding as much as
-    // the data is never worth it, and it bounds the search). Kept: the layout of the fewest
-    // rows within kBalanceSlack of the evenest seen.
+    // the data is never worth it, and it bounds the search).
     order.resize(documents.size());
     std::iota(order.begin(), order.end(), size_t(0));
     std::stable_sort(order.begin(), order.end(),
@@ -251,20 +249,25 @@ RankRows balance_rows(std::span<const Row> windows, int ranks, int64_t T, int64_
         bool forced = false;
         std::optional<RankRows> out = greedy(documents, order, ranks, ring_row, T, rows, forced);
         if (!out) continue;
-        best = std::min(best, rank_work(*out).max_squares());
         tried.push_back(std::move(*out));
         if (!forced) break;
     }
     // Under a ring, whole windows keep documents across chunk edges: every micro-batch turns
     // the ring, and the rows' zigzag leaves the ring's ranks uneven however the windows are
     // dealt. So they are kept only when no placement fits.
-    if (ring > 1 && tried.size() > 1) {
-        tried.erase(tried.begin());
-        best = rank_work(tried[0]).max_squares();
-        for (const RankRows& out : tried) best = std::min(best, rank_work(out).max_squares());
+    if (ring > 1 && tried.size() > 1) tried.erase(tried.begin());
+    // Kept: the fewest rows whose busiest rank's predicted step exceeds the least predicted one
+    // by at most kBalanceSlack of that one's attention (attention alone: within kBalanceSlack
+    // of the evenest).
+    std::vector<double> busiest, step;
+    for (const RankRows& out : tried) {
+        busiest.push_back(cost.per_square * rank_work(out).max_squares());
+        step.push_back(busiest.back() +
+                       cost.per_token * double(out.rows_per_rank * T) / double(ring));
     }
-    for (RankRows& out : tried)
-        if (rank_work(out).max_squares() <= best * (1 + kBalanceSlack)) return std::move(out);
+    const size_t least = size_t(std::min_element(step.begin(), step.end()) - step.begin());
+    for (size_t i = 0; i < tried.size(); ++i)
+        if (step[i] <= step[least] + kBalanceSlack * busiest[least]) return std::move(tried[i]);
     fail("internal: no balanced layout");
 }
 

@@ -28,8 +28,11 @@
 // first to the least loaded rank (no padding), then the greedy at the windows' rows, and
 // row_step more, ... up to the count at which no document is turned away from the place it
 // prefers, or twice the windows' rows.
-// Kept: the first candidate whose busiest rank's attention work is within kBalanceSlack of the
-// least any candidate reaches: balance first, then the least padding that reaches it. Under a
+// Kept: by the busiest rank's predicted step (StepCost: its attention work plus the linear work
+// of its rows, padding included), the fewest rows whose step exceeds the least predicted one by
+// at most kBalanceSlack of that one's attention: a padded row is taken only when the attention
+// it saves outweighs its linear work. With attention alone (StepCost{}): balance first, then the
+// least padding that reaches it. Under a
 // ring the whole windows are kept only when no placement fits: they leave documents across
 // chunk edges (every micro-batch turns the ring) and the rows' zigzag's imbalance between the
 // ring's ranks, however the windows are dealt.
@@ -81,6 +84,15 @@ inline int per_document_ring(const Layout& l, bool balance) {
     return per_document(l, balance) == PerDocument::calls ? balance_ring(l) : 1;
 }
 
+// What a (dp, ring) rank's step is predicted to cost, in any one unit (the trainer and the
+// planner: FLOPs, model::attention_train_flops per unit of attention work and
+// model::train_flops_per_token(cfg, 0) per token of its rows, padding included: matmuls run on
+// padding too).
+struct StepCost {
+    double per_square = 1;
+    double per_token = 0;
+};
+
 // The rows of every data-parallel rank for one step: rank r's are
 // rows[r * rows_per_rank, (r + 1) * rows_per_rank), each split over a ring of `ring` ranks.
 struct RankRows {
@@ -94,9 +106,9 @@ RankRows static_rows(std::span<const Row> windows, int ranks, int ring = 1);
 
 // The documents of `windows` (the global batch's, each a row of T tokens; their count a
 // multiple of ranks * row_step) over `ranks` dp ranks, each splitting its rows over a ring of
-// `ring` ranks (T a multiple of 2 ring), as the header says.
+// `ring` ranks (T a multiple of 2 ring), as the header says, the row count chosen by `cost`.
 RankRows balance_rows(std::span<const Row> windows, int ranks, int64_t T, int64_t row_step,
-                      int ring = 1);
+                      int ring = 1, StepCost cost = {});
 
 // What each rank of a layout computes, per (dp rank, ring rank), index dp * ring + ring rank:
 // its tokens (padding excluded), its attention work (the header's; padding included: the rank

@@ -280,9 +280,12 @@ Estimate evaluate(const Workload& w, const Cluster& c, const Candidate& k, EvalC
             data::per_document_ring(l, w.documents->balance) > 1};
         auto it = cc.documents.find(key);
         if (it == cc.documents.end()) {
-            DocumentMix mix = document_mix(*w.documents, w.global_batch, l.dp, k.micro_batch,
-                                           data::balance_ring(l),
-                                           data::per_document_ring(l, w.documents->balance) > 1);
+            // The trainer's step cost (train/trainer.cpp), so that the layouts are its.
+            const data::StepCost step_cost{model::attention_train_flops(cfg, 1),
+                                           model::train_flops_per_token(cfg, 0)};
+            DocumentMix mix = document_mix(
+                *w.documents, w.global_batch, l.dp, k.micro_batch, data::balance_ring(l),
+                data::per_document_ring(l, w.documents->balance) > 1, step_cost);
             mix.busiest_attention_flops = model::attention_train_flops(cfg, mix.busiest_squares);
             it = cc.documents.emplace(key, mix).first;
         }

@@ -41,7 +41,7 @@ DocumentSource document_source(const std::string& spec, int64_t seq_len, int64_t
 }
 
 DocumentMix document_mix(const DocumentSource& src, int64_t global_batch, int dp, int64_t micro,
-                         int ring, bool per_document) {
+                         int ring, bool per_document, data::StepCost cost) {
     const int64_t T = src.seq_len, windows = (src.tokens - 1) / T;
     const data::DocumentRows docs(src.starts, T);
     double squares = 0, busiest = 0, mean = 0, rows = 0, static_busiest = 0;
@@ -60,8 +60,9 @@ DocumentMix document_mix(const DocumentSource& src, int64_t global_batch, int dp
         };
         const data::RankRows fixed = data::static_rows(batch, dp, place);
         const data::RankWork s = work(fixed);
-        const data::RankRows layout =
-            src.balance && dp * place > 1 ? data::balance_rows(batch, dp, T, micro, place) : fixed;
+        const data::RankRows layout = src.balance && dp * place > 1
+                                          ? data::balance_rows(batch, dp, T, micro, place, cost)
+                                          : fixed;
         const data::RankWork w = work(layout);
         for (double x : s.squares) squares += x;
         busiest += w.max_squares();

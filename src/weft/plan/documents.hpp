@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "weft/data/balance.hpp"
+
 namespace weft::plan {
 
 // Where the documents come from: a document index (starts, over `tokens` tokens), windows of T.
@@ -35,7 +37,8 @@ DocumentSource document_source(const std::string& spec, int64_t seq_len, int64_t
 // (data::balance_ring); a rank is one of the dp x ring, its squares its share of sum n^2 over
 // documents (balance.hpp's rank_work), padding included. `per_document`: the ring runs each row
 // as the per-document zigzag (data::per_document), documents placed over dp only and
-// counted by doc_zigzag.hpp's rank_work_per_document.
+// counted by doc_zigzag.hpp's rank_work_per_document. `cost`: what balancing predicts a rank's
+// step to be (the trainer's, for the same layouts).
 struct DocumentMix {
     double attention_kept = 1;    // sum n^2 of the global batch over global_batch * T^2
     double imbalance = 1;         // the busiest rank's squares over the ranks' mean
@@ -47,6 +50,6 @@ struct DocumentMix {
     double busiest_attention_flops = 0;
 };
 DocumentMix document_mix(const DocumentSource& src, int64_t global_batch, int dp, int64_t micro,
-                         int ring = 1, bool per_document = false);
+                         int ring = 1, bool per_document = false, data::StepCost cost = {});
 
 }  // namespace weft::plan

@@ -44,7 +44,8 @@ void BatchFeed::begin_step(int64_t step) {
     const int ring = per_document_ != data::PerDocument::none ? 1 : ring_;
     layout_ = data::static_rows(windows, ranks_, ring);
     if (!balance_ || ranks_ * ring == 1) return;  // one rank: nothing to balance
-    unbalanced_ = std::exchange(layout_, data::balance_rows(windows, ranks_, T, micro_, ring));
+    unbalanced_ =
+        std::exchange(layout_, data::balance_rows(windows, ranks_, T, micro_, ring, cost_));
 }
 
 int64_t BatchFeed::micro_batches() const {

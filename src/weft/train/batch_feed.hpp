@@ -40,6 +40,10 @@ class BatchFeed {
               data::PerDocument per_document = data::PerDocument::none, int cp_rank = 0,
               bool token_ring = false);
 
+    // --balance: the row count by this predicted step (data::balance_rows); default: attention
+    // work alone.
+    void set_step_cost(data::StepCost cost) { cost_ = cost; }
+
     // Lays out step `step` (0-based), before its fill()s.
     void begin_step(int64_t step);
     // The micro-batches of that step on every rank.
@@ -70,6 +74,7 @@ class BatchFeed {
     data::PerDocument per_document_;
     int cp_rank_;
     bool token_ring_;
+    data::StepCost cost_;
     int64_t step_ = 0;
     std::optional<data::RankRows> layout_, unbalanced_;
 };

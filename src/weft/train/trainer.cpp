@@ -258,6 +258,9 @@ void run_training(const TrainOptions& opts) {
                    mesh.rank(comm::Axis::dp), split.micro, std::move(docs), o.balance,
                    data::balance_ring(o.layout), st.activations().positions, per_doc,
                    mesh.rank(comm::Axis::cp), o.layout.ring_bidirectional);
+    // The planner's counts (plan/cost.cpp), so that --balance pads a row only when it pays.
+    feed.set_step_cost(
+        {model::attention_train_flops(in.cfg, 1), model::train_flops_per_token(in.cfg, 0)});
     RunCheckpoints checkpoints(st, o, split.micro, log, heartbeat);
     RunEvaluation eval(st, in.val ? &*in.val : nullptr, o.batch_size, o.eval_batches, log,
                        heartbeat);

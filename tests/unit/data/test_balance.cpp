@@ -114,6 +114,36 @@ TEST(Balance, SpreadsLongDocumentsAndLevelsWithShortOnes) {
     EXPECT_EQ(w.padding, 2 * T);
 }
 
+TEST(Balance, PadsARowOnlyWhenItSavesMoreThanItCosts) {
+    // The batch above: a third row a rank evens the attention (310 u^2 -> 260 u^2 on the
+    // busiest rank) for a row of linear work on every rank. Its predicted step decides.
+    const int64_t T = 16 * u;
+    const std::vector<Row> windows = {scaled({{0, 16}}), scaled({{16, 10}, {26, 6}}),
+                                      scaled({{32, 2}, {34, 3}, {37, 4}, {41, 3}, {44, 4}}),
+                                      scaled({{48, 3}, {51, 2}, {53, 4}, {57, 3}, {60, 4}})};
+    auto step = [&](const RankRows& l, StepCost c) {
+        return c.per_square * rank_work(l).max_squares() +
+               c.per_token * double(l.rows_per_rank * T);
+    };
+    // Attention dominant (a token's linear work 16 units of attention): the row pays.
+    const StepCost light{1, 16};
+    EXPECT_EQ(balance_rows(windows, 2, T, 1, 1, light).rows_per_rank, 3);
+    // Linear dominant (GPT-2 124M's ratio: 6 x 124M FLOPs a token against 6 x 12 x 768 a unit,
+    // about 13,000): the row costs more than it saves, so the windows' two rows stay, and the
+    // predicted step is less than the attention-only choice's.
+    const StepCost heavy{1, 13000};
+    const RankRows attention_only = balance_rows(windows, 2, T, 1);
+    const RankRows b = balance_rows(windows, 2, T, 1, 1, heavy);
+    expect_layout(b, documents_of(windows), T);
+    EXPECT_EQ(attention_only.rows_per_rank, 3);
+    EXPECT_EQ(b.rows_per_rank, 2);
+    EXPECT_EQ(rank_work(b).padding, 0);
+    EXPECT_LT(step(b, heavy), step(attention_only, heavy));
+    std::printf("busiest rank: 2 rows %.0f u^2, 3 rows %.0f u^2\n",
+                rank_work(b).max_squares() / double(u * u),
+                rank_work(attention_only).max_squares() / double(u * u));
+}
+
 TEST(Balance, WholeWindowsWhenTheyAreEvenEnough) {
     // Two heavy and two light windows: dealt out whole they are even, so nothing is padded.
     const int64_t T = 16 * u;
