@@ -92,9 +92,10 @@ void add_train_command(CLI::App& app) {
         ->capture_default_str();
     c->add_flag("--balance", o->balance,
                 "With --pack documents: each step, spread the documents over the data-parallel "
-                "ranks (under a cp ring or TokenRing, over every (dp, cp) rank, a short document "
-                "whole on one cp rank) so that their attention work is even "
-                "(docs/long_context.md)");
+                "ranks (under TokenRing or the hybrid's ring, over every (dp, cp) rank, a short "
+                "document whole on one cp rank; the plain ring splits each row per document) so "
+                "that their attention work is even, padding a row only where the predicted step "
+                "gains (docs/long_context.md)");
     c->add_option("--eval-every", o->eval_every, "Validation loss every N steps (0: at the end)")
         ->capture_default_str();
     c->add_option("--eval-batches", o->eval_batches, "Batches of the validation file to evaluate")
