@@ -5,6 +5,7 @@
 
 #include "weft/core/error.hpp"
 #include "weft/kernels/isa.hpp"
+#include "weft/kernels/omp_for.hpp"
 #include "weft/kernels/profile.hpp"
 #include "weft/kernels/simd.hpp"
 
@@ -163,8 +164,7 @@ void embedding_forward_shard(float* out, const int32_t* tokens, const float* wte
                T, C, v0, Vs, pos0);
     check_tokens(tokens, B * T, "embedding_forward_shard");
     const bool vec = use_avx512();
-#pragma omp parallel for schedule(static) if (B * T * C >= kMinParallel)
-    for (int64_t bt = 0; bt < B * T; ++bt) {
+    omp_for(B * T * C >= kMinParallel, B * T, [&](int64_t bt) {
         const int64_t t = bt % T, v = int64_t(tokens[bt]) - v0;
         float* row = out + bt * C;
         const bool held = v >= 0 && v < Vs;
@@ -177,7 +177,7 @@ void embedding_forward_shard(float* out, const int32_t* tokens, const float* wte
         } else {
             std::fill_n(row, C, 0.0f);
         }
-    }
+    });
 }
 
 void embedding_backward_shard(float* dwte_shard, const float* dout, const int32_t* tokens,

@@ -6,6 +6,7 @@
 #include "weft/core/error.hpp"
 #include "weft/kernels/column_sums.hpp"
 #include "weft/kernels/isa.hpp"
+#include "weft/kernels/omp_for.hpp"
 #include "weft/kernels/simd.hpp"
 
 namespace weft::kernels {
@@ -137,16 +138,14 @@ void convert_fp32_to_bf16(uint16_t* dst, const float* src, int64_t rows, int64_t
     const int64_t n = rows * cols;
     if (ld_src == cols || rows == 1) {  // one contiguous range, split into equal blocks
         const int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (n >= kMinParallel)
-        for (int64_t b = 0; b < blocks; ++b) {
+        omp_for(n >= kMinParallel, blocks, [&](int64_t b) {
             const int64_t lo = b * kBlock, hi = std::min(n, lo + kBlock);
             convert_range(dst + lo, src + lo, hi - lo, scale, vec);
-        }
+        });
         return;
     }
-#pragma omp parallel for schedule(static) if (n >= kMinParallel)
-    for (int64_t r = 0; r < rows; ++r)
-        convert_range(dst + r * cols, src + r * ld_src, cols, scale, vec);
+    omp_for(n >= kMinParallel, rows,
+            [&](int64_t r) { convert_range(dst + r * cols, src + r * ld_src, cols, scale, vec); });
 }
 
 }  // namespace weft::kernels

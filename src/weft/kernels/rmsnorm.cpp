@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "weft/core/error.hpp"
+#include "weft/kernels/omp_for.hpp"
 #include "weft/kernels/profile.hpp"
 
 namespace weft::kernels {
@@ -34,14 +35,13 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* wei
     WEFT_PROFILE("rmsnorm_fwd");
     WEFT_CHECK(N >= 0 && C > 0, "rmsnorm_forward: shape N={} C={}, expected N >= 0 and C > 0", N,
                C);
-#pragma omp parallel for schedule(static) if (N * C >= kMinParallel)
-    for (int64_t i = 0; i < N; ++i) {
+    omp_for(N * C >= kMinParallel, N, [&](int64_t i) {
         const float* x = inp + i * C;
         const float s = float(1.0 / std::sqrt(sum_squares(x, C) / double(C) + double(eps)));
         float* y = out + i * C;
         for (int64_t c = 0; c < C; ++c) y[c] = x[c] * s * weight[c];
         rstd[i] = s;
-    }
+    });
 }
 
 void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,

@@ -4,6 +4,7 @@
 #include <numbers>
 
 #include "weft/core/error.hpp"
+#include "weft/kernels/omp_for.hpp"
 #include "weft/kernels/profile.hpp"
 
 namespace weft::kernels {
@@ -68,22 +69,21 @@ void rotate(float* x, int64_t B, int64_t T, int64_t nheads, int64_t HS, int64_t 
                "rope: positions {}..{} of head size {}, but the table holds {} positions of head "
                "size {}",
                pos0, pos0 + T, HS, table.positions, 2 * table.half);
-#pragma omp parallel for collapse(2) schedule(static) if (B * T * nheads * HS >= (1 << 15))
-    for (int64_t b = 0; b < B; ++b)
-        for (int64_t t = 0; t < T; ++t) {
-            const float* c = table.cos.data() + (pos0 + t) * half;
-            const float* s = table.sin.data() + (pos0 + t) * half;
-            float* row = x + (b * T + t) * ld;
-            for (int64_t h = 0; h < nheads; ++h) {
-                float* lo = row + h * HS;
-                float* hi = lo + half;
-                for (int64_t i = 0; i < half; ++i) {
-                    const float a = lo[i], z = hi[i], si = sign * s[i];
-                    lo[i] = a * c[i] - z * si;
-                    hi[i] = z * c[i] + a * si;
-                }
+    omp_for(B * T * nheads * HS >= (1 << 15), B * T, [&](int64_t bt) {
+        const int64_t t = bt % T;
+        const float* c = table.cos.data() + (pos0 + t) * half;
+        const float* s = table.sin.data() + (pos0 + t) * half;
+        float* row = x + bt * ld;
+        for (int64_t h = 0; h < nheads; ++h) {
+            float* lo = row + h * HS;
+            float* hi = lo + half;
+            for (int64_t i = 0; i < half; ++i) {
+                const float a = lo[i], z = hi[i], si = sign * s[i];
+                lo[i] = a * c[i] - z * si;
+                hi[i] = z * c[i] + a * si;
             }
         }
+    });
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "weft/kernels/exp_nonpositive.hpp"
 #include "weft/kernels/isa.hpp"
 #include "weft/kernels/lanes.hpp"
+#include "weft/kernels/omp_for.hpp"
 #include "weft/kernels/profile.hpp"
 #include "weft/kernels/simd.hpp"
 
@@ -88,9 +89,9 @@ template <typename In, typename Out>
 void forward(Out* out, const In* gu, int64_t N, int64_t F) {
     WEFT_CHECK(N >= 0 && F > 0, "swiglu_forward: shape N={} F={}, expected N >= 0 and F > 0", N, F);
     const bool vec = lanes::vectors<Out>();
-#pragma omp parallel for schedule(static) if (N * F >= kMinParallel)
-    for (int64_t i = 0; i < N; ++i)
+    omp_for(N * F >= kMinParallel, N, [&](int64_t i) {
         forward_row(out + i * F, gu + i * 2 * F, gu + i * 2 * F + F, F, vec);
+    });
 }
 
 template <typename In, typename Out>
