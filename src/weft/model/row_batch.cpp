@@ -5,6 +5,7 @@
 
 #include "weft/core/error.hpp"
 #include "weft/kernels/attend_gathered.hpp"
+#include "weft/kernels/chunk_team.hpp"
 #include "weft/kernels/precision.hpp"
 
 namespace weft::model {
@@ -119,57 +120,65 @@ void attend_rows(float* out, const float* qkv, int64_t ld, const RowBatch& b, Kv
             seq_of[size_t(s.row0 + i)] = &s;
         }
     const float scale = 1.0f / std::sqrt(float(HS));
-    // Threads only for work that pays for waking them (a tiny model's step is microseconds).
-    int64_t work = 0;
-    for (int64_t p : b.positions) work += (p + 1) * NH * HS;
-#pragma omp parallel if (work >= (int64_t(1) << 18))
-    {
+    // A row's G query heads of one kv head together (its keys and values read once), whole in
+    // one thread.
+    auto task = [&](int64_t t) {
         // Kept between calls: a decode step calls this once a layer.
         thread_local std::vector<float> scores;
         thread_local std::vector<int64_t> slots;  // the positions (slots) a row attends to
         thread_local std::vector<const float*> keys, values;
         thread_local std::vector<const uint16_t*> keys16, values16;
-        // A row's G query heads of one kv head together: its keys and values read once.
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t t = 0; t < R * NKV; ++t) {
-            const int64_t row = t / NKV, g = t % NKV, pos = b.positions[size_t(row)];
-            const RowSeq& s = *seq_of[size_t(row)];
-            const BlockTable& table = *s.table;
-            slots.resize(size_t(pos + 1));
-            if (s.parents.empty()) {
-                for (int64_t j = 0; j <= pos; ++j) slots[size_t(j)] = j;
-            } else {
-                for (int64_t j = 0; j < s.pos0; ++j) slots[size_t(j)] = j;
-                // The path from the row up to row 0, written from the end (its depth + 1 slots).
-                int64_t at = pos;
-                for (int64_t i = row - s.row0; i >= 0; i = s.parents[size_t(i)])
-                    slots[size_t(at--)] = s.pos0 + i;
-            }
-            const int64_t n = pos + 1;
-            scores.resize(size_t(G * n));
-            float* o = out + row * A + g * G * HS;
-            const float* q = qkv + row * ld + g * G * HS;
-            // The same gather for either pool: its keys' and values' addresses in position order.
-            auto gather = [&](auto& ks, auto& vs, auto k_at, auto v_at) {
-                ks.resize(size_t(n));
-                vs.resize(size_t(n));
-                for (int64_t j = 0; j < n; ++j) {
-                    ks[size_t(j)] = k_at(slots[size_t(j)]) + g * HS;
-                    vs[size_t(j)] = v_at(slots[size_t(j)]) + g * HS;
-                }
-                kernels::attend_gathered_group(o, q, G, ks.data(), vs.data(), n, HS, scale,
-                                               scores.data());
-            };
-            if (kv.bf16())
-                gather(
-                    keys16, values16, [&](int64_t p) { return kv.k16(table, layer, p); },
-                    [&](int64_t p) { return kv.v16(table, layer, p); });
-            else
-                gather(
-                    keys, values, [&](int64_t p) { return kv.k(table, layer, p); },
-                    [&](int64_t p) { return kv.v(table, layer, p); });
+        const int64_t row = t / NKV, g = t % NKV, pos = b.positions[size_t(row)];
+        const RowSeq& s = *seq_of[size_t(row)];
+        const BlockTable& table = *s.table;
+        slots.resize(size_t(pos + 1));
+        if (s.parents.empty()) {
+            for (int64_t j = 0; j <= pos; ++j) slots[size_t(j)] = j;
+        } else {
+            for (int64_t j = 0; j < s.pos0; ++j) slots[size_t(j)] = j;
+            // The path from the row up to row 0, written from the end (its depth + 1 slots).
+            int64_t at = pos;
+            for (int64_t i = row - s.row0; i >= 0; i = s.parents[size_t(i)])
+                slots[size_t(at--)] = s.pos0 + i;
         }
+        const int64_t n = pos + 1;
+        scores.resize(size_t(G * n));
+        float* o = out + row * A + g * G * HS;
+        const float* q = qkv + row * ld + g * G * HS;
+        // The same gather for either pool: its keys' and values' addresses in position order.
+        auto gather = [&](auto& ks, auto& vs, auto k_at, auto v_at) {
+            ks.resize(size_t(n));
+            vs.resize(size_t(n));
+            for (int64_t j = 0; j < n; ++j) {
+                ks[size_t(j)] = k_at(slots[size_t(j)]) + g * HS;
+                vs[size_t(j)] = v_at(slots[size_t(j)]) + g * HS;
+            }
+            kernels::attend_gathered_group(o, q, G, ks.data(), vs.data(), n, HS, scale,
+                                           scores.data());
+        };
+        if (kv.bf16())
+            gather(
+                keys16, values16, [&](int64_t p) { return kv.k16(table, layer, p); },
+                [&](int64_t p) { return kv.v16(table, layer, p); });
+        else
+            gather(
+                keys, values, [&](int64_t p) { return kv.k(table, layer, p); },
+                [&](int64_t p) { return kv.v(table, layer, p); });
+    };
+    // Threads only for work that pays for handing it out (a tiny model's step is microseconds).
+    int64_t work = 0;
+    for (int64_t p : b.positions) work += (p + 1) * NH * HS;
+    // First the team that runs the products (kernels/chunk_team.hpp): in decode it spins since
+    // the q/k/v product just before, so it takes a task at once, opens no parallel region, and
+    // its thread does not fall asleep while this one attends alone.
+    if (work >= (int64_t(1) << 12) && kernels::team_for(R * NKV, task)) return;
+    // Not `omp parallel if`: a region even of one thread costs a futex call (kernels/omp_for.hpp).
+    if (work < (int64_t(1) << 18)) {
+        for (int64_t t = 0; t < R * NKV; ++t) task(t);
+        return;
     }
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t t = 0; t < R * NKV; ++t) task(t);
 }
 
 }  // namespace weft::model
