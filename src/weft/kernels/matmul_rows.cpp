@@ -12,6 +12,7 @@
 #include "weft/kernels/isa.hpp"
 #include "weft/kernels/lane_fold.hpp"
 #include "weft/kernels/lanes.hpp"
+#include "weft/kernels/omp_for.hpp"
 #include "weft/kernels/precision.hpp"
 #include "weft/kernels/simd.hpp"
 
@@ -77,12 +78,12 @@ float dot_portable(const uint16_t* x, const uint16_t* w, int64_t K) {
 template <typename T>
 void rows_portable(float* out, const T* x, const T* w, const float* bias, int64_t M, int64_t K,
                    int64_t N) {
-#pragma omp parallel for schedule(static) if (M * N * K >= kMinParallel)
-    for (int64_t n = 0; n < N; ++n)
+    omp_for(M * N * K >= kMinParallel, N, [&](int64_t n) {
         for (int64_t m = 0; m < M; ++m) {
             const float s = dot_portable(x + m * K, w + n * K, K);
             out[m * N + n] = bias ? s + bias[n] : s;
         }
+    });
 }
 
 #if defined(__AVX512F__)
@@ -253,8 +254,14 @@ void rows_avx512(float* out, const typename Op::T* x, const typename Op::T* w, c
     };
     // Decode (one row): the chunks through the team that stays up between products
     // (chunk_team.hpp), not a parallel region per product.
-    if (M == 1 && N * K >= kMinParallel && chunks > 1 && team_for(chunks, run_chunk)) return;
-#pragma omp parallel for schedule(dynamic, 1) if (M * N * K >= kMinParallel && chunks > 1)
+    const bool parallel = M * N * K >= kMinParallel && chunks > 1;
+    if (parallel && M == 1 && team_for(chunks, run_chunk)) return;
+    // Not `omp parallel if`: a region even of one thread costs a futex call (omp_for.hpp).
+    if (!parallel) {
+        for (int64_t chunk = 0; chunk < chunks; ++chunk) run_chunk(chunk);
+        return;
+    }
+#pragma omp parallel for schedule(dynamic, 1)
     for (int64_t chunk = 0; chunk < chunks; ++chunk) run_chunk(chunk);
 }
 #endif
