@@ -8,6 +8,7 @@
 #include "weft/kernels/column_sums.hpp"
 #include "weft/kernels/isa.hpp"
 #include "weft/kernels/lanes.hpp"
+#include "weft/kernels/omp_for.hpp"
 #include "weft/kernels/profile.hpp"
 #include "weft/kernels/simd.hpp"
 
@@ -24,8 +25,7 @@ constexpr int64_t kBlock = 8192;
 template <typename F>
 void for_blocks(int64_t n, F&& f) {
     const int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (blocks > 1)
-    for (int64_t i = 0; i < blocks; ++i) f(i * kBlock, std::min(n, (i + 1) * kBlock));
+    omp_for(blocks > 1, blocks, [&](int64_t i) { f(i * kBlock, std::min(n, (i + 1) * kBlock)); });
 }
 
 // Both paths use ½(1 + tanh u) = σ(2u) = 1 / (1 + e^(-2u)), the same function as GPT-2's: one exp

@@ -7,6 +7,7 @@
 
 #include "weft/core/error.hpp"
 #include "weft/kernels/isa.hpp"
+#include "weft/kernels/omp_for.hpp"
 #include "weft/kernels/profile.hpp"
 #include "weft/kernels/simd.hpp"
 
@@ -169,18 +170,17 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
     WEFT_CHECK(N >= 0 && C > 0, "layernorm_forward: shape N={} C={}, expected N >= 0 and C > 0", N,
                C);
     const bool vec = use_avx512();
-#pragma omp parallel for schedule(static) if (N * C >= kMinParallel)
-    for (int64_t i = 0; i < N; ++i) {
+    omp_for(N * C >= kMinParallel, N, [&](int64_t i) {
         float* o = out + i * C;
         const float* x = inp + i * C;
 #if defined(__AVX512F__)
         if (vec) {
             forward_row_avx512(o, mean + i, rstd + i, x, weight, bias, C, eps);
-            continue;
+            return;
         }
 #endif
         forward_row_portable(o, mean + i, rstd + i, x, weight, bias, C, eps);
-    }
+    });
     (void)vec;
 }
 
