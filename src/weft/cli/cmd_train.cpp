@@ -182,6 +182,16 @@ void add_train_command(CLI::App& app) {
                   "its distribution (the soft targets' gradient, in expectation)")
         ->capture_default_str();
     group_options(c, "Parallel Prompt Decoding", {"--ppd-tokens", "--base", "--ppd-target"});
+    c->add_option("--teacher", o->teacher,
+                  "Distill from this frozen model (a run, checkpoint or Hugging Face directory "
+                  "with the same tokenizer): the loss becomes (1 - a) CE + a t^2 KL(teacher || "
+                  "model) at temperature t, over every token (docs/decoding.md)");
+    c->add_option("--distill-weight", o->distill_weight,
+                  "--teacher: a, the KL's share of the loss, 0 .. 1 (default 1: the teacher's "
+                  "distributions alone)");
+    c->add_option("--distill-temperature", o->distill_temperature,
+                  "--teacher: t, the softmax temperature of both distributions (default 1)");
+    group_options(c, "Distillation", {"--teacher", "--distill-weight", "--distill-temperature"});
     group_options(c, "Model",
                   {"--model", "--n-layer", "--n-head", "--n-embd", "--n-positions", "--model-dir",
                    "--moe-aux-loss-coef", "--moe-z-loss-coef", "--moe-capacity-factor",
@@ -206,6 +216,12 @@ void add_train_command(CLI::App& app) {
         WEFT_CHECK(o->ppd_tokens > 0 || o->ppd_base.empty(),
                    "--base {} is for --ppd-tokens K (prompt tokens for that model)",
                    o->ppd_base.string());
+        for (const char* flag : {"--distill-weight", "--distill-temperature"})
+            WEFT_CHECK(c->count(flag) == 0 || !o->teacher.empty(),
+                       "{} is for --teacher RUN (distilling from that model)", flag);
+        WEFT_CHECK(o->ppd_tokens == 0 || o->teacher.empty(),
+                   "--teacher {} is for training a model; --ppd-tokens distills from --base",
+                   o->teacher.string());
         if (o->ppd_tokens != 0) {
             check_output_paths({{o->out, "--out", true}});
             train::run_ppd_training(*o);

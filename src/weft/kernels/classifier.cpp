@@ -112,7 +112,7 @@ int64_t classifier_scratch_floats(int64_t N, int64_t V) {
 
 void classifier_forward_backward(float* loss, float* dx, float* dwte, const float* x,
                                  const float* wte, const int32_t* targets, int64_t N, int64_t C,
-                                 int64_t V, float scale) {
+                                 int64_t V, float scale, const SoftTargets* soft) {
     WEFT_PROFILE("classifier");
     WEFT_CHECK(N >= 0 && C > 0 && V > 0, "classifier_forward_backward: bad sizes N={} C={} V={}", N,
                C, V);
@@ -150,11 +150,14 @@ void classifier_forward_backward(float* loss, float* dx, float* dwte, const floa
         // oneDNN runs at 830-900 GFLOP/s where it ran the transposed one at 710-740, and dx a
         // transposed one at 2% below the plain (bench_matmul, classifier_gemm_bf16, Zen 5).
         std::optional<Bf16OperandScope> pin_grad;
-        if (grad) pin_grad.emplace(logits, V, r, r, Bf16OperandScope::CallerRounds{});
+        if (grad && !soft) pin_grad.emplace(logits, V, r, r, Bf16OperandScope::CallerRounds{});
         uint16_t* grad16 = pin_grad ? pin_grad->copy() : nullptr;
         if (grad16)
             bf16_grad_rows(grad16, logits, loss ? loss + n0 : nullptr, targets + n0, r, V, scale,
                            ops);
+        else if (soft)
+            distill_rows(logits, loss ? loss + n0 : nullptr, targets + n0, soft->logits + n0 * V, r,
+                         V, scale, grad, soft->weight, soft->temperature);
         else
             fp32_rows(logits, loss ? loss + n0 : nullptr, targets + n0, r, V, scale, grad, ops);
         if (grad16) {

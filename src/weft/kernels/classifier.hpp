@@ -5,6 +5,8 @@
 // never touch a loss, a gradient or a sample.
 #include <cstdint>
 
+#include "weft/kernels/distill_rows.hpp"
+
 namespace weft::kernels {
 
 // For each row n: logits_v = x[n,:]·wte[v,:] (v < V), loss[n] = logsumexp(logits) - logits[t_n].
@@ -12,9 +14,11 @@ namespace weft::kernels {
 // Gradients of L = scale * Σ_n loss[n], when the pointers are not null:
 //   dx[n,:]    = scale * Σ_v (p_nv - [v = t_n]) wte[v,:]    (overwritten)
 //   dwte[v,:] += scale * Σ_n (p_nv - [v = t_n]) x[n,:]     (accumulated; rows ≥ V untouched)
+// With `soft` (its logits [N, V]), loss[n] and the logits' gradient are distill_rows' mix of
+// that cross-entropy and the KL divergence from the teacher's (fp32 products only).
 void classifier_forward_backward(float* loss, float* dx, float* dwte, const float* x,
                                  const float* wte, const int32_t* targets, int64_t N, int64_t C,
-                                 int64_t V, float scale);
+                                 int64_t V, float scale, const SoftTargets* soft = nullptr);
 
 // logits[N, V] = x · wte[:V]ᵀ (sampling, tests).
 void classifier_logits(float* logits, const float* x, const float* wte, int64_t N, int64_t C,

@@ -331,7 +331,7 @@ double Gpt2::head_forward(Activations& base, UnitAccess& w, bool train, float lo
     Gpt2Embed e = embed(w.params(0));
     float* dwte = train ? embed(w.grads(0)).wte : nullptr;
     tp_.head(a.losses.data(), a.dlnf.data(), dwte, a.lnf.data(), e.wte, a.targets.data(), BT, R,
-             train, loss_scale, dC_.data());
+             train, loss_scale, dC_.data(), &a.soft_targets);
     w.release(int(L) + 1);
     w.release(0);
     double sum = 0;

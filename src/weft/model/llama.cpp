@@ -485,7 +485,8 @@ double Llama::head_forward(Activations& base, UnitAccess& w, bool train, float l
     norm_.forward(a.lnf.data(), {nullptr, a.lnf_rstd.data()}, a.resid_in(int(cfg_.n_layer)), {norm},
                   R);
     tp_.head(a.losses.data(), a.dlnf.data(), train ? head_weight(w, true) : nullptr, a.lnf.data(),
-             head_weight(w, false), a.targets.data(), BT, R, train, loss_scale, dC_.data());
+             head_weight(w, false), a.targets.data(), BT, R, train, loss_scale, dC_.data(),
+             &a.soft_targets);
     w.release(u);
     if (cfg_.tie_embeddings) w.release(0);
     double sum = 0;

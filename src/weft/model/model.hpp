@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "weft/core/buffer.hpp"
+#include "weft/kernels/distill_rows.hpp"
 #include "weft/model/config.hpp"
 #include "weft/model/cp_comm.hpp"
 #include "weft/model/cp_doc_block.hpp"
@@ -148,6 +149,10 @@ struct Activations {
     // [n_layers + 1, rows, C]: the input of each layer of the span, then the output of its last.
     Buffer resid;
     Buffer losses;  // head only: [B*T] per-token loss, every row on every rank
+    // Distillation (weft train --teacher): a teacher's logits for the B*T rows, which the head's
+    // training loss then mixes in (kernels/distill_rows.hpp); evaluation keeps the plain loss.
+    // Whoever fills the inputs sets it, one process, every row on it (no tp, cp or pp).
+    kernels::SoftTargets soft_targets;
     // Per layer of the span: the weight gradients its split backward's B left for its W
     // (Model::block_backward_input); empty otherwise.
     std::vector<WeightGradQueue> weight_grads;

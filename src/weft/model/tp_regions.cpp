@@ -140,12 +140,14 @@ void TpRegions::embedding_backward(float* dwte, float* dwpe, const float* dres,
 
 void TpRegions::head(float* losses, float* dx, float* dw, const float* x, const float* w,
                      const int32_t* targets, int64_t BT, int64_t rows, bool train, float scale,
-                     float* partial) {
+                     float* partial, const kernels::SoftTargets* soft) {
+    const bool distill = train && soft && soft->logits;
     if (size_ == 1) {
         k::classifier_forward_backward(losses, train ? dx : nullptr, train ? dw : nullptr, x, w,
-                                       targets, BT, C_, vocab_, scale);
+                                       targets, BT, C_, vocab_, scale, distill ? soft : nullptr);
         return;
     }
+    WEFT_CHECK(!distill, "internal: distillation under tensor parallelism");
     for (int64_t n = 0; n < BT; ++n)
         WEFT_CHECK(targets[n] < vocab_, "target {} of row {} is not < vocab size {}", targets[n], n,
                    vocab_);

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "weft/core/buffer.hpp"
+#include "weft/kernels/distill_rows.hpp"
 #include "weft/model/row_batch.hpp"
 #include "weft/model/row_products.hpp"
 #include "weft/model/tp_comm.hpp"
@@ -66,10 +67,11 @@ class TpRegions {
     // The fused head and loss on x [BT, C] (every row, gathered): losses[BT]; with `train` the
     // gradient of x for this rank's rows into dx [rows, C] (through `partial` [BT, C] under
     // sequence parallelism) and w's gradient shard accumulated into dw. Logits exist one chunk
-    // of rows at a time; with tp > 1 over this rank's slice of the vocabulary.
+    // of rows at a time; with tp > 1 over this rank's slice of the vocabulary. `soft`: a
+    // teacher's logits to distill from, with `train` only, at tp 1 only.
     void head(float* losses, float* dx, float* dw, const float* x, const float* w,
               const int32_t* targets, int64_t BT, int64_t rows, bool train, float scale,
-              float* partial);
+              float* partial, const kernels::SoftTargets* soft = nullptr);
     // Floats of the head's logits scratch at tp > 1 (kernels::classifier_shard_scratch_floats).
     static int64_t head_scratch_floats(int64_t BT, int64_t vocab_shard);
 

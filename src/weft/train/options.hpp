@@ -114,6 +114,12 @@ struct TrainOptions {
     std::filesystem::path ppd_base;
     std::string ppd_target = "argmax";
 
+    // --teacher RUN: distill from that frozen model (train/teacher.hpp); the loss is
+    // (1 - distill_weight) CE + distill_weight t^2 KL at temperature t = distill_temperature.
+    std::filesystem::path teacher;
+    float distill_weight = 1.0f;
+    float distill_temperature = 1.0f;
+
     // The model shape after applying preset, overrides and (later) the Hugging Face config.
     model::ModelConfig model_config() const;
     // The first of --model, --n-layer, --n-head, --n-embd and --n-positions that was given, as

@@ -26,6 +26,7 @@
 #include "weft/train/run_inputs.hpp"
 #include "weft/train/run_log.hpp"
 #include "weft/train/state_memory.hpp"
+#include "weft/train/teacher.hpp"
 #include "weft/train/train_state.hpp"
 
 namespace weft::train {
@@ -51,6 +52,7 @@ struct StepRunner {
     RunLog& log;
     RunComm& comm;
     Heartbeat& heartbeat;
+    Teacher* teacher;  // --teacher, or null
     double flops_per_token, flops_per_square, peak_gflops;
     TestFault fault;
     InjectedDelay delay;
@@ -70,7 +72,11 @@ struct StepRunner {
         const float lr = optim::learning_rate(o.optim, step, o.steps);
         feed.begin_step(step);
         const StepOutcome out = st.step(
-            feed.micro_batches(), [&](int64_t m) { feed.fill(m, st.activations()); },
+            feed.micro_batches(),
+            [&](int64_t m) {
+                feed.fill(m, st.activations());
+                if (teacher) teacher->annotate(st.activations());
+            },
             1.0f / float(tokens), o.optim, lr, step + 1);
         const double loss = fault.loss(mesh.world_rank(), step + 1, out.loss_sum / double(tokens));
         const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -198,6 +204,7 @@ void log_offload_disk(TrainState& st, RunLog& log) {
 void run_training(const TrainOptions& opts) {
     TrainOptions o = opts;
     o.validate();
+    check_distill_flags(o);
     o.optim.seed = o.seed;  // MeZO draws its perturbations from the run's seed
     const TestFault fault = TestFault::from_env();
     // Collective; a world size that does not match the layout fails here on every rank, an
@@ -215,6 +222,8 @@ void run_training(const TrainOptions& opts) {
     // Everything that can be wrong is found, on every rank, before the run directory is touched.
     const RunInputs in = open_run_inputs(o, mesh.world_rank() == 0);
     check_bf16_grads(o, o.layout, in.cfg);
+    std::unique_ptr<Teacher> teacher;
+    if (!o.teacher.empty()) teacher = std::make_unique<Teacher>(o, in.cfg);
     const OffloadOptions offload{o.offload.empty() ? std::filesystem::path() : o.offload_dir,
                                  int64_t(o.offload_group_mb * double(1 << 20) / sizeof(float))};
     check_memory_fits({in.cfg, o.layout, split.micro, split.micro_batches, o.seq_len, o.dtype,
@@ -234,6 +243,11 @@ void run_training(const TrainOptions& opts) {
     heartbeat.beat(Phase::init, in.start_step);
     const MemoryEstimate mem = memory_estimate(st, baseline_rss, split.micro_batches);
     log.started(st, in, split, threads, mem);
+    if (teacher)
+        log.note(fmt::format(
+            "distilling from --teacher {} ({} parameters, frozen): loss = {} CE + {} x {}^2 KL",
+            o.teacher.string(), teacher->parameters(), 1.0f - o.distill_weight, o.distill_weight,
+            o.distill_temperature));
     if (st.offloaded()) log_offload_disk(st, log);
     if (!o.offload.empty() && !st.offloaded())
         log.note(
@@ -274,6 +288,7 @@ void run_training(const TrainOptions& opts) {
                      log,
                      comm,
                      heartbeat,
+                     teacher.get(),
                      model::train_flops_per_token(in.cfg, o.seq_len),
                      model::attention_train_flops(in.cfg, 1),
                      peak_gflops,

@@ -1,0 +1,86 @@
+// Distillation through the model (weft train --teacher): the teacher's logits line up with the
+// student's rows (a student that is its teacher has no loss at weight 1), weight 0 is the plain
+// loss, a few gradient steps of a smaller student lower its KL, and the teacher's weights are
+// the same bits before and after (every family).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "support/family_cases.hpp"
+#include "support/model_run.hpp"
+#include "weft/model/family.hpp"
+#include "weft/train/teacher.hpp"
+
+using namespace weft;
+
+namespace {
+
+struct Student {
+    std::unique_ptr<model::Model> model;
+    Buffer params, grads;
+    std::unique_ptr<model::Activations> a;
+
+    Student(const model::ModelConfig& cfg, uint64_t seed, int64_t B, int64_t T)
+        : model(model::make_model(cfg)),
+          params(model->layout().total),
+          grads(model->layout().total),
+          a(model->new_activations(B, T, model->activation_span())) {
+        model::init_params(params.data(), model->layout(), seed);
+        test::fill_tokens(*a, cfg.vocab_size, 9);
+    }
+    // The mean training loss, its gradient into grads.
+    double step() {
+        grads.zero();
+        model::FlatAccess w(model->layout(), params.data(), grads.data());
+        const float scale = 1.0f / float(a->B * a->T);
+        const double sum = model->forward(*a, w, true, scale);
+        model->backward(*a, w);
+        return sum * scale;
+    }
+};
+
+class Distill : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Distill, TeacherRowsLineUpAndTheStudentLearnsThem) {
+    const int64_t B = 2, T = 12, V = 61;
+    const model::ModelConfig tcfg = test::small_family_config(GetParam(), V, 48, 2);
+    Student self(tcfg, 3, B, T);
+    const std::vector<float> before(self.params.data(), self.params.data() + self.params.size());
+
+    // The student is its teacher: no loss, whatever the temperature.
+    train::Teacher same(tcfg, self.params.data(), 1.0f, 2.0f);
+    same.annotate(*self.a);
+    EXPECT_NEAR(self.step(), 0.0, 1e-5);
+
+    // Weight 0: the plain cross-entropy, as without a teacher.
+    train::Teacher hard(tcfg, self.params.data(), 0.0f, 2.0f);
+    hard.annotate(*self.a);
+    const double mixed = self.step();
+    self.a->soft_targets = {};
+    EXPECT_NEAR(mixed, self.step(), 1e-5);
+
+    // A smaller student (one layer) of another init learns the teacher's distributions.
+    model::ModelConfig scfg = tcfg;
+    scfg.n_layer = 1;
+    Student small(scfg, 7, B, T);
+    for (size_t i = 0; i < small.a->inputs.size(); ++i) small.a->inputs[i] = self.a->inputs[i];
+    for (size_t i = 0; i < small.a->targets.size(); ++i) small.a->targets[i] = self.a->targets[i];
+    train::Teacher teacher(tcfg, self.params.data(), 1.0f, 1.0f);
+    teacher.annotate(*small.a);
+    const double first = small.step();
+    double last = first;
+    for (int s = 0; s < 20; ++s) {
+        for (int64_t i = 0; i < small.params.size(); ++i) small.params[i] -= 0.5f * small.grads[i];
+        last = small.step();
+    }
+    EXPECT_GT(first, 0.01);
+    EXPECT_LT(last, 0.7 * first) << "the student did not learn the teacher's distributions";
+    EXPECT_EQ(std::memcmp(before.data(), self.params.data(), before.size() * sizeof(float)), 0)
+        << "distillation changed the teacher's weights";
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, Distill,
+                         ::testing::Values("tiny", "llama-tiny", "qwen2-tiny", "moe-tiny"));
+
+}  // namespace
