@@ -17,6 +17,17 @@ for dtype in fp32 bf16; do
   [ "$fast" = "$plain" ] && ok "--spec draft (distilled) $dtype: greedy text unchanged ($(grep speculation draft.err))" ||
     bad "--spec draft with the distilled draft changed the $dtype text"
 done
+# Under data parallelism each rank's teacher reads its own rows: the losses of one process.
+k=(--model tiny --n-layer 1 --n-head 2 --n-embd 64 --n-positions 64 --data data/tinyshakespeare_train.bin
+  --batch-size 4 --seq-len 32 --peak-gflops 100 --steps 3 --teacher run --eval-every 0)
+"$WEFT" train "${k[@]}" --out dp1 >/dev/null 2>&1
+OMP_NUM_THREADS=1 mpirun -np 2 "$WEFT" train "${k[@]}" --dp 2 --out dp2 >/dev/null 2>&1
+one=$(metric dp1/metrics.jsonl loss | tr '\n' ' ') two=$(metric dp2/metrics.jsonl loss | tr '\n' ' ')
+# The first step's loss is the same bits; later ones differ by the gradients' sum order (1e-5).
+close=$(awk -v a="$one" -v b="$two" 'BEGIN { n = split(a, x, " "); m = split(b, y, " ");
+  ok = n == 3 && m == 3 && x[1] == y[1]; for (i = 1; i <= n; i++) { d = x[i] - y[i];
+  if (d < 0) d = -d; if (d > 1e-5 * x[i]) ok = 0 } print ok }')
+[ "$close" = 1 ] && ok "--dp 2: the losses of one process ($two)" || bad "--dp 2 losses '$two' vs one process '$one'"
 # A teacher of another vocabulary: a Hugging Face directory of the run whose config says so.
 "$WEFT" export --ckpt run --out hf >/dev/null 2>&1
 jq '.vocab_size = 1000' hf/config.json >hf/c.json && mv hf/c.json hf/config.json
