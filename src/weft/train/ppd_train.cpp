@@ -25,6 +25,7 @@ PpdTrainer::PpdTrainer(const model::ModelConfig& cfg, const float* params, int64
                        uint64_t seed, const std::string& target)
     : model_(model::make_model(cfg)),
       params_(params),
+      teacher_(cfg, params),
       grads_(model_->layout().total),
       rng_(philox_for(seed, "ppd")),
       sample_(target == "sample") {
@@ -57,7 +58,7 @@ std::vector<int32_t> PpdTrainer::targets(const int32_t* tokens, int64_t B, int64
     // the model's next token, the verify's root, and guesses the j after it). The window's own
     // tokens past t would be another text: a corpus's next token is a draw the prompts cannot
     // know, and the base model's guess after it as good as unpredictable.
-    model::RowForward teacher(cfg, model_->layout(), const_cast<float*>(params_));
+    model::RowForward& teacher = teacher_.rows();
     model::KvPool kv(B * ((Ts + 15) / 16), cfg.n_layer, teacher.kv_width(), 16, teacher.kv_bf16());
     std::vector<model::BlockTable> tables(static_cast<size_t>(B));
     std::vector<int32_t> next(static_cast<size_t>(B)), target(static_cast<size_t>(B * K));

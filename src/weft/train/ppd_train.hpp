@@ -19,6 +19,7 @@
 #include "weft/decode/ppd_file.hpp"
 #include "weft/model/model.hpp"
 #include "weft/train/options.hpp"
+#include "weft/train/teacher.hpp"
 
 namespace weft::train {
 
@@ -45,7 +46,8 @@ class PpdTrainer {
   private:
     std::unique_ptr<model::Model> model_;
     const float* params_;
-    Buffer grads_;  // what the head's fused loss writes of the frozen weights' gradients; unread
+    Teacher teacher_;  // the base model as rows: what writes the targets
+    Buffer grads_;     // what the head's fused loss writes of the frozen weights' gradients; unread
     decode::PpdPrompts p_;
     std::vector<float> m_, v_, grad_;
     Philox rng_;

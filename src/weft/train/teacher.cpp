@@ -51,13 +51,9 @@ Teacher::Teacher(const TrainOptions& o, const model::ModelConfig& student)
       cfg_(loaded_.model->config()),
       forward_(std::make_unique<model::RowForward>(cfg_, loaded_.model->layout(),
                                                    loaded_.params.data())),
-      weight_(o.distill_weight),
-      temperature_(o.distill_temperature),
       parameters_(loaded_.model->layout().total) {}
 
-Teacher::Teacher(const model::ModelConfig& cfg, const float* params, float weight,
-                 float temperature)
-    : cfg_(cfg), weight_(weight), temperature_(temperature) {
+Teacher::Teacher(const model::ModelConfig& cfg, const float* params) : cfg_(cfg) {
     loaded_.model = model::make_model(cfg);
     forward_ = std::make_unique<model::RowForward>(cfg, loaded_.model->layout(), params);
     parameters_ = loaded_.model->layout().total;
@@ -79,9 +75,9 @@ std::span<const float> Teacher::window_logits(std::span<const int32_t> tokens, i
     return forward_->run(b, kv);
 }
 
-void Teacher::annotate(model::Activations& a) {
+void Teacher::annotate(model::Activations& a, float weight, float temperature) {
     const std::span<const float> logits = window_logits(a.inputs, a.B, a.T);
-    a.soft_targets = {logits.data(), weight_, temperature_};
+    a.soft_targets = {logits.data(), weight, temperature};
 }
 
 }  // namespace weft::train

@@ -75,7 +75,8 @@ struct StepRunner {
             feed.micro_batches(),
             [&](int64_t m) {
                 feed.fill(m, st.activations());
-                if (teacher) teacher->annotate(st.activations());
+                if (teacher)
+                    teacher->annotate(st.activations(), o.distill_weight, o.distill_temperature);
             },
             1.0f / float(tokens), o.optim, lr, step + 1);
         const double loss = fault.loss(mesh.world_rank(), step + 1, out.loss_sum / double(tokens));

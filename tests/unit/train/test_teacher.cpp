@@ -49,13 +49,12 @@ TEST_P(Distill, TeacherRowsLineUpAndTheStudentLearnsThem) {
     const std::vector<float> before(self.params.data(), self.params.data() + self.params.size());
 
     // The student is its teacher: no loss, whatever the temperature.
-    train::Teacher same(tcfg, self.params.data(), 1.0f, 2.0f);
-    same.annotate(*self.a);
+    train::Teacher teacher(tcfg, self.params.data());
+    teacher.annotate(*self.a, 1.0f, 2.0f);
     EXPECT_NEAR(self.step(), 0.0, 1e-5);
 
     // Weight 0: the plain cross-entropy, as without a teacher.
-    train::Teacher hard(tcfg, self.params.data(), 0.0f, 2.0f);
-    hard.annotate(*self.a);
+    teacher.annotate(*self.a, 0.0f, 2.0f);
     const double mixed = self.step();
     self.a->soft_targets = {};
     EXPECT_NEAR(mixed, self.step(), 1e-5);
@@ -66,8 +65,7 @@ TEST_P(Distill, TeacherRowsLineUpAndTheStudentLearnsThem) {
     Student small(scfg, 7, B, T);
     for (size_t i = 0; i < small.a->inputs.size(); ++i) small.a->inputs[i] = self.a->inputs[i];
     for (size_t i = 0; i < small.a->targets.size(); ++i) small.a->targets[i] = self.a->targets[i];
-    train::Teacher teacher(tcfg, self.params.data(), 1.0f, 1.0f);
-    teacher.annotate(*small.a);
+    teacher.annotate(*small.a, 1.0f, 1.0f);
     const double first = small.step();
     double last = first;
     for (int s = 0; s < 20; ++s) {
