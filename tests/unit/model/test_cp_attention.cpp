@@ -11,12 +11,14 @@
 // documents every region matches the varlen kernel on the whole rows (fp32 and bf16), and the
 // ring, TokenRing, Ulysses and the hybrid on the per-document zigzag (data::doc_zigzag) match it
 // too.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <barrier>
 #include <cmath>
 #include <random>
 #include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -548,6 +550,38 @@ void append_calls(const data::DocZigzag& z, int g, std::vector<std::vector<CpDoc
     }
 }
 
+// Each rank r's out, dq, dk, dv at its local rows against ref's at the whole rows' positions
+// rows[b][r][t] (tolerances tol_out and tol_grad). Padding rows (-1) must be zero, or with
+// `padding_finite` (Ulysses: a document of its own) only finite. `what` names the case.
+void expect_layout_rows(const Case& ref, const std::vector<Case>& got,
+                        const std::vector<std::vector<std::vector<int64_t>>>& rows, double tol_out,
+                        double tol_grad, bool padding_finite, const std::string& what) {
+    const int64_t Tl = int64_t(rows[0][0].size());
+    for (size_t r = 0; r < got.size(); ++r)
+        for (int64_t b = 0; b < B; ++b)
+            for (int64_t t = 0; t < Tl; ++t) {
+                const int64_t at = rows[size_t(b)][r][size_t(t)];
+                auto expect = [&](const std::vector<float>& want, const std::vector<float>& have,
+                                  int64_t w, double tol, const char* name) {
+                    for (int64_t j = 0; j < w; ++j) {
+                        const float x = have[size_t((b * Tl + t) * w + j)];
+                        if (at < 0 && padding_finite) {
+                            ASSERT_TRUE(std::isfinite(x)) << name << " padding, rank " << r;
+                            continue;
+                        }
+                        ASSERT_NEAR(x, at >= 0 ? want[size_t(at * w + j)] : 0.0f, tol)
+                            << name << " " << what << " rank " << r << " b " << b << " t " << t
+                            << (at < 0 ? " (padding)" : "");
+                    }
+                };
+                const Case& g = got[r];
+                expect(ref.out, g.out, A, tol_out, "out");
+                expect(ref.dq, g.dq, A, tol_grad, "dq");
+                expect(ref.dk, g.dk, KV, tol_grad, "dk");
+                expect(ref.dv, g.dv, KV, tol_grad, "dv");
+            }
+}
+
 // The per-document zigzag under the ring and TokenRing: each rank holds its pieces of kDocs'
 // documents (the long ones cut in 2·cp pieces, the short ones whole) fit to T / cp rows
 // (data::fit_rows), and runs the layout's blocks (data::doc_blocks): the ring its queries against
@@ -619,25 +653,9 @@ void check_doc_zigzag_ring(int cp, bool bidirectional = false, bool bf16 = false
         });
     for (std::thread& t : threads) t.join();
     const double tol_out = bf16 ? 2e-2 : 2e-5, tol_grad = bf16 ? 4e-2 : 2e-5;
-    for (int r = 0; r < cp; ++r)
-        for (int64_t b = 0; b < B; ++b)
-            for (int64_t t = 0; t < Tl; ++t) {
-                const int64_t at = rows[size_t(b)][size_t(r)][size_t(t)];
-                auto expect = [&](const std::vector<float>& want, const std::vector<float>& have,
-                                  int64_t w, double tol, const char* what) {
-                    for (int64_t j = 0; j < w; ++j)
-                        ASSERT_NEAR(have[size_t((b * Tl + t) * w + j)],
-                                    at >= 0 ? want[size_t(at * w + j)] : 0.0f, tol)
-                            << what << " cp " << cp << (bidirectional ? " TokenRing" : " ring")
-                            << (bf16 ? " bf16" : "") << " rank " << r << " b " << b << " t " << t
-                            << (at < 0 ? " (padding)" : "");
-                };
-                const Case& g = got[size_t(r)];
-                expect(ref.out, g.out, A, tol_out, "out");
-                expect(ref.dq, g.dq, A, tol_grad, "dq");
-                expect(ref.dk, g.dk, KV, tol_grad, "dk");
-                expect(ref.dv, g.dv, KV, tol_grad, "dv");
-            }
+    expect_layout_rows(
+        ref, got, rows, tol_out, tol_grad, false,
+        fmt::format("cp {}{}{}", cp, bidirectional ? " TokenRing" : " ring", bf16 ? " bf16" : ""));
 }
 
 TEST(CpAttention, PerDocumentZigzagRingMatchesTheVarlenKernel) {
@@ -746,30 +764,9 @@ void check_doc_zigzag_ulysses(int cp, int ulysses, bool bf16) {
                  tol_grad = !bf16    ? 2e-5
                             : hybrid ? 4e-2
                                      : 1e-5;
-    for (int r = 0; r < cp; ++r)
-        for (int64_t b = 0; b < B; ++b)
-            for (int64_t t = 0; t < Tl; ++t) {
-                const int64_t at = rows[size_t(b)][size_t(r)][size_t(t)];
-                auto expect = [&](const std::vector<float>& want, const std::vector<float>& have,
-                                  int64_t w, double tol, const char* what) {
-                    for (int64_t j = 0; j < w; ++j) {
-                        const float x = have[size_t((b * Tl + t) * w + j)];
-                        if (at < 0 && !hybrid) {
-                            ASSERT_TRUE(std::isfinite(x)) << what << " padding, rank " << r;
-                            continue;
-                        }
-                        ASSERT_NEAR(x, at >= 0 ? want[size_t(at * w + j)] : 0.0f, tol)
-                            << what << (hybrid ? " hybrid" : " Ulysses") << " cp " << cp
-                            << (bf16 ? " bf16" : "") << " rank " << r << " b " << b << " t " << t
-                            << (at < 0 ? " (padding)" : "");
-                    }
-                };
-                const Case& g = got[size_t(r)];
-                expect(ref.out, g.out, A, tol_out, "out");
-                expect(ref.dq, g.dq, A, tol_grad, "dq");
-                expect(ref.dk, g.dk, KV, tol_grad, "dk");
-                expect(ref.dv, g.dv, KV, tol_grad, "dv");
-            }
+    expect_layout_rows(
+        ref, got, rows, tol_out, tol_grad, !hybrid,
+        fmt::format("{} cp {}{}", hybrid ? "hybrid" : "Ulysses", cp, bf16 ? " bf16" : ""));
 }
 
 TEST(CpAttention, PerDocumentZigzagUlyssesAndHybridMatchTheVarlenKernel) {
