@@ -4,10 +4,10 @@
 # 1e-4, as dp_train.sh, tp_train.sh and pp_train.sh check the unpacked runs. The bundled corpus,
 # 4 layers, windows of 32 tokens, most of which hold two or more of its documents (sections
 # ending at a blank line). packed_train.sh <weft> <dp_check> <source dir> <mode>
-#   gpt2     tiny GPT-2 (learned positions): dp 2 at ZeRO 1, tp 2 with sequence parallelism,
+#   gpt2     tiny GPT-2 (learned positions): dp 2 at ZeRO 1 and 3, tp 2 with sequence parallelism,
 #            pp 2 (1F1B, and interleaved with vpp 2: chunks between the first and the last);
 #            packing changes the loss (attention no longer crosses documents)
-#   llama    llama-tiny (RoPE, grouped-query heads): the same three layouts
+#   llama    llama-tiny (RoPE, grouped-query heads): the same layouts
 #   cp       every cp region at cp 2, each on the per-document zigzag: Ulysses (GPT-2 and
 #            Llama), the ring and TokenRing (GPT-2), the hybrid (Llama); and the hybrid at
 #            cp 4 = 2 x 2 (GPT-2)
@@ -48,6 +48,9 @@ gpt2 | llama)
   # losses agree to 1e-8 and the gradient norms to 3e-7; with --eps 1e-3 all within 6e-8.
   train 2 dp2 --dp 2 --zero 1
   same_as_ref dp2 ref 4 1e-5 2e-4
+  # ZeRO-3: each rank's shard of the weights gathered for the packed forward and backward.
+  train 2 dp2_z3 --dp 2 --zero 3
+  same_as_ref dp2_z3 ref 4 1e-5 2e-4
   train 2 tp2_sp --tp 2 --sequence-parallel
   same_as_ref tp2_sp ref 4 1e-6 2e-4
   train 2 pp2 --pp 2 --pp-schedule 1f1b --micro-batch-size 2
