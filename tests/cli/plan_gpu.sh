@@ -12,6 +12,10 @@ expect_error "3,3" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --pp 2 --p
 expect_error "--dtype must be bf16, fp16 or fp8 for a GPU run, got 'int4'" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --dtype int4
 expect_error "--attention scores needs --memory-profile korthikanti" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --dtype fp32 --attention scores
 expect_error "--pp-keep-outputs needs --memory-profile korthikanti" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --dtype fp32 --pp-keep-outputs
+expect_error "--swiglu must be kept or fused, got 'both'" "" -- plan --model llama-3-8b "${c[@]}" --global-batch 8 --swiglu both
+expect_error "--swiglu fused is for a gated MLP; gpt2 (family gpt2) has none" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --swiglu fused
+expect_error "--swiglu fused describes a bf16/fp16 kernel; under --dtype fp8" "" -- plan --model llama-3-8b "${c[@]}" --global-batch 8 --dtype fp8 --swiglu fused
+expect_error "--swiglu fused needs --memory-profile korthikanti" "" -- plan --model llama-3-8b "${c[@]}" --global-batch 8 --dtype fp32 --swiglu fused
 # A cluster file without the node's disk cannot price --offload's transfers.
 expect_error "--offload optimizer prices the disk's time, but $SRC/configs/clusters/dgx-h100.json has no \"disk\"" "" -- plan --model gpt2 "${c[@]}" --global-batch 8 --dtype fp32 --offload optimizer
 
@@ -41,6 +45,22 @@ assert k['memory_bytes']['activations'] > f['memory_bytes']['activations'], (f, 
   ok "--pp-keep-outputs adds the kept outputs' bytes"
 else
   bad "--pp-keep-outputs: $(head -c 400 kept.json)"
+fi
+
+# Meta's fused SwiGLU (xformers) keeps gate and up, not their product: the same recipe in bf16
+# holds less with --swiglu fused, and says so in its header.
+bf=(plan --model llama-3-70b "${c[@]}" --global-batch 128 --seq-len 8192 --dp 2 --tp 4 --pp 4 --cp 2
+    --vpp 5 --pp-schedule interleaved --sp --micro-batch 1 --zero 1 --recompute none)
+"$WEFT" "${bf[@]}" --json >glu_kept.json 2>&1 || true
+"$WEFT" "${bf[@]}" --json --swiglu fused >glu_fused.json 2>&1 || true
+if python3 -c "
+import json; k = json.load(open('glu_kept.json')); f = json.load(open('glu_fused.json'))
+assert f['swiglu'] == 'fused' and k['swiglu'] == 'kept', (k['swiglu'], f['swiglu'])
+a = lambda j: j['best'][0]['memory_bytes']['activations']
+assert a(f) < a(k), (a(k), a(f))" 2>/dev/null; then
+  ok "--swiglu fused keeps fewer activation bytes"
+else
+  bad "--swiglu fused: $(head -c 400 glu_fused.json)"
 fi
 
 # This machine's cluster file has its disk: --offload's line gives the disk's time, the pass

@@ -16,7 +16,7 @@ namespace weft::cli {
 namespace {
 struct PlanArgs {
     std::string model, cluster, dtype = "bf16", profile, recompute, schedule, cp_kind = "ring";
-    std::string grad_reduce_dtype, attention, pp_layers;
+    std::string grad_reduce_dtype, attention, swiglu, pp_layers;
     std::string offload;
     bool tp_overlap = false, no_dp_overlap = false, pp_keep_outputs = false;
     std::string optimizer = "adamw";
@@ -58,6 +58,10 @@ void add_plan_command(CLI::App& app) {
     c->add_option("--attention", a->attention,
                   "flash (FlashAttention: no s x s scores kept, the GPU default) | scores (the "
                   "unfused softmax of Korthikanti et al. 2022, Table 2)");
+    c->add_option("--swiglu", a->swiglu,
+                  "What a SwiGLU MLP keeps for its backward: kept (gate, up and their product, "
+                  "as Megatron-Core and Transformer Engine; the default) | fused (gate and up; "
+                  "the fused backward recomputes the product, as xformers' SwiGLU)");
     c->add_flag("--tp-overlap", a->tp_overlap,
                 "Overlap tensor-parallel collectives with the products (Megatron-Core's "
                 "tp_comm_overlap)");
@@ -158,6 +162,7 @@ void add_plan_command(CLI::App& app) {
                        a->attention);
             w.attention = plan::parse_attention(a->attention);
         }
+        if (!a->swiglu.empty()) w.glu = plan::parse_glu_backward(a->swiglu);
         w.tp_overlap = a->tp_overlap;
         WEFT_CHECK(!a->pp_keep_outputs || w.profile == plan::MemoryProfile::korthikanti,
                    "--pp-keep-outputs needs --memory-profile korthikanti (the engine always keeps "
@@ -183,6 +188,7 @@ void add_plan_command(CLI::App& app) {
         }
         w.prec = plan::with_optimizer(w.prec, a->optimizer);
         w.optimizer = a->optimizer;
+        plan::check_glu_backward(w);
         WEFT_CHECK(a->bucket_mb > 0, "--bucket-mb must be positive, got {}", a->bucket_mb);
         w.bucket_mb = a->bucket_mb;
         WEFT_CHECK(a->moe_imbalance == 0 || a->moe_imbalance >= 1,

@@ -49,6 +49,10 @@ struct ActivationTerms {
     // Bytes per token the embedding keeps per micro-batch on the first chunk: its dropout mask
     // (one byte an element, their Sec. 4.3), replicated like the layer's; 0 without dropout.
     double embedding;
+    // Of split, a gated MLP's product act(gate)·up (the down projection's input), which a fused
+    // gated-MLP backward recomputes from gate and up rather than keeping it (plan::GluBackward);
+    // 0 for an MLP without a gate.
+    double glu_product;
 };
 
 // A tensor's name and orientation in Hugging Face's files.

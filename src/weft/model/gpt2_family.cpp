@@ -83,7 +83,7 @@ ActivationTerms korthikanti_terms(const ModelConfig& cfg) {
     const double h = double(cfg.n_embd);
     // fp8: the QKV and MLP-up inputs (two LayerNorm outputs, 2h each) and the MLP-down input
     // (the GELU output, 8h); the projection's input is also FlashAttention's kept output.
-    return {10 * h, 24 * h, 5 * double(cfg.n_head), 4 * h, 8 * h, h};
+    return {10 * h, 24 * h, 5 * double(cfg.n_head), 4 * h, 8 * h, h, 0};
 }
 
 ModelConfig read_hf(const std::filesystem::path& dir) {

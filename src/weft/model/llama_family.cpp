@@ -168,8 +168,8 @@ ActivationTerms korthikanti_terms(const ModelConfig& cfg) {
                  F = double(cfg.ffn()) *
                      double(cfg.n_experts > 0 ? cfg.experts_per_token + cfg.n_shared_experts : 1);
     // fp8: the q/k/v and gate/up inputs (two norm outputs) and the down input (2F). No
-    // embedding dropout either.
-    return {8 * h, 4 * a * d + 4 * kv * d + 6 * F, 2 * a, 4 * h, 2 * F, 0};
+    // embedding dropout either. The product (2F) is the down input.
+    return {8 * h, 4 * a * d + 4 * kv * d + 6 * F, 2 * a, 4 * h, 2 * F, 0, 2 * F};
 }
 
 ModelConfig read_hf(const std::filesystem::path& dir) {

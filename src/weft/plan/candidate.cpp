@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "weft/core/error.hpp"
+#include "weft/model/family.hpp"
 #include "weft/model/params.hpp"
 #include "weft/optim/registry.hpp"
 #include "weft/parallel/pipeline/partition.hpp"
@@ -50,6 +51,30 @@ AttentionKind parse_attention(std::string_view name) {
 
 std::string_view attention_name(AttentionKind a) {
     return a == AttentionKind::flash ? "flash" : "scores";
+}
+
+GluBackward parse_glu_backward(std::string_view name) {
+    if (name == "kept") return GluBackward::kept;
+    if (name == "fused") return GluBackward::fused;
+    fail("--swiglu must be kept or fused, got '{}'", name);
+}
+
+std::string_view glu_backward_name(GluBackward g) {
+    return g == GluBackward::kept ? "kept" : "fused";
+}
+
+void check_glu_backward(const Workload& w) {
+    if (w.glu == GluBackward::kept) return;
+    WEFT_CHECK(w.profile == MemoryProfile::korthikanti,
+               "--swiglu fused needs --memory-profile korthikanti (the engine profile counts what "
+               "the engine's own SwiGLU keeps), got --memory-profile {}",
+               profile_name(w.profile));
+    WEFT_CHECK(model::family_of(w.model.config).korthikanti_terms(w.model.config).glu_product > 0,
+               "--swiglu fused is for a gated MLP; {} (family {}) has none", w.model.name,
+               w.model.config.family);
+    WEFT_CHECK(w.prec.name != "fp8",
+               "--swiglu fused describes a bf16/fp16 kernel; under --dtype fp8 Transformer "
+               "Engine's down projection keeps its own fp8 copy of the product");
 }
 
 Precision with_optimizer(Precision p, const std::string& optimizer) {

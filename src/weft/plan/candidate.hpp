@@ -61,6 +61,15 @@ enum class MemoryProfile { engine, korthikanti };
 enum class AttentionKind { flash, scores };
 AttentionKind parse_attention(std::string_view name);
 std::string_view attention_name(AttentionKind a);
+
+// What a gated MLP (SwiGLU) keeps for its backward (korthikanti profile). kept: gate, up and
+// their product, the down projection's input (Megatron-Core, Transformer Engine, autograd).
+// fused: gate and up only; the backward kernel that reads them for their gradients recomputes
+// the product for down's (xformers' fused SwiGLU, Meta 2022-2025: `silu_bw_fused` returns it),
+// as FlashAttention recomputes its scores.
+enum class GluBackward { kept, fused };
+GluBackward parse_glu_backward(std::string_view name);
+std::string_view glu_backward_name(GluBackward g);
 std::string_view profile_name(MemoryProfile p);
 MemoryProfile parse_profile(std::string_view name);
 
@@ -70,6 +79,7 @@ struct Workload {
     Precision prec;
     MemoryProfile profile = MemoryProfile::korthikanti;
     AttentionKind attention = AttentionKind::flash;
+    GluBackward glu = GluBackward::kept;
     bool tp_overlap = false;  // tensor-parallel collectives overlapped with the products
     // Gradient reduction overlapped with backward (Megatron-Core's --overlap-grad-reduce,
     // DeepSpeed's overlap_comm, FSDP); without, it runs after the last backward (2021 Megatron).
@@ -100,6 +110,11 @@ struct Workload {
     // the busiest dp rank's share, static or balanced (documents.hpp); none: windows of T^2.
     std::optional<DocumentSource> documents;
 };
+
+// Fails, naming the value, when `w.glu` cannot describe the run: fused needs the korthikanti
+// profile, a family with a gated MLP, and 16-bit products (under fp8, Transformer Engine's down
+// projection keeps its own copy of the product).
+void check_glu_backward(const Workload& w);
 
 // The imbalance factor `w` prices (Workload::moe_imbalance, its default resolved).
 double moe_imbalance(const Workload& w);

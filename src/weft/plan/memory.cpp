@@ -60,6 +60,14 @@ double fp8_saved_bytes(const model::ModelConfig& cfg, int64_t seq, int64_t b, in
            (sp ? (k.fp8_replicated + k.fp8_split) / t : k.fp8_replicated + k.fp8_split / t) / 2;
 }
 
+double fused_glu_saved_bytes(const model::ModelConfig& cfg, int64_t seq, int64_t b, int tp, int cp,
+                             Recompute r, double activation_bytes) {
+    if (r == Recompute::full) return 0;
+    const model::ActivationTerms k = model::family_of(cfg).korthikanti_terms(cfg);
+    // A split term: each tp rank keeps its F/t columns, with or without sequence parallelism.
+    return double(seq) / cp * double(b) * k.glu_product / tp * activation_bytes / 2;
+}
+
 double engine_layer_floats(const model::ModelConfig& cfg, int64_t seq, int64_t b, int tp, bool sp,
                            Recompute r) {
     // What one more layer adds to the Activations the model allocates (the family's count):
@@ -350,10 +358,18 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
 
     const double sbh = double(s * b * cfg.n_embd);
     const double t = l.tp;
-    double layer_bytes = korthikanti_layer_bytes(cfg, T, b, l.tp, l.cp, l.sequence_parallel,
-                                                 l.recompute, p.activation, w.attention);
-    if (p.name == "fp8")
-        layer_bytes -= fp8_saved_bytes(cfg, T, b, l.tp, l.cp, l.sequence_parallel, l.recompute);
+    // What a layer keeps under recomputation r, less what fp8 products and a fused SwiGLU do
+    // not keep.
+    auto kept_bytes = [&](Recompute r) {
+        double bytes = korthikanti_layer_bytes(cfg, T, b, l.tp, l.cp, l.sequence_parallel, r,
+                                               p.activation, w.attention);
+        if (p.name == "fp8")
+            bytes -= fp8_saved_bytes(cfg, T, b, l.tp, l.cp, l.sequence_parallel, r);
+        if (w.glu == GluBackward::fused)
+            bytes -= fused_glu_saved_bytes(cfg, T, b, l.tp, l.cp, r, p.activation);
+        return bytes;
+    };
+    const double layer_bytes = kept_bytes(l.recompute);
     m.activations = held_layers * layer_bytes;
     for (size_t i = 0; i < mine.size(); ++i)
         m.activations += held[i] * kept_chunk_output_bytes(w, k, stage, mine[i]);
@@ -379,8 +395,7 @@ MemoryBreakdown stage_memory(const Workload& w, const Cluster& c, const Candidat
         m.buffers +=
             2.0 * double(T * b) * double(cfg.kv_heads() * cfg.head_dim()) / t * p.activation;
     if (l.recompute == Recompute::full)  // the layer being recomputed holds its full activations
-        m.buffers += korthikanti_layer_bytes(cfg, T, b, l.tp, l.cp, l.sequence_parallel,
-                                             Recompute::none, p.activation, w.attention);
+        m.buffers += kept_bytes(Recompute::none);
     return m;
 }
 

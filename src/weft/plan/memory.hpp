@@ -56,6 +56,12 @@ double flash_lse_bytes(const model::ModelConfig& cfg, int64_t seq, int64_t b, in
 double fp8_saved_bytes(const model::ModelConfig& cfg, int64_t seq, int64_t b, int tp, int cp,
                        bool sp, Recompute r);
 
+// A fused gated-MLP backward (GluBackward::fused): the product act(gate)·up it does not keep,
+// bytes per layer and micro-batch at `activation_bytes` an element (0 with full recomputation,
+// and for a family without a gate).
+double fused_glu_saved_bytes(const model::ModelConfig& cfg, int64_t seq, int64_t b, int tp, int cp,
+                             Recompute r, double activation_bytes);
+
 // Expert parameters one tp rank of pipeline rank `stage` holds on a GPU (at ep = 1): the
 // experts split over tp as Megatron-Core's expert tensor parallelism does at its default degree
 // (tp), 1/t of each expert's gate, up and down. The engine's layout keeps them whole on every tp

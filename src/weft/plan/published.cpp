@@ -67,7 +67,7 @@ std::vector<PublishedRun> load_published_runs(const fs::path& file, const fs::pa
         if (name == "description" || name == "notes") continue;
         const JsonReader j = runs.object(name);
         j.only({"set", "source", "url", "model", "cluster", "devices", "dtype", "global_batch",
-                "seq_len", "attention", "tp_overlap", "dp_overlap", "bucket_mb", "layout",
+                "seq_len", "attention", "swiglu", "tp_overlap", "dp_overlap", "bucket_mb", "layout",
                 "published", "assumed", "memory_unchecked"});
         PublishedRun r;
         r.name = name;
@@ -88,6 +88,8 @@ std::vector<PublishedRun> load_published_runs(const fs::path& file, const fs::pa
         w.prec = megatron_precision(dtype);
         w.profile = MemoryProfile::korthikanti;
         w.attention = parse_attention(j.string("attention"));
+        if (j.has("swiglu")) w.glu = parse_glu_backward(j.string("swiglu"));
+        check_glu_backward(w);
         w.tp_overlap = j.boolean("tp_overlap");
         w.dp_overlap = j.boolean("dp_overlap");
         // FSDP reduce-scatters by its wrapping unit (a block), not by Megatron's 25 MiB buckets.

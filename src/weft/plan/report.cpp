@@ -95,6 +95,7 @@ nlohmann::json result_json(const Workload& w, const Cluster& c, const SearchResu
                         {"dtype", w.prec.name},
                         {"grad_reduce_dtype", w.prec.grad_wire == 2 ? "bf16" : "fp32"},
                         {"memory_profile", std::string(profile_name(w.profile))},
+                        {"swiglu", std::string(glu_backward_name(w.glu))},
                         {"considered", r.considered},
                         {"fitting", r.fitting},
                         {"rejected", r.rejected_total()}};
@@ -164,10 +165,12 @@ static std::string estimate_rows(int rank, const Estimate& e) {
 
 std::string result_text(const Workload& w, const Cluster& c, const SearchResult& r) {
     std::string s = fmt::format(
-        "model    {} ({} parameters), global batch {} x {} tokens, {} (memory profile {}, "
+        "model    {} ({} parameters), global batch {} x {} tokens, {} (memory profile {}{}, "
         "gradients reduced in {})\n",
         w.model.name, quantity(double(model::num_parameters(w.model.config))), w.global_batch,
-        w.seq_len, w.prec.name, profile_name(w.profile), w.prec.grad_wire == 2 ? "bf16" : "fp32");
+        w.seq_len, w.prec.name, profile_name(w.profile),
+        w.glu == GluBackward::fused ? ", SwiGLU product recomputed by its fused backward" : "",
+        w.prec.grad_wire == 2 ? "bf16" : "fp32");
     const double peak = c.device.peak(w.prec.name);
     s += fmt::format("cluster  {}: {} devices ({} nodes x {}) of {}, {} {}, {:.1f} GiB\n", c.name,
                      r.world, c.nodes, c.devices_per_node, c.device.name,

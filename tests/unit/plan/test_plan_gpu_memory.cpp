@@ -88,6 +88,41 @@ TEST(PlanGpuMemory, Fp8KeepsLinearInputsInOneByte) {
     EXPECT_DOUBLE_EQ(bf16 - fp8, 96 * sbh * 6 / 8);
 }
 
+// A fused SwiGLU (xformers' _SwiGLUFusedFunc: gate and up kept, their product recomputed by the
+// backward kernel that reads them) keeps 2F s b/t bytes less a layer than one whose down
+// projection keeps the product: Llama 3 8B's F = 14336 at s 8192, t 4, with or without sequence
+// parallelism (the product is split over tp either way); nothing under full recomputation, and
+// nothing to save in a family without a gate, which --swiglu fused refuses by name.
+TEST(PlanGpuMemory, FusedSwigluKeepsNoProduct) {
+    Workload w = test::plan_workload("llama-3-8b", 64, 8192, megatron_precision("bf16"));
+    const model::ModelConfig& cfg = w.model.config;
+    const double product = 2.0 * 14336 * 8192 / 4;
+    EXPECT_DOUBLE_EQ(fused_glu_saved_bytes(cfg, 8192, 1, 4, 1, Recompute::none, 2), product);
+    EXPECT_DOUBLE_EQ(fused_glu_saved_bytes(cfg, 8192, 2, 4, 2, Recompute::none, 2), product);
+    EXPECT_DOUBLE_EQ(fused_glu_saved_bytes(cfg, 8192, 1, 4, 1, Recompute::full, 2), 0);
+    Candidate k;
+    k.layout.dp = 1, k.layout.tp = 4, k.layout.sequence_parallel = true;
+    const Cluster c = test::plan_cluster(4);
+    const double kept = stage_memory(w, c, k, 0, 1).activations;
+    w.glu = GluBackward::fused;
+    EXPECT_NO_THROW(check_glu_backward(w));
+    EXPECT_DOUBLE_EQ(kept - stage_memory(w, c, k, 0, 1).activations, 32 * product);
+    k.layout.recompute = Recompute::full;
+    const double full = stage_memory(w, c, k, 0, 1).activations;
+    w.glu = GluBackward::kept;
+    EXPECT_DOUBLE_EQ(stage_memory(w, c, k, 0, 1).activations, full);
+
+    Workload g = gpt3("bf16");
+    EXPECT_DOUBLE_EQ(fused_glu_saved_bytes(g.model.config, 2048, 1, 8, 1, Recompute::none, 2), 0);
+    g.glu = GluBackward::fused;
+    EXPECT_THROW(check_glu_backward(g), std::exception);
+    w.glu = GluBackward::fused;
+    w.prec = megatron_precision("fp8");
+    EXPECT_THROW(check_glu_backward(w), std::exception);
+    w.prec = megatron_precision("bf16"), w.profile = MemoryProfile::engine;
+    EXPECT_THROW(check_glu_backward(w), std::exception);
+}
+
 // Uneven stages (--pp-layers): the first stage, which also holds the embedding, gets a layer
 // less; its parameters and activations follow its own layer count.
 TEST(PlanGpuMemory, UnevenStagesHoldTheirOwnLayers) {
