@@ -7,8 +7,10 @@ d=(--data data/tinyshakespeare_train.bin --batch-size 2 --seq-len 32 --peak-gflo
 "$WEFT" train --model tiny --n-positions 64 "${d[@]}" --out run --steps 2 2>/dev/null
 "$WEFT" train --model tiny --n-layer 1 --n-head 2 --n-embd 64 --n-positions 64 "${d[@]}" \
   --out draft --steps 3 --teacher run --distill-weight 0.5 --distill-temperature 2 >train.out 2>&1
-grep -q "distilling from --teacher run (.* parameters, frozen): loss = 0.5 CE + 0.5 x 2^2 KL" train.out &&
+grep -q "distilling from --teacher run (.* parameters, frozen; weights .* MiB + forward .* MiB + logits .* MiB): loss = 0.5 CE + 0.5 x 2^2 KL" train.out &&
   ok "trained: $(grep distilling train.out)" || bad "training: $(cat train.out)"
+grep -q "memory estimate per rank: .* + teacher [0-9.]* MiB" train.out && ok "the estimate has the teacher's term" ||
+  bad "no teacher in the estimate: $(grep estimate train.out)"
 [ -f draft/checkpoints/step_000003/manifest.json ] && ok "saved as a checkpoint" || bad "no checkpoint: $(ls -R draft)"
 for dtype in fp32 bf16; do
   p=(--ckpt run --tokenizer-dir "$SRC/data" --prompt "ROMEO:" --tokens 40 --temperature 0 --dtype $dtype)
@@ -44,4 +46,12 @@ expect_error "--teacher distills in fp32, got --dtype bf16" o9 -- "${s[@]}" --ou
 expect_error "--teacher reads plain windows: drop --pack documents" o10 -- "${s[@]}" --out o10 --teacher run --pack documents
 expect_error "--teacher needs the loss's gradient, which --optimizer mezo does not take" o11 -- "${s[@]}" --out o11 --teacher run --optimizer mezo
 expect_error "--teacher run is for training a model; --ppd-tokens distills from --base" o12 -- train --ppd-tokens 2 --base run --teacher run --out o12
+# The teacher's memory is in the check before any work: on a node of 200 MiB (WEFT_TEST_MEMORY_MIB,
+# a testing aid) the student fits alone and is refused with its teacher (its logits of 512 rows
+# of 50257), the error naming the teacher's share.
+m=(train --model tiny --n-layer 1 --n-positions 64 --data data/tinyshakespeare_train.bin --batch-size 8
+  --seq-len 64 --peak-gflops 100 --steps 1 --eval-every 0)
+WEFT_TEST_MEMORY_MIB=200 "$WEFT" "${m[@]}" --out alone >/dev/null 2>&1 && ok "the student alone fits 200 MiB" ||
+  bad "the student alone was refused on 200 MiB"
+WEFT_TEST_MEMORY_MIB=200 expect_error "model 'tiny' with --teacher run needs about 0.3 GiB on this node's 1 rank(s) (per rank up to weights 0.0 + gradients 0.0 + optimizer 0.0 + activations 0.0 + buffers 0.1 GiB + teacher 0.1 GiB (weights 12.7 MiB + forward 2.4 MiB + logits 98.2 MiB)), but the node has 0.2 GiB available" o13 -- "${m[@]}" --out o13 --teacher run
 finish

@@ -93,6 +93,9 @@ struct Family {
     // tp, not counting the head's logits (kernels::classifier_*scratch_floats).
     int64_t (*scratch_floats)(const ModelConfig& cfg, int64_t B, int64_t T, int tp,
                               bool sequence_parallel);
+    // Floats Model::forward_rows allocates at once for a batch of `rows` rows at tp 1 (the logits
+    // and the KV pool are its caller's): what a frozen teacher's forward adds to a training run.
+    int64_t (*row_floats)(const ModelConfig& cfg, int64_t rows);
     // The matrix products of one block, and its activations as Korthikanti et al. count them
     // (planner).
     std::vector<LinearShape> (*layer_linears)(const ModelConfig& cfg);

@@ -183,12 +183,18 @@ void Gpt2::block_forward(Activations& a, UnitAccess& w, int l) {
     w.release(l + 1);
 }
 
+int64_t Gpt2::row_floats(const ModelConfig& cfg, int64_t rows) {
+    // x, ln, qkv, att, h, g and y, and the norm's statistics.
+    return rows * cfg.n_embd * (1 + 1 + 3 + 1 + 4 + 4 + 1) + 2 * rows;
+}
+
 void Gpt2::forward_rows(const RowBatch& b, UnitAccess& w, KvPool& kv, RowProducts& mm,
                         float* logits) {
     check_rows(b);
     // This rank's heads and MLP columns (all of them at tp 1).
     const int64_t R = b.rows(), C = cfg_.n_embd, Cl = C / tp_size_, NH = cfg_.n_head / tp_size_;
     const int64_t L = cfg_.n_layer;
+    // Counted by row_floats: change both together.
     Buffer x(R * C), ln(R * C), qkv(R * 3 * Cl), att(R * Cl), h(R * 4 * Cl), g(R * 4 * Cl);
     Buffer y(R * C), stats(2 * R);
     const Gpt2Embed e = embed(w.params(0));

@@ -91,6 +91,8 @@ class Gpt2 : public Model {
     // head, in place of the fused kernel's classifier_scratch_floats.
     static int64_t scratch_floats(const ModelConfig& cfg, int64_t B, int64_t T, int tp = 1,
                                   bool sequence_parallel = false);
+    // Floats forward_rows allocates for `rows` rows at tp 1 (Family::row_floats).
+    static int64_t row_floats(const ModelConfig& cfg, int64_t rows);
 
   private:
     Gpt2Activations& acts(Activations& a) const;

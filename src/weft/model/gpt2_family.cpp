@@ -133,6 +133,7 @@ const Family& gpt2_family() {
         [](const ModelConfig& cfg, int64_t B, int64_t T, int tp, bool sp) {
             return Gpt2::scratch_floats(cfg, B, T, tp, sp);
         },
+        Gpt2::row_floats,
         layer_linears,
         korthikanti_terms,
         read_hf,

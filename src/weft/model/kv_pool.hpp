@@ -32,6 +32,12 @@ class KvPool {
     KvPool(int64_t blocks, int64_t n_layer, int64_t width, int64_t block_tokens = 16,
            bool bf16 = false);
 
+    // Bytes of keys and values a pool of these sizes holds (the constructor's allocation).
+    static int64_t bytes(int64_t blocks, int64_t n_layer, int64_t width, int64_t block_tokens,
+                         bool bf16) {
+        return blocks * n_layer * 2 * block_tokens * width * (bf16 ? 2 : 4);
+    }
+
     int64_t blocks() const { return blocks_; }
     int64_t block_tokens() const { return block_tokens_; }
     int64_t width() const { return width_; }

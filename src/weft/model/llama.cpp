@@ -338,11 +338,20 @@ void Llama::block_forward(Activations& a, UnitAccess& w, int l) {
     w.release(l + 1);
 }
 
+int64_t Llama::row_floats(const ModelConfig& cfg, int64_t rows) {
+    const Widths w = widths(cfg, 1);
+    const int64_t A = w.NH * w.HS, wide = std::max({w.qkv, 2 * w.F, A});
+    // x, ln, qkv, att, gu, act, y and the norm's statistics; an MoE layer's own on top.
+    return rows * (3 * cfg.n_embd + w.qkv + A + wide + w.F + 1) +
+           (cfg.n_experts > 0 ? MoeMlp::row_floats(cfg, rows) : 0);
+}
+
 void Llama::forward_rows(const RowBatch& b, UnitAccess& w, KvPool& kv, RowProducts& mm,
                          float* logits) {
     check_rows(b);
     const int64_t R = b.rows(), C = cfg_.n_embd, A = NH_ * HS_, L = cfg_.n_layer;
     const int64_t wide = std::max({qkv_, 2 * F_, A});
+    // Counted by row_floats: change both together.
     Buffer x(R * C), ln(R * C), qkv(R * qkv_), att(R * A), gu(R * wide), act(R * F_), y(R * C);
     Buffer rstd(R);
     const float* wte = unit_tensor(w.params(0), layout_, 0, 0);

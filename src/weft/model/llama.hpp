@@ -101,6 +101,8 @@ class Llama : public Model {
 
     static int64_t scratch_floats(const ModelConfig& cfg, int64_t B, int64_t T, int tp = 1,
                                   bool sequence_parallel = false);
+    // Floats forward_rows allocates for `rows` rows at tp 1 (Family::row_floats).
+    static int64_t row_floats(const ModelConfig& cfg, int64_t rows);
 
   private:
     // Whether the MoE layers balance their routing by a bias (aux-loss-free; rate above 0).

@@ -300,6 +300,7 @@ const Family& llama_family() {
         [](const ModelConfig& cfg, int64_t B, int64_t T, int tp, bool sp) {
             return Llama::scratch_floats(cfg, B, T, tp, sp);
         },
+        Llama::row_floats,
         layer_linears,
         korthikanti_terms,
         read_hf,

@@ -118,6 +118,14 @@ int64_t MoeMlp::scratch_floats(const ModelConfig& cfg, int64_t N) {
     return N * E + 2 * N * K * C + N * K * 3 * F + N * K + N * 3 * SF;
 }
 
+int64_t MoeMlp::row_floats(const ModelConfig& cfg, int64_t N) {
+    const int64_t E = cfg.n_experts, K = cfg.experts_per_token, F = cfg.ffn(), C = cfg.n_embd;
+    const int64_t SF = cfg.n_shared_experts * F, S = N * K;
+    // As forward_rows allocates them: logits, probs, lse, weight, xp, g, u, gu, act, y and the
+    // expert ids; the shared experts' sgu, sact and sy.
+    return 2 * N * E + N + S + 2 * S * C + 5 * S * F + S + (SF > 0 ? N * 3 * SF + N * C : 0);
+}
+
 int64_t MoeMlp::deferred_floats(const ModelConfig& cfg, int64_t N) {
     const int64_t E = cfg.n_experts, K = cfg.experts_per_token, F = cfg.ffn(), C = cfg.n_embd;
     const int64_t SF = cfg.n_shared_experts * F;
@@ -212,6 +220,7 @@ void MoeMlp::forward_rows(float* out, const float* x, const float* residual, con
                           int64_t N, RowProducts& mm, const float* selection_bias) {
     WEFT_CHECK(!ep_comm_, "internal: a forward over rows with expert parallelism");
     const int64_t E = E_, K = k_, F = F_, C = C_, S = N * K;
+    // Counted by row_floats: change both together.
     auto floats = [](int64_t n) { return std::vector<float>(static_cast<size_t>(n)); };
     std::vector<float> logits = floats(N * E), probs = floats(N * E), lse = floats(N),
                        weight = floats(S), xp = floats(S * C), g = floats(S * F), u = floats(S * F),

@@ -73,6 +73,8 @@ class MoeMlp {
     // and [gate | up] gradients, the router logits' gradient, and the shared experts' output and
     // [gate | up] gradients. With expert parallelism the rows are those received, N k on average.
     static int64_t deferred_floats(const ModelConfig& cfg, int64_t N);
+    // Floats forward_rows allocates for N rows (its int32 expert ids counted as floats).
+    static int64_t row_floats(const ModelConfig& cfg, int64_t N);
 
     // `selection_bias` [E] (null: none): the layer's aux-loss-free balancing bias, added to the
     // router's probabilities for the top-k choice only (kernels::moe_router_forward).

@@ -20,7 +20,8 @@ std::string MemoryEstimate::describe() const {
         checkpoint ? fmt::format(" + checkpoint staging {}", mib(checkpoint)) : "";
     const std::string bf16 =
         (bf16_operands ? fmt::format(" + bf16 operands {}", mib(bf16_operands)) : "") +
-        (bf16_attention ? fmt::format(" + bf16 attention {}", mib(bf16_attention)) : "");
+        (bf16_attention ? fmt::format(" + bf16 attention {}", mib(bf16_attention)) : "") +
+        (teacher ? fmt::format(" + teacher {}", mib(teacher)) : "");
     return fmt::format(
         "weights {} + grads {} + optimizer {} + activations {} + scratch {}{}{} + baseline {}{} = "
         "{}",

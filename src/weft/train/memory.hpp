@@ -23,9 +23,11 @@ struct MemoryEstimate {
     // --dtype bf16: the bf16 attention kernel's fp32 copies of one sequence
     // (model::bf16_attention_scratch_bytes).
     int64_t bf16_attention = 0;
+    // --teacher: the frozen teacher's weights, forward and logits (train::teacher_memory).
+    int64_t teacher = 0;
     int64_t total() const {
         return weights + grads + optimizer + activations + scratch + working + baseline +
-               checkpoint + bf16_operands + bf16_attention;
+               checkpoint + bf16_operands + bf16_attention + teacher;
     }
     std::string describe() const;
 };

@@ -4,6 +4,8 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <utility>
@@ -56,6 +58,17 @@ int64_t meminfo_bytes(std::string_view field) {
 }
 
 int64_t available_memory_bytes() {
+    // A testing aid: a smaller node than this one, so that a test can see a run refused without
+    // sizes that would take the machine if the check let them through.
+    if (const char* env = std::getenv("WEFT_TEST_MEMORY_MIB"); env && *env) {
+        long long mib = -1;
+        char extra = 0;
+        WEFT_CHECK(std::sscanf(env, "%lld%c", &mib, &extra) == 1 && mib >= 1,
+                   "WEFT_TEST_MEMORY_MIB='{}': expected a whole number of MiB >= 1 (a testing "
+                   "aid: the memory the node has available)",
+                   env);
+        return int64_t(mib) << 20;
+    }
     int64_t available = meminfo_bytes("MemAvailable");
     // A container's limit, cgroup v2 then v1 (whose "unlimited" is a huge number).
     const std::pair<const char*, const char*> cgroups[] = {
@@ -96,12 +109,17 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
             ? 2.0 * copies
             : prec.param + prec.grad + (run.offload_group_floats > 0 ? 0 : prec.optimizer);
     const double floor = in_memory * params / world * local;
-    auto refuse = [&](double need, const std::string& detail, bool state) {
-        refuse_need(what, need, local, detail, available,
-                    state ? "a smaller model (fewer layers, a smaller width), or more ranks on "
-                            "more nodes to divide its state (--zero 1-3 over dp, --tp, --pp)"
-                          : "a smaller --micro-batch-size or --seq-len, --recompute, or more "
-                            "ranks on more nodes to divide the activations (--tp, --cp, --pp)");
+    constexpr const char* kState =
+        "a smaller model (fewer layers, a smaller width), or more ranks on more nodes to divide "
+        "its state (--zero 1-3 over dp, --tp, --pp)";
+    constexpr const char* kActivations =
+        "a smaller --micro-batch-size or --seq-len, --recompute, or more ranks on more nodes to "
+        "divide the activations (--tp, --cp, --pp)";
+    constexpr const char* kTeacher =
+        "a smaller --teacher, or a smaller --micro-batch-size or --seq-len (the teacher reads "
+        "and keeps the logits of every row of a micro-batch)";
+    auto refuse = [&](double need, const std::string& detail, const char* expected) {
+        refuse_need(what, need, local, detail, available, expected);
     };
     if (floor > limit)
         refuse(floor,
@@ -112,7 +130,7 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
                                ? fmt::format(" ({} state on disk)", run.optimizer)
                                : fmt::format(" and {} state", run.optimizer),
                            world),
-               true);
+               kState);
     const char* on_disk =
         run.params_offloaded ? "state, master and working weights and gradients" : "state";
     // The disk's room, free now (the offload files of an earlier run are removed at its end).
@@ -162,14 +180,24 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
     }
     // A node that holds the whole job holds world / pp ranks of every stage; one of several
     // may hold ranks of the largest stage only.
-    const double need = local == world ? sum * (world / l.pp) : most.total() * local;
+    // --teacher (tp = pp = 1): each rank's own teacher on top.
+    const double teacher = double(run.teacher_bytes);
+    const double need =
+        (local == world ? sum * (world / l.pp) : most.total() * local) + teacher * local;
+    const double state = most.weights + most.grads + most.optimizer,
+                 working = most.activations + most.buffers;
     if (need > limit)
         refuse(need,
                fmt::format("per rank up to weights {:.1f} + gradients {:.1f} + optimizer "
-                           "{:.1f} + activations {:.1f} + buffers {:.1f} GiB",
+                           "{:.1f} + activations {:.1f} + buffers {:.1f} GiB{}",
                            gib(most.weights), gib(most.grads), gib(most.optimizer),
-                           gib(most.activations), gib(most.buffers)),
-               most.activations + most.buffers < most.weights + most.grads + most.optimizer);
+                           gib(most.activations), gib(most.buffers),
+                           teacher > 0 ? fmt::format(" + teacher {:.1f} GiB ({})", gib(teacher),
+                                                     run.teacher_detail)
+                                       : ""),
+               teacher > std::max(state, working) ? kTeacher
+               : working < state                  ? kState
+                                                  : kActivations);
     // --offload: the moments of this node's ranks, on the offload directory's disk (the same
     // count as StateFiles allocates, checked here before the weights are).
     if (run.offload_group_floats > 0)

@@ -26,13 +26,17 @@ struct RunShape {
     std::filesystem::path offload_dir;  // ... under this directory
     bool bf16_working_copy = false;  // ... with the fp32 master (TrainOptions::bf16_working_copy)
     bool params_offloaded = false;   // ... and the working copy too (optimizer+params)
+    // --teacher: what each rank's frozen teacher holds (train::teacher_memory), and its terms
+    // as the refusal names them.
+    int64_t teacher_bytes = 0;
+    std::string teacher_detail{};
 };
 
 // A field of /proc/meminfo ("MemTotal", "MemAvailable") in bytes; -1 where it is absent.
 int64_t meminfo_bytes(std::string_view field);
 
 // Bytes this process may still allocate: /proc/meminfo's MemAvailable, or the cgroup's limit
-// less its usage when that is lower.
+// less its usage when that is lower; WEFT_TEST_MEMORY_MIB (a testing aid) in their place.
 int64_t available_memory_bytes();
 
 // Runs are refused when the ranks on this node need more than this share of what it has free:

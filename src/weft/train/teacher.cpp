@@ -1,10 +1,13 @@
 #include "weft/train/teacher.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <vector>
 
 #include "weft/core/error.hpp"
 #include "weft/model/family.hpp"
+#include "weft/model/params.hpp"
 #include "weft/model/row_batch.hpp"
 
 namespace weft::train {
@@ -32,6 +35,35 @@ void check_distill_flags(const TrainOptions& o) {
 
 namespace {
 
+// The blocks of 16 positions a forward over B windows of T tokens takes from its pool.
+int64_t kv_blocks(int64_t B, int64_t T) {
+    return B * ((T + 15) / 16);
+}
+
+std::string mib(int64_t b) {
+    return fmt::format("{:.1f} MiB", double(b) / (1 << 20));
+}
+
+}  // namespace
+
+std::string TeacherMemory::describe() const {
+    return fmt::format("weights {} + forward {} + logits {}", mib(weights), mib(forward),
+                       mib(logits));
+}
+
+TeacherMemory teacher_memory(const model::ModelConfig& cfg, int64_t B, int64_t T,
+                             bool own_weights) {
+    TeacherMemory m;
+    // The layout load_model allocates (open_model_source has refused a model too large to lay
+    // out).
+    if (own_weights) m.weights = 4 * model::build_param_layout(cfg).total;
+    m.forward = model::KvPool::bytes(kv_blocks(B, T), cfg.n_layer, cfg.kv_heads() * cfg.head_dim(),
+                                     16, false) +
+                4 * model::family_of(cfg).row_floats(cfg, B * T);
+    m.logits = 4 * B * T * cfg.vocab_size;
+    return m;
+}
+
 ModelSource open_teacher(const TrainOptions& o, const model::ModelConfig& student) {
     ModelSource source = open_model_source(o.teacher);
     WEFT_CHECK(source.cfg.vocab_size == student.vocab_size,
@@ -44,10 +76,8 @@ ModelSource open_teacher(const TrainOptions& o, const model::ModelConfig& studen
     return source;
 }
 
-}  // namespace
-
-Teacher::Teacher(const TrainOptions& o, const model::ModelConfig& student)
-    : loaded_(load_model(open_teacher(o, student))),
+Teacher::Teacher(const ModelSource& source)
+    : loaded_(load_model(source)),
       cfg_(loaded_.model->config()),
       forward_(std::make_unique<model::RowForward>(cfg_, loaded_.model->layout(),
                                                    loaded_.params.data())),
@@ -64,7 +94,7 @@ std::span<const float> Teacher::window_logits(std::span<const int32_t> tokens, i
     WEFT_CHECK(int64_t(tokens.size()) == B * T && T <= cfg_.n_positions,
                "internal: {} tokens as {} windows of {} for a teacher of {} positions",
                tokens.size(), B, T, cfg_.n_positions);
-    model::KvPool kv(B * ((T + 15) / 16), cfg_.n_layer, forward_->kv_width(), 16, false);
+    model::KvPool kv(kv_blocks(B, T), cfg_.n_layer, forward_->kv_width(), 16, false);
     std::vector<model::BlockTable> tables(static_cast<size_t>(B));
     model::RowBatch b;
     for (int64_t s = 0; s < B; ++s) {

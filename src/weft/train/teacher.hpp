@@ -8,6 +8,7 @@
 // One process or data parallelism (each rank's teacher reads its own rows).
 #include <memory>
 #include <span>
+#include <string>
 
 #include "weft/model/generate.hpp"
 #include "weft/model/kv_pool.hpp"
@@ -21,12 +22,26 @@ namespace weft::train {
 // naming the first one that does not fit, before anything is read.
 void check_distill_flags(const TrainOptions& o);
 
+// What a teacher of `cfg` holds while it reads B windows of T tokens, in bytes: its fp32 weights
+// as loaded (none when they are another's: --ppd-tokens' base is the model's own), its forward's
+// KV pool and row buffers (freed once the logits are out), and the logits [B * T, V] it hands
+// the head (kept until its next call). Each from the count of the code that allocates it.
+struct TeacherMemory {
+    int64_t weights = 0, forward = 0, logits = 0;
+    int64_t total() const { return weights + forward + logits; }
+    std::string describe() const;
+};
+TeacherMemory teacher_memory(const model::ModelConfig& cfg, int64_t B, int64_t T,
+                             bool own_weights = true);
+
+// --teacher's model, opened but not read: its vocabulary and context checked against the
+// student's config and --seq-len, so that its memory can be counted before its weights are read.
+ModelSource open_teacher(const TrainOptions& o, const model::ModelConfig& student);
+
 class Teacher {
   public:
-    // The teacher of o.teacher for a student of `student`: the two vocabularies and the
-    // teacher's context are checked against the student and --seq-len from the configs, before
-    // its weights are read.
-    Teacher(const TrainOptions& o, const model::ModelConfig& student);
+    // The teacher open_teacher opened, its weights read.
+    explicit Teacher(const ModelSource& source);
     // A model in memory (`params` must outlive the teacher): --ppd-tokens' base model, tests.
     Teacher(const model::ModelConfig& cfg, const float* params);
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <thread>
 
 #include "weft/data/doc_zigzag.hpp"
@@ -223,15 +224,24 @@ void run_training(const TrainOptions& opts) {
     // Everything that can be wrong is found, on every rank, before the run directory is touched.
     const RunInputs in = open_run_inputs(o, mesh.world_rank() == 0);
     check_bf16_grads(o, o.layout, in.cfg);
-    std::unique_ptr<Teacher> teacher;
-    if (!o.teacher.empty()) teacher = std::make_unique<Teacher>(o, in.cfg);
+    // The teacher is counted before its weights are read.
+    std::optional<ModelSource> teacher_source;
+    TeacherMemory teacher_mem;
+    if (!o.teacher.empty()) {
+        teacher_source = open_teacher(o, in.cfg);
+        teacher_mem = teacher_memory(teacher_source->cfg, split.micro, o.seq_len);
+    }
     const OffloadOptions offload{o.offload.empty() ? std::filesystem::path() : o.offload_dir,
                                  int64_t(o.offload_group_mb * double(1 << 20) / sizeof(float))};
-    check_memory_fits({in.cfg, o.layout, split.micro, split.micro_batches, o.seq_len, o.dtype,
-                       o.grad_reduce_dtype, o.bucket_mb, o.optim.optimizer,
-                       offload.dir.empty() ? 0 : offload.group_floats, offload.dir,
-                       o.bf16_working_copy(), o.params_offloaded()},
-                      "model '" + in.model_name + "'");
+    check_memory_fits(
+        {in.cfg, o.layout, split.micro, split.micro_batches, o.seq_len, o.dtype,
+         o.grad_reduce_dtype, o.bucket_mb, o.optim.optimizer,
+         offload.dir.empty() ? 0 : offload.group_floats, offload.dir, o.bf16_working_copy(),
+         o.params_offloaded(), teacher_mem.total(), teacher_mem.describe()},
+        "model '" + in.model_name + "'" +
+            (teacher_source ? " with --teacher " + o.teacher.string() : ""));
+    std::unique_ptr<Teacher> teacher;
+    if (teacher_source) teacher = std::make_unique<Teacher>(*teacher_source);
     TrainState st(in.cfg, ctx,
                   {o.layout.zero, o.bucket_mb, o.grad_reduce_dtype == "bf16", nullptr,
                    o.optim.optimizer, o.bf16_working_copy(), o.resolved_grad_dtype() == "bf16",
@@ -242,13 +252,14 @@ void run_training(const TrainOptions& opts) {
     RunLog log(o, mesh, in.start_step);
     Heartbeat heartbeat(o.out / "heartbeat", mesh.world_rank(), mesh.world_size());
     heartbeat.beat(Phase::init, in.start_step);
-    const MemoryEstimate mem = memory_estimate(st, baseline_rss, split.micro_batches);
+    MemoryEstimate mem = memory_estimate(st, baseline_rss, split.micro_batches);
+    mem.teacher = teacher_mem.total();
     log.started(st, in, split, threads, mem);
     if (teacher)
         log.note(fmt::format(
-            "distilling from --teacher {} ({} parameters, frozen): loss = {} CE + {} x {}^2 KL",
-            o.teacher.string(), teacher->parameters(), 1.0f - o.distill_weight, o.distill_weight,
-            o.distill_temperature));
+            "distilling from --teacher {} ({} parameters, frozen; {}): loss = {} CE + {} x {}^2 KL",
+            o.teacher.string(), teacher->parameters(), teacher_mem.describe(),
+            1.0f - o.distill_weight, o.distill_weight, o.distill_temperature));
     if (st.offloaded()) log_offload_disk(st, log);
     if (!o.offload.empty() && !st.offloaded())
         log.note(

@@ -1,15 +1,19 @@
 // Distillation through the model (weft train --teacher): the teacher's logits line up with the
 // student's rows (a student that is its teacher has no loss at weight 1), weight 0 is the plain
 // loss, a few gradient steps of a smaller student lower its KL, and the teacher's weights are
-// the same bits before and after (every family).
+// the same bits before and after (every family); the memory the trainer's estimate counts for it
+// is what its forward takes.
 #include <gtest/gtest.h>
+#include <malloc.h>
 
 #include <cstring>
+#include <fstream>
 #include <vector>
 
 #include "support/family_cases.hpp"
 #include "support/model_run.hpp"
 #include "weft/model/family.hpp"
+#include "weft/train/memory.hpp"
 #include "weft/train/teacher.hpp"
 
 using namespace weft;
@@ -76,6 +80,43 @@ TEST_P(Distill, TeacherRowsLineUpAndTheStudentLearnsThem) {
     EXPECT_LT(last, 0.7 * first) << "the student did not learn the teacher's distributions";
     EXPECT_EQ(std::memcmp(before.data(), self.params.data(), before.size() * sizeof(float)), 0)
         << "distillation changed the teacher's weights";
+}
+
+// teacher_memory against the OS: the resident peak a teacher's forward over B windows of T adds
+// (its KV pool, row buffers and the logits it keeps) is its count: at most 2% over (the count
+// leaves out the batch's block tables and attention's per-thread scores), at most 10% under
+// (measured 1-5% under: blocks below the mmap threshold may reuse heap pages an earlier test left
+// resident). Its weights are the caller's here, as --ppd-tokens' base model's are.
+TEST_P(Distill, TeacherMemoryIsWhatItsForwardTakes) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    GTEST_SKIP() << "a sanitizer's shadow memory and quarantine are in the resident size";
+#endif
+    const int64_t B = 8, T = 64;
+    model::ModelConfig cfg = test::small_family_config(GetParam(), 4096, T, 2);
+    cfg.n_embd = 128;
+    const std::unique_ptr<model::Model> m = model::make_model(cfg);
+    Buffer params(m->layout().total);
+    model::init_params(params.data(), m->layout(), 5);
+    std::vector<int32_t> tokens(size_t(B * T));
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t(i * 7919 % 4096);
+    train::Teacher teacher(cfg, params.data());
+    // The threads, the rotary table and the other once-only allocations, on a small batch.
+    teacher.window_logits(std::span<const int32_t>(tokens).first(8), 1, 8);
+    // Every large block from mmap and back to the OS when freed: glibc's threshold otherwise
+    // rises past blocks an earlier test freed, which then come from an already resident heap.
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    std::ofstream("/proc/self/clear_refs") << "5";  // the peak back to the current size
+    const int64_t before = train::current_rss_bytes();
+    ASSERT_EQ(train::peak_rss_bytes(), before) << "this kernel does not reset the resident peak";
+    teacher.window_logits(tokens, B, T);
+    const double grown = double(train::peak_rss_bytes() - before);
+    const train::TeacherMemory count = train::teacher_memory(cfg, B, T, false);
+    EXPECT_EQ(count.weights, 0);
+    EXPECT_EQ(count.logits, 4 * B * T * cfg.vocab_size);
+    EXPECT_LE(grown, 1.02 * double(count.total())) << count.describe();
+    EXPECT_GE(grown, 0.9 * double(count.total()))
+        << "resident peak grew by " << grown << " bytes; counted " << count.describe();
+    EXPECT_EQ(train::teacher_memory(cfg, B, T).weights, 4 * m->layout().total);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, Distill,
