@@ -53,5 +53,5 @@ m=(train --model tiny --n-layer 1 --n-positions 64 --data data/tinyshakespeare_t
   --seq-len 64 --peak-gflops 100 --steps 1 --eval-every 0)
 WEFT_TEST_MEMORY_MIB=200 "$WEFT" "${m[@]}" --out alone >/dev/null 2>&1 && ok "the student alone fits 200 MiB" ||
   bad "the student alone was refused on 200 MiB"
-WEFT_TEST_MEMORY_MIB=200 expect_error "model 'tiny' with --teacher run needs about 0.3 GiB on this node's 1 rank(s) (per rank up to weights 0.0 + gradients 0.0 + optimizer 0.0 + activations 0.0 + buffers 0.1 GiB + teacher 0.1 GiB (weights 12.7 MiB + forward 2.4 MiB + logits 98.2 MiB)), but the node has 0.2 GiB available" o13 -- "${m[@]}" --out o13 --teacher run
+WEFT_TEST_MEMORY_MIB=200 expect_error "model 'tiny' with --teacher run needs about 264.9 MiB on this node's 1 rank(s) (per rank up to weights 12.5 MiB + gradients 12.5 MiB + optimizer 25.0 MiB + activations 2.4 MiB + buffers 99.3 MiB + teacher 113.2 MiB (weights 12.7 MiB + forward 2.4 MiB + logits 98.2 MiB)), but the node has 200.0 MiB available" o13 -- "${m[@]}" --out o13 --teacher run
 finish

@@ -8,6 +8,11 @@ prepare_data
 "$WEFT" train --ppd-tokens 2 --base run --data data/tinyshakespeare_train.bin --out ppd \
   --steps 3 --batch-size 2 --seq-len 24 --lr 1e-2 >train.out 2>&1
 grep -q "2 prompt tokens, 128 parameters" train.out && ok "trained: $(head -1 train.out)" || bad "training: $(cat train.out)"
+grep -q "PPD memory estimate: weights .* + teacher [0-9.]* MiB + baseline" train.out && ok "$(grep estimate train.out)" ||
+  bad "no teacher term in the PPD estimate: $(cat train.out)"
+# The base model's own forward is in the check before any work (WEFT_TEST_MEMORY_MIB, a testing
+# aid: the node's available memory).
+WEFT_TEST_MEMORY_MIB=30 expect_error "--ppd-tokens over --base run needs about 27.4 MiB on this node's 1 rank(s) (weights 12.7 MiB + grads 12.7 MiB + optimizer 0.0 MiB + activations 0.4 MiB + scratch 0.9 MiB + teacher 0.6 MiB" small -- train --ppd-tokens 2 --base run --data data/tinyshakespeare_train.bin --out small --steps 3 --batch-size 2 --seq-len 24
 [ -f ppd/checkpoints/step_000003/manifest.json ] && ok "saved as a checkpoint" || bad "no checkpoint: $(ls -R ppd)"
 for dtype in fp32 bf16; do
   p=(--ckpt run --tokenizer-dir "$SRC/data" --prompt "ROMEO:" --tokens 40 --temperature 0 --dtype $dtype)

@@ -27,6 +27,12 @@ double gib(double bytes) {
     return bytes / double(1 << 30);
 }
 
+// GiB, or MiB below one GiB, where a small node's figures would all read 0.0 GiB.
+std::string size_text(double bytes) {
+    return bytes >= double(1 << 30) ? fmt::format("{:.1f} GiB", gib(bytes))
+                                    : fmt::format("{:.1f} MiB", bytes / double(1 << 20));
+}
+
 // The first number in a file; -1 when it is absent or not a number ("max").
 int64_t file_number(const char* path) {
     std::ifstream f(path);
@@ -39,10 +45,10 @@ int64_t file_number(const char* path) {
 [[noreturn]] void refuse_need(const std::string& what, double need, int ranks,
                               const std::string& detail, int64_t available, const char* expected) {
     fail(
-        "{} needs about {:.1f} GiB on this node's {} rank(s) ({}), but the node has {:.1f} GiB "
-        "available and a run may take {:.0f}% of it ({:.1f} GiB); expected {}",
-        what, gib(need), ranks, detail, gib(double(available)), 100 * kMemoryHeadroom,
-        gib(kMemoryHeadroom * double(available)), expected);
+        "{} needs about {} on this node's {} rank(s) ({}), but the node has {} available and a "
+        "run may take {:.0f}% of it ({}); expected {}",
+        what, size_text(need), ranks, detail, size_text(double(available)), 100 * kMemoryHeadroom,
+        size_text(kMemoryHeadroom * double(available)), expected);
 }
 
 }  // namespace
@@ -188,13 +194,17 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
                  working = most.activations + most.buffers;
     if (need > limit)
         refuse(need,
-               fmt::format("per rank up to weights {:.1f} + gradients {:.1f} + optimizer "
-                           "{:.1f} + activations {:.1f} + buffers {:.1f} GiB{}",
-                           gib(most.weights), gib(most.grads), gib(most.optimizer),
-                           gib(most.activations), gib(most.buffers),
-                           teacher > 0 ? fmt::format(" + teacher {:.1f} GiB ({})", gib(teacher),
-                                                     run.teacher_detail)
-                                       : ""),
+               teacher > 0
+                   // A small run's terms are MiB: in GiB they would all read 0.0.
+                   ? fmt::format("per rank up to weights {} + gradients {} + optimizer {} + "
+                                 "activations {} + buffers {} + teacher {} ({})",
+                                 size_text(most.weights), size_text(most.grads),
+                                 size_text(most.optimizer), size_text(most.activations),
+                                 size_text(most.buffers), size_text(teacher), run.teacher_detail)
+                   : fmt::format("per rank up to weights {:.1f} + gradients {:.1f} + optimizer "
+                                 "{:.1f} + activations {:.1f} + buffers {:.1f} GiB",
+                                 gib(most.weights), gib(most.grads), gib(most.optimizer),
+                                 gib(most.activations), gib(most.buffers)),
                teacher > std::max(state, working) ? kTeacher
                : working < state                  ? kState
                                                   : kActivations);
@@ -202,6 +212,15 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
     // count as StateFiles allocates, checked here before the weights are).
     if (run.offload_group_floats > 0)
         check_disk(local == world ? disk_sum * (world / l.pp) : disk_most * local);
+}
+
+void check_estimate_fits(const MemoryEstimate& m, const std::string& what, const char* expected) {
+    const int64_t available = available_memory_bytes();
+    MemoryEstimate more = m;  // what it will allocate: the baseline is resident already
+    more.baseline = 0;
+    const double need = double(more.total());
+    if (available > 0 && need > kMemoryHeadroom * double(available))
+        refuse_need(what, need, 1, more.describe(), available, expected);
 }
 
 void check_weights_fit(const model::ModelConfig& cfg, const std::string& what) {

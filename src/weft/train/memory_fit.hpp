@@ -9,6 +9,7 @@
 
 #include "weft/core/layout.hpp"
 #include "weft/model/config.hpp"
+#include "weft/train/memory.hpp"
 
 namespace weft::train {
 
@@ -48,6 +49,10 @@ inline constexpr double kMemoryHeadroom = 0.9;
 // available_memory_bytes(). The message, which starts with `what` (the model and where it came
 // from), gives the need, the limit and what would shrink the need.
 void check_memory_fits(const RunShape& run, const std::string& what);
+
+// The same for a process whose estimate is counted already (--ppd-tokens): its total less the
+// baseline it holds now, against the node's free memory; `expected` says what would shrink it.
+void check_estimate_fits(const MemoryEstimate& m, const std::string& what, const char* expected);
 
 // The same for a command that holds a whole model in one process (eval, sample, export, ckpt
 // convert): its fp32 weights, the bulk of what it allocates, against the node's free memory.

@@ -11,11 +11,14 @@
 #include "weft/data/loader.hpp"
 #include "weft/data/token_file.hpp"
 #include "weft/kernels/adamw.hpp"
+#include "weft/kernels/classifier.hpp"
 #include "weft/model/family.hpp"
 #include "weft/model/generate.hpp"
 #include "weft/model/kv_pool.hpp"
+#include "weft/model/params.hpp"
 #include "weft/model/row_batch.hpp"
 #include "weft/optim/optimizer.hpp"
+#include "weft/train/memory_fit.hpp"
 #include "weft/train/model_source.hpp"
 #include "weft/train/process.hpp"
 
@@ -150,6 +153,27 @@ double PpdTrainer::step(const int32_t* tokens, int64_t B, int64_t T, int64_t t, 
     return loss;
 }
 
+MemoryEstimate ppd_memory(const model::ModelConfig& cfg, int64_t B, int64_t T, int64_t K,
+                          int64_t baseline) {
+    const model::Family& f = model::family_of(cfg);
+    const int64_t P = model::build_param_layout(cfg).total, C = cfg.n_embd;
+    // Windows of up to T rows through the blocks, the K prompt rows of each through the head.
+    const model::LayerSpan blocks{0, -1, false}, head{int(cfg.n_layer), 0, true};
+    MemoryEstimate m;
+    m.weights = 4 * P;
+    m.grads = 4 * P;
+    m.optimizer = 4 * 3 * K * C;
+    m.activations = 4 * (model::activation_floats(cfg, B, T, blocks) +
+                         model::activation_floats(cfg, B, K, head));
+    m.scratch = 4 * (f.scratch_floats(cfg, B, T, 1, false) +
+                     kernels::classifier_scratch_floats(B * K, cfg.vocab_size));
+    // The base model's continuations: B windows of up to T - K rows, one logits row each; its
+    // weights are the model's.
+    m.teacher = teacher_memory(cfg, B, T, B, false).total();
+    m.baseline = baseline;
+    return m;
+}
+
 void run_ppd_training(const TrainOptions& o) {
     WEFT_CHECK(o.ppd_tokens >= 1 && o.ppd_tokens <= 16,
                "--ppd-tokens must be between 1 and 16, got {}", o.ppd_tokens);
@@ -186,16 +210,20 @@ void run_ppd_training(const TrainOptions& o) {
     const data::DataLoader loader(file, o.seq_len, o.seed, o.sequential);
     o.optim.validate();
     set_threads_per_rank(o.threads);
+    const int64_t B = o.batch_size, T = o.seq_len, K = o.ppd_tokens;
+    const MemoryEstimate mem = ppd_memory(cfg, B, T, K, current_rss_bytes());
+    check_estimate_fits(mem, "--ppd-tokens over --base " + o.ppd_base.string(),
+                        "a smaller --batch-size or --seq-len, or a smaller --base");
 
     LoadedModel base = load_model(source);
     PpdTrainer trainer(cfg, base.params.data(), o.ppd_tokens, o.seed, o.ppd_target);
-    const int64_t B = o.batch_size, T = o.seq_len, K = o.ppd_tokens;
     const int64_t share = K * cfg.n_embd;
     fmt::print(
         "weft: PPD: {} prompt tokens, {} parameters ({:.5f}% of the model's {}), base {} "
         "frozen\n",
         K, share, 100.0 * double(share) / double(base.model->layout().total),
         base.model->layout().total, o.ppd_base.string());
+    fmt::print("weft: PPD memory estimate: {}\n", mem.describe());
     std::vector<int32_t> tokens(static_cast<size_t>(B * T)), unused(static_cast<size_t>(T));
     const Philox where = philox_for(o.seed, "ppd-insert");
     const auto start = std::chrono::steady_clock::now();
@@ -228,8 +256,11 @@ void run_ppd_training(const TrainOptions& o) {
                                 {"seed", o.seed},
                                 {"target", o.ppd_target}};
     decode::save_ppd(o.out, o.steps, trainer.prompts(), run);
-    fmt::print("weft: PPD prompt tokens saved in {}\n",
-               ckpt::checkpoint_path(o.out, o.steps).string());
+    fmt::print(
+        "weft: PPD prompt tokens saved in {}; peak resident memory {:.1f} MiB (estimate "
+        "{:.1f} MiB)\n",
+        ckpt::checkpoint_path(o.out, o.steps).string(), double(peak_rss_bytes()) / (1 << 20),
+        double(mem.total()) / (1 << 20));
 }
 
 }  // namespace weft::train

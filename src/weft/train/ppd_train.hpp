@@ -18,6 +18,7 @@
 #include "weft/core/philox.hpp"
 #include "weft/decode/ppd_file.hpp"
 #include "weft/model/model.hpp"
+#include "weft/train/memory.hpp"
 #include "weft/train/options.hpp"
 #include "weft/train/teacher.hpp"
 
@@ -54,6 +55,14 @@ class PpdTrainer {
     bool sample_;
     uint64_t draws_ = 0;
 };
+
+// What --ppd-tokens holds for B windows of T tokens and K prompts: the base model's weights and
+// the gradient buffer its fused head writes, the prompts' AdamW state, the blocks' activations
+// over whole windows and the head's over the prompt rows, the model's scratch, and the base model
+// as teacher (train::teacher_memory: its forward and the logits of its continuations).
+// `baseline`: resident bytes before any of it.
+MemoryEstimate ppd_memory(const model::ModelConfig& cfg, int64_t B, int64_t T, int64_t K,
+                          int64_t baseline);
 
 // --ppd-tokens: every check before any work, then the training and the checkpoint in o.out.
 void run_ppd_training(const TrainOptions& o);

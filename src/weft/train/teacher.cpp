@@ -52,7 +52,7 @@ std::string TeacherMemory::describe() const {
 }
 
 TeacherMemory teacher_memory(const model::ModelConfig& cfg, int64_t B, int64_t T,
-                             bool own_weights) {
+                             int64_t logit_rows, bool own_weights) {
     TeacherMemory m;
     // The layout load_model allocates (open_model_source has refused a model too large to lay
     // out).
@@ -60,7 +60,7 @@ TeacherMemory teacher_memory(const model::ModelConfig& cfg, int64_t B, int64_t T
     m.forward = model::KvPool::bytes(kv_blocks(B, T), cfg.n_layer, cfg.kv_heads() * cfg.head_dim(),
                                      16, false) +
                 4 * model::family_of(cfg).row_floats(cfg, B * T);
-    m.logits = 4 * B * T * cfg.vocab_size;
+    m.logits = 4 * logit_rows * cfg.vocab_size;
     return m;
 }
 

@@ -22,17 +22,18 @@ namespace weft::train {
 // naming the first one that does not fit, before anything is read.
 void check_distill_flags(const TrainOptions& o);
 
-// What a teacher of `cfg` holds while it reads B windows of T tokens, in bytes: its fp32 weights
-// as loaded (none when they are another's: --ppd-tokens' base is the model's own), its forward's
-// KV pool and row buffers (freed once the logits are out), and the logits [B * T, V] it hands
-// the head (kept until its next call). Each from the count of the code that allocates it.
+// What a teacher of `cfg` holds while it reads B windows of up to T tokens, in bytes: its fp32
+// weights as loaded (none when they are another's: --ppd-tokens' base is the model's own), its
+// forward's KV pool and row buffers (freed once the logits are out), and the logits of
+// `logit_rows` rows it hands on (kept until its next call): B * T for --teacher's head, B for
+// --ppd-tokens' continuations. Each from the count of the code that allocates it.
 struct TeacherMemory {
     int64_t weights = 0, forward = 0, logits = 0;
     int64_t total() const { return weights + forward + logits; }
     std::string describe() const;
 };
 TeacherMemory teacher_memory(const model::ModelConfig& cfg, int64_t B, int64_t T,
-                             bool own_weights = true);
+                             int64_t logit_rows, bool own_weights = true);
 
 // --teacher's model, opened but not read: its vocabulary and context checked against the
 // student's config and --seq-len, so that its memory can be counted before its weights are read.

@@ -229,7 +229,8 @@ void run_training(const TrainOptions& opts) {
     TeacherMemory teacher_mem;
     if (!o.teacher.empty()) {
         teacher_source = open_teacher(o, in.cfg);
-        teacher_mem = teacher_memory(teacher_source->cfg, split.micro, o.seq_len);
+        teacher_mem =
+            teacher_memory(teacher_source->cfg, split.micro, o.seq_len, split.micro * o.seq_len);
     }
     const OffloadOptions offload{o.offload.empty() ? std::filesystem::path() : o.offload_dir,
                                  int64_t(o.offload_group_mb * double(1 << 20) / sizeof(float))};

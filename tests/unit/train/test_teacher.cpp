@@ -110,13 +110,13 @@ TEST_P(Distill, TeacherMemoryIsWhatItsForwardTakes) {
     ASSERT_EQ(train::peak_rss_bytes(), before) << "this kernel does not reset the resident peak";
     teacher.window_logits(tokens, B, T);
     const double grown = double(train::peak_rss_bytes() - before);
-    const train::TeacherMemory count = train::teacher_memory(cfg, B, T, false);
+    const train::TeacherMemory count = train::teacher_memory(cfg, B, T, B * T, false);
     EXPECT_EQ(count.weights, 0);
     EXPECT_EQ(count.logits, 4 * B * T * cfg.vocab_size);
     EXPECT_LE(grown, 1.02 * double(count.total())) << count.describe();
     EXPECT_GE(grown, 0.9 * double(count.total()))
         << "resident peak grew by " << grown << " bytes; counted " << count.describe();
-    EXPECT_EQ(train::teacher_memory(cfg, B, T).weights, 4 * m->layout().total);
+    EXPECT_EQ(train::teacher_memory(cfg, B, T, B * T).weights, 4 * m->layout().total);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, Distill,
