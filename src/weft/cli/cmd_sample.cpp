@@ -32,15 +32,7 @@ void add_sample_command(CLI::App& app) {
     add_model_source_options(c, a->model_dir, a->ckpt);
     c->add_option("--prompt", a->prompt, "Text to continue (default: a newline)");
     c->add_option("--tokens", a->o.tokens, "Tokens to generate")->capture_default_str();
-    c->add_option("--temperature", a->o.temperature, "Softmax temperature (0: greedy)")
-        ->capture_default_str();
-    c->add_option("--top-k", a->o.top_k, "Keep only the k most likely tokens (0: all)")
-        ->capture_default_str();
-    c->add_option("--top-p", a->o.top_p,
-                  "Keep the smallest set of tokens with this much "
-                  "probability (1: all)")
-        ->capture_default_str();
-    c->add_option("--seed", a->o.seed, "Seed of the sampling")->capture_default_str();
+    add_sampling_options(c, a->o);
     c->add_flag("--ignore-eos", a->ignore_eos,
                 "Go on past the tokenizer's end-of-text token (by default generation stops "
                 "there, before --tokens)");

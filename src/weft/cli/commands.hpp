@@ -21,6 +21,7 @@ void add_profile_command(CLI::App& app);
 void add_ckpt_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_ppd_acceptance_command(CLI::App& app);
+void add_distill_data_command(CLI::App& app);
 
 // `weft export` and `weft ckpt convert --to-hf`: a checkpoint as a Hugging Face directory.
 // Errors about `out` name it as the command's `out_flag` does.

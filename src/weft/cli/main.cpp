@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
     add_ckpt_command(app);
     add_serve_command(app);
     add_ppd_acceptance_command(app);
+    add_distill_data_command(app);
     // A flag given twice (once by --config, once on the command line) keeps the last.
     std::function<void(CLI::App*)> last_wins = [&](CLI::App* a) {
         for (CLI::Option* o : a->get_options())

@@ -27,6 +27,17 @@ void add_tokenizer_options(CLI::App* c, std::filesystem::path& tokenizer,
         ->excludes(dir);
 }
 
+void add_sampling_options(CLI::App* c, model::SampleOptions& o) {
+    c->add_option("--temperature", o.temperature, "Softmax temperature (0: greedy)")
+        ->capture_default_str();
+    c->add_option("--top-k", o.top_k, "Keep only the k most likely tokens (0: all)")
+        ->capture_default_str();
+    c->add_option("--top-p", o.top_p,
+                  "Keep the smallest set of tokens with this much probability (1: all)")
+        ->capture_default_str();
+    c->add_option("--seed", o.seed, "Seed of the sampling")->capture_default_str();
+}
+
 void add_generation_dtype_option(CLI::App* c, std::string& dtype) {
     c->add_option("--dtype", dtype,
                   "fp32, or bf16: matrix products on weights rounded to bf16 with fp32 "

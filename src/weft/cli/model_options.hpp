@@ -7,6 +7,7 @@
 #include <string>
 
 #include "weft/decode/speculative.hpp"
+#include "weft/model/generate.hpp"
 #include "weft/train/model_source.hpp"
 
 namespace CLI {
@@ -23,6 +24,10 @@ void add_model_source_options(CLI::App* c, std::filesystem::path& model_dir,
 // data::open_tokenizer takes them.
 void add_tokenizer_options(CLI::App* c, std::filesystem::path& tokenizer,
                            std::filesystem::path& tokenizer_dir);
+
+// --temperature, --top-k, --top-p and --seed of the commands that generate text offline (sample,
+// distill-data), into `o`.
+void add_sampling_options(CLI::App* c, model::SampleOptions& o);
 
 // --dtype of the commands that generate (sample, serve): fp32, or bf16 products on weights
 // rounded once (model::RowProducts).
