@@ -10,7 +10,7 @@
 
 namespace weft::train {
 
-static std::string mib(int64_t b) {
+std::string mib(int64_t b) {
     return fmt::format("{:.1f} MiB", double(b) / (1 << 20));
 }
 

@@ -41,6 +41,9 @@ MemoryEstimate estimate_memory(const model::ModelConfig& cfg, int64_t weights, i
                                int64_t optimizer, int64_t working_bytes, int64_t B, int64_t T,
                                int64_t baseline_bytes);
 
+// "12.5 MiB": how the estimates print a size.
+std::string mib(int64_t bytes);
+
 int64_t current_rss_bytes();  // VmRSS
 int64_t peak_rss_bytes();     // VmHWM
 

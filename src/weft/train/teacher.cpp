@@ -9,6 +9,7 @@
 #include "weft/model/family.hpp"
 #include "weft/model/params.hpp"
 #include "weft/model/row_batch.hpp"
+#include "weft/train/memory.hpp"
 
 namespace weft::train {
 
@@ -38,10 +39,6 @@ namespace {
 // The blocks of 16 positions a forward over B windows of T tokens takes from its pool.
 int64_t kv_blocks(int64_t B, int64_t T) {
     return B * ((T + 15) / 16);
-}
-
-std::string mib(int64_t b) {
-    return fmt::format("{:.1f} MiB", double(b) / (1 << 20));
 }
 
 }  // namespace
