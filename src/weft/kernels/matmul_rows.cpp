@@ -215,13 +215,18 @@ void rows_avx512(float* out, const typename Op::T* x, const typename Op::T* w, c
     const int64_t block_tiles = few ? 1 : std::clamp<int64_t>(M / kTileCols, 1, kBlockTiles);
     const int64_t tile_bytes = kTileCols * K * int64_t(sizeof(typename Op::T));
     const int64_t fetch_ahead = few ? std::max<int64_t>(1, kPrefetchBytes / tile_bytes) : 1;
-    // About 8 chunks a thread, long enough to stream (up to 256 weight rows).
-    const int64_t chunk_tiles =
-        std::clamp<int64_t>(tiles / (8 * omp_get_max_threads()), 1, 4 * kBlockTiles);
-    const int64_t chunks = (tiles + chunk_tiles - 1) / chunk_tiles;
     // Either path computes an element in the one order: the choice by M changes no bits.
     const bool stream = M == 1 || (M <= kStreamRows &&
                                    M * K * int64_t(sizeof(typename Op::T)) <= kStreamInputBytes);
+    // About 8 chunks a thread, long enough to stream (up to 256 weight rows). A streamed chunk
+    // costs its bytes plus a claim and a new stream for the prefetchers to pick up: chunks of
+    // about 4 a thread of an fp32 weight's bytes, as many bytes in bf16 (2 a thread). With 8 a
+    // thread in either dtype, bf16's M = 1 passes read at 80-85% of fp32's GB/s when this host's
+    // memory gave 45-50 GB/s; now at fp32's (docs/serving.md, "One row in bf16").
+    const int64_t widen = stream ? 2 * int64_t(sizeof(float) / sizeof(typename Op::T)) : 1;
+    const int64_t chunk_tiles = std::clamp<int64_t>(widen * tiles / (8 * omp_get_max_threads()), 1,
+                                                    widen * 4 * kBlockTiles);
+    const int64_t chunks = (tiles + chunk_tiles - 1) / chunk_tiles;
     // One chunk of column tiles: whichever thread or team runs it, the same tiles in the same
     // order.
     auto run_chunk = [&](int64_t chunk) {
