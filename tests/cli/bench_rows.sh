@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# weft bench rows on a tiny layer set with the peaks and bandwidth given (measuring them takes
-# seconds): a row per dtype and M with its figures, and bad flags refused.
+# weft bench rows on a tiny layer set with the peaks given (measuring them takes seconds): a row
+# per dtype and M with its figures, against a given bandwidth or one probed between the passes;
+# bad flags refused.
 source "$(dirname "$0")/lib.sh"
 
-tiny=(--n-layer 2 --n-embd 64 --kv-dim 32 --hidden 96 --vocab 256 --seconds 0.01
-  --bandwidth-gbs 30 --fp32-peak 400 --bf16-peak 800)
+shape=(--n-layer 2 --n-embd 64 --kv-dim 32 --hidden 96 --vocab 256 --seconds 0.01
+  --fp32-peak 400 --bf16-peak 800)
+tiny=("${shape[@]}" --bandwidth-gbs 30)
 out=$("$WEFT" bench rows "${tiny[@]}" --rows 1 5 2>&1)
 for dtype in fp32 bf16; do
   for m in 1 5; do
-    # dtype, M, seven figures (CPU ms among them), then tokens/s against M = 1's
+    # dtype, M, eight figures (CPU ms and the bandwidth among them), then tokens/s against M = 1's
     want=$([ "$m" = 1 ] && echo "1\.0x" || echo "[0-9]+\.[0-9]x")
-    if grep -qE "^$dtype +$m( +[0-9]+\.?[0-9]*%?){7} +$want$" <<<"$out"; then
+    if grep -qE "^$dtype +$m( +[0-9]+\.?[0-9]*%?){6} +30\.0 +[0-9.]+% +$want$" <<<"$out"; then
       ok "$dtype M=$m reported"
     else
       bad "no $dtype M=$m row in: $out"
@@ -20,10 +22,18 @@ done
 grep -q "memory bandwidth 30.0 GB/s (given)" <<<"$out" && ok "given bandwidth used" ||
   bad "given bandwidth not reported: $out"
 only=$("$WEFT" bench rows "${tiny[@]}" --rows 2 --dtype bf16 2>&1)
-if grep -qE "^bf16 +2( +[0-9]+\.?[0-9]*%?){7} +-$" <<<"$only" && ! grep -q "^fp32 " <<<"$only"; then
+if grep -qE "^bf16 +2( +[0-9]+\.?[0-9]*%?){8} +-$" <<<"$only" && ! grep -q "^fp32 " <<<"$only"; then
   ok "--dtype bf16 measures bf16 only"
 else
   bad "--dtype bf16: $only"
+fi
+# Unless given, the bandwidth is measured between the passes: a row's is its own passes' best.
+probed=$("$WEFT" bench rows "${shape[@]}" --rows 1 --dtype fp32 2>&1)
+if grep -q "best between the passes" <<<"$probed" &&
+  grep -qE "^fp32 +1( +[0-9]+\.?[0-9]*%?){6} +[1-9][0-9]*\.[0-9] +[0-9.]+% +1\.0x$" <<<"$probed"; then
+  ok "bandwidth probed between the passes"
+else
+  bad "no probed bandwidth in: $probed"
 fi
 
 expect_error "--rows" "" -- bench rows "${tiny[@]}" --rows 0

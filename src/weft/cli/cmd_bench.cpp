@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "weft/cli/commands.hpp"
 #include "weft/cli/layout_options.hpp"
@@ -172,14 +174,23 @@ void add_bench_command(CLI::App& app) {
         std::vector<std::string> dtypes;
         if (r->dtype != "bf16") dtypes.push_back("fp32");
         if (r->dtype != "fp32") dtypes.push_back("bf16");
-        const double bandwidth =
-            r->bandwidth_gbs > 0 ? r->bandwidth_gbs * 1e9 : kernels::measure_memory_bandwidth(0.5);
         double peak[2] = {r->fp32_peak, r->bf16_peak};  // fp32, bf16
         for (const std::string& d : dtypes)
             if (peak[d == "bf16"] == 0)
                 peak[d == "bf16"] = kernels::measure_best_peak(d == "bf16", 0.5).gflops;
-        const std::vector<kernels::RowsBenchPoint> points =
-            kernels::bench_matmul_rows(r->shape, dtypes, r->rows, r->seconds);
+        // Unless given, the bandwidth is measured between the passes, each point against the
+        // best triad of its own seconds: this host's moves by 40% from one few seconds to the
+        // next, and a bound taken before the passes can be below what they then read.
+        std::optional<kernels::BandwidthProbe> probe;
+        if (r->bandwidth_gbs == 0) probe.emplace();
+        const std::vector<kernels::RowsBenchPoint> points = kernels::bench_matmul_rows(
+            r->shape, dtypes, r->rows, r->seconds, probe ? &*probe : nullptr);
+        auto bandwidth_of = [&](const kernels::RowsBenchPoint& p) {
+            return probe ? p.bandwidth : r->bandwidth_gbs * 1e9;
+        };
+        double bandwidth = 0;
+        for (const kernels::RowsBenchPoint& p : points)
+            bandwidth = std::max(bandwidth, bandwidth_of(p));
         const kernels::RowsBenchShape& s = r->shape;
         fmt::print(
             "matmul_rows over {} layers of (q, k, v, o, gate, up, down) + head: C {}, kv {}, "
@@ -188,14 +199,18 @@ void add_bench_command(CLI::App& app) {
             points.front().weight_bytes / (points.front().dtype == "fp32" ? 4 : 2) / 1e6,
             omp_get_max_threads());
         fmt::print("memory bandwidth {:.1f} GB/s{}", bandwidth / 1e9,
-                   r->bandwidth_gbs > 0 ? " (given)" : " (triad, as weft profile)");
+                   r->bandwidth_gbs > 0
+                       ? " (given)"
+                       : " (triad as weft profile, best between the passes; each row's % bw is "
+                         "of its own passes' best)");
         for (const std::string& d : dtypes)
             fmt::print("; {} GEMM peak {:.0f} GFLOP/s{}", d, peak[d == "bf16"],
                        (d == "bf16" ? r->bf16_peak : r->fp32_peak) > 0 ? " (given)"
                                                                        : " (as weft bench peak)");
         fmt::print("\n");
-        fmt::print("{:<6}{:>6}{:>10}{:>10}{:>10}{:>10}{:>8}{:>10}{:>8}{:>8}\n", "dtype", "M",
-                   "ms/pass", "CPU ms", "tokens/s", "GFLOP/s", "% peak", "GB/s", "% bw", "x M=1");
+        fmt::print("{:<6}{:>6}{:>10}{:>10}{:>10}{:>10}{:>8}{:>10}{:>8}{:>8}{:>8}\n", "dtype", "M",
+                   "ms/pass", "CPU ms", "tokens/s", "GFLOP/s", "% peak", "GB/s", "bw", "% bw",
+                   "x M=1");
         // Tokens/s against M = 1's of the same dtype: what batching the rows buys.
         std::map<std::string, double> single;
         for (const kernels::RowsBenchPoint& p : points)
@@ -205,9 +220,11 @@ void add_bench_command(CLI::App& app) {
             const double tokens = double(p.rows) / p.seconds;
             const auto one = single.find(p.dtype);
             fmt::print(
-                "{:<6}{:>6}{:>10.2f}{:>10.2f}{:>10.0f}{:>10.1f}{:>7.1f}%{:>10.1f}{:>7.1f}%{:>8}\n",
+                "{:<6}{:>6}{:>10.2f}{:>10.2f}{:>10.0f}{:>10.1f}{:>7.1f}%{:>10.1f}{:>8.1f}{:>7."
+                "1f}%{:>8}\n",
                 p.dtype, p.rows, 1e3 * p.seconds, 1e3 * p.cpu_seconds, tokens, gflops,
-                100 * gflops / peak[p.dtype == "bf16"], gbs, 100 * gbs * 1e9 / bandwidth,
+                100 * gflops / peak[p.dtype == "bf16"], gbs, bandwidth_of(p) / 1e9,
+                100 * gbs * 1e9 / bandwidth_of(p),
                 one == single.end() ? "-" : fmt::format("{:.1f}x", tokens / one->second));
         }
     });

@@ -43,7 +43,8 @@ void fill(float* v, int64_t n, uint32_t seed) {
 
 std::vector<RowsBenchPoint> bench_matmul_rows(const RowsBenchShape& shape,
                                               const std::vector<std::string>& dtypes,
-                                              const std::vector<int64_t>& rows, double seconds) {
+                                              const std::vector<int64_t>& rows, double seconds,
+                                              BandwidthProbe* probe) {
     const std::vector<Linear> layers = linears(shape);
     int64_t widest = 0, weights = 0, max_m = 1;
     for (const Linear& l : layers) widest = std::max({widest, l.N, l.K}), weights += l.N * l.K;
@@ -65,14 +66,22 @@ std::vector<RowsBenchPoint> bench_matmul_rows(const RowsBenchShape& shape,
             // CPU time beside the best wall time: on a shared machine the wall time counts the
             // other processes' turns, CPU time only this one's (its threads' waits included).
             int64_t passes = 0;
-            const std::clock_t c0 = std::clock();
-            const double t = best_time(seconds, [&] {
-                for (size_t i = 0; i < layers.size(); ++i) product(i, m);
-                ++passes;
-            });
-            const double cpu = double(std::clock() - c0) / CLOCKS_PER_SEC / double(passes);
+            std::clock_t cpu_ticks = 0;
+            double bandwidth = 0;
+            const double t = best_time(
+                seconds,
+                [&] {
+                    const std::clock_t c0 = std::clock();
+                    for (size_t i = 0; i < layers.size(); ++i) product(i, m);
+                    cpu_ticks += std::clock() - c0;
+                    ++passes;
+                },
+                [&] {
+                    if (probe) bandwidth = std::max(bandwidth, probe->once());
+                });
+            const double cpu = double(cpu_ticks) / CLOCKS_PER_SEC / double(passes);
             out.push_back({dtype, m, t, cpu, 2.0 * double(m) * double(weights),
-                           bytes_per_weight * double(weights)});
+                           bytes_per_weight * double(weights), bandwidth});
         }
     };
     auto wanted = [&](const char* d) {

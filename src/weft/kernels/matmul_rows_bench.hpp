@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "weft/kernels/memory_bandwidth.hpp"
+
 namespace weft::kernels {
 
 struct RowsBenchShape {
@@ -19,12 +21,16 @@ struct RowsBenchPoint {
     double cpu_seconds = 0;   // the process's CPU time per pass, mean over every pass timed
     double flops = 0;         // 2 · M · weights
     double weight_bytes = 0;  // the weights one pass reads
+    double bandwidth = 0;     // bytes/s: the best triad between this point's passes (0: none run)
 };
 
 // One point per dtype in `dtypes` ("fp32", "bf16") and M in `rows`, each timed for about
-// `seconds`. The weights are random, allocated once per dtype (fp32: 4 bytes a weight).
+// `seconds`. The weights are random, allocated once per dtype (fp32: 4 bytes a weight). With a
+// `probe`, one triad runs before every pass (untimed in it): each point's bandwidth and its passes
+// are best-ofs over the same seconds.
 std::vector<RowsBenchPoint> bench_matmul_rows(const RowsBenchShape& shape,
                                               const std::vector<std::string>& dtypes,
-                                              const std::vector<int64_t>& rows, double seconds);
+                                              const std::vector<int64_t>& rows, double seconds,
+                                              BandwidthProbe* probe = nullptr);
 
 }  // namespace weft::kernels
