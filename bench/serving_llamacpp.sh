@@ -6,12 +6,13 @@
 # generated, tokens/s = 1000 / TPOT p50; prompt: 512-token prompts, 1 generated, 512 / TTFT p50).
 # llama.cpp: the same checkpoint exported to GGUF (F32 and BF16), timed by llamacpp_speed.mjs
 # through node-llama-cpp's prebuilt CPU library. The decode bound is the weights' bytes over the
-# memory bandwidth `weft bench rows` measures (as weft profile) in the same run: this host's
-# triad moved 34 -> 49 GB/s between two runs a minute apart, so each weft decode run is bracketed
-# by a measure before and after, and its share is of the higher of the two (the stricter bound).
-# REPS=N (default 1) repeats weft's side N times per dtype and reports the median share.
+# memory bandwidth (the triad of `weft bench rows`, as weft profile). This host's bandwidth moves
+# between about 33 and 49 GB/s from one few seconds to the next (other tenants), so the bound and
+# the decode are taken in the same window, as weft takes a peak: REPS rounds (default 8) of one
+# bandwidth probe then one 128-token decode request, alternated; the bound is of the best probe,
+# the decode the best request's (1000 / its TPOT), and the medians of both are printed too.
 set -euo pipefail
-BUILD=${1:?build dir} THREADS=${2:-2} REPS=${REPS:-1}
+BUILD=${1:?build dir} THREADS=${2:-2} REPS=${REPS:-8}
 source "$(dirname "$0")/lib.sh"
 bench_start "$BUILD"
 # node-llama-cpp, pinned, in the cache the tests use.
@@ -31,27 +32,48 @@ for t in f32 bf16; do
   "$WEFT" export --ckpt "$ckpt" --format gguf --gguf-type $t --tokenizer "$tok" \
     --out smol_$t.gguf >/dev/null
 done
+# One bandwidth probe, GB/s: the best of about 0.3 s of the triad `weft bench rows` runs between
+# its passes (here of one tiny layer, so that the triads are most of the time).
 bandwidth() {
-  "$WEFT" bench rows --rows 1 --seconds 0.5 --dtype fp32 2>&1 | grep -o "memory bandwidth [0-9.]*" \
-    | awk '{ print $3 }'
+  "$WEFT" bench rows --rows 1 --seconds 0.3 --dtype fp32 --fp32-peak 1 --n-layer 1 --n-embd 64 \
+    --kv-dim 64 --hidden 64 --vocab 64 2>&1 | grep -o "memory bandwidth [0-9.]*" | awk '{ print $3 }'
 }
 params=$(stat -c %s smol_f32.gguf)  # bytes of the f32 file: the weights, 4 bytes each
 
-weft_side() {  # weft_side <dtype>: "decode_tok/s prompt_tok/s" through weft serve
+# Tokens/s from `weft bench serve --json`: decode 1000 / TPOT p50, prompt 512 / TTFT p50.
+decode_speed() { node -p "(1000 / require('$PWD/$1').tpot_ms.median).toFixed(1)"; }
+prompt_speed() { node -p "(512000 / require('$PWD/$1').ttft_ms.median).toFixed(1)"; }
+# "best median" of numbers, one a line.
+best_median() {
+  sort -g | awk '{ v[NR] = $1 } END { printf "%s %.1f\n", v[NR], (v[int((NR + 1) / 2)] + v[int(NR / 2) + 1]) / 2 }'
+}
+# The decode bound in tokens/s at a bandwidth: the weights read once a token, 4 or 2 bytes each.
+bound() {  # bound <GB/s> <dtype>
+  awk -v b="$1" -v w="$params" -v dt="$2" 'BEGIN { printf "%.1f", b * (dt == "bf16" ? 2e9 : 1e9) / w }'
+}
+
+# weft_side <dtype>: through weft serve, REPS rounds of (bandwidth probe, one decode request), then
+# the prompt speed. Prints "decode_best decode_median triad_best triad_median prompt_tok/s".
+weft_side() {
   "$WEFT" serve --ckpt "$ckpt" --tokenizer "$tok" --port 0 --slots 1 --threads "$THREADS" \
     --dtype "$1" --batch-tokens 512 >serve.out 2>serve.err &
   local pid=$! url
   for _ in $(seq 600); do grep -q "http://" serve.out && break; sleep 0.1; done
   url=$(grep -o "http://[0-9.:]*/v1" serve.out)
-  "$WEFT" bench serve --url "$url" --requests 4 --rate inf --max-concurrency 1 --prompt-len 8 \
-    --output-len 128 --json decode.json >/dev/null
+  : >decodes
+  : >triads
+  for _ in $(seq "$REPS"); do
+    bandwidth >>triads
+    "$WEFT" bench serve --url "$url" --requests 1 --rate inf --max-concurrency 1 --prompt-len 8 \
+      --output-len 128 --json decode.json >/dev/null
+    decode_speed decode.json >>decodes
+  done
   "$WEFT" bench serve --url "$url" --requests 4 --rate inf --max-concurrency 1 --prompt-len 512 \
     --output-len 1 --json prompt.json >/dev/null
   kill $pid
   wait $pid || true
-  node -e 'const d = require(process.argv[1]), p = require(process.argv[2]);
-    console.log((1000 / d.tpot_ms.median).toFixed(1), (512 / (p.ttft_ms.median / 1000)).toFixed(1))' \
-    "$PWD/decode.json" "$PWD/prompt.json"
+  echo "$1 rounds (triad GB/s, decode tok/s):" $(paste -d/ triads decodes) >&2
+  echo "$(best_median <decodes) $(best_median <triads) $(prompt_speed prompt.json)"
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
@@ -60,19 +82,11 @@ printf "%-5s %-24s %-10s %-10s %-18s %-10s\n" dtype "decode tok/s weft (x)" "of 
 for dtype in fp32 bf16; do
   t=f32
   [ $dtype = bf16 ] && t=bf16
-  # REPS rounds of (triad, weft's side, triad): the median round by decode share of its bound.
-  rounds=()
-  for _ in $(seq "$REPS"); do
-    b0=$(bandwidth)
-    read -r d p < <(weft_side $dtype)
-    b1=$(bandwidth)
-    rounds+=("$(awk -v d="$d" -v p="$p" -v b0="$b0" -v b1="$b1" -v w="$params" -v dt=$dtype \
-      'BEGIN { bw = b0 > b1 ? b0 : b1; bound = bw * (dt == "bf16" ? 2e9 : 1e9) / w;
-               printf "%.4f %s %s %.1f %s %s", d / bound, d, p, bound, b0, b1 }')")
-  done
-  read -r share wd wp bound b0 b1 < <(printf "%s\n" "${rounds[@]}" | sort -n |
-    awk '{ r[NR] = $0 } END { print r[int((NR + 1) / 2)] }')
-  echo "$dtype triad $b0 / $b1 GB/s around weft's decode: bound $bound tokens/s" >&2
+  read -r wd wd_median bw bw_median wp < <(weft_side $dtype)
+  share=$(ratio "$wd" "$(bound "$bw" $dtype)")
+  echo "$dtype: $REPS rounds of (triad, decode) alternated: triad best $bw GB/s (median" \
+    "$bw_median), bound $(bound "$bw" $dtype) tok/s; decode best $wd tok/s (median $wd_median:" \
+    "$(ratio "$wd_median" "$(bound "$bw_median" $dtype)") of the median triad's bound)" >&2
   lj=$(node "$SRC/bench/llamacpp_speed.mjs" "$npm_prefix" "$PWD/smol_$t.gguf" 512 128 "$THREADS")
   ld=$(node -p "JSON.parse(process.argv[1]).decode_tokens_per_s.toFixed(1)" "$lj")
   lp=$(node -p "JSON.parse(process.argv[1]).prompt_tokens_per_s.toFixed(1)" "$lj")
