@@ -24,12 +24,16 @@ bench_load() { cut -d' ' -f1-3 /proc/loadavg; }
 # prompt: the last 240 bytes of the corpus (its validation part) as plain prose, or given twice
 # as a repetitive prompt whose continuation can copy. After bench_start:
 #   bench_decode_args <checkpoint> <prose|repetitive> <tokens> <fp32|bf16>
+# TOKENIZER names a Hugging Face tokenizer.json or its directory in place of the corpus's GPT-2
+# files in data/, for a model trained with it (e.g. tests/data/tokenizers/smollm).
 bench_decode_args() {
   local passage prompt
   passage=$(tail -c 240 "$SRC/data/tinyshakespeare.txt")
   prompt=$passage
   [ "$2" = repetitive ] && prompt="$passage
 $passage"
-  args=(--ckpt "$1" --tokenizer-dir "$SRC/data" --prompt "$prompt" --tokens "$3" --temperature 0
+  local tok=(--tokenizer-dir "$SRC/data")
+  [ -n "${TOKENIZER:-}" ] && tok=(--tokenizer "$TOKENIZER")
+  args=(--ckpt "$1" "${tok[@]}" --prompt "$prompt" --tokens "$3" --temperature 0
     --dtype "$4" --ignore-eos)
 }
