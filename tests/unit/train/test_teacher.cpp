@@ -106,8 +106,12 @@ TEST_P(Distill, TeacherMemoryIsWhatItsForwardTakes) {
     // rises past blocks an earlier test freed, which then come from an already resident heap.
     mallopt(M_MMAP_THRESHOLD, 128 * 1024);
     std::ofstream("/proc/self/clear_refs") << "5";  // the peak back to the current size
-    const int64_t before = train::current_rss_bytes();
-    ASSERT_EQ(train::peak_rss_bytes(), before) << "this kernel does not reset the resident peak";
+    // The peak just after the reset is the baseline: a page or two may be touched between the
+    // reset and any read (CI saw 12-90 KiB), so peak and current size need not be equal; a
+    // kernel that does not reset leaves the earlier tests' peak, megabytes above.
+    const int64_t before = train::peak_rss_bytes();
+    ASSERT_LT(before - train::current_rss_bytes(), int64_t(1) << 20)
+        << "this kernel does not reset the resident peak";
     teacher.window_logits(tokens, B, T);
     const double grown = double(train::peak_rss_bytes() - before);
     const train::TeacherMemory count = train::teacher_memory(cfg, B, T, B * T, false);
