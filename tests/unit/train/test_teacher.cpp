@@ -88,7 +88,7 @@ TEST_P(Distill, TeacherRowsLineUpAndTheStudentLearnsThem) {
 // (measured 1-5% under: blocks below the mmap threshold may reuse heap pages an earlier test left
 // resident). Its weights are the caller's here, as --ppd-tokens' base model's are.
 TEST_P(Distill, TeacherMemoryIsWhatItsForwardTakes) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(WEFT_SANITIZED_LIBRARY) || defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     GTEST_SKIP() << "a sanitizer's shadow memory and quarantine are in the resident size";
 #endif
     const int64_t B = 8, T = 64;
