@@ -194,17 +194,15 @@ void check_memory_fits(const RunShape& run, const std::string& what) {
                  working = most.activations + most.buffers;
     if (need > limit)
         refuse(need,
-               teacher > 0
-                   // A small run's terms are MiB: in GiB they would all read 0.0.
-                   ? fmt::format("per rank up to weights {} + gradients {} + optimizer {} + "
-                                 "activations {} + buffers {} + teacher {} ({})",
-                                 size_text(most.weights), size_text(most.grads),
-                                 size_text(most.optimizer), size_text(most.activations),
-                                 size_text(most.buffers), size_text(teacher), run.teacher_detail)
-                   : fmt::format("per rank up to weights {:.1f} + gradients {:.1f} + optimizer "
-                                 "{:.1f} + activations {:.1f} + buffers {:.1f} GiB",
-                                 gib(most.weights), gib(most.grads), gib(most.optimizer),
-                                 gib(most.activations), gib(most.buffers)),
+               // Each term in GiB or MiB: a small run's would all read 0.0 GiB.
+               fmt::format(
+                   "per rank up to weights {} + gradients {} + optimizer {} + activations "
+                   "{} + buffers {}{}",
+                   size_text(most.weights), size_text(most.grads), size_text(most.optimizer),
+                   size_text(most.activations), size_text(most.buffers),
+                   teacher > 0
+                       ? fmt::format(" + teacher {} ({})", size_text(teacher), run.teacher_detail)
+                       : ""),
                teacher > std::max(state, working) ? kTeacher
                : working < state                  ? kState
                                                   : kActivations);
