@@ -36,9 +36,12 @@ void check_distill_flags(const TrainOptions& o) {
 
 namespace {
 
-// The blocks of 16 positions a forward over B windows of T tokens takes from its pool.
+// The positions of a block of the teacher's KV pool (its forward and its count both take it).
+constexpr int64_t kBlockTokens = 16;
+
+// The blocks a forward over B windows of T tokens takes from its pool.
 int64_t kv_blocks(int64_t B, int64_t T) {
-    return B * ((T + 15) / 16);
+    return B * ((T + kBlockTokens - 1) / kBlockTokens);
 }
 
 }  // namespace
@@ -55,7 +58,7 @@ TeacherMemory teacher_memory(const model::ModelConfig& cfg, int64_t B, int64_t T
     // out).
     if (own_weights) m.weights = 4 * model::build_param_layout(cfg).total;
     m.forward = model::KvPool::bytes(kv_blocks(B, T), cfg.n_layer, cfg.kv_heads() * cfg.head_dim(),
-                                     16, false) +
+                                     kBlockTokens, false) +
                 4 * model::family_of(cfg).row_floats(cfg, B * T);
     m.logits = 4 * logit_rows * cfg.vocab_size;
     return m;
@@ -91,7 +94,7 @@ std::span<const float> Teacher::window_logits(std::span<const int32_t> tokens, i
     WEFT_CHECK(int64_t(tokens.size()) == B * T && T <= cfg_.n_positions,
                "internal: {} tokens as {} windows of {} for a teacher of {} positions",
                tokens.size(), B, T, cfg_.n_positions);
-    model::KvPool kv(kv_blocks(B, T), cfg_.n_layer, forward_->kv_width(), 16, false);
+    model::KvPool kv(kv_blocks(B, T), cfg_.n_layer, forward_->kv_width(), kBlockTokens, false);
     std::vector<model::BlockTable> tables(static_cast<size_t>(B));
     model::RowBatch b;
     for (int64_t s = 0; s < B; ++s) {
