@@ -68,12 +68,15 @@ void add_distill_data_command(CLI::App& app) {
                    a->out.string());
         const std::filesystem::path idx = data::doc_index_path(a->out);
         check_output_paths({{a->out, "--out", false}, {idx, "--out", false}});
-        std::vector<int32_t> text(size_t(file.size()));
-        file.read(0, file.size(), text.data());
+        // Only the passages are read: --data may be a whole training corpus.
+        const int64_t P = a->c.prompt_tokens;
+        std::vector<int32_t> passages(size_t(a->c.passages * P));
+        for (int64_t i = 0; i < a->c.passages; ++i)
+            file.read(a->c.passage_start(i, file.size()), P, passages.data() + i * P);
         const train::LoadedModel m = train::load_model(source);
         const auto start = std::chrono::steady_clock::now();
         const decode::Continuations r = decode::continue_passages(
-            m.model->config(), m.model->layout(), m.params.data(), text, a->c);
+            m.model->config(), m.model->layout(), m.params.data(), passages, a->c);
         const double s =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         data::write_token_file(a->out, r.tokens);

@@ -27,15 +27,16 @@ void ContinuationOptions::validate(int64_t positions, int64_t text_tokens) const
 }
 
 Continuations continue_passages(const model::ModelConfig& cfg, const model::ParamLayout& layout,
-                                const float* params, std::span<const int32_t> text,
+                                const float* params, std::span<const int32_t> passages,
                                 const ContinuationOptions& o) {
-    const int64_t P = o.prompt_tokens, n = int64_t(text.size());
-    o.validate(cfg.n_positions, n);
+    const int64_t P = o.prompt_tokens;
+    o.validate(cfg.n_positions, int64_t(passages.size()));
+    WEFT_CHECK(int64_t(passages.size()) == o.passages * P,
+               "internal: {} tokens for {} passages of {}", passages.size(), o.passages, P);
     Continuations c;
     c.tokens.reserve(size_t(o.passages * (P + o.tokens)));
     for (int64_t i = 0; i < o.passages; ++i) {
-        const std::span<const int32_t> passage =
-            text.subspan(size_t((n - P) * i / o.passages), size_t(P));
+        const std::span<const int32_t> passage = passages.subspan(size_t(i * P), size_t(P));
         model::SampleOptions s = o.sample;
         s.tokens = o.tokens;
         s.seed = o.sample.seed + uint64_t(i);

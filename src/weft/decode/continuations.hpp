@@ -27,6 +27,11 @@ struct ContinuationOptions {
     // continuation past the model's context of `positions`, more passages than the text's
     // `text_tokens` tokens hold distinct ones.
     void validate(int64_t positions, int64_t text_tokens) const;
+    // Where passage i starts in a text of `text_tokens` tokens: evenly spaced, the last ending
+    // at the text's end.
+    int64_t passage_start(int64_t i, int64_t text_tokens) const {
+        return (text_tokens - prompt_tokens) * i / passages;
+    }
 };
 
 // The records, passage after passage, and where each starts (a document index's starts).
@@ -35,10 +40,11 @@ struct Continuations {
     std::vector<int64_t> starts;
 };
 
-// Passage i is the prompt_tokens tokens of `text` from (size - prompt_tokens) * i / passages,
-// followed by the model's `tokens` next tokens (no stop token: as `weft sample --ignore-eos`).
+// Each of `passages` (o.passages passages of o.prompt_tokens tokens, one after the other: the
+// text's from passage_start) followed by the model's `tokens` next tokens (no stop token: as
+// `weft sample --ignore-eos`).
 Continuations continue_passages(const model::ModelConfig& cfg, const model::ParamLayout& layout,
-                                const float* params, std::span<const int32_t> text,
+                                const float* params, std::span<const int32_t> passages,
                                 const ContinuationOptions& o);
 
 }  // namespace weft::decode
