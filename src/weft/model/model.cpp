@@ -175,6 +175,11 @@ void Model::block_backward_input(Activations& a, UnitAccess& w, int layer) {
     block_backward(a, held, layer);
 }
 
+void Model::block_backward_frozen(Activations& a, UnitAccess& w, int layer) {
+    block_backward_input(a, w, layer);
+    a.weight_grads[size_t(layer - a.first_layer)].drop();
+}
+
 void Model::block_backward_weight(Activations& a, UnitAccess& w, int layer) {
     WEFT_CHECK(!a.weight_grads.empty(), "internal: layer {}'s W before its B", layer);
     a.weight_grads[size_t(layer - a.first_layer)].run();

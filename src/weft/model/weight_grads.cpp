@@ -23,6 +23,11 @@ WeightGradQueue* DeferWeightGrads::current() {
     return current_queue;
 }
 
+void WeightGradQueue::drop() {
+    tasks_.clear();
+    spare_.clear();
+}
+
 Buffer WeightGradQueue::take(int64_t floats) {
     // The smallest spare buffer that fits: a backward queues the same sizes every micro-batch,
     // so each finds its own and the queue holds what the estimate counts. Taking the largest

@@ -36,6 +36,8 @@ class WeightGradQueue {
     void defer_call(std::function<void()> w);
     // Runs the queued gradients in order, and empties the queue (keeping its buffers).
     void run();
+    // Empties the queue without running it, and frees every buffer (a frozen model's B).
+    void drop();
     // Floats the copies of output gradients hold (the memory W costs until it runs), and with
     // the buffers kept for reuse.
     int64_t floats() const;

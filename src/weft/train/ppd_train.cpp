@@ -138,7 +138,7 @@ double PpdTrainer::step(const int32_t* tokens, int64_t B, int64_t T, int64_t t, 
     for (int64_t s = 0; s < B; ++s)
         for (int64_t j = 0; j < K; ++j)
             std::copy_n(dhead.data() + (s * K + j) * C, C, d + prompt_row(s, j));
-    for (int l = L - 1; l >= 0; --l) model_->block_backward_input(*a, w, l);
+    for (int l = L - 1; l >= 0; --l) model_->block_backward_frozen(*a, w, l);
 
     // The gradient of a prompt's embedding is that of the embedding's output at its rows.
     d = model_->dresid(B, Ts);

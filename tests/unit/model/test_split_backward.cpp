@@ -5,6 +5,7 @@
 // router and experts included).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -110,6 +111,43 @@ TEST(SplitBackward, MoeSharedExpertsWaitForTheW) {
         expect_split_equals_fused(
             c, bf16 ? "moe-tiny, a shared expert, bf16" : "moe-tiny, a shared expert, fp32");
     }
+}
+
+// A frozen model's B (PPD's prompt tokens train through it): the input gradients B's, bit for
+// bit, and nothing kept for a W that never runs, where B's queue holds the output gradients.
+TEST_P(SplitBackward, FrozenBackwardKeepsNoWeightGradients) {
+    const auto [preset, bf16] = GetParam();
+    kernels::MatmulPrecisionScope precision(bf16 ? kernels::MatmulPrecision::bf16
+                                                 : kernels::MatmulPrecision::fp32);
+    const ModelConfig c = test::small_family_config(preset, 97, 16, 3);
+    std::unique_ptr<Model> m = make_model(c);
+    Buffer params(m->layout().total), grads(m->layout().total);
+    init_params(params.data(), m->layout(), 9);
+    FlatAccess w(m->layout(), params.data(), grads.data());
+    const int64_t B = 2, T = 8, C = c.n_embd;
+    const int L = int(c.n_layer);
+    std::vector<float> dinput[2];
+    int64_t queued[2] = {0, 0};
+    for (int frozen = 0; frozen < 2; ++frozen) {
+        std::unique_ptr<Activations> a = m->new_activations(B, T, LayerSpan{});
+        test::fill_tokens(*a, c.vocab_size, 3);
+        m->forward(*a, w, true, 1.0f / float(B * T));
+        HoldGradsReady held(w);
+        m->head_backward(*a, held);
+        for (int l = L - 1; l >= 0; --l) {
+            if (frozen)
+                m->block_backward_frozen(*a, w, l);
+            else
+                m->block_backward_input(*a, w, l);
+            queued[frozen] += a->weight_grads[size_t(l)].allocated_floats();
+        }
+        const float* d = m->dresid(B, T);
+        dinput[frozen].assign(d, d + B * T * C);
+    }
+    EXPECT_EQ(std::memcmp(dinput[0].data(), dinput[1].data(), dinput[0].size() * sizeof(float)), 0);
+    EXPECT_NE(std::count(dinput[1].begin(), dinput[1].end(), 0.0f), int64_t(dinput[1].size()));
+    EXPECT_GT(queued[0], 0);  // B alone keeps the output gradients for its W
+    EXPECT_EQ(queued[1], 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, SplitBackward,
