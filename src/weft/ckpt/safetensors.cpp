@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "weft/ckpt/atomic.hpp"
+#include "weft/ckpt/resident_pages.hpp"
 #include "weft/core/error.hpp"
 
 namespace weft::ckpt {
@@ -338,6 +339,7 @@ void SafetensorsFile::read_f32(std::string_view name, std::span<const int64_t> e
         fail("tensor '{}' in {} has dtype {}; expected a floating type (F32, F16, BF16, F64)", name,
              path_.string(), info.dtype);
     }
+    drop_resident_pages(map_, map_size_, p, info.end - info.begin);
 }
 
 void check_finite_tensor(std::span<const float> values, std::string_view tensor,

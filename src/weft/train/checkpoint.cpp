@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "weft/ckpt/checkpoint_dir.hpp"
+#include "weft/ckpt/resident_pages.hpp"
 #include "weft/ckpt/safetensors.hpp"
 #include "weft/core/error.hpp"
 #include "weft/train/manifest_check.hpp"
@@ -174,6 +175,13 @@ CheckpointReader::CheckpointReader(const CheckpointInfo& ck) : ck_(ck) {
 
 CheckpointReader::~CheckpointReader() = default;
 
+void CheckpointReader::release(const Piece& piece) const {
+    // Once copied, a piece's mapped pages would only hold the model twice at the read's peak.
+    const Mapped& m = *files_[size_t(piece.shard)];
+    ckpt::drop_resident_pages(m.map, m.size, piece.data,
+                              size_t(piece.end - piece.begin) * sizeof(float));
+}
+
 const model::ParamLayout& CheckpointReader::writer_layout(int tp_rank, int tp, int ep_rank,
                                                           int ep) const {
     const std::array<int, 4> key{tp_rank, tp, ep_rank, ep};
@@ -211,6 +219,7 @@ void CheckpointReader::read(StateTensors which, const model::ParamLayout& layout
                     ++count;
                 }
                 filled += count;
+                release(piece);
             }
         }
         // Each element is stored once, so the count says whether all of them are there.

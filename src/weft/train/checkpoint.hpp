@@ -99,6 +99,8 @@ class CheckpointReader {
         const float* data;
     };
     const model::ParamLayout& writer_layout(int tp_rank, int tp, int ep_rank, int ep) const;
+    // Drops a piece's mapped pages from the resident set once read.
+    void release(const Piece& piece) const;
 
     CheckpointInfo ck_;
     std::vector<std::unique_ptr<Mapped>> files_;
