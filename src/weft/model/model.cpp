@@ -176,8 +176,10 @@ void Model::block_backward_input(Activations& a, UnitAccess& w, int layer) {
 }
 
 void Model::block_backward_frozen(Activations& a, UnitAccess& w, int layer) {
-    block_backward_input(a, w, layer);
-    a.weight_grads[size_t(layer - a.first_layer)].drop();
+    WeightGradQueue none(WeightGradQueue::discard);
+    DeferWeightGrads scope(none);
+    HoldGradsReady held(w);
+    block_backward(a, held, layer);
 }
 
 void Model::block_backward_weight(Activations& a, UnitAccess& w, int layer) {

@@ -220,9 +220,9 @@ class Model {
     // it is: no recomputation (LayerSpan::recompute) refills the layer's buffers.
     void block_backward_input(Activations& a, UnitAccess& w, int layer);
     void block_backward_weight(Activations& a, UnitAccess& w, int layer);
-    // B alone, for a frozen model whose weights never step (PPD's prompt tokens): the layer's
-    // queued W and the gradient copies it holds are dropped at once, not kept for a W that
-    // never comes (30 layers of them were a quarter of a 135M model's PPD training memory).
+    // B alone, for a frozen model whose weights never step (PPD's prompt tokens): its W is
+    // dropped as B defers it, so no output gradient is copied or kept for a W that never comes
+    // (30 layers of them were a quarter of a 135M model's PPD training memory).
     void block_backward_frozen(Activations& a, UnitAccess& w, int layer);
 
     // Serving and generation: one forward over the rows of several sequences at once

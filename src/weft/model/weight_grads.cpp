@@ -23,11 +23,6 @@ WeightGradQueue* DeferWeightGrads::current() {
     return current_queue;
 }
 
-void WeightGradQueue::drop() {
-    tasks_.clear();
-    spare_.clear();
-}
-
 Buffer WeightGradQueue::take(int64_t floats) {
     // The smallest spare buffer that fits: a backward queues the same sizes every micro-batch,
     // so each finds its own and the queue holds what the estimate counts. Taking the largest
@@ -43,6 +38,7 @@ Buffer WeightGradQueue::take(int64_t floats) {
 
 void WeightGradQueue::defer(float* dw, float* db, const float* dout, const KeptTensor& kept,
                             int64_t at, int64_t M, int64_t K, int64_t N) {
+    if (discard_) return;
     Task t{dw, db, &kept, at, M, K, N, false, take(M * N), {}};
     std::memcpy(t.dout.data(), dout, size_t(M * N) * sizeof(float));
     tasks_.push_back(std::move(t));
@@ -50,6 +46,7 @@ void WeightGradQueue::defer(float* dw, float* db, const float* dout, const KeptT
 
 void WeightGradQueue::defer_bf16_dout(float* dw, const uint16_t* dout, const KeptTensor& kept,
                                       int64_t at, int64_t M, int64_t K, int64_t N) {
+    if (discard_) return;
     const int64_t floats = KeptTensor::floats(M * N, true);
     Task t{dw, nullptr, &kept, at, M, K, N, true, take(floats), {}};
     std::memcpy(t.dout.data(), dout, size_t(M * N) * sizeof(uint16_t));
@@ -58,6 +55,7 @@ void WeightGradQueue::defer_bf16_dout(float* dw, const uint16_t* dout, const Kep
 
 const float* WeightGradQueue::keep(const float* src, int64_t floats) {
     if (floats == 0) return nullptr;  // no rows (an expert-parallel rank that received none)
+    if (discard_) return src;         // the call that would read it is dropped too
     Task t{nullptr, nullptr, nullptr, 0, 0, 0, 0, false, take(floats), {}};
     std::memcpy(t.dout.data(), src, size_t(floats) * sizeof(float));
     tasks_.push_back(std::move(t));
@@ -65,6 +63,7 @@ const float* WeightGradQueue::keep(const float* src, int64_t floats) {
 }
 
 void WeightGradQueue::defer_call(std::function<void()> w) {
+    if (discard_) return;
     tasks_.push_back({nullptr, nullptr, nullptr, 0, 0, 0, 0, false, Buffer(), std::move(w)});
 }
 

@@ -21,6 +21,10 @@ namespace weft::model {
 
 class WeightGradQueue {
   public:
+    // A queue for weights that never step (a frozen model's B, PPD's prompt tokens): every W is
+    // dropped as it is deferred, so no output gradient is copied or kept for it.
+    enum Mode { queue, discard };
+    explicit WeightGradQueue(Mode mode = queue) : discard_(mode == discard) {}
     bool empty() const { return tasks_.empty(); }
     // dw [N,K] += doutᵀ · input, db [N] += Σ dout (db may be null), input [M,K] kept at `at`.
     void defer(float* dw, float* db, const float* dout, const KeptTensor& kept, int64_t at,
@@ -36,8 +40,6 @@ class WeightGradQueue {
     void defer_call(std::function<void()> w);
     // Runs the queued gradients in order, and empties the queue (keeping its buffers).
     void run();
-    // Empties the queue without running it, and frees every buffer (a frozen model's B).
-    void drop();
     // Floats the copies of output gradients hold (the memory W costs until it runs), and with
     // the buffers kept for reuse.
     int64_t floats() const;
@@ -55,6 +57,7 @@ class WeightGradQueue {
     // A buffer of at least `floats` for a copy: a spare one if one fits, else a new one.
     Buffer take(int64_t floats);
 
+    bool discard_;
     std::vector<Task> tasks_;
     std::vector<Task> spare_;  // run tasks, smallest first, whose buffers the next defers reuse
 };

@@ -139,8 +139,8 @@ TEST_P(SplitBackward, FrozenBackwardKeepsNoWeightGradients) {
                 m->block_backward_frozen(*a, w, l);
             else
                 m->block_backward_input(*a, w, l);
-            queued[frozen] += a->weight_grads[size_t(l)].allocated_floats();
         }
+        for (const WeightGradQueue& q : a->weight_grads) queued[frozen] += q.allocated_floats();
         const float* d = m->dresid(B, T);
         dinput[frozen].assign(d, d + B * T * C);
     }
