@@ -1,5 +1,5 @@
 // The official `openai` npm client against `weft serve` (tests/cli/serve.sh): completions and
-// chat, whole and streamed, and an error it must surface. Prints one JSON line of what it got.
+// chat, whole and streamed, chat's top log-probabilities, and an error it must surface. Prints one JSON line of what it got.
 // node openai_client.js <openai package dir> <base URL> <API key>
 const OpenAI = require(process.argv[2]);
 const client = new OpenAI({ baseURL: process.argv[3], apiKey: process.argv[4], maxRetries: 0 });
@@ -14,6 +14,10 @@ const base = { model: 'run', temperature: 0 };
   let chatStreamed = '';
   const cs = await client.chat.completions.create({ ...base, messages, max_tokens: 5, stream: true });
   for await (const chunk of cs) chatStreamed += chunk.choices[0].delta.content || '';
+  const lp = await client.chat.completions.create({
+    ...base, messages, max_tokens: 3, logprobs: true, top_logprobs: 2,
+  });
+  const top = lp.choices[0].logprobs.content.map((c) => c.top_logprobs.length);
   let error = {};
   try {
     await client.completions.create({ ...base, model: 'gpt-4', prompt: 'x' });
@@ -22,7 +26,7 @@ const base = { model: 'run', temperature: 0 };
   }
   console.log(JSON.stringify({
     text: whole.choices[0].text, streamed, total_tokens: whole.usage.total_tokens,
-    chat: chat.choices[0].message.content, chat_streamed: chatStreamed, error,
+    chat: chat.choices[0].message.content, chat_streamed: chatStreamed, top, error,
   }));
 })().catch((e) => {
   console.error(e);

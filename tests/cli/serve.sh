@@ -63,9 +63,22 @@ m=$(curl -s --max-time 10 -H "Authorization: Bearer $KEY" "$url/v1/models")
 [ "$(jq -r '.data[0].id' <<<"$m")" = run ] && ok "models lists run" || bad "models: $m"
 [ "$(curl -s --max-time 10 "$url/health")" = '{"status":"ok"}' ] && ok "health" || bad "health"
 
+# Log-probabilities: the chosen tokens', and the N likeliest at each place; greedy's choice is
+# the likeliest of them, with the same log-probability (chat lists them most likely first).
+tl=$(post completions '{"prompt":"ROMEO:","max_tokens":6,"temperature":0,"logprobs":3}' | jq -c .choices[0].logprobs)
+[ "$(jq '[.top_logprobs[] | length] == [3,3,3,3,3,3]' <<<"$tl")" = true ] &&
+  [ "$(jq '[range(6) as $i | .top_logprobs[$i][.tokens[$i]] == .token_logprobs[$i] and ([.top_logprobs[$i][]] | max) == .token_logprobs[$i]] | all' <<<"$tl")" = true ] \
+  && ok "completion logprobs 3: $(jq -c .top_logprobs[0] <<<"$tl")" || bad "completion top logprobs: $tl"
+t0=$(post completions '{"prompt":"ROMEO:","max_tokens":2,"logprobs":0}' | jq -c .choices[0].logprobs)
+[ "$(jq -c '[(.token_logprobs | length), .top_logprobs]' <<<"$t0")" = '[2,[null,null]]' ] \
+  && ok "completion logprobs 0: the chosen tokens' only" || bad "logprobs 0: $t0"
+ct=$(post chat/completions '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":4,"temperature":0,"logprobs":true,"top_logprobs":2}' | jq -c .choices[0].logprobs.content)
+[ "$(jq '[.[] | (.top_logprobs | length) == 2 and .top_logprobs[0].token == .token and .top_logprobs[0].logprob == .logprob and .top_logprobs[1].logprob <= .logprob and (.bytes | length) > 0] | all' <<<"$ct")" = true ] \
+  && ok "chat top_logprobs 2: $(jq -c .[0].top_logprobs <<<"$ct")" || bad "chat top logprobs: $ct"
+
 # Batch invariance: one request's tokens and logprobs alone and among 5 others (some of them
 # prefilling long prompts in chunks while it decodes), and a chunked prompt as `weft sample`.
-lp='{"prompt":"ROMEO:","max_tokens":24,"temperature":0,"logprobs":1}'
+lp='{"prompt":"ROMEO:","max_tokens":24,"temperature":0,"logprobs":3}'
 alone=$(post completions "$lp" | jq -c .choices)
 long="$(printf 'To be, or not to be, that is the question. %.0s' {1..3})"
 for i in 1 2 3 4 5; do
@@ -104,6 +117,9 @@ expect_api_error 400 context_length_exceeded completions '{"prompt":"x","max_tok
 expect_api_error 400 invalid_value completions '{"prompt":""}'
 expect_api_error 400 invalid_value completions '{"prompt":[1,50257]}'
 expect_api_error 400 invalid_value completions '{"prompt":"x","top_p":0}'
+expect_api_error 400 invalid_value completions '{"prompt":"x","logprobs":21}'
+expect_api_error 400 invalid_value chat/completions '{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}'
+expect_api_error 400 invalid_value chat/completions '{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":-1}'
 WRONG_KEY=wrong expect_api_error 401 invalid_api_key completions '{"prompt":"x"}'
 head -c 1200000 /dev/zero | tr '\0' ' ' >big.json
 expect_api_error 413 request_too_large completions @big.json
@@ -139,8 +155,9 @@ if [ -d "$npm_dir/node_modules/openai" ]; then
   chat=$(jq -r .choices[0].message.content <<<"$c")
   if [ "$(jq -r .text <<<"$got")" = "$text" ] && [ "$(jq -r .streamed <<<"$got")" = "$text" ] &&
      [ "$(jq -r .chat <<<"$got")" = "$chat" ] && [ "$(jq -r .chat_streamed <<<"$got")" = "$chat" ] &&
-     [ "$(jq -r .total_tokens <<<"$got")" = 15 ] && [ "$(jq -c .error <<<"$got")" = '{"status":404,"code":"model_not_found"}' ]; then
-    ok "openai npm client: completions and chat, whole and streamed, and a 404"
+     [ "$(jq -r .total_tokens <<<"$got")" = 15 ] && [ "$(jq -c .top <<<"$got")" = '[2,2,2]' ] &&
+     [ "$(jq -c .error <<<"$got")" = '{"status":404,"code":"model_not_found"}' ]; then
+    ok "openai npm client: completions and chat, whole and streamed, top_logprobs, and a 404"
   else
     bad "openai npm client: $got"
   fi

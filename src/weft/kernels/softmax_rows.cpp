@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "weft/core/error.hpp"
 #include "weft/kernels/exp_nonpositive.hpp"
 #include "weft/kernels/isa.hpp"
 #include "weft/kernels/lanes.hpp"
@@ -178,12 +179,33 @@ SoftmaxRowOps softmax_row_ops() {
 
 namespace weft::kernels {
 
-float log_softmax_at(const float* row, int64_t V, int64_t t) {
+LogSoftmaxRow log_softmax_terms(const float* row, int64_t V) {
     const detail::SoftmaxRowOps ops = detail::softmax_row_ops();
     const float max = ops.max(row, V);
     // Without `keep` exp_sum only reads the row.
     const float sum = ops.exp_sum(const_cast<float*>(row), V, max, false);
-    return row[t] - max - std::log(sum);
+    return {max, std::log(sum)};
+}
+
+float log_softmax_at(const float* row, int64_t V, int64_t t) {
+    return log_softmax_terms(row, V).at(row[t]);
+}
+
+void top_indices(const float* row, int64_t V, int64_t n, int32_t* out) {
+    WEFT_CHECK(n >= 0 && n <= V, "top_indices: n={} of a row of {}, expected 0 <= n <= V", n, V);
+    if (n == 0) return;
+    // Kept sorted, best first; `before(a, b)`: a ranks above b. Scanning in increasing index, an
+    // element equal to the last kept ranks below it, so a strict compare with the last suffices.
+    auto before = [&](int32_t a, int32_t b) {
+        return row[a] > row[b] || (row[a] == row[b] && a < b);
+    };
+    int64_t kept = 0;
+    for (int64_t v = 0; v < V; ++v) {
+        if (kept == n && !(row[v] > row[out[n - 1]])) continue;
+        int64_t at = kept < n ? kept++ : n - 1;
+        for (; at > 0 && before(int32_t(v), out[at - 1]); --at) out[at] = out[at - 1];
+        out[at] = int32_t(v);
+    }
 }
 
 int64_t argmax(const float* row, int64_t V) {

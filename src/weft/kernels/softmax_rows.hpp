@@ -44,6 +44,19 @@ namespace weft::kernels {
 // order per row): serving's log-probability of each token it emits, per request and step.
 float log_softmax_at(const float* row, int64_t V, int64_t t);
 
+// A row's log-softmax terms, computed once: at(row[t]) is log_softmax_at(row, V, t), bit for bit,
+// for every t (its maximum and its log-sum are the same floats).
+struct LogSoftmaxRow {
+    float max = 0, log_sum = 0;
+    float at(float x) const { return x - max - log_sum; }
+};
+LogSoftmaxRow log_softmax_terms(const float* row, int64_t V);
+
+// The n (<= V) largest elements' indices of row[0, V), largest first and, among equal ones, the
+// lower index first: the top log-probabilities a request asks for (`top_logprobs`). One pass
+// that compares each element with the n-th kept so far.
+void top_indices(const float* row, int64_t V, int64_t n, int32_t* out);
+
 // The first index of row[0, V)'s largest element (V >= 1), std::max_element's answer for rows
 // without NaN, in two vector passes (the maximum, then its first place) instead of a scalar
 // compare per element: greedy decoding's choice, per request and token.

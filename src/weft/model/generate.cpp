@@ -115,6 +115,17 @@ float token_logprob(std::span<const float> logits, int32_t t) {
     return kernels::log_softmax_at(logits.data(), int64_t(logits.size()), t);
 }
 
+float token_logprob_top(std::span<const float> logits, int32_t t, int64_t n,
+                        std::vector<TokenLogprob>& top) {
+    const int64_t V = int64_t(logits.size());
+    const kernels::LogSoftmaxRow terms = kernels::log_softmax_terms(logits.data(), V);
+    std::vector<int32_t> ids(static_cast<size_t>(n));
+    kernels::top_indices(logits.data(), V, n, ids.data());
+    top.clear();
+    for (int32_t id : ids) top.push_back({id, terms.at(logits[size_t(id)])});
+    return terms.at(logits[size_t(t)]);
+}
+
 RowForward::RowForward(const ModelConfig& cfg, const ParamLayout& layout, const float* params,
                        bool bf16, TpComm* tp)
     : model_(make_model(cfg, tp_shard(tp), tp)),

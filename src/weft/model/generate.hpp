@@ -53,6 +53,17 @@ int32_t pick_token(std::span<const float> logits, const SampleOptions& o, float 
 // token in the serving engine's thread): the same bits for the same logits.
 float token_logprob(std::span<const float> logits, int32_t t);
 
+// A token and its log-probability.
+struct TokenLogprob {
+    int32_t id = 0;
+    float logprob = 0;
+};
+// token_logprob of t, and in `top` the n most likely tokens (most likely first; among equal
+// logits the lower id first; n at most the logits' size) with theirs: each the bits
+// token_logprob gives it. OpenAI's `top_logprobs`.
+float token_logprob_top(std::span<const float> logits, int32_t t, int64_t n,
+                        std::vector<TokenLogprob>& top);
+
 // Every unit, as tensor-parallel rank tp->rank() of tp->size() holds them (null: the whole
 // model): the shard serving and sampling run.
 inline ModelShard tp_shard(const TpComm* tp) {

@@ -100,6 +100,8 @@ void Engine::check(const Request& r) const {
     r.o.validate();
     WEFT_CHECK(!r.prompt.empty(), "the prompt is empty (expected at least one token)");
     WEFT_CHECK(r.o.tokens >= 1, "max_tokens must be at least 1, got {}", r.o.tokens);
+    WEFT_CHECK(r.top_logprobs >= 0 && r.top_logprobs <= Request::kMaxTopLogprobs,
+               "top_logprobs must be in [0, {}], got {}", Request::kMaxTopLogprobs, r.top_logprobs);
     model::check_prompt(cfg, r.prompt);
     const int64_t positions = int64_t(r.prompt.size()) + r.o.tokens;
     WEFT_CHECK(positions <= cfg.n_positions,
@@ -149,7 +151,7 @@ void Engine::sample_next(Running& r, std::span<const float> logits) {
     const std::span<const float> l = logits.first(model::sampled_vocab(config(), r.req.o));
     const int64_t i = r.generated();
     const int32_t t = model::pick_token(l, r.req.o, r.rng.uniform(uint64_t(i)));
-    emit(r, t, model::token_logprob(l, t));
+    emit(r, t, l);
 }
 
 decode::Verdict Engine::accept_tree(Running& r, const decode::Guesses& guess,
@@ -179,23 +181,29 @@ decode::Verdict Engine::accept_tree(Running& r, const decode::Guesses& guess,
     int at = 0;
     for (size_t k = 0; k < v.nodes.size(); ++k) {
         const int32_t t = tree.tokens[size_t(v.nodes[k])];
-        emit(r, t, model::token_logprob(row(at), t));
+        emit(r, t, row(at));
         if (r.ended) return v;
         r.computed = root + 2 + int64_t(k);  // the node's keys are kept, at its position
         at = v.nodes[k] + 1;
     }
-    emit(r, v.next, model::token_logprob(row(at), v.next));
+    emit(r, v.next, row(at));
     return v;
 }
 
-void Engine::emit(Running& r, int32_t t, float logprob) {
+void Engine::emit(Running& r, int32_t t, std::span<const float> row) {
     if (t == r.req.o.stop_token) return finish(r, "stop");
     r.tokens.push_back(t);
     bool stopped = false;
     Update u;
     u.text = r.text.add(piece_(t), stopped);
     u.tokens = {t};
-    u.logprobs = {logprob};
+    if (r.req.top_logprobs > 0) {
+        u.top_logprobs.emplace_back();
+        const int64_t n = std::min(r.req.top_logprobs, int64_t(row.size()));
+        u.logprobs = {model::token_logprob_top(row, t, n, u.top_logprobs.back())};
+    } else {
+        u.logprobs = {model::token_logprob(row, t)};
+    }
     u.prompt_tokens = r.prompt_size();
     u.completion_tokens = r.generated();
     {

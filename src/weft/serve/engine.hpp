@@ -39,6 +39,10 @@ struct Request {
     // o.tokens: the most tokens to generate; o.stop_token: the end of text (ends with "stop").
     model::SampleOptions o;
     std::vector<std::string> stop;  // stop strings, none empty
+    // With each token, this many most likely tokens and their log-probabilities (at most
+    // kMaxTopLogprobs; the sampled vocabulary's size if that is fewer).
+    int64_t top_logprobs = 0;
+    static constexpr int64_t kMaxTopLogprobs = 20;
 };
 
 struct EngineOptions {
@@ -109,8 +113,9 @@ class Engine {
     struct Running;
     void finish(Running& r, const std::string& reason);
     void sample_next(Running& r, std::span<const float> logits);
-    // Hands `t`, chosen with log-probability `logprob`, to the request's stream (or ends it).
-    void emit(Running& r, int32_t t, float logprob);
+    // Hands `t`, chosen at the logits `row` (the sampled vocabulary's), with its log-probability
+    // (and the top ones the request asks for) to the request's stream, or ends it.
+    void emit(Running& r, int32_t t, std::span<const float> row);
     // A speculating request's verdict on its tree's rows (their logits from `logits`), the
     // accepted tokens and the model's next one emitted; the verdict.
     decode::Verdict accept_tree(Running& r, const decode::Guesses& guess,

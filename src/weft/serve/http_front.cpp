@@ -116,13 +116,7 @@ void HttpFront::Impl::complete(const httplib::Request& req, httplib::Response& r
         // (max_tokens bounds it); a stream's client that leaves is dropped at once.
         Update all, u;
         while (!all.done()) {
-            if (!out->take(u, milliseconds(100))) continue;
-            all.text += u.text;
-            all.tokens.insert(all.tokens.end(), u.tokens.begin(), u.tokens.end());
-            all.logprobs.insert(all.logprobs.end(), u.logprobs.begin(), u.logprobs.end());
-            all.finish_reason = u.finish_reason;
-            all.prompt_tokens = u.prompt_tokens;
-            all.completion_tokens = u.completion_tokens;
+            if (out->take(u, milliseconds(100))) all.merge(u);
         }
         return res.set_content(dump(completion_json(r, all, id, created, ctx)), "application/json");
     }

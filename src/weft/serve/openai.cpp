@@ -79,6 +79,13 @@ json usage(const Update& u) {
             {"total_tokens", u.prompt_tokens + u.completion_tokens}};
 }
 
+// A token's text as the chat API's `bytes`: its UTF-8 bytes, which may end mid-character.
+json token_bytes(const std::string& text) {
+    json bytes = json::array();
+    for (unsigned char c : text) bytes.push_back(int(c));
+    return bytes;
+}
+
 json logprobs_json(const ApiRequest& r, const Update& u, const ApiContext& ctx) {
     if (!r.logprobs) return nullptr;
     json tokens = json::array(), lps = json::array();
@@ -86,13 +93,44 @@ json logprobs_json(const ApiRequest& r, const Update& u, const ApiContext& ctx) 
         tokens.push_back(ctx.tok.decode_token(u.tokens[i]));
         lps.push_back(u.logprobs[i]);
     }
-    if (!r.chat) return {{"tokens", tokens}, {"token_logprobs", lps}, {"token_ids", u.tokens}};
+    // Each token's alternatives (none unless asked for).
+    auto top = [&](size_t i) -> const std::vector<model::TokenLogprob>& {
+        static const std::vector<model::TokenLogprob> none;
+        return i < u.top_logprobs.size() ? u.top_logprobs[i] : none;
+    };
+    if (!r.chat) {
+        // The legacy shape: per token an object from token text to log-probability (its keys
+        // come out sorted, not by likelihood). Two ids of the same text keep the likelier.
+        json tops = json::array();
+        for (size_t i = 0; i < u.tokens.size(); ++i) {
+            json alternatives = json::object();
+            for (const model::TokenLogprob& t : top(i)) {
+                const std::string text = ctx.tok.decode_token(t.id);
+                if (!alternatives.contains(text)) alternatives[text] = t.logprob;
+            }
+            tops.push_back(r.req.top_logprobs > 0 ? alternatives : json(nullptr));
+        }
+        return {{"tokens", tokens},
+                {"token_logprobs", lps},
+                {"top_logprobs", tops},
+                {"token_ids", u.tokens}};
+    }
     json content = json::array();
-    for (size_t i = 0; i < u.tokens.size(); ++i)
+    for (size_t i = 0; i < u.tokens.size(); ++i) {
+        json alternatives = json::array();
+        for (const model::TokenLogprob& t : top(i)) {
+            const std::string text = ctx.tok.decode_token(t.id);
+            alternatives.push_back({{"token", text},
+                                    {"logprob", t.logprob},
+                                    {"bytes", token_bytes(text)},
+                                    {"token_id", t.id}});
+        }
         content.push_back({{"token", tokens[i]},
                            {"logprob", lps[i]},
+                           {"bytes", token_bytes(tokens[i].get<std::string>())},
                            {"token_id", u.tokens[i]},
-                           {"top_logprobs", json::array()}});
+                           {"top_logprobs", alternatives}});
+    }
     return {{"content", content}};
 }
 
@@ -162,10 +200,23 @@ ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& c
     o.top_p = field<float>(body, "top_p", 1.0f, "a number");
     o.top_k = field<int64_t>(body, "top_k", 0, "an integer");
     o.seed = uint64_t(field<int64_t>(body, "seed", 1337, "an integer"));
-    if (chat)
+    // Completions: `logprobs` N, the chosen tokens' and the N likeliest at each place (0: the
+    // chosen ones only; absent: none). Chat: `logprobs` true, and `top_logprobs` N.
+    const int64_t max_top = Request::kMaxTopLogprobs;
+    const char* top_name = chat ? "top_logprobs" : "logprobs";
+    if (chat) {
         r.logprobs = field<bool>(body, "logprobs", false, "a boolean");
-    else
-        r.logprobs = field<int64_t>(body, "logprobs", 0, "an integer") > 0;
+        r.req.top_logprobs = field<int64_t>(body, "top_logprobs", 0, "an integer");
+        if (r.req.top_logprobs > 0 && !r.logprobs)
+            throw invalid("'top_logprobs' needs 'logprobs' to be true", "top_logprobs");
+    } else {
+        r.logprobs = body.contains("logprobs") && !body["logprobs"].is_null();
+        r.req.top_logprobs = field<int64_t>(body, "logprobs", 0, "an integer");
+    }
+    if (r.req.top_logprobs < 0 || r.req.top_logprobs > max_top)
+        throw invalid(
+            fmt::format("'{}' must be in [0, {}], got {}", top_name, max_top, r.req.top_logprobs),
+            top_name);
     o.vocab_limit = ctx.tok.vocab_size();
     o.stop_token = ctx.tok.eot();
     r.req.stop = stop_strings(body);

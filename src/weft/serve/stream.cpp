@@ -2,15 +2,20 @@
 
 namespace weft::serve {
 
+void Update::merge(const Update& u) {
+    text += u.text;
+    tokens.insert(tokens.end(), u.tokens.begin(), u.tokens.end());
+    logprobs.insert(logprobs.end(), u.logprobs.begin(), u.logprobs.end());
+    top_logprobs.insert(top_logprobs.end(), u.top_logprobs.begin(), u.top_logprobs.end());
+    if (u.done()) finish_reason = u.finish_reason;
+    prompt_tokens = u.prompt_tokens;
+    completion_tokens = u.completion_tokens;
+}
+
 void Stream::push(const Update& u) {
     {
         std::lock_guard lock(mu_);
-        pending_.text += u.text;
-        pending_.tokens.insert(pending_.tokens.end(), u.tokens.begin(), u.tokens.end());
-        pending_.logprobs.insert(pending_.logprobs.end(), u.logprobs.begin(), u.logprobs.end());
-        if (u.done()) pending_.finish_reason = u.finish_reason;
-        pending_.prompt_tokens = u.prompt_tokens;
-        pending_.completion_tokens = u.completion_tokens;
+        pending_.merge(u);
         news_ = true;
     }
     cv_.notify_all();

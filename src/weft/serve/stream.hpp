@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "weft/model/generate.hpp"
+
 namespace weft::serve {
 
 // What a request produced since the last look.
@@ -16,10 +18,15 @@ struct Update {
     std::string text;  // byte-level text, held back where a stop string may begin
     std::vector<int32_t> tokens;
     std::vector<float> logprobs;  // of each token under the model (log-softmax of its logits)
-    std::string finish_reason;    // empty while running; "stop" or "length" at the end
+    // Of each token, when its request asks for them (Request::top_logprobs): the most likely
+    // tokens at its place and their log-probabilities, most likely first.
+    std::vector<std::vector<model::TokenLogprob>> top_logprobs;
+    std::string finish_reason;  // empty while running; "stop" or "length" at the end
     int64_t prompt_tokens = 0, completion_tokens = 0;
 
     bool done() const { return !finish_reason.empty(); }
+    // u's text, tokens and log-probabilities after these, its counts and finish reason instead.
+    void merge(const Update& u);
 };
 
 class Stream {

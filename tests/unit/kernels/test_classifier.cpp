@@ -313,5 +313,38 @@ TEST(Argmax, FirstLargestAsMaxElement) {
     }
 }
 
+// A request's top log-probabilities: log_softmax_terms gives log_softmax_at's bits for every
+// token, and top_indices the n largest, ties to the lower index, as a stable sort of the indices
+// by value would: n = 0, 1, a few, and the whole row; ties placed across the row.
+TEST(TopLogprobs, TermsAndIndicesAsTheReference) {
+    for (int64_t V : {1, 17, 1000, 49152}) {
+        std::vector<float> row = random_vector(size_t(V), uint32_t(V) + 7, 5.0f);
+        for (int64_t i = 0; i < V; i += 7) row[size_t(i)] = row[size_t(V / 2)];  // ties
+        std::vector<int32_t> order(static_cast<size_t>(V));
+        for (int64_t i = 0; i < V; ++i) order[size_t(i)] = int32_t(i);
+        std::stable_sort(order.begin(), order.end(),
+                         [&](int32_t a, int32_t b) { return row[size_t(a)] > row[size_t(b)]; });
+        for (int64_t n :
+             {int64_t(0), int64_t(1), std::min<int64_t>(V, 5), std::min<int64_t>(V, 20), V}) {
+            std::vector<int32_t> got(static_cast<size_t>(n));
+            top_indices(row.data(), V, n, got.data());
+            EXPECT_TRUE(std::equal(got.begin(), got.end(), order.begin()))
+                << "V " << V << " n " << n;
+        }
+        for (Isa isa : {Isa::avx512, Isa::portable}) {
+            if (!isa_available(isa)) continue;
+            set_kernel_isa(isa);
+            const LogSoftmaxRow terms = log_softmax_terms(row.data(), V);
+            for (int64_t t = 0; t < V; t += std::max<int64_t>(1, V / 97)) {
+                const float a = terms.at(row[size_t(t)]), b = log_softmax_at(row.data(), V, t);
+                EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0)
+                    << isa_name(isa) << " V " << V << " t " << t;
+            }
+        }
+        set_kernel_isa(default_isa());
+    }
+    EXPECT_THROW(top_indices(nullptr, 3, 4, nullptr), Error);
+}
+
 }  // namespace
 }  // namespace weft::kernels
