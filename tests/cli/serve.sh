@@ -57,6 +57,9 @@ cs=$(post chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_to
 st=$(post completions '{"prompt":"ROMEO:","max_tokens":12,"temperature":0,"stop":"'"$(jq -r .choices[0].text <<<"$a" | cut -c3-4)"'"}')
 [ "$(jq -r .choices[0].finish_reason <<<"$st")" = stop ] && [ "$(jq -r .choices[0].text <<<"$st")" = "$(jq -r .choices[0].text <<<"$a" | cut -c1-2)" ] \
   && ok "stop string ends the text before it" || bad "stop: $st"
+neutral=$(post completions '{"prompt":"x","max_tokens":1,"n":1,"best_of":1,"frequency_penalty":0,"presence_penalty":0.0,"logit_bias":{},"echo":false,"suffix":null,"ignore_eos":true}')
+[ "$(cat status)" = 200 ] && [ "$(jq '.choices | length' <<<"$neutral")" = 1 ] \
+  && ok "fields it does not implement, at their neutral values, accepted" || bad "neutral fields: $neutral"
 ids=$(post completions '{"prompt":[40,716],"max_tokens":2}')
 [ "$(jq .usage.prompt_tokens <<<"$ids")" = 2 ] && ok "prompt as token ids" || bad "token ids: $ids"
 m=$(curl -s --max-time 10 -H "Authorization: Bearer $KEY" "$url/v1/models")
@@ -118,6 +121,10 @@ expect_api_error 400 invalid_value completions '{"prompt":""}'
 expect_api_error 400 invalid_value completions '{"prompt":[1,50257]}'
 expect_api_error 400 invalid_value completions '{"prompt":"x","top_p":0}'
 expect_api_error 400 invalid_value completions '{"prompt":"x","logprobs":21}'
+expect_api_error 400 unsupported_parameter completions '{"prompt":"x","n":2}'
+expect_api_error 400 unsupported_parameter chat/completions '{"messages":[{"role":"user","content":"x"}],"frequency_penalty":0.5}'
+expect_api_error 400 unsupported_parameter completions '{"prompt":"x","echo":true}'
+expect_api_error 400 invalid_type completions '{"prompt":"x","ignore_eos":"yes"}'
 expect_api_error 400 invalid_value chat/completions '{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}'
 expect_api_error 400 invalid_value chat/completions '{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":-1}'
 WRONG_KEY=wrong expect_api_error 401 invalid_api_key completions '{"prompt":"x"}'

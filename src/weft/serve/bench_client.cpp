@@ -53,7 +53,7 @@ RequestTiming run_request(const BenchServeOptions& o, const std::string& model,
                            {"temperature", 0},
                            {"stream", true},
                            {"stream_options", {{"include_usage", true}}},
-                           // Honoured by vLLM and llama.cpp; weft ends at end of text.
+                           // Honoured by weft, vLLM and llama.cpp.
                            {"ignore_eos", true}};
     if (!model.empty()) body["model"] = model;
     httplib::Request req;

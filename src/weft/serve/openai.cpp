@@ -73,6 +73,39 @@ std::vector<std::string> stop_strings(const json& body) {
     return stops;
 }
 
+// Fields of OpenAI's API that this server does not implement, each with its neutral value: a
+// client may send that (or null), anything else is refused rather than ignored, since each would
+// change what the client gets.
+void refuse_unsupported(const json& body) {
+    struct Unsupported {
+        const char* name;
+        json neutral;
+        const char* why;
+    };
+    static const Unsupported fields[] = {
+        {"n", 1, "one choice a request"},
+        {"best_of", 1, "one choice a request"},
+        {"frequency_penalty", 0, "no penalties"},
+        {"presence_penalty", 0, "no penalties"},
+        {"repetition_penalty", 1, "no penalties"},
+        {"logit_bias", json::object(), "no logit bias"},
+        {"echo", false, "no echo of the prompt"},
+        {"suffix", "", "no suffix"},
+        {"response_format", {{"type", "text"}}, "text only"},
+        {"tools", json::array(), "no tool calls"},
+        {"functions", json::array(), "no function calls"},
+    };
+    for (const Unsupported& f : fields) {
+        auto it = body.find(f.name);
+        if (it == body.end() || it->is_null() || *it == f.neutral) continue;
+        throw ApiError{400,
+                       fmt::format("'{}' {} is not supported by this server ({}: expected {} or "
+                                   "no '{}')",
+                                   f.name, it->dump(), f.why, f.neutral.dump(), f.name),
+                       "invalid_request_error", f.name, "unsupported_parameter"};
+    }
+}
+
 json usage(const Update& u) {
     return {{"prompt_tokens", u.prompt_tokens},
             {"completion_tokens", u.completion_tokens},
@@ -181,6 +214,7 @@ ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& c
     if (!body.is_object())
         throw invalid(fmt::format("the body must be a JSON object, got {}", body.dump()), "",
                       "invalid_json");
+    refuse_unsupported(body);
     const std::string model = field<std::string>(body, "model", ctx.model_id, "a string");
     if (model != ctx.model_id)
         throw ApiError{404,
@@ -218,7 +252,9 @@ ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& c
             fmt::format("'{}' must be in [0, {}], got {}", top_name, max_top, r.req.top_logprobs),
             top_name);
     o.vocab_limit = ctx.tok.vocab_size();
-    o.stop_token = ctx.tok.eot();
+    // vLLM's and llama.cpp's `ignore_eos`: generate max_tokens whatever the model says (as
+    // `weft sample --ignore-eos`; load benchmarks send it).
+    o.stop_token = field<bool>(body, "ignore_eos", false, "a boolean") ? -1 : ctx.tok.eot();
     r.req.stop = stop_strings(body);
     if (chat) {
         if (!body.contains("messages"))
