@@ -78,10 +78,19 @@ t0=$(post completions '{"prompt":"ROMEO:","max_tokens":2,"logprobs":0}' | jq -c 
 ct=$(post chat/completions '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":4,"temperature":0,"logprobs":true,"top_logprobs":2}' | jq -c .choices[0].logprobs.content)
 [ "$(jq '[.[] | (.top_logprobs | length) == 2 and .top_logprobs[0].token == .token and .top_logprobs[0].logprob == .logprob and .top_logprobs[1].logprob <= .logprob and (.bytes | length) > 0] | all' <<<"$ct")" = true ] \
   && ok "chat top_logprobs 2: $(jq -c .[0].top_logprobs <<<"$ct")" || bad "chat top logprobs: $ct"
+# Penalties: greedy text that repeats itself repeats less, each generated id's logit lowered by
+# its count (frequency) and once (presence) before the choice.
+most() { jq '[.choices[0].logprobs.token_ids | group_by(.)[] | length] | max' <<<"$1"; }
+plain=$(post completions '{"prompt":"ROMEO:","max_tokens":24,"temperature":0,"logprobs":0}')
+pen=$(post completions '{"prompt":"ROMEO:","max_tokens":24,"temperature":0,"logprobs":0,"frequency_penalty":2,"presence_penalty":1}')
+[ "$(most "$pen")" -lt "$(most "$plain")" ] &&
+  [ "$(post completions '{"prompt":"ROMEO:","max_tokens":24,"temperature":0,"logprobs":0,"frequency_penalty":2,"presence_penalty":1}' | jq -c .choices)" = "$(jq -c .choices <<<"$pen")" ] \
+  && ok "penalties: a token at most $(most "$pen") times in 24, against $(most "$plain"); the same again" \
+  || bad "penalties: $(jq -c .choices[0].text <<<"$pen") against $(jq -c .choices[0].text <<<"$plain")"
 
 # Batch invariance: one request's tokens and logprobs alone and among 5 others (some of them
 # prefilling long prompts in chunks while it decodes), and a chunked prompt as `weft sample`.
-lp='{"prompt":"ROMEO:","max_tokens":24,"temperature":0,"logprobs":3}'
+lp='{"prompt":"ROMEO:","max_tokens":24,"temperature":0,"logprobs":3,"presence_penalty":0.5}'
 alone=$(post completions "$lp" | jq -c .choices)
 long="$(printf 'To be, or not to be, that is the question. %.0s' {1..3})"
 for i in 1 2 3 4 5; do
@@ -122,7 +131,8 @@ expect_api_error 400 invalid_value completions '{"prompt":[1,50257]}'
 expect_api_error 400 invalid_value completions '{"prompt":"x","top_p":0}'
 expect_api_error 400 invalid_value completions '{"prompt":"x","logprobs":21}'
 expect_api_error 400 unsupported_parameter completions '{"prompt":"x","n":2}'
-expect_api_error 400 unsupported_parameter chat/completions '{"messages":[{"role":"user","content":"x"}],"frequency_penalty":0.5}'
+expect_api_error 400 unsupported_parameter chat/completions '{"messages":[{"role":"user","content":"x"}],"logit_bias":{"50":-100}}'
+expect_api_error 400 invalid_value completions '{"prompt":"x","frequency_penalty":3}'
 expect_api_error 400 unsupported_parameter completions '{"prompt":"x","echo":true}'
 expect_api_error 400 invalid_type completions '{"prompt":"x","ignore_eos":"yes"}'
 expect_api_error 400 invalid_value chat/completions '{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}'
@@ -193,6 +203,7 @@ for _ in $(seq 600); do grep -q "http://" draft.out && break; sleep 0.1; done
 url=$(grep -o "http://[0-9.:]*" draft.out) || { cat draft.err; bad "no start line with a draft"; finish; exit 1; }
 d=$(post completions '{"prompt":"ROMEO:","max_tokens":12,"temperature":0}')
 [ "$(jq -r .choices[0].text <<<"$d")" = "$(jq -r .choices[0].text <<<"$a")" ] && ok "--spec draft: greedy text as without" || bad "--spec draft: $d, without: $a"
+expect_api_error 400 invalid_value completions '{"prompt":"x","presence_penalty":0.5}'
 metrics=$(curl -s --max-time 10 "$url/metrics")
 g=$(awk '/^weft_spec_guessed_tokens_total/ { print $2 }' <<<"$metrics")
 k=$(awk '/^weft_spec_accepted_tokens_total/ { print $2 }' <<<"$metrics")

@@ -100,6 +100,14 @@ void Engine::check(const Request& r) const {
     r.o.validate();
     WEFT_CHECK(!r.prompt.empty(), "the prompt is empty (expected at least one token)");
     WEFT_CHECK(r.o.tokens >= 1, "max_tokens must be at least 1, got {}", r.o.tokens);
+    for (auto [name, v] : {std::pair{"frequency_penalty", r.frequency_penalty},
+                           std::pair{"presence_penalty", r.presence_penalty}})
+        WEFT_CHECK(v >= -2 && v <= 2, "{} must be in [-2, 2], got {}", name, v);
+    // A verify's rows each follow another history; their penalised distributions are not there.
+    WEFT_CHECK(!r.penalised() || o_.spec.kind == "none",
+               "frequency_penalty and presence_penalty are not supported under --spec {} (the "
+               "server speculates; expected 0)",
+               o_.spec.kind);
     WEFT_CHECK(r.top_logprobs >= 0 && r.top_logprobs <= Request::kMaxTopLogprobs,
                "top_logprobs must be in [0, {}], got {}", Request::kMaxTopLogprobs, r.top_logprobs);
     model::check_prompt(cfg, r.prompt);
@@ -150,7 +158,25 @@ void Engine::finish(Running& r, const std::string& reason) {
 void Engine::sample_next(Running& r, std::span<const float> logits) {
     const std::span<const float> l = logits.first(model::sampled_vocab(config(), r.req.o));
     const int64_t i = r.generated();
-    const int32_t t = model::pick_token(l, r.req.o, r.rng.uniform(uint64_t(i)));
+    std::span<const float> choose_from = l;
+    thread_local std::vector<float> penalised;
+    if (r.req.penalised()) {
+        // Each generated id once, with its count: logit - count * frequency - presence, one
+        // expression per id (its bits depend on the request's own tokens only).
+        thread_local std::vector<int32_t> seen;
+        seen.assign(r.tokens.begin() + r.prompt_size(), r.tokens.end());
+        std::sort(seen.begin(), seen.end());
+        penalised.assign(l.begin(), l.end());
+        for (size_t a = 0, b = 0; a < seen.size(); a = b) {
+            while (b < seen.size() && seen[b] == seen[a]) ++b;
+            const int32_t t = seen[a];
+            if (size_t(t) >= penalised.size()) continue;
+            penalised[size_t(t)] =
+                l[size_t(t)] - float(b - a) * r.req.frequency_penalty - r.req.presence_penalty;
+        }
+        choose_from = penalised;
+    }
+    const int32_t t = model::pick_token(choose_from, r.req.o, r.rng.uniform(uint64_t(i)));
     emit(r, t, l);
 }
 

@@ -43,6 +43,11 @@ struct Request {
     // kMaxTopLogprobs; the sampled vocabulary's size if that is fewer).
     int64_t top_logprobs = 0;
     static constexpr int64_t kMaxTopLogprobs = 20;
+    // OpenAI's penalties, in [-2, 2]: before a token is chosen, each id's logit loses
+    // frequency_penalty times the times the request has generated it, and presence_penalty once
+    // if it has. The log-probabilities stay the model's own. Not under speculation.
+    float frequency_penalty = 0, presence_penalty = 0;
+    bool penalised() const { return frequency_penalty != 0 || presence_penalty != 0; }
 };
 
 struct EngineOptions {

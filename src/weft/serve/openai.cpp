@@ -85,9 +85,7 @@ void refuse_unsupported(const json& body) {
     static const Unsupported fields[] = {
         {"n", 1, "one choice a request"},
         {"best_of", 1, "one choice a request"},
-        {"frequency_penalty", 0, "no penalties"},
-        {"presence_penalty", 0, "no penalties"},
-        {"repetition_penalty", 1, "no penalties"},
+        {"repetition_penalty", 1, "OpenAI's frequency and presence penalties only"},
         {"logit_bias", json::object(), "no logit bias"},
         {"echo", false, "no echo of the prompt"},
         {"suffix", "", "no suffix"},
@@ -234,6 +232,12 @@ ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& c
     o.top_p = field<float>(body, "top_p", 1.0f, "a number");
     o.top_k = field<int64_t>(body, "top_k", 0, "an integer");
     o.seed = uint64_t(field<int64_t>(body, "seed", 1337, "an integer"));
+    for (auto [name, to] : {std::pair{"frequency_penalty", &r.req.frequency_penalty},
+                            std::pair{"presence_penalty", &r.req.presence_penalty}}) {
+        *to = field<float>(body, name, 0.0f, "a number");
+        if (!(*to >= -2 && *to <= 2))
+            throw invalid(fmt::format("'{}' must be in [-2, 2], got {}", name, *to), name);
+    }
     // Completions: `logprobs` N, the chosen tokens' and the N likeliest at each place (0: the
     // chosen ones only; absent: none). Chat: `logprobs` true, and `top_logprobs` N.
     const int64_t max_top = Request::kMaxTopLogprobs;
