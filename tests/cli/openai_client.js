@@ -1,5 +1,6 @@
 // The official `openai` npm client against `weft serve` (tests/cli/serve.sh): completions and
-// chat, whole and streamed, chat's top log-probabilities, and an error it must surface. Prints one JSON line of what it got.
+// chat, whole and streamed, chat's top log-probabilities, and an error it must surface. Prints
+// one JSON line of what it got.
 // node openai_client.js <openai package dir> <base URL> <API key>
 const OpenAI = require(process.argv[2]);
 const client = new OpenAI({ baseURL: process.argv[3], apiKey: process.argv[4], maxRetries: 0 });
