@@ -1,6 +1,6 @@
 // The official `openai` npm client against `weft serve` (tests/cli/serve.sh): completions and
-// chat, whole and streamed, chat's top log-probabilities, and an error it must surface. Prints
-// one JSON line of what it got.
+// chat, whole and streamed, chat's top log-probabilities, two chat choices, a completion's echo
+// with log-probabilities, and an error it must surface. Prints one JSON line of what it got.
 // node openai_client.js <openai package dir> <base URL> <API key>
 const OpenAI = require(process.argv[2]);
 const client = new OpenAI({ baseURL: process.argv[3], apiKey: process.argv[4], maxRetries: 0 });
@@ -19,6 +19,14 @@ const base = { model: 'run', temperature: 0 };
     ...base, messages, max_tokens: 3, logprobs: true, top_logprobs: 2,
   });
   const top = lp.choices[0].logprobs.content.map((c) => c.top_logprobs.length);
+  const two = await client.chat.completions.create({
+    ...base, messages, max_tokens: 3, temperature: 0.9, seed: 7, n: 2,
+  });
+  const choices = two.choices.map((c) => c.index);
+  const echo = await client.completions.create({
+    ...base, prompt: 'ROMEO:', max_tokens: 1, echo: true, logprobs: 1,
+  });
+  const echoed = echo.choices[0].logprobs.token_logprobs;
   let error = {};
   try {
     await client.completions.create({ ...base, model: 'gpt-4', prompt: 'x' });
@@ -27,7 +35,8 @@ const base = { model: 'run', temperature: 0 };
   }
   console.log(JSON.stringify({
     text: whole.choices[0].text, streamed, total_tokens: whole.usage.total_tokens,
-    chat: chat.choices[0].message.content, chat_streamed: chatStreamed, top, error,
+    chat: chat.choices[0].message.content, chat_streamed: chatStreamed, top, error, choices,
+    echo: [echo.choices[0].text.startsWith('ROMEO:'), echoed[0], echoed.length],
   }));
 })().catch((e) => {
   console.error(e);

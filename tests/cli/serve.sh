@@ -105,6 +105,52 @@ chunked=$(post completions '{"prompt":"'"$long"'","max_tokens":8,"temperature":0
 want=$("$WEFT" sample --ckpt run --tokenizer-dir "$SRC/data" --prompt "$long" --tokens 8 --temperature 0)
 [ "$long$chunked" = "$want" ] && ok "prompt prefilled in chunks of 8 = weft sample's" || bad "chunked: '$chunked' vs '$want'"
 
+# Several choices: `n` of a prompt, and a batch of prompts; each choice draws from streams of its
+# own (choice 0's are the single request's), streamed under its index.
+one=$(post completions '{"prompt":"ROMEO:","max_tokens":8,"temperature":0.9,"seed":7}')
+three=$(post completions '{"prompt":"ROMEO:","max_tokens":8,"temperature":0.9,"seed":7,"n":3}')
+[ "$(jq -c '[.choices[].index]' <<<"$three")" = "[0,1,2]" ] &&
+  [ "$(jq .choices[0] <<<"$three")" = "$(jq .choices[0] <<<"$one")" ] &&
+  [ "$(jq '[.choices[].text] | unique | length' <<<"$three")" = 3 ] &&
+  [ "$(jq -c '[.usage.prompt_tokens, .usage.completion_tokens]' <<<"$three")" = "[$(jq .usage.prompt_tokens <<<"$one"),24]" ] \
+  && ok "n 3: choice 0 the single answer, three texts, usage $(jq -c .usage <<<"$three")" || bad "n 3: $three against $one"
+sn=$(post completions '{"prompt":"ROMEO:","max_tokens":8,"temperature":0.9,"seed":7,"n":2,"stream":true}' -N)
+sn_text() { grep '^data: {' <<<"$sn" | sed 's/^data: //' | jq -rj "select(.choices[0].index == $1) | .choices[0].text"; }
+[ "$(sn_text 0)" = "$(jq -r .choices[0].text <<<"$three")" ] && [ "$(sn_text 1)" = "$(jq -r .choices[1].text <<<"$three")" ] &&
+  [ "$(tail -n 1 <<<"$sn")" = "data: [DONE]" ] && [ "$(grep -c '"usage"' <<<"$sn")" = 1 ] \
+  && ok "n 2 streamed: each index's deltas are its choice, one [DONE], one usage" || bad "n 2 stream: $sn"
+two=$(post completions '{"prompt":["ROMEO:",[40,716]],"max_tokens":8,"temperature":0.9,"seed":7}')
+[ "$(jq .choices[0] <<<"$two")" = "$(jq .choices[0] <<<"$one")" ] && [ "$(jq '.choices | length' <<<"$two")" = 2 ] \
+  && ok "a batch of two prompts: two choices, the first the single answer" || bad "batch of prompts: $two"
+# Echo with logprobs, the shape lm-eval's loglikelihood reads (a batch of token-id prompts,
+# max_tokens 1): the prompt's tokens scored in chunks of 8 have the log-probabilities, bit for
+# bit, and the alternatives that one-token decode steps gave the same tokens; each token's
+# text_offset is the bytes of those before it.
+g=$(post completions '{"prompt":[464,2068,7586],"max_tokens":13,"temperature":0,"logprobs":2,"ignore_eos":true}' | jq -c .choices[0].logprobs)
+score=$(jq -c '{prompt: [[464,2068,7586] + .token_ids[:12]], max_tokens: 1, temperature: 0, logprobs: 2, echo: true}' <<<"$g")
+e=$(post completions "$score" | jq -c .choices[0].logprobs)
+[ "$(jq -c '.token_ids' <<<"$e")" = "$(jq -c '[464,2068,7586] + .token_ids' <<<"$g")" ] &&
+  [ "$(jq -c '[.token_logprobs[0], .top_logprobs[0]]' <<<"$e")" = "[null,null]" ] &&
+  [ "$(jq -c '.token_logprobs[3:]' <<<"$e")" = "$(jq -c .token_logprobs <<<"$g")" ] &&
+  [ "$(jq -c '.top_logprobs[3:]' <<<"$e")" = "$(jq -c .top_logprobs <<<"$g")" ] &&
+  [ "$(jq '[.token_logprobs[1:3][] | . < 0] | all' <<<"$e")" = true ] &&
+  [ "$(jq '.text_offset == ([0] + [foreach .tokens[] as $t (0; . + ($t | utf8bytelength))][:-1])' <<<"$e")" = true ] \
+  && ok "echo: 15 prompt tokens scored as the decode steps scored them: $(jq -c '.token_logprobs[:4]' <<<"$e")" \
+  || bad "echo logprobs: $e against generated $g"
+es=$(post completions "$(jq -c '. + {stream: true}' <<<"$score")" -N)
+[ "$(grep '^data: {' <<<"$es" | sed 's/^data: //' | jq -c '.choices[0].logprobs.token_logprobs[]' | jq -sc .)" = "$(jq -c .token_logprobs <<<"$e")" ] \
+  && ok "echo streamed: the same log-probabilities" || bad "echo stream: $es"
+# lm-eval's loglikelihood is the loss `weft eval` computes through the training forward: the mean
+# negative score of a held-out window's 64 tokens after its first equals it (to 1e-5).
+ids=$(od -An -tu2 -j1024 -N130 -v data/tinyshakespeare_val.bin | tr -s ' \n' ' ' | sed 's/^ //;s/ $//;s/ /,/g')
+loss=$("$WEFT" eval --ckpt run --data data/tinyshakespeare_val.bin --batch-size 1 --seq-len 64 --batches 1 --json | jq .loss)
+nll=$(post completions '{"prompt":['"$ids"'],"max_tokens":1,"logprobs":0,"echo":true}' | jq '.choices[0].logprobs.token_logprobs[1:65] | map(-.) | add / length')
+[ "$(jq -n "($nll - $loss) | fabs < 1e-5")" = true ] && ok "echo scores: mean $nll over 64 held-out tokens, weft eval's loss $loss" \
+  || bad "echo scores average $nll, weft eval's loss $loss"
+plain3=$(post completions '{"prompt":"ROMEO:","max_tokens":3,"temperature":0}' | jq -r .choices[0].text)
+[ "$(post completions '{"prompt":"ROMEO:","max_tokens":3,"temperature":0,"echo":true}' | jq -r .choices[0].text)" = "ROMEO:$plain3" ] \
+  && ok "echo without logprobs: the prompt's text, then the answer" || bad "echo text"
+
 # Bad input: a 4xx with an error object each, and the server goes on serving.
 expect_api_error() {  # <status> <code> <route> <body> [curl args...]
   local status=$1 code=$2 route=$3 body=$4
@@ -130,10 +176,12 @@ expect_api_error 400 invalid_value completions '{"prompt":""}'
 expect_api_error 400 invalid_value completions '{"prompt":[1,50257]}'
 expect_api_error 400 invalid_value completions '{"prompt":"x","top_p":0}'
 expect_api_error 400 invalid_value completions '{"prompt":"x","logprobs":21}'
-expect_api_error 400 unsupported_parameter completions '{"prompt":"x","n":2}'
+expect_api_error 400 invalid_value completions '{"prompt":"x","n":0}'
+expect_api_error 400 invalid_value completions '{"prompt":["x","y"],"n":65}'
+expect_api_error 400 invalid_type completions '{"prompt":[[1,2],"x",3]}'
 expect_api_error 400 unsupported_parameter chat/completions '{"messages":[{"role":"user","content":"x"}],"logit_bias":{"50":-100}}'
 expect_api_error 400 invalid_value completions '{"prompt":"x","frequency_penalty":3}'
-expect_api_error 400 unsupported_parameter completions '{"prompt":"x","echo":true}'
+expect_api_error 400 unsupported_parameter chat/completions '{"messages":[{"role":"user","content":"x"}],"echo":true}'
 expect_api_error 400 invalid_type completions '{"prompt":"x","ignore_eos":"yes"}'
 expect_api_error 400 invalid_value chat/completions '{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}'
 expect_api_error 400 invalid_value chat/completions '{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":-1}'
@@ -173,8 +221,9 @@ if [ -d "$npm_dir/node_modules/openai" ]; then
   if [ "$(jq -r .text <<<"$got")" = "$text" ] && [ "$(jq -r .streamed <<<"$got")" = "$text" ] &&
      [ "$(jq -r .chat <<<"$got")" = "$chat" ] && [ "$(jq -r .chat_streamed <<<"$got")" = "$chat" ] &&
      [ "$(jq -r .total_tokens <<<"$got")" = 15 ] && [ "$(jq -c .top <<<"$got")" = '[2,2,2]' ] &&
-     [ "$(jq -c .error <<<"$got")" = '{"status":404,"code":"model_not_found"}' ]; then
-    ok "openai npm client: completions and chat, whole and streamed, top_logprobs, and a 404"
+     [ "$(jq -c .error <<<"$got")" = '{"status":404,"code":"model_not_found"}' ] &&
+     [ "$(jq -c .choices <<<"$got")" = '[0,1]' ] && [ "$(jq -c .echo <<<"$got")" = "[true,null,$(( $(jq .usage.prompt_tokens <<<"$a") + 1 ))]" ]; then
+    ok "openai npm client: completions and chat, whole and streamed, top_logprobs, n 2, echo, and a 404"
   else
     bad "openai npm client: $got"
   fi

@@ -78,6 +78,16 @@ for ckpt in tiny llama-tiny; do
   [ "$same" = 8 ] && ok "$ckpt: greedy tokens of tp 2 = tp 1, alone and four at once"
   awk -v w="$worst" 'BEGIN { exit !(w < 1e-4) }' && ok "$ckpt: logprobs of tp 2 within $worst of tp 1's" \
     || bad "$ckpt: logprobs differ by $worst"
+  # A prompt scored at tp 2 (echo with logprobs): the tokens tp 2 generated, scored as a prompt,
+  # get the bits their decode steps gave them.
+  g=$(curl -s --max-time 30 -d '{"prompt":"'"${prompts[1]}"'","max_tokens":16,"temperature":0,"logprobs":1,"echo":true}' \
+    "${urls[tp2]}/v1/completions" | jq -c .choices[0].logprobs)
+  sc=$(curl -s --max-time 30 -d "$(jq -c '{prompt: [.token_ids], max_tokens: 1, temperature: 0, logprobs: 1, echo: true}' <<<"$g")" \
+    "${urls[tp2]}/v1/completions" | jq -c .choices[0].logprobs)
+  [ "$(jq -c '.token_ids[-16:]' <<<"$g")" = "$(jq -c .token_ids alone1)" ] &&
+    [ "$(jq -c '.token_logprobs[:-1]' <<<"$sc")" = "$(jq -c .token_logprobs <<<"$g")" ] \
+    && ok "$ckpt: tp 2 scores its own greedy text as it decoded it: $(jq -c '.token_logprobs[-3:]' <<<"$g")" \
+    || bad "$ckpt: tp 2 echo: $g scored as $sc"
   if [ "${spec[$ckpt]}" = ngram ]; then
     accepted=$(curl -s --max-time 10 "${urls[tp2]}/metrics" | grep '^weft_spec_accepted_tokens_total' | cut -d' ' -f2)
     [ "${accepted:-0}" -gt 0 ] && ok "$ckpt: tp 2 with --spec ngram accepted $accepted guessed tokens" \

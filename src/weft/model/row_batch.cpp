@@ -11,11 +11,16 @@
 namespace weft::model {
 
 void RowBatch::add(std::span<const int32_t> t, int64_t pos0, const BlockTable& table, bool logits) {
+    add_from(t, pos0, table, int64_t(t.size()) - (logits ? 1 : 0));
+}
+
+void RowBatch::add_from(std::span<const int32_t> t, int64_t pos0, const BlockTable& table,
+                        int64_t from) {
     const int64_t n = int64_t(t.size()), row0 = rows();
     seqs.push_back({row0, n, pos0, &table, {}});
     tokens.insert(tokens.end(), t.begin(), t.end());
     for (int64_t i = 0; i < n; ++i) positions.push_back(pos0 + i);
-    if (logits) logit_rows.push_back(row0 + n - 1);
+    for (int64_t i = std::max<int64_t>(from, 0); i < n; ++i) logit_rows.push_back(row0 + i);
 }
 
 void RowBatch::add_tree(std::span<const int32_t> t, std::span<const int32_t> parents, int64_t pos0,

@@ -45,6 +45,9 @@ struct RowBatch {
     // Appends `t` at positions pos0.. of the sequence of `table`; with `logits`, its last row's
     // logits are wanted.
     void add(std::span<const int32_t> t, int64_t pos0, const BlockTable& table, bool logits);
+    // The same with the logits of every row from row `from` of `t` on (a prompt scored token by
+    // token: a server's echo with logprobs).
+    void add_from(std::span<const int32_t> t, int64_t pos0, const BlockTable& table, int64_t from);
     // Appends the rows of a tree (RowSeq::parents) from pos0 on, every row's logits wanted.
     void add_tree(std::span<const int32_t> t, std::span<const int32_t> parents, int64_t pos0,
                   const BlockTable& table);

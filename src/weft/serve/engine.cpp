@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 #include "weft/core/error.hpp"
 #include "weft/core/philox.hpp"
@@ -10,18 +11,29 @@
 
 namespace weft::serve {
 
+namespace {
+
+// The random stream `name` of a request's choice: choice 0's is `weft sample`'s.
+Philox choice_stream(const Request& r, std::string_view name) {
+    return philox_for(
+        r.o.seed, r.choice == 0 ? std::string(name) : fmt::format("{} choice {}", name, r.choice));
+}
+
+}  // namespace
+
 struct Engine::Running {
-    explicit Running(Request req_)
+    Running(Request req_, std::shared_ptr<Stream> out_)
         : req(std::move(req_)),
-          out(std::make_shared<Stream>()),
+          out(std::move(out_)),
           tokens(req.prompt),
-          rng(philox_for(req.o.seed, "sample")),
-          spec_rng(philox_for(req.o.seed, "speculative")),
-          draft_rng(philox_for(req.o.seed, "draft")),
+          rng(choice_stream(req, "sample")),
+          spec_rng(choice_stream(req, "speculative")),
+          draft_rng(choice_stream(req, "draft")),
           text(req.stop) {}
 
     Request req;
-    std::shared_ptr<Stream> out;
+    std::shared_ptr<Stream> out;   // shared by the choices of one submission
+    int64_t scored = 1;            // prompt_logprobs: the next prompt token to score
     model::BlockTable table;       // empty while waiting
     std::vector<uint64_t> hashes;  // of its first full blocks (prefix caching), in order
     std::vector<int32_t> tokens;   // the prompt, then what was generated
@@ -39,6 +51,9 @@ struct Engine::Running {
 
     int64_t prompt_size() const { return int64_t(req.prompt.size()); }
     int64_t generated() const { return int64_t(tokens.size()) - prompt_size(); }
+    // Prompt tokens still to score (none unless req.prompt_logprobs).
+    bool scoring() const { return req.prompt_logprobs && scored < prompt_size(); }
+    void push(const Update& u) { out->push(size_t(req.choice), u); }
 };
 
 int64_t kv_blocks_in(double gib, int64_t n_layer, int64_t kv_width, int64_t block_tokens,
@@ -133,12 +148,22 @@ int64_t Engine::positions_for(const Request& r) const {
 }
 
 std::shared_ptr<Stream> Engine::submit(Request r) {
-    check(r);
-    auto run = std::make_unique<Running>(std::move(r));
-    std::shared_ptr<Stream> out = run->out;
+    std::vector<Request> one;
+    one.push_back(std::move(r));
+    return submit(std::move(one));
+}
+
+std::shared_ptr<Stream> Engine::submit(std::vector<Request> choices) {
+    WEFT_CHECK(!choices.empty(), "internal: a submission of no request");
+    for (const Request& r : choices) check(r);
+    auto out = std::make_shared<Stream>(choices.size());
     {
         std::lock_guard lock(mu_);
-        waiting_.push_back(std::move(run));
+        for (size_t c = 0; c < choices.size(); ++c) {
+            Request r = std::move(choices[c]);
+            r.choice = int64_t(c);
+            waiting_.push_back(std::make_unique<Running>(std::move(r), out));
+        }
         stats_.waiting = int64_t(waiting_.size());
     }
     cv_.notify_all();
@@ -151,7 +176,7 @@ void Engine::finish(Running& r, const std::string& reason) {
     u.finish_reason = reason;
     u.prompt_tokens = r.prompt_size();
     u.completion_tokens = r.generated();
-    r.out->push(u);
+    r.push(u);
     r.ended = true;
 }
 
@@ -248,7 +273,31 @@ void Engine::emit(Running& r, int32_t t, std::span<const float> row) {
         u.finish_reason = "length";
     }
     r.ended = u.done();
-    r.out->push(u);
+    r.push(u);
+}
+
+void Engine::score_prompt(Running& r, std::span<const float> logits, int64_t rows) {
+    const size_t V = size_t(config().vocab_size), Vs = model::sampled_vocab(config(), r.req.o);
+    Update u;
+    for (int64_t k = 0; k < rows; ++k, ++r.scored) {
+        const std::span<const float> row = logits.subspan(size_t(k) * V, Vs);
+        // A prompt id past the sampled vocabulary (a model's padding) has no probability.
+        const int32_t t = r.req.prompt[size_t(r.scored)];
+        const bool inside = size_t(t) < row.size();
+        float lp = -std::numeric_limits<float>::infinity();
+        if (r.req.top_logprobs > 0) {
+            u.prompt_top_logprobs.emplace_back();
+            const int64_t n = std::min(r.req.top_logprobs, int64_t(row.size()));
+            const float at =
+                model::token_logprob_top(row, inside ? t : 0, n, u.prompt_top_logprobs.back());
+            if (inside) lp = at;
+        } else if (inside) {
+            lp = model::token_logprob(row, t);
+        }
+        u.prompt_logprobs.push_back(lp);
+    }
+    u.prompt_tokens = r.prompt_size();
+    r.push(u);
 }
 
 void Engine::admit() {
@@ -264,7 +313,7 @@ void Engine::admit() {
         // compute itself, as a row's bits depend only on its sequence's tokens.
         const int64_t B = pool_.block_tokens();
         const std::span<const int32_t> t(r.tokens);
-        for (int64_t j = 0; j < (int64_t(t.size()) - 1) / B; ++j) {
+        for (int64_t j = 0; !r.scoring() && j < (int64_t(t.size()) - 1) / B; ++j) {
             const uint64_t h = model::KvPool::block_hash(r.hashes.empty() ? 0 : r.hashes.back(),
                                                          t.subspan(size_t(j * B), size_t(B)));
             const int32_t b = pool_.published(h);
@@ -362,7 +411,9 @@ bool Engine::step() {
         if (r.out->cancelled() || want <= 1) continue;
         if (chunked && budget <= 0) break;
         n[i] = std::min({want, o_.batch_tokens, chunked ? budget : o_.batch_tokens});
-        if (ppd_ && n[i] == want)
+        // A prompt being scored ends without PPD's prompt chain: its first verify guesses
+        // nothing, and its chain's guesses come from then on.
+        if (ppd_ && n[i] == want && !r.scoring())
             chain[i] = ppd_->chain_after(int64_t(r.tokens.size()), config().n_positions);
         budget -= n[i] + chain[i];
         chunked = true;
@@ -379,7 +430,8 @@ bool Engine::step() {
     }
     batch_.clear();
     if (ppd_) ppd_->attach(batch_);
-    std::vector<Running*> sampled;
+    std::vector<char> sampled(R, 0);
+    std::vector<int64_t> scores(R, 0);  // logit rows that score prompt tokens, before the last
     std::vector<std::pair<Running*, size_t>> verified;  // a request and its tree's index
     std::vector<int32_t> rows, parents;
     int64_t prompt_tokens = 0;
@@ -400,22 +452,35 @@ bool Engine::step() {
         const bool last = r.computed + n[i] == int64_t(r.tokens.size());
         const std::span<const int32_t> t =
             std::span<const int32_t>(r.tokens).subspan(size_t(r.computed), size_t(n[i]));
-        if (chain[i] > 0)
+        if (chain[i] > 0) {
             ppd_->add_context(batch_, t, r.computed, r.table, config().n_positions);
-        else
+        } else if (r.scoring()) {
+            // Row p scores prompt token p + 1: the rows from the next one to score on (a
+            // recomputed chunk's were scored before), the last one only to sample.
+            const int64_t from = std::max(r.computed, r.scored - 1);
+            scores[i] =
+                std::max<int64_t>(0, std::min(r.computed + n[i], r.prompt_size() - 1) - from);
+            batch_.add_from(t, r.computed, r.table, from - r.computed);
+        } else {
             batch_.add(t, r.computed, r.table, last);
+        }
         prompt_tokens +=
             std::max<int64_t>(0, std::min(r.prompt_size(), r.computed + n[i]) - r.computed);
         r.computed += n[i];
-        if (last) sampled.push_back(&r);
+        sampled[i] = last;
     }
     if (tp_.announce && batch_.rows() > 0) tp_.announce(batch_);
     const std::span<const float> logits = forward_.run(batch_, pool_);
     const size_t V = size_t(config().vocab_size);
     // The logit rows are in the order the requests were added: each verified request's rows,
-    // each sampled request's one row (and its prompt chain's).
-    size_t at = 0, next_sampled = 0, next_verified = 0;
+    // each chunk's rows that score prompt tokens, each sampled request's one row (and its prompt
+    // chain's).
+    size_t at = 0, next_verified = 0;
     for (size_t i = 0; i < running_.size(); ++i) {
+        if (scores[i] > 0) {
+            score_prompt(*running_[i], logits.subspan(at * V), scores[i]);
+            at += size_t(scores[i]);
+        }
         if (next_verified < verified.size() && verified[next_verified].second == i) {
             Running& r = *verified[next_verified++].first;
             const decode::Guesses& g = trees[i];
@@ -425,8 +490,8 @@ bool Engine::step() {
                 r.ppd_guesses =
                     ppd_->guesses_after(ppd_rows[i], v, l, model::sampled_vocab(config(), r.req.o));
             at += size_t(n[i]);
-        } else if (next_sampled < sampled.size() && sampled[next_sampled] == running_[i].get()) {
-            Running& r = *sampled[next_sampled++];
+        } else if (sampled[i]) {
+            Running& r = *running_[i];
             sample_next(r, logits.subspan(at * V, V));
             if (ppd_)
                 r.ppd_guesses = ppd_->guesses(logits.subspan(at * V), 1, chain[i],

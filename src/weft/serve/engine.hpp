@@ -48,6 +48,14 @@ struct Request {
     // if it has. The log-probabilities stay the model's own. Not under speculation.
     float frequency_penalty = 0, presence_penalty = 0;
     bool penalised() const { return frequency_penalty != 0 || presence_penalty != 0; }
+    // Score the prompt too: each prompt token after the first gets its log-probability under
+    // the prompt before it (and top_logprobs' alternatives), as OpenAI's `echo` with `logprobs`
+    // (what lm-eval's loglikelihood asks). Its prompt is computed in full, never taken from
+    // another request's blocks.
+    bool prompt_logprobs = false;
+    // Which of a request's choices this is (OpenAI's `n`): each draws its random numbers from
+    // streams of its own, choice 0 from `weft sample`'s.
+    int64_t choice = 0;
 };
 
 struct EngineOptions {
@@ -106,6 +114,8 @@ class Engine {
     void check(const Request& r) const;
     // Queues a checked request; its output arrives on the returned stream.
     std::shared_ptr<Stream> submit(Request r);
+    // Queues checked requests as the choices of one stream (choice c's output as its c-th).
+    std::shared_ptr<Stream> submit(std::vector<Request> choices);
     // One engine step; false when there was nothing to do.
     bool step();
     // Steps until `stop` is set and nothing is running or waiting (a drain).
@@ -118,6 +128,9 @@ class Engine {
     struct Running;
     void finish(Running& r, const std::string& reason);
     void sample_next(Running& r, std::span<const float> logits);
+    // Hands the log-probabilities of the prompt's next `rows` tokens, from their logit rows in
+    // `logits`, to a request that scores its prompt.
+    void score_prompt(Running& r, std::span<const float> logits, int64_t rows);
     // Hands `t`, chosen at the logits `row` (the sampled vocabulary's), with its log-probability
     // (and the top ones the request asks for) to the request's stream, or ends it.
     void emit(Running& r, int32_t t, std::span<const float> row);

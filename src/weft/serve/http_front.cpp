@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -102,7 +103,7 @@ void HttpFront::Impl::complete(const httplib::Request& req, httplib::Response& r
     std::shared_ptr<Stream> out;
     try {
         r = parse_request(req.body, chat, ctx);
-        out = engine.submit(r.req);
+        out = engine.submit(r.choices);
     } catch (const ApiError& e) {
         return send_error(res, e);
     } catch (const Error& e) {  // what the engine refuses that the parser did not foresee
@@ -111,28 +112,35 @@ void HttpFront::Impl::complete(const httplib::Request& req, httplib::Response& r
     const std::string id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", next_id++);
     const int64_t created = unix_now();
     using std::chrono::milliseconds;
+    const size_t k = r.choices.size();
     if (!r.stream) {
         // httplib 0.11 cannot tell that a waiting client hung up: the request runs to its end
         // (max_tokens bounds it); a stream's client that leaves is dropped at once.
-        Update all, u;
-        while (!all.done()) {
-            if (out->take(u, milliseconds(100))) all.merge(u);
-        }
+        std::vector<Update> all(k), news;
+        auto done = [&] {
+            return std::all_of(all.begin(), all.end(), [](const Update& u) { return u.done(); });
+        };
+        while (!done())
+            for (size_t c : out->take(news, milliseconds(100))) all[c].merge(news[c]);
         return res.set_content(dump(completion_json(r, all, id, created, ctx)), "application/json");
     }
-    auto first = std::make_shared<bool>(true);
+    auto sent = std::make_shared<std::vector<ChoiceSent>>(k);
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, r, out, id, created, first, counted](size_t, httplib::DataSink& sink) {
-            Update u;
-            while (!out->take(u, milliseconds(100)))
+        [this, r, out, id, created, sent, counted](size_t, httplib::DataSink& sink) {
+            std::vector<Update> news;
+            std::vector<size_t> fresh;
+            while ((fresh = out->take(news, milliseconds(100))).empty())
                 if (!sink.is_writable()) return false;
-            std::string event =
-                "data: " + dump(chunk_json(r, u, id, created, ctx, *first)) + "\n\n";
-            *first = false;
-            if (u.done()) event += "data: [DONE]\n\n";
-            if (!sink.write(event.data(), event.size())) return false;
-            if (u.done()) sink.done();
+            std::string events;
+            for (size_t c : fresh)
+                events +=
+                    "data: " + dump(chunk_json(r, c, news[c], *sent, id, created, ctx)) + "\n\n";
+            const bool done =
+                std::all_of(sent->begin(), sent->end(), [](const ChoiceSent& s) { return s.done; });
+            if (done) events += "data: [DONE]\n\n";
+            if (!sink.write(events.data(), events.size())) return false;
+            if (done) sink.done();
             return true;
         },
         [out](bool success) {

@@ -1,5 +1,8 @@
 #include "weft/serve/openai.hpp"
 
+#include <algorithm>
+#include <optional>
+
 #include "weft/core/error.hpp"
 
 namespace weft::serve {
@@ -28,16 +31,11 @@ T field(const json& body, const char* name, T fallback, const char* expected) {
     return it->get<T>();
 }
 
-std::vector<int32_t> prompt_ids(const json& body, const ApiContext& ctx) {
-    auto it = body.find("prompt");
-    if (it == body.end()) throw invalid("'prompt' is required", "prompt", "missing_field");
-    if (it->is_string()) return ctx.tok.encode(it->get<std::string>());
-    if (!it->is_array())
-        throw invalid(
-            fmt::format("'prompt' must be a string or an array of token ids, got {}", it->dump()),
-            "prompt", "invalid_type");
+// One prompt: text, or an array of token ids inside the model's vocabulary.
+std::vector<int32_t> one_prompt(const json& p, const ApiContext& ctx) {
+    if (p.is_string()) return ctx.tok.encode(p.get<std::string>());
     std::vector<int32_t> ids;
-    for (const json& x : *it) {
+    for (const json& x : p) {
         if (!x.is_number_integer())
             throw invalid(fmt::format("'prompt' must be a string or an array of token ids, got "
                                       "the element {}",
@@ -53,6 +51,28 @@ std::vector<int32_t> prompt_ids(const json& body, const ApiContext& ctx) {
         ids.push_back(int32_t(id));
     }
     return ids;
+}
+
+// A completion's prompts: one (a string, or an array of token ids), or a batch (an array of
+// strings, or of arrays of token ids), each of which gets its own choices.
+std::vector<std::vector<int32_t>> prompts(const json& body, const ApiContext& ctx) {
+    auto it = body.find("prompt");
+    if (it == body.end()) throw invalid("'prompt' is required", "prompt", "missing_field");
+    const char* expected = "a string, an array of token ids, or an array of either";
+    if (!it->is_string() && !it->is_array())
+        throw invalid(fmt::format("'prompt' must be {}, got {}", expected, it->dump()), "prompt",
+                      "invalid_type");
+    const bool batch = it->is_array() && !it->empty() && !(*it)[0].is_number();
+    if (!batch) return {one_prompt(*it, ctx)};
+    std::vector<std::vector<int32_t>> out;
+    for (const json& p : *it) {
+        if (!p.is_string() && !p.is_array())
+            throw invalid(
+                fmt::format("'prompt' must be {}, got the element {}", expected, p.dump()),
+                "prompt", "invalid_type");
+        out.push_back(one_prompt(p, ctx));
+    }
+    return out;
 }
 
 std::vector<std::string> stop_strings(const json& body) {
@@ -76,24 +96,25 @@ std::vector<std::string> stop_strings(const json& body) {
 // Fields of OpenAI's API that this server does not implement, each with its neutral value: a
 // client may send that (or null), anything else is refused rather than ignored, since each would
 // change what the client gets.
-void refuse_unsupported(const json& body) {
+void refuse_unsupported(const json& body, bool chat) {
     struct Unsupported {
         const char* name;
         json neutral;
         const char* why;
+        bool chat_only = false;
     };
     static const Unsupported fields[] = {
-        {"n", 1, "one choice a request"},
-        {"best_of", 1, "one choice a request"},
+        {"best_of", 1, "the choices asked for with 'n', none chosen among more"},
         {"repetition_penalty", 1, "OpenAI's frequency and presence penalties only"},
         {"logit_bias", json::object(), "no logit bias"},
-        {"echo", false, "no echo of the prompt"},
+        {"echo", false, "no echo of the prompt in a chat", true},
         {"suffix", "", "no suffix"},
         {"response_format", {{"type", "text"}}, "text only"},
         {"tools", json::array(), "no tool calls"},
         {"functions", json::array(), "no function calls"},
     };
     for (const Unsupported& f : fields) {
+        if (f.chat_only && !chat) continue;
         auto it = body.find(f.name);
         if (it == body.end() || it->is_null() || *it == f.neutral) continue;
         throw ApiError{400,
@@ -104,10 +125,17 @@ void refuse_unsupported(const json& body) {
     }
 }
 
-json usage(const Update& u) {
-    return {{"prompt_tokens", u.prompt_tokens},
-            {"completion_tokens", u.completion_tokens},
-            {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+// Prompt tokens once a prompt (not once a choice, as vLLM counts them), generated ones of every
+// choice.
+json usage(const ApiRequest& r, const std::vector<ChoiceSent>& sent) {
+    int64_t prompt = 0, completion = 0;
+    for (size_t c = 0; c < sent.size(); ++c) {
+        if (r.choices[c].choice == 0) prompt += sent[c].prompt_tokens;
+        completion += sent[c].completion_tokens;
+    }
+    return {{"prompt_tokens", prompt},
+            {"completion_tokens", completion},
+            {"total_tokens", prompt + completion}};
 }
 
 // A token's text as the chat API's `bytes`: its UTF-8 bytes, which may end mid-character.
@@ -117,49 +145,75 @@ json token_bytes(const std::string& text) {
     return bytes;
 }
 
-json logprobs_json(const ApiRequest& r, const Update& u, const ApiContext& ctx) {
+// One token of a choice's logprobs: its log-probability (none for an echoed prompt's first
+// token) and alternatives.
+struct Scored {
+    int32_t id;
+    std::optional<float> logprob;
+    const std::vector<model::TokenLogprob>* top;
+};
+
+// The tokens of `u` whose log-probabilities go out: with `echo`, the prompt's first (once) and
+// those the engine scored, then the generated ones.
+std::vector<Scored> scored_tokens(const ApiRequest& r, size_t c, const Update& u, ChoiceSent& s) {
+    static const std::vector<model::TokenLogprob> none;
+    auto top = [](const auto& all, size_t i) { return i < all.size() ? &all[i] : &none; };
+    const std::vector<int32_t>& prompt = r.choices[c].prompt;
+    std::vector<Scored> out;
+    if (r.echo && s.echoed == 0) out.push_back({prompt[0], std::nullopt, &none}), s.echoed = 1;
+    for (size_t i = 0; i < u.prompt_logprobs.size(); ++i)
+        out.push_back(
+            {prompt[size_t(s.echoed++)], u.prompt_logprobs[i], top(u.prompt_top_logprobs, i)});
+    for (size_t i = 0; i < u.tokens.size(); ++i)
+        out.push_back({u.tokens[i], u.logprobs[i], top(u.top_logprobs, i)});
+    return out;
+}
+
+json logprobs_json(const ApiRequest& r, const std::vector<Scored>& scored, ChoiceSent& s,
+                   const ApiContext& ctx) {
     if (!r.logprobs) return nullptr;
-    json tokens = json::array(), lps = json::array();
-    for (size_t i = 0; i < u.tokens.size(); ++i) {
-        tokens.push_back(ctx.tok.decode_token(u.tokens[i]));
-        lps.push_back(u.logprobs[i]);
-    }
-    // Each token's alternatives (none unless asked for).
-    auto top = [&](size_t i) -> const std::vector<model::TokenLogprob>& {
-        static const std::vector<model::TokenLogprob> none;
-        return i < u.top_logprobs.size() ? u.top_logprobs[i] : none;
-    };
+    auto value = [](const std::optional<float>& lp) { return lp ? json(*lp) : json(nullptr); };
     if (!r.chat) {
         // The legacy shape: per token an object from token text to log-probability (its keys
         // come out sorted, not by likelihood). Two ids of the same text keep the likelier.
-        json tops = json::array();
-        for (size_t i = 0; i < u.tokens.size(); ++i) {
+        json tokens = json::array(), lps = json::array(), tops = json::array(), ids = json::array(),
+             offsets = json::array();
+        for (const Scored& t : scored) {
+            const std::string text = ctx.tok.decode_token(t.id);
+            tokens.push_back(text);
+            offsets.push_back(s.offset);  // bytes of the choice's tokens before this one
+            s.offset += int64_t(text.size());
+            lps.push_back(value(t.logprob));
+            ids.push_back(t.id);
             json alternatives = json::object();
-            for (const model::TokenLogprob& t : top(i)) {
-                const std::string text = ctx.tok.decode_token(t.id);
-                if (!alternatives.contains(text)) alternatives[text] = t.logprob;
+            for (const model::TokenLogprob& a : *t.top) {
+                const std::string text = ctx.tok.decode_token(a.id);
+                if (!alternatives.contains(text)) alternatives[text] = a.logprob;
             }
-            tops.push_back(r.req.top_logprobs > 0 ? alternatives : json(nullptr));
+            tops.push_back(r.choices[0].top_logprobs > 0 && t.logprob ? alternatives
+                                                                      : json(nullptr));
         }
         return {{"tokens", tokens},
                 {"token_logprobs", lps},
                 {"top_logprobs", tops},
-                {"token_ids", u.tokens}};
+                {"text_offset", offsets},
+                {"token_ids", ids}};
     }
     json content = json::array();
-    for (size_t i = 0; i < u.tokens.size(); ++i) {
+    for (const Scored& t : scored) {
         json alternatives = json::array();
-        for (const model::TokenLogprob& t : top(i)) {
-            const std::string text = ctx.tok.decode_token(t.id);
+        for (const model::TokenLogprob& a : *t.top) {
+            const std::string text = ctx.tok.decode_token(a.id);
             alternatives.push_back({{"token", text},
-                                    {"logprob", t.logprob},
+                                    {"logprob", a.logprob},
                                     {"bytes", token_bytes(text)},
-                                    {"token_id", t.id}});
+                                    {"token_id", a.id}});
         }
-        content.push_back({{"token", tokens[i]},
-                           {"logprob", lps[i]},
-                           {"bytes", token_bytes(tokens[i].get<std::string>())},
-                           {"token_id", u.tokens[i]},
+        const std::string text = ctx.tok.decode_token(t.id);
+        content.push_back({{"token", text},
+                           {"logprob", value(t.logprob)},
+                           {"bytes", token_bytes(text)},
+                           {"token_id", t.id},
                            {"top_logprobs", alternatives}});
     }
     return {{"content", content}};
@@ -212,7 +266,7 @@ ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& c
     if (!body.is_object())
         throw invalid(fmt::format("the body must be a JSON object, got {}", body.dump()), "",
                       "invalid_json");
-    refuse_unsupported(body);
+    refuse_unsupported(body, chat);
     const std::string model = field<std::string>(body, "model", ctx.model_id, "a string");
     if (model != ctx.model_id)
         throw ApiError{404,
@@ -222,7 +276,9 @@ ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& c
     ApiRequest r;
     r.chat = chat;
     r.stream = field<bool>(body, "stream", false, "a boolean");
-    model::SampleOptions& o = r.req.o;
+    r.echo = !chat && field<bool>(body, "echo", false, "a boolean");
+    Request q;  // every choice's, but for its prompt
+    model::SampleOptions& o = q.o;
     // OpenAI's default is 16 tokens for completions; chat goes on to the context's end, which
     // here would be refused past a long prompt: both default to 16.
     const char* max_name =
@@ -232,8 +288,8 @@ ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& c
     o.top_p = field<float>(body, "top_p", 1.0f, "a number");
     o.top_k = field<int64_t>(body, "top_k", 0, "an integer");
     o.seed = uint64_t(field<int64_t>(body, "seed", 1337, "an integer"));
-    for (auto [name, to] : {std::pair{"frequency_penalty", &r.req.frequency_penalty},
-                            std::pair{"presence_penalty", &r.req.presence_penalty}}) {
+    for (auto [name, to] : {std::pair{"frequency_penalty", &q.frequency_penalty},
+                            std::pair{"presence_penalty", &q.presence_penalty}}) {
         *to = field<float>(body, name, 0.0f, "a number");
         if (!(*to >= -2 && *to <= 2))
             throw invalid(fmt::format("'{}' must be in [-2, 2], got {}", name, *to), name);
@@ -244,29 +300,41 @@ ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& c
     const char* top_name = chat ? "top_logprobs" : "logprobs";
     if (chat) {
         r.logprobs = field<bool>(body, "logprobs", false, "a boolean");
-        r.req.top_logprobs = field<int64_t>(body, "top_logprobs", 0, "an integer");
-        if (r.req.top_logprobs > 0 && !r.logprobs)
+        q.top_logprobs = field<int64_t>(body, "top_logprobs", 0, "an integer");
+        if (q.top_logprobs > 0 && !r.logprobs)
             throw invalid("'top_logprobs' needs 'logprobs' to be true", "top_logprobs");
     } else {
         r.logprobs = body.contains("logprobs") && !body["logprobs"].is_null();
-        r.req.top_logprobs = field<int64_t>(body, "logprobs", 0, "an integer");
+        q.top_logprobs = field<int64_t>(body, "logprobs", 0, "an integer");
     }
-    if (r.req.top_logprobs < 0 || r.req.top_logprobs > max_top)
+    if (q.top_logprobs < 0 || q.top_logprobs > max_top)
         throw invalid(
-            fmt::format("'{}' must be in [0, {}], got {}", top_name, max_top, r.req.top_logprobs),
+            fmt::format("'{}' must be in [0, {}], got {}", top_name, max_top, q.top_logprobs),
             top_name);
+    q.prompt_logprobs = r.echo && r.logprobs;
     o.vocab_limit = ctx.tok.vocab_size();
     // vLLM's and llama.cpp's `ignore_eos`: generate max_tokens whatever the model says (as
     // `weft sample --ignore-eos`; load benchmarks send it).
     o.stop_token = field<bool>(body, "ignore_eos", false, "a boolean") ? -1 : ctx.tok.eot();
-    r.req.stop = stop_strings(body);
+    q.stop = stop_strings(body);
+    const int64_t n = field<int64_t>(body, "n", 1, "an integer");
+    if (n < 1 || n > ApiRequest::kMaxChoices)
+        throw invalid(fmt::format("'n' must be in [1, {}], got {}", ApiRequest::kMaxChoices, n),
+                      "n");
+    std::vector<std::vector<int32_t>> texts;
     if (chat) {
         if (!body.contains("messages"))
             throw invalid("'messages' is required", "messages", "missing_field");
-        r.req.prompt = ctx.tok.encode(chat_prompt(body["messages"], ctx.chat));
+        texts.push_back(ctx.tok.encode(chat_prompt(body["messages"], ctx.chat)));
     } else {
-        r.req.prompt = prompt_ids(body, ctx);
+        texts = prompts(body, ctx);
+        if (texts.empty()) throw invalid("'prompt' is an empty batch", "prompt");
     }
+    if (int64_t(texts.size()) * n > ApiRequest::kMaxChoices)
+        throw invalid(
+            fmt::format("{} prompts of 'n' {} make {} choices, more than {}", texts.size(), n,
+                        int64_t(texts.size()) * n, ApiRequest::kMaxChoices),
+            "n");
     if (o.tokens < 1)
         throw invalid(fmt::format("'{}' must be at least 1, got {}", max_name, o.tokens), max_name);
     if (o.temperature < 0)
@@ -276,57 +344,78 @@ ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& c
         throw invalid(fmt::format("'top_p' must be in (0, 1], got {}", o.top_p), "top_p");
     if (o.top_k < 0)
         throw invalid(fmt::format("'top_k' must be non-negative, got {}", o.top_k), "top_k");
-    if (r.req.prompt.empty())
-        throw invalid("the prompt is empty (expected at least one token)",
-                      chat ? "messages" : "prompt");
-    const int64_t ctx_len = ctx.engine.config().n_positions;
-    const int64_t positions = int64_t(r.req.prompt.size()) + o.tokens;
-    if (positions > ctx_len)
-        throw invalid(fmt::format("the prompt's {} tokens and {} {} make {} positions, past the "
-                                  "model's context of {}",
-                                  r.req.prompt.size(), max_name, o.tokens, positions, ctx_len),
-                      max_name, "context_length_exceeded");
-    try {  // whatever else the engine could not serve (a request larger than the KV pool)
-        ctx.engine.check(r.req);
-    } catch (const Error& e) {
-        throw invalid(e.what(), "");
+    for (std::vector<int32_t>& text : texts) {
+        q.prompt = std::move(text);
+        if (q.prompt.empty())
+            throw invalid("the prompt is empty (expected at least one token)",
+                          chat ? "messages" : "prompt");
+        const int64_t ctx_len = ctx.engine.config().n_positions;
+        const int64_t positions = int64_t(q.prompt.size()) + o.tokens;
+        if (positions > ctx_len)
+            throw invalid(fmt::format("the prompt's {} tokens and {} {} make {} positions, past "
+                                      "the model's context of {}",
+                                      q.prompt.size(), max_name, o.tokens, positions, ctx_len),
+                          max_name, "context_length_exceeded");
+        try {  // whatever else the engine could not serve (a request larger than the KV pool)
+            ctx.engine.check(q);
+        } catch (const Error& e) {
+            throw invalid(e.what(), "");
+        }
+        for (int64_t j = 0; j < n; ++j) {
+            r.choices.push_back(q);
+            r.choices.back().choice = j;
+        }
     }
     return r;
 }
 
-json completion_json(const ApiRequest& r, const Update& all, const std::string& id, int64_t created,
-                     const ApiContext& ctx) {
-    json choice = {
-        {"index", 0}, {"logprobs", logprobs_json(r, all, ctx)}, {"finish_reason", finish(all)}};
-    if (r.chat)
-        choice["message"] = {{"role", "assistant"}, {"content", all.text}};
-    else
-        choice["text"] = all.text;
-    return {{"id", id},
-            {"object", r.chat ? "chat.completion" : "text_completion"},
-            {"created", created},
-            {"model", ctx.model_id},
-            {"choices", json::array({choice})},
-            {"usage", usage(all)}};
+namespace {
+
+json choice_json(const ApiRequest& r, size_t c, const Update& u, ChoiceSent& s,
+                 const ApiContext& ctx) {
+    std::string text = u.text;
+    if (r.echo && s.first) text = ctx.tok.decode(r.choices[c].prompt) + text;
+    json choice = {{"index", c},
+                   {"logprobs", logprobs_json(r, scored_tokens(r, c, u, s), s, ctx)},
+                   {"finish_reason", finish(u)}};
+    if (r.stream && r.chat) {
+        json delta = {{"content", text}};
+        if (s.first) delta["role"] = "assistant";
+        choice["delta"] = delta;
+    } else if (r.chat) {
+        choice["message"] = {{"role", "assistant"}, {"content", text}};
+    } else {
+        choice["text"] = text;
+    }
+    s.first = false;
+    s.prompt_tokens = u.prompt_tokens;
+    s.completion_tokens = u.completion_tokens;
+    s.done = s.done || u.done();
+    return choice;
 }
 
-json chunk_json(const ApiRequest& r, const Update& u, const std::string& id, int64_t created,
-                const ApiContext& ctx, bool first) {
-    json choice = {
-        {"index", 0}, {"logprobs", logprobs_json(r, u, ctx)}, {"finish_reason", finish(u)}};
-    if (r.chat) {
-        json delta = {{"content", u.text}};
-        if (first) delta["role"] = "assistant";
-        choice["delta"] = delta;
-    } else {
-        choice["text"] = u.text;
-    }
+}  // namespace
+
+json completion_json(const ApiRequest& r, const std::vector<Update>& all, const std::string& id,
+                     int64_t created, const ApiContext& ctx) {
+    std::vector<ChoiceSent> sent(all.size());
+    json choices = json::array();
+    for (size_t c = 0; c < all.size(); ++c)
+        choices.push_back(choice_json(r, c, all[c], sent[c], ctx));
+    return {{"id", id},           {"object", r.chat ? "chat.completion" : "text_completion"},
+            {"created", created}, {"model", ctx.model_id},
+            {"choices", choices}, {"usage", usage(r, sent)}};
+}
+
+json chunk_json(const ApiRequest& r, size_t c, const Update& u, std::vector<ChoiceSent>& sent,
+                const std::string& id, int64_t created, const ApiContext& ctx) {
     json j = {{"id", id},
               {"object", r.chat ? "chat.completion.chunk" : "text_completion"},
               {"created", created},
               {"model", ctx.model_id},
-              {"choices", json::array({choice})}};
-    if (u.done()) j["usage"] = usage(u);
+              {"choices", json::array({choice_json(r, c, u, sent[c], ctx)})}};
+    if (std::all_of(sent.begin(), sent.end(), [](const ChoiceSent& s) { return s.done; }))
+        j["usage"] = usage(r, sent);
     return j;
 }
 

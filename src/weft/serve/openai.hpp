@@ -29,7 +29,22 @@ struct ApiContext {
 struct ApiRequest {
     bool chat = false, stream = false;
     bool logprobs = false;
-    Request req;
+    // Completions' `echo`: each choice's text, and its logprobs with `logprobs`, begin with its
+    // prompt (the first prompt token with a null log-probability, as OpenAI's).
+    bool echo = false;
+    // The engine requests, `n` of each prompt (a completion's `prompt` may be several), prompt
+    // by prompt: the answer's choice c is choices[c]'s.
+    std::vector<Request> choices;
+    static constexpr int64_t kMaxChoices = 128;  // OpenAI's largest `n`
+};
+
+// What a stream has sent of one choice.
+struct ChoiceSent {
+    bool first = true;   // no chunk yet: a chat's first delta names the role
+    int64_t echoed = 0;  // prompt tokens sent with `echo`
+    int64_t offset = 0;  // bytes of the tokens whose log-probabilities were sent
+    int64_t prompt_tokens = 0, completion_tokens = 0;  // its latest counts, for the usage
+    bool done = false;
 };
 
 // The prompt of a chat's `messages` (a non-empty array of objects with string role and content)
@@ -39,13 +54,14 @@ std::string chat_prompt(const nlohmann::json& messages, const ChatFormat& chat);
 // Parses and checks a /v1/completions (chat: /v1/chat/completions) body; throws ApiError.
 ApiRequest parse_request(const std::string& body, bool chat, const ApiContext& ctx);
 
-// The whole answer of a non-streaming request, from every update merged.
-nlohmann::json completion_json(const ApiRequest& r, const Update& all, const std::string& id,
-                               int64_t created, const ApiContext& ctx);
-// One server-sent event's JSON of a stream: a delta (with the finish reason and usage on the
-// last one).
-nlohmann::json chunk_json(const ApiRequest& r, const Update& u, const std::string& id,
-                          int64_t created, const ApiContext& ctx, bool first);
+// The whole answer of a non-streaming request, from each choice's updates merged.
+nlohmann::json completion_json(const ApiRequest& r, const std::vector<Update>& all,
+                               const std::string& id, int64_t created, const ApiContext& ctx);
+// One server-sent event's JSON of a stream: choice c's delta `u`, after what `sent` says went
+// before (which it updates). The event that ends the last choice carries the usage.
+nlohmann::json chunk_json(const ApiRequest& r, size_t c, const Update& u,
+                          std::vector<ChoiceSent>& sent, const std::string& id, int64_t created,
+                          const ApiContext& ctx);
 
 // JSON text that never throws on bytes that are not UTF-8 (a token may end mid-character):
 // those are replaced by U+FFFD.

@@ -82,12 +82,7 @@ std::vector<Update> run_all(Engine& e, const std::vector<std::shared_ptr<Stream>
         bool done = true;
         for (size_t i = 0; i < streams.size(); ++i) {
             Update u;
-            while (streams[i]->take(u, std::chrono::milliseconds(0))) {
-                all[i].tokens.insert(all[i].tokens.end(), u.tokens.begin(), u.tokens.end());
-                all[i].logprobs.insert(all[i].logprobs.end(), u.logprobs.begin(), u.logprobs.end());
-                all[i].text += u.text;
-                if (u.done()) all[i].finish_reason = u.finish_reason;
-            }
+            while (streams[i]->take(u, std::chrono::milliseconds(0))) all[i].merge(u);
             done = done && all[i].done();
         }
         if (done) return all;
@@ -124,6 +119,17 @@ Update sampled_alone(const model::ModelConfig& c, const Weights& w, const Reques
         logits = g.feed(std::span<const int32_t>(&t, 1));
     }
     return u;
+}
+
+// The log-probability of each prompt token after the first under the prompt before it, through
+// the Generator `weft sample` runs: one-token steps.
+std::vector<float> prompt_scores(const model::ModelConfig& c, const Weights& w,
+                                 std::span<const int32_t> prompt, bool bf16 = false) {
+    model::Generator g(c, w.model->layout(), w.params.data(), bf16);
+    std::vector<float> out;
+    for (size_t k = 0; k + 1 < prompt.size(); ++k)
+        out.push_back(model::token_logprob(g.feed(prompt.subspan(k, 1)), prompt[k + 1]));
+    return out;
 }
 
 // Each output has the tokens and logprob bits `weft sample` gives its request.
@@ -243,6 +249,60 @@ TEST_P(ServeEngine, SharedPrefixBlocksKeepTheBits) {
     expect_as_sampled(c, w, later, out);
 }
 
+// A request that scores its prompt (OpenAI's echo with logprobs): each prompt token's
+// log-probability the bits of one-token steps, in prompt chunks of 8 and 64, after another
+// request published the same prompt's blocks (which it must not take), and preempted among
+// others; its own tokens stay `weft sample`'s.
+TEST_P(ServeEngine, PromptScoresAreOneTokenSteps) {
+    const model::ModelConfig c = small_config(GetParam());
+    Weights w(c);
+    const auto& L = w.model->layout();
+    Request scored = request(tokens(30, 9, c.vocab_size), 10, 0.0f, 4);
+    scored.prompt_logprobs = true;
+    const std::vector<float> want = prompt_scores(c, w, scored.prompt);
+    ASSERT_EQ(want.size(), 29u);
+    for (int64_t chunk : {8, 64}) {
+        Engine e(c, L, w.params.data(), piece, options(4, chunk));
+        run_all(e, {e.submit(request(scored.prompt, 2, 0.0f, 1))});
+        const Update out = run_all(e, {e.submit(scored)})[0];
+        EXPECT_EQ(e.stats().prefix_cache_hit_tokens, 0) << "chunk " << chunk;
+        EXPECT_TRUE(same_bits(out.prompt_logprobs, want)) << "chunk " << chunk;
+        expect_as_sampled(c, w, {scored}, {out});
+    }
+    std::vector<Request> requests;
+    for (int i = 0; i < 3; ++i)
+        requests.push_back(request(tokens(10 + i, 40 + i, c.vocab_size), 30, 0.0f, i));
+    requests.push_back(scored);
+    Engine e(c, L, w.params.data(), piece, options(4, 8, 5));
+    std::vector<std::shared_ptr<Stream>> streams;
+    for (const Request& r : requests) streams.push_back(e.submit(r));
+    const std::vector<Update> out = run_all(e, streams);
+    EXPECT_GT(e.stats().preemptions, 0);
+    EXPECT_TRUE(same_bits(out.back().prompt_logprobs, want));
+    expect_as_sampled(c, w, requests, out);
+}
+
+// The choices of one submission (OpenAI's `n`): choice 0 is the request alone, bit for bit; the
+// others draw from streams of their own, so a sampled one differs.
+TEST_P(ServeEngine, ChoicesDrawApart) {
+    const model::ModelConfig c = small_config(GetParam());
+    Weights w(c);
+    const Request r = request(tokens(12, 3, c.vocab_size), 16, 0.9f, 5);
+    Engine e(c, w.model->layout(), w.params.data(), piece, options(4, 16));
+    const std::shared_ptr<Stream> out = e.submit(std::vector<Request>{r, r, r});
+    ASSERT_EQ(out->choices(), 3u);
+    std::vector<Update> all(3), news;
+    for (int guard = 0; guard < 1000 && !(all[0].done() && all[1].done() && all[2].done());
+         ++guard) {
+        e.step();
+        for (size_t k : out->take(news, std::chrono::milliseconds(0))) all[k].merge(news[k]);
+    }
+    expect_as_sampled(c, w, {r}, {all[0]});
+    EXPECT_NE(all[1].tokens, all[0].tokens);
+    EXPECT_NE(all[2].tokens, all[1].tokens);
+    EXPECT_EQ(e.stats().requests_done, 3);
+}
+
 // --dtype bf16: products on weights rounded once; the same invariance, against `weft sample
 // --dtype bf16`, and other bits than fp32's.
 TEST_P(ServeEngine, Bf16IsBatchInvariantToo) {
@@ -324,6 +384,7 @@ TEST_P(ServeEngine, PpdKeepsTheOutput) {
         for (int i = 0; i < 6; ++i)
             requests.push_back(request(std::vector<int32_t>{int32_t(1 + i % 4), int32_t(9 + i)}, 24,
                                        i == 5 ? 0.8f : 0.0f, 90 + i));
+        requests[0].prompt_logprobs = true;  // its prompt ends without a chain of prompt rows
         // Alone, among the others, and preempted (7 blocks of 16 for requests of 3 each).
         for (auto [slots, blocks, n] :
              std::vector<std::tuple<int, int64_t, int>>{{1, 1000, 1}, {8, 1000, 6}, {6, 7, 6}}) {
@@ -347,6 +408,8 @@ TEST_P(ServeEngine, PpdKeepsTheOutput) {
                           decode::generate_speculative(c, L, w.params.data(), s.prompt, s.o, o.spec,
                                                        {}, bf16));
             }
+            EXPECT_TRUE(
+                same_bits(out[0].prompt_logprobs, prompt_scores(c, w, mine[0].prompt, bf16)));
             if (n > 1) {
                 EXPECT_GT(e.stats().spec_accepted, 0) << "no guess was ever kept";
             }
