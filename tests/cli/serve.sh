@@ -147,6 +147,10 @@ loss=$("$WEFT" eval --ckpt run --data data/tinyshakespeare_val.bin --batch-size 
 nll=$(post completions '{"prompt":['"$ids"'],"max_tokens":1,"logprobs":0,"echo":true}' | jq '.choices[0].logprobs.token_logprobs[1:65] | map(-.) | add / length')
 [ "$(jq -n "($nll - $loss) | fabs < 1e-5")" = true ] && ok "echo scores: mean $nll over 64 held-out tokens, weft eval's loss $loss" \
   || bad "echo scores average $nll, weft eval's loss $loss"
+z=$(post completions "$(jq -c '. + {max_tokens: 0}' <<<"$score")")
+[ "$(jq -c '.choices[0].logprobs.token_logprobs' <<<"$z")" = "$(jq -c '.token_logprobs[:15]' <<<"$e")" ] &&
+  [ "$(jq -r '.choices[0].finish_reason + " " + (.usage.completion_tokens | tostring)' <<<"$z")" = "length 0" ] \
+  && ok "echo with max_tokens 0: the prompt's scores alone" || bad "max_tokens 0: $z"
 plain3=$(post completions '{"prompt":"ROMEO:","max_tokens":3,"temperature":0}' | jq -r .choices[0].text)
 [ "$(post completions '{"prompt":"ROMEO:","max_tokens":3,"temperature":0,"echo":true}' | jq -r .choices[0].text)" = "ROMEO:$plain3" ] \
   && ok "echo without logprobs: the prompt's text, then the answer" || bad "echo text"
@@ -176,6 +180,7 @@ expect_api_error 400 invalid_value completions '{"prompt":""}'
 expect_api_error 400 invalid_value completions '{"prompt":[1,50257]}'
 expect_api_error 400 invalid_value completions '{"prompt":"x","top_p":0}'
 expect_api_error 400 invalid_value completions '{"prompt":"x","logprobs":21}'
+expect_api_error 400 invalid_value completions '{"prompt":"x","max_tokens":0,"echo":true}'
 expect_api_error 400 invalid_value completions '{"prompt":"x","n":0}'
 expect_api_error 400 invalid_value completions '{"prompt":["x","y"],"n":65}'
 expect_api_error 400 invalid_type completions '{"prompt":[[1,2],"x",3]}'

@@ -114,7 +114,9 @@ void Engine::check(const Request& r) const {
     const model::ModelConfig& cfg = config();
     r.o.validate();
     WEFT_CHECK(!r.prompt.empty(), "the prompt is empty (expected at least one token)");
-    WEFT_CHECK(r.o.tokens >= 1, "max_tokens must be at least 1, got {}", r.o.tokens);
+    // None, to score a prompt only (the legacy API's echo with max_tokens 0).
+    WEFT_CHECK(r.o.tokens >= 1 || (r.o.tokens == 0 && r.prompt_logprobs),
+               "max_tokens must be at least 1 (0 only to score the prompt), got {}", r.o.tokens);
     for (auto [name, v] : {std::pair{"frequency_penalty", r.frequency_penalty},
                            std::pair{"presence_penalty", r.presence_penalty}})
         WEFT_CHECK(v >= -2 && v <= 2, "{} must be in [-2, 2], got {}", name, v);
@@ -176,6 +178,12 @@ void Engine::finish(Running& r, const std::string& reason) {
     u.finish_reason = reason;
     u.prompt_tokens = r.prompt_size();
     u.completion_tokens = r.generated();
+    if (r.generated() == 0) {  // its first answer is its last (a scored prompt, or the end of text)
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - r.last).count();
+        std::lock_guard lock(mu_);
+        stats_.time_to_first_token.add(seconds);
+    }
     r.push(u);
     r.ended = true;
 }
@@ -490,6 +498,9 @@ bool Engine::step() {
                 r.ppd_guesses =
                     ppd_->guesses_after(ppd_rows[i], v, l, model::sampled_vocab(config(), r.req.o));
             at += size_t(n[i]);
+        } else if (sampled[i] && running_[i]->req.o.tokens == 0) {
+            finish(*running_[i], "length");
+            at += 1 + size_t(chain[i]);
         } else if (sampled[i]) {
             Running& r = *running_[i];
             sample_next(r, logits.subspan(at * V, V));

@@ -66,7 +66,8 @@ std::string metrics_text(const EngineStats& s) {
                            name, h.sum, name, h.count);
     };
     histogram("weft_time_to_first_token_seconds",
-              "Seconds from a request's arrival to its first generated token.",
+              "Seconds from a request's arrival to its first generated token (or to its answer, "
+              "when it generates none).",
               s.time_to_first_token);
     histogram("weft_time_per_output_token_seconds",
               "Seconds between a request's successive generated tokens.", s.time_per_output_token);

@@ -335,8 +335,11 @@ ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& c
             fmt::format("{} prompts of 'n' {} make {} choices, more than {}", texts.size(), n,
                         int64_t(texts.size()) * n, ApiRequest::kMaxChoices),
             "n");
-    if (o.tokens < 1)
-        throw invalid(fmt::format("'{}' must be at least 1, got {}", max_name, o.tokens), max_name);
+    // 0 tokens: the legacy API's way to score a prompt (echo with logprobs), nothing generated.
+    if (o.tokens < (q.prompt_logprobs ? 0 : 1))
+        throw invalid(fmt::format("'{}' must be at least 1 (0 only with echo and logprobs), got {}",
+                                  max_name, o.tokens),
+                      max_name);
     if (o.temperature < 0)
         throw invalid(fmt::format("'temperature' must be non-negative, got {}", o.temperature),
                       "temperature");

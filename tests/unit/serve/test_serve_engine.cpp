@@ -268,6 +268,12 @@ TEST_P(ServeEngine, PromptScoresAreOneTokenSteps) {
         EXPECT_EQ(e.stats().prefix_cache_hit_tokens, 0) << "chunk " << chunk;
         EXPECT_TRUE(same_bits(out.prompt_logprobs, want)) << "chunk " << chunk;
         expect_as_sampled(c, w, {scored}, {out});
+        Request only = scored;  // max_tokens 0: the scores alone
+        only.o.tokens = 0;
+        const Update none = run_all(e, {e.submit(only)})[0];
+        EXPECT_TRUE(same_bits(none.prompt_logprobs, want)) << "chunk " << chunk;
+        EXPECT_TRUE(none.tokens.empty());
+        EXPECT_EQ(none.finish_reason, "length");
     }
     std::vector<Request> requests;
     for (int i = 0; i < 3; ++i)
