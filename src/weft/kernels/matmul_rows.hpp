@@ -25,7 +25,13 @@ void matmul_rows(float* out, const float* inp, const float* weight, const float*
 
 // A weight rounded to bf16 once, for matmul_rows_bf16: in an allocation of its own, or in an
 // arena that holds a model's copies together on huge pages (most are under one huge page each).
+// Packed for the products that read it: each tile of kPackCols consecutive weight rows (output
+// columns) lies as one run, K in steps of kPackK, and within a step the tile's rows one after the
+// other (kPackK values each, zeros past K and past N). A tile is then one stream in the order its
+// products read it, whatever the rows of input: four weight rows side by side are four short
+// streams that the prefetchers learn late (docs/serving.md, "Few rows in bf16").
 struct RowWeightsBf16 {
+    static constexpr int64_t kPackCols = 4, kPackK = 32;
     RowWeightsBf16() = default;
     RowWeightsBf16(const float* weight, int64_t N, int64_t K);
     // `arena` must outlive the copy.
@@ -33,7 +39,11 @@ struct RowWeightsBf16 {
     RowWeightsBf16(RowWeightsBf16&&) noexcept = default;
     RowWeightsBf16& operator=(RowWeightsBf16&&) noexcept = default;
     int64_t N = 0, K = 0;
-    std::span<const uint16_t> w;  // [N,K] bf16 bit patterns
+    // [N / kPackCols rounded up][K / kPackK rounded up][kPackCols][kPackK] bf16 bit patterns
+    std::span<const uint16_t> w;
+
+    // Elements of the packed copy of an [n,k] weight.
+    static int64_t packed_size(int64_t n, int64_t k);
 
   private:
     std::vector<uint16_t, HugePageAllocator<uint16_t>> own_;

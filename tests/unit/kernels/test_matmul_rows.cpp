@@ -75,12 +75,30 @@ TEST(MatmulRowsBf16, ArenaCopyIsTheSameBits) {
         const int64_t M = 3;
         auto x = randn(size_t(M * K), 6), w = randn(size_t(N * K), 7);
         RowWeightsBf16 own(w.data(), N, K), shared(w.data(), N, K, arena);
-        ASSERT_EQ(shared.w.size(), size_t(N * K));
-        EXPECT_EQ(std::memcmp(own.w.data(), shared.w.data(), size_t(N * K) * 2), 0) << K;
+        ASSERT_EQ(shared.w.size(), size_t(RowWeightsBf16::packed_size(N, K)));
+        EXPECT_EQ(std::memcmp(own.w.data(), shared.w.data(), shared.w.size() * 2), 0) << K;
         std::vector<float> a(size_t(M * N)), b(a.size());
         matmul_rows_bf16(a.data(), x.data(), own, nullptr, M);
         matmul_rows_bf16(b.data(), x.data(), shared, nullptr, M);
         EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << K;
+    }
+}
+
+// The packed copy holds each weight rounded to bf16 where RowWeightsBf16 says, and zeros in the
+// padding past K and past N.
+TEST(MatmulRowsBf16, PackedWhereDocumented) {
+    constexpr int64_t C = RowWeightsBf16::kPackCols, S = RowWeightsBf16::kPackK;
+    for (auto [K, N] : kShapes) {
+        auto w = randn(size_t(N * K), 16);
+        RowWeightsBf16 p(w.data(), N, K);
+        const int64_t steps = (K + S - 1) / S, tiles = (N + C - 1) / C;
+        ASSERT_EQ(p.w.size(), size_t(tiles * steps * C * S)) << K << " " << N;
+        std::vector<uint16_t> want(p.w.size(), 0);
+        for (int64_t n = 0; n < N; ++n)
+            for (int64_t k = 0; k < K; ++k)
+                want[size_t(((n / C * steps + k / S) * C + n % C) * S + k % S)] =
+                    fp32_to_bf16(w[size_t(n * K + k)]);
+        EXPECT_EQ(0, std::memcmp(p.w.data(), want.data(), want.size() * 2)) << K << " " << N;
     }
 }
 
