@@ -120,8 +120,10 @@ sn_text() { grep '^data: {' <<<"$sn" | sed 's/^data: //' | jq -rj "select(.choic
   [ "$(tail -n 1 <<<"$sn")" = "data: [DONE]" ] && [ "$(grep -c '"usage"' <<<"$sn")" = 1 ] \
   && ok "n 2 streamed: each index's deltas are its choice, one [DONE], one usage" || bad "n 2 stream: $sn"
 two=$(post completions '{"prompt":["ROMEO:",[40,716]],"max_tokens":8,"temperature":0.9,"seed":7}')
-[ "$(jq .choices[0] <<<"$two")" = "$(jq .choices[0] <<<"$one")" ] && [ "$(jq '.choices | length' <<<"$two")" = 2 ] \
-  && ok "a batch of two prompts: two choices, the first the single answer" || bad "batch of prompts: $two"
+alone2=$(post completions '{"prompt":[40,716],"max_tokens":8,"temperature":0.9,"seed":7}')
+[ "$(jq .choices[0] <<<"$two")" = "$(jq .choices[0] <<<"$one")" ] && [ "$(jq '.choices | length' <<<"$two")" = 2 ] &&
+  [ "$(jq -c '.choices[1] | del(.index)' <<<"$two")" = "$(jq -c '.choices[0] | del(.index)' <<<"$alone2")" ] \
+  && ok "a batch of two prompts: two choices, each its prompt's single answer" || bad "batch of prompts: $two against $one and $alone2"
 # Echo with logprobs, the shape lm-eval's loglikelihood reads (a batch of token-id prompts,
 # max_tokens 1): the prompt's tokens scored in chunks of 8 have the log-probabilities, bit for
 # bit, and the alternatives that one-token decode steps gave the same tokens; each token's

@@ -22,9 +22,10 @@ Philox choice_stream(const Request& r, std::string_view name) {
 }  // namespace
 
 struct Engine::Running {
-    Running(Request req_, std::shared_ptr<Stream> out_)
+    Running(Request req_, std::shared_ptr<Stream> out_, size_t index_)
         : req(std::move(req_)),
           out(std::move(out_)),
+          index(index_),
           tokens(req.prompt),
           rng(choice_stream(req, "sample")),
           spec_rng(choice_stream(req, "speculative")),
@@ -33,6 +34,7 @@ struct Engine::Running {
 
     Request req;
     std::shared_ptr<Stream> out;   // shared by the choices of one submission
+    size_t index;                  // its choice's place in `out`
     int64_t scored = 1;            // prompt_logprobs: the next prompt token to score
     model::BlockTable table;       // empty while waiting
     std::vector<uint64_t> hashes;  // of its first full blocks (prefix caching), in order
@@ -53,7 +55,7 @@ struct Engine::Running {
     int64_t generated() const { return int64_t(tokens.size()) - prompt_size(); }
     // Prompt tokens still to score (none unless req.prompt_logprobs).
     bool scoring() const { return req.prompt_logprobs && scored < prompt_size(); }
-    void push(const Update& u) { out->push(size_t(req.choice), u); }
+    void push(const Update& u) { out->push(index, u); }
 };
 
 int64_t kv_blocks_in(double gib, int64_t n_layer, int64_t kv_width, int64_t block_tokens,
@@ -161,11 +163,8 @@ std::shared_ptr<Stream> Engine::submit(std::vector<Request> choices) {
     auto out = std::make_shared<Stream>(choices.size());
     {
         std::lock_guard lock(mu_);
-        for (size_t c = 0; c < choices.size(); ++c) {
-            Request r = std::move(choices[c]);
-            r.choice = int64_t(c);
-            waiting_.push_back(std::make_unique<Running>(std::move(r), out));
-        }
+        for (size_t c = 0; c < choices.size(); ++c)
+            waiting_.push_back(std::make_unique<Running>(std::move(choices[c]), out, c));
         stats_.waiting = int64_t(waiting_.size());
     }
     cv_.notify_all();

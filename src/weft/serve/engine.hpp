@@ -114,7 +114,8 @@ class Engine {
     void check(const Request& r) const;
     // Queues a checked request; its output arrives on the returned stream.
     std::shared_ptr<Stream> submit(Request r);
-    // Queues checked requests as the choices of one stream (choice c's output as its c-th).
+    // Queues checked requests as the choices of one stream (choices[c]'s output as its c-th;
+    // each draws by its own Request::choice).
     std::shared_ptr<Stream> submit(std::vector<Request> choices);
     // One engine step; false when there was nothing to do.
     bool step();

@@ -288,25 +288,31 @@ TEST_P(ServeEngine, PromptScoresAreOneTokenSteps) {
     expect_as_sampled(c, w, requests, out);
 }
 
-// The choices of one submission (OpenAI's `n`): choice 0 is the request alone, bit for bit; the
-// others draw from streams of their own, so a sampled one differs.
+// The choices of one submission (OpenAI's `n`, and a batch of prompts): choice 0 of a prompt is
+// that request alone, bit for bit, wherever it sits in the submission; its choices 1 and 2 draw
+// from streams of their own, so sampled they differ.
 TEST_P(ServeEngine, ChoicesDrawApart) {
     const model::ModelConfig c = small_config(GetParam());
     Weights w(c);
     const Request r = request(tokens(12, 3, c.vocab_size), 16, 0.9f, 5);
+    const Request other = request(tokens(9, 4, c.vocab_size), 16, 0.9f, 5);
+    std::vector<Request> choices{other, r, r, r};
+    for (int64_t k = 1; k < 4; ++k) choices[size_t(k)].choice = k - 1;
     Engine e(c, w.model->layout(), w.params.data(), piece, options(4, 16));
-    const std::shared_ptr<Stream> out = e.submit(std::vector<Request>{r, r, r});
-    ASSERT_EQ(out->choices(), 3u);
-    std::vector<Update> all(3), news;
-    for (int guard = 0; guard < 1000 && !(all[0].done() && all[1].done() && all[2].done());
-         ++guard) {
+    const std::shared_ptr<Stream> out = e.submit(choices);
+    ASSERT_EQ(out->choices(), 4u);
+    std::vector<Update> all(4), news;
+    auto done = [&] {
+        return std::all_of(all.begin(), all.end(), [](const Update& u) { return u.done(); });
+    };
+    for (int guard = 0; guard < 1000 && !done(); ++guard) {
         e.step();
         for (size_t k : out->take(news, std::chrono::milliseconds(0))) all[k].merge(news[k]);
     }
-    expect_as_sampled(c, w, {r}, {all[0]});
-    EXPECT_NE(all[1].tokens, all[0].tokens);
+    expect_as_sampled(c, w, {other, r}, {all[0], all[1]});
     EXPECT_NE(all[2].tokens, all[1].tokens);
-    EXPECT_EQ(e.stats().requests_done, 3);
+    EXPECT_NE(all[3].tokens, all[2].tokens);
+    EXPECT_EQ(e.stats().requests_done, 4);
 }
 
 // --dtype bf16: products on weights rounded once; the same invariance, against `weft sample
