@@ -140,19 +140,16 @@ int64_t logical_index(const ParamSpec& p, int tp_rank, int tp, int64_t i) {
 }
 
 void take_shard(const ParamSpec& p, int tp_rank, int tp, const float* logical, float* shard) {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < p.numel_stored; ++i) {
-        const int64_t j = logical_index(p, tp_rank, tp, i);
-        shard[i] = j < 0 ? 0.0f : logical[j];
-    }
+    std::fill_n(shard, p.numel_stored, 0.0f);  // padding rows stay zero
+    for_each_logical_run(p, tp_rank, tp, 0, p.numel_stored, [&](int64_t i, int64_t j, int64_t n) {
+        std::copy_n(logical + j, n, shard + i);
+    });
 }
 
 void place_shard(const ParamSpec& p, int tp_rank, int tp, const float* shard, float* logical) {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < p.numel_stored; ++i) {
-        const int64_t j = logical_index(p, tp_rank, tp, i);
-        if (j >= 0) logical[j] = shard[i];
-    }
+    for_each_logical_run(p, tp_rank, tp, 0, p.numel_stored, [&](int64_t i, int64_t j, int64_t n) {
+        std::copy_n(shard + i, n, logical + j);
+    });
 }
 
 void init_params(float* flat, const ParamLayout& layout, uint64_t seed) {

@@ -209,16 +209,12 @@ void CheckpointReader::read(StateTensors which, const model::ParamLayout& layout
                            "{}",
                            (ck_.dir / e.file).string(), state_name(which), piece.begin, piece.end,
                            p.name, w.numel_stored, e.tp_rank, e.tp);
-                int64_t count = 0;
-// Threads only pay off on large pieces (a busy machine makes every parallel region costly).
-#pragma omp parallel for schedule(static) reduction(+ : count) if (piece.end - piece.begin > 65536)
-                for (int64_t i = piece.begin; i < piece.end; ++i) {
-                    const int64_t j = model::logical_index(w, e.tp_rank, e.tp, i);
-                    if (j < 0) continue;
-                    logical[size_t(j)] = piece.data[i - piece.begin];
-                    ++count;
-                }
-                filled += count;
+                model::for_each_logical_run(w, e.tp_rank, e.tp, piece.begin, piece.end,
+                                            [&](int64_t i, int64_t j, int64_t len) {
+                                                std::copy_n(piece.data + (i - piece.begin), len,
+                                                            logical.data() + j);
+                                                filled += len;
+                                            });
                 release(piece);
             }
         }

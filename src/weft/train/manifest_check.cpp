@@ -75,17 +75,13 @@ std::map<std::pair<std::string, std::string>, std::vector<Run>> logical_runs(
                        where, e.file, r.state, r.begin, r.end, r.tensor, p.numel_stored, e.tp_rank,
                        e.tp);
             std::vector<Run>& out = runs[{r.state, r.tensor}];
-            for (int64_t i = r.begin; i < r.end;) {
-                const int64_t row_end = std::min((i / p.cols_stored + 1) * p.cols_stored, r.end);
-                const int64_t j = model::logical_index(p, e.tp_rank, e.tp, i);
-                if (j >= 0) {
+            model::for_each_logical_run(
+                p, e.tp_rank, e.tp, r.begin, r.end, [&](int64_t, int64_t j, int64_t n) {
                     if (!out.empty() && out.back().shard == int(s) && out.back().end == j)
-                        out.back().end += row_end - i;
+                        out.back().end += n;
                     else
-                        out.push_back({j, j + row_end - i, int(s)});
-                }
-                i = row_end;
-            }
+                        out.push_back({j, j + n, int(s)});
+                });
         }
     }
     return runs;
