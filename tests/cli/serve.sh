@@ -88,9 +88,20 @@ pen=$(post completions '{"prompt":"ROMEO:","max_tokens":24,"temperature":0,"logp
   && ok "penalties: a token at most $(most "$pen") times in 24, against $(most "$plain"); the same again" \
   || bad "penalties: $(jq -c .choices[0].text <<<"$pen") against $(jq -c .choices[0].text <<<"$plain")"
 
+# logit_bias: greedy's first token at -100 is never chosen; a token at +100 always is; the
+# log-probabilities stay the model's.
+first=$(jq '.choices[0].logprobs.token_ids[0]' <<<"$plain")
+nb=$(post completions '{"prompt":"ROMEO:","max_tokens":24,"temperature":0,"logprobs":0,"logit_bias":{"'"$first"'":-100}}')
+pb=$(post chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":6,"temperature":0.9,"logprobs":true,"logit_bias":{"464":100}}')
+[ "$(jq "[.choices[0].logprobs.token_ids[] | select(. == $first)] | length" <<<"$nb")" = 0 ] &&
+  [ "$(jq -c '[.choices[0].logprobs.content[].token_id] | unique' <<<"$pb")" = "[464]" ] &&
+  [ "$(jq '[.choices[0].logprobs.content[].logprob < -1] | all' <<<"$pb")" = true ] \
+  && ok "logit_bias: token $first at -100 never chosen, 464 at +100 six times in six, at the model's logprob" \
+  || bad "logit_bias: $nb / $pb"
+
 # Batch invariance: one request's tokens and logprobs alone and among 5 others (some of them
 # prefilling long prompts in chunks while it decodes), and a chunked prompt as `weft sample`.
-lp='{"prompt":"ROMEO:","max_tokens":24,"temperature":0,"logprobs":3,"presence_penalty":0.5}'
+lp='{"prompt":"ROMEO:","max_tokens":24,"temperature":0,"logprobs":3,"presence_penalty":0.5,"logit_bias":{"11":4}}'
 alone=$(post completions "$lp" | jq -c .choices)
 long="$(printf 'To be, or not to be, that is the question. %.0s' {1..3})"
 for i in 1 2 3 4 5; do
@@ -186,7 +197,12 @@ expect_api_error 400 invalid_value completions '{"prompt":"x","max_tokens":0,"ec
 expect_api_error 400 invalid_value completions '{"prompt":"x","n":0}'
 expect_api_error 400 invalid_value completions '{"prompt":["x","y"],"n":65}'
 expect_api_error 400 invalid_type completions '{"prompt":[[1,2],"x",3]}'
-expect_api_error 400 unsupported_parameter chat/completions '{"messages":[{"role":"user","content":"x"}],"logit_bias":{"50":-100}}'
+expect_api_error 400 unsupported_parameter chat/completions '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}'
+expect_api_error 400 invalid_value completions '{"prompt":"x","logit_bias":{"abc":1}}'
+expect_api_error 400 invalid_value completions '{"prompt":"x","logit_bias":{"50257":1}}'
+expect_api_error 400 invalid_value completions '{"prompt":"x","logit_bias":{"5":101}}'
+expect_api_error 400 invalid_type completions '{"prompt":"x","logit_bias":{"5":"up"}}'
+expect_api_error 400 invalid_value completions '{"prompt":"x","logit_bias":{"5":1,"05":2}}'
 expect_api_error 400 invalid_value completions '{"prompt":"x","frequency_penalty":3}'
 expect_api_error 400 unsupported_parameter chat/completions '{"messages":[{"role":"user","content":"x"}],"echo":true}'
 expect_api_error 400 invalid_type completions '{"prompt":"x","ignore_eos":"yes"}'
@@ -260,6 +276,7 @@ url=$(grep -o "http://[0-9.:]*" draft.out) || { cat draft.err; bad "no start lin
 d=$(post completions '{"prompt":"ROMEO:","max_tokens":12,"temperature":0}')
 [ "$(jq -r .choices[0].text <<<"$d")" = "$(jq -r .choices[0].text <<<"$a")" ] && ok "--spec draft: greedy text as without" || bad "--spec draft: $d, without: $a"
 expect_api_error 400 invalid_value completions '{"prompt":"x","presence_penalty":0.5}'
+expect_api_error 400 invalid_value completions '{"prompt":"x","logit_bias":{"5":1}}'
 metrics=$(curl -s --max-time 10 "$url/metrics")
 g=$(awk '/^weft_spec_guessed_tokens_total/ { print $2 }' <<<"$metrics")
 k=$(awk '/^weft_spec_accepted_tokens_total/ { print $2 }' <<<"$metrics")

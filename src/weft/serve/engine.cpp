@@ -122,10 +122,14 @@ void Engine::check(const Request& r) const {
     for (auto [name, v] : {std::pair{"frequency_penalty", r.frequency_penalty},
                            std::pair{"presence_penalty", r.presence_penalty}})
         WEFT_CHECK(v >= -2 && v <= 2, "{} must be in [-2, 2], got {}", name, v);
-    // A verify's rows each follow another history; their penalised distributions are not there.
+    for (auto [id, bias] : r.logit_bias)
+        WEFT_CHECK(id >= 0 && id < cfg.vocab_size && bias >= -100 && bias <= 100,
+                   "logit_bias {}: {} is outside ids [0, {}) or biases [-100, 100]", id, bias,
+                   cfg.vocab_size);
+    // A verify's rows are chosen from by accept(), which sees the model's logits only.
     WEFT_CHECK(!r.penalised() || o_.spec.kind == "none",
-               "frequency_penalty and presence_penalty are not supported under --spec {} (the "
-               "server speculates; expected 0)",
+               "frequency_penalty, presence_penalty and logit_bias are not supported under --spec "
+               "{} (the server speculates; expected 0 and none)",
                o_.spec.kind);
     WEFT_CHECK(r.top_logprobs >= 0 && r.top_logprobs <= Request::kMaxTopLogprobs,
                "top_logprobs must be in [0, {}], got {}", Request::kMaxTopLogprobs, r.top_logprobs);
@@ -206,6 +210,8 @@ void Engine::sample_next(Running& r, std::span<const float> logits) {
             penalised[size_t(t)] =
                 l[size_t(t)] - float(b - a) * r.req.frequency_penalty - r.req.presence_penalty;
         }
+        for (auto [id, bias] : r.req.logit_bias)
+            if (size_t(id) < penalised.size()) penalised[size_t(id)] += bias;
         choose_from = penalised;
     }
     const int32_t t = model::pick_token(choose_from, r.req.o, r.rng.uniform(uint64_t(i)));

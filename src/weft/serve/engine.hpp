@@ -47,7 +47,12 @@ struct Request {
     // frequency_penalty times the times the request has generated it, and presence_penalty once
     // if it has. The log-probabilities stay the model's own. Not under speculation.
     float frequency_penalty = 0, presence_penalty = 0;
-    bool penalised() const { return frequency_penalty != 0 || presence_penalty != 0; }
+    // OpenAI's logit_bias: (id, bias in [-100, 100]) pairs, ids apart, added to those logits
+    // before a token is chosen (after the penalties). Not under speculation either.
+    std::vector<std::pair<int32_t, float>> logit_bias;
+    bool penalised() const {
+        return frequency_penalty != 0 || presence_penalty != 0 || !logit_bias.empty();
+    }
     // Score the prompt too: each prompt token after the first gets its log-probability under
     // the prompt before it (and top_logprobs' alternatives), as OpenAI's `echo` with `logprobs`
     // (what lm-eval's loglikelihood asks). Its prompt is computed in full, never taken from

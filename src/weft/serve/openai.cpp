@@ -1,6 +1,7 @@
 #include "weft/serve/openai.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <optional>
 
 #include "weft/core/error.hpp"
@@ -93,6 +94,45 @@ std::vector<std::string> stop_strings(const json& body) {
     return stops;
 }
 
+// OpenAI's logit_bias: an object from token ids (decimal strings) to biases in [-100, 100], sorted
+// by id.
+std::vector<std::pair<int32_t, float>> logit_bias(const json& body, const ApiContext& ctx) {
+    auto it = body.find("logit_bias");
+    if (it == body.end() || it->is_null()) return {};
+    if (!it->is_object())
+        throw invalid(
+            fmt::format("'logit_bias' must be an object from token ids to numbers, got {}",
+                        it->dump()),
+            "logit_bias", "invalid_type");
+    const int64_t V = ctx.tok.vocab_size();
+    std::vector<std::pair<int32_t, float>> out;
+    for (const auto& [key, value] : it->items()) {
+        int64_t id = -1;
+        const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+        if (ec != std::errc() || end != key.data() + key.size() || id < 0 || id >= V)
+            throw invalid(fmt::format("'logit_bias' key '{}' is not a token id (expected an "
+                                      "integer in [0, {}))",
+                                      key, V),
+                          "logit_bias");
+        if (!value.is_number())
+            throw invalid(
+                fmt::format("'logit_bias' of {} must be a number, got {}", key, value.dump()),
+                "logit_bias", "invalid_type");
+        const float bias = value.get<float>();
+        if (!(bias >= -100 && bias <= 100))
+            throw invalid(
+                fmt::format("'logit_bias' of {} must be in [-100, 100], got {}", key, value.dump()),
+                "logit_bias");
+        out.push_back({int32_t(id), bias});
+    }
+    std::sort(out.begin(), out.end());
+    for (size_t i = 1; i < out.size(); ++i)
+        if (out[i].first == out[i - 1].first)
+            throw invalid(fmt::format("'logit_bias' names token {} twice", out[i].first),
+                          "logit_bias");
+    return out;
+}
+
 // Fields of OpenAI's API that this server does not implement, each with its neutral value: a
 // client may send that (or null), anything else is refused rather than ignored, since each would
 // change what the client gets.
@@ -106,7 +146,6 @@ void refuse_unsupported(const json& body, bool chat) {
     static const Unsupported fields[] = {
         {"best_of", 1, "the choices asked for with 'n', none chosen among more"},
         {"repetition_penalty", 1, "OpenAI's frequency and presence penalties only"},
-        {"logit_bias", json::object(), "no logit bias"},
         {"echo", false, "no echo of the prompt in a chat", true},
         {"suffix", "", "no suffix"},
         {"response_format", {{"type", "text"}}, "text only"},
@@ -317,6 +356,7 @@ ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& c
     // `weft sample --ignore-eos`; load benchmarks send it).
     o.stop_token = field<bool>(body, "ignore_eos", false, "a boolean") ? -1 : ctx.tok.eot();
     q.stop = stop_strings(body);
+    q.logit_bias = logit_bias(body, ctx);
     const int64_t n = field<int64_t>(body, "n", 1, "an integer");
     if (n < 1 || n > ApiRequest::kMaxChoices)
         throw invalid(fmt::format("'n' must be in [1, {}], got {}", ApiRequest::kMaxChoices, n),
