@@ -126,11 +126,6 @@ void Engine::check(const Request& r) const {
         WEFT_CHECK(id >= 0 && id < cfg.vocab_size && bias >= -100 && bias <= 100,
                    "logit_bias {}: {} is outside ids [0, {}) or biases [-100, 100]", id, bias,
                    cfg.vocab_size);
-    // A verify's rows are chosen from by accept(), which sees the model's logits only.
-    WEFT_CHECK(!r.penalised() || o_.spec.kind == "none",
-               "frequency_penalty, presence_penalty and logit_bias are not supported under --spec "
-               "{} (the server speculates; expected 0 and none)",
-               o_.spec.kind);
     WEFT_CHECK(r.top_logprobs >= 0 && r.top_logprobs <= Request::kMaxTopLogprobs,
                "top_logprobs must be in [0, {}], got {}", Request::kMaxTopLogprobs, r.top_logprobs);
     model::check_prompt(cfg, r.prompt);
@@ -191,28 +186,37 @@ void Engine::finish(Running& r, const std::string& reason) {
     r.ended = true;
 }
 
+namespace {
+
+// The logits `l` a request chooses from after it generated `seen` (sorted; altered): each
+// generated id once, with its count, logit - count * frequency - presence, then the logit
+// biases; one expression per id, whose bits depend on the request's own tokens only.
+void adjust_logits(const Request& q, std::span<const float> l, std::vector<int32_t>& seen,
+                   std::vector<float>& out) {
+    std::sort(seen.begin(), seen.end());
+    out.assign(l.begin(), l.end());
+    for (size_t a = 0, b = 0; a < seen.size(); a = b) {
+        while (b < seen.size() && seen[b] == seen[a]) ++b;
+        const int32_t t = seen[a];
+        if (size_t(t) >= out.size()) continue;
+        out[size_t(t)] = l[size_t(t)] - float(b - a) * q.frequency_penalty - q.presence_penalty;
+    }
+    for (auto [id, bias] : q.logit_bias)
+        if (size_t(id) < out.size()) out[size_t(id)] += bias;
+}
+
+}  // namespace
+
 void Engine::sample_next(Running& r, std::span<const float> logits) {
     const std::span<const float> l = logits.first(model::sampled_vocab(config(), r.req.o));
     const int64_t i = r.generated();
     std::span<const float> choose_from = l;
-    thread_local std::vector<float> penalised;
+    thread_local std::vector<float> adjusted;
     if (r.req.penalised()) {
-        // Each generated id once, with its count: logit - count * frequency - presence, one
-        // expression per id (its bits depend on the request's own tokens only).
         thread_local std::vector<int32_t> seen;
         seen.assign(r.tokens.begin() + r.prompt_size(), r.tokens.end());
-        std::sort(seen.begin(), seen.end());
-        penalised.assign(l.begin(), l.end());
-        for (size_t a = 0, b = 0; a < seen.size(); a = b) {
-            while (b < seen.size() && seen[b] == seen[a]) ++b;
-            const int32_t t = seen[a];
-            if (size_t(t) >= penalised.size()) continue;
-            penalised[size_t(t)] =
-                l[size_t(t)] - float(b - a) * r.req.frequency_penalty - r.req.presence_penalty;
-        }
-        for (auto [id, bias] : r.req.logit_bias)
-            if (size_t(id) < penalised.size()) penalised[size_t(id)] += bias;
-        choose_from = penalised;
+        adjust_logits(r.req, l, seen, adjusted);
+        choose_from = adjusted;
     }
     const int32_t t = model::pick_token(choose_from, r.req.o, r.rng.uniform(uint64_t(i)));
     emit(r, t, l);
@@ -223,8 +227,23 @@ decode::Verdict Engine::accept_tree(Running& r, const decode::Guesses& guess,
     const decode::TokenTree& tree = guess.tree;
     const size_t V = size_t(config().vocab_size), Vs = model::sampled_vocab(config(), r.req.o);
     auto row = [&](int k) { return logits.subspan(size_t(k) * V, Vs); };
+    // With penalties or biases each row is chosen from as sample_next would at its place: after
+    // the request's generated tokens and its path's (row 0 the root's, row k node k - 1's).
+    decode::RowLogits choose_from = row;
+    thread_local std::vector<std::vector<float>> adjusted;
+    if (r.req.penalised()) {
+        adjusted.resize(size_t(tree.size()) + 1);
+        thread_local std::vector<int32_t> seen;
+        for (int k = 0; k <= tree.size(); ++k) {
+            seen.assign(r.tokens.begin() + r.prompt_size(), r.tokens.end());
+            for (int n = k - 1; n >= 0; n = tree.parents[size_t(n)])
+                seen.push_back(tree.tokens[size_t(n)]);
+            adjust_logits(r.req, row(k), seen, adjusted[size_t(k)]);
+        }
+        choose_from = [&](int k) { return std::span<const float>(adjusted[size_t(k)]); };
+    }
     const decode::Verdict v =
-        decode::accept(tree, row, r.req.o, r.spec_rng, r.spec_counter, guess.proposal());
+        decode::accept(tree, choose_from, r.req.o, r.spec_rng, r.spec_counter, guess.proposal());
     {
         std::lock_guard lock(mu_);
         stats_.spec_guessed += tree.size();

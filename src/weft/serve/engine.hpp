@@ -45,10 +45,11 @@ struct Request {
     static constexpr int64_t kMaxTopLogprobs = 20;
     // OpenAI's penalties, in [-2, 2]: before a token is chosen, each id's logit loses
     // frequency_penalty times the times the request has generated it, and presence_penalty once
-    // if it has. The log-probabilities stay the model's own. Not under speculation.
+    // if it has. The log-probabilities stay the model's own. Under speculation each verify row
+    // is chosen from so, after the tokens before it.
     float frequency_penalty = 0, presence_penalty = 0;
     // OpenAI's logit_bias: (id, bias in [-100, 100]) pairs, ids apart, added to those logits
-    // before a token is chosen (after the penalties). Not under speculation either.
+    // before a token is chosen (after the penalties), under speculation too.
     std::vector<std::pair<int32_t, float>> logit_bias;
     bool penalised() const {
         return frequency_penalty != 0 || presence_penalty != 0 || !logit_bias.empty();

@@ -501,12 +501,25 @@ TEST_P(ServeEngine, SpeculationKeepsTheOutput) {
         requests.push_back(request(twice, 24, i == 5 ? 0.8f : 0.0f, 70 + i));
         streams.push_back(e.submit(requests.back()));
     }
+    // Greedy with penalties and a bias: each verify row chosen from as a step without guesses
+    // would, so the same tokens and logprob bits as an engine that does not speculate.
+    Request penalised = requests[0];
+    penalised.presence_penalty = 2.0f;
+    penalised.frequency_penalty = 1.5f;
+    const int32_t first = sampled_alone(c, w, requests[0]).tokens[0];
+    penalised.logit_bias = {{first, -100.0f}, {int32_t((first + 1) % c.vocab_size), 1.5f}};
+    streams.push_back(e.submit(penalised));
     const std::vector<Update> out = run_all(e, streams);
     expect_as_sampled(c, w, std::vector<Request>(requests.begin(), requests.end() - 1), out);
     const Request& s = requests.back();
-    EXPECT_EQ(out.back().tokens, decode::generate_speculative(c, w.model->layout(), w.params.data(),
-                                                              s.prompt, s.o, o.spec));
+    EXPECT_EQ(out[5].tokens, decode::generate_speculative(c, w.model->layout(), w.params.data(),
+                                                          s.prompt, s.o, o.spec));
     EXPECT_GT(e.stats().spec_accepted, 0) << "no guess was ever kept";
+    Engine plain(c, w.model->layout(), w.params.data(), piece, options(8, 64));
+    const Update want = run_all(plain, {plain.submit(penalised)})[0];
+    EXPECT_NE(want.tokens, out[0].tokens) << "the penalties changed nothing";
+    EXPECT_EQ(out.back().tokens, want.tokens);
+    EXPECT_TRUE(same_bits(out.back().logprobs, want.logprobs));
 }
 
 // A SIGTERM while the model loads stops the front before its listen starts: listen then returns
