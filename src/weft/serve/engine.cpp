@@ -205,6 +205,24 @@ void adjust_logits(const Request& q, std::span<const float> l, std::vector<int32
         if (size_t(id) < out.size()) out[size_t(id)] += bias;
 }
 
+// The log-probability of `t` at `row` (minus infinity for an id past it: a model's padding,
+// which the sampled distribution never gives), and the row's likeliest ids with theirs appended
+// to `top` when `q` asks for them.
+float scored_token(const Request& q, std::span<const float> row, int32_t t,
+                   std::vector<std::vector<model::TokenLogprob>>& top) {
+    const bool inside = size_t(t) < row.size();
+    float lp = -std::numeric_limits<float>::infinity();
+    if (q.top_logprobs > 0) {
+        top.emplace_back();
+        const int64_t n = std::min(q.top_logprobs, int64_t(row.size()));
+        const float at = model::token_logprob_top(row, inside ? t : 0, n, top.back());
+        if (inside) lp = at;
+    } else if (inside) {
+        lp = model::token_logprob(row, t);
+    }
+    return lp;
+}
+
 }  // namespace
 
 void Engine::sample_next(Running& r, std::span<const float> logits) {
@@ -212,7 +230,7 @@ void Engine::sample_next(Running& r, std::span<const float> logits) {
     const int64_t i = r.generated();
     std::span<const float> choose_from = l;
     thread_local std::vector<float> adjusted;
-    if (r.req.penalised()) {
+    if (r.req.adjusts_logits()) {
         thread_local std::vector<int32_t> seen;
         seen.assign(r.tokens.begin() + r.prompt_size(), r.tokens.end());
         adjust_logits(r.req, l, seen, adjusted);
@@ -231,7 +249,7 @@ decode::Verdict Engine::accept_tree(Running& r, const decode::Guesses& guess,
     // the request's generated tokens and its path's (row 0 the root's, row k node k - 1's).
     decode::RowLogits choose_from = row;
     thread_local std::vector<std::vector<float>> adjusted;
-    if (r.req.penalised()) {
+    if (r.req.adjusts_logits()) {
         adjusted.resize(size_t(tree.size()) + 1);
         thread_local std::vector<int32_t> seen;
         for (int k = 0; k <= tree.size(); ++k) {
@@ -280,13 +298,7 @@ void Engine::emit(Running& r, int32_t t, std::span<const float> row) {
     Update u;
     u.text = r.text.add(piece_(t), stopped);
     u.tokens = {t};
-    if (r.req.top_logprobs > 0) {
-        u.top_logprobs.emplace_back();
-        const int64_t n = std::min(r.req.top_logprobs, int64_t(row.size()));
-        u.logprobs = {model::token_logprob_top(row, t, n, u.top_logprobs.back())};
-    } else {
-        u.logprobs = {model::token_logprob(row, t)};
-    }
+    u.logprobs = {scored_token(r.req, row, t, u.top_logprobs)};
     u.prompt_tokens = r.prompt_size();
     u.completion_tokens = r.generated();
     {
@@ -311,23 +323,10 @@ void Engine::emit(Running& r, int32_t t, std::span<const float> row) {
 void Engine::score_prompt(Running& r, std::span<const float> logits, int64_t rows) {
     const size_t V = size_t(config().vocab_size), Vs = model::sampled_vocab(config(), r.req.o);
     Update u;
-    for (int64_t k = 0; k < rows; ++k, ++r.scored) {
-        const std::span<const float> row = logits.subspan(size_t(k) * V, Vs);
-        // A prompt id past the sampled vocabulary (a model's padding) has no probability.
-        const int32_t t = r.req.prompt[size_t(r.scored)];
-        const bool inside = size_t(t) < row.size();
-        float lp = -std::numeric_limits<float>::infinity();
-        if (r.req.top_logprobs > 0) {
-            u.prompt_top_logprobs.emplace_back();
-            const int64_t n = std::min(r.req.top_logprobs, int64_t(row.size()));
-            const float at =
-                model::token_logprob_top(row, inside ? t : 0, n, u.prompt_top_logprobs.back());
-            if (inside) lp = at;
-        } else if (inside) {
-            lp = model::token_logprob(row, t);
-        }
-        u.prompt_logprobs.push_back(lp);
-    }
+    for (int64_t k = 0; k < rows; ++k, ++r.scored)
+        u.prompt_logprobs.push_back(scored_token(r.req, logits.subspan(size_t(k) * V, Vs),
+                                                 r.req.prompt[size_t(r.scored)],
+                                                 u.prompt_top_logprobs));
     u.prompt_tokens = r.prompt_size();
     r.push(u);
 }

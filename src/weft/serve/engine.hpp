@@ -51,7 +51,7 @@ struct Request {
     // OpenAI's logit_bias: (id, bias in [-100, 100]) pairs, ids apart, added to those logits
     // before a token is chosen (after the penalties), under speculation too.
     std::vector<std::pair<int32_t, float>> logit_bias;
-    bool penalised() const {
+    bool adjusts_logits() const {
         return frequency_penalty != 0 || presence_penalty != 0 || !logit_bias.empty();
     }
     // Score the prompt too: each prompt token after the first gets its log-probability under

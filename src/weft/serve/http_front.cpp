@@ -137,8 +137,7 @@ void HttpFront::Impl::complete(const httplib::Request& req, httplib::Response& r
             for (size_t c : fresh)
                 events +=
                     "data: " + dump(chunk_json(r, c, news[c], *sent, id, created, ctx)) + "\n\n";
-            const bool done =
-                std::all_of(sent->begin(), sent->end(), [](const ChoiceSent& s) { return s.done; });
+            const bool done = all_sent(*sent);
             if (done) events += "data: [DONE]\n\n";
             if (!sink.write(events.data(), events.size())) return false;
             if (done) sink.done();

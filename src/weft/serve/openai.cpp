@@ -368,7 +368,6 @@ ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& c
         texts.push_back(ctx.tok.encode(chat_prompt(body["messages"], ctx.chat)));
     } else {
         texts = prompts(body, ctx);
-        if (texts.empty()) throw invalid("'prompt' is an empty batch", "prompt");
     }
     if (int64_t(texts.size()) * n > ApiRequest::kMaxChoices)
         throw invalid(
@@ -457,9 +456,12 @@ json chunk_json(const ApiRequest& r, size_t c, const Update& u, std::vector<Choi
               {"created", created},
               {"model", ctx.model_id},
               {"choices", json::array({choice_json(r, c, u, sent[c], ctx)})}};
-    if (std::all_of(sent.begin(), sent.end(), [](const ChoiceSent& s) { return s.done; }))
-        j["usage"] = usage(r, sent);
+    if (all_sent(sent)) j["usage"] = usage(r, sent);
     return j;
+}
+
+bool all_sent(const std::vector<ChoiceSent>& sent) {
+    return std::all_of(sent.begin(), sent.end(), [](const ChoiceSent& s) { return s.done; });
 }
 
 std::string dump(const json& j) {

@@ -46,6 +46,8 @@ struct ChoiceSent {
     int64_t prompt_tokens = 0, completion_tokens = 0;  // its latest counts, for the usage
     bool done = false;
 };
+// Whether every choice has sent its last chunk.
+bool all_sent(const std::vector<ChoiceSent>& sent);
 
 // The prompt of a chat's `messages` (a non-empty array of objects with string role and content)
 // by the server's chat template; throws ApiError.
