@@ -76,7 +76,7 @@ void serve(ServeArgs& a) {
     if (!lead) {
         model::RowForward forward(cfg, m.model->layout(), m.params.data(), a.engine.bf16,
                                   tp.comm());
-        model::KvPool pool(a.engine.kv_blocks, cfg.n_layer, forward.kv_width(),
+        model::KvPool pool(a.engine.kv_blocks, cfg.n_layer, forward.kv_width(), cfg.head_dim(),
                            a.engine.block_tokens, a.engine.bf16);
         steps->follow(forward, pool);
         return;

@@ -32,7 +32,8 @@ int64_t draft_blocks(const model::ModelConfig& cfg, int64_t kv_blocks) {
 DraftModel::DraftModel(const model::ModelConfig& cfg, const model::ParamLayout& layout,
                        const float* params, bool bf16, int64_t kv_blocks)
     : forward_(cfg, layout, params, bf16),
-      kv_(draft_blocks(cfg, kv_blocks), cfg.n_layer, forward_.kv_width(), 16, forward_.kv_bf16()) {}
+      kv_(draft_blocks(cfg, kv_blocks), cfg.n_layer, forward_.kv_width(), cfg.head_dim(), 16,
+          forward_.kv_bf16()) {}
 
 Guesses DraftModel::propose(DraftSeq& seq, std::span<const int32_t> context, int64_t k,
                             const model::SampleOptions& o, const Philox& rng, uint64_t& counter) {

@@ -66,7 +66,8 @@ SpecSession::SpecSession(const model::ModelConfig& cfg, const model::ParamLayout
                          int64_t depth)
     : st(stats ? *stats : local),
       forward(cfg, layout, params, bf16, tp),
-      kv((cfg.n_positions + 15) / 16, cfg.n_layer, forward.kv_width(), 16, forward.kv_bf16()),
+      kv((cfg.n_positions + 15) / 16, cfg.n_layer, forward.kv_width(), cfg.head_dim(), 16,
+         forward.kv_bf16()),
       text(prompt, cfg.n_positions, o, on_token),
       plain(philox_for(o.seed, "sample")),
       rng(philox_for(o.seed, "speculative")) {

@@ -150,7 +150,8 @@ std::span<const float> RowForward::run(const RowBatch& b, KvPool& kv) {
 Generator::Generator(const ModelConfig& cfg, const ParamLayout& layout, const float* params,
                      bool bf16, TpComm* tp)
     : forward_(cfg, layout, params, bf16, tp),
-      pool_((cfg.n_positions + 15) / 16, cfg.n_layer, forward_.kv_width(), 16, bf16) {}
+      pool_((cfg.n_positions + 15) / 16, cfg.n_layer, forward_.kv_width(), cfg.head_dim(), 16,
+            bf16) {}
 
 std::span<const float> Generator::feed(std::span<const int32_t> tokens) {
     WEFT_CHECK(!tokens.empty() && pos_ + int64_t(tokens.size()) <= forward_.config().n_positions,

@@ -6,10 +6,13 @@
 
 namespace weft::model {
 
-KvPool::KvPool(int64_t blocks, int64_t n_layer, int64_t width, int64_t block_tokens, bool bf16)
+KvPool::KvPool(int64_t blocks, int64_t n_layer, int64_t width, int64_t head_size,
+               int64_t block_tokens, bool bf16)
     : blocks_(blocks),
       n_layer_(n_layer),
       width_(width),
+      head_size_(head_size),
+      heads_(head_size > 0 ? width / head_size : 0),
       block_tokens_(block_tokens),
       bf16_(bf16),
       data_(bf16 ? 0 : blocks * n_layer * 2 * block_tokens * width),
@@ -20,18 +23,21 @@ KvPool::KvPool(int64_t blocks, int64_t n_layer, int64_t width, int64_t block_tok
       is_published_(size_t(blocks), false) {
     WEFT_CHECK(blocks >= 1 && block_tokens >= 1, "internal: a KV pool of {} blocks of {} positions",
                blocks, block_tokens);
+    WEFT_CHECK(head_size >= 1 && width % head_size == 0,
+               "internal: a KV pool {} wide in heads of {}", width, head_size);
     for (int64_t b = 0; b < blocks; ++b)
         free_at_[size_t(b)] = free_.insert(free_.end(), int32_t(b));
 }
 
 void KvPool::copy_position(const BlockTable& table, int layer, int64_t from, int64_t to) {
-    for (int kv = 0; kv < 2; ++kv) {
-        const int64_t f = at(table, layer, from, kv), t = at(table, layer, to, kv);
-        if (bf16_)
-            std::copy_n(half_.data() + f, width_, half_.data() + t);
-        else
-            std::copy_n(data_.data() + f, width_, data_.data() + t);
-    }
+    for (int kv = 0; kv < 2; ++kv)
+        for (int64_t h = 0; h < heads_; ++h) {
+            const int64_t f = at(table, layer, from, kv, h), t = at(table, layer, to, kv, h);
+            if (bf16_)
+                std::copy_n(half_.data() + f, head_size_, half_.data() + t);
+            else
+                std::copy_n(data_.data() + f, head_size_, data_.data() + t);
+        }
 }
 
 int32_t KvPool::allocate() {

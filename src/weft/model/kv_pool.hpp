@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "weft/core/buffer.hpp"
+#include "weft/core/huge_pages.hpp"
 
 namespace weft::model {
 
@@ -29,8 +30,9 @@ using BlockTable = std::vector<int32_t>;
 
 class KvPool {
   public:
-    KvPool(int64_t blocks, int64_t n_layer, int64_t width, int64_t block_tokens = 16,
-           bool bf16 = false);
+    // width = heads x head_size: the keys (and values) of one position of one layer.
+    KvPool(int64_t blocks, int64_t n_layer, int64_t width, int64_t head_size,
+           int64_t block_tokens = 16, bool bf16 = false);
 
     // Bytes of keys and values a pool of these sizes holds (the constructor's allocation).
     static int64_t bytes(int64_t blocks, int64_t n_layer, int64_t width, int64_t block_tokens,
@@ -41,6 +43,7 @@ class KvPool {
     int64_t blocks() const { return blocks_; }
     int64_t block_tokens() const { return block_tokens_; }
     int64_t width() const { return width_; }
+    int64_t head_size() const { return head_size_; }
     bool bf16() const { return bf16_; }
     int64_t free_blocks() const { return int64_t(free_.size()); }
     int64_t used_blocks() const { return blocks_ - free_blocks(); }
@@ -69,35 +72,43 @@ class KvPool {
     // Publishes a block its sequence has filled (nothing if the hash has a block already).
     void publish(int32_t block, uint64_t hash);
 
-    // The keys (values) of `layer` at position `pos` of the sequence whose blocks are `table`:
-    // k and v of an fp32 pool, k16 and v16 (bf16 bits) of a bf16 one.
-    float* k(const BlockTable& table, int layer, int64_t pos) {
-        return data_.data() + at(table, layer, pos, 0);
+    // The keys (values) of kv head `head` of `layer` at position `pos` of the sequence whose
+    // blocks are `table` (head_size() of them): k and v of an fp32 pool, k16 and v16 (bf16 bits)
+    // of a bf16 one.
+    float* k(const BlockTable& table, int layer, int64_t pos, int64_t head) {
+        return data_.data() + at(table, layer, pos, 0, head);
     }
-    float* v(const BlockTable& table, int layer, int64_t pos) {
-        return data_.data() + at(table, layer, pos, 1);
+    float* v(const BlockTable& table, int layer, int64_t pos, int64_t head) {
+        return data_.data() + at(table, layer, pos, 1, head);
     }
-    uint16_t* k16(const BlockTable& table, int layer, int64_t pos) {
-        return half_.data() + at(table, layer, pos, 0);
+    uint16_t* k16(const BlockTable& table, int layer, int64_t pos, int64_t head) {
+        return half_.data() + at(table, layer, pos, 0, head);
     }
-    uint16_t* v16(const BlockTable& table, int layer, int64_t pos) {
-        return half_.data() + at(table, layer, pos, 1);
+    uint16_t* v16(const BlockTable& table, int layer, int64_t pos, int64_t head) {
+        return half_.data() + at(table, layer, pos, 1, head);
     }
     // Copies the keys and values of `layer` at position `from` to position `to`.
     void copy_position(const BlockTable& table, int layer, int64_t from, int64_t to);
 
   private:
-    int64_t at(const BlockTable& table, int layer, int64_t pos, int kv) const {
+    // A head's positions of a block are one run: a decode step's attention reads each kv head
+    // apart (one task a head), and runs of 16 positions stream where a position's heads side by
+    // side (a head's 128 bytes every 384 on SmolLM-135M's shape) were read at 1.55x the time,
+    // its data's cache lines each a memory latency (bench/bench_attend_gathered.cpp).
+    int64_t at(const BlockTable& table, int layer, int64_t pos, int kv, int64_t head) const {
         const int64_t b = table[size_t(pos / block_tokens_)];
-        return (((b * n_layer_ + layer) * 2 + kv) * block_tokens_ + pos % block_tokens_) * width_;
+        return ((((b * n_layer_ + layer) * 2 + kv) * heads_ + head) * block_tokens_ +
+                pos % block_tokens_) *
+               head_size_;
     }
 
-    int64_t blocks_, n_layer_, width_, block_tokens_;
+    int64_t blocks_, n_layer_, width_, head_size_, heads_, block_tokens_;
     bool bf16_;
-    // [blocks, n_layer, 2 (k, v), block_tokens, width]: data_ in fp32, half_ in bf16 (the other
-    // empty).
+    // [blocks, n_layer, 2 (k, v), heads, block_tokens, head_size]: data_ in fp32, half_ in bf16
+    // (the other empty), on huge pages as the weights (a block's layer is 12 KiB in bf16 on
+    // SmolLM-135M's shape, each a TLB miss on 4 KiB pages).
     Buffer data_;
-    std::vector<uint16_t> half_;
+    std::vector<uint16_t, HugePageAllocator<uint16_t>> half_;
     std::vector<int32_t> refs_;
     std::list<int32_t> free_;                            // least recently freed first
     std::vector<std::list<int32_t>::iterator> free_at_;  // a free block's place in free_

@@ -106,21 +106,25 @@ void RowBatch::unpack(std::span<const int64_t> words, std::vector<BlockTable>& t
 void attend_rows(float* out, const float* qkv, int64_t ld, const RowBatch& b, KvPool& kv, int layer,
                  int64_t NH, int64_t NKV, int64_t HS) {
     const int64_t A = NH * HS, KV = NKV * HS, G = NH / NKV, R = b.rows();
-    WEFT_CHECK(KV == kv.width() && NH % NKV == 0,
-               "internal: attention of {} heads over {} kv heads of {} into a pool {} wide", NH,
-               NKV, HS, kv.width());
+    WEFT_CHECK(KV == kv.width() && HS == kv.head_size() && NH % NKV == 0,
+               "internal: attention of {} heads over {} kv heads of {} into a pool {} wide in "
+               "heads of {}",
+               NH, NKV, HS, kv.width(), kv.head_size());
     std::vector<const RowSeq*> seq_of(static_cast<size_t>(R));
     for (const RowSeq& s : b.seqs)
         for (int64_t i = 0; i < s.rows; ++i) {
             const float* r = qkv + (s.row0 + i) * ld;
-            if (kv.bf16()) {
-                kernels::convert_fp32_to_bf16(kv.k16(*s.table, layer, s.pos0 + i), r + A, 1, KV,
-                                              KV);
-                kernels::convert_fp32_to_bf16(kv.v16(*s.table, layer, s.pos0 + i), r + A + KV, 1,
-                                              KV, KV);
-            } else {
-                std::copy_n(r + A, KV, kv.k(*s.table, layer, s.pos0 + i));
-                std::copy_n(r + A + KV, KV, kv.v(*s.table, layer, s.pos0 + i));
+            const int64_t pos = s.pos0 + i;
+            for (int64_t g = 0; g < NKV; ++g) {
+                const float* k = r + A + g * HS;
+                if (kv.bf16()) {
+                    kernels::convert_fp32_to_bf16(kv.k16(*s.table, layer, pos, g), k, 1, HS, HS);
+                    kernels::convert_fp32_to_bf16(kv.v16(*s.table, layer, pos, g), k + KV, 1, HS,
+                                                  HS);
+                } else {
+                    std::copy_n(k, HS, kv.k(*s.table, layer, pos, g));
+                    std::copy_n(k + KV, HS, kv.v(*s.table, layer, pos, g));
+                }
             }
             seq_of[size_t(s.row0 + i)] = &s;
         }
@@ -155,20 +159,20 @@ void attend_rows(float* out, const float* qkv, int64_t ld, const RowBatch& b, Kv
             ks.resize(size_t(n));
             vs.resize(size_t(n));
             for (int64_t j = 0; j < n; ++j) {
-                ks[size_t(j)] = k_at(slots[size_t(j)]) + g * HS;
-                vs[size_t(j)] = v_at(slots[size_t(j)]) + g * HS;
+                ks[size_t(j)] = k_at(slots[size_t(j)]);
+                vs[size_t(j)] = v_at(slots[size_t(j)]);
             }
             kernels::attend_gathered_group(o, q, G, ks.data(), vs.data(), n, HS, scale,
                                            scores.data());
         };
         if (kv.bf16())
             gather(
-                keys16, values16, [&](int64_t p) { return kv.k16(table, layer, p); },
-                [&](int64_t p) { return kv.v16(table, layer, p); });
+                keys16, values16, [&](int64_t p) { return kv.k16(table, layer, p, g); },
+                [&](int64_t p) { return kv.v16(table, layer, p, g); });
         else
             gather(
-                keys, values, [&](int64_t p) { return kv.k(table, layer, p); },
-                [&](int64_t p) { return kv.v(table, layer, p); });
+                keys, values, [&](int64_t p) { return kv.k(table, layer, p, g); },
+                [&](int64_t p) { return kv.v(table, layer, p, g); });
     };
     // Threads only for work that pays for handing it out (a tiny model's step is microseconds).
     int64_t work = 0;

@@ -62,7 +62,8 @@ std::vector<int32_t> PpdTrainer::targets(const int32_t* tokens, int64_t B, int64
     // tokens past t would be another text: a corpus's next token is a draw the prompts cannot
     // know, and the base model's guess after it as good as unpredictable.
     model::RowForward& teacher = teacher_.rows();
-    model::KvPool kv(B * ((Ts + 15) / 16), cfg.n_layer, teacher.kv_width(), 16, teacher.kv_bf16());
+    model::KvPool kv(B * ((Ts + 15) / 16), cfg.n_layer, teacher.kv_width(), cfg.head_dim(), 16,
+                     teacher.kv_bf16());
     std::vector<model::BlockTable> tables(static_cast<size_t>(B));
     std::vector<int32_t> next(static_cast<size_t>(B)), target(static_cast<size_t>(B * K));
     model::SampleOptions o;

@@ -94,7 +94,8 @@ std::span<const float> Teacher::window_logits(std::span<const int32_t> tokens, i
     WEFT_CHECK(int64_t(tokens.size()) == B * T && T <= cfg_.n_positions,
                "internal: {} tokens as {} windows of {} for a teacher of {} positions",
                tokens.size(), B, T, cfg_.n_positions);
-    model::KvPool kv(kv_blocks(B, T), cfg_.n_layer, forward_->kv_width(), kBlockTokens, false);
+    model::KvPool kv(kv_blocks(B, T), cfg_.n_layer, forward_->kv_width(), cfg_.head_dim(),
+                     kBlockTokens, false);
     std::vector<model::BlockTable> tables(static_cast<size_t>(B));
     model::RowBatch b;
     for (int64_t s = 0; s < B; ++s) {

@@ -65,7 +65,7 @@ TEST(TreeVerify, EveryRowHasItsPathsOneStepLogits) {
     const std::vector<int32_t> rows = {1, 3, 4, 8, 6, 3};
     const std::vector<int32_t> parents = {-1, 0, 1, 2, 0, 4};
     model::RowForward f(c, m->layout(), params.data());
-    model::KvPool kv(8, c.n_layer, f.kv_width());
+    model::KvPool kv(8, c.n_layer, f.kv_width(), c.head_dim());
     model::BlockTable table;
     const int64_t pos = int64_t(context.size()) - 1;
     kv.grow(table, pos + int64_t(rows.size()));

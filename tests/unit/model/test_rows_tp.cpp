@@ -30,7 +30,7 @@ std::vector<float> run_rows(const ModelConfig& c, TpComm* tp) {
     Buffer params(layout.total);
     init_params(params.data(), layout, 7);  // any shard: the whole model's numbers
     RowForward f(c, layout, params.data(), false, tp);
-    KvPool pool(4, c.n_layer, f.kv_width(), 8);
+    KvPool pool(4, c.n_layer, f.kv_width(), c.head_dim(), 8);
     BlockTable a, b;
     EXPECT_TRUE(pool.grow(a, 12) && pool.grow(b, 5));
     const std::vector<int32_t> prompt = {5, 17, 3, 9, 28, 11, 40, 2, 33, 19, 7}, other = {21, 4, 6};

@@ -155,7 +155,7 @@ TEST_P(ServeEngine, PromptChunksDoNotChangeABit) {
     model::RowForward f(c, w.model->layout(), w.params.data());
     const std::vector<int32_t> prompt = tokens(40, 1, c.vocab_size);
     auto logits_in_chunks = [&](int64_t chunk) -> std::vector<float> {
-        model::KvPool pool(3, c.n_layer, f.kv_width());
+        model::KvPool pool(3, c.n_layer, f.kv_width(), c.head_dim());
         model::BlockTable table;
         EXPECT_TRUE(pool.grow(table, 40));
         std::vector<float> last;
