@@ -83,6 +83,31 @@ inline float softmax_avx512(float* s, int64_t n) {
     return 1.0f / detail::fold16(sum);
 }
 
+// out[h][0, 16 P) := sum over j of s[h][j] values[j][d0 + ...] times inv[h], for GH heads: the
+// P vectors of each head stay in registers (a count known at compile time), the positions
+// streamed past.
+template <typename T, int GH, int P>
+void weigh_values(float* out, int64_t HS, const T* const* values, int64_t d0, int64_t n,
+                  const float* s, const float* inv, const __mmask16* m) {
+    __m512 o[GH][P];
+    for (int h = 0; h < GH; ++h)
+        for (int i = 0; i < P; ++i) o[h][i] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; ++j) {
+        const T* v = values[j] + d0;
+        __m512 vv[P];
+        for (int i = 0; i < P; ++i) vv[i] = lanes::load16(v + i * kLanes, m[i]);
+        for (int h = 0; h < GH; ++h) {
+            const __m512 p = _mm512_set1_ps(s[h * n + j]);
+            for (int i = 0; i < P; ++i) o[h][i] = _mm512_fmadd_ps(p, vv[i], o[h][i]);
+        }
+    }
+    for (int h = 0; h < GH; ++h) {
+        const __m512 vinv = _mm512_set1_ps(inv[h]);
+        for (int i = 0; i < P; ++i)
+            _mm512_mask_storeu_ps(out + h * HS + i * kLanes, m[i], _mm512_mul_ps(o[h][i], vinv));
+    }
+}
+
 // GH query heads (q and out: GH rows of HS) over the same keys and values, each key and value
 // loaded once for all of them; every head's operations those of attend_gathered on its own.
 // s: GH rows of n scores.
@@ -115,26 +140,20 @@ void attend_heads_avx512(float* out, const float* q, const T* const* keys, const
     for (int h = 0; h < GH; ++h) inv[h] = softmax_avx512(s + h * n, n);
     // HS in registers when it fits (64 floats: 4 vectors a head), the positions streamed past.
     for (int64_t d0 = 0; d0 < HS; d0 += 4 * kLanes) {
-        __m512 o[GH][4];
-        for (int h = 0; h < GH; ++h)
-            for (int i = 0; i < 4; ++i) o[h][i] = _mm512_setzero_ps();
         const __mmask16 m[4] = {first(HS - d0), first(HS - d0 - kLanes),
                                 first(HS - d0 - 2 * kLanes), first(HS - d0 - 3 * kLanes)};
-        const int parts = int(std::min<int64_t>(4, (HS - d0 + kLanes - 1) / kLanes));
-        for (j = 0; j < n; ++j) {
-            const T* v = values[j] + d0;
-            __m512 vv[4];
-            for (int i = 0; i < parts; ++i) vv[i] = lanes::load16(v + i * kLanes, m[i]);
-            for (int h = 0; h < GH; ++h) {
-                const __m512 p = _mm512_set1_ps(s[h * n + j]);
-                for (int i = 0; i < parts; ++i) o[h][i] = _mm512_fmadd_ps(p, vv[i], o[h][i]);
-            }
-        }
-        for (int h = 0; h < GH; ++h) {
-            const __m512 vinv = _mm512_set1_ps(inv[h]);
-            for (int i = 0; i < parts; ++i)
-                _mm512_mask_storeu_ps(out + h * HS + d0 + i * kLanes, m[i],
-                                      _mm512_mul_ps(o[h][i], vinv));
+        switch (std::min<int64_t>(4, (HS - d0 + kLanes - 1) / kLanes)) {
+            case 1:
+                weigh_values<T, GH, 1>(out + d0, HS, values, d0, n, s, inv, m);
+                break;
+            case 2:
+                weigh_values<T, GH, 2>(out + d0, HS, values, d0, n, s, inv, m);
+                break;
+            case 3:
+                weigh_values<T, GH, 3>(out + d0, HS, values, d0, n, s, inv, m);
+                break;
+            default:
+                weigh_values<T, GH, 4>(out + d0, HS, values, d0, n, s, inv, m);
         }
     }
 }
