@@ -7,6 +7,7 @@ expect_error "--rate must be positive requests/s or inf (all at once), got '0'" 
 expect_error "--rate must be positive requests/s or inf (all at once), got '-2'" "" -- bench serve --url http://127.0.0.1:9 --requests 8 --rate -2 --prompt-len 8 --output-len 8
 expect_error "--url '127.0.0.1:8080' is not http://HOST:PORT" "" -- bench serve --url 127.0.0.1:8080 --requests 8 --prompt-len 8 --output-len 8
 expect_error "--url 'http://127.0.0.1' is not http://HOST:PORT" "" -- bench serve --url http://127.0.0.1 --requests 8 --prompt-len 8 --output-len 8
+expect_error "--temperature: Value 3 not in range 0.000000 to 2.000000" "" -- bench serve --url http://127.0.0.1:9 --requests 8 --prompt-len 8 --output-len 8 --temperature 3
 expect_error "--json" "" -- bench serve --url http://127.0.0.1:9 --requests 8 --prompt-len 8 --output-len 8 --json no/such/dir/out.json
 # Port 9 (discard) has no listener on a test machine: the server cannot be reached.
 expect_error "cannot reach --url http://127.0.0.1:9" out.json -- bench serve --url http://127.0.0.1:9 --requests 8 --prompt-len 8 --output-len 8 --json out.json
@@ -42,10 +43,10 @@ grep -q "Successful requests: *8" table.txt && grep -q "P99 ITL (ms):" table.txt
 "$WEFT" bench serve --url "$url" --api-key k --requests 4 --rate inf --prompt-len 8 --output-len 4 \
   --ttft-slo-ms 0.001 --json tight.json >/dev/null 2>&1
 [ "$(jq -r '.goodput' tight.json)" = 0 ] && [ "$(jq -r .rate tight.json)" = inf ] && ok "goodput 0 under a 1 us TTFT limit" || bad "tight: $(head -c 300 tight.json)"
-# Text prompts: 8 words, about 8 tokens by the server's count.
+# Text prompts: 8 words, about 8 tokens by the server's count; sampled.
 "$WEFT" bench serve --url "$url" --api-key k --requests 2 --text-prompt --prompt-len 8 --output-len 2 \
-  --json text.json >/dev/null 2>&1
-[ "$(jq -r .prompt_kind text.json) $(jq .successful_requests text.json)" = "text 2" ] &&
+  --temperature 0.8 --json text.json >/dev/null 2>&1
+[ "$(jq -r '"\(.prompt_kind) \(.temperature)"' text.json) $(jq .successful_requests text.json)" = "text 0.8 2" ] &&
   [ "$(jq '[.per_request[].prompt_tokens]|all(. >= 8 and . <= 16)' text.json)" = true ] \
   && ok "--text-prompt: $(jq -c '[.per_request[].prompt_tokens]' text.json) prompt tokens" || bad "text prompt: $(head -c 400 text.json)"
 # One in flight: each request is sent after the one before it has ended.

@@ -250,6 +250,11 @@ void add_bench_command(CLI::App& app) {
                    "max_tokens per request (weft ends earlier at end of text; the counts are the "
                    "server's usage)")
         ->required();
+    bs->add_option("--temperature", sv->o.temperature,
+                   "Every request's sampling temperature, as OpenAI's API takes it (0: greedy; "
+                   "a sampled token costs the server a draw over the whole vocabulary)")
+        ->check(CLI::Range(0.0, 2.0))
+        ->capture_default_str();
     bs->add_option("--seed", sv->o.seed, "Seed of the prompts and the arrival times")
         ->capture_default_str();
     bs->add_option("--api-key", sv->o.api_key, "Sent as Authorization: Bearer KEY");

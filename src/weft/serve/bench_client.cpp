@@ -50,7 +50,7 @@ RequestTiming run_request(const BenchServeOptions& o, const std::string& model,
     cli.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
     nlohmann::json body = {{"prompt", prompt},
                            {"max_tokens", o.output_len},
-                           {"temperature", 0},
+                           {"temperature", o.temperature},
                            {"stream", true},
                            {"stream_options", {{"include_usage", true}}},
                            // Honoured by weft, vLLM and llama.cpp.
@@ -270,6 +270,7 @@ nlohmann::json report_json(const BenchServeReport& r) {
         {"prompt_len", o.prompt_len},
         {"prompt_kind", o.text_prompt ? "text" : "token ids"},
         {"output_len", o.output_len},
+        {"temperature", o.temperature},
         {"seed", o.seed},
         {"successful_requests", ok},
         {"failed_requests", int64_t(r.requests.size()) - ok},

@@ -16,6 +16,7 @@ struct BenchServeOptions {
     double rate = std::numeric_limits<double>::infinity();  // requests/s; inf: all at once
     int max_concurrency = 0;                                // 0: up to 256
     int prompt_len = 0, output_len = 0;
+    double temperature = 0;    // every request's; 0: greedy
     bool text_prompt = false;  // words instead of token ids: the server's usage counts tokens
     uint64_t seed = 1337;
     std::string api_key, model;               // model "": the server's first /v1/models
