@@ -134,7 +134,10 @@ class Engine {
   private:
     struct Running;
     void finish(Running& r, const std::string& reason);
-    void sample_next(Running& r, std::span<const float> logits);
+    // The next token of `r` from its logits row: after its penalties and biases, drawn with its
+    // random stream at its place (a pure function of the row and the request: the choices of a
+    // step are made side by side, one request each, by whichever thread).
+    int32_t choose_next(const Running& r, std::span<const float> logits) const;
     // Hands the log-probabilities of the prompt's next `rows` tokens, from their logit rows in
     // `logits`, to a request that scores its prompt.
     void score_prompt(Running& r, std::span<const float> logits, int64_t rows);
