@@ -37,10 +37,14 @@ namespace {
 // total order on logits without NaN, so that any sort gives it. A least-significant-digit radix
 // sort on the logits' bits, stable over ids in increasing order: O(V), where partial_sort over
 // every id compared through the logits (6.6 ms a sampled token at V = 49152).
-std::vector<int32_t> by_decreasing_logit(std::span<const float> logits) {
+void by_decreasing_logit(std::span<const float> logits, std::vector<int32_t>& ids) {
     const size_t V = logits.size();
-    std::vector<uint32_t> key(V), key_to(V);
-    std::vector<int32_t> ids(V), ids_to(V);
+    // Kept between calls: a sampled token's scratch is a few hundred KiB, which fresh vectors
+    // took from the system (page faults and zeroing, a fifth of the choice) every time.
+    thread_local std::vector<uint32_t> key, key_to;
+    thread_local std::vector<int32_t> ids_to;
+    thread_local std::vector<size_t> at;
+    key.resize(V), key_to.resize(V), ids.resize(V), ids_to.resize(V);
     for (size_t i = 0; i < V; ++i) {
         const float x = logits[i] == 0 ? 0.0f : logits[i];
         uint32_t u;
@@ -51,7 +55,7 @@ std::vector<int32_t> by_decreasing_logit(std::span<const float> logits) {
     }
     constexpr int kBits = 11;
     constexpr uint32_t kDigits = 1u << kBits;
-    std::vector<size_t> at(kDigits + 1);
+    at.resize(kDigits + 1);
     for (int shift = 0; shift < 32; shift += kBits) {
         std::fill(at.begin(), at.end(), 0);
         for (uint32_t k : key) ++at[((k >> shift) & (kDigits - 1)) + 1];
@@ -64,15 +68,14 @@ std::vector<int32_t> by_decreasing_logit(std::span<const float> logits) {
         key.swap(key_to);
         ids.swap(ids_to);
     }
-    return ids;
 }
 
 }  // namespace
 
-SamplingWeights sampling_weights(std::span<const float> logits, const SampleOptions& o) {
+void sampling_weights(std::span<const float> logits, const SampleOptions& o, SamplingWeights& w) {
     WEFT_CHECK(o.temperature > 0, "internal: a greedy choice has no sampling weights");
     const int64_t V = int64_t(logits.size());
-    SamplingWeights w;
+    w.sum = 0;
     const int64_t keep = (o.top_k > 0 && o.top_k < V) ? o.top_k : V;
     auto by_logit = [&](int32_t a, int32_t b) {
         return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
@@ -83,7 +86,7 @@ SamplingWeights sampling_weights(std::span<const float> logits, const SampleOpti
         std::iota(w.ids.begin(), w.ids.end(), 0);
         std::partial_sort(w.ids.begin(), w.ids.begin() + keep, w.ids.end(), by_logit);
     } else {
-        w.ids = by_decreasing_logit(logits);
+        by_decreasing_logit(logits, w.ids);
     }
     w.ids.resize(size_t(keep));
     w.weights.resize(w.ids.size());
@@ -97,12 +100,18 @@ SamplingWeights sampling_weights(std::span<const float> logits, const SampleOpti
         w.weights.resize(n), w.ids.resize(n);
         w.sum = cum;
     }
+}
+
+SamplingWeights sampling_weights(std::span<const float> logits, const SampleOptions& o) {
+    SamplingWeights w;
+    sampling_weights(logits, o, w);
     return w;
 }
 
 int32_t pick_token(std::span<const float> logits, const SampleOptions& o, float u) {
     if (o.temperature == 0) return int32_t(kernels::argmax(logits.data(), int64_t(logits.size())));
-    const SamplingWeights w = sampling_weights(logits, o);
+    thread_local SamplingWeights w;  // its vectors' memory kept between tokens
+    sampling_weights(logits, o, w);
     double target = double(u) * w.sum, acc = 0;
     for (size_t i = 0; i < w.weights.size(); ++i) {
         acc += w.weights[i];

@@ -44,6 +44,8 @@ struct SamplingWeights {
     double sum = 0;
 };
 SamplingWeights sampling_weights(std::span<const float> logits, const SampleOptions& o);
+// The same into `w`, reusing its vectors' memory (a sampled token's choice, every step).
+void sampling_weights(std::span<const float> logits, const SampleOptions& o, SamplingWeights& w);
 
 // Picks a token from logits[V] under the options, with the uniform number u in [0, 1).
 int32_t pick_token(std::span<const float> logits, const SampleOptions& o, float u);
