@@ -87,6 +87,15 @@ pen=$(post completions '{"prompt":"ROMEO:","max_tokens":24,"temperature":0,"logp
   [ "$(post completions '{"prompt":"ROMEO:","max_tokens":24,"temperature":0,"logprobs":0,"frequency_penalty":2,"presence_penalty":1}' | jq -c .choices)" = "$(jq -c .choices <<<"$pen")" ] \
   && ok "penalties: a token at most $(most "$pen") times in 24, against $(most "$plain"); the same again" \
   || bad "penalties: $(jq -c .choices[0].text <<<"$pen") against $(jq -c .choices[0].text <<<"$plain")"
+# vLLM's repetition_penalty: at 100 no id of the prompt or of the text so far comes again (their
+# logits divided by 100, or multiplied where negative).
+prompt_ids=$(post completions '{"prompt":"ROMEO:","max_tokens":0,"echo":true,"logprobs":0}' | jq -c .choices[0].logprobs.token_ids)
+rep=$(post completions '{"prompt":"ROMEO:","max_tokens":24,"temperature":0,"logprobs":0,"repetition_penalty":100}')
+rep15=$(post completions '{"prompt":"ROMEO:","max_tokens":24,"temperature":0,"logprobs":0,"repetition_penalty":1.5}')
+[ "$(jq "[.choices[0].logprobs.token_ids | (length == (unique | length)), (. - $prompt_ids | length == 24)] | all" <<<"$rep")" = true ] &&
+  [ "$(jq -c .choices <<<"$rep15")" != "$(jq -c .choices <<<"$plain")" ] \
+  && ok "repetition_penalty 100: 24 ids, none twice, none of the prompt's $prompt_ids; 1.5 changes greedy's text" \
+  || bad "repetition_penalty: $(jq -c .choices[0].logprobs.token_ids <<<"$rep") after $prompt_ids"
 
 # logit_bias: greedy's first token at -100 is never chosen; a token at +100 always is; the
 # log-probabilities stay the model's.
@@ -204,6 +213,8 @@ expect_api_error 400 invalid_value completions '{"prompt":"x","logit_bias":{"5":
 expect_api_error 400 invalid_type completions '{"prompt":"x","logit_bias":{"5":"up"}}'
 expect_api_error 400 invalid_value completions '{"prompt":"x","logit_bias":{"5":1,"05":2}}'
 expect_api_error 400 invalid_value completions '{"prompt":"x","frequency_penalty":3}'
+expect_api_error 400 invalid_value completions '{"prompt":"x","repetition_penalty":0}'
+expect_api_error 400 invalid_type completions '{"prompt":"x","repetition_penalty":"high"}'
 expect_api_error 400 unsupported_parameter chat/completions '{"messages":[{"role":"user","content":"x"}],"echo":true}'
 expect_api_error 400 invalid_type completions '{"prompt":"x","ignore_eos":"yes"}'
 expect_api_error 400 invalid_value chat/completions '{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}'
@@ -282,8 +293,10 @@ k=$(awk '/^weft_spec_accepted_tokens_total/ { print $2 }' <<<"$metrics")
 # Penalties and biases (the draft proposes without them, so some guesses fail): the same answer.
 dpen=$(post completions '{"prompt":"ROMEO:","max_tokens":24,"temperature":0,"logprobs":0,"frequency_penalty":2,"presence_penalty":1}')
 dnb=$(post completions '{"prompt":"ROMEO:","max_tokens":24,"temperature":0,"logprobs":0,"logit_bias":{"'"$first"'":-100}}')
-[ "$(jq -c .choices <<<"$dpen")" = "$(jq -c .choices <<<"$pen")" ] && [ "$(jq -c .choices <<<"$dnb")" = "$(jq -c .choices <<<"$nb")" ] \
-  && ok "--spec draft: penalties and logit_bias give the tokens and logprobs of the server without" \
+drep=$(post completions '{"prompt":"ROMEO:","max_tokens":24,"temperature":0,"logprobs":0,"repetition_penalty":1.5}')
+[ "$(jq -c .choices <<<"$dpen")" = "$(jq -c .choices <<<"$pen")" ] && [ "$(jq -c .choices <<<"$dnb")" = "$(jq -c .choices <<<"$nb")" ] &&
+  [ "$(jq -c .choices <<<"$drep")" = "$(jq -c .choices <<<"$rep15")" ] \
+  && ok "--spec draft: penalties, repetition_penalty and logit_bias give the tokens and logprobs of the server without" \
   || bad "--spec draft with penalties: $dpen / $dnb"
 kill -TERM $pid
 wait $pid || bad "--spec draft server: exit $?: $(cat draft.err)"

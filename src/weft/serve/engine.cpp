@@ -31,7 +31,13 @@ struct Engine::Running {
           rng(choice_stream(req, "sample")),
           spec_rng(choice_stream(req, "speculative")),
           draft_rng(choice_stream(req, "draft")),
-          text(req.stop) {}
+          text(req.stop) {
+        if (req.repetition_penalty != 1) {
+            prompt_ids = req.prompt;
+            std::sort(prompt_ids.begin(), prompt_ids.end());
+            prompt_ids.erase(std::unique(prompt_ids.begin(), prompt_ids.end()), prompt_ids.end());
+        }
+    }
 
     Request req;
     std::shared_ptr<Stream> out;   // shared by the choices of one submission
@@ -49,6 +55,8 @@ struct Engine::Running {
     Philox draft_rng;               // the draft's draws, as weft sample --spec draft's
     uint64_t draft_counter = 0;
     StopText text;
+    // The prompt's ids, sorted, each once (for repetition_penalty).
+    std::vector<int32_t> prompt_ids;
     std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();  // submitted
     bool ended = false;  // its last update, with a finish reason, was pushed
 
@@ -124,6 +132,8 @@ void Engine::check(const Request& r) const {
     for (auto [name, v] : {std::pair{"frequency_penalty", r.frequency_penalty},
                            std::pair{"presence_penalty", r.presence_penalty}})
         WEFT_CHECK(v >= -2 && v <= 2, "{} must be in [-2, 2], got {}", name, v);
+    WEFT_CHECK(r.repetition_penalty > 0 && std::isfinite(r.repetition_penalty),
+               "repetition_penalty must be a positive number, got {}", r.repetition_penalty);
     for (auto [id, bias] : r.logit_bias)
         WEFT_CHECK(id >= 0 && id < cfg.vocab_size && bias >= -100 && bias <= 100,
                    "logit_bias {}: {} is outside ids [0, {}) or biases [-100, 100]", id, bias,
@@ -190,18 +200,26 @@ void Engine::finish(Running& r, const std::string& reason) {
 
 namespace {
 
-// The logits `l` a request chooses from after it generated `seen` (sorted; altered): each
-// generated id once, with its count, logit - count * frequency - presence, then the logit
-// biases; one expression per id, whose bits depend on the request's own tokens only.
+// The logits `l` a request chooses from after it generated `seen` (sorted; altered), its prompt's
+// ids being `prompt_ids` (sorted, each once): each id of either divided by the repetition
+// penalty where positive and multiplied where not (vLLM's order: before OpenAI's penalties); each
+// generated id once, with its count, that - count * frequency - presence; then the logit biases.
+// One expression per id, whose bits depend on the request's own tokens only.
 void adjust_logits(const Request& q, std::span<const float> l, std::vector<int32_t>& seen,
-                   std::vector<float>& out) {
+                   std::span<const int32_t> prompt_ids, std::vector<float>& out) {
     std::sort(seen.begin(), seen.end());
     out.assign(l.begin(), l.end());
+    const float rp = q.repetition_penalty;
+    auto repeated = [&](size_t t) { return rp == 1 ? l[t] : l[t] > 0 ? l[t] / rp : l[t] * rp; };
+    if (rp != 1)
+        for (int32_t t : prompt_ids)
+            if (size_t(t) < out.size()) out[size_t(t)] = repeated(size_t(t));
     for (size_t a = 0, b = 0; a < seen.size(); a = b) {
         while (b < seen.size() && seen[b] == seen[a]) ++b;
         const int32_t t = seen[a];
         if (size_t(t) >= out.size()) continue;
-        out[size_t(t)] = l[size_t(t)] - float(b - a) * q.frequency_penalty - q.presence_penalty;
+        out[size_t(t)] =
+            repeated(size_t(t)) - float(b - a) * q.frequency_penalty - q.presence_penalty;
     }
     for (auto [id, bias] : q.logit_bias)
         if (size_t(id) < out.size()) out[size_t(id)] += bias;
@@ -235,7 +253,7 @@ int32_t Engine::choose_next(const Running& r, std::span<const float> logits) con
     if (r.req.adjusts_logits()) {
         thread_local std::vector<int32_t> seen;
         seen.assign(r.tokens.begin() + r.prompt_size(), r.tokens.end());
-        adjust_logits(r.req, l, seen, adjusted);
+        adjust_logits(r.req, l, seen, r.prompt_ids, adjusted);
         choose_from = adjusted;
     }
     return model::pick_token(choose_from, r.req.o, r.rng.uniform(uint64_t(i)));
@@ -257,7 +275,7 @@ decode::Verdict Engine::accept_tree(Running& r, const decode::Guesses& guess,
             seen.assign(r.tokens.begin() + r.prompt_size(), r.tokens.end());
             for (int n = k - 1; n >= 0; n = tree.parents[size_t(n)])
                 seen.push_back(tree.tokens[size_t(n)]);
-            adjust_logits(r.req, row(k), seen, adjusted[size_t(k)]);
+            adjust_logits(r.req, row(k), seen, r.prompt_ids, adjusted[size_t(k)]);
         }
         choose_from = [&](int k) { return std::span<const float>(adjusted[size_t(k)]); };
     }

@@ -48,11 +48,16 @@ struct Request {
     // if it has. The log-probabilities stay the model's own. Under speculation each verify row
     // is chosen from so, after the tokens before it.
     float frequency_penalty = 0, presence_penalty = 0;
+    // vLLM's (and Hugging Face's) repetition penalty, > 0 (1: off): the logit of each id of the
+    // prompt or of what the request has generated is divided by it where positive, multiplied
+    // where not, before OpenAI's penalties; under speculation as they are.
+    float repetition_penalty = 1;
     // OpenAI's logit_bias: (id, bias in [-100, 100]) pairs, ids apart, added to those logits
     // before a token is chosen (after the penalties), under speculation too.
     std::vector<std::pair<int32_t, float>> logit_bias;
     bool adjusts_logits() const {
-        return frequency_penalty != 0 || presence_penalty != 0 || !logit_bias.empty();
+        return frequency_penalty != 0 || presence_penalty != 0 || repetition_penalty != 1 ||
+               !logit_bias.empty();
     }
     // Score the prompt too: each prompt token after the first gets its log-probability under
     // the prompt before it (and top_logprobs' alternatives), as OpenAI's `echo` with `logprobs`

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <optional>
 
 #include "weft/core/error.hpp"
@@ -145,7 +146,6 @@ void refuse_unsupported(const json& body, bool chat) {
     };
     static const Unsupported fields[] = {
         {"best_of", 1, "the choices asked for with 'n', none chosen among more"},
-        {"repetition_penalty", 1, "OpenAI's frequency and presence penalties only"},
         {"echo", false, "no echo of the prompt in a chat", true},
         {"suffix", "", "no suffix"},
         {"response_format", {{"type", "text"}}, "text only"},
@@ -333,6 +333,12 @@ ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& c
         if (!(*to >= -2 && *to <= 2))
             throw invalid(fmt::format("'{}' must be in [-2, 2], got {}", name, *to), name);
     }
+    // vLLM's field (and Hugging Face's generate's): 1 is off.
+    q.repetition_penalty = field<float>(body, "repetition_penalty", 1.0f, "a number");
+    if (!(q.repetition_penalty > 0 && std::isfinite(q.repetition_penalty)))
+        throw invalid(fmt::format("'repetition_penalty' must be a positive number, got {}",
+                                  q.repetition_penalty),
+                      "repetition_penalty");
     // Completions: `logprobs` N, the chosen tokens' and the N likeliest at each place (0: the
     // chosen ones only; absent: none). Chat: `logprobs` true, and `top_logprobs` N.
     const int64_t max_top = Request::kMaxTopLogprobs;

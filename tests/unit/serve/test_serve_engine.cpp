@@ -501,11 +501,13 @@ TEST_P(ServeEngine, SpeculationKeepsTheOutput) {
         requests.push_back(request(twice, 24, i == 5 ? 0.8f : 0.0f, 70 + i));
         streams.push_back(e.submit(requests.back()));
     }
-    // Greedy with penalties and a bias: each verify row chosen from as a step without guesses
-    // would, so the same tokens and logprob bits as an engine that does not speculate.
+    // Greedy with penalties (OpenAI's and the repetition penalty) and a bias: each verify row
+    // chosen from as a step without guesses would, so the same tokens and logprob bits as an
+    // engine that does not speculate.
     Request penalised = requests[0];
     penalised.presence_penalty = 2.0f;
     penalised.frequency_penalty = 1.5f;
+    penalised.repetition_penalty = 1.3f;
     const int32_t first = sampled_alone(c, w, requests[0]).tokens[0];
     penalised.logit_bias = {{first, -100.0f}, {int32_t((first + 1) % c.vocab_size), 1.5f}};
     streams.push_back(e.submit(penalised));
