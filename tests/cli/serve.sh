@@ -134,6 +134,18 @@ three=$(post completions '{"prompt":"ROMEO:","max_tokens":8,"temperature":0.9,"s
   [ "$(jq '[.choices[].text] | unique | length' <<<"$three")" = 3 ] &&
   [ "$(jq -c '[.usage.prompt_tokens, .usage.completion_tokens]' <<<"$three")" = "[$(jq .usage.prompt_tokens <<<"$one"),24]" ] \
   && ok "n 3: choice 0 the single answer, three texts, usage $(jq -c .usage <<<"$three")" || bad "n 3: $three against $one"
+# best_of: the three choices of n 3 run, the n whose tokens' log-probabilities sum highest are
+# returned, highest first, and the usage counts all three.
+b3=$(post completions '{"prompt":"ROMEO:","max_tokens":8,"temperature":0.9,"seed":7,"n":3,"logprobs":0}')
+want=$(jq -c '[.choices[] | {text, s: (.logprobs.token_logprobs | add)}] | sort_by(-.s) | map(.text)' <<<"$b3")
+best1=$(post completions '{"prompt":"ROMEO:","max_tokens":8,"temperature":0.9,"seed":7,"best_of":3}')
+best2=$(post completions '{"prompt":"ROMEO:","max_tokens":8,"temperature":0.9,"seed":7,"best_of":3,"n":2}')
+[ "$(jq -c '[.choices[].text]' <<<"$best1")" = "$(jq -c '.[:1]' <<<"$want")" ] &&
+  [ "$(jq -c '[.choices[].text]' <<<"$best2")" = "$(jq -c '.[:2]' <<<"$want")" ] &&
+  [ "$(jq -c '[.choices[].index]' <<<"$best2")" = "[0,1]" ] &&
+  [ "$(jq -c .usage <<<"$best1")" = "$(jq -c .usage <<<"$three")" ] \
+  && ok "best_of 3: the likeliest 1 and 2 of n 3's choices (by sum: $(jq -c "[.choices[].logprobs.token_logprobs | add]" <<<"$b3")), usage of all three" \
+  || bad "best_of: $best1 / $best2 against $want"
 sn=$(post completions '{"prompt":"ROMEO:","max_tokens":8,"temperature":0.9,"seed":7,"n":2,"stream":true}' -N)
 sn_text() { grep '^data: {' <<<"$sn" | sed 's/^data: //' | jq -rj "select(.choices[0].index == $1) | .choices[0].text"; }
 [ "$(sn_text 0)" = "$(jq -r .choices[0].text <<<"$three")" ] && [ "$(sn_text 1)" = "$(jq -r .choices[1].text <<<"$three")" ] &&
@@ -214,6 +226,9 @@ expect_api_error 400 invalid_type completions '{"prompt":"x","logit_bias":{"5":"
 expect_api_error 400 invalid_value completions '{"prompt":"x","logit_bias":{"5":1,"05":2}}'
 expect_api_error 400 invalid_value completions '{"prompt":"x","frequency_penalty":3}'
 expect_api_error 400 invalid_value completions '{"prompt":"x","repetition_penalty":0}'
+expect_api_error 400 invalid_value completions '{"prompt":"x","n":3,"best_of":2}'
+expect_api_error 400 invalid_value completions '{"prompt":"x","best_of":3,"stream":true}'
+expect_api_error 400 unsupported_parameter chat/completions '{"messages":[{"role":"user","content":"x"}],"best_of":2}'
 expect_api_error 400 invalid_type completions '{"prompt":"x","repetition_penalty":"high"}'
 expect_api_error 400 unsupported_parameter chat/completions '{"messages":[{"role":"user","content":"x"}],"echo":true}'
 expect_api_error 400 invalid_type completions '{"prompt":"x","ignore_eos":"yes"}'

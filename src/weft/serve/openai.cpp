@@ -145,7 +145,7 @@ void refuse_unsupported(const json& body, bool chat) {
         bool chat_only = false;
     };
     static const Unsupported fields[] = {
-        {"best_of", 1, "the choices asked for with 'n', none chosen among more"},
+        {"best_of", 1, "no choice among more in a chat", true},
         {"echo", false, "no echo of the prompt in a chat", true},
         {"suffix", "", "no suffix"},
         {"response_format", {{"type", "text"}}, "text only"},
@@ -367,6 +367,18 @@ ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& c
     if (n < 1 || n > ApiRequest::kMaxChoices)
         throw invalid(fmt::format("'n' must be in [1, {}], got {}", ApiRequest::kMaxChoices, n),
                       "n");
+    // Completions' best_of (a chat refused it above): this many run, the n likeliest returned.
+    const int64_t best_of = chat ? n : field<int64_t>(body, "best_of", n, "an integer");
+    if (best_of < n || best_of > ApiRequest::kMaxChoices)
+        throw invalid(fmt::format("'best_of' must be in ['n' = {}, {}], got {}", n,
+                                  ApiRequest::kMaxChoices, best_of),
+                      "best_of");
+    if (best_of > n && r.stream)
+        throw invalid(fmt::format("'best_of' {} with 'stream': the best {} of them are known only "
+                                  "at the end (expected no stream, or best_of = n)",
+                                  best_of, n),
+                      "best_of");
+    r.n = n, r.best_of = best_of;
     std::vector<std::vector<int32_t>> texts;
     if (chat) {
         if (!body.contains("messages"))
@@ -375,11 +387,11 @@ ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& c
     } else {
         texts = prompts(body, ctx);
     }
-    if (int64_t(texts.size()) * n > ApiRequest::kMaxChoices)
-        throw invalid(
-            fmt::format("{} prompts of 'n' {} make {} choices, more than {}", texts.size(), n,
-                        int64_t(texts.size()) * n, ApiRequest::kMaxChoices),
-            "n");
+    if (int64_t(texts.size()) * best_of > ApiRequest::kMaxChoices)
+        throw invalid(fmt::format("{} prompts of {} {} make {} choices, more than {}", texts.size(),
+                                  best_of > n ? "'best_of'" : "'n'", best_of,
+                                  int64_t(texts.size()) * best_of, ApiRequest::kMaxChoices),
+                      best_of > n ? "best_of" : "n");
     // 0 tokens: the legacy API's way to score a prompt (echo with logprobs), nothing generated.
     if (o.tokens < (q.prompt_logprobs ? 0 : 1))
         throw invalid(fmt::format("'{}' must be at least 1 (0 only with echo and logprobs), got {}",
@@ -409,7 +421,7 @@ ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& c
         } catch (const Error& e) {
             throw invalid(e.what(), "");
         }
-        for (int64_t j = 0; j < n; ++j) {
+        for (int64_t j = 0; j < best_of; ++j) {
             r.choices.push_back(q);
             r.choices.back().choice = j;
         }
@@ -442,14 +454,45 @@ json choice_json(const ApiRequest& r, size_t c, const Update& u, ChoiceSent& s,
     return choice;
 }
 
+// The choices an answer returns, in order: all of them; or with best_of, each prompt's n whose
+// tokens' log-probabilities sum highest, highest first (ties: the earlier choice).
+std::vector<size_t> returned(const ApiRequest& r, const std::vector<Update>& all) {
+    std::vector<size_t> out;
+    if (r.best_of == r.n) {
+        for (size_t c = 0; c < all.size(); ++c) out.push_back(c);
+        return out;
+    }
+    const size_t B = size_t(r.best_of);
+    for (size_t p = 0; p < all.size(); p += B) {
+        std::vector<std::pair<double, size_t>> ranked;
+        for (size_t c = p; c < p + B && c < all.size(); ++c) {
+            double sum = 0;
+            for (float lp : all[c].logprobs) sum += lp;
+            ranked.push_back({-sum, c});
+        }
+        std::stable_sort(ranked.begin(), ranked.end(),
+                         [](const auto& a, const auto& b) { return a.first < b.first; });
+        for (size_t k = 0; k < size_t(r.n) && k < ranked.size(); ++k)
+            out.push_back(ranked[k].second);
+    }
+    return out;
+}
+
 }  // namespace
 
 json completion_json(const ApiRequest& r, const std::vector<Update>& all, const std::string& id,
                      int64_t created, const ApiContext& ctx) {
     std::vector<ChoiceSent> sent(all.size());
     json choices = json::array();
-    for (size_t c = 0; c < all.size(); ++c)
+    for (size_t c : returned(r, all)) {
         choices.push_back(choice_json(r, c, all[c], sent[c], ctx));
+        choices.back()["index"] = choices.size() - 1;
+    }
+    // The usage counts every choice that ran, returned or not (OpenAI's best_of spends them).
+    for (size_t c = 0; c < all.size(); ++c) {
+        sent[c].prompt_tokens = all[c].prompt_tokens;
+        sent[c].completion_tokens = all[c].completion_tokens;
+    }
     return {{"id", id},           {"object", r.chat ? "chat.completion" : "text_completion"},
             {"created", created}, {"model", ctx.model_id},
             {"choices", choices}, {"usage", usage(r, sent)}};

@@ -36,6 +36,9 @@ struct ApiRequest {
     // by prompt: the answer's choice c is choices[c]'s.
     std::vector<Request> choices;
     static constexpr int64_t kMaxChoices = 128;  // OpenAI's largest `n`
+    // Completions' `best_of` B >= n: B choices of each prompt run (choices holds B a prompt), and
+    // the answer gives the n with the largest sums of their tokens' log-probabilities.
+    int64_t n = 1, best_of = 1;
 };
 
 // What a stream has sent of one choice.
