@@ -97,6 +97,21 @@ rep15=$(post completions '{"prompt":"ROMEO:","max_tokens":24,"temperature":0,"lo
   && ok "repetition_penalty 100: 24 ids, none twice, none of the prompt's $prompt_ids; 1.5 changes greedy's text" \
   || bad "repetition_penalty: $(jq -c .choices[0].logprobs.token_ids <<<"$rep") after $prompt_ids"
 
+# JSON mode: greedy's 32 tokens begin an object (not the plain text's); with '{' and '}' (ids 90
+# and 92) raised the text is the smallest object and ends with "stop", in a chat too; a stream
+# sends the same text.
+js=$(post completions '{"prompt":"ROMEO:","max_tokens":32,"temperature":0,"response_format":{"type":"json_object"}}')
+jobj=$(post completions '{"prompt":"ROMEO:","max_tokens":32,"temperature":0,"logit_bias":{"90":50,"92":100},"response_format":{"type":"json_object"}}')
+jchat=$(post chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":32,"temperature":0,"logit_bias":{"90":50,"92":100},"response_format":{"type":"json_object"}}')
+jstream=$(post completions '{"prompt":"ROMEO:","max_tokens":32,"temperature":0,"stream":true,"response_format":{"type":"json_object"}}' -N |
+  grep '^data: {' | sed 's/^data: //' | jq -rj '.choices[0].text')
+[[ "$(jq -r .choices[0].text <<<"$js")" =~ ^[[:space:]]*\{ ]] && [ "$(jq -r .choices[0].text <<<"$js")" != "$(jq -r .choices[0].text <<<"$plain" | cut -c1-40)" ] &&
+  [ "$(jq -r '.choices[0].finish_reason' <<<"$jobj")" = stop ] && jq -r .choices[0].text <<<"$jobj" | jq -e 'type == "object"' >/dev/null &&
+  [ "$(jq -r '.choices[0].finish_reason' <<<"$jchat")" = stop ] && jq -r .choices[0].message.content <<<"$jchat" | jq -e 'type == "object"' >/dev/null &&
+  [ "$jstream" = "$(jq -r .choices[0].text <<<"$js")" ] \
+  && ok "JSON mode: $(jq -c .choices[0].text <<<"$js"); with '{' and '}' raised, $(jq -c .choices[0].text <<<"$jobj") and in a chat $(jq -c .choices[0].message.content <<<"$jchat"), both 'stop'" \
+  || bad "JSON mode: $js / $jobj / $jchat / stream '$jstream'"
+
 # logit_bias: greedy's first token at -100 is never chosen; a token at +100 always is; the
 # log-probabilities stay the model's.
 first=$(jq '.choices[0].logprobs.token_ids[0]' <<<"$plain")
@@ -218,7 +233,10 @@ expect_api_error 400 invalid_value completions '{"prompt":"x","max_tokens":0,"ec
 expect_api_error 400 invalid_value completions '{"prompt":"x","n":0}'
 expect_api_error 400 invalid_value completions '{"prompt":["x","y"],"n":65}'
 expect_api_error 400 invalid_type completions '{"prompt":[[1,2],"x",3]}'
-expect_api_error 400 unsupported_parameter chat/completions '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}'
+expect_api_error 400 unsupported_parameter chat/completions '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{}}}}'
+expect_api_error 400 invalid_value completions '{"prompt":"x","response_format":{"type":"xml"}}'
+expect_api_error 400 invalid_type completions '{"prompt":"x","response_format":"json_object"}'
+expect_api_error 400 invalid_value completions '{"prompt":"x","ignore_eos":true,"response_format":{"type":"json_object"}}'
 expect_api_error 400 invalid_value completions '{"prompt":"x","logit_bias":{"abc":1}}'
 expect_api_error 400 invalid_value completions '{"prompt":"x","logit_bias":{"50257":1}}'
 expect_api_error 400 invalid_value completions '{"prompt":"x","logit_bias":{"5":101}}'
@@ -271,8 +289,9 @@ if [ -d "$npm_dir/node_modules/openai" ]; then
      [ "$(jq -r .chat <<<"$got")" = "$chat" ] && [ "$(jq -r .chat_streamed <<<"$got")" = "$chat" ] &&
      [ "$(jq -r .total_tokens <<<"$got")" = 15 ] && [ "$(jq -c .top <<<"$got")" = '[2,2,2]' ] &&
      [ "$(jq -c .error <<<"$got")" = '{"status":404,"code":"model_not_found"}' ] &&
-     [ "$(jq -c .choices <<<"$got")" = '[0,1]' ] && [ "$(jq -c .echo <<<"$got")" = "[true,null,$(( $(jq .usage.prompt_tokens <<<"$a") + 1 ))]" ]; then
-    ok "openai npm client: completions and chat, whole and streamed, top_logprobs, n 2, echo, and a 404"
+     [ "$(jq -c .choices <<<"$got")" = '[0,1]' ] && [ "$(jq -c .echo <<<"$got")" = "[true,null,$(( $(jq .usage.prompt_tokens <<<"$a") + 1 ))]" ] &&
+     [ "$(jq -c .json <<<"$got")" = '["object","stop"]' ]; then
+    ok "openai npm client: completions and chat, whole and streamed, top_logprobs, n 2, echo, JSON mode, and a 404"
   else
     bad "openai npm client: $got"
   fi
@@ -309,9 +328,10 @@ k=$(awk '/^weft_spec_accepted_tokens_total/ { print $2 }' <<<"$metrics")
 dpen=$(post completions '{"prompt":"ROMEO:","max_tokens":24,"temperature":0,"logprobs":0,"frequency_penalty":2,"presence_penalty":1}')
 dnb=$(post completions '{"prompt":"ROMEO:","max_tokens":24,"temperature":0,"logprobs":0,"logit_bias":{"'"$first"'":-100}}')
 drep=$(post completions '{"prompt":"ROMEO:","max_tokens":24,"temperature":0,"logprobs":0,"repetition_penalty":1.5}')
+djs=$(post completions '{"prompt":"ROMEO:","max_tokens":32,"temperature":0,"response_format":{"type":"json_object"}}')
 [ "$(jq -c .choices <<<"$dpen")" = "$(jq -c .choices <<<"$pen")" ] && [ "$(jq -c .choices <<<"$dnb")" = "$(jq -c .choices <<<"$nb")" ] &&
-  [ "$(jq -c .choices <<<"$drep")" = "$(jq -c .choices <<<"$rep15")" ] \
-  && ok "--spec draft: penalties, repetition_penalty and logit_bias give the tokens and logprobs of the server without" \
+  [ "$(jq -c .choices <<<"$drep")" = "$(jq -c .choices <<<"$rep15")" ] && [ "$(jq -c .choices <<<"$djs")" = "$(jq -c .choices <<<"$js")" ] \
+  && ok "--spec draft: penalties, repetition_penalty, logit_bias and JSON mode give the tokens and logprobs of the server without" \
   || bad "--spec draft with penalties: $dpen / $dnb"
 kill -TERM $pid
 wait $pid || bad "--spec draft server: exit $?: $(cat draft.err)"

@@ -55,6 +55,7 @@ struct Engine::Running {
     Philox draft_rng;               // the draft's draws, as weft sample --spec draft's
     uint64_t draft_counter = 0;
     StopText text;
+    JsonPrefix json;  // JSON mode: what it generated, read as the start of an object
     // The prompt's ids, sorted, each once (for repetition_penalty).
     std::vector<int32_t> prompt_ids;
     std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();  // submitted
@@ -138,6 +139,8 @@ void Engine::check(const Request& r) const {
         WEFT_CHECK(id >= 0 && id < cfg.vocab_size && bias >= -100 && bias <= 100,
                    "logit_bias {}: {} is outside ids [0, {}) or biases [-100, 100]", id, bias,
                    cfg.vocab_size);
+    WEFT_CHECK(!r.json_object || r.o.stop_token >= 0,
+               "JSON mode needs the end of text token to end the object (got none: ignore_eos)");
     WEFT_CHECK(r.top_logprobs >= 0 && r.top_logprobs <= Request::kMaxTopLogprobs,
                "top_logprobs must be in [0, {}], got {}", Request::kMaxTopLogprobs, r.top_logprobs);
     model::check_prompt(cfg, r.prompt);
@@ -171,6 +174,18 @@ std::shared_ptr<Stream> Engine::submit(Request r) {
 std::shared_ptr<Stream> Engine::submit(std::vector<Request> choices) {
     WEFT_CHECK(!choices.empty(), "internal: a submission of no request");
     for (const Request& r : choices) check(r);
+    if (choices.front().json_object)
+        std::call_once(json_once_, [&] {
+            // The ids the tokenizer has; a padded embedding's others are never offered.
+            std::vector<std::string> pieces(size_t(config().vocab_size));
+            for (size_t t = 0; t < pieces.size(); ++t) {
+                try {
+                    pieces[t] = piece_(int32_t(t));
+                } catch (const Error&) {
+                }
+            }
+            json_vocab_ = std::make_unique<JsonVocab>(std::move(pieces));
+        });
     auto out = std::make_shared<Stream>(choices.size());
     {
         std::lock_guard lock(mu_);
@@ -203,10 +218,12 @@ namespace {
 // The logits `l` a request chooses from after it generated `seen` (sorted; altered), its prompt's
 // ids being `prompt_ids` (sorted, each once): each id of either divided by the repetition
 // penalty where positive and multiplied where not (vLLM's order: before OpenAI's penalties); each
-// generated id once, with its count, that - count * frequency - presence; then the logit biases.
+// generated id once, with its count, that - count * frequency - presence; then the logit biases;
+// then, in JSON mode, every id that `json` (the text so far) cannot take masked.
 // One expression per id, whose bits depend on the request's own tokens only.
 void adjust_logits(const Request& q, std::span<const float> l, std::vector<int32_t>& seen,
-                   std::span<const int32_t> prompt_ids, std::vector<float>& out) {
+                   std::span<const int32_t> prompt_ids, const JsonVocab* vocab,
+                   const JsonPrefix& json, std::vector<float>& out) {
     std::sort(seen.begin(), seen.end());
     out.assign(l.begin(), l.end());
     const float rp = q.repetition_penalty;
@@ -223,6 +240,7 @@ void adjust_logits(const Request& q, std::span<const float> l, std::vector<int32
     }
     for (auto [id, bias] : q.logit_bias)
         if (size_t(id) < out.size()) out[size_t(id)] += bias;
+    if (q.json_object) vocab->mask(json, int32_t(q.o.stop_token), out);
 }
 
 // The log-probability of `t` at `row` (minus infinity for an id past it: a model's padding,
@@ -253,7 +271,7 @@ int32_t Engine::choose_next(const Running& r, std::span<const float> logits) con
     if (r.req.adjusts_logits()) {
         thread_local std::vector<int32_t> seen;
         seen.assign(r.tokens.begin() + r.prompt_size(), r.tokens.end());
-        adjust_logits(r.req, l, seen, r.prompt_ids, adjusted);
+        adjust_logits(r.req, l, seen, r.prompt_ids, json_vocab_.get(), r.json, adjusted);
         choose_from = adjusted;
     }
     return model::pick_token(choose_from, r.req.o, r.rng.uniform(uint64_t(i)));
@@ -275,7 +293,14 @@ decode::Verdict Engine::accept_tree(Running& r, const decode::Guesses& guess,
             seen.assign(r.tokens.begin() + r.prompt_size(), r.tokens.end());
             for (int n = k - 1; n >= 0; n = tree.parents[size_t(n)])
                 seen.push_back(tree.tokens[size_t(n)]);
-            adjust_logits(r.req, row(k), seen, r.prompt_ids, adjusted[size_t(k)]);
+            // JSON mode: the text read on through the path, root first (`seen` has it from the
+            // node up). A path through a token its row's mask refused is never accepted, so
+            // the rows under it are never chosen from.
+            JsonPrefix json = r.json;
+            for (size_t at = seen.size(); r.req.json_object && at-- > size_t(r.generated());)
+                if (!json.feed(json_vocab_->piece(seen[at]))) break;
+            adjust_logits(r.req, row(k), seen, r.prompt_ids, json_vocab_.get(), json,
+                          adjusted[size_t(k)]);
         }
         choose_from = [&](int k) { return std::span<const float>(adjusted[size_t(k)]); };
     }
@@ -313,6 +338,9 @@ decode::Verdict Engine::accept_tree(Running& r, const decode::Guesses& guess,
 void Engine::emit(Running& r, int32_t t, std::span<const float> row) {
     if (t == r.req.o.stop_token) return finish(r, "stop");
     r.tokens.push_back(t);
+    if (r.req.json_object)
+        WEFT_CHECK(t < json_vocab_->size() && r.json.feed(json_vocab_->piece(t)),
+                   "internal: JSON mode chose token {}, which no JSON object can continue with", t);
     bool stopped = false;
     Update u;
     u.text = r.text.add(piece_(t), stopped);

@@ -30,6 +30,7 @@
 #include "weft/decode/speculative.hpp"
 #include "weft/model/generate.hpp"
 #include "weft/serve/histogram.hpp"
+#include "weft/serve/json_prefix.hpp"
 #include "weft/serve/stream.hpp"
 
 namespace weft::serve {
@@ -55,9 +56,13 @@ struct Request {
     // OpenAI's logit_bias: (id, bias in [-100, 100]) pairs, ids apart, added to those logits
     // before a token is chosen (after the penalties), under speculation too.
     std::vector<std::pair<int32_t, float>> logit_bias;
+    // OpenAI's JSON mode: only tokens after which the text can still end as one JSON object
+    // (serve/json_prefix.hpp), the end of text once it has; masked after the biases, under
+    // speculation too. The log-probabilities stay the model's.
+    bool json_object = false;
     bool adjusts_logits() const {
         return frequency_penalty != 0 || presence_penalty != 0 || repetition_penalty != 1 ||
-               !logit_bias.empty();
+               !logit_bias.empty() || json_object;
     }
     // Score the prompt too: each prompt token after the first gets its log-probability under
     // the prompt before it (and top_logprobs' alternatives), as OpenAI's `echo` with `logprobs`
@@ -167,6 +172,9 @@ class Engine {
     std::optional<decode::PpdProposer> ppd_;     // --spec ppd's
     model::RowBatch batch_;
     std::function<std::string(int32_t)> piece_;
+    // Every token's bytes, for JSON mode: made at the first request that asks for it.
+    std::once_flag json_once_;
+    std::unique_ptr<JsonVocab> json_vocab_;
     EngineOptions o_;
     EngineTp tp_;
     mutable std::mutex mu_;  // guards waiting_ and stats_

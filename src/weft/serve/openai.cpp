@@ -134,6 +134,33 @@ std::vector<std::pair<int32_t, float>> logit_bias(const json& body, const ApiCon
     return out;
 }
 
+// OpenAI's response_format: {"type": "text"} (the default) or {"type": "json_object"}, JSON
+// mode (true). A JSON schema is refused: its constrained decoding is not built.
+bool json_mode(const json& body) {
+    auto it = body.find("response_format");
+    if (it == body.end() || it->is_null()) return false;
+    auto type = it->is_object() ? it->find("type") : it->end();
+    if (!it->is_object() || type == it->end() || !type->is_string())
+        throw invalid(
+            fmt::format("'response_format' must be an object with a string 'type', got {}",
+                        it->dump()),
+            "response_format", "invalid_type");
+    const std::string t = type->get<std::string>();
+    if (t == "json_schema")
+        throw ApiError{400,
+                       fmt::format("'response_format' {} is not supported by this server (a JSON "
+                                   "schema is not enforced: expected type \"json_object\" or "
+                                   "\"text\")",
+                                   it->dump()),
+                       "invalid_request_error", "response_format", "unsupported_parameter"};
+    if (t != "text" && t != "json_object")
+        throw invalid(fmt::format("'response_format' type '{}' is unknown (expected \"text\" or "
+                                  "\"json_object\")",
+                                  t),
+                      "response_format");
+    return t == "json_object";
+}
+
 // Fields of OpenAI's API that this server does not implement, each with its neutral value: a
 // client may send that (or null), anything else is refused rather than ignored, since each would
 // change what the client gets.
@@ -148,7 +175,6 @@ void refuse_unsupported(const json& body, bool chat) {
         {"best_of", 1, "no choice among more in a chat", true},
         {"echo", false, "no echo of the prompt in a chat", true},
         {"suffix", "", "no suffix"},
-        {"response_format", {{"type", "text"}}, "text only"},
         {"tools", json::array(), "no tool calls"},
         {"functions", json::array(), "no function calls"},
     };
@@ -363,6 +389,12 @@ ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& c
     o.stop_token = field<bool>(body, "ignore_eos", false, "a boolean") ? -1 : ctx.tok.eot();
     q.stop = stop_strings(body);
     q.logit_bias = logit_bias(body, ctx);
+    q.json_object = json_mode(body);
+    if (q.json_object && o.stop_token < 0)
+        throw invalid(
+            "'ignore_eos' with JSON mode: nothing may follow the object but the end of "
+            "text (expected no ignore_eos, or response_format \"text\")",
+            "ignore_eos");
     const int64_t n = field<int64_t>(body, "n", 1, "an integer");
     if (n < 1 || n > ApiRequest::kMaxChoices)
         throw invalid(fmt::format("'n' must be in [1, {}], got {}", ApiRequest::kMaxChoices, n),

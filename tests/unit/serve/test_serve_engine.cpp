@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <future>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "support/check.hpp"
@@ -20,6 +21,7 @@
 #include "weft/serve/chat_format.hpp"
 #include "weft/serve/engine.hpp"
 #include "weft/serve/http_front.hpp"
+#include "weft/serve/json_prefix.hpp"
 #include "weft/serve/stop_text.hpp"
 
 using namespace weft;
@@ -522,6 +524,120 @@ TEST_P(ServeEngine, SpeculationKeepsTheOutput) {
     EXPECT_NE(want.tokens, out[0].tokens) << "the penalties changed nothing";
     EXPECT_EQ(out.back().tokens, want.tokens);
     EXPECT_TRUE(same_bits(out.back().logprobs, want.logprobs));
+}
+
+// JSON mode's vocabulary: ids whose bytes are pieces of JSON, id 96 the end of text.
+constexpr int32_t kJsonStop = 96;
+std::string json_piece(int32_t t) {
+    static const char* const pieces[] = {
+        "{",    "}",     "\"",  "\"a\":", ":",    ",",    "1",  "[",   "]",  " ",
+        "true", "\"b\"", "\\n", "x",      "-2.5", "null", "}}", "\"}", "]}", "\n",
+    };
+    return t == kJsonStop ? "<eot>" : pieces[t % 20];
+}
+
+// What a request in JSON mode must generate, one token at a time through `weft sample`'s
+// Generator: each token chosen from the model's logits with every id the text so far cannot take
+// masked, drawn as the engine draws (choice 0's stream), with the model's own log-probability.
+Update json_alone(const model::ModelConfig& c, const Weights& w, const Request& r) {
+    std::vector<std::string> pieces;
+    for (int32_t t = 0; t < c.vocab_size; ++t) pieces.push_back(json_piece(t));
+    const JsonVocab vocab(pieces);
+    JsonPrefix text;
+    Update u;
+    model::Generator g(c, w.model->layout(), w.params.data());
+    std::span<const float> logits = g.feed(r.prompt);
+    const Philox rng = philox_for(r.o.seed, "sample");
+    for (int64_t i = 0; i < r.o.tokens; ++i) {
+        std::vector<float> masked(logits.begin(), logits.end());
+        vocab.mask(text, kJsonStop, masked);
+        const int32_t t = model::pick_token(masked, r.o, rng.uniform(uint64_t(i)));
+        if (t == kJsonStop) {
+            u.finish_reason = "stop";
+            return u;
+        }
+        EXPECT_TRUE(text.feed(json_piece(t)));
+        u.tokens.push_back(t);
+        u.logprobs.push_back(model::token_logprob(logits, t));
+        u.text += json_piece(t);
+        logits = g.feed(std::span<const int32_t>(&t, 1));
+    }
+    u.finish_reason = "length";
+    return u;
+}
+
+// JSON mode among other requests, greedy and sampled, with and without speculation: the tokens
+// and logprob bits of a one-token-at-a-time masked decode; a finished text is one JSON object.
+TEST(ServeEngineJson, MasksEveryStepAsAlone) {
+    const model::ModelConfig c = small_config("llama");
+    Weights w(c);
+    std::vector<Request> json_requests;
+    for (int i = 0; i < 6; ++i) {
+        // Prompts that repeat pieces of JSON, so that prompt lookup finds guesses to verify.
+        std::vector<int32_t> prompt = tokens(2 + i, 40 + i, c.vocab_size);
+        for (int k = 0; k < 2; ++k)
+            prompt.insert(prompt.end(), {0, 3, int32_t(6 + 20 * (i % 4)), 5, 11, 4, 15, 1});
+        Request r = request(prompt, 30, i % 2 ? 0.9f : 0.0f, i);
+        r.o.stop_token = kJsonStop;
+        r.json_object = true;
+        json_requests.push_back(r);
+    }
+    int finished = 0;
+    std::vector<Update> want;
+    for (const Request& r : json_requests) {
+        want.push_back(json_alone(c, w, r));
+        if (want.back().finish_reason == "stop") {
+            ++finished;
+            EXPECT_TRUE(nlohmann::json::parse(want.back().text).is_object()) << want.back().text;
+        }
+    }
+    EXPECT_GE(finished, 2) << "too few texts ended as an object to test their end";
+    // Among plain requests without and with prompt lookup, then alone with it (so that the
+    // guesses kept are JSON mode's: its verify rows masked after their paths).
+    for (auto [spec, others] : {std::pair{"none", true}, {"ngram", true}, {"ngram", false}}) {
+        EngineOptions o = options(8, 16);
+        o.spec.kind = spec;
+        Engine e(c, w.model->layout(), w.params.data(), json_piece, o);
+        std::vector<std::shared_ptr<Stream>> streams;
+        for (const Request& r : json_requests) {
+            streams.push_back(e.submit(r));
+            if (others)
+                streams.push_back(e.submit(request(tokens(9, 60, c.vocab_size), 20, 0.0f, 5)));
+        }
+        const std::vector<Update> out = run_all(e, streams);
+        for (size_t i = 0; i < json_requests.size(); ++i) {
+            const Update& got = out[others ? 2 * i : i];
+            JsonPrefix text;
+            EXPECT_TRUE(text.feed(got.text)) << spec << " request " << i;
+            EXPECT_EQ(text.complete(), got.finish_reason == "stop") << spec << " request " << i;
+            // Speculation draws a sampled request's tokens from its own stream (the same
+            // distribution, other draws): only its greedy ones have the one answer.
+            if (std::string(spec) != "none" && json_requests[i].o.temperature > 0) continue;
+            EXPECT_EQ(got.tokens, want[i].tokens) << spec << " request " << i;
+            EXPECT_TRUE(same_bits(got.logprobs, want[i].logprobs)) << spec << " request " << i;
+            EXPECT_EQ(got.finish_reason, want[i].finish_reason) << spec << " request " << i;
+            EXPECT_EQ(got.text, want[i].text) << spec << " request " << i;
+        }
+        if (!others) EXPECT_GT(e.stats().spec_accepted, 0) << "no JSON mode guess was kept";
+    }
+    // Without JSON mode the same requests generate other texts: the mask did something.
+    Request plain = json_requests[0];
+    plain.json_object = false;
+    EXPECT_NE(sampled_alone(c, w, plain).tokens, want[0].tokens);
+    // JSON mode with no end of text token (ignore_eos) is refused by name.
+    Request endless = json_requests[0];
+    endless.o.stop_token = -1;
+    Engine e(c, w.model->layout(), w.params.data(), json_piece, options(1, 16));
+    EXPECT_THROW(
+        {
+            try {
+                e.check(endless);
+            } catch (const Error& err) {
+                EXPECT_NE(std::string(err.what()).find("JSON mode"), std::string::npos);
+                throw;
+            }
+        },
+        Error);
 }
 
 // A SIGTERM while the model loads stops the front before its listen starts: listen then returns

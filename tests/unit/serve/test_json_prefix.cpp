@@ -1,0 +1,224 @@
+// JSON mode's reader of a generated text (serve/json_prefix.hpp) against nlohmann::json's
+// parser: a text it reads whole and calls complete is exactly one that nlohmann accepts as an
+// object; every prefix of a valid object is viable; a walk through viable bytes never reaches a
+// dead end; and a vocabulary's mask offers exactly the tokens whose bytes keep the text viable.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "weft/serve/json_prefix.hpp"
+
+using weft::serve::JsonPrefix;
+using weft::serve::JsonVocab;
+
+namespace {
+
+// Read whole: viable and complete.
+bool reads_whole(std::string_view s) {
+    JsonPrefix p;
+    return p.feed(s) && p.complete();
+}
+
+// nlohmann's verdict, with JSON mode's additions: the text is an object, nothing comes before
+// or after it, and whitespace between tokens is one space or a newline and at most 20 spaces or
+// tabs. nlohmann also refuses a number past a double's range (1e309), which JSON's grammar allows
+// (and JavaScript's JSON.parse reads as Infinity): outside strings each run of digits is cut to
+// two first, which changes no text's validity.
+bool nlohmann_object(const std::string& text) {
+    std::string s, gap;
+    bool in_string = false, escaped = false;
+    size_t run = 0;
+    auto gap_ok = [&] {
+        if (gap.empty() || gap == " ") return true;
+        if (gap[0] != '\n' || gap.size() > 21) return false;
+        return gap.find_first_not_of(" \t", 1) == std::string::npos;
+    };
+    for (char c : text) {
+        const bool digit = c >= '0' && c <= '9';
+        const bool space = c == ' ' || c == '\t' || c == '\n' || c == '\r';
+        run = !in_string && digit ? run + 1 : 0;
+        if (!in_string && space) {
+            gap += c;
+        } else if (!in_string) {
+            if (!gap_ok()) return false;
+            gap.clear();
+        }
+        if (run > 2) continue;
+        s += c;
+        if (in_string && escaped)
+            escaped = false;
+        else if (in_string && c == '\\')
+            escaped = true;
+        else if (c == '"')
+            in_string = !in_string;
+    }
+    if (!nlohmann::json::accept(s) || s.empty() || s.front() != '{' || s.back() != '}')
+        return false;
+    return nlohmann::json::parse(s).is_object();
+}
+
+const char* const kValid[] = {
+    "{}",
+    "{\n  \"a\": [\n\t\t1 ,\n\t2\n  ]\n}",
+    R"({"a":1})",
+    R"({ "a" : [1, -2.5e+3, 0, 0.0, 1E9, -0, true, false, null, "x"] , "b" : {"c":{}} })",
+    R"({"":[[],[[]],{}]})",
+    R"({"esc":"\" \\ \/ \b \f \n \r \t \u0000 \u00e9 \uD83D\uDE00 \uFFFF"})",
+    "{\"utf8\":\"\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf \xed\x9f\xbf\"}",
+    R"({"n":[123456789012345678901234567890, 1.5e-300, 0e0, -0.0E-0]})",
+};
+
+const char* const kInvalid[] = {
+    "[]",                            // not an object
+    "1",                             // not an object
+    R"({"a":01})",                   // leading zero
+    R"({"a":1,})",                   // trailing comma
+    R"({"a" 1})",                    // no colon
+    R"({a:1})",                      // unquoted key
+    R"({"a":tru})",                  // unfinished literal
+    R"({"a":-})",                    // no digit
+    R"({"a":1.})",                   // no fraction digit
+    R"({"a":1e})",                   // no exponent digit
+    R"({"a":"\x"})",                 // unknown escape
+    R"({"a":"\uDE00"})",             // lone low surrogate
+    R"({"a":"\uD83D"})",             // high surrogate alone
+    R"({"a":"\uD83Dx"})",            // high surrogate, then no escape
+    R"({"a":"\uD83D\u0041"})",       // high surrogate, then not a low one
+    "{\"a\":\"\x01\"}",              // control character
+    "{\"a\":\"\xc0\x80\"}",          // overlong UTF-8
+    "{\"a\":\"\xed\xa0\x80\"}",      // UTF-8 of a surrogate
+    "{\"a\":\"\xf4\x90\x80\x80\"}",  // past U+10FFFF
+    "{\"a\":\"\x80\"}",              // continuation byte alone
+    R"({"a":[1}})",                  // mismatched bracket
+    R"({"a":1}})",                   // after the end
+    R"({} )",                        // whitespace after the object (JSON mode's rule)
+    R"({}{})",                       // two objects
+};
+
+}  // namespace
+
+TEST(JsonPrefix, ReadsValidObjectsAndEveryPrefix) {
+    for (const char* doc : kValid) {
+        const std::string s = doc;
+        ASSERT_TRUE(nlohmann_object(s)) << s;
+        EXPECT_TRUE(reads_whole(s)) << s;
+        for (size_t n = 0; n < s.size(); ++n) {
+            JsonPrefix p;
+            EXPECT_TRUE(p.feed(std::string_view(s).substr(0, n))) << s << " at " << n;
+            EXPECT_FALSE(p.complete()) << s << " at " << n;
+        }
+    }
+}
+
+TEST(JsonPrefix, RefusesWhatIsNotOneObject) {
+    for (const char* doc : kInvalid) {
+        EXPECT_FALSE(nlohmann_object(doc)) << doc;
+        EXPECT_FALSE(reads_whole(doc)) << doc;
+    }
+    // The doomed escape is refused at its first doomed digit, not at its fourth.
+    JsonPrefix p;
+    EXPECT_TRUE(p.feed(R"({"a":"\uD)"));
+    EXPECT_FALSE(JsonPrefix(p).feed("C"));  // \uDC.. can only be a lone low surrogate
+    EXPECT_TRUE(p.feed("83D\\uD"));
+    EXPECT_FALSE(JsonPrefix(p).feed("8"));  // \uD8.. is no low surrogate
+    EXPECT_TRUE(p.feed("E00\"}"));
+    EXPECT_TRUE(p.complete());
+}
+
+TEST(JsonPrefix, BoundsDepthAndWhitespace) {
+    JsonPrefix deep;
+    EXPECT_TRUE(deep.feed(R"({"a":)"));
+    for (int d = 1; d < JsonPrefix::kMaxDepth; ++d) EXPECT_TRUE(deep.feed("[")) << d;
+    EXPECT_FALSE(JsonPrefix(deep).feed("["));
+    EXPECT_TRUE(deep.feed("1"));
+    EXPECT_TRUE(deep.feed(std::string(JsonPrefix::kMaxDepth - 1, ']') + "}"));
+    EXPECT_TRUE(deep.complete());
+    JsonPrefix spaces;
+    EXPECT_FALSE(JsonPrefix(spaces).feed(" "));
+    EXPECT_TRUE(spaces.feed("{ \"" + std::string(100, ' ') + "\"\n" +
+                            std::string(JsonPrefix::kMaxIndent, '\t')));
+    EXPECT_FALSE(JsonPrefix(spaces).feed(" "));
+    EXPECT_FALSE(JsonPrefix(spaces).feed("\n"));
+    EXPECT_TRUE(spaces.feed(": 1\n}"));
+    EXPECT_TRUE(spaces.complete());
+}
+
+// Texts of JSON's pieces, valid and not, read by both.
+TEST(JsonPrefix, AgreesWithNlohmannOnRandomTexts) {
+    const std::vector<std::string> pieces = {
+        "{",      "}",       "[",    "]",  ":",    ",",    "\"",       "\"a\"",
+        "\"k\":", " ",       "\n",   "1",  "0",    "-",    ".",        "e",
+        "+",      "true",    "fals", "e",  "null", "\\",   "\\n",      "\\u",
+        "D83D",   "DE00",    "00e9", "x",  "\xc3", "\xa9", "\xf0\x9f", "\x98\x80",
+        "\x01",   "{\"a\":", "[1,",  "2]", "}}",
+    };
+    std::mt19937 rng(7);
+    int objects = 0;
+    for (int trial = 0; trial < 100000; ++trial) {
+        std::string s = "{";
+        const int n = int(rng() % 12);
+        for (int k = 0; k < n; ++k) s += pieces[rng() % pieces.size()];
+        if (rng() % 2) s += "}";
+        const bool want = nlohmann_object(s);
+        objects += want;
+        ASSERT_EQ(reads_whole(s), want) << s;
+    }
+    EXPECT_GT(objects, 500) << "too few valid objects to compare";
+}
+
+// Random walks through viable bytes: there is always one, and a completed text is an object.
+TEST(JsonPrefix, ViableBytesNeverDeadEnd) {
+    std::mt19937 rng(11);
+    int completed = 0;
+    for (int walk = 0; walk < 400; ++walk) {
+        JsonPrefix p;
+        std::string text;
+        for (int len = 0; len < 400 && !p.complete(); ++len) {
+            std::vector<uint8_t> viable;
+            for (int c = 0; c < 256; ++c)
+                if (JsonPrefix(p).feed(std::string(1, char(c)))) viable.push_back(uint8_t(c));
+            ASSERT_FALSE(viable.empty()) << "dead end after: " << text;
+            // Closing brackets and quotes more often than a uniform pick, so that walks end.
+            uint8_t c = viable[rng() % viable.size()];
+            for (uint8_t want : {uint8_t('}'), uint8_t(']'), uint8_t('"')})
+                for (uint8_t v : viable)
+                    if (v == want && rng() % 3 == 0) c = v;
+            ASSERT_TRUE(p.feed(std::string(1, char(c))));
+            text += char(c);
+        }
+        if (p.complete()) {
+            ++completed;
+            EXPECT_TRUE(nlohmann_object(text)) << text;
+        }
+    }
+    EXPECT_GT(completed, 100);
+}
+
+TEST(JsonVocab, MasksExactlyTheUnviableTokens) {
+    const JsonVocab vocab({"{", "}", "\"a\"", ":", " 1", "", "tru", "abc", "\"", "<eot>"});
+    const int32_t stop = 9;
+    auto offered = [&](const JsonPrefix& at) {
+        std::vector<float> l(11, 0.0f);  // one id past the table
+        vocab.mask(at, stop, l);
+        std::string ids;
+        for (size_t i = 0; i < l.size(); ++i)
+            if (!std::isinf(l[i])) ids += char('0' + i);
+        return ids;
+    };
+    JsonPrefix p;
+    EXPECT_EQ(offered(p), "0");  // only '{'
+    ASSERT_TRUE(p.feed("{"));
+    EXPECT_EQ(offered(p), "128");  // '}', a key, or a key's opening quote
+    ASSERT_TRUE(p.feed("\""));
+    EXPECT_EQ(offered(p), "0134678");  // in a key: all but "a" after its end, and ""
+    ASSERT_TRUE(p.feed("\":"));
+    EXPECT_EQ(offered(p), "02468");  // a value: "{", "\"a\"", " 1", "tru", a quote
+    ASSERT_TRUE(p.feed("1"));
+    EXPECT_EQ(offered(p), "1");  // the end
+    ASSERT_TRUE(p.feed("}"));
+    EXPECT_EQ(offered(p), "9");  // complete: only the end of text
+}
