@@ -112,6 +112,13 @@ jstream=$(post completions '{"prompt":"ROMEO:","max_tokens":32,"temperature":0,"
   && ok "JSON mode: $(jq -c .choices[0].text <<<"$js"); with '{' and '}' raised, $(jq -c .choices[0].text <<<"$jobj") and in a chat $(jq -c .choices[0].message.content <<<"$jchat"), both 'stop'" \
   || bad "JSON mode: $js / $jobj / $jchat / stream '$jstream'"
 
+# Structured outputs: a schema of a boolean and a number out of a list leaves the model only
+# whitespace to choose beside them, so greedy ends with "stop" in an instance, keys in order.
+jsch=$(post completions '{"prompt":"ROMEO:","max_tokens":200,"temperature":0,"response_format":{"type":"json_schema","json_schema":{"name":"flag","strict":true,"schema":{"type":"object","properties":{"flag":{"type":"boolean"},"n":{"enum":[1,2,30]}},"required":["flag","n"],"additionalProperties":false}}}}')
+[ "$(jq -r .choices[0].finish_reason <<<"$jsch")" = stop ] &&
+  jq -r .choices[0].text <<<"$jsch" | jq -e '(keys_unsorted == ["flag", "n"]) and (.flag | type == "boolean") and ([.n] | inside([1, 2, 30]))' >/dev/null \
+  && ok "json_schema: $(jq -c .choices[0].text <<<"$jsch"), an instance" || bad "json_schema: $jsch"
+
 # logit_bias: greedy's first token at -100 is never chosen; a token at +100 always is; the
 # log-probabilities stay the model's.
 first=$(jq '.choices[0].logprobs.token_ids[0]' <<<"$plain")
@@ -233,7 +240,8 @@ expect_api_error 400 invalid_value completions '{"prompt":"x","max_tokens":0,"ec
 expect_api_error 400 invalid_value completions '{"prompt":"x","n":0}'
 expect_api_error 400 invalid_value completions '{"prompt":["x","y"],"n":65}'
 expect_api_error 400 invalid_type completions '{"prompt":[[1,2],"x",3]}'
-expect_api_error 400 unsupported_parameter chat/completions '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{}}}}'
+expect_api_error 400 invalid_value chat/completions '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"type":"object","properties":{"a":{"type":"string","pattern":"^x"}}}}}}'
+expect_api_error 400 invalid_value completions '{"prompt":"x","response_format":{"type":"json_schema"}}'
 expect_api_error 400 invalid_value completions '{"prompt":"x","response_format":{"type":"xml"}}'
 expect_api_error 400 invalid_type completions '{"prompt":"x","response_format":"json_object"}'
 expect_api_error 400 invalid_value completions '{"prompt":"x","ignore_eos":true,"response_format":{"type":"json_object"}}'

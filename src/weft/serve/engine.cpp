@@ -31,7 +31,8 @@ struct Engine::Running {
           rng(choice_stream(req, "sample")),
           spec_rng(choice_stream(req, "speculative")),
           draft_rng(choice_stream(req, "draft")),
-          text(req.stop) {
+          text(req.stop),
+          json(req.json_schema.get()) {
         if (req.repetition_penalty != 1) {
             prompt_ids = req.prompt;
             std::sort(prompt_ids.begin(), prompt_ids.end());
@@ -139,6 +140,11 @@ void Engine::check(const Request& r) const {
         WEFT_CHECK(id >= 0 && id < cfg.vocab_size && bias >= -100 && bias <= 100,
                    "logit_bias {}: {} is outside ids [0, {}) or biases [-100, 100]", id, bias,
                    cfg.vocab_size);
+    WEFT_CHECK(r.json_object || !r.json_schema, "internal: a JSON schema without JSON mode");
+    WEFT_CHECK(!r.json_object || json_vocab().spells_every_byte(),
+               "JSON mode needs a vocabulary with a token for every byte (byte-level BPE, or "
+               "byte fallback), so that any text the mask allows can be written; this one has "
+               "none for some bytes");
     WEFT_CHECK(!r.json_object || r.o.stop_token >= 0,
                "JSON mode needs the end of text token to end the object (got none: ignore_eos)");
     WEFT_CHECK(r.top_logprobs >= 0 && r.top_logprobs <= Request::kMaxTopLogprobs,
@@ -154,6 +160,21 @@ void Engine::check(const Request& r) const {
                "the request needs {} KV cache blocks of {} positions, more than the pool's {} "
                "(expected a larger --kv-cache-gib, or fewer tokens)",
                blocks, o_.block_tokens, o_.kv_blocks);
+}
+
+const JsonVocab& Engine::json_vocab() const {
+    std::call_once(json_once_, [&] {
+        // The ids the tokenizer has; a padded embedding's others are never offered.
+        std::vector<std::string> pieces(size_t(config().vocab_size));
+        for (size_t t = 0; t < pieces.size(); ++t) {
+            try {
+                pieces[t] = piece_(int32_t(t));
+            } catch (const Error&) {
+            }
+        }
+        json_vocab_ = std::make_unique<JsonVocab>(std::move(pieces));
+    });
+    return *json_vocab_;
 }
 
 int64_t Engine::positions_for(const Request& r) const {
@@ -174,18 +195,6 @@ std::shared_ptr<Stream> Engine::submit(Request r) {
 std::shared_ptr<Stream> Engine::submit(std::vector<Request> choices) {
     WEFT_CHECK(!choices.empty(), "internal: a submission of no request");
     for (const Request& r : choices) check(r);
-    if (choices.front().json_object)
-        std::call_once(json_once_, [&] {
-            // The ids the tokenizer has; a padded embedding's others are never offered.
-            std::vector<std::string> pieces(size_t(config().vocab_size));
-            for (size_t t = 0; t < pieces.size(); ++t) {
-                try {
-                    pieces[t] = piece_(int32_t(t));
-                } catch (const Error&) {
-                }
-            }
-            json_vocab_ = std::make_unique<JsonVocab>(std::move(pieces));
-        });
     auto out = std::make_shared<Stream>(choices.size());
     {
         std::lock_guard lock(mu_);

@@ -60,6 +60,9 @@ struct Request {
     // (serve/json_prefix.hpp), the end of text once it has; masked after the biases, under
     // speculation too. The log-probabilities stay the model's.
     bool json_object = false;
+    // With json_object, OpenAI's structured outputs: the object is an instance of this schema
+    // (json_schema.hpp says which keywords are enforced).
+    std::shared_ptr<const JsonSchema> json_schema;
     bool adjusts_logits() const {
         return frequency_penalty != 0 || presence_penalty != 0 || repetition_penalty != 1 ||
                !logit_bias.empty() || json_object;
@@ -161,6 +164,7 @@ class Engine {
     // Positions of the KV cache a request may write: its prompt and max_tokens, and under
     // --spec ppd the prompt rows of a verify past them.
     int64_t positions_for(const Request& r) const;
+    const JsonVocab& json_vocab() const;
     // Takes waiting requests while slots and the blocks of their tokens are free (lock held).
     void admit();
     // Frees the blocks of the newest running request and puts it at the head of the queue.
@@ -172,9 +176,10 @@ class Engine {
     std::optional<decode::PpdProposer> ppd_;     // --spec ppd's
     model::RowBatch batch_;
     std::function<std::string(int32_t)> piece_;
-    // Every token's bytes, for JSON mode: made at the first request that asks for it.
-    std::once_flag json_once_;
-    std::unique_ptr<JsonVocab> json_vocab_;
+    // Every token's bytes, for JSON mode: made when the first request that asks for it is
+    // checked (json_vocab()), read by the engine loop after.
+    mutable std::once_flag json_once_;
+    mutable std::unique_ptr<JsonVocab> json_vocab_;
     EngineOptions o_;
     EngineTp tp_;
     mutable std::mutex mu_;  // guards waiting_ and stats_

@@ -1,12 +1,12 @@
 #include "weft/serve/json_prefix.hpp"
 
+#include <algorithm>
+#include <iterator>
 #include <limits>
 
 namespace weft::serve {
 
 namespace {
-
-constexpr std::string_view kLiterals[] = {"true", "false", "null"};
 
 bool is_space(uint8_t c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
@@ -39,10 +39,12 @@ bool JsonPrefix::space(uint8_t c) {
     return gap_ == 2 && (c == ' ' || c == '\t') && ++indent_ <= kMaxIndent;
 }
 
-bool JsonPrefix::open(bool object) {
+bool JsonPrefix::open(bool object, int32_t node) {
     if (depth_ == kMaxDepth) return false;
     const uint64_t bit = uint64_t(1) << depth_;
     objects_ = object ? objects_ | bit : objects_ & ~bit;
+    if (depth_ < JsonSchema::kMaxDepth)
+        frame_node_[depth_] = int16_t(node), frame_props_[depth_] = 0;
     ++depth_;
     mode_ = object ? Mode::kObjectFirst : Mode::kArrayFirst;
     return true;
@@ -50,6 +52,10 @@ bool JsonPrefix::open(bool object) {
 
 bool JsonPrefix::close(bool object) {
     if (depth_ == 0 || top_is_object() != object) return false;
+    // A schema's object closes once all of its properties are written.
+    const int32_t node = top_node();
+    if (object && node >= 0 && frame_props_[depth_ - 1] < schema_->node(node).keys.size())
+        return false;
     --depth_;
     value_done();
     return true;
@@ -59,28 +65,100 @@ void JsonPrefix::value_done() {
     mode_ = depth_ == 0 ? Mode::kDone : Mode::kAfter;
 }
 
+int32_t JsonPrefix::next_value_node() const {
+    const int32_t node = top_node();
+    if (node < 0) return -1;
+    const SchemaNode& n = schema_->node(node);
+    // An object's value follows the key just begun; an array's elements share one node.
+    return top_is_object() ? n.items[size_t(frame_props_[depth_ - 1] - 1)] : n.items[0];
+}
+
 bool JsonPrefix::begin_value(uint8_t c) {
+    const int32_t node = value_node_;
+    const SchemaNode::Kind kind = node < 0 ? SchemaNode::Kind::kAny : schema_->node(node).kind;
+    using Kind = SchemaNode::Kind;
     switch (c) {
         case '{':
-            return open(true);
+            return (kind == Kind::kAny || kind == Kind::kObject) &&
+                   open(true, kind == Kind::kAny ? -1 : node);
         case '[':
-            return open(false);
+            return (kind == Kind::kAny || kind == Kind::kArray) &&
+                   open(false, kind == Kind::kAny ? -1 : node);
         case '"':
+            if (kind == Kind::kLiterals) break;
+            if (kind != Kind::kAny && kind != Kind::kString) return false;
             mode_ = Mode::kString, key_ = false;
             return true;
-        case '-':
-            mode_ = Mode::kNumber, num_ = kMinus;
-            return true;
-        case 't':
-        case 'f':
-        case 'n':
-            mode_ = Mode::kLiteral, lit_ = c == 't' ? 0 : c == 'f' ? 1 : 2, lit_at_ = 1;
-            return true;
         default:
-            if (!is_digit(c)) return false;
-            mode_ = Mode::kNumber, num_ = c == '0' ? kZero : kInt;
-            return true;
+            break;
     }
+    if (kind == Kind::kLiterals) {
+        const SchemaNode& n = schema_->node(node);
+        return begin_literal(
+            n, (n.literals.size() == 64 ? ~uint64_t(0) : (uint64_t(1) << n.literals.size()) - 1), c,
+            false);
+    }
+    if (c == 't' || c == 'f' || c == 'n')
+        return kind == Kind::kAny && begin_literal(JsonSchema::keywords(), 7, c, false);
+    if (c != '-' && !is_digit(c)) return false;
+    if (kind != Kind::kAny && kind != Kind::kInteger && kind != Kind::kNumber) return false;
+    mode_ = Mode::kNumber, int_only_ = kind == Kind::kInteger;
+    num_ = c == '-' ? kMinus : c == '0' ? kZero : kInt;
+    return true;
+}
+
+// A key: any string in an unconstrained object, else exactly the schema's next property's.
+bool JsonPrefix::begin_key(uint8_t c) {
+    const int32_t node = top_node();
+    if (node < 0) {
+        if (c != '"') return false;
+        mode_ = Mode::kString, key_ = true;
+        return true;
+    }
+    const SchemaNode& n = schema_->node(node);
+    const uint8_t k = frame_props_[depth_ - 1];
+    if (k >= n.keys.size()) return false;
+    // Matched as a literal among the object's keys, only the k-th a candidate (so at most 64
+    // properties: JsonSchema refuses more).
+    return begin_literal(n, uint64_t(1) << k, c, true);
+}
+
+bool JsonPrefix::begin_literal(const SchemaNode& n, uint64_t candidates, uint8_t c, bool key) {
+    lit_node_ = &n, lit_mask_ = candidates, lit_at_ = 0, lit_key_ = key;
+    mode_ = Mode::kLiteral;
+    return literal_byte(c);
+}
+
+void JsonPrefix::literal_done() {
+    if (!lit_key_) return value_done();
+    ++frame_props_[depth_ - 1];
+    mode_ = Mode::kColon;
+}
+
+bool JsonPrefix::literal_byte(uint8_t c) {
+    const std::vector<std::string>& all = lit_key_ ? lit_node_->keys : lit_node_->literals;
+    uint64_t next = 0;
+    bool ended = false;  // a candidate ends before this byte
+    for (uint64_t m = lit_mask_; m; m &= m - 1) {
+        const std::string& v = all[size_t(__builtin_ctzll(m))];
+        if (v.size() == lit_at_)
+            ended = true;
+        else if (uint8_t(v[lit_at_]) == c)
+            next |= m & -m;
+    }
+    if (next == 0) {
+        // The literal ended before this byte (1 of [1, 12] before a comma), which the
+        // container reads.
+        if (!ended) return false;
+        literal_done();
+        return step(c);
+    }
+    lit_mask_ = next, ++lit_at_;
+    // Done at once when every candidate left ends here (true, a key): nothing to wait for.
+    for (uint64_t m = lit_mask_; m; m &= m - 1)
+        if (all[size_t(__builtin_ctzll(m))].size() != lit_at_) return true;
+    literal_done();
+    return true;
 }
 
 bool JsonPrefix::string_byte(uint8_t c) {
@@ -146,6 +224,7 @@ bool JsonPrefix::number_byte(uint8_t c) {
         case kInt:
         case kFrac:
             if (digit && num_ != kZero) return true;
+            if (int_only_) break;  // a schema's integer: no fraction, no exponent
             if (c == '.' && num_ != kFrac) return num_ = kDot, true;
             if (exp) return num_ = kExp, true;
             break;
@@ -197,12 +276,8 @@ bool JsonPrefix::step(uint8_t c) {
             return hex_digit(c);
         case Mode::kNumber:
             return number_byte(c);
-        case Mode::kLiteral: {
-            const std::string_view word = kLiterals[lit_];
-            if (c != uint8_t(word[lit_at_])) return false;
-            if (++lit_at_ == word.size()) value_done();
-            return true;
-        }
+        case Mode::kLiteral:
+            return literal_byte(c);
         case Mode::kDone:
             return false;
         default:
@@ -213,14 +288,12 @@ bool JsonPrefix::step(uint8_t c) {
     gap_ = 0;
     switch (mode_) {
         case Mode::kStart:
-            return c == '{' && open(true);
+            return c == '{' && open(true, schema_ ? schema_->root() : -1);
         case Mode::kObjectFirst:
             if (c == '}') return close(true);
             [[fallthrough]];
         case Mode::kKey:
-            if (c != '"') return false;
-            mode_ = Mode::kString, key_ = true;
-            return true;
+            return begin_key(c);
         case Mode::kColon:
             if (c != ':') return false;
             mode_ = Mode::kValue;
@@ -229,9 +302,15 @@ bool JsonPrefix::step(uint8_t c) {
             if (c == ']') return close(false);
             [[fallthrough]];
         case Mode::kValue:
+            value_node_ = next_value_node();
             return begin_value(c);
         case Mode::kAfter:
             if (c == ',') {
+                // A schema's object takes a comma only before a property still to come.
+                const int32_t node = top_node();
+                if (top_is_object() && node >= 0 &&
+                    frame_props_[depth_ - 1] >= schema_->node(node).keys.size())
+                    return false;
                 mode_ = top_is_object() ? Mode::kKey : Mode::kValue;
                 return true;
             }
@@ -242,32 +321,73 @@ bool JsonPrefix::step(uint8_t c) {
 }
 
 JsonVocab::JsonVocab(std::vector<std::string> pieces)
-    : pieces_(std::move(pieces)), plain_(pieces_.size(), 0) {
+    : pieces_(std::move(pieces)), plain_(pieces_.size(), 0), all_(1), other_(1) {
+    bool bytes[256] = {};
     for (size_t i = 0; i < pieces_.size(); ++i) {
-        bool plain = !pieces_[i].empty();
-        for (char ch : pieces_[i]) {
+        const std::string& p = pieces_[i];
+        if (p.empty()) continue;
+        bool plain = true;
+        for (char ch : p) {
             const uint8_t c = uint8_t(ch);
             plain = plain && c >= 0x20 && c < 0x7F && c != '"' && c != '\\';
         }
         plain_[i] = plain;
+        insert(all_, p, int32_t(i));
+        if (!plain) insert(other_, p, int32_t(i));
+        if (p.size() == 1) bytes[uint8_t(p[0])] = true;
+    }
+    every_byte_ = std::all_of(std::begin(bytes), std::end(bytes), [](bool b) { return b; });
+}
+
+void JsonVocab::insert(std::vector<Node>& trie, const std::string& bytes, int32_t id) {
+    int32_t at = 0;
+    for (char ch : bytes) {
+        const uint8_t c = uint8_t(ch);
+        auto& kids = trie[size_t(at)].children;
+        auto it =
+            std::find_if(kids.begin(), kids.end(), [&](const auto& k) { return k.first == c; });
+        if (it != kids.end()) {
+            at = it->second;
+            continue;
+        }
+        const int32_t next = int32_t(trie.size());
+        kids.emplace_back(c, next);  // before the push_back that may move `kids`
+        trie.emplace_back();
+        at = next;
+    }
+    trie[size_t(at)].ids.push_back(id);
+}
+
+void JsonVocab::walk(const std::vector<Node>& trie, const JsonPrefix& at,
+                     std::vector<char>& offered) {
+    thread_local std::vector<std::pair<int32_t, JsonPrefix>> stack;
+    stack.assign(1, {0, at});
+    while (!stack.empty()) {
+        const auto [node, state] = stack.back();
+        stack.pop_back();
+        for (int32_t id : trie[size_t(node)].ids) offered[size_t(id)] = 1;
+        for (const auto& [byte, child] : trie[size_t(node)].children) {
+            JsonPrefix next = state;
+            const char b = char(byte);
+            if (next.feed(std::string_view(&b, 1))) stack.emplace_back(child, next);
+        }
     }
 }
 
 void JsonVocab::mask(const JsonPrefix& at, int32_t stop, std::span<float> logits) const {
     constexpr float kOff = -std::numeric_limits<float>::infinity();
-    const bool done = at.complete(), plain = at.in_plain_string();
+    thread_local std::vector<char> offered;
+    offered.assign(pieces_.size(), 0);
+    if (!at.complete()) {
+        // Inside a string every plain token is viable unread; the others are walked.
+        const bool plain = at.in_plain_string();
+        if (plain)
+            for (size_t id = 0; id < pieces_.size(); ++id) offered[id] = plain_[id];
+        walk(plain ? other_ : all_, at, offered);
+    }
     for (size_t id = 0; id < logits.size(); ++id) {
-        if (int32_t(id) == stop) {
-            if (!done) logits[id] = kOff;
-            continue;
-        }
-        if (done || id >= pieces_.size() || pieces_[id].empty()) {
-            logits[id] = kOff;
-            continue;
-        }
-        if (plain && plain_[id]) continue;
-        JsonPrefix next = at;
-        if (!next.feed(pieces_[id])) logits[id] = kOff;
+        const bool on = int32_t(id) == stop ? at.complete() : id < offered.size() && offered[id];
+        if (!on) logits[id] = kOff;
     }
 }
 

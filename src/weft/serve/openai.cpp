@@ -134,11 +134,13 @@ std::vector<std::pair<int32_t, float>> logit_bias(const json& body, const ApiCon
     return out;
 }
 
-// OpenAI's response_format: {"type": "text"} (the default) or {"type": "json_object"}, JSON
-// mode (true). A JSON schema is refused: its constrained decoding is not built.
-bool json_mode(const json& body) {
+// OpenAI's response_format: {"type": "text"} (the default), {"type": "json_object"} (JSON mode),
+// or {"type": "json_schema", "json_schema": {"schema": {...}}} (structured outputs: JSON mode
+// whose object is an instance of the schema). `text` is the body as sent: the schema's
+// properties are written in its order, which a parse into a sorted object would lose.
+void json_mode(const json& body, const std::string& text, Request& q) {
     auto it = body.find("response_format");
-    if (it == body.end() || it->is_null()) return false;
+    if (it == body.end() || it->is_null()) return;
     auto type = it->is_object() ? it->find("type") : it->end();
     if (!it->is_object() || type == it->end() || !type->is_string())
         throw invalid(
@@ -146,19 +148,26 @@ bool json_mode(const json& body) {
                         it->dump()),
             "response_format", "invalid_type");
     const std::string t = type->get<std::string>();
-    if (t == "json_schema")
-        throw ApiError{400,
-                       fmt::format("'response_format' {} is not supported by this server (a JSON "
-                                   "schema is not enforced: expected type \"json_object\" or "
-                                   "\"text\")",
-                                   it->dump()),
-                       "invalid_request_error", "response_format", "unsupported_parameter"};
-    if (t != "text" && t != "json_object")
-        throw invalid(fmt::format("'response_format' type '{}' is unknown (expected \"text\" or "
-                                  "\"json_object\")",
+    if (t != "text" && t != "json_object" && t != "json_schema")
+        throw invalid(fmt::format("'response_format' type '{}' is unknown (expected \"text\", "
+                                  "\"json_object\" or \"json_schema\")",
                                   t),
                       "response_format");
-    return t == "json_object";
+    q.json_object = t != "text";
+    if (t != "json_schema") return;
+    const nlohmann::ordered_json format = nlohmann::ordered_json::parse(text)["response_format"];
+    auto spec = format.find("json_schema");
+    if (spec == format.end() || !spec->is_object() || !spec->contains("schema"))
+        throw invalid(fmt::format("'response_format' of type json_schema needs 'json_schema': "
+                                  "{{\"name\": ..., \"schema\": {{...}}}}, got {}",
+                                  format.dump()),
+                      "response_format");
+    try {
+        q.json_schema = std::make_shared<const JsonSchema>(spec->at("schema"));
+    } catch (const Error& e) {
+        throw invalid(fmt::format("'response_format' json_schema: {}", e.what()),
+                      "response_format");
+    }
 }
 
 // Fields of OpenAI's API that this server does not implement, each with its neutral value: a
@@ -389,7 +398,7 @@ ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& c
     o.stop_token = field<bool>(body, "ignore_eos", false, "a boolean") ? -1 : ctx.tok.eot();
     q.stop = stop_strings(body);
     q.logit_bias = logit_bias(body, ctx);
-    q.json_object = json_mode(body);
+    json_mode(body, text, q);
     if (q.json_object && o.stop_token < 0)
         throw invalid(
             "'ignore_eos' with JSON mode: nothing may follow the object but the end of "

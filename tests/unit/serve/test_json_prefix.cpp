@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "weft/core/error.hpp"
+#include "weft/data/tokenizer.hpp"
 #include "weft/serve/json_prefix.hpp"
 
 using weft::serve::JsonPrefix;
@@ -23,15 +26,15 @@ bool reads_whole(std::string_view s) {
     return p.feed(s) && p.complete();
 }
 
-// nlohmann's verdict, with JSON mode's additions: the text is an object, nothing comes before
-// or after it, and whitespace between tokens is one space or a newline and at most 20 spaces or
-// tabs. nlohmann also refuses a number past a double's range (1e309), which JSON's grammar allows
-// (and JavaScript's JSON.parse reads as Infinity): outside strings each run of digits is cut to
-// two first, which changes no text's validity.
-bool nlohmann_object(const std::string& text) {
+// `text` with each run of digits outside strings cut to two: nlohmann refuses a number past a
+// double's range (1e309), which JSON's grammar allows (and JavaScript's JSON.parse reads as
+// Infinity); the cut changes no text's validity. `gaps_ok`: whitespace between tokens is one
+// space or a newline and at most 20 spaces or tabs, as JSON mode writes it.
+std::string shortened(const std::string& text, bool& gaps_ok) {
     std::string s, gap;
     bool in_string = false, escaped = false;
     size_t run = 0;
+    gaps_ok = true;
     auto gap_ok = [&] {
         if (gap.empty() || gap == " ") return true;
         if (gap[0] != '\n' || gap.size() > 21) return false;
@@ -44,7 +47,7 @@ bool nlohmann_object(const std::string& text) {
         if (!in_string && space) {
             gap += c;
         } else if (!in_string) {
-            if (!gap_ok()) return false;
+            gaps_ok = gaps_ok && gap_ok();
             gap.clear();
         }
         if (run > 2) continue;
@@ -56,7 +59,15 @@ bool nlohmann_object(const std::string& text) {
         else if (c == '"')
             in_string = !in_string;
     }
-    if (!nlohmann::json::accept(s) || s.empty() || s.front() != '{' || s.back() != '}')
+    return s;
+}
+
+// nlohmann's verdict, with JSON mode's additions: the text is an object, nothing comes before
+// or after it, and its whitespace is JSON mode's.
+bool nlohmann_object(const std::string& text) {
+    bool gaps_ok = false;
+    const std::string s = shortened(text, gaps_ok);
+    if (!gaps_ok || !nlohmann::json::accept(s) || s.empty() || s.front() != '{' || s.back() != '}')
         return false;
     return nlohmann::json::parse(s).is_object();
 }
@@ -221,4 +232,198 @@ TEST(JsonVocab, MasksExactlyTheUnviableTokens) {
     EXPECT_EQ(offered(p), "1");  // the end
     ASSERT_TRUE(p.feed("}"));
     EXPECT_EQ(offered(p), "9");  // complete: only the end of text
+}
+
+namespace {
+
+using ordered = nlohmann::ordered_json;
+using weft::serve::JsonSchema;
+
+// An instance of `s` as the subset JsonSchema enforces reads it: every property, in order.
+bool fits(const ordered& v, const ordered& s) {
+    if (s.contains("enum")) {
+        for (const ordered& e : s["enum"])
+            if (e == v && e.type() == v.type()) return true;
+        return false;
+    }
+    if (s.contains("const")) return v == s["const"];
+    if (!s.contains("type")) return true;
+    const std::string t = s["type"];
+    if (t == "object") {
+        const ordered props = s.value("properties", ordered::object());
+        if (!v.is_object() || v.size() != props.size()) return false;
+        auto p = props.begin();
+        for (auto it = v.begin(); it != v.end(); ++it, ++p)
+            if (it.key() != p.key() || !fits(it.value(), p.value())) return false;
+        return true;
+    }
+    if (t == "array") {
+        if (!v.is_array()) return false;
+        for (const ordered& e : v)
+            if (!fits(e, s["items"])) return false;
+        return true;
+    }
+    return (t == "string" && v.is_string()) || (t == "integer" && v.is_number_integer()) ||
+           (t == "number" && v.is_number()) || (t == "boolean" && v.is_boolean()) ||
+           (t == "null" && v.is_null());
+}
+
+const ordered kSchema = ordered::parse(R"({
+  "type": "object", "title": "a person",
+  "properties": {
+    "name": {"type": "string", "description": "any text"},
+    "age": {"type": "integer"},
+    "score": {"type": "number"},
+    "ok": {"type": "boolean"},
+    "none": {"type": "null"},
+    "color": {"enum": ["red", "green", 1, 12, true, null]},
+    "tags": {"type": "array", "items": {"type": "string"}},
+    "inner": {"type": "object", "properties": {"x": {"const": "y"}}, "required": ["x"]},
+    "free": {"description": "any value"}
+  },
+  "required": ["name", "age"], "additionalProperties": false
+})");
+
+bool reads_as_schema(const JsonSchema& schema, std::string_view s) {
+    JsonPrefix p(&schema);
+    return p.feed(s) && p.complete();
+}
+
+}  // namespace
+
+TEST(JsonSchema, RefusesWhatItDoesNotEnforceByName) {
+    auto refused = [](const char* schema, const char* needle) {
+        try {
+            JsonSchema s(ordered::parse(schema));
+        } catch (const weft::Error& e) {
+            return std::string(e.what()).find(needle) != std::string::npos;
+        }
+        return false;
+    };
+    EXPECT_TRUE(refused(R"({"type": "array", "items": {}})", "root must be an object"));
+    EXPECT_TRUE(refused(R"({"type": "object", "properties": {"a": {"type": "string",
+                            "pattern": "^x"}}})",
+                        "'pattern'"));
+    EXPECT_TRUE(refused(R"({"type": "object", "properties": {"a": {"anyOf": []}}})", "'anyOf'"));
+    EXPECT_TRUE(refused(R"({"type": "object", "properties": {"a": {"type": ["string", "null"]}}})",
+                        "one type"));
+    EXPECT_TRUE(
+        refused(R"({"type": "object", "properties": {"a": {"enum": [{}]}}})", "object or array"));
+    EXPECT_TRUE(refused(R"({"type": "object", "properties": {}, "required": ["b"]})",
+                        "not among its properties"));
+    EXPECT_TRUE(refused(R"({"type": "object", "properties": {"a": {"type": "string",
+                            "const": 3}}})",
+                        "not of its 'type'"));
+    EXPECT_TRUE(
+        refused(R"({"type": "object", "properties": {"a": {"type": "array"}}})", "needs 'items'"));
+    EXPECT_FALSE(refused(kSchema.dump().c_str(), ""));
+}
+
+TEST(JsonSchema, ReadsItsInstancesAndRefusesOthers) {
+    const JsonSchema schema(kSchema);
+    const std::string valid[] = {
+        R"({"name":"a\u00e9","age":-12,"score":1.5e3,"ok":true,"none":null,"color":12,)"
+        R"("tags":["x",""],"inner":{"x":"y"},"free":{"any":[1,{"b":null}]}})",
+        "{\n  \"name\": \"\",\n  \"age\": 0, \"score\": -0.5, \"ok\": false, \"none\": null, "
+        "\"color\": 1, \"tags\": [], \"inner\": {\"x\": \"y\"}, \"free\": 3}",
+        R"({"name":"b","age":7,"score":2,"ok":true,"none":null,"color":"green","tags":["a"],)"
+        R"("inner":{"x":"y"},"free":"z"})",
+    };
+    for (const std::string& s : valid) {
+        ASSERT_TRUE(fits(ordered::parse(s), kSchema)) << s;
+        EXPECT_TRUE(reads_as_schema(schema, s)) << s;
+        for (size_t n = 0; n < s.size(); ++n) {
+            JsonPrefix p(&schema);
+            EXPECT_TRUE(p.feed(std::string_view(s).substr(0, n))) << s << " at " << n;
+        }
+    }
+    // Each one edit away from the first valid instance, and not an instance.
+    const std::string base = valid[0];
+    auto with = [&](const std::string& from, const std::string& to) {
+        std::string s = base;
+        const size_t at = s.find(from);
+        EXPECT_NE(at, std::string::npos) << from;
+        return s.replace(at, from.size(), to);
+    };
+    const std::string invalid[] = {
+        with(R"("name":"a\u00e9","age":-12)", R"("age":-12,"name":"a\u00e9")"),  // order
+        with(R"("none":null,)", ""),                                             // missing
+        with(R"("free":{"any":[1,{"b":null}]})", R"("free":1,"more":2)"),        // extra
+        with(R"("age":-12)", R"("age":-12.5)"),                                  // integer
+        with(R"("age":-12)", R"("age":"12")"),
+        with(R"("ok":true)", R"("ok":"true")"),
+        with(R"("color":12)", R"("color":"blue")"),  // not in the enum
+        with(R"("color":12)", R"("color":123)"),
+        with(R"("color":12)", R"("color":12.0)"),
+        with(R"("tags":["x",""])", R"("tags":[1])"),
+        with(R"({"x":"y"})", R"({"x":"z"})"),
+        with(R"({"x":"y"})", R"({})"),
+        with(R"("none":null)", R"("none":nul)"),
+    };
+    for (const std::string& s : invalid) {
+        EXPECT_FALSE(fits(ordered::parse(s, nullptr, false), kSchema)) << s;
+        EXPECT_FALSE(reads_as_schema(schema, s)) << s;
+    }
+}
+
+// Random walks through the bytes a schema leaves viable: never a dead end, and every completed
+// text an instance.
+TEST(JsonSchema, ViableBytesNeverDeadEnd) {
+    const JsonSchema schema(kSchema);
+    std::mt19937 rng(5);
+    int completed = 0;
+    for (int walk = 0; walk < 200; ++walk) {
+        JsonPrefix p(&schema);
+        std::string text;
+        for (int len = 0; len < 600 && !p.complete(); ++len) {
+            std::vector<uint8_t> viable;
+            for (int c = 0; c < 256; ++c)
+                if (JsonPrefix(p).feed(std::string(1, char(c)))) viable.push_back(uint8_t(c));
+            ASSERT_FALSE(viable.empty()) << "dead end after: " << text;
+            uint8_t c = viable[rng() % viable.size()];
+            for (uint8_t want : {uint8_t('}'), uint8_t(']'), uint8_t('"'), uint8_t(',')})
+                for (uint8_t v : viable)
+                    if (v == want && rng() % 2 == 0) c = v;
+            ASSERT_TRUE(p.feed(std::string(1, char(c))));
+            text += char(c);
+        }
+        if (p.complete()) {
+            ++completed;
+            bool gaps_ok = false;
+            const ordered v = ordered::parse(shortened(text, gaps_ok), nullptr, false);
+            EXPECT_TRUE(gaps_ok) << text;
+            EXPECT_FALSE(v.is_discarded()) << text;
+            EXPECT_TRUE(fits(v, kSchema)) << text;
+        }
+    }
+    EXPECT_GT(completed, 50);
+}
+
+// The trie's mask over a real vocabulary (the test SmolLM tokenizer's 5259 byte-level tokens)
+// offers exactly the tokens whose bytes, read one by one from the text, keep it viable.
+TEST(JsonVocab, TrieMaskEqualsReadingEachToken) {
+    const auto tok = weft::data::load_tokenizer(std::filesystem::path(WEFT_SOURCE_DIR) /
+                                                "tests/data/tokenizers/smollm");
+    std::vector<std::string> pieces;
+    for (int32_t t = 0; t < tok->vocab_size(); ++t) pieces.push_back(tok->decode_token(t));
+    const JsonVocab vocab(pieces);
+    EXPECT_TRUE(vocab.spells_every_byte());
+    const JsonSchema schema(kSchema);
+    for (const JsonSchema* s : {static_cast<const JsonSchema*>(nullptr), &schema})
+        for (const char* text : {"{", "{\"name\":", "{\"name\":\"a b", "{\"name\":\"\\u00",
+                                 "{\"name\":\"\",\"age\":1", "{\"name\" :\"\",\n \"age\":-"}) {
+            JsonPrefix at(s);
+            ASSERT_TRUE(at.feed(text)) << text;
+            std::vector<float> logits(pieces.size() + 1, 0.0f);
+            vocab.mask(at, int32_t(pieces.size()), logits);
+            int offered = 0;
+            for (size_t id = 0; id < pieces.size(); ++id) {
+                JsonPrefix next = at;
+                const bool viable = !pieces[id].empty() && next.feed(pieces[id]);
+                offered += viable;
+                EXPECT_EQ(std::isinf(logits[id]), !viable) << text << " id " << id;
+            }
+            EXPECT_TRUE(std::isinf(logits.back())) << "the end of text before the end";
+            EXPECT_GT(offered, 0) << text;
+        }
 }

@@ -526,14 +526,16 @@ TEST_P(ServeEngine, SpeculationKeepsTheOutput) {
     EXPECT_TRUE(same_bits(out.back().logprobs, want.logprobs));
 }
 
-// JSON mode's vocabulary: ids whose bytes are pieces of JSON, id 96 the end of text.
-constexpr int32_t kJsonStop = 96;
+// JSON mode's vocabulary: ids 0-255 the bytes alone (as a byte-level BPE's are), then pieces of
+// JSON, id 319 the end of text.
+constexpr int32_t kJsonVocab = 320, kJsonStop = 319, kJsonPieces = 256;
 std::string json_piece(int32_t t) {
     static const char* const pieces[] = {
         "{",    "}",     "\"",  "\"a\":", ":",    ",",    "1",  "[",   "]",  " ",
         "true", "\"b\"", "\\n", "x",      "-2.5", "null", "}}", "\"}", "]}", "\n",
     };
-    return t == kJsonStop ? "<eot>" : pieces[t % 20];
+    if (t < kJsonPieces) return std::string(1, char(t));
+    return t == kJsonStop ? "<eot>" : pieces[(t - kJsonPieces) % 20];
 }
 
 // What a request in JSON mode must generate, one token at a time through `weft sample`'s
@@ -543,7 +545,7 @@ Update json_alone(const model::ModelConfig& c, const Weights& w, const Request& 
     std::vector<std::string> pieces;
     for (int32_t t = 0; t < c.vocab_size; ++t) pieces.push_back(json_piece(t));
     const JsonVocab vocab(pieces);
-    JsonPrefix text;
+    JsonPrefix text(r.json_schema.get());
     Update u;
     model::Generator g(c, w.model->layout(), w.params.data());
     std::span<const float> logits = g.feed(r.prompt);
@@ -569,17 +571,25 @@ Update json_alone(const model::ModelConfig& c, const Weights& w, const Request& 
 // JSON mode among other requests, greedy and sampled, with and without speculation: the tokens
 // and logprob bits of a one-token-at-a-time masked decode; a finished text is one JSON object.
 TEST(ServeEngineJson, MasksEveryStepAsAlone) {
-    const model::ModelConfig c = small_config("llama");
+    model::ModelConfig c = small_config("llama");
+    c.vocab_size = kJsonVocab;
     Weights w(c);
+    // The last two are structured outputs: an object of an array of integers, then a string.
+    const auto schema = std::make_shared<const JsonSchema>(nlohmann::ordered_json::parse(
+        R"({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}},
+            "b": {"type": "string"}}})"));
     std::vector<Request> json_requests;
-    for (int i = 0; i < 6; ++i) {
+    for (int i = 0; i < 8; ++i) {
         // Prompts that repeat pieces of JSON, so that prompt lookup finds guesses to verify.
         std::vector<int32_t> prompt = tokens(2 + i, 40 + i, c.vocab_size);
         for (int k = 0; k < 2; ++k)
-            prompt.insert(prompt.end(), {0, 3, int32_t(6 + 20 * (i % 4)), 5, 11, 4, 15, 1});
+            prompt.insert(prompt.end(),
+                          {kJsonPieces, kJsonPieces + 3, int32_t('1' + i % 4), kJsonPieces + 5,
+                           kJsonPieces + 11, kJsonPieces + 4, kJsonPieces + 15, kJsonPieces + 1});
         Request r = request(prompt, 30, i % 2 ? 0.9f : 0.0f, i);
         r.o.stop_token = kJsonStop;
         r.json_object = true;
+        if (i >= 6) r.json_schema = schema;
         json_requests.push_back(r);
     }
     int finished = 0;
@@ -588,7 +598,12 @@ TEST(ServeEngineJson, MasksEveryStepAsAlone) {
         want.push_back(json_alone(c, w, r));
         if (want.back().finish_reason == "stop") {
             ++finished;
-            EXPECT_TRUE(nlohmann::json::parse(want.back().text).is_object()) << want.back().text;
+            const nlohmann::json v = nlohmann::json::parse(want.back().text);
+            EXPECT_TRUE(v.is_object()) << want.back().text;
+            if (r.json_schema) {
+                EXPECT_TRUE(v.size() == 2 && v["a"].is_array() && v["b"].is_string())
+                    << want.back().text;
+            }
         }
     }
     EXPECT_GE(finished, 2) << "too few texts ended as an object to test their end";
@@ -607,7 +622,7 @@ TEST(ServeEngineJson, MasksEveryStepAsAlone) {
         const std::vector<Update> out = run_all(e, streams);
         for (size_t i = 0; i < json_requests.size(); ++i) {
             const Update& got = out[others ? 2 * i : i];
-            JsonPrefix text;
+            JsonPrefix text(json_requests[i].json_schema.get());
             EXPECT_TRUE(text.feed(got.text)) << spec << " request " << i;
             EXPECT_EQ(text.complete(), got.finish_reason == "stop") << spec << " request " << i;
             // Speculation draws a sampled request's tokens from its own stream (the same
@@ -618,12 +633,28 @@ TEST(ServeEngineJson, MasksEveryStepAsAlone) {
             EXPECT_EQ(got.finish_reason, want[i].finish_reason) << spec << " request " << i;
             EXPECT_EQ(got.text, want[i].text) << spec << " request " << i;
         }
-        if (!others) EXPECT_GT(e.stats().spec_accepted, 0) << "no JSON mode guess was kept";
+        if (!others) {
+            EXPECT_GT(e.stats().spec_accepted, 0) << "no JSON mode guess was kept";
+        }
     }
     // Without JSON mode the same requests generate other texts: the mask did something.
     Request plain = json_requests[0];
     plain.json_object = false;
     EXPECT_NE(sampled_alone(c, w, plain).tokens, want[0].tokens);
+    // A vocabulary that cannot write every byte alone is refused: the mask could then leave a
+    // request no token (after '"' of a key whose next byte no token begins with).
+    const model::ModelConfig small = small_config("llama");
+    Weights ws(small);
+    Engine letters(small, ws.model->layout(), ws.params.data(), piece, options(1, 16));
+    Request lettered = request(tokens(4, 1, small.vocab_size), 4, 0.0f, 1);
+    lettered.o.stop_token = 0;
+    lettered.json_object = true;
+    try {
+        letters.check(lettered);
+        ADD_FAILURE() << "JSON mode over a vocabulary of letters was taken";
+    } catch (const Error& err) {
+        EXPECT_NE(std::string(err.what()).find("every byte"), std::string::npos) << err.what();
+    }
     // JSON mode with no end of text token (ignore_eos) is refused by name.
     Request endless = json_requests[0];
     endless.o.stop_token = -1;
