@@ -181,26 +181,37 @@ TEST(JsonPrefix, AgreesWithNlohmannOnRandomTexts) {
     EXPECT_GT(objects, 500) << "too few valid objects to compare";
 }
 
+// A random walk from `p` through viable bytes, up to `steps` of them: `closers` are taken more
+// often than a uniform pick would (1 in `odds` when viable), so that walks end. Fails the test at
+// a dead end. Returns the text; `p` is left after it.
+std::string random_walk(JsonPrefix& p, std::mt19937& rng, int steps, std::string_view closers,
+                        unsigned odds) {
+    std::string text;
+    for (int len = 0; len < steps && !p.complete(); ++len) {
+        std::vector<uint8_t> viable;
+        for (int c = 0; c < 256; ++c)
+            if (JsonPrefix(p).feed(std::string(1, char(c)))) viable.push_back(uint8_t(c));
+        if (viable.empty()) {
+            ADD_FAILURE() << "dead end after: " << text;
+            return text;
+        }
+        uint8_t c = viable[rng() % viable.size()];
+        for (char want : closers)
+            for (uint8_t v : viable)
+                if (v == uint8_t(want) && rng() % odds == 0) c = v;
+        EXPECT_TRUE(p.feed(std::string(1, char(c))));
+        text += char(c);
+    }
+    return text;
+}
+
 // Random walks through viable bytes: there is always one, and a completed text is an object.
 TEST(JsonPrefix, ViableBytesNeverDeadEnd) {
     std::mt19937 rng(11);
     int completed = 0;
     for (int walk = 0; walk < 400; ++walk) {
         JsonPrefix p;
-        std::string text;
-        for (int len = 0; len < 400 && !p.complete(); ++len) {
-            std::vector<uint8_t> viable;
-            for (int c = 0; c < 256; ++c)
-                if (JsonPrefix(p).feed(std::string(1, char(c)))) viable.push_back(uint8_t(c));
-            ASSERT_FALSE(viable.empty()) << "dead end after: " << text;
-            // Closing brackets and quotes more often than a uniform pick, so that walks end.
-            uint8_t c = viable[rng() % viable.size()];
-            for (uint8_t want : {uint8_t('}'), uint8_t(']'), uint8_t('"')})
-                for (uint8_t v : viable)
-                    if (v == want && rng() % 3 == 0) c = v;
-            ASSERT_TRUE(p.feed(std::string(1, char(c))));
-            text += char(c);
-        }
+        const std::string text = random_walk(p, rng, 400, "}]\"", 3);
         if (p.complete()) {
             ++completed;
             EXPECT_TRUE(nlohmann_object(text)) << text;
@@ -374,19 +385,7 @@ TEST(JsonSchema, ViableBytesNeverDeadEnd) {
     int completed = 0;
     for (int walk = 0; walk < 200; ++walk) {
         JsonPrefix p(&schema);
-        std::string text;
-        for (int len = 0; len < 600 && !p.complete(); ++len) {
-            std::vector<uint8_t> viable;
-            for (int c = 0; c < 256; ++c)
-                if (JsonPrefix(p).feed(std::string(1, char(c)))) viable.push_back(uint8_t(c));
-            ASSERT_FALSE(viable.empty()) << "dead end after: " << text;
-            uint8_t c = viable[rng() % viable.size()];
-            for (uint8_t want : {uint8_t('}'), uint8_t(']'), uint8_t('"'), uint8_t(',')})
-                for (uint8_t v : viable)
-                    if (v == want && rng() % 2 == 0) c = v;
-            ASSERT_TRUE(p.feed(std::string(1, char(c))));
-            text += char(c);
-        }
+        const std::string text = random_walk(p, rng, 600, "}]\",", 2);
         if (p.complete()) {
             ++completed;
             bool gaps_ok = false;
