@@ -9,7 +9,7 @@ namespace weft::serve {
 
 namespace {
 
-using json = nlohmann::ordered_json;
+using ojson = nlohmann::ordered_json;
 
 // Keywords that say what a value is for, not what it may be.
 constexpr const char* kNotes[] = {"title",    "description", "$schema",
@@ -26,26 +26,26 @@ const SchemaNode& JsonSchema::keywords() {
     return k;
 }
 
-JsonSchema::JsonSchema(const json& schema) {
-    WEFT_CHECK(schema.is_object() && schema.value("type", json()) == "object",
+JsonSchema::JsonSchema(const ojson& schema) {
+    WEFT_CHECK(schema.is_object() && schema.value("type", ojson()) == "object",
                "the JSON schema's root must be an object schema ({{\"type\": \"object\", ...}}), "
                "got {}",
                schema.dump());
     add(schema, "the schema", 1);
 }
 
-int32_t JsonSchema::add(const json& s, const std::string& where, int depth) {
+int32_t JsonSchema::add(const ojson& s, const std::string& where, int depth) {
     WEFT_CHECK(s.is_object(), "{} must be a JSON schema object, got {}", where, s.dump());
     WEFT_CHECK(depth <= kMaxDepth, "{} nests deeper than {} levels", where, kMaxDepth);
     const int32_t at = int32_t(nodes_.size());
     nodes_.emplace_back();
     SchemaNode n;
     std::vector<std::string> allowed;  // the keywords this node's type reads
-    auto literal_list = [&](const json& values, const char* name) {
+    auto literal_list = [&](const ojson& values, const char* name) {
         WEFT_CHECK(values.is_array() && !values.empty() && int(values.size()) <= kMaxLiterals,
                    "{}: '{}' must be a list of 1 to {} values, got {}", where, name, kMaxLiterals,
                    values.dump());
-        for (const json& v : values) {
+        for (const ojson& v : values) {
             WEFT_CHECK(!v.is_object() && !v.is_array(),
                        "{}: '{}' value {} is an object or array (expected strings, numbers, "
                        "booleans or null)",
@@ -58,12 +58,12 @@ int32_t JsonSchema::add(const json& s, const std::string& where, int depth) {
         WEFT_CHECK(!(s.contains("enum") && s.contains("const")), "{}: both 'enum' and 'const'",
                    where);
         if (s.contains("enum")) literal_list(s.at("enum"), "enum");
-        if (s.contains("const")) literal_list(json::array({s.at("const")}), "const");
+        if (s.contains("const")) literal_list(ojson::array({s.at("const")}), "const");
         // A type beside them must hold for each value, or the text could break it.
         if (s.contains("type")) {
-            const json& t = s.at("type");
+            const ojson& t = s.at("type");
             for (const std::string& v : n.literals) {
-                const json value = json::parse(v);
+                const ojson value = ojson::parse(v);
                 const bool fits = (t == "string" && value.is_string()) ||
                                   (t == "integer" && value.is_number_integer()) ||
                                   (t == "number" && value.is_number()) ||
@@ -76,7 +76,7 @@ int32_t JsonSchema::add(const json& s, const std::string& where, int depth) {
     } else if (!s.contains("type")) {
         n.kind = SchemaNode::Kind::kAny;
     } else {
-        const json& t = s.at("type");
+        const ojson& t = s.at("type");
         WEFT_CHECK(t.is_string(),
                    "{}: 'type' {} is not supported (expected one type as a string: object, array, "
                    "string, integer, number, boolean or null)",
@@ -85,7 +85,7 @@ int32_t JsonSchema::add(const json& s, const std::string& where, int depth) {
         if (type == "object") {
             n.kind = SchemaNode::Kind::kObject;
             allowed = {"properties", "required", "additionalProperties"};
-            const json props = s.value("properties", json::object());
+            const ojson props = s.value("properties", ojson::object());
             WEFT_CHECK(props.is_object() && props.size() <= size_t(kMaxLiterals),
                        "{}: 'properties' must be an object of at most {} properties, got {}", where,
                        kMaxLiterals, props.dump());
@@ -97,14 +97,15 @@ int32_t JsonSchema::add(const json& s, const std::string& where, int depth) {
             if (s.contains("required")) {
                 WEFT_CHECK(s.at("required").is_array(), "{}: 'required' must be a list, got {}",
                            where, s.at("required").dump());
-                for (const json& r : s.at("required"))
+                for (const ojson& r : s.at("required"))
                     WEFT_CHECK(r.is_string() && props.contains(r.get<std::string>()),
                                "{}: 'required' names {}, which is not among its properties", where,
                                r.dump());
             }
             for (const auto& [key, value] : props.items()) {
-                n.keys.push_back(json(key).dump());
-                n.items.push_back(add(value, where + "'s property " + json(key).dump(), depth + 1));
+                n.keys.push_back(ojson(key).dump());
+                n.items.push_back(
+                    add(value, where + "'s property " + ojson(key).dump(), depth + 1));
             }
         } else if (type == "array") {
             n.kind = SchemaNode::Kind::kArray;
