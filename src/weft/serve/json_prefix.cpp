@@ -73,8 +73,7 @@ int32_t JsonPrefix::next_value_node() const {
     return top_is_object() ? n.items[size_t(frame_props_[depth_ - 1] - 1)] : n.items[0];
 }
 
-bool JsonPrefix::begin_value(uint8_t c) {
-    const int32_t node = value_node_;
+bool JsonPrefix::begin_value(uint8_t c, int32_t node) {
     const SchemaNode::Kind kind = node < 0 ? SchemaNode::Kind::kAny : schema_->node(node).kind;
     using Kind = SchemaNode::Kind;
     switch (c) {
@@ -302,8 +301,7 @@ bool JsonPrefix::step(uint8_t c) {
             if (c == ']') return close(false);
             [[fallthrough]];
         case Mode::kValue:
-            value_node_ = next_value_node();
-            return begin_value(c);
+            return begin_value(c, next_value_node());
         case Mode::kAfter:
             if (c == ',') {
                 // A schema's object takes a comma only before a property still to come.

@@ -62,7 +62,8 @@ class JsonPrefix {
 
     bool step(uint8_t c);
     bool space(uint8_t c);
-    bool begin_value(uint8_t c);
+    // A value's first byte, the value of schema node `node` (-1: any).
+    bool begin_value(uint8_t c, int32_t node);
     bool begin_key(uint8_t c);
     bool open(bool object, int32_t node);
     bool close(bool object);
@@ -92,9 +93,8 @@ class JsonPrefix {
     uint16_t lit_at_ = 0;    // its bytes read
     uint64_t lit_mask_ = 0;  // the literals of lit_node_ it can still be
     const SchemaNode* lit_node_ = nullptr;
-    int32_t value_node_ = -1;  // the node of the value being read (-1: any)
-    uint8_t hex_ = 0;          // hex digits of the \u escape read
-    uint16_t code_ = 0;        // their value
+    uint8_t hex_ = 0;                                          // hex digits of the \u escape read
+    uint16_t code_ = 0;                                        // their value
     uint8_t utf8_need_ = 0, utf8_lo_ = 0x80, utf8_hi_ = 0xBF;  // continuation bytes to come
     uint8_t depth_ = 0;
     uint8_t gap_ = 0;       // whitespace since the last token: 0 none, 1 a space, 2 a newline
