@@ -119,6 +119,27 @@ jsch=$(post completions '{"prompt":"ROMEO:","max_tokens":200,"temperature":0,"re
   jq -r .choices[0].text <<<"$jsch" | jq -e '(keys_unsorted == ["flag", "n"]) and (.flag | type == "boolean") and ([.n] | inside([1, 2, 30]))' >/dev/null \
   && ok "json_schema: $(jq -c .choices[0].text <<<"$jsch"), an instance" || bad "json_schema: $jsch"
 
+# Tool calls: "required" among two functions writes one whole call ("tool_calls"), whose
+# arguments are an instance of the function named, whole and streamed alike; content given as
+# text parts is the text; a conversation that carries the call and its result renders.
+TOOLS='"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"enum":["Paris","Rome"]},"celsius":{"type":"boolean"}},"required":["city","celsius"]}}},{"type":"function","function":{"name":"stop_now"}}]'
+req=$(post chat/completions '{"messages":[{"role":"user","content":"Weather?"}],"max_tokens":80,"temperature":0,'"$TOOLS"',"tool_choice":"required"}')
+reqs=$(post chat/completions '{"messages":[{"role":"user","content":"Weather?"}],"max_tokens":80,"temperature":0,"stream":true,'"$TOOLS"',"tool_choice":"required"}' -N |
+  grep '^data: {' | sed 's/^data: //' | jq -c 'select(.choices[0].delta.tool_calls) | .choices[0].delta.tool_calls[0].function')
+call=$(jq -c '.choices[0].message.tool_calls[0].function' <<<"$req")
+[ "$(jq -r '.choices[0].finish_reason + " " + (.choices[0].message.content|tostring)' <<<"$req")" = "tool_calls null" ] &&
+  { [ "$(jq -r .name <<<"$call")" = stop_now ] && [ "$(jq -r .arguments <<<"$call")" = "{}" ] ||
+    { [ "$(jq -r .name <<<"$call")" = get_weather ] &&
+      jq -r .arguments <<<"$call" | jq -e '(keys_unsorted == ["city", "celsius"]) and (.celsius | type == "boolean") and ([.city] | inside(["Paris", "Rome"]))' >/dev/null; }; } &&
+  [ "$reqs" = "$call" ] \
+  && ok "tool_choice required: $call, streamed whole alike" || bad "tool_choice required: $req / stream $reqs"
+parts=$(post chat/completions '{"messages":[{"role":"user","content":[{"type":"text","text":"Hello"}]}],"max_tokens":5,"temperature":0}')
+conv=$(post chat/completions '{"messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Rome\",\"celsius\":true}"}}]},{"role":"tool","tool_call_id":"c1","content":"21"}],"max_tokens":1,'"$TOOLS"',"tool_choice":"none"}')
+[ "$(jq -c .choices[0].message <<<"$parts")" = "$(jq -c .choices[0].message <<<"$c")" ] &&
+  [ "$(jq -r .usage.prompt_tokens <<<"$conv")" -gt 20 ] \
+  && ok "text parts are their text; a call and its result render ($(jq .usage.prompt_tokens <<<"$conv") prompt tokens)" \
+  || bad "content parts: $parts / conversation: $conv"
+
 # logit_bias: greedy's first token at -100 is never chosen; a token at +100 always is; the
 # log-probabilities stay the model's.
 first=$(jq '.choices[0].logprobs.token_ids[0]' <<<"$plain")
@@ -244,6 +265,16 @@ expect_api_error 400 invalid_value chat/completions '{"messages":[{"role":"user"
 expect_api_error 400 invalid_value completions '{"prompt":"x","response_format":{"type":"json_schema"}}'
 expect_api_error 400 invalid_value completions '{"prompt":"x","response_format":{"type":"xml"}}'
 expect_api_error 400 invalid_type completions '{"prompt":"x","response_format":"json_object"}'
+T1='"tools":[{"type":"function","function":{"name":"f"}}]'
+expect_api_error 400 unsupported_parameter chat/completions '{"messages":[{"role":"user","content":"x"}],'"$T1"'}'
+expect_api_error 400 unsupported_parameter chat/completions '{"messages":[{"role":"user","content":"x"}],'"$T1"',"tool_choice":"auto"}'
+expect_api_error 400 invalid_value chat/completions '{"messages":[{"role":"user","content":"x"}],'"$T1"',"tool_choice":{"type":"function","function":{"name":"g"}}}'
+expect_api_error 400 invalid_value chat/completions '{"messages":[{"role":"user","content":"x"}],"tool_choice":"required"}'
+expect_api_error 400 invalid_value chat/completions '{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"n":{"type":"integer","minimum":0}}}}}],"tool_choice":"none"}'
+expect_api_error 400 invalid_value chat/completions '{"messages":[{"role":"user","content":"x"}],'"$T1"',"tool_choice":"required","response_format":{"type":"json_object"}}'
+expect_api_error 400 unsupported_parameter completions '{"prompt":"x",'"$T1"'}'
+expect_api_error 400 unsupported_content chat/completions '{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}'
+expect_api_error 400 invalid_type chat/completions '{"messages":[{"role":"tool","content":"x"}]}'
 expect_api_error 400 invalid_value completions '{"prompt":"x","ignore_eos":true,"response_format":{"type":"json_object"}}'
 expect_api_error 400 invalid_value completions '{"prompt":"x","logit_bias":{"abc":1}}'
 expect_api_error 400 invalid_value completions '{"prompt":"x","logit_bias":{"50257":1}}'
@@ -298,8 +329,9 @@ if [ -d "$npm_dir/node_modules/openai" ]; then
      [ "$(jq -r .total_tokens <<<"$got")" = 15 ] && [ "$(jq -c .top <<<"$got")" = '[2,2,2]' ] &&
      [ "$(jq -c .error <<<"$got")" = '{"status":404,"code":"model_not_found"}' ] &&
      [ "$(jq -c .choices <<<"$got")" = '[0,1]' ] && [ "$(jq -c .echo <<<"$got")" = "[true,null,$(( $(jq .usage.prompt_tokens <<<"$a") + 1 ))]" ] &&
-     [ "$(jq -c .json <<<"$got")" = '["object","stop"]' ]; then
-    ok "openai npm client: completions and chat, whole and streamed, top_logprobs, n 2, echo, JSON mode, and a 404"
+     [ "$(jq -c .json <<<"$got")" = '["object","stop"]' ] &&
+     [ "$(jq -c .tool <<<"$got")" = '["get_weather",["city","celsius"],"stop",true,"assistant"]' ]; then
+    ok "openai npm client: completions and chat, whole and streamed, top_logprobs, n 2, echo, JSON mode, a tool call, and a 404"
   else
     bad "openai npm client: $got"
   fi

@@ -66,17 +66,33 @@ std::string template_text(const json& t, const fs::path& config) {
 
 }  // namespace
 
-std::string ChatFormat::render(const json& messages) const {
-    return tmpl.render({messages, true, bos_token, eos_token});
+std::string ChatFormat::render(const json& messages, const json& tools) const {
+    if (!family_default) return tmpl.render({messages, true, bos_token, eos_token, tools});
+    json shown = messages;
+    for (json& m : shown) {
+        if (!m.contains("tool_calls")) continue;
+        std::string text = m.value("content", "");
+        for (const json& c : m["tool_calls"]) {
+            if (!text.empty()) text += '\n';
+            text += nlohmann::ordered_json{{"name", c["function"]["name"]},
+                                           {"arguments", c["function"]["arguments"]}}
+                        .dump();
+        }
+        m["content"] = text;
+    }
+    return tmpl.render({shown, true, bos_token, eos_token, tools});
 }
 
 ChatFormat choose_chat_format(const fs::path& tokenizer, const std::string& family,
                               const data::Tokenizer& tok) {
     const Default& fallback = family_default(family, tok);
     auto family_format = [&](const std::string& why, std::string warning = "") {
-        return ChatFormat{ChatTemplate::parse(fallback.source), "", "",
+        return ChatFormat{ChatTemplate::parse(fallback.source),
+                          "",
+                          "",
                           fmt::format("family default, {} ({})", fallback.name, why),
-                          std::move(warning)};
+                          std::move(warning),
+                          true};
     };
     if (tokenizer.empty()) return family_format("GPT-2's tokenizer files have no chat template");
     std::error_code ec;

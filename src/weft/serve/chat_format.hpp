@@ -21,9 +21,14 @@ struct ChatFormat {
     // failed on a plain conversation): a warning line; empty otherwise.
     std::string warning;
 
-    // The prompt of `messages` (checked by the caller: objects with string role and content),
-    // with the generation prompt. TemplateRaised when the template refuses the conversation.
-    std::string render(const nlohmann::json& messages) const;
+    // The family's default rather than the model's template (which cannot show tool calls).
+    bool family_default = false;
+
+    // The prompt of `messages` (as chat_messages.hpp gives them) and `tools` (null: none), with
+    // the generation prompt. A family default writes an assistant's tool calls into its content,
+    // one JSON object of name and arguments per line. TemplateRaised when the template refuses
+    // the conversation.
+    std::string render(const nlohmann::json& messages, const nlohmann::json& tools = nullptr) const;
 };
 
 // `tokenizer` is what --tokenizer named (a tokenizer.json or its directory; empty: GPT-2's

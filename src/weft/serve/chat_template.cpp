@@ -22,7 +22,8 @@ class Renderer {
         scopes_.push_back({{"messages", v.messages},
                            {"add_generation_prompt", v.add_generation_prompt},
                            {"bos_token", v.bos_token},
-                           {"eos_token", v.eos_token}});
+                           {"eos_token", v.eos_token},
+                           {"tools", v.tools}});
     }
 
     void run(const std::vector<Node>& nodes) {

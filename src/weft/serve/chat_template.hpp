@@ -41,6 +41,9 @@ class ChatTemplate {
         nlohmann::json messages;  // an array of objects
         bool add_generation_prompt = true;
         std::string bos_token, eos_token;
+        // A chat request's functions as sent ({"type": "function", "function": {...}}), or
+        // null, as transformers passes them.
+        nlohmann::json tools;
     };
     // The rendered text. raise_exception throws TemplateRaised; an operation on values it does
     // not apply to (adding a number to a string...) throws Error naming it and the line.

@@ -70,7 +70,9 @@ int32_t JsonPrefix::next_value_node() const {
     if (node < 0) return -1;
     const SchemaNode& n = schema_->node(node);
     // An object's value follows the key just begun; an array's elements share one node.
-    return top_is_object() ? n.items[size_t(frame_props_[depth_ - 1] - 1)] : n.items[0];
+    if (!top_is_object()) return n.items[0];
+    const size_t k = size_t(frame_props_[depth_ - 1] - 1);
+    return k == 1 && !n.variants.empty() ? n.variants[frame_variant_[depth_ - 1]] : n.items[k];
 }
 
 bool JsonPrefix::begin_value(uint8_t c, int32_t node) {
@@ -129,7 +131,17 @@ bool JsonPrefix::begin_literal(const SchemaNode& n, uint64_t candidates, uint8_t
 }
 
 void JsonPrefix::literal_done() {
-    if (!lit_key_) return value_done();
+    if (!lit_key_) {
+        // The first property's value of an object of variants: the one that ends here (the
+        // literals are distinct JSON strings, so exactly one) chooses the second's node.
+        const int32_t node = top_node();
+        if (node >= 0 && top_is_object() && frame_props_[depth_ - 1] == 1 &&
+            !schema_->node(node).variants.empty())
+            for (uint64_t m = lit_mask_; m; m &= m - 1)
+                if (lit_node_->literals[size_t(__builtin_ctzll(m))].size() == lit_at_)
+                    frame_variant_[depth_ - 1] = uint8_t(__builtin_ctzll(m));
+        return value_done();
+    }
     ++frame_props_[depth_ - 1];
     mode_ = Mode::kColon;
 }

@@ -103,6 +103,8 @@ class JsonPrefix {
     // Each open container's schema node, and an object's properties begun so far.
     int16_t frame_node_[JsonSchema::kMaxDepth] = {};
     uint8_t frame_props_[JsonSchema::kMaxDepth] = {};
+    // An object of SchemaNode::variants: the literal its first property's value was.
+    uint8_t frame_variant_[JsonSchema::kMaxDepth] = {};
 };
 
 // A vocabulary's tokens as bytes, to mask the logits of a request in JSON mode.

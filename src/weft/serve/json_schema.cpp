@@ -19,19 +19,45 @@ bool is_note(const std::string& k) {
     return std::any_of(std::begin(kNotes), std::end(kNotes), [&](const char* n) { return k == n; });
 }
 
+bool is_object_schema(const ojson& s) {
+    return s.is_object() && s.value("type", ojson()) == "object";
+}
+
 }  // namespace
 
 const SchemaNode& JsonSchema::keywords() {
-    static const SchemaNode k{SchemaNode::Kind::kLiterals, {}, {}, {"true", "false", "null"}};
+    static const SchemaNode k{SchemaNode::Kind::kLiterals, {}, {}, {"true", "false", "null"}, {}};
     return k;
 }
 
 JsonSchema::JsonSchema(const ojson& schema) {
-    WEFT_CHECK(schema.is_object() && schema.value("type", ojson()) == "object",
+    WEFT_CHECK(is_object_schema(schema),
                "the JSON schema's root must be an object schema ({{\"type\": \"object\", ...}}), "
                "got {}",
                schema.dump());
     add(schema, "the schema", 1);
+}
+
+JsonSchema JsonSchema::one_call_of(const std::vector<std::string>& names,
+                                   const std::vector<ojson>& parameters) {
+    WEFT_CHECK(
+        !names.empty() && names.size() == parameters.size() && int(names.size()) <= kMaxLiterals,
+        "internal: a call of {} functions with {} parameter schemas (at most {})", names.size(),
+        parameters.size(), kMaxLiterals);
+    JsonSchema s;
+    s.nodes_.emplace_back();
+    s.nodes_.push_back({SchemaNode::Kind::kLiterals, {}, {}, {}, {}});
+    SchemaNode call{SchemaNode::Kind::kObject, {"\"name\"", "\"arguments\""}, {1, -1}, {}, {}};
+    for (size_t i = 0; i < names.size(); ++i) {
+        const std::string where = fmt::format("function '{}''s parameters", names[i]);
+        WEFT_CHECK(is_object_schema(parameters[i]),
+                   "{} must be an object schema ({{\"type\": \"object\", ...}}), got {}", where,
+                   parameters[i].dump());
+        s.nodes_[1].literals.push_back(ojson(names[i]).dump());
+        call.variants.push_back(s.add(parameters[i], where, 2));
+    }
+    s.nodes_[0] = std::move(call);
+    return s;
 }
 
 int32_t JsonSchema::add(const ojson& s, const std::string& where, int depth) {

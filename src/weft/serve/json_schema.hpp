@@ -24,6 +24,9 @@ struct SchemaNode {
     // kLiterals: the values allowed, each as nlohmann::json::dump writes it (at most
     // kMaxLiterals).
     std::vector<std::string> literals;
+    // A kObject of two properties whose first one's value, one of its node's literals, chooses
+    // the node of the second: variants[i] after literal i (a tool call's name and arguments).
+    std::vector<int32_t> variants;
 };
 
 class JsonSchema {
@@ -35,12 +38,18 @@ class JsonSchema {
     // An error (weft::Error) naming the first keyword, type or shape the reader cannot enforce,
     // or a root that is not an object. Ordered: the properties come in the order written.
     explicit JsonSchema(const nlohmann::ordered_json& schema);
+    // A call of one of several functions: {"name": one of `names`, "arguments": an instance of
+    // that function's `parameters` (object schemas, as the constructor takes)}, the keys in that
+    // order. An error names the function whose parameters it cannot enforce.
+    static JsonSchema one_call_of(const std::vector<std::string>& names,
+                                  const std::vector<nlohmann::ordered_json>& parameters);
     const SchemaNode& node(int32_t i) const { return nodes_[size_t(i)]; }
     int32_t root() const { return 0; }
     // The node of true, false and null, for values that no schema constrains.
     static const SchemaNode& keywords();
 
   private:
+    JsonSchema() = default;
     int32_t add(const nlohmann::ordered_json& s, const std::string& where, int depth);
     std::vector<SchemaNode> nodes_;
 };

@@ -4,8 +4,10 @@
 #include <charconv>
 #include <cmath>
 #include <optional>
+#include <random>
 
 #include "weft/core/error.hpp"
+#include "weft/serve/chat_messages.hpp"
 
 namespace weft::serve {
 
@@ -178,17 +180,19 @@ void refuse_unsupported(const json& body, bool chat) {
         const char* name;
         json neutral;
         const char* why;
-        bool chat_only = false;
+        bool chat_only = false, completions_only = false;
     };
     static const Unsupported fields[] = {
         {"best_of", 1, "no choice among more in a chat", true},
         {"echo", false, "no echo of the prompt in a chat", true},
         {"suffix", "", "no suffix"},
-        {"tools", json::array(), "no tool calls"},
-        {"functions", json::array(), "no function calls"},
+        {"tools", json::array(), "tools are a chat's", false, true},
+        {"tool_choice", "none", "tools are a chat's", false, true},
+        {"functions", json::array(), "the deprecated functions: send 'tools'"},
+        {"function_call", "none", "the deprecated functions: send 'tool_choice'"},
     };
     for (const Unsupported& f : fields) {
-        if (f.chat_only && !chat) continue;
+        if ((f.chat_only && !chat) || (f.completions_only && chat)) continue;
         auto it = body.find(f.name);
         if (it == body.end() || it->is_null() || *it == f.neutral) continue;
         throw ApiError{400,
@@ -307,20 +311,10 @@ json ApiError::body() const {
               {"code", code.empty() ? json(nullptr) : json(code)}}}};
 }
 
-std::string chat_prompt(const json& messages, const ChatFormat& chat) {
-    if (!messages.is_array() || messages.empty())
-        throw invalid(fmt::format("'messages' must be a non-empty array, got {}", messages.dump()),
-                      "messages", "invalid_type");
-    for (const json& m : messages) {
-        if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
-            !m.contains("content") || !m["content"].is_string())
-            throw invalid(fmt::format("each message must be an object with string 'role' and "
-                                      "'content', got {}",
-                                      m.dump()),
-                          "messages", "invalid_type");
-    }
+std::string chat_prompt(const json& messages, const ChatFormat& chat, const json& tools) {
+    const json checked = chat_messages(messages);
     try {
-        return chat.render(messages);
+        return chat.render(checked, tools);
     } catch (const TemplateRaised& e) {
         throw invalid(fmt::format("the model's chat template refuses these messages: {}", e.what()),
                       "messages");
@@ -399,10 +393,24 @@ ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& c
     q.stop = stop_strings(body);
     q.logit_bias = logit_bias(body, ctx);
     json_mode(body, text, q);
+    if (chat) r.tools = parse_tool_choice(body, text);
+    if (r.tools.forced()) {
+        if (q.json_object)
+            throw invalid(fmt::format("'tool_choice' {} forces a call, whose text is its "
+                                      "arguments: 'response_format' {} cannot shape it too "
+                                      "(expected response_format \"text\", or tool_choice "
+                                      "\"none\")",
+                                      body["tool_choice"].dump(), body["response_format"].dump()),
+                          "tool_choice");
+        q.json_object = true;
+        q.json_schema = r.tools.schema;
+        std::random_device random;
+        r.call_id = fmt::format("{:08x}{:08x}", random(), random());
+    }
     if (q.json_object && o.stop_token < 0)
         throw invalid(
-            "'ignore_eos' with JSON mode: nothing may follow the object but the end of "
-            "text (expected no ignore_eos, or response_format \"text\")",
+            "'ignore_eos' with JSON mode or a forced tool call: nothing may follow the object but "
+            "the end of text (expected no ignore_eos)",
             "ignore_eos");
     const int64_t n = field<int64_t>(body, "n", 1, "an integer");
     if (n < 1 || n > ApiRequest::kMaxChoices)
@@ -424,7 +432,7 @@ ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& c
     if (chat) {
         if (!body.contains("messages"))
             throw invalid("'messages' is required", "messages", "missing_field");
-        texts.push_back(ctx.tok.encode(chat_prompt(body["messages"], ctx.chat)));
+        texts.push_back(ctx.tok.encode(chat_prompt(body["messages"], ctx.chat, r.tools.tools)));
     } else {
         texts = prompts(body, ctx);
     }
@@ -472,6 +480,45 @@ ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& c
 
 namespace {
 
+// A forced tool call's message, or its stream's delta. A named call streams its arguments as
+// they come; "required" holds its text until the call is whole, since its name comes first
+// and is known only when it is written out. Its finish is "tool_calls" ("required"), or "stop"
+// (a named function, as OpenAI answers a call it forced), unless max_tokens cut it.
+void tool_call_choice(const ApiRequest& r, size_t c, const Update& u, ChoiceSent& s,
+                      const std::string& text, json& choice) {
+    const std::string id = fmt::format("call_{}_{}", r.call_id, c);
+    const bool required = r.tools.kind == ToolChoice::Kind::kRequired;
+    if (u.done() && u.finish_reason == "stop" && required) choice["finish_reason"] = "tool_calls";
+    if (!r.stream) {
+        const json calls = tool_calls_json(r.tools, text, id);
+        choice["message"] =
+            calls.is_null()
+                ? json{{"role", "assistant"}, {"content", text}}
+                : json{{"role", "assistant"}, {"content", nullptr}, {"tool_calls", calls}};
+        return;
+    }
+    json delta = json::object();
+    if (s.first) delta["role"] = "assistant", delta["content"] = nullptr;
+    if (!required) {
+        json call = {{"index", 0}, {"function", {{"arguments", text}}}};
+        if (s.first)
+            call["id"] = id, call["type"] = "function", call["function"]["name"] = r.tools.name;
+        delta["tool_calls"] = json::array({call});
+    } else {
+        s.held += text;
+        if (u.done()) {
+            json calls = tool_calls_json(r.tools, s.held, id);
+            if (calls.is_null()) {
+                delta["content"] = s.held;
+            } else {
+                calls[0]["index"] = 0;
+                delta["tool_calls"] = calls;
+            }
+        }
+    }
+    choice["delta"] = delta;
+}
+
 json choice_json(const ApiRequest& r, size_t c, const Update& u, ChoiceSent& s,
                  const ApiContext& ctx) {
     std::string text = u.text;
@@ -479,7 +526,9 @@ json choice_json(const ApiRequest& r, size_t c, const Update& u, ChoiceSent& s,
     json choice = {{"index", c},
                    {"logprobs", logprobs_json(r, scored_tokens(r, c, u, s), s, ctx)},
                    {"finish_reason", finish(u)}};
-    if (r.stream && r.chat) {
+    if (r.chat && r.tools.forced()) {
+        tool_call_choice(r, c, u, s, text, choice);
+    } else if (r.stream && r.chat) {
         json delta = {{"content", text}};
         if (s.first) delta["role"] = "assistant";
         choice["delta"] = delta;

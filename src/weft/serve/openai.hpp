@@ -8,6 +8,7 @@
 #include "weft/data/tokenizer.hpp"
 #include "weft/serve/chat_format.hpp"
 #include "weft/serve/engine.hpp"
+#include "weft/serve/tool_calls.hpp"
 
 namespace weft::serve {
 
@@ -39,6 +40,10 @@ struct ApiRequest {
     // Completions' `best_of` B >= n: B choices of each prompt run (choices holds B a prompt), and
     // the answer gives the n with the largest sums of their tokens' log-probabilities.
     int64_t n = 1, best_of = 1;
+    // A chat's tools, and the call it forces (whose text is then the call's JSON). call_id is
+    // unique to the request: choice c's call is "call_<call_id>_<c>".
+    ToolChoice tools;
+    std::string call_id;
 };
 
 // What a stream has sent of one choice.
@@ -48,13 +53,15 @@ struct ChoiceSent {
     int64_t offset = 0;  // bytes of the tokens whose log-probabilities were sent
     int64_t prompt_tokens = 0, completion_tokens = 0;  // its latest counts, for the usage
     bool done = false;
+    std::string held;  // the text of a "required" tool call, streamed once whole
 };
 // Whether every choice has sent its last chunk.
 bool all_sent(const std::vector<ChoiceSent>& sent);
 
-// The prompt of a chat's `messages` (a non-empty array of objects with string role and content)
-// by the server's chat template; throws ApiError.
-std::string chat_prompt(const nlohmann::json& messages, const ChatFormat& chat);
+// The prompt of a chat's `messages` (chat_messages.hpp) and `tools` (null: none) by the server's
+// chat template; throws ApiError.
+std::string chat_prompt(const nlohmann::json& messages, const ChatFormat& chat,
+                        const nlohmann::json& tools = nullptr);
 
 // Parses and checks a /v1/completions (chat: /v1/chat/completions) body; throws ApiError.
 ApiRequest parse_request(const std::string& body, bool chat, const ApiContext& ctx);

@@ -7,7 +7,9 @@
 
 #include "weft/data/hf_tokenizer.hpp"
 #include "weft/serve/chat_format.hpp"
+#include "weft/serve/chat_messages.hpp"
 #include "weft/serve/chat_template.hpp"
+#include "weft/serve/openai.hpp"
 
 namespace weft::serve {
 namespace {
@@ -43,8 +45,9 @@ json chat(bool system) {
 }
 
 std::string render(const char* source, const json& messages, bool add = true, std::string bos = "",
-                   std::string eos = "") {
-    return ChatTemplate::parse(source).render({messages, add, std::move(bos), std::move(eos)});
+                   std::string eos = "", json tools = nullptr) {
+    return ChatTemplate::parse(source).render(
+        {messages, add, std::move(bos), std::move(eos), std::move(tools)});
 }
 
 TEST(ChatTemplate, Qwen2AddsItsSystemTurnWhenTheChatHasNone) {
@@ -230,6 +233,39 @@ TEST(ChatFormat, FamilyDefaultsFollowTheTokenizer) {
     EXPECT_TRUE(f.warning.empty());
     EXPECT_EQ(f.render(chat(false)),
               "<|endoftext|>[INST]  Hi \n [/INST]Hello.[INST] Count to 3. [/INST]");
+}
+
+// A conversation with a tool call and its result, as chat_messages gives it to a template: the
+// model's template reads the tools and the call's arguments as values; a family default writes
+// the call into the assistant's content.
+TEST(ChatTemplate, ToolCallsAndTheirResults) {
+    const json sent = json::parse(R"([
+      {"role": "user", "content": [{"type": "text", "text": "Weather"}, {"type": "text", "text": "in Rome?"}]},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\": \"Rome\"}"}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "21 C"}])");
+    const json tools = json::parse(
+        R"([{"type": "function", "function": {"name": "get_weather", "parameters": {}}}])");
+    const json m = chat_messages(sent);
+    const char* own =
+        "{% for t in tools %}[{{ t.function.name }}]{% endfor %}{% for m in messages %}{{ m.role "
+        "}}:{% if m.tool_calls %}{{ m.tool_calls[0].function.arguments.city }}{% else %}{{ "
+        "m.content }}{% endif %};{% endfor %}";
+    EXPECT_EQ(render(own, m, true, "", "", tools),
+              "[get_weather]user:Weather\nin Rome?;assistant:Rome;tool:21 C;");
+    const ChatFormat simple{
+        ChatTemplate::parse("{% for m in messages %}{{ m.role + ': ' + m.content + '\n' }}"
+                            "{% endfor %}"),
+        "",
+        "",
+        "family default",
+        "",
+        true};
+    EXPECT_EQ(simple.render(m, tools),
+              "user: Weather\nin Rome?\nassistant: {\"name\":\"get_weather\",\"arguments\":"
+              "{\"city\":\"Rome\"}}\ntool: 21 C\n");
+    EXPECT_THROW(chat_messages(json::parse(R"([{"role": "assistant", "content": null}])")),
+                 ApiError);
 }
 
 }  // namespace

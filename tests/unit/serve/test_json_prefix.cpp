@@ -4,6 +4,7 @@
 // dead end; and a vocabulary's mask offers exactly the tokens whose bytes keep the text viable.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -396,6 +397,44 @@ TEST(JsonSchema, ViableBytesNeverDeadEnd) {
         }
     }
     EXPECT_GT(completed, 50);
+}
+
+// A call of one of several functions (tool_choice "required"): the name written chooses the
+// schema its arguments are read by. Random walks complete as {"name", "arguments"} with the
+// arguments an instance of the function named; each function is reached; a call whose arguments
+// are another function's is refused.
+TEST(JsonSchema, OneCallOfSeveralFunctions) {
+    const std::vector<std::string> names = {"get", "get_all", "put"};
+    const std::vector<ordered> params = {
+        ordered::parse(R"({"type": "object", "properties": {"id": {"type": "integer"}}})"),
+        ordered::parse(R"({"type": "object", "properties": {}})"),
+        kSchema,
+    };
+    const JsonSchema schema = JsonSchema::one_call_of(names, params);
+    EXPECT_TRUE(reads_as_schema(schema, R"({"name":"get","arguments":{"id":7}})"));
+    EXPECT_TRUE(reads_as_schema(schema, R"({"name": "get_all", "arguments": {}})"));
+    EXPECT_FALSE(reads_as_schema(schema, R"({"name":"get","arguments":{}})"));
+    EXPECT_FALSE(reads_as_schema(schema, R"({"name":"get_all","arguments":{"id":7}})"));
+    EXPECT_FALSE(reads_as_schema(schema, R"({"name":"gets","arguments":{}})"));
+    EXPECT_FALSE(reads_as_schema(schema, R"({"arguments":{},"name":"get_all"})"));
+    std::mt19937 rng(11);
+    std::vector<int> reached(names.size());
+    for (int walk = 0; walk < 300; ++walk) {
+        JsonPrefix p(&schema);
+        const std::string text = random_walk(p, rng, 600, "}]\",", 2);
+        if (!p.complete()) continue;
+        bool gaps_ok = false;
+        const ordered v = ordered::parse(shortened(text, gaps_ok), nullptr, false);
+        ASSERT_FALSE(v.is_discarded()) << text;
+        ASSERT_TRUE(v.is_object() && v.size() == 2 && v.begin().key() == "name") << text;
+        const size_t f = size_t(std::find(names.begin(), names.end(), v["name"]) - names.begin());
+        ASSERT_LT(f, names.size()) << text;
+        EXPECT_TRUE(fits(v["arguments"], params[f])) << text;
+        ++reached[f];
+    }
+    for (size_t f = 0; f < names.size(); ++f) EXPECT_GT(reached[f], 5) << names[f];
+    EXPECT_THROW(JsonSchema::one_call_of({"f"}, {ordered::parse(R"({"type": "string"})")}),
+                 weft::Error);
 }
 
 // The trie's mask over a real vocabulary (the test SmolLM tokenizer's 5259 byte-level tokens)

@@ -1,0 +1,146 @@
+#include "weft/serve/tool_calls.hpp"
+
+#include <algorithm>
+#include <set>
+#include <vector>
+
+#include "weft/core/error.hpp"
+#include "weft/serve/openai.hpp"
+
+namespace weft::serve {
+
+using nlohmann::json;
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+ApiError tool_error(std::string message, const char* param, const char* code = "invalid_value") {
+    return {400, std::move(message), "invalid_request_error", param, code};
+}
+
+// OpenAI's rule for a function's name.
+bool valid_function_name(const std::string& n) {
+    return !n.empty() && n.size() <= 64 && std::all_of(n.begin(), n.end(), [](unsigned char c) {
+        return std::isalnum(c) || c == '_' || c == '-';
+    });
+}
+
+// A function without `parameters` takes none: its arguments are {}.
+ojson parameters_of(const ojson& function) {
+    auto it = function.find("parameters");
+    if (it == function.end() || it->is_null())
+        return ojson{{"type", "object"}, {"properties", ojson::object()}};
+    return *it;
+}
+
+}  // namespace
+
+ToolChoice parse_tool_choice(const json& body, const std::string& text) {
+    ToolChoice t;
+    auto tools_it = body.find("tools");
+    const bool any = tools_it != body.end() && !tools_it->is_null() &&
+                     !(tools_it->is_array() && tools_it->empty());
+    auto choice_it = body.find("tool_choice");
+    const json choice =
+        choice_it == body.end() || choice_it->is_null() ? json(any ? "auto" : "none") : *choice_it;
+    if (!any) {
+        if (choice != "none")
+            throw tool_error(fmt::format("'tool_choice' {} without 'tools' (expected \"none\", or "
+                                         "the functions in 'tools')",
+                                         choice.dump()),
+                             "tool_choice");
+        return t;
+    }
+    // Parsed again in order: the properties of each function's parameters are written so.
+    const ojson tools = ojson::parse(text)["tools"];
+    if (!tools.is_array() || int(tools.size()) > JsonSchema::kMaxLiterals)
+        throw tool_error(fmt::format("'tools' must be a list of at most {} functions, got {}",
+                                     JsonSchema::kMaxLiterals, tools.dump()),
+                         "tools", "invalid_type");
+    std::vector<std::string> names;
+    std::vector<ojson> parameters;
+    for (size_t i = 0; i < tools.size(); ++i) {
+        const ojson& tool = tools[i];
+        const bool shaped = tool.is_object() && tool.value("type", ojson()) == "function" &&
+                            tool.contains("function") && tool["function"].is_object() &&
+                            tool["function"].contains("name") &&
+                            tool["function"]["name"].is_string();
+        if (!shaped)
+            throw tool_error(fmt::format("'tools'[{}] must be {{\"type\": \"function\", "
+                                         "\"function\": {{\"name\": ..., \"parameters\": ...}}}}, "
+                                         "got {}",
+                                         i, tool.dump()),
+                             "tools", "invalid_type");
+        const ojson& f = tool["function"];
+        const std::string name = f["name"].get<std::string>();
+        if (!valid_function_name(name))
+            throw tool_error(
+                fmt::format("'tools'[{}]'s name \"{}\" must be 1 to 64 letters, digits, "
+                            "'_' or '-'",
+                            i, name),
+                "tools");
+        if (std::find(names.begin(), names.end(), name) != names.end())
+            throw tool_error(fmt::format("'tools' names the function \"{}\" twice", name), "tools");
+        names.push_back(name);
+        parameters.push_back(parameters_of(f));
+        try {  // every function's, called or not: a tool the server could not call is an error
+            JsonSchema check(parameters.back());
+        } catch (const Error& e) {
+            throw tool_error(
+                fmt::format("'tools'[{}] (\"{}\")'s parameters: {}", i, name, e.what()), "tools");
+        }
+    }
+    t.tools = body["tools"];
+    if (choice == "none") return t;
+    if (choice == "required") {
+        t.kind = ToolChoice::Kind::kRequired;
+        t.schema = std::make_shared<const JsonSchema>(JsonSchema::one_call_of(names, parameters));
+        return t;
+    }
+    if (choice == "auto")
+        throw tool_error(
+            fmt::format("'tool_choice' \"auto\"{} is not supported by this server: whether to "
+                        "call is written in each model's own format, which it does not parse "
+                        "(expected \"none\", \"required\", or {{\"type\": \"function\", "
+                        "\"function\": {{\"name\": ...}}}} naming one of {})",
+                        choice_it == body.end() || choice_it->is_null()
+                            ? " (the default with 'tools')"
+                            : "",
+                        json(names).dump()),
+            "tool_choice", "unsupported_parameter");
+    const bool named = choice.is_object() && choice.value("type", json()) == "function" &&
+                       choice.contains("function") && choice["function"].is_object() &&
+                       choice["function"].contains("name") &&
+                       choice["function"]["name"].is_string();
+    if (!named)
+        throw tool_error(fmt::format("'tool_choice' must be \"none\", \"required\" or {{\"type\": "
+                                     "\"function\", \"function\": {{\"name\": ...}}}}, got {}",
+                                     choice.dump()),
+                         "tool_choice");
+    t.name = choice["function"]["name"].get<std::string>();
+    auto at = std::find(names.begin(), names.end(), t.name);
+    if (at == names.end())
+        throw tool_error(fmt::format("'tool_choice' names the function \"{}\", which is not in "
+                                     "'tools' (expected one of {})",
+                                     t.name, json(names).dump()),
+                         "tool_choice");
+    t.kind = ToolChoice::Kind::kNamed;
+    t.schema = std::make_shared<const JsonSchema>(parameters[size_t(at - names.begin())]);
+    return t;
+}
+
+json tool_calls_json(const ToolChoice& t, const std::string& text, const std::string& id) {
+    std::string name = t.name, arguments = text;
+    if (t.kind == ToolChoice::Kind::kRequired) {
+        const ojson call = ojson::parse(text, nullptr, false);
+        if (call.is_discarded()) return nullptr;
+        name = call.at("name").get<std::string>();
+        arguments = call.at("arguments").dump();
+    }
+    return json::array({{{"id", id},
+                         {"type", "function"},
+                         {"function", {{"name", name}, {"arguments", arguments}}}}});
+}
+
+}  // namespace weft::serve

@@ -1,0 +1,41 @@
+#pragma once
+// OpenAI's function calling on /v1/chat/completions: `tools` (functions whose `parameters` are
+// JSON schemas) and `tool_choice`. A call the request forces (a named function, or "required":
+// one of the tools) is generated under structured outputs (json_schema.hpp), so that its
+// arguments are always an instance of the function's parameters, as vLLM serves these two; with
+// "none" the tools reach the chat template only. "auto", where the model itself decides whether
+// to call, would need a parser of each model's own call format (vLLM's --tool-call-parser) and
+// is refused by name.
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "weft/serve/json_schema.hpp"
+
+namespace weft::serve {
+
+struct ToolChoice {
+    enum class Kind : uint8_t { kNone, kNamed, kRequired };
+    Kind kind = Kind::kNone;
+    std::string name;  // kNamed: the function
+    // The tools as sent, for the chat template's `tools` (null: none sent).
+    nlohmann::json tools;
+    // What a forced call writes: kNamed its arguments object; kRequired {"name": ...,
+    // "arguments": {...}}.
+    std::shared_ptr<const JsonSchema> schema;
+    bool forced() const { return kind != Kind::kNone; }
+};
+
+// From a chat body's `tools` and `tool_choice`; `text` is the body as sent (a schema's properties
+// are written in its order). Throws ApiError naming the field, the value and what was expected.
+ToolChoice parse_tool_choice(const nlohmann::json& body, const std::string& text);
+
+// The assistant message's `tool_calls` (one call, whose `id` is given) of a forced call's
+// generated `text`. Null when "required" was cut short (by max_tokens) before its text was a
+// whole call: the name and the arguments cannot then be told apart, and the answer carries the
+// text as content. A named call cut short carries its arguments as far as they were written,
+// as OpenAI's does.
+nlohmann::json tool_calls_json(const ToolChoice& t, const std::string& text, const std::string& id);
+
+}  // namespace weft::serve
