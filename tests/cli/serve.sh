@@ -133,6 +133,11 @@ call=$(jq -c '.choices[0].message.tool_calls[0].function' <<<"$req")
       jq -r .arguments <<<"$call" | jq -e '(keys_unsorted == ["city", "celsius"]) and (.celsius | type == "boolean") and ([.city] | inside(["Paris", "Rome"]))' >/dev/null; }; } &&
   [ "$reqs" = "$call" ] \
   && ok "tool_choice required: $call, streamed whole alike" || bad "tool_choice required: $req / stream $reqs"
+# A stop string that cuts the call leaves text, not a call: finish "stop", the text as content.
+rcut=$(post chat/completions '{"messages":[{"role":"user","content":"Weather?"}],"max_tokens":80,"temperature":0,'"$TOOLS"',"tool_choice":"required","stop":"arguments"}')
+[ "$(jq -r '.choices[0].finish_reason + " " + (.choices[0].message.tool_calls|tostring)' <<<"$rcut")" = "stop null" ] &&
+  [[ "$(jq -r .choices[0].message.content <<<"$rcut")" == '{"name":'* ]] \
+  && ok "a call cut by a stop string: $(jq -c .choices[0].message.content <<<"$rcut") as content" || bad "cut call: $rcut"
 parts=$(post chat/completions '{"messages":[{"role":"user","content":[{"type":"text","text":"Hello"}]}],"max_tokens":5,"temperature":0}')
 conv=$(post chat/completions '{"messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Rome\",\"celsius\":true}"}}]},{"role":"tool","tool_call_id":"c1","content":"21"}],"max_tokens":1,'"$TOOLS"',"tool_choice":"none"}')
 [ "$(jq -c .choices[0].message <<<"$parts")" = "$(jq -c .choices[0].message <<<"$c")" ] &&

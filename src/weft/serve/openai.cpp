@@ -488,13 +488,18 @@ void tool_call_choice(const ApiRequest& r, size_t c, const Update& u, ChoiceSent
                       const std::string& text, json& choice) {
     const std::string id = fmt::format("call_{}_{}", r.call_id, c);
     const bool required = r.tools.kind == ToolChoice::Kind::kRequired;
-    if (u.done() && u.finish_reason == "stop" && required) choice["finish_reason"] = "tool_calls";
+    // A whole call of "required" (not one a stop string cut) finishes as "tool_calls".
+    auto finished = [&](const json& calls) {
+        if (required && !calls.is_null() && u.finish_reason == "stop")
+            choice["finish_reason"] = "tool_calls";
+    };
     if (!r.stream) {
         const json calls = tool_calls_json(r.tools, text, id);
         choice["message"] =
             calls.is_null()
                 ? json{{"role", "assistant"}, {"content", text}}
                 : json{{"role", "assistant"}, {"content", nullptr}, {"tool_calls", calls}};
+        if (u.done()) finished(calls);
         return;
     }
     json delta = json::object();
@@ -508,6 +513,7 @@ void tool_call_choice(const ApiRequest& r, size_t c, const Update& u, ChoiceSent
         s.held += text;
         if (u.done()) {
             json calls = tool_calls_json(r.tools, s.held, id);
+            finished(calls);
             if (calls.is_null()) {
                 delta["content"] = s.held;
             } else {
