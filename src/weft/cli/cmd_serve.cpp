@@ -30,6 +30,7 @@ struct ServeArgs {
     std::string dtype = "fp32";
     int tp = 1;
     bool spec_vocab_given = false;  // --spec-vocab was on the command line
+    std::string tool_call_parser = "none";
 };
 
 // The name clients give as "model": the last component of the path the user named.
@@ -97,7 +98,7 @@ void serve(ServeArgs& a) {
         cfg, m.model->layout(), m.params.data(), [&tok](int32_t t) { return tok->decode_token(t); },
         a.engine, std::move(draft), engine_tp);
     const serve::ApiContext ctx{model_name(a.ckpt.empty() ? a.model_dir : a.ckpt), *tok, engine,
-                                chat};
+                                chat, a.tool_call_parser};
     serve::HttpFront front(ctx, engine, a.front);
     const int port = front.bind();
 
@@ -123,7 +124,10 @@ void serve(ServeArgs& a) {
         a.dtype, tp.size(), threads, a.engine.kv_blocks, a.engine.block_tokens,
         a.engine.kv_blocks * a.engine.block_tokens, a.engine.slots, a.engine.batch_tokens,
         a.engine.spec.kind, a.front.host, port);
-    fmt::print("weft serve: chat template: {}\n", chat.description);
+    fmt::print("weft serve: chat template: {}; tool calls: {}\n", chat.description,
+               a.tool_call_parser == "none" ? "forced only (tool_choice \"auto\" needs "
+                                              "--tool-call-parser)"
+                                            : a.tool_call_parser + " (tool_choice \"auto\")");
     std::fflush(stdout);
     engine.run(drained);
     http.join();
@@ -156,6 +160,13 @@ void add_serve_command(CLI::App& app) {
     add_speculation_options(c, a->engine.spec);
     add_spec_vocab_options(c, a->engine.spec);
     add_tp_option(c, a->tp);
+    c->add_option("--tool-call-parser", a->tool_call_parser,
+                  "How a chat's tool calls are read out of the model's text when the request "
+                  "leaves the choice to it (tool_choice \"auto\"): hermes (<tool_call>{\"name\": "
+                  "..., \"arguments\": ...}</tool_call>, the format of Qwen2.5, Hermes and "
+                  "SmolLM3's templates), or none (\"auto\" is refused)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"none", "hermes"}));
     c->add_option("--threads", a->threads,
                   "OpenMP threads (0: OMP_NUM_THREADS, else the node's cores)")
         ->capture_default_str();

@@ -8,6 +8,7 @@
 
 #include "weft/core/error.hpp"
 #include "weft/serve/chat_messages.hpp"
+#include "weft/serve/hermes_calls.hpp"
 
 namespace weft::serve {
 
@@ -393,7 +394,7 @@ ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& c
     q.stop = stop_strings(body);
     q.logit_bias = logit_bias(body, ctx);
     json_mode(body, text, q);
-    if (chat) r.tools = parse_tool_choice(body, text);
+    if (chat) r.tools = parse_tool_choice(body, text, ctx.tool_call_parser);
     if (r.tools.forced()) {
         if (q.json_object)
             throw invalid(fmt::format("'tool_choice' {} forces a call, whose text is its "
@@ -404,6 +405,8 @@ ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& c
                           "tool_choice");
         q.json_object = true;
         q.json_schema = r.tools.schema;
+    }
+    if (r.tools.kind != ToolChoice::Kind::kNone) {
         std::random_device random;
         r.call_id = fmt::format("{:08x}{:08x}", random(), random());
     }
@@ -525,6 +528,52 @@ void tool_call_choice(const ApiRequest& r, size_t c, const Update& u, ChoiceSent
     choice["delta"] = delta;
 }
 
+// Under "auto" the model's own calls (hermes_calls.hpp) read out of its text: the text before
+// them is the content, and a text with calls finishes as "tool_calls". Streamed, content goes
+// out as it comes up to where a call could begin; the calls, read once the text is whole, go
+// out in the last delta.
+void auto_call_choice(const ApiRequest& r, size_t c, const Update& u, ChoiceSent& s,
+                      const std::string& text, json& choice) {
+    auto calls_json = [&](const HermesText& h) {
+        json calls = json::array();
+        for (size_t k = 0; k < h.calls.size(); ++k)
+            calls.push_back(
+                {{"id", fmt::format("call_{}_{}_{}", r.call_id, c, k)},
+                 {"type", "function"},
+                 {"function", {{"name", h.calls[k].name}, {"arguments", h.calls[k].arguments}}}});
+        if (u.finish_reason == "stop") choice["finish_reason"] = "tool_calls";
+        return calls;
+    };
+    if (!r.stream) {
+        const HermesText h = parse_hermes(text, r.tools.names);
+        if (h.calls.empty()) {
+            choice["message"] = {{"role", "assistant"}, {"content", text}};
+            return;
+        }
+        choice["message"] = {
+            {"role", "assistant"},
+            {"content", only_whitespace(h.content) ? json(nullptr) : json(h.content)},
+            {"tool_calls", calls_json(h)}};
+        return;
+    }
+    json delta = json::object();
+    if (s.first) delta["role"] = "assistant";
+    s.held += text;
+    size_t upto = u.done() ? s.held.size() : hermes_content_bytes(s.held);
+    if (u.done()) {
+        const HermesText h = parse_hermes(s.held, r.tools.names);
+        if (!h.calls.empty()) {
+            upto = h.content_end;
+            json calls = calls_json(h);
+            for (size_t k = 0; k < calls.size(); ++k) calls[k]["index"] = k;
+            delta["tool_calls"] = calls;
+        }
+    }
+    if (upto > s.released) delta["content"] = s.held.substr(s.released, upto - s.released);
+    s.released = std::max(s.released, upto);
+    choice["delta"] = delta;
+}
+
 json choice_json(const ApiRequest& r, size_t c, const Update& u, ChoiceSent& s,
                  const ApiContext& ctx) {
     std::string text = u.text;
@@ -534,6 +583,8 @@ json choice_json(const ApiRequest& r, size_t c, const Update& u, ChoiceSent& s,
                    {"finish_reason", finish(u)}};
     if (r.chat && r.tools.forced()) {
         tool_call_choice(r, c, u, s, text, choice);
+    } else if (r.chat && r.tools.kind == ToolChoice::Kind::kAuto) {
+        auto_call_choice(r, c, u, s, text, choice);
     } else if (r.stream && r.chat) {
         json delta = {{"content", text}};
         if (s.first) delta["role"] = "assistant";

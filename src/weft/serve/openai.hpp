@@ -25,6 +25,9 @@ struct ApiContext {
     const data::Tokenizer& tok;
     const Engine& engine;
     const ChatFormat& chat;  // how /v1/chat/completions turns messages into a prompt
+    // How tool calls are read out of a chat's text under tool_choice "auto": "hermes"
+    // (hermes_calls.hpp), or "none" (then "auto" is refused).
+    std::string tool_call_parser = "none";
 };
 
 struct ApiRequest {
@@ -53,7 +56,10 @@ struct ChoiceSent {
     int64_t offset = 0;  // bytes of the tokens whose log-probabilities were sent
     int64_t prompt_tokens = 0, completion_tokens = 0;  // its latest counts, for the usage
     bool done = false;
-    std::string held;  // the text of a "required" tool call, streamed once whole
+    // The text of a "required" tool call, streamed once whole; under "auto", the whole text so
+    // far, of which `released` bytes went out as content.
+    std::string held;
+    size_t released = 0;
 };
 // Whether every choice has sent its last chunk.
 bool all_sent(const std::vector<ChoiceSent>& sent);

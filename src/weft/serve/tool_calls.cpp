@@ -36,7 +36,7 @@ ojson parameters_of(const ojson& function) {
 
 }  // namespace
 
-ToolChoice parse_tool_choice(const json& body, const std::string& text) {
+ToolChoice parse_tool_choice(const json& body, const std::string& text, const std::string& parser) {
     ToolChoice t;
     auto tools_it = body.find("tools");
     const bool any = tools_it != body.end() && !tools_it->is_null() &&
@@ -92,18 +92,24 @@ ToolChoice parse_tool_choice(const json& body, const std::string& text) {
         }
     }
     t.tools = body["tools"];
+    t.names = names;
     if (choice == "none") return t;
     if (choice == "required") {
         t.kind = ToolChoice::Kind::kRequired;
         t.schema = std::make_shared<const JsonSchema>(JsonSchema::one_call_of(names, parameters));
         return t;
     }
+    if (choice == "auto" && parser != "none") {
+        t.kind = ToolChoice::Kind::kAuto;
+        return t;
+    }
     if (choice == "auto")
         throw tool_error(
             fmt::format("'tool_choice' \"auto\"{} is not supported by this server: whether to "
-                        "call is written in each model's own format, which it does not parse "
-                        "(expected \"none\", \"required\", or {{\"type\": \"function\", "
-                        "\"function\": {{\"name\": ...}}}} naming one of {})",
+                        "call is written in each model's own format, which it parses only when "
+                        "started with --tool-call-parser (expected \"none\", \"required\", or "
+                        "{{\"type\": \"function\", \"function\": {{\"name\": ...}}}} naming one of "
+                        "{})",
                         choice_it == body.end() || choice_it->is_null()
                             ? " (the default with 'tools')"
                             : "",

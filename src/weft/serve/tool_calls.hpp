@@ -4,32 +4,36 @@
 // one of the tools) is generated under structured outputs (json_schema.hpp), so that its
 // arguments are always an instance of the function's parameters, as vLLM serves these two; with
 // "none" the tools reach the chat template only. "auto", where the model itself decides whether
-// to call, would need a parser of each model's own call format (vLLM's --tool-call-parser) and
-// is refused by name.
+// to call, needs a parser of the model's own call format (`weft serve --tool-call-parser
+// hermes`, as vLLM's flag of that name): without one it is refused by name.
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "weft/serve/json_schema.hpp"
 
 namespace weft::serve {
 
 struct ToolChoice {
-    enum class Kind : uint8_t { kNone, kNamed, kRequired };
+    enum class Kind : uint8_t { kNone, kNamed, kRequired, kAuto };
     Kind kind = Kind::kNone;
-    std::string name;  // kNamed: the function
+    std::string name;                // kNamed: the function
+    std::vector<std::string> names;  // every function's, in order
     // The tools as sent, for the chat template's `tools` (null: none sent).
     nlohmann::json tools;
     // What a forced call writes: kNamed its arguments object; kRequired {"name": ...,
     // "arguments": {...}}.
     std::shared_ptr<const JsonSchema> schema;
-    bool forced() const { return kind != Kind::kNone; }
+    bool forced() const { return kind == Kind::kNamed || kind == Kind::kRequired; }
 };
 
 // From a chat body's `tools` and `tool_choice`; `text` is the body as sent (a schema's properties
-// are written in its order). Throws ApiError naming the field, the value and what was expected.
-ToolChoice parse_tool_choice(const nlohmann::json& body, const std::string& text);
+// are written in its order); `parser` the server's --tool-call-parser ("none": "auto" is
+// refused). Throws ApiError naming the field, the value and what was expected.
+ToolChoice parse_tool_choice(const nlohmann::json& body, const std::string& text,
+                             const std::string& parser);
 
 // The assistant message's `tool_calls` (one call, whose `id` is given) of a forced call's
 // generated `text`. Null when "required" was cut short (by max_tokens) before its text was a
