@@ -16,6 +16,9 @@ namespace {
 struct Default {
     const char* name;
     const char* source;
+    // The template writes an assistant's tool calls and the tools itself (else ChatFormat
+    // writes the calls into the content, and the tools are not shown).
+    bool renders_tools = false;
 };
 constexpr Default kSimple = {
     "simple",
@@ -27,11 +30,28 @@ constexpr Default kLlama3 = {
     R"('<|end_header_id|>\n\n' + message.content | trim + '<|eot_id|>' }}{% endfor %})"
     R"({% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }})"
     R"({% endif %})"};
+// With tools, as Qwen2.5 Instruct's template shows them (a system turn listing them, calls in
+// Hermes' <tool_call> blocks, results as <tool_response> in a user turn): the format that
+// --tool-call-parser hermes reads back.
 constexpr Default kChatML = {
     "ChatML",
-    R"({% for message in messages %}{{ '<|im_start|>' + message.role + '\n' + message.content + )"
-    R"('<|im_end|>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }})"
-    R"({% endif %})"};
+    R"({% if tools %}{{ '<|im_start|>system\n' }}{% if messages[0].role == 'system' %})"
+    R"({{ messages[0].content + '\n\n' }}{% endif %}{{ '# Tools\n\nYou may call one or more )"
+    R"(functions to assist with the user query.\n\nYou are provided with function signatures )"
+    R"(within <tools></tools> XML tags:\n<tools>' }}{% for tool in tools %}{{ '\n' + tool | )"
+    R"(tojson }}{% endfor %}{{ '\n</tools>\n\nFor each function call, return a json object )"
+    R"(with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n)"
+    R"({"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n' }})"
+    R"({% endif %}{% for message in messages %}{% if message.role == 'system' and tools and )"
+    R"(loop.first %}{% elif message.tool_calls %}{{ '<|im_start|>assistant' }}{% if )"
+    R"(message.content %}{{ '\n' + message.content }}{% endif %}{% for call in )"
+    R"(message.tool_calls %}{{ '\n<tool_call>\n{"name": "' + call.function.name + )"
+    R"('", "arguments": ' + call.function.arguments | tojson + '}\n</tool_call>' }}{% endfor %})"
+    R"({{ '<|im_end|>\n' }}{% elif message.role == 'tool' %}{{ '<|im_start|>user\n)"
+    R"(<tool_response>\n' + message.content + '\n</tool_response><|im_end|>\n' }}{% else %})"
+    R"({{ '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' }}{% endif %})"
+    R"({% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %})",
+    true};
 
 bool has_tokens(const data::Tokenizer& tok, std::initializer_list<const char*> names) {
     for (const char* n : names)
@@ -67,7 +87,7 @@ std::string template_text(const json& t, const fs::path& config) {
 }  // namespace
 
 std::string ChatFormat::render(const json& messages, const json& tools) const {
-    if (!family_default) return tmpl.render({messages, true, bos_token, eos_token, tools});
+    if (!calls_as_content) return tmpl.render({messages, true, bos_token, eos_token, tools});
     json shown = messages;
     for (json& m : shown) {
         if (!m.contains("tool_calls")) continue;
@@ -92,7 +112,7 @@ ChatFormat choose_chat_format(const fs::path& tokenizer, const std::string& fami
                           "",
                           fmt::format("family default, {} ({})", fallback.name, why),
                           std::move(warning),
-                          true};
+                          !fallback.renders_tools};
     };
     if (tokenizer.empty()) return family_format("GPT-2's tokenizer files have no chat template");
     std::error_code ec;

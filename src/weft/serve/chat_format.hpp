@@ -21,13 +21,12 @@ struct ChatFormat {
     // failed on a plain conversation): a warning line; empty otherwise.
     std::string warning;
 
-    // The family's default rather than the model's template (which cannot show tool calls).
-    bool family_default = false;
+    // A family default that shows no tool calls (weft's simple one, Llama 3's): an assistant's
+    // calls are written into its content, one JSON object of name and arguments per line.
+    bool calls_as_content = false;
 
     // The prompt of `messages` (as chat_messages.hpp gives them) and `tools` (null: none), with
-    // the generation prompt. A family default writes an assistant's tool calls into its content,
-    // one JSON object of name and arguments per line. TemplateRaised when the template refuses
-    // the conversation.
+    // the generation prompt. TemplateRaised when the template refuses the conversation.
     std::string render(const nlohmann::json& messages, const nlohmann::json& tools = nullptr) const;
 };
 

@@ -266,6 +266,30 @@ TEST(ChatTemplate, ToolCallsAndTheirResults) {
               "{\"city\":\"Rome\"}}\ntool: 21 C\n");
     EXPECT_THROW(chat_messages(json::parse(R"([{"role": "assistant", "content": null}])")),
                  ApiError);
+
+    // The ChatML default shows the tools and the calls as Qwen2.5's template does, in the format
+    // --tool-call-parser hermes reads; without tools it is plain ChatML (SmolLMIsChatML).
+    const fs::path q = tokenizer_dir("qwen2", {}, json{{"eos_token", "<|im_end|>"}});
+    const data::HfTokenizer tok = data::HfTokenizer::load(q / "tokenizer.json");
+    const ChatFormat chatml = choose_chat_format(q, "qwen2", tok);
+    EXPECT_FALSE(chatml.calls_as_content);
+    json with_system = m;
+    with_system.insert(with_system.begin(), json{{"role", "system"}, {"content", "Be brief."}});
+    EXPECT_EQ(
+        chatml.render(with_system, tools),
+        "<|im_start|>system\nBe brief.\n\n# Tools\n\nYou may call one or more functions to "
+        "assist with the user query.\n\nYou are provided with function signatures within "
+        "<tools></tools> XML tags:\n<tools>\n{\"function\": {\"name\": \"get_weather\", "
+        "\"parameters\": {}}, \"type\": \"function\"}\n</tools>\n\nFor each function call, "
+        "return a json object with function name and arguments within <tool_call></tool_call> "
+        "XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+        "<args-json-object>}\n</tool_call><|im_end|>\n"
+        "<|im_start|>user\nWeather\nin Rome?<|im_end|>\n"
+        "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+        "{\"city\": \"Rome\"}}\n</tool_call><|im_end|>\n"
+        "<|im_start|>user\n<tool_response>\n21 C\n</tool_response><|im_end|>\n"
+        "<|im_start|>assistant\n");
+    EXPECT_EQ(chatml.render(chat(true)), render(kSmolLM, chat(true)));
 }
 
 }  // namespace
