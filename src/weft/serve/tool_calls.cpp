@@ -26,6 +26,14 @@ bool valid_function_name(const std::string& n) {
     });
 }
 
+// {"type": "function", "function": {"name": "...", ...}}: a tool, and a tool_choice naming one.
+template <class J>
+bool names_a_function(const J& v) {
+    return v.is_object() && v.value("type", J()) == "function" && v.contains("function") &&
+           v["function"].is_object() && v["function"].contains("name") &&
+           v["function"]["name"].is_string();
+}
+
 // A function without `parameters` takes none: its arguments are {}.
 ojson parameters_of(const ojson& function) {
     auto it = function.find("parameters");
@@ -62,11 +70,7 @@ ToolChoice parse_tool_choice(const json& body, const std::string& text, const st
     std::vector<ojson> parameters;
     for (size_t i = 0; i < tools.size(); ++i) {
         const ojson& tool = tools[i];
-        const bool shaped = tool.is_object() && tool.value("type", ojson()) == "function" &&
-                            tool.contains("function") && tool["function"].is_object() &&
-                            tool["function"].contains("name") &&
-                            tool["function"]["name"].is_string();
-        if (!shaped)
+        if (!names_a_function(tool))
             throw tool_error(fmt::format("'tools'[{}] must be {{\"type\": \"function\", "
                                          "\"function\": {{\"name\": ..., \"parameters\": ...}}}}, "
                                          "got {}",
@@ -115,11 +119,7 @@ ToolChoice parse_tool_choice(const json& body, const std::string& text, const st
                             : "",
                         json(names).dump()),
             "tool_choice", "unsupported_parameter");
-    const bool named = choice.is_object() && choice.value("type", json()) == "function" &&
-                       choice.contains("function") && choice["function"].is_object() &&
-                       choice["function"].contains("name") &&
-                       choice["function"]["name"].is_string();
-    if (!named)
+    if (!names_a_function(choice))
         throw tool_error(fmt::format("'tool_choice' must be \"none\", \"required\" or {{\"type\": "
                                      "\"function\", \"function\": {{\"name\": ...}}}}, got {}",
                                      choice.dump()),
