@@ -8,7 +8,6 @@
 
 #include "weft/core/error.hpp"
 #include "weft/serve/chat_messages.hpp"
-#include "weft/serve/hermes_calls.hpp"
 
 namespace weft::serve {
 
@@ -483,97 +482,6 @@ ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& c
 
 namespace {
 
-// A forced tool call's message, or its stream's delta. A named call streams its arguments as
-// they come; "required" holds its text until the call is whole, since its name comes first
-// and is known only when it is written out. Its finish is "tool_calls" ("required"), or "stop"
-// (a named function, as OpenAI answers a call it forced), unless max_tokens cut it.
-void tool_call_choice(const ApiRequest& r, size_t c, const Update& u, ChoiceSent& s,
-                      const std::string& text, json& choice) {
-    const std::string id = fmt::format("call_{}_{}", r.call_id, c);
-    const bool required = r.tools.kind == ToolChoice::Kind::kRequired;
-    // A whole call of "required" (not one a stop string cut) finishes as "tool_calls".
-    auto finished = [&](const json& calls) {
-        if (required && !calls.is_null() && u.finish_reason == "stop")
-            choice["finish_reason"] = "tool_calls";
-    };
-    if (!r.stream) {
-        const json calls = tool_calls_json(r.tools, text, id);
-        choice["message"] =
-            calls.is_null()
-                ? json{{"role", "assistant"}, {"content", text}}
-                : json{{"role", "assistant"}, {"content", nullptr}, {"tool_calls", calls}};
-        if (u.done()) finished(calls);
-        return;
-    }
-    json delta = json::object();
-    if (s.first) delta["role"] = "assistant", delta["content"] = nullptr;
-    if (!required) {
-        json call = {{"index", 0}, {"function", {{"arguments", text}}}};
-        if (s.first)
-            call["id"] = id, call["type"] = "function", call["function"]["name"] = r.tools.name;
-        delta["tool_calls"] = json::array({call});
-    } else {
-        s.held += text;
-        if (u.done()) {
-            json calls = tool_calls_json(r.tools, s.held, id);
-            finished(calls);
-            if (calls.is_null()) {
-                delta["content"] = s.held;
-            } else {
-                calls[0]["index"] = 0;
-                delta["tool_calls"] = calls;
-            }
-        }
-    }
-    choice["delta"] = delta;
-}
-
-// Under "auto" the model's own calls (hermes_calls.hpp) read out of its text: the text before
-// them is the content, and a text with calls finishes as "tool_calls". Streamed, content goes
-// out as it comes up to where a call could begin; the calls, read once the text is whole, go
-// out in the last delta.
-void auto_call_choice(const ApiRequest& r, size_t c, const Update& u, ChoiceSent& s,
-                      const std::string& text, json& choice) {
-    auto calls_json = [&](const HermesText& h) {
-        json calls = json::array();
-        for (size_t k = 0; k < h.calls.size(); ++k)
-            calls.push_back(
-                {{"id", fmt::format("call_{}_{}_{}", r.call_id, c, k)},
-                 {"type", "function"},
-                 {"function", {{"name", h.calls[k].name}, {"arguments", h.calls[k].arguments}}}});
-        if (u.finish_reason == "stop") choice["finish_reason"] = "tool_calls";
-        return calls;
-    };
-    if (!r.stream) {
-        const HermesText h = parse_hermes(text, r.tools.names);
-        if (h.calls.empty()) {
-            choice["message"] = {{"role", "assistant"}, {"content", text}};
-            return;
-        }
-        choice["message"] = {
-            {"role", "assistant"},
-            {"content", only_whitespace(h.content) ? json(nullptr) : json(h.content)},
-            {"tool_calls", calls_json(h)}};
-        return;
-    }
-    json delta = json::object();
-    if (s.first) delta["role"] = "assistant";
-    s.held += text;
-    size_t upto = u.done() ? s.held.size() : hermes_content_bytes(s.held);
-    if (u.done()) {
-        const HermesText h = parse_hermes(s.held, r.tools.names);
-        if (!h.calls.empty()) {
-            upto = h.content_end;
-            json calls = calls_json(h);
-            for (size_t k = 0; k < calls.size(); ++k) calls[k]["index"] = k;
-            delta["tool_calls"] = calls;
-        }
-    }
-    if (upto > s.released) delta["content"] = s.held.substr(s.released, upto - s.released);
-    s.released = std::max(s.released, upto);
-    choice["delta"] = delta;
-}
-
 json choice_json(const ApiRequest& r, size_t c, const Update& u, ChoiceSent& s,
                  const ApiContext& ctx) {
     std::string text = u.text;
@@ -581,10 +489,8 @@ json choice_json(const ApiRequest& r, size_t c, const Update& u, ChoiceSent& s,
     json choice = {{"index", c},
                    {"logprobs", logprobs_json(r, scored_tokens(r, c, u, s), s, ctx)},
                    {"finish_reason", finish(u)}};
-    if (r.chat && r.tools.forced()) {
-        tool_call_choice(r, c, u, s, text, choice);
-    } else if (r.chat && r.tools.kind == ToolChoice::Kind::kAuto) {
-        auto_call_choice(r, c, u, s, text, choice);
+    if (r.chat && r.tools.kind != ToolChoice::Kind::kNone) {
+        tool_choice_json(r, c, u, s, text, choice);
     } else if (r.stream && r.chat) {
         json delta = {{"content", text}};
         if (s.first) delta["role"] = "assistant";
