@@ -378,6 +378,10 @@ djs=$(post completions '{"prompt":"ROMEO:","max_tokens":32,"temperature":0,"resp
   [ "$(jq -c .choices <<<"$drep")" = "$(jq -c .choices <<<"$rep15")" ] && [ "$(jq -c .choices <<<"$djs")" = "$(jq -c .choices <<<"$js")" ] \
   && ok "--spec draft: penalties, repetition_penalty, logit_bias and JSON mode give the tokens and logprobs of the server without" \
   || bad "--spec draft with penalties: $dpen / $dnb"
+# A "required" call (each verify row masked by the function its path names) is the same call.
+dreq=$(post chat/completions '{"messages":[{"role":"user","content":"Weather?"}],"max_tokens":80,"temperature":0,'"$TOOLS"',"tool_choice":"required"}')
+[ "$(jq -c '.choices[0] | [.finish_reason, .message.tool_calls[0].function]' <<<"$dreq")" = "$(jq -c '.choices[0] | [.finish_reason, .message.tool_calls[0].function]' <<<"$req")" ] \
+  && ok "--spec draft: tool_choice required gives the call of the server without" || bad "--spec draft required: $dreq / $req"
 kill -TERM $pid
 wait $pid || bad "--spec draft server: exit $?: $(cat draft.err)"
 finish
