@@ -87,6 +87,10 @@ class KvPool {
     uint16_t* v16(const BlockTable& table, int layer, int64_t pos, int64_t head) {
         return half_.data() + at(table, layer, pos, 1, head);
     }
+    // Within a block, position p + 1's keys (values) of a head follow position p's: k(table,
+    // layer, p + i, head) is k(table, layer, p, head) + i * head_size() while p + i stays in p's
+    // block. The address of each position costs a division; a run of them, one.
+
     // Copies the keys and values of `layer` at position `from` to position `to`.
     void copy_position(const BlockTable& table, int layer, int64_t from, int64_t to);
 

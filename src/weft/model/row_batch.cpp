@@ -134,18 +134,16 @@ void attend_rows(float* out, const float* qkv, int64_t ld, const RowBatch& b, Kv
     auto task = [&](int64_t t) {
         // Kept between calls: a decode step calls this once a layer.
         thread_local std::vector<float> scores;
-        thread_local std::vector<int64_t> slots;  // the positions (slots) a row attends to
+        thread_local std::vector<int64_t> slots;  // a tree path's slots (below)
         thread_local std::vector<const float*> keys, values;
         thread_local std::vector<const uint16_t*> keys16, values16;
         const int64_t row = t / NKV, g = t % NKV, pos = b.positions[size_t(row)];
         const RowSeq& s = *seq_of[size_t(row)];
         const BlockTable& table = *s.table;
+        // Under a tree of guesses, the slots of the path from the row up to row 0 (positions
+        // pos0 to pos), written from the end; the positions before are their own slots.
         slots.resize(size_t(pos + 1));
-        if (s.parents.empty()) {
-            for (int64_t j = 0; j <= pos; ++j) slots[size_t(j)] = j;
-        } else {
-            for (int64_t j = 0; j < s.pos0; ++j) slots[size_t(j)] = j;
-            // The path from the row up to row 0, written from the end (its depth + 1 slots).
+        if (!s.parents.empty()) {
             int64_t at = pos;
             for (int64_t i = row - s.row0; i >= 0; i = s.parents[size_t(i)])
                 slots[size_t(at--)] = s.pos0 + i;
@@ -158,7 +156,21 @@ void attend_rows(float* out, const float* qkv, int64_t ld, const RowBatch& b, Kv
         auto gather = [&](auto& ks, auto& vs, auto k_at, auto v_at) {
             ks.resize(size_t(n));
             vs.resize(size_t(n));
-            for (int64_t j = 0; j < n; ++j) {
+            // The prefix's slots are its positions: a block's addresses from its first one
+            // (KvPool's runs), rather than a division each (after a long prompt the gather was
+            // a twentieth of a decode step). Then a tree's path, slot by slot.
+            const int64_t run_end = s.parents.empty() ? n : s.pos0, bt = kv.block_tokens();
+            int64_t j = 0;
+            while (j < run_end) {
+                const int64_t end = std::min(run_end, (j / bt + 1) * bt);
+                const auto k0 = k_at(j), v0 = v_at(j);
+                for (int64_t i = j; i < end; ++i) {
+                    ks[size_t(i)] = k0 + (i - j) * HS;
+                    vs[size_t(i)] = v0 + (i - j) * HS;
+                }
+                j = end;
+            }
+            for (; j < n; ++j) {
                 ks[size_t(j)] = k_at(slots[size_t(j)]);
                 vs[size_t(j)] = v_at(slots[size_t(j)]);
             }
