@@ -97,6 +97,8 @@ void serve(ServeArgs& a) {
     serve::Engine engine(
         cfg, m.model->layout(), m.params.data(), [&tok](int32_t t) { return tok->decode_token(t); },
         a.engine, std::move(draft), engine_tp);
+    // Before the port opens: the first request then finds the weights packed.
+    const double warm_s = engine.warm_up();
     const serve::ApiContext ctx{model_name(a.ckpt.empty() ? a.model_dir : a.ckpt), *tok, engine,
                                 chat, a.tool_call_parser};
     serve::HttpFront front(ctx, engine, a.front);
@@ -124,6 +126,7 @@ void serve(ServeArgs& a) {
         a.dtype, tp.size(), threads, a.engine.kv_blocks, a.engine.block_tokens,
         a.engine.kv_blocks * a.engine.block_tokens, a.engine.slots, a.engine.batch_tokens,
         a.engine.spec.kind, a.front.host, port);
+    fmt::print("weft serve: warm-up forward {:.2f} s\n", warm_s);
     fmt::print("weft serve: chat template: {}; tool calls: {}\n", chat.description,
                a.tool_call_parser == "none" ? "forced only (tool_choice \"auto\" needs "
                                               "--tool-call-parser)"

@@ -124,6 +124,20 @@ Engine::Engine(const model::ModelConfig& cfg, const model::ParamLayout& layout, 
 
 Engine::~Engine() = default;
 
+double Engine::warm_up() {
+    const auto t0 = std::chrono::steady_clock::now();
+    model::BlockTable table;
+    WEFT_CHECK(pool_.grow(table, 1), "internal: no KV block free for the warm-up forward");
+    const int32_t token = 0;
+    batch_.clear();
+    batch_.add(std::span<const int32_t>(&token, 1), 0, table, true);
+    if (tp_.announce) tp_.announce(batch_);
+    forward_.run(batch_, pool_);
+    batch_.clear();
+    pool_.release_all(table);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 void Engine::check(const Request& r) const {
     const model::ModelConfig& cfg = config();
     r.o.validate();

@@ -136,6 +136,11 @@ class Engine {
     // Queues checked requests as the choices of one stream (choices[c]'s output as its c-th;
     // each draws by its own Request::choice).
     std::shared_ptr<Stream> submit(std::vector<Request> choices);
+    // One forward of one token, its KV blocks released after: what the model's first forward
+    // does once (its bf16 weights packed into tiles, their pages touched) then is not the first
+    // request's time to first token. Under tp the other ranks run it too (announced as a step).
+    // Returns the seconds it took.
+    double warm_up();
     // One engine step; false when there was nothing to do.
     bool step();
     // Steps until `stop` is set and nothing is running or waiting (a drain).

@@ -175,6 +175,23 @@ TEST_P(ServeEngine, PromptChunksDoNotChangeABit) {
     for (int64_t chunk : {1, 3, 8}) EXPECT_TRUE(same_bits(logits_in_chunks(chunk), whole)) << chunk;
 }
 
+// The warm-up forward leaves nothing behind: its KV blocks free again, and a request after it
+// the tokens and logprob bits `weft sample` gives, in fp32 and bf16.
+TEST_P(ServeEngine, WarmUpLeavesNoTrace) {
+    const model::ModelConfig c = small_config(GetParam());
+    Weights w(c);
+    for (bool bf16 : {false, true}) {
+        EngineOptions o = options(2, 16);
+        o.bf16 = bf16;
+        Engine e(c, w.model->layout(), w.params.data(), piece, o);
+        EXPECT_GE(e.warm_up(), 0.0);
+        EXPECT_EQ(e.stats().kv_blocks_used, 0);
+        const Request r = request(tokens(9, 3, c.vocab_size), 6, 0.8f, 5);
+        expect_as_sampled(c, w, {r}, run_all(e, {e.submit(r)}), bf16);
+        EXPECT_EQ(e.stats().kv_blocks_used, 0);
+    }
+}
+
 // One request alone and among 15 others (greedy and sampled, long and short prompts, joining at
 // different steps) with prompt chunks of 16, 64 and 512: the tokens and logprob bits of `weft
 // sample`'s generate.
