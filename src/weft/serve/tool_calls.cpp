@@ -1,7 +1,6 @@
 #include "weft/serve/tool_calls.hpp"
 
 #include <algorithm>
-#include <set>
 #include <vector>
 
 #include "weft/core/error.hpp"
@@ -33,6 +32,12 @@ bool names_a_function(const J& v) {
     return v.is_object() && v.value("type", J()) == "function" && v.contains("function") &&
            v["function"].is_object() && v["function"].contains("name") &&
            v["function"]["name"].is_string();
+}
+
+// One entry of a message's tool_calls.
+json call_json(const std::string& id, const std::string& name, const std::string& arguments) {
+    return {
+        {"id", id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", arguments}}}};
 }
 
 // A function without `parameters` takes none: its arguments are {}.
@@ -69,6 +74,7 @@ ToolChoice parse_tool_choice(const json& body, const std::string& text, const st
                          "tools", "invalid_type");
     std::vector<std::string> names;
     std::vector<ojson> parameters;
+    std::vector<std::shared_ptr<const JsonSchema>> schemas;
     for (size_t i = 0; i < tools.size(); ++i) {
         const ojson& tool = tools[i];
         if (!names_a_function(tool))
@@ -90,7 +96,7 @@ ToolChoice parse_tool_choice(const json& body, const std::string& text, const st
         names.push_back(name);
         parameters.push_back(parameters_of(f));
         try {  // every function's, called or not: a tool the server could not call is an error
-            JsonSchema check(parameters.back());
+            schemas.push_back(std::make_shared<const JsonSchema>(parameters.back()));
         } catch (const Error& e) {
             throw tool_error(
                 fmt::format("'tools'[{}] (\"{}\")'s parameters: {}", i, name, e.what()), "tools");
@@ -133,7 +139,7 @@ ToolChoice parse_tool_choice(const json& body, const std::string& text, const st
                                      t.name, json(names).dump()),
                          "tool_choice");
     t.kind = ToolChoice::Kind::kNamed;
-    t.schema = std::make_shared<const JsonSchema>(parameters[size_t(at - names.begin())]);
+    t.schema = schemas[size_t(at - names.begin())];
     return t;
 }
 
@@ -145,9 +151,7 @@ json tool_calls_json(const ToolChoice& t, const std::string& text, const std::st
         name = call.at("name").get<std::string>();
         arguments = call.at("arguments").dump();
     }
-    return json::array({{{"id", id},
-                         {"type", "function"},
-                         {"function", {{"name", name}, {"arguments", arguments}}}}});
+    return json::array({call_json(id, name, arguments)});
 }
 
 namespace {
@@ -207,10 +211,8 @@ void auto_call_choice(const ApiRequest& r, size_t c, const Update& u, ChoiceSent
     auto calls_json = [&](const HermesText& h) {
         json calls = json::array();
         for (size_t k = 0; k < h.calls.size(); ++k)
-            calls.push_back(
-                {{"id", fmt::format("call_{}_{}_{}", r.call_id, c, k)},
-                 {"type", "function"},
-                 {"function", {{"name", h.calls[k].name}, {"arguments", h.calls[k].arguments}}}});
+            calls.push_back(call_json(fmt::format("call_{}_{}_{}", r.call_id, c, k),
+                                      h.calls[k].name, h.calls[k].arguments));
         if (u.finish_reason == "stop") choice["finish_reason"] = "tool_calls";
         return calls;
     };
