@@ -7,10 +7,12 @@
 # llama.cpp: the same checkpoint exported to GGUF (F32 and BF16), timed by llamacpp_speed.mjs
 # through node-llama-cpp's prebuilt CPU library. The decode bound is the weights' bytes over the
 # memory bandwidth (the triad of `weft bench rows`, as weft profile). This host's bandwidth moves
-# between about 33 and 49 GB/s from one few seconds to the next (other tenants), so the bound and
+# between about 33 and 59 GB/s from one few seconds to the next (other tenants), so the bound and
 # the decode are taken in the same window, as weft takes a peak: REPS rounds (default 8) of one
 # bandwidth probe then one 128-token decode request, alternated; the bound is of the best probe,
-# the decode the best request's (1000 / its TPOT), and the medians of both are printed too.
+# the decode the best request's (1000 / its TPOT), and the medians of both are printed too. Each
+# round's request also has a probe after it: where the two agree within 10%, the round's decode
+# is printed as a share of the bound at their mean (the window it ran in), and their median.
 set -euo pipefail
 BUILD=${1:?build dir} THREADS=${2:-2} REPS=${REPS:-8}
 source "$(dirname "$0")/lib.sh"
@@ -62,17 +64,31 @@ weft_side() {
   url=$(grep -o "http://[0-9.:]*/v1" serve.out)
   : >decodes
   : >triads
+  : >shares
+  local before after d
+  before=$(bandwidth)
   for _ in $(seq "$REPS"); do
-    bandwidth >>triads
+    echo "$before" >>triads
     "$WEFT" bench serve --url "$url" --requests 1 --rate inf --max-concurrency 1 --prompt-len 8 \
       --output-len 128 --json decode.json >/dev/null
-    decode_speed decode.json >>decodes
+    d=$(decode_speed decode.json)
+    echo "$d" >>decodes
+    # The probe after a request is the next one's before. A round whose two probes differ by
+    # more than a tenth read a window that moved under it: its bound is not known.
+    after=$(bandwidth)
+    awk -v a="$before" -v b="$after" -v d="$d" -v w="$params" -v dt="$1" 'BEGIN {
+      lo = a < b ? a : b; hi = a < b ? b : a
+      if (hi - lo <= 0.1 * hi) printf "%.3f\n", d / ((a + b) / 2 * (dt == "bf16" ? 2e9 : 1e9) / w) }' >>shares
+    before=$after
   done
   "$WEFT" bench serve --url "$url" --requests 4 --rate inf --max-concurrency 1 --prompt-len 512 \
     --output-len 1 --json prompt.json >/dev/null
   kill $pid
   wait $pid || true
-  echo "$1 rounds (triad GB/s, decode tok/s):" $(paste -d/ triads decodes) >&2
+  echo "$1 rounds (triad GB/s before, decode tok/s):" $(paste -d/ triads decodes) >&2
+  echo "$1: $(wc -l <shares) of $REPS rounds read a steady window (probes before and after within" \
+    "10%); their decode as shares of their own bound: $(sort -g shares | tr '\n' ' ')(median" \
+    "$(best_median <shares | awk '{ print $2 }'))" >&2
   echo "$(best_median <decodes) $(best_median <triads) $(prompt_speed prompt.json)"
 }
 
