@@ -156,6 +156,10 @@ HttpFront::HttpFront(const ApiContext& ctx, Engine& engine, FrontOptions o)
     // that many concurrent streams are all in the batch.
     s.new_task_queue = [] { return new httplib::ThreadPool(64); };
     s.set_payload_max_length(m.opt.max_body_bytes);
+    // A streamed token is a small write, and Nagle's algorithm holds it until the client
+    // acknowledges the one before, which a client's delayed ACK can put off by tens of ms over a
+    // network (llama.cpp's server turns it off too; on loopback no difference was measured).
+    s.set_tcp_nodelay(true);
     s.set_pre_routing_handler([&m](const httplib::Request& req, httplib::Response& res) {
         if (m.draining && req.method == "POST") {
             send_error(res, {503, "the server is shutting down (draining the requests in flight)",
