@@ -49,6 +49,10 @@ prompt_speed() { node -p "(512000 / require('$PWD/$1').ttft_ms.median).toFixed(1
 best_median() {
   sort -g | awk '{ v[NR] = $1 } END { printf "%s %.1f\n", v[NR], (v[int((NR + 1) / 2)] + v[int(NR / 2) + 1]) / 2 }'
 }
+# The median of numbers, one a line, to 3 decimals (nothing for none).
+median3() {
+  sort -g | awk '{ v[NR] = $1 } END { if (NR) printf "%.3f", (v[int((NR + 1) / 2)] + v[int(NR / 2) + 1]) / 2 }'
+}
 # The decode bound in tokens/s at a bandwidth: the weights read once a token, 4 or 2 bytes each.
 bound() {  # bound <GB/s> <dtype>
   awk -v b="$1" -v w="$params" -v dt="$2" 'BEGIN { printf "%.1f", b * (dt == "bf16" ? 2e9 : 1e9) / w }'
@@ -88,7 +92,7 @@ weft_side() {
   echo "$1 rounds (triad GB/s before, decode tok/s):" $(paste -d/ triads decodes) >&2
   echo "$1: $(wc -l <shares) of $REPS rounds read a steady window (probes before and after within" \
     "10%); their decode as shares of their own bound: $(sort -g shares | tr '\n' ' ')(median" \
-    "$(best_median <shares | awk '{ print $2 }'))" >&2
+    "$(median3 <shares))" >&2
   echo "$(best_median <decodes) $(best_median <triads) $(prompt_speed prompt.json)"
 }
 
