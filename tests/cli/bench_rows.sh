@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # weft bench rows on a tiny layer set with the peaks given (measuring them takes seconds): a row
 # per dtype and M with its figures, against a given bandwidth or one probed between the passes;
-# bad flags refused.
+# bad flags refused. weft bench bandwidth, the same triad alone: once, and once per input line.
 source "$(dirname "$0")/lib.sh"
 
 shape=(--n-layer 2 --n-embd 64 --kv-dim 32 --hidden 96 --vocab 256 --seconds 0.01
@@ -36,6 +36,18 @@ else
   bad "no probed bandwidth in: $probed"
 fi
 
+once=$("$WEFT" bench bandwidth --seconds 0.01 2>&1)
+grep -qE "^memory bandwidth [1-9][0-9]*\.[0-9] GB/s \(triad, best of 0.01 s; [0-9]+ threads\)$" \
+  <<<"$once" && ok "bench bandwidth once" || bad "bench bandwidth: $once"
+# Three lines in, three figures out, each a positive GB/s alone on its line, nothing else.
+each=$(printf '\n\n\n' | "$WEFT" bench bandwidth --seconds 0.01 --each-line 2>&1)
+if [ "$(grep -cE "^[1-9][0-9]*\.[0-9]$" <<<"$each")" = 3 ] && [ "$(wc -l <<<"$each")" = 3 ]; then
+  ok "bench bandwidth --each-line: one figure a line"
+else
+  bad "bench bandwidth --each-line: $each"
+fi
+
+expect_error "--seconds" "" -- bench bandwidth --seconds 0
 expect_error "--rows" "" -- bench rows "${tiny[@]}" --rows 0
 expect_error "--dtype" "" -- bench rows "${tiny[@]}" --dtype fp16
 expect_error "--seconds" "" -- bench rows "${tiny[@]}" --seconds 0

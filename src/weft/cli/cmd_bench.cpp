@@ -5,8 +5,10 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <limits>
 #include <map>
 #include <memory>
@@ -17,6 +19,7 @@
 #include "weft/cli/layout_options.hpp"
 #include "weft/cli/output_paths.hpp"
 #include "weft/core/error.hpp"
+#include "weft/kernels/best_time.hpp"
 #include "weft/kernels/gemm_peak.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/kernels/matmul_rows_bench.hpp"
@@ -41,6 +44,10 @@ struct RowsArgs {
     std::string dtype = "both";
     double seconds = 1;
     double bandwidth_gbs = 0, fp32_peak = 0, bf16_peak = 0;  // 0: measure
+};
+struct BandwidthArgs {
+    double seconds = 1;
+    bool each_line = false;
 };
 struct TrainArgs {
     train::BenchTrainOptions o;
@@ -226,6 +233,38 @@ void add_bench_command(CLI::App& app) {
                 100 * gflops / peak[p.dtype == "bf16"], gbs, bandwidth_of(p) / 1e9,
                 100 * gbs * 1e9 / bandwidth_of(p),
                 one == single.end() ? "-" : fmt::format("{:.1f}x", tokens / one->second));
+        }
+    });
+
+    auto bw = std::make_shared<BandwidthArgs>();
+    CLI::App* band = c->add_subcommand(
+        "bandwidth",
+        "Memory bandwidth: the triad weft profile and weft bench rows take as the bound of "
+        "reading the weights, GB/s counting the three arrays' bytes");
+    band->add_option("--seconds", bw->seconds, "How long to measure (the best pass counts)")
+        ->check(CLI::Range(0.001, 3600.0))
+        ->capture_default_str();
+    band->add_flag(
+        "--each-line", bw->each_line,
+        "Measure once per line read on standard input, printing GB/s alone, until its end: "
+        "scripts that probe between other work keep one process and its buffers (a process a "
+        "probe allocates and frees them each time, and a virtual machine that reports freed "
+        "memory to its host slows what runs next)");
+    band->callback([bw] {
+        kernels::BandwidthProbe probe;
+        auto best = [&] {
+            double b = 0;
+            kernels::best_time(bw->seconds, [&] { b = std::max(b, probe.once()); });
+            return b / 1e9;
+        };
+        if (!bw->each_line) {
+            fmt::print("memory bandwidth {:.1f} GB/s (triad, best of {} s; {} threads)\n", best(),
+                       bw->seconds, omp_get_max_threads());
+            return;
+        }
+        for (std::string line; std::getline(std::cin, line);) {
+            fmt::print("{:.1f}\n", best());
+            std::fflush(stdout);
         }
     });
 
