@@ -34,11 +34,16 @@ for t in f32 bf16; do
   "$WEFT" export --ckpt "$ckpt" --format gguf --gguf-type $t --tokenizer "$tok" \
     --out smol_$t.gguf >/dev/null
 done
-# One bandwidth probe, GB/s: the best of about 0.3 s of the triad `weft bench rows` runs between
-# its passes (here of one tiny layer, so that the triads are most of the time).
+# One bandwidth probe, GB/s: the best of about 0.3 s of the triad (`weft bench bandwidth`, as
+# weft profile and weft bench rows take it), from one process that keeps its buffers. A process a
+# probe allocated and freed 768 MB each time, and this VM reports freed memory to its host about
+# 1.5 s later, which slowed the decode request then running by about 8% every other round.
+coproc PROBE { "$WEFT" bench bandwidth --seconds 0.3 --each-line; }
 bandwidth() {
-  "$WEFT" bench rows --rows 1 --seconds 0.3 --dtype fp32 --fp32-peak 1 --n-layer 1 --n-embd 64 \
-    --kv-dim 64 --hidden 64 --vocab 64 2>&1 | grep -o "memory bandwidth [0-9.]*" | awk '{ print $3 }'
+  local b
+  echo >&"${PROBE[1]}"
+  read -r b <&"${PROBE[0]}"
+  echo "$b"
 }
 params=$(stat -c %s smol_f32.gguf)  # bytes of the f32 file: the weights, 4 bytes each
 
