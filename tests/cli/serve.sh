@@ -65,6 +65,12 @@ ids=$(post completions '{"prompt":[40,716],"max_tokens":2}')
 m=$(curl -s --max-time 10 -H "Authorization: Bearer $KEY" "$url/v1/models")
 [ "$(jq -r '.data[0].id' <<<"$m")" = run ] && ok "models lists run" || bad "models: $m"
 [ "$(curl -s --max-time 10 "$url/health")" = '{"status":"ok"}' ] && ok "health" || bad "health"
+# The listening socket queues 512 connections, not httplib's 5 (a burst of clients would wait 1 s
+# for a retried handshake). `ss` shows a listening socket's queue size; iproute2 may be absent.
+if command -v ss >/dev/null; then
+  backlog=$(ss -ltnH "sport = :${url##*:}" | awk '{ print $3 }')
+  [ "$backlog" = 512 ] && ok "listen backlog 512" || bad "listen backlog: '$backlog'"
+fi
 
 # Log-probabilities: the chosen tokens', and the N likeliest at each place; greedy's choice is
 # the likeliest of them, with the same log-probability (chat lists them most likely first).

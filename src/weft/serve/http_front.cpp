@@ -1,6 +1,8 @@
 #include "weft/serve/http_front.hpp"
 
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -216,6 +218,37 @@ HttpFront::HttpFront(const ApiContext& ctx, Engine& engine, FrontOptions o)
 
 HttpFront::~HttpFront() = default;
 
+namespace {
+
+// httplib listens with a backlog of 5 pending connections, fixed in Debian's shared library
+// (its CPPHTTPLIB_LISTEN_BACKLOG is read only where the library is built). A burst of clients
+// connecting while the accept thread waits for a core (the engine's threads keep both busy on a
+// small machine) overflows it; Linux drops the handshake and the client retries after 1 s. 16
+// clients at once against --slots 16 on 2 cores: TcpExtListenOverflows rose by 2-10 in half the
+// runs, whose TTFT p99 was 1.1 s against 0.2. llama.cpp's server listens with 512. httplib does
+// not give its socket away, so the listening socket on `port` is found among this process's
+// descriptors and listen() is called again, which on Linux only resizes its queue.
+void deepen_backlog(int port) {
+    constexpr int kBacklog = 512;
+    for (int fd = 0; fd < 4096; ++fd) {
+        int listening = 0;
+        socklen_t len = sizeof listening;
+        if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening)
+            continue;
+        sockaddr_storage addr{};
+        len = sizeof addr;
+        if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) continue;
+        const int bound = addr.ss_family == AF_INET
+                              ? ntohs(reinterpret_cast<const sockaddr_in&>(addr).sin_port)
+                          : addr.ss_family == AF_INET6
+                              ? ntohs(reinterpret_cast<const sockaddr_in6&>(addr).sin6_port)
+                              : -1;
+        if (bound == port) ::listen(fd, kBacklog);
+    }
+}
+
+}  // namespace
+
 int HttpFront::bind() {
     Impl& m = *impl_;
     const int port = m.opt.port == 0
@@ -223,6 +256,7 @@ int HttpFront::bind() {
                          : (m.svr.bind_to_port(m.opt.host, m.opt.port) ? m.opt.port : -1);
     WEFT_CHECK(port > 0, "cannot listen on {}:{} (expected a free port and a local address)",
                m.opt.host, m.opt.port);
+    deepen_backlog(port);
     return port;
 }
 
