@@ -342,9 +342,14 @@ void rows_avx512(float* out, const typename Op::T* x, const typename Op::T* w, c
     // memory gave 45-50 GB/s; now at fp32's (docs/serving.md, "One row in bf16"). A packed
     // weight's one row (bf16 decode) goes further, one chunk a thread up to the byte cap: in the
     // host's fast windows (55-59 GB/s) a decode step's products then take about 3% less time,
-    // fp32's gain nothing (docs/serving.md, "One chunk a thread").
+    // fp32's gain nothing (docs/serving.md, "One chunk a thread"). A few rows (a verify, a few
+    // requests' decode) take 2 chunks a thread, not 8: a chunk's first tiles wait on memory, and
+    // in the fast windows 16 rows over the 135M model's shapes took 0.80x the time in bf16 and
+    // 0.96x in fp32, about 0.92x in the slow ones; 4 rows about the same (docs/serving.md, "Few
+    // rows in few chunks").
     const int64_t widen = Op::kPacked && M == 1 ? 8
                           : one_stream ? 2 * int64_t(sizeof(float) / sizeof(typename Op::T))
+                          : few        ? 4
                                        : 1;
     const int64_t chunk_tiles = std::clamp<int64_t>(widen * tiles / (8 * omp_get_max_threads()), 1,
                                                     widen * 4 * kBlockTiles);
