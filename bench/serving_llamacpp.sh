@@ -2,6 +2,7 @@
 # weft serve side by side with llama.cpp (docs/serving.md, "Side by side with llama.cpp"): the
 # same SmolLM-135M-shaped weights, the same machine and threads, fp32 and bf16.
 #   bench/serving_llamacpp.sh <build dir> [threads]      (default 2 threads)
+# Last, 16 concurrent clients against 1 on one weft serve --slots 16, each dtype.
 # weft: `weft serve` at batch 1 driven by `weft bench serve` (decode: 8-token prompts, 128
 # generated, tokens/s = 1000 / TPOT p50; prompt: 512-token prompts, 1 generated, 512 / TTFT p50).
 # llama.cpp: the same checkpoint exported to GGUF (F32 and BF16), timed by llamacpp_speed.mjs
@@ -102,6 +103,30 @@ weft_side() {
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+
+# clients16 <dtype>: the issue's 16 concurrent clients against batch 1, in the same minute on one
+# `weft serve --slots 16`: 4 requests one at a time, then 32 at 16 at once, 8-token prompts and 64
+# generated. The bandwidth probed just before says which of the host's windows it ran in (a
+# 16-row step gains nothing from the fast one, batch 1 half again).
+clients16() {
+  "$WEFT" serve --ckpt "$ckpt" --tokenizer "$tok" --port 0 --slots 16 --threads "$THREADS" \
+    --dtype "$1" >serve16.out 2>serve16.err &
+  local pid=$! url bw one many
+  for _ in $(seq 600); do grep -q "http://" serve16.out && break; sleep 0.1; done
+  url=$(grep -o "http://[0-9.:]*/v1" serve16.out)
+  bw=$(bandwidth)
+  "$WEFT" bench serve --url "$url" --requests 4 --rate inf --max-concurrency 1 --prompt-len 8 \
+    --output-len 64 --json one.json >/dev/null
+  "$WEFT" bench serve --url "$url" --requests 32 --rate inf --max-concurrency 16 --prompt-len 8 \
+    --output-len 64 --json many.json >/dev/null
+  kill $pid
+  wait $pid || true
+  one=$(node -p "require('$PWD/one.json').output_throughput.toFixed(1)")
+  many=$(node -p "require('$PWD/many.json').output_throughput.toFixed(1)")
+  echo "$1: 16 clients $many tok/s against 1 client's $one: $(ratio "$many" "$one")x (TTFT p99" \
+    "$(node -p "require('$PWD/many.json').ttft_ms.p99.toFixed(0)") ms; triad before $bw GB/s)"
+}
+
 printf "%-5s %-24s %-10s %-10s %-18s %-10s\n" dtype "decode tok/s weft (x)" "of bound" llama.cpp \
   "prompt weft (x)" llama.cpp
 for dtype in fp32 bf16; do
@@ -119,4 +144,5 @@ for dtype in fp32 bf16; do
     "$(awk -v s="$share" 'BEGIN { printf "%.0f%%", 100 * s }')" "$ld" \
     "$wp ($(ratio "$wp" "$lp")x)" "$lp"
 done
+for dtype in fp32 bf16; do clients16 $dtype; done
 echo "load after: $(bench_load)"
