@@ -19,7 +19,6 @@
 #include "weft/cli/layout_options.hpp"
 #include "weft/cli/output_paths.hpp"
 #include "weft/core/error.hpp"
-#include "weft/kernels/best_time.hpp"
 #include "weft/kernels/gemm_peak.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/kernels/matmul_rows_bench.hpp"
@@ -252,18 +251,13 @@ void add_bench_command(CLI::App& app) {
         "memory to its host slows what runs next)");
     band->callback([bw] {
         kernels::BandwidthProbe probe;
-        auto best = [&] {
-            double b = 0;
-            kernels::best_time(bw->seconds, [&] { b = std::max(b, probe.once()); });
-            return b / 1e9;
-        };
         if (!bw->each_line) {
-            fmt::print("memory bandwidth {:.1f} GB/s (triad, best of {} s; {} threads)\n", best(),
-                       bw->seconds, omp_get_max_threads());
+            fmt::print("memory bandwidth {:.1f} GB/s (triad, best of {} s; {} threads)\n",
+                       probe.best(bw->seconds) / 1e9, bw->seconds, omp_get_max_threads());
             return;
         }
         for (std::string line; std::getline(std::cin, line);) {
-            fmt::print("{:.1f}\n", best());
+            fmt::print("{:.1f}\n", probe.best(bw->seconds) / 1e9);
             std::fflush(stdout);
         }
     });

@@ -43,9 +43,12 @@ double BandwidthProbe::once() {
     return 12.0 * double(kElements) / t;
 }
 
+double BandwidthProbe::best(double seconds) {
+    return 12.0 * double(kElements) / best_time(seconds, [&] { once(); });
+}
+
 double measure_memory_bandwidth(double seconds) {
-    BandwidthProbe probe;
-    return 12.0 * double(kElements) / best_time(seconds, [&] { probe.once(); });
+    return BandwidthProbe().best(seconds);
 }
 
 }  // namespace weft::kernels
