@@ -64,18 +64,27 @@ bound() {  # bound <GB/s> <dtype>
   awk -v b="$1" -v w="$params" -v dt="$2" 'BEGIN { printf "%.1f", b * (dt == "bf16" ? 2e9 : 1e9) / w }'
 }
 
+# start_server <dtype> [flags...]: a weft serve on a free loopback port, in the background;
+# sets server_pid and server_url (its /v1) once it has printed its start line.
+start_server() {
+  local dtype=$1
+  shift
+  "$WEFT" serve --ckpt "$ckpt" --tokenizer "$tok" --port 0 --threads "$THREADS" --dtype "$dtype" \
+    "$@" >serve.out 2>serve.err &
+  server_pid=$!
+  for _ in $(seq 600); do grep -q "http://" serve.out && break; sleep 0.1; done
+  server_url=$(grep -o "http://[0-9.:]*/v1" serve.out)
+}
+
 # weft_side <dtype>: through weft serve, REPS rounds of (bandwidth probe, one decode request), then
 # the prompt speed. Prints "decode_best decode_median triad_best triad_median prompt_tok/s".
 weft_side() {
-  "$WEFT" serve --ckpt "$ckpt" --tokenizer "$tok" --port 0 --slots 1 --threads "$THREADS" \
-    --dtype "$1" --batch-tokens 512 >serve.out 2>serve.err &
-  local pid=$! url
-  for _ in $(seq 600); do grep -q "http://" serve.out && break; sleep 0.1; done
-  url=$(grep -o "http://[0-9.:]*/v1" serve.out)
+  start_server "$1" --slots 1 --batch-tokens 512
+  local pid=$server_pid url=$server_url
   : >decodes
   : >triads
   : >shares
-  local before after d
+  local before after d steady
   before=$(bandwidth)
   for _ in $(seq "$REPS"); do
     echo "$before" >>triads
@@ -86,9 +95,10 @@ weft_side() {
     # The probe after a request is the next one's before. A round whose two probes differ by
     # more than a tenth read a window that moved under it: its bound is not known.
     after=$(bandwidth)
-    awk -v a="$before" -v b="$after" -v d="$d" -v w="$params" -v dt="$1" 'BEGIN {
-      lo = a < b ? a : b; hi = a < b ? b : a
-      if (hi - lo <= 0.1 * hi) printf "%.3f\n", d / ((a + b) / 2 * (dt == "bf16" ? 2e9 : 1e9) / w) }' >>shares
+    steady=$(awk -v a="$before" -v b="$after" 'BEGIN {
+      lo = a < b ? a : b; hi = a < b ? b : a; if (hi - lo <= 0.1 * hi) print (a + b) / 2 }')
+    [ -z "$steady" ] ||
+      awk -v d="$d" -v b="$(bound "$steady" "$1")" 'BEGIN { printf "%.3f\n", d / b }' >>shares
     before=$after
   done
   "$WEFT" bench serve --url "$url" --requests 4 --rate inf --max-concurrency 1 --prompt-len 512 \
@@ -109,11 +119,8 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 # generated. The bandwidth probed just before says which of the host's windows it ran in (a
 # 16-row step gains nothing from the fast one, batch 1 half again).
 clients16() {
-  "$WEFT" serve --ckpt "$ckpt" --tokenizer "$tok" --port 0 --slots 16 --threads "$THREADS" \
-    --dtype "$1" >serve16.out 2>serve16.err &
-  local pid=$! url bw one many
-  for _ in $(seq 600); do grep -q "http://" serve16.out && break; sleep 0.1; done
-  url=$(grep -o "http://[0-9.:]*/v1" serve16.out)
+  start_server "$1" --slots 16
+  local pid=$server_pid url=$server_url bw one many
   bw=$(bandwidth)
   "$WEFT" bench serve --url "$url" --requests 4 --rate inf --max-concurrency 1 --prompt-len 8 \
     --output-len 64 --json one.json >/dev/null
