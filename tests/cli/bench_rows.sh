@@ -2,6 +2,7 @@
 # weft bench rows on a tiny layer set with the peaks given (measuring them takes seconds): a row
 # per dtype and M with its figures, against a given bandwidth or one probed between the passes;
 # bad flags refused. weft bench bandwidth, the same triad alone: once, and once per input line.
+# weft bench handoff: the time a cache line takes from one core to another.
 source "$(dirname "$0")/lib.sh"
 
 shape=(--n-layer 2 --n-embd 64 --kv-dim 32 --hidden 96 --vocab 256 --seconds 0.01
@@ -47,6 +48,23 @@ else
   bad "bench bandwidth --each-line: $each"
 fi
 
+# weft bench handoff: one line per other CPU, a positive time; on one CPU, a line saying so.
+hand=$("$WEFT" bench handoff --passes 200 --runs 3 2>&1)
+n_cpus=$(nproc)
+if [ "$n_cpus" -lt 2 ] ||
+  [ "$(grep -cE "^core handoff [1-9][0-9]* ns \(CPU [0-9]+ to [0-9]+, one way; median of 3 runs of 200 round trips\)$" <<<"$hand")" = $((n_cpus - 1)) ]; then
+  ok "bench handoff: a line per other CPU"
+else
+  bad "bench handoff: $hand"
+fi
+if command -v taskset >/dev/null; then
+  one=$(taskset -c 0 "$WEFT" bench handoff --passes 200 2>&1)
+  grep -qx "one CPU (0): no handoff between cores to measure" <<<"$one" &&
+    ok "bench handoff on one CPU says so" || bad "bench handoff on one CPU: $one"
+fi
+
+expect_error "--passes" "" -- bench handoff --passes 0
+expect_error "--runs" "" -- bench handoff --runs 0
 expect_error "--seconds" "" -- bench bandwidth --seconds 0
 expect_error "--rows" "" -- bench rows "${tiny[@]}" --rows 0
 expect_error "--dtype" "" -- bench rows "${tiny[@]}" --dtype fp16

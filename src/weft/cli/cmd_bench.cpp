@@ -19,6 +19,7 @@
 #include "weft/cli/layout_options.hpp"
 #include "weft/cli/output_paths.hpp"
 #include "weft/core/error.hpp"
+#include "weft/kernels/core_handoff.hpp"
 #include "weft/kernels/gemm_peak.hpp"
 #include "weft/kernels/matmul.hpp"
 #include "weft/kernels/matmul_rows_bench.hpp"
@@ -47,6 +48,9 @@ struct RowsArgs {
 struct BandwidthArgs {
     double seconds = 1;
     bool each_line = false;
+};
+struct HandoffArgs {
+    int passes = 20000, runs = 5;
 };
 struct TrainArgs {
     train::BenchTrainOptions o;
@@ -259,6 +263,36 @@ void add_bench_command(CLI::App& app) {
         for (std::string line; std::getline(std::cin, line);) {
             fmt::print("{:.1f}\n", probe.best(bw->seconds) / 1e9);
             std::fflush(stdout);
+        }
+    });
+
+    auto ho = std::make_shared<HandoffArgs>();
+    CLI::App* hand = c->add_subcommand(
+        "handoff",
+        "How long a cache line written on one core takes to reach another, ns one way, from the "
+        "first CPU this process may run on to each other one: what threads sharing a product's "
+        "input and output pay (a virtual machine's two cores on one core complex or on two)");
+    hand->add_option("--passes", ho->passes, "Round trips a run")
+        ->check(CLI::Range(1, 100000000))
+        ->capture_default_str();
+    hand->add_option("--runs", ho->runs, "Runs a pair (the median is printed)")
+        ->check(CLI::Range(1, 1000))
+        ->capture_default_str();
+    hand->callback([ho] {
+        const std::vector<int> cpus = kernels::allowed_cpus();
+        if (cpus.size() < 2) {
+            fmt::print("one CPU ({}): no handoff between cores to measure\n", cpus.front());
+            return;
+        }
+        for (size_t i = 1; i < cpus.size(); ++i) {
+            std::vector<double> ns;
+            for (int r = 0; r < ho->runs; ++r)
+                ns.push_back(kernels::core_handoff_ns(cpus[0], cpus[i], ho->passes));
+            std::sort(ns.begin(), ns.end());
+            fmt::print(
+                "core handoff {:.0f} ns (CPU {} to {}, one way; median of {} runs of {} "
+                "round trips)\n",
+                ns[ns.size() / 2], cpus[0], cpus[i], ho->runs, ho->passes);
         }
     });
 
