@@ -120,8 +120,11 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 # 16-row step gains nothing from the fast one, batch 1 half again).
 clients16() {
   start_server "$1" --slots 16
-  local pid=$server_pid url=$server_url bw one many
+  local pid=$server_pid url=$server_url bw hand one many
   bw=$(bandwidth)
+  # Whether the two cores shared a core complex just before (about 40 ns) or not (160-400 ns):
+  # a 16-row step pays for handing its rows between them (docs/serving.md).
+  hand=$("$WEFT" bench handoff --passes 5000 --runs 3 | awk '{ printf "%s%s", sep, $3; sep = "/" }')
   "$WEFT" bench serve --url "$url" --requests 4 --rate inf --max-concurrency 1 --prompt-len 8 \
     --output-len 64 --json one.json >/dev/null
   "$WEFT" bench serve --url "$url" --requests 32 --rate inf --max-concurrency 16 --prompt-len 8 \
@@ -131,7 +134,8 @@ clients16() {
   one=$(node -p "require('$PWD/one.json').output_throughput.toFixed(1)")
   many=$(node -p "require('$PWD/many.json').output_throughput.toFixed(1)")
   echo "$1: 16 clients $many tok/s against 1 client's $one: $(ratio "$many" "$one")x (TTFT p99" \
-    "$(node -p "require('$PWD/many.json').ttft_ms.p99.toFixed(0)") ms; triad before $bw GB/s)"
+    "$(node -p "require('$PWD/many.json').ttft_ms.p99.toFixed(0)") ms; triad before $bw GB/s," \
+    "core handoff $hand ns)"
 }
 
 printf "%-5s %-24s %-10s %-10s %-18s %-10s\n" dtype "decode tok/s weft (x)" "of bound" llama.cpp \
