@@ -429,10 +429,16 @@ void rows_avx512(float* out, const typename Op::T* x_own, const typename Op::T* 
                              bias, K, block, block_end, m == 0 ? fetch_ahead : 0);
         }
     };
-    // Decode (one row): the chunks through the team that stays up between products
-    // (chunk_team.hpp), not a parallel region per product.
+    // Up to kFewRows rows (decode, a verify, a few requests' step) the chunks go through the team
+    // that stays up between products (chunk_team.hpp), not a parallel region per product:
+    // serving's steps run attention on the team too, and a product's libgomp thread beside it is
+    // a second pool spinning on two cores (and, under `weft serve`'s short GOMP_SPINCOUNT, asleep
+    // after each gap longer than a few us). At one row from the start; at 2-16 rows since 16
+    // clients through the server gained 4-6% (docs/serving.md, "One team for a step's products").
+    // Many rows stay in OpenMP: their input's rounding is an OpenMP region, and under libgomp's
+    // default spin its thread then held the core the team's needed (bf16, 64 rows: 1.75x).
     const bool parallel = M * N * K >= kMinParallel && chunks > 1;
-    if (parallel && M == 1 && team_for(chunks, run_chunk)) return;
+    if (parallel && M <= kFewRows && team_for(chunks, run_chunk)) return;
     // Not `omp parallel if`: a region even of one thread costs a futex call (omp_for.hpp).
     if (!parallel) {
         for (int64_t chunk = 0; chunk < chunks; ++chunk) run_chunk(chunk);
