@@ -58,6 +58,13 @@ constexpr int64_t kPrefetchBytes = 32 << 10;
 // / 61-86%, at M 8 60% / 73-79% / 41-69%, at M 12 29-45% / 57-61% / 33-55%.
 constexpr int64_t kPackedUnfetchedRows = 4;
 constexpr int64_t kPackedFetchTiles = 2;
+// From this many rows the tile after the current one is also asked from L2 into L1. weft bench
+// rows --dtype bf16, previous binary and this alternated 4 times: M 16 12.72 -> 12.43 ms a pass,
+// M 12 10.12 -> 9.87 (faster in every turn; most of it in down's products, whose 16 input rows
+// fill L1), but M 5 and 8 2-3% slower (less arithmetic on each weight, the prefetches take its
+// load slots). A scratch harness, 16 rows: into L1 alone one tile ahead 1.39x slower; into L2 at
+// 4 or 8 tiles instead of 2, 1.00x and 1.06x.
+constexpr int64_t kPackedNextToL1Rows = 12;
 // Below this many multiply-adds one thread computes the whole product: waking a team costs more.
 constexpr int64_t kMinParallel = int64_t(1) << 16;
 
@@ -168,7 +175,7 @@ template <int R>
 // R rows x 4 columns of out, from R input rows (stride K) and `cols` <= 4 weight rows. Missing
 // columns repeat the first (their sums are not stored), so every element takes the same path; a
 // packed weight's are its zero padding.
-template <class Op, int R, bool Tail, bool Fetch>
+template <class Op, int R, bool Tail, bool Fetch, bool NextToL1 = false>
 [[gnu::always_inline]] inline void tile(float* out, int64_t N, const typename Op::T* x,
                                         const typename Op::T* w, const float* bias, int64_t K,
                                         int cols, int64_t fetch_ahead) {
@@ -192,8 +199,9 @@ template <class Op, int R, bool Tail, bool Fetch>
                 wv[c] = Op::load(wr[c] + k, rest...);
         // A later tile's weights (4 rows each, contiguous), `fetch_ahead` tiles on: read from
         // memory while the tiles before it compute, into L1 when it is the next one, else into
-        // L2. 0: none (the rows after a block's first find its weights in cache). A prefetch past
-        // the end is harmless.
+        // L2; with NextToL1 the next tile also from L2 into L1 (kPackedNextToL1Rows). 0: none
+        // (the rows after a block's first find its weights in cache). A prefetch past the end is
+        // harmless.
         for (int c = 0; c < kTileCols && Fetch; ++c) {
             const typename Op::T* at = Op::kPacked ? wk + c * Op::kStep : wr[c] + k;
             const char* ahead = reinterpret_cast<const char*>(at + fetch_ahead * tile_elems);
@@ -201,6 +209,8 @@ template <class Op, int R, bool Tail, bool Fetch>
                 _mm_prefetch(ahead, _MM_HINT_T0);
             else if (fetch_ahead > 1)
                 _mm_prefetch(ahead, _MM_HINT_T1);
+            if constexpr (NextToL1)
+                _mm_prefetch(reinterpret_cast<const char*>(at + tile_elems), _MM_HINT_T0);
         }
         for (int r = 0; r < R; ++r) {
             typename Op::V xv = Op::load(x + r * K + k, rest...);
@@ -270,12 +280,16 @@ template <class Op, int Last, bool Tail, bool Fetch>
 void few_tiles(float* out, int64_t N, const typename Op::T* x, const typename Op::T* w,
                const float* bias, int64_t K, int64_t M, int64_t j0, int64_t j1,
                int64_t fetch_ahead) {
+    const bool next_to_l1 = Op::kPacked && fetch_ahead > 1 && M >= kPackedNextToL1Rows;
     for (int64_t j = j0; j < j1; ++j) {
         const int64_t n = j * kTileCols;
         const typename Op::T* tw = Op::tile_at(w, j, K);
         const float* b = bias ? bias + n : nullptr;
         const int cols = int(std::min<int64_t>(kTileCols, N - n));
-        tile<Op, kTileRows, Tail, Fetch>(out + n, N, x, tw, b, K, cols, fetch_ahead);
+        if (Fetch && next_to_l1)
+            tile<Op, kTileRows, Tail, Fetch, true>(out + n, N, x, tw, b, K, cols, fetch_ahead);
+        else
+            tile<Op, kTileRows, Tail, Fetch>(out + n, N, x, tw, b, K, cols, fetch_ahead);
         int64_t m = kTileRows;
         for (; m + kTileRows < M; m += kTileRows)
             tile<Op, kTileRows, Tail, false>(out + m * N + n, N, x + m * K, tw, b, K, cols, 0);
