@@ -390,11 +390,6 @@ void rows_avx512(float* out, const typename Op::T* x_own, const typename Op::T* 
         const int64_t hi = std::min(tiles, (chunk + 1) * chunk_tiles);
         // The same bits either way.
         const typename Op::T* x = std::this_thread::get_id() == caller ? x_own : x_others;
-        if (M > 1) {
-            const char* xb = reinterpret_cast<const char*>(x);
-            const int64_t xbytes = M * K * int64_t(sizeof(typename Op::T));
-            for (int64_t b = 0; b < xbytes; b += 64) _mm_prefetch(xb + b, _MM_HINT_T1);
-        }
         if (stream) {
             for (int64_t j = chunk * chunk_tiles; j < hi; ++j) {
                 const int64_t n = j * kTileCols;
