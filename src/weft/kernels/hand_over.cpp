@@ -1,33 +1,21 @@
 #include "weft/kernels/hand_over.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <memory>
 
+#include "weft/core/buffer.hpp"
 #include "weft/core/error.hpp"
 #include "weft/kernels/simd.hpp"
 
 namespace weft::kernels {
 
-namespace {
-
-struct FreeDeleter {
-    void operator()(void* p) const { std::free(p); }
-};
-
-}  // namespace
-
 const void* hand_over(const void* src, int64_t bytes) {
     WEFT_CHECK(bytes >= 0, "hand_over: bytes={}, expected >= 0", bytes);
-    thread_local std::unique_ptr<char, FreeDeleter> buffer;
-    thread_local int64_t capacity = 0;
-    if (!buffer || bytes > capacity) {
-        capacity = std::max<int64_t>(64, (bytes + 63) / 64 * 64);
-        buffer.reset(static_cast<char*>(std::aligned_alloc(64, std::size_t(capacity))));
-        WEFT_CHECK(buffer, "hand_over: cannot allocate {} bytes", capacity);
-    }
-    char* to = buffer.get();
+    // 64-byte aligned (Buffer), grown to whole lines and never shrunk.
+    thread_local Buffer buffer;
+    const int64_t floats = std::max<int64_t>(16, (bytes + 63) / 64 * 16);
+    if (buffer.size() < floats) buffer = Buffer(floats);
+    char* to = reinterpret_cast<char*>(buffer.data());
     const char* from = static_cast<const char*>(src);
     int64_t i = 0;
 #if defined(__SSE2__)
