@@ -336,8 +336,8 @@ void few_run(int64_t M, float* out, int64_t N, const typename Op::T* x, const ty
 // on one complex no change. Many rows read their input many times over, from cache: there it
 // would only add a copy.
 template <class T>
-const T* shared_input(const T* x, int64_t M, int64_t K, int64_t N) {
-    if (M < 2 || M > kFewRows || M * N * K < kMinParallel || omp_get_max_threads() < 2) return x;
+const T* shared_input(const T* x, int64_t M, int64_t K, bool parallel) {
+    if (!parallel || M < 2 || M > kFewRows || omp_get_max_threads() < 2) return x;
     return static_cast<const T*>(hand_over(x, M * K * int64_t(sizeof(T))));
 }
 
@@ -347,8 +347,6 @@ const T* shared_input(const T* x, int64_t M, int64_t K, int64_t N) {
 template <class Op>
 void rows_avx512(float* out, const typename Op::T* x_own, const typename Op::T* w,
                  const float* bias, int64_t M, int64_t K, int64_t N) {
-    const typename Op::T* const x_others = shared_input(x_own, M, K, N);
-    const std::thread::id caller = std::this_thread::get_id();
     const int64_t tiles = (N + kTileCols - 1) / kTileCols;
     // The first row tile of a block reads its weights from memory, the others from cache: a
     // small block keeps that read close to the arithmetic on it, a large one reads the input rows
@@ -384,6 +382,9 @@ void rows_avx512(float* out, const typename Op::T* x_own, const typename Op::T* 
     const int64_t chunk_tiles = std::clamp<int64_t>(widen * tiles / (8 * omp_get_max_threads()), 1,
                                                     widen * 4 * kBlockTiles);
     const int64_t chunks = (tiles + chunk_tiles - 1) / chunk_tiles;
+    const bool parallel = M * N * K >= kMinParallel && chunks > 1;
+    const typename Op::T* const x_others = shared_input(x_own, M, K, parallel);
+    const std::thread::id caller = std::this_thread::get_id();
     // One chunk of column tiles: whichever thread or team runs it, the same tiles in the same
     // order.
     auto run_chunk = [&](int64_t chunk) {
@@ -446,7 +447,6 @@ void rows_avx512(float* out, const typename Op::T* x_own, const typename Op::T* 
     // clients through the server gained 4-6% (docs/serving.md, "One team for a step's products").
     // Many rows stay in OpenMP: their input's rounding is an OpenMP region, and under libgomp's
     // default spin its thread then held the core the team's needed (bf16, 64 rows: 1.75x).
-    const bool parallel = M * N * K >= kMinParallel && chunks > 1;
     if (parallel && M <= kFewRows && team_for(chunks, run_chunk)) return;
     // Not `omp parallel if`: a region even of one thread costs a futex call (omp_for.hpp).
     if (!parallel) {
