@@ -65,6 +65,12 @@ constexpr int64_t kPackedFetchTiles = 2;
 // load slots). A scratch harness, 16 rows: into L1 alone one tile ahead 1.39x slower; into L2 at
 // 4 or 8 tiles instead of 2, 1.00x and 1.06x.
 constexpr int64_t kPackedNextToL1Rows = 12;
+// From this many bytes of weights a tile, few_tiles spreads the fetches of a later tile over
+// all its groups of rows rather than the first: a first group asking for a whole tile of 12 KB
+// (K 1536 in bf16, a 135M model's down) in a third of the tile's time asks faster than one core's
+// misses drain. The 135M model's products at 16 rows, bf16, alternated: down 3.03-3.33 ms a pass
+// of its 30 -> 2.74-2.87; K 576 (4.6 KB a tile) gained nothing.
+constexpr int64_t kSpreadFetchBytes = 8 << 10;
 // Below this many multiply-adds one thread computes the whole product: waking a team costs more.
 constexpr int64_t kMinParallel = int64_t(1) << 16;
 
@@ -175,10 +181,14 @@ template <int R>
 // R rows x 4 columns of out, from R input rows (stride K) and `cols` <= 4 weight rows. Missing
 // columns repeat the first (their sums are not stored), so every element takes the same path; a
 // packed weight's are its zero padding.
-template <class Op, int R, bool Tail, bool Fetch, bool NextToL1 = false>
+// With Fetch, the prefetches go out at every step; with Spread too, only at the steps whose index
+// is fetch_phase modulo fetch_every: the tile's rows of input run in several groups that each ask
+// for their part (few_tiles).
+template <class Op, int R, bool Tail, bool Fetch, bool NextToL1 = false, bool Spread = false>
 [[gnu::always_inline]] inline void tile(float* out, int64_t N, const typename Op::T* x,
                                         const typename Op::T* w, const float* bias, int64_t K,
-                                        int cols, int64_t fetch_ahead) {
+                                        int cols, int64_t fetch_ahead, int fetch_every = 1,
+                                        int fetch_phase = 0) {
     const typename Op::T* wr[kTileCols];
     for (int c = 0; c < kTileCols; ++c) wr[c] = Op::column(w, c < cols ? c : 0, K);
     // The next tile's weights start where this one's would, a tile later.
@@ -190,6 +200,7 @@ template <class Op, int R, bool Tail, bool Fetch, bool NextToL1 = false>
     __m512 acc[R][kTileCols];
     for (int r = 0; r < R; ++r)
         for (int c = 0; c < kTileCols; ++c) acc[r][c] = _mm512_setzero_ps();
+    int fetch_turn = fetch_phase;  // fetches at the steps where it is 0
     auto step = [&](int64_t k, auto... rest) {
         typename Op::V wv[kTileCols];
         for (int c = 0; c < kTileCols; ++c)
@@ -202,7 +213,9 @@ template <class Op, int R, bool Tail, bool Fetch, bool NextToL1 = false>
         // L2; with NextToL1 the next tile also from L2 into L1 (kPackedNextToL1Rows). 0: none
         // (the rows after a block's first find its weights in cache). A prefetch past the end is
         // harmless.
-        for (int c = 0; c < kTileCols && Fetch; ++c) {
+        const bool fetch = Fetch && (!Spread || fetch_turn == 0);
+        if (Spread && --fetch_turn < 0) fetch_turn = fetch_every - 1;
+        for (int c = 0; c < kTileCols && fetch; ++c) {
             const typename Op::T* at = Op::kPacked ? wk + c * Op::kStep : wr[c] + k;
             const char* ahead = reinterpret_cast<const char*>(at + fetch_ahead * tile_elems);
             if (fetch_ahead == 1)
@@ -274,13 +287,44 @@ void tiles(float* out, int64_t N, const typename Op::T* x, const typename Op::T*
     }
 }
 
+// few_tiles' loop when its tiles are large (kSpreadFetchBytes): every group of rows fetches ahead,
+// at its share of the steps.
+template <class Op, int Last, bool Tail, bool NextToL1>
+void few_tiles_spread(float* out, int64_t N, const typename Op::T* x, const typename Op::T* w,
+                      const float* bias, int64_t K, int64_t M, int64_t j0, int64_t j1,
+                      int64_t fetch_ahead) {
+    const int groups = int((M + kTileRows - 1) / kTileRows);
+    for (int64_t j = j0; j < j1; ++j) {
+        const int64_t n = j * kTileCols;
+        const typename Op::T* tw = Op::tile_at(w, j, K);
+        const float* b = bias ? bias + n : nullptr;
+        const int cols = int(std::min<int64_t>(kTileCols, N - n));
+        int64_t m = 0;
+        int g = 0;
+        for (; m + kTileRows < M; m += kTileRows, ++g)
+            tile<Op, kTileRows, Tail, true, NextToL1, true>(out + m * N + n, N, x + m * K, tw, b, K,
+                                                            cols, fetch_ahead, groups, g);
+        tile<Op, Last, Tail, true, NextToL1, true>(out + m * N + n, N, x + m * K, tw, b, K, cols,
+                                                   fetch_ahead, groups, g);
+    }
+}
+
 // Few rows (M <= kFewRows, more than kTileRows): tile by tile, all M rows of a tile in groups of
-// kTileRows, the last of Last rows, before the next tile; the first group fetches ahead.
+// kTileRows, the last of Last rows, before the next tile; the first group fetches ahead, or from
+// kSpreadFetchBytes of weights a tile every group its share (few_tiles_spread).
 template <class Op, int Last, bool Tail, bool Fetch>
 void few_tiles(float* out, int64_t N, const typename Op::T* x, const typename Op::T* w,
                const float* bias, int64_t K, int64_t M, int64_t j0, int64_t j1,
                int64_t fetch_ahead) {
     const bool next_to_l1 = Op::kPacked && fetch_ahead > 1 && M >= kPackedNextToL1Rows;
+    if (Fetch && fetch_ahead > 0 &&
+        (Op::tile_at(w, 1, K) - w) * int64_t(sizeof(typename Op::T)) >= kSpreadFetchBytes) {
+        if (next_to_l1)
+            few_tiles_spread<Op, Last, Tail, true>(out, N, x, w, bias, K, M, j0, j1, fetch_ahead);
+        else
+            few_tiles_spread<Op, Last, Tail, false>(out, N, x, w, bias, K, M, j0, j1, fetch_ahead);
+        return;
+    }
     for (int64_t j = j0; j < j1; ++j) {
         const int64_t n = j * kTileCols;
         const typename Op::T* tw = Op::tile_at(w, j, K);
