@@ -273,6 +273,7 @@ float scored_token(const Request& q, std::span<const float> row, int32_t t,
                    std::vector<std::vector<model::TokenLogprob>>& top) {
     const bool inside = size_t(t) < row.size();
     float lp = -std::numeric_limits<float>::infinity();
+    if (!q.logprobs && q.top_logprobs == 0) return std::numeric_limits<float>::quiet_NaN();
     if (q.top_logprobs > 0) {
         top.emplace_back();
         const int64_t n = std::min(q.top_logprobs, int64_t(row.size()));

@@ -430,6 +430,8 @@ ApiRequest parse_request(const std::string& text, bool chat, const ApiContext& c
                                   best_of, n),
                       "best_of");
     r.n = n, r.best_of = best_of;
+    // best_of ranks its choices by their tokens' log-probabilities.
+    q.logprobs = r.logprobs || best_of > n;
     std::vector<std::vector<int32_t>> texts;
     if (chat) {
         if (!body.contains("messages"))

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <future>
 #include <nlohmann/json.hpp>
@@ -226,6 +227,23 @@ TEST_P(ServeEngine, RequestIsBatchInvariant) {
             EXPECT_EQ(e.stats().kv_blocks_used, 0);
             EXPECT_EQ(e.stats().requests_done, 16);
         }
+    }
+}
+
+// A request whose answer shows no log-probabilities (Request::logprobs false) gets the same
+// tokens, sampled or greedy, with NaN in each log-probability's place: none was computed.
+TEST_P(ServeEngine, TokensWithoutLogprobsAreTheSame) {
+    const model::ModelConfig c = small_config(GetParam());
+    Weights w(c);
+    for (float temperature : {0.0f, 0.9f}) {
+        Request mine = request(tokens(9, 5, c.vocab_size), 10, temperature, 3);
+        const Update sample = sampled_alone(c, w, mine);
+        mine.logprobs = false;
+        Engine e(c, w.model->layout(), w.params.data(), piece, options(4, 64));
+        const Update got = run_all(e, {e.submit(mine)})[0];
+        EXPECT_EQ(got.tokens, sample.tokens) << "temperature " << temperature;
+        ASSERT_EQ(got.logprobs.size(), got.tokens.size());
+        for (float lp : got.logprobs) EXPECT_TRUE(std::isnan(lp));
     }
 }
 
