@@ -5,6 +5,7 @@
 // rows of the batch nor on how its own sequence was cut into calls (batch invariance,
 // docs/serving.md).
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -74,7 +75,11 @@ struct RowBatch {
 // fixed sequence of operations over its row's query and its sequence's cached keys and values:
 // the same bits whatever the other rows, and whether its sequence's earlier positions came in
 // this call or an earlier one.
+// `prepare(row, g)`, when given, rewrites in place row `row`'s queries of kv head g's group and
+// its key of head g (rotary positions) before that key is stored; it may run on any thread, for
+// different rows and heads at once.
+using RowHeadPrepare = std::function<void(int64_t row, int64_t g)>;
 void attend_rows(float* out, const float* qkv, int64_t ld, const RowBatch& b, KvPool& kv, int layer,
-                 int64_t NH, int64_t NKV, int64_t HS);
+                 int64_t NH, int64_t NKV, int64_t HS, const RowHeadPrepare& prepare = {});
 
 }  // namespace weft::model
