@@ -65,12 +65,17 @@ constexpr int64_t kPackedFetchTiles = 2;
 // load slots). A scratch harness, 16 rows: into L1 alone one tile ahead 1.39x slower; into L2 at
 // 4 or 8 tiles instead of 2, 1.00x and 1.06x.
 constexpr int64_t kPackedNextToL1Rows = 12;
-// From this many bytes of weights a tile, few_tiles spreads the fetches of a later tile over
-// all its groups of rows rather than the first: a first group asking for a whole tile of 12 KB
-// (K 1536 in bf16, a 135M model's down) in a third of the tile's time asks faster than one core's
-// misses drain. The 135M model's products at 16 rows, bf16, alternated: down 3.03-3.33 ms a pass
-// of its 30 -> 2.74-2.87; K 576 (4.6 KB a tile) gained nothing.
+// From this many bytes of weights a tile, few rows in several groups spread the fetches of a
+// later tile over all the groups rather than the first: a first group asking for a whole tile of
+// 12 KB (K 1536 in bf16, a 135M model's down) in a third of the tile's time asks faster than one
+// core's misses drain. The 135M model's products at 16 rows, bf16, alternated: down 3.03-3.33 ms
+// a pass of its 30 -> 2.74-2.87; K 576 (4.6 KB a tile) gained nothing. In fp32 (9.2 KB a tile at
+// K 576) every product gained, fetching kSpreadFetchTiles ahead into L2 (the row-major path had
+// fetched 32 KB ahead, the next tile into L1 at K 1536): a pass of the model's products
+// (fused as the model runs them) at 16 rows 30.7-32.6 -> 25.2-26.5 ms, 12 rows 24.3-24.5 ->
+// 20.1-20.3, 8 rows 17.1-17.2 -> 16.0-16.1; 4 tiles ahead did no better, the next tile worse.
 constexpr int64_t kSpreadFetchBytes = 8 << 10;
+constexpr int64_t kSpreadFetchTiles = 2;
 // Below this many multiply-adds one thread computes the whole product: waking a team costs more.
 constexpr int64_t kMinParallel = int64_t(1) << 16;
 
@@ -427,6 +432,10 @@ void rows_avx512(float* out, const typename Op::T* x_own, const typename Op::T* 
                                                     widen * 4 * kBlockTiles);
     const int64_t chunks = (tiles + chunk_tiles - 1) / chunk_tiles;
     const bool parallel = M * N * K >= kMinParallel && chunks > 1;
+    // Few rows in several groups over large tiles: each group fetches its share of the tile
+    // kSpreadFetchTiles on (few_tiles_spread, in the packed path).
+    const int groups = int((M + kTileRows - 1) / kTileRows);
+    const bool spread = few && groups > 1 && tile_bytes >= kSpreadFetchBytes;
     const typename Op::T* const x_others = shared_input(x_own, M, K, parallel);
     const std::thread::id caller = std::this_thread::get_id();
     // One chunk of column tiles: whichever thread or team runs it, the same tiles in the same
@@ -455,6 +464,16 @@ void rows_avx512(float* out, const typename Op::T* x_own, const typename Op::T* 
                     const int rows = int(std::min<int64_t>(kTileRows, M - m));
                     for (int64_t j = block; j < block_end; ++j) {
                         const int64_t n = j * kTileCols;
+                        if (spread) {
+                            with_rows<kTileRows>(rows, [&](auto r) {
+                                tile<Op, decltype(r)::value, true, true, false, true>(
+                                    out + m * N + n, N, x + m * K, Op::tile_at(w, j, K),
+                                    bias ? bias + n : nullptr, K,
+                                    int(std::min<int64_t>(kTileCols, N - n)), kSpreadFetchTiles,
+                                    groups, int(m / kTileRows));
+                            });
+                            continue;
+                        }
                         with_rows<kTileRows>(rows, [&](auto r) {
                             tile<Op, decltype(r)::value, true, true>(
                                 out + m * N + n, N, x + m * K, Op::tile_at(w, j, K),
