@@ -203,7 +203,7 @@ void add_bench_command(CLI::App& app) {
             bandwidth = std::max(bandwidth, bandwidth_of(p));
         const kernels::RowsBenchShape& s = r->shape;
         fmt::print(
-            "matmul_rows over {} layers of (q, k, v, o, gate, up, down) + head: C {}, kv {}, "
+            "matmul_rows over {} layers of (qkv, o, gate-up, down) + head: C {}, kv {}, "
             "hidden {}, vocab {}; {:.1f}M weights; {} threads\n",
             s.n_layer, s.n_embd, s.kv_dim, s.hidden, s.vocab,
             points.front().weight_bytes / (points.front().dtype == "fp32" ? 4 : 2) / 1e6,
