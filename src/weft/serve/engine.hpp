@@ -42,7 +42,7 @@ struct Request {
     std::vector<std::string> stop;  // stop strings, none empty
     // Each chosen token's log-probability in its update (Update::logprobs): off when the answer
     // shows none and ranks none, as a log-softmax over the whole vocabulary for each of 16
-    // requests took about 0.4 ms of a 17 ms step on one thread (NaN in its place then).
+    // requests took 0.15-0.3 ms of a 15-17 ms step on one thread (NaN in its place then).
     bool logprobs = true;
     // With each token, this many most likely tokens and their log-probabilities (at most
     // kMaxTopLogprobs; the sampled vocabulary's size if that is fewer).
