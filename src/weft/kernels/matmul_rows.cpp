@@ -315,15 +315,14 @@ void few_tiles_spread(float* out, int64_t N, const typename Op::T* x, const type
 }
 
 // Few rows (M <= kFewRows, more than kTileRows): tile by tile, all M rows of a tile in groups of
-// kTileRows, the last of Last rows, before the next tile; the first group fetches ahead, or from
-// kSpreadFetchBytes of weights a tile every group its share (few_tiles_spread).
+// kTileRows, the last of Last rows, before the next tile; the first group fetches ahead, or with
+// `spread` (rows_avx512's) every group its share (few_tiles_spread).
 template <class Op, int Last, bool Tail, bool Fetch>
 void few_tiles(float* out, int64_t N, const typename Op::T* x, const typename Op::T* w,
-               const float* bias, int64_t K, int64_t M, int64_t j0, int64_t j1,
-               int64_t fetch_ahead) {
+               const float* bias, int64_t K, int64_t M, int64_t j0, int64_t j1, int64_t fetch_ahead,
+               bool spread) {
     const bool next_to_l1 = Op::kPacked && fetch_ahead > 1 && M >= kPackedNextToL1Rows;
-    if (Fetch && fetch_ahead > 0 &&
-        (Op::tile_at(w, 1, K) - w) * int64_t(sizeof(typename Op::T)) >= kSpreadFetchBytes) {
+    if (Fetch && spread) {
         if (next_to_l1)
             few_tiles_spread<Op, Last, Tail, true>(out, N, x, w, bias, K, M, j0, j1, fetch_ahead);
         else
@@ -365,16 +364,17 @@ void tile_run(int rows, float* out, int64_t N, const typename Op::T* x, const ty
 
 template <class Op>
 void few_run(int64_t M, float* out, int64_t N, const typename Op::T* x, const typename Op::T* w,
-             const float* bias, int64_t K, int64_t j0, int64_t j1, int64_t fetch_ahead) {
+             const float* bias, int64_t K, int64_t j0, int64_t j1, int64_t fetch_ahead,
+             bool spread) {
     const int last = int(M - (M - 1) / kTileRows * kTileRows);
     with_rows<kTileRows>(last, [&](auto r) {
         constexpr int L = decltype(r)::value;
         if (K % Op::kStep == 0 && fetch_ahead == 0)
-            few_tiles<Op, L, false, false>(out, N, x, w, bias, K, M, j0, j1, fetch_ahead);
+            few_tiles<Op, L, false, false>(out, N, x, w, bias, K, M, j0, j1, fetch_ahead, spread);
         else if (K % Op::kStep == 0)
-            few_tiles<Op, L, false, true>(out, N, x, w, bias, K, M, j0, j1, fetch_ahead);
+            few_tiles<Op, L, false, true>(out, N, x, w, bias, K, M, j0, j1, fetch_ahead, spread);
         else
-            few_tiles<Op, L, true, true>(out, N, x, w, bias, K, M, j0, j1, fetch_ahead);
+            few_tiles<Op, L, true, true>(out, N, x, w, bias, K, M, j0, j1, fetch_ahead, spread);
     });
 }
 
@@ -432,10 +432,12 @@ void rows_avx512(float* out, const typename Op::T* x_own, const typename Op::T* 
                                                     widen * 4 * kBlockTiles);
     const int64_t chunks = (tiles + chunk_tiles - 1) / chunk_tiles;
     const bool parallel = M * N * K >= kMinParallel && chunks > 1;
-    // Few rows in several groups over large tiles: each group fetches its share of the tile
-    // kSpreadFetchTiles on (few_tiles_spread, in the packed path).
+    // Few rows in several groups over large tiles (a packed tile's bytes with its K padded): each
+    // group fetches its share of a later tile (kSpreadFetchBytes), in either path.
     const int groups = int((M + kTileRows - 1) / kTileRows);
-    const bool spread = few && groups > 1 && tile_bytes >= kSpreadFetchBytes;
+    const bool spread =
+        few && groups > 1 &&
+        (Op::tile_at(w, 1, K) - w) * int64_t(sizeof(typename Op::T)) >= kSpreadFetchBytes;
     const typename Op::T* const x_others = shared_input(x_own, M, K, parallel);
     const std::thread::id caller = std::this_thread::get_id();
     // One chunk of column tiles: whichever thread or team runs it, the same tiles in the same
@@ -492,7 +494,7 @@ void rows_avx512(float* out, const typename Op::T* x_own, const typename Op::T* 
             return;
         }
         if (few) {
-            few_run<Op>(M, out, N, x, w, bias, K, chunk * chunk_tiles, hi, fetch_ahead);
+            few_run<Op>(M, out, N, x, w, bias, K, chunk * chunk_tiles, hi, fetch_ahead, spread);
             return;
         }
         for (int64_t block = chunk * chunk_tiles; block < hi; block += block_tiles) {
