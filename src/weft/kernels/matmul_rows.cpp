@@ -17,6 +17,7 @@
 #include "weft/kernels/omp_for.hpp"
 #include "weft/kernels/precision.hpp"
 #include "weft/kernels/simd.hpp"
+#include "weft/kernels/swiglu.hpp"
 
 namespace weft::kernels {
 
@@ -393,10 +394,16 @@ const T* shared_input(const T* x, int64_t M, int64_t K, bool parallel) {
 // Threads take chunks of column tiles as they come (a thread the OS holds back leaves its
 // share to the others: static halves on this shared host took 5-50x longer at M = 1); an element
 // is computed whole by one thread, whichever it is.
+//
+// glu > 0 (matmul_rows_swiglu): the weight's rows are [gate (glu) | up (glu)], N = 2 glu, and out
+// is [M, glu], silu(gate) · up. A chunk then takes the same tiles of both halves, into its
+// thread's own scratch, and applies SwiGLU to the columns it has just computed: the 2 glu outputs
+// a row never cross between threads, and SwiGLU runs on every thread.
 template <class Op>
 void rows_avx512(float* out, const typename Op::T* x_own, const typename Op::T* w,
-                 const float* bias, int64_t M, int64_t K, int64_t N) {
-    const int64_t tiles = (N + kTileCols - 1) / kTileCols;
+                 const float* bias, int64_t M, int64_t K, int64_t N, int64_t glu = 0) {
+    // The tiles that chunks split: of one half when the halves are paired.
+    const int64_t tiles = glu ? glu / kTileCols : (N + kTileCols - 1) / kTileCols;
     // The first row tile of a block reads its weights from memory, the others from cache: a
     // small block keeps that read close to the arithmetic on it, a large one reads the input rows
     // from L1 more often. Few rows take blocks of one tile and prefetch far ahead (kFewRows).
@@ -440,17 +447,14 @@ void rows_avx512(float* out, const typename Op::T* x_own, const typename Op::T* 
         (Op::tile_at(w, 1, K) - w) * int64_t(sizeof(typename Op::T)) >= kSpreadFetchBytes;
     const typename Op::T* const x_others = shared_input(x_own, M, K, parallel);
     const std::thread::id caller = std::this_thread::get_id();
-    // One chunk of column tiles: whichever thread or team runs it, the same tiles in the same
-    // order.
-    auto run_chunk = [&](int64_t chunk) {
-        const int64_t hi = std::min(tiles, (chunk + 1) * chunk_tiles);
-        // The same bits either way.
-        const typename Op::T* x = std::this_thread::get_id() == caller ? x_own : x_others;
+    // Column tiles [lo, hi) into `to` (ld N): whichever thread runs them, the same tiles in the
+    // same order.
+    auto run_tiles = [&](const typename Op::T* x, int64_t lo, int64_t hi, float* to) {
         if (stream) {
-            for (int64_t j = chunk * chunk_tiles; j < hi; ++j) {
+            for (int64_t j = lo; j < hi; ++j) {
                 const int64_t n = j * kTileCols;
                 with_rows<kStreamRows>(int(M), [&](auto r) {
-                    stream_tile<Op, decltype(r)::value>(out + n, N, x, Op::tile_at(w, j, K),
+                    stream_tile<Op, decltype(r)::value>(to + n, N, x, Op::tile_at(w, j, K),
                                                         bias ? bias + n : nullptr, K,
                                                         int(std::min<int64_t>(kTileCols, N - n)));
                 });
@@ -460,7 +464,7 @@ void rows_avx512(float* out, const typename Op::T* x_own, const typename Op::T* 
         if constexpr (!Op::kPacked) {
             // Row-major fp32: the variant chosen for each tile (run as tile_run, M 16 and 64 took
             // 3-5% longer, no register spilled; cause not found).
-            for (int64_t block = chunk * chunk_tiles; block < hi; block += block_tiles) {
+            for (int64_t block = lo; block < hi; block += block_tiles) {
                 const int64_t block_end = std::min(hi, block + block_tiles);
                 for (int64_t m = 0; m < M; m += kTileRows) {
                     const int rows = int(std::min<int64_t>(kTileRows, M - m));
@@ -469,7 +473,7 @@ void rows_avx512(float* out, const typename Op::T* x_own, const typename Op::T* 
                         if (spread) {
                             with_rows<kTileRows>(rows, [&](auto r) {
                                 tile<Op, decltype(r)::value, true, true, false, true>(
-                                    out + m * N + n, N, x + m * K, Op::tile_at(w, j, K),
+                                    to + m * N + n, N, x + m * K, Op::tile_at(w, j, K),
                                     bias ? bias + n : nullptr, K,
                                     int(std::min<int64_t>(kTileCols, N - n)), kSpreadFetchTiles,
                                     groups, int(m / kTileRows));
@@ -478,7 +482,7 @@ void rows_avx512(float* out, const typename Op::T* x_own, const typename Op::T* 
                         }
                         with_rows<kTileRows>(rows, [&](auto r) {
                             tile<Op, decltype(r)::value, true, true>(
-                                out + m * N + n, N, x + m * K, Op::tile_at(w, j, K),
+                                to + m * N + n, N, x + m * K, Op::tile_at(w, j, K),
                                 bias ? bias + n : nullptr, K,
                                 int(std::min<int64_t>(kTileCols, N - n)), m == 0 ? fetch_ahead : 0);
                         });
@@ -490,19 +494,31 @@ void rows_avx512(float* out, const typename Op::T* x_own, const typename Op::T* 
         // Packed bf16: the tile loop inside one choice of variant, which chosen for each tile
         // cost about 10% of a one-row pass (4 KB a tile).
         if (M <= kTileRows) {
-            tile_run<Op>(int(M), out, N, x, w, bias, K, chunk * chunk_tiles, hi, fetch_ahead);
+            tile_run<Op>(int(M), to, N, x, w, bias, K, lo, hi, fetch_ahead);
             return;
         }
         if (few) {
-            few_run<Op>(M, out, N, x, w, bias, K, chunk * chunk_tiles, hi, fetch_ahead, spread);
+            few_run<Op>(M, to, N, x, w, bias, K, lo, hi, fetch_ahead, spread);
             return;
         }
-        for (int64_t block = chunk * chunk_tiles; block < hi; block += block_tiles) {
+        for (int64_t block = lo; block < hi; block += block_tiles) {
             const int64_t block_end = std::min(hi, block + block_tiles);
             for (int64_t m = 0; m < M; m += kTileRows)
-                tile_run<Op>(int(std::min<int64_t>(kTileRows, M - m)), out + m * N, N, x + m * K, w,
+                tile_run<Op>(int(std::min<int64_t>(kTileRows, M - m)), to + m * N, N, x + m * K, w,
                              bias, K, block, block_end, m == 0 ? fetch_ahead : 0);
         }
+    };
+    auto run_chunk = [&](int64_t chunk) {
+        const int64_t lo = chunk * chunk_tiles, hi = std::min(tiles, lo + chunk_tiles);
+        // The same bits either way.
+        const typename Op::T* x = std::this_thread::get_id() == caller ? x_own : x_others;
+        if (!glu) return run_tiles(x, lo, hi, out);
+        // Kept by the thread: no other reads it, and its lines stay in this core's cache.
+        thread_local std::vector<float> halves;
+        if (halves.size() < std::size_t(M * N)) halves.resize(std::size_t(M * N));
+        run_tiles(x, lo, hi, halves.data());
+        run_tiles(x, tiles + lo, tiles + hi, halves.data());
+        swiglu_forward_cols(out, glu, halves.data(), N, M, glu, lo * kTileCols, hi * kTileCols);
     };
     // Up to kFewRows rows (decode, a verify, a few requests' step) the chunks go through the team
     // that stays up between products (chunk_team.hpp), not a parallel region per product:
@@ -541,6 +557,35 @@ void matmul_rows(float* out, const float* inp, const float* weight, const float*
 
 namespace {
 
+// A chunk of a paired product takes whole tiles of each half (rows_avx512's glu).
+bool pairs_tile(int64_t F) {
+    return F % kTileCols == 0;
+}
+
+// The unfused order's bits: the product, then SwiGLU on each row (as Model::forward_rows did).
+template <class Product>
+void product_then_swiglu(float* out, int64_t M, int64_t F, Product product) {
+    thread_local std::vector<float> gu;
+    gu.resize(std::size_t(M * 2 * F));
+    product(gu.data());
+    for (int64_t m = 0; m < M; ++m) swiglu_forward(out + m * F, gu.data() + m * 2 * F, 1, F);
+}
+
+}  // namespace
+
+void matmul_rows_swiglu(float* out, const float* inp, const float* weight, int64_t M, int64_t K,
+                        int64_t F) {
+    check_shape("matmul_rows_swiglu", M, K, 2 * F);
+#if defined(__AVX512F__)
+    if (use_avx512() && pairs_tile(F))
+        return rows_avx512<F32>(out, inp, weight, nullptr, M, K, 2 * F, F);
+#endif
+    product_then_swiglu(out, M, F,
+                        [&](float* gu) { matmul_rows(gu, inp, weight, nullptr, M, K, 2 * F); });
+}
+
+namespace {
+
 // The weight rounded to bf16 (row-major), then laid out as RowWeightsBf16 packs it into `to`.
 void pack_bf16(uint16_t* to, const float* weight, int64_t N, int64_t K) {
     constexpr int64_t C = RowWeightsBf16::kPackCols, S = RowWeightsBf16::kPackK;
@@ -574,19 +619,44 @@ RowWeightsBf16::RowWeightsBf16(const float* weight, int64_t n, int64_t k, HugePa
     w = {to, size};
 }
 
+namespace {
+
+// The input rounded once per call, into this thread's buffer; each row's bits depend only on that
+// row.
+const uint16_t* rounded_input(const float* inp, int64_t M, int64_t K) {
+    thread_local std::vector<uint16_t> x;
+    x.resize(std::size_t(M * K));
+    convert_fp32_to_bf16(x.data(), inp, M, K, K);
+    return x.data();
+}
+
+}  // namespace
+
 void matmul_rows_bf16(float* out, const float* inp, const RowWeightsBf16& weight, const float* bias,
                       int64_t M) {
     const int64_t K = weight.K, N = weight.N;
     check_shape("matmul_rows_bf16", M, K, N);
-    // The input rounded once per call; each row's bits depend only on that row.
-    thread_local std::vector<uint16_t> x;
-    x.resize(std::size_t(M * K));
-    convert_fp32_to_bf16(x.data(), inp, M, K, K);
+    const uint16_t* x = rounded_input(inp, M, K);
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
     if (lanes::vectors<uint16_t>())
-        return rows_avx512<Bf16>(out, x.data(), weight.w.data(), bias, M, K, N);
+        return rows_avx512<Bf16>(out, x, weight.w.data(), bias, M, K, N);
 #endif
-    rows_portable(out, x.data(), weight.w.data(), bias, M, K, N);
+    rows_portable(out, x, weight.w.data(), bias, M, K, N);
+}
+
+void matmul_rows_bf16_swiglu(float* out, const float* inp, const RowWeightsBf16& weight,
+                             int64_t M) {
+    const int64_t K = weight.K, F = weight.N / 2;
+    check_shape("matmul_rows_bf16_swiglu", M, K, weight.N);
+    WEFT_CHECK(weight.N % 2 == 0, "matmul_rows_bf16_swiglu: N={}, expected [gate | up], even",
+               weight.N);
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+    if (lanes::vectors<uint16_t>() && pairs_tile(F))
+        return rows_avx512<Bf16>(out, rounded_input(inp, M, K), weight.w.data(), nullptr, M, K,
+                                 2 * F, F);
+#endif
+    product_then_swiglu(out, M, F,
+                        [&](float* gu) { matmul_rows_bf16(gu, inp, weight, nullptr, M); });
 }
 
 }  // namespace weft::kernels

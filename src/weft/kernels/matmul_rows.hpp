@@ -23,6 +23,12 @@ namespace weft::kernels {
 void matmul_rows(float* out, const float* inp, const float* weight, const float* bias, int64_t M,
                  int64_t K, int64_t N);
 
+// out[M,F] = SwiGLU of inp[M,K] · weight[2F,K]ᵀ, the weight's rows [gate (F) | up (F)]: bit for
+// bit matmul_rows then swiglu_forward on each row, for every M. Each thread applies SwiGLU to the
+// columns it computed, so the [M, 2F] product never passes between threads.
+void matmul_rows_swiglu(float* out, const float* inp, const float* weight, int64_t M, int64_t K,
+                        int64_t F);
+
 // A weight rounded to bf16 once, for matmul_rows_bf16: in an allocation of its own, or in an
 // arena that holds a model's copies together on huge pages (most are under one huge page each).
 // Packed for the products that read it: each tile of kPackCols consecutive weight rows (output
@@ -53,5 +59,9 @@ struct RowWeightsBf16 {
 // bits per row for every M.
 void matmul_rows_bf16(float* out, const float* inp, const RowWeightsBf16& weight, const float* bias,
                       int64_t M);
+
+// matmul_rows_swiglu on a bf16 copy of [gate | up] (N = 2F): matmul_rows_bf16 then
+// swiglu_forward on each row, bit for bit.
+void matmul_rows_bf16_swiglu(float* out, const float* inp, const RowWeightsBf16& weight, int64_t M);
 
 }  // namespace weft::kernels

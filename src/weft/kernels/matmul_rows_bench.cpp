@@ -15,17 +15,18 @@ namespace {
 
 struct Linear {
     int64_t N, K;
+    bool swiglu = false;  // [gate | up], SwiGLU applied as each thread computes them
 };
 
-// A Llama layer's products as the model runs them (q, k and v as one, o, gate and up as one,
-// down) n_layer times, then the head. Each product pays a start and an end beside its
+// A Llama layer's products as the model runs them (q, k and v as one, o, gate and up as one with
+// their SwiGLU, down) n_layer times, then the head. Each product pays a start and an end beside its
 // arithmetic: timed as seven products a layer, the 135M model's passes took 6-7% longer in bf16
 // (1 and 16 rows) and up to 2% in fp32.
 std::vector<Linear> linears(const RowsBenchShape& s) {
     std::vector<Linear> out;
     for (int64_t l = 0; l < s.n_layer; ++l)
         for (Linear x : {Linear{s.n_embd + 2 * s.kv_dim, s.n_embd}, Linear{s.n_embd, s.n_embd},
-                         Linear{2 * s.hidden, s.n_embd}, Linear{s.n_embd, s.hidden}})
+                         Linear{2 * s.hidden, s.n_embd, true}, Linear{s.n_embd, s.hidden}})
             out.push_back(x);
     out.push_back({s.vocab, s.n_embd});
     return out;
@@ -90,7 +91,11 @@ std::vector<RowsBenchPoint> bench_matmul_rows(const RowsBenchShape& shape,
     };
     if (wanted("fp32"))
         measure("fp32", 4, [&](size_t i, int64_t m) {
-            matmul_rows(y.data(), x.data(), fp32[i], nullptr, m, layers[i].K, layers[i].N);
+            const Linear& l = layers[i];
+            if (l.swiglu)
+                matmul_rows_swiglu(y.data(), x.data(), fp32[i], m, l.K, l.N / 2);
+            else
+                matmul_rows(y.data(), x.data(), fp32[i], nullptr, m, l.K, l.N);
         });
     if (wanted("bf16")) {
         // The fp32 weights go once the bf16 copies are made (1.5x their memory meanwhile); the
@@ -101,7 +106,10 @@ std::vector<RowsBenchPoint> bench_matmul_rows(const RowsBenchShape& shape,
             bf16.emplace_back(fp32[i], layers[i].N, layers[i].K, arena);
         all = Buffer();
         measure("bf16", 2, [&](size_t i, int64_t m) {
-            matmul_rows_bf16(y.data(), x.data(), bf16[i], nullptr, m);
+            if (layers[i].swiglu)
+                matmul_rows_bf16_swiglu(y.data(), x.data(), bf16[i], m);
+            else
+                matmul_rows_bf16(y.data(), x.data(), bf16[i], nullptr, m);
         });
     }
     return out;

@@ -1,5 +1,6 @@
 #include "weft/kernels/swiglu.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -110,6 +111,36 @@ void backward(Out* dgu, const float* dout, const In* gu, int64_t N, int64_t F) {
 void swiglu_forward(float* out, const float* gu, int64_t N, int64_t F) {
     WEFT_PROFILE("swiglu_fwd");
     forward(out, gu, N, F);
+}
+
+void swiglu_forward_cols(float* out, int64_t ldo, const float* gu, int64_t ldgu, int64_t M,
+                         int64_t F, int64_t c0, int64_t c1) {
+    WEFT_CHECK(0 <= c0 && c0 <= c1 && c1 <= F, "swiglu_forward_cols: columns [{}, {}) of F={}", c0,
+               c1, F);
+    // forward_row's split: the vector path up to the last whole vector of the row, when taken.
+#if defined(__AVX512F__)
+    const int64_t whole = lanes::vectors<float>() ? F / 16 * 16 : 0;
+#else
+    const int64_t whole = 0;
+#endif
+    const int64_t vec_end = std::max(c0, std::min(c1, whole));
+    for (int64_t m = 0; m < M; ++m) {
+        float* y = out + m * ldo;
+        const float* g = gu + m * ldgu;
+        const float* u = g + F;
+#if defined(__AVX512F__)
+        // Lane by lane the same operations as forward_row's whole vectors: a mask only leaves
+        // lanes out.
+        for (int64_t j = c0; j < vec_end; j += 16) {
+            const __mmask16 k = __mmask16((1u << std::min<int64_t>(16, vec_end - j)) - 1);
+            const __m512 gv = _mm512_maskz_loadu_ps(k, g + j);
+            _mm512_mask_storeu_ps(
+                y + j, k,
+                _mm512_mul_ps(_mm512_mul_ps(gv, sigmoid16(gv)), _mm512_maskz_loadu_ps(k, u + j)));
+        }
+#endif
+        for (int64_t j = vec_end; j < c1; ++j) y[j] = g[j] * sigmoid(g[j]) * u[j];
+    }
 }
 
 void swiglu_backward(float* dgu, const float* dout, const float* gu, int64_t N, int64_t F) {

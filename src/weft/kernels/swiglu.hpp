@@ -6,6 +6,12 @@
 namespace weft::kernels {
 
 void swiglu_forward(float* out, const float* gu, int64_t N, int64_t F);
+// Columns [c0, c1) of swiglu_forward's output for M rows, gu's rows ldgu apart and out's ldo:
+// each element the bits swiglu_forward gives it (its vector path, taken below F rounded down to
+// 16 lanes, or its scalar one), whatever the range. For a product that applies SwiGLU to the
+// columns it has just computed (matmul_rows_swiglu).
+void swiglu_forward_cols(float* out, int64_t ldo, const float* gu, int64_t ldgu, int64_t M,
+                         int64_t F, int64_t c0, int64_t c1);
 // dgu[N, 2F] is overwritten with [dgate | dup]; it must not alias dout.
 void swiglu_backward(float* dgu, const float* dout, const float* gu, int64_t N, int64_t F);
 

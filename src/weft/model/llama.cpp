@@ -341,7 +341,9 @@ void Llama::block_forward(Activations& a, UnitAccess& w, int l) {
 int64_t Llama::row_floats(const ModelConfig& cfg, int64_t rows) {
     const Widths w = widths(cfg, 1);
     const int64_t A = w.NH * w.HS, wide = std::max({w.qkv, 2 * w.F, A});
-    // x, ln, qkv, att, gu, act, y and the norm's statistics; an MoE layer's own on top.
+    // x, ln, qkv, att, act, y and the norm's statistics; `wide` for the gate/up product's
+    // [gate | up], which its threads keep (kernels::matmul_rows_swiglu); an MoE layer's own on
+    // top.
     return rows * (3 * cfg.n_embd + w.qkv + A + wide + w.F + 1) +
            (cfg.n_experts > 0 ? MoeMlp::row_floats(cfg, rows) : 0);
 }
@@ -350,9 +352,8 @@ void Llama::forward_rows(const RowBatch& b, UnitAccess& w, KvPool& kv, RowProduc
                          float* logits) {
     check_rows(b);
     const int64_t R = b.rows(), C = cfg_.n_embd, A = NH_ * HS_, L = cfg_.n_layer;
-    const int64_t wide = std::max({qkv_, 2 * F_, A});
     // Counted by row_floats: change both together.
-    Buffer x(R * C), ln(R * C), qkv(R * qkv_), att(R * A), gu(R * wide), act(R * F_), y(R * C);
+    Buffer x(R * C), ln(R * C), qkv(R * qkv_), att(R * A), act(R * F_), y(R * C);
     Buffer rstd(R);
     const float* wte = unit_tensor(w.params(0), layout_, 0, 0);
     tp_.embed_rows(x.data(), b.tokens.data(), wte, R);
@@ -386,10 +387,7 @@ void Llama::forward_rows(const RowBatch& b, UnitAccess& w, KvPool& kv, RowProduc
                 cfg_.moe_router_bias_rate > 0 ? router_bias_.data() + l * cfg_.n_experts : nullptr);
             std::copy_n(y.data(), R * C, x.data());
         } else {
-            mm(gu.data(), ln.data(), p.gu_w, nullptr, R, C, 2 * F_);
-            // Row by row, so that no vector loop's tail falls inside a row at some R only.
-            for (int64_t r = 0; r < R; ++r)
-                k::swiglu_forward(act.data() + r * F_, gu.data() + r * 2 * F_, 1, F_);
+            mm.swiglu(act.data(), ln.data(), p.gu_w, R, C, F_);
             tp_.row_parallel_rows(y.data(), act.data(), p.down_w, nullptr, R, F_, mm);
             add(x.data(), y.data());
         }

@@ -122,7 +122,8 @@ int64_t MoeMlp::row_floats(const ModelConfig& cfg, int64_t N) {
     const int64_t E = cfg.n_experts, K = cfg.experts_per_token, F = cfg.ffn(), C = cfg.n_embd;
     const int64_t SF = cfg.n_shared_experts * F, S = N * K;
     // As forward_rows allocates them: logits, probs, lse, weight, xp, g, u, gu, act, y and the
-    // expert ids; the shared experts' sgu, sact and sy.
+    // expert ids; the shared experts' sact and sy, and their [gate | up], which the product's
+    // threads keep (kernels::matmul_rows_swiglu).
     return 2 * N * E + N + S + 2 * S * C + 5 * S * F + S + (SF > 0 ? N * 3 * SF + N * C : 0);
 }
 
@@ -252,10 +253,8 @@ void MoeMlp::forward_rows(float* out, const float* x, const float* residual, con
     k::moe_unpermute(out, y.data(), weight.data(), residual, plan, C);
     if (SF_ == 0) return;
     // Shared experts: every row, added after the routed ones and the residual.
-    std::vector<float> sgu = floats(N * 2 * SF_), sact = floats(N * SF_), sy = floats(N * C);
-    mm(sgu.data(), x, p.shared_gu, nullptr, N, C, 2 * SF_);
-    for (int64_t r = 0; r < N; ++r)
-        k::swiglu_forward(sact.data() + r * SF_, sgu.data() + r * 2 * SF_, 1, SF_);
+    std::vector<float> sact = floats(N * SF_), sy = floats(N * C);
+    mm.swiglu(sact.data(), x, p.shared_gu, N, C, SF_);
     mm(sy.data(), sact.data(), p.shared_down, nullptr, N, SF_, C);
     for (int64_t i = 0; i < N * C; ++i) out[i] += sy[size_t(i)];
 }

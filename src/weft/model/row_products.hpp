@@ -18,8 +18,13 @@ class RowProducts {
     // out[M,N] = inp[M,K] · weight[N,K]ᵀ + bias[N] (bias may be null).
     void operator()(float* out, const float* inp, const float* weight, const float* bias, int64_t M,
                     int64_t K, int64_t N);
+    // out[M,F] = SwiGLU of inp[M,K] · weight[2F,K]ᵀ, the weight's rows [gate | up]: the same bits
+    // as the product then swiglu_forward on each row (kernels::matmul_rows_swiglu).
+    void swiglu(float* out, const float* inp, const float* weight, int64_t M, int64_t K, int64_t F);
 
   private:
+    const kernels::RowWeightsBf16& rounded(const float* weight, int64_t N, int64_t K);
+
     bool bf16_;
     // Where the rounded copies live: together on huge pages (each layer's alone is under one).
     HugePageArena arena_;

@@ -12,6 +12,7 @@
 #include "weft/kernels/isa.hpp"
 #include "weft/kernels/matmul_rows.hpp"
 #include "weft/kernels/precision.hpp"
+#include "weft/kernels/swiglu.hpp"
 
 namespace weft::kernels {
 namespace {
@@ -190,6 +191,55 @@ TEST(MatmulRowsBf16, SameBitsForAnyThreadsAndPath) {
         expect_same_bits_everywhere([&](float* out, const float* x,
                                         int64_t m) { matmul_rows_bf16(out, x, w16, b.data(), m); },
                                     M, K, N, "bf16");
+    }
+}
+
+// The fused gate/up product with SwiGLU against its unfused order (the product, then
+// swiglu_forward row by row), bitwise: every M past several 6-row tiles and both few-row paths, F
+// with a vector tail (20, 40) and not whole tiles (6: the unfused fallback), every thread count
+// and kernel path. Each thread applies SwiGLU to the columns of its chunks, which move with M and
+// the threads.
+template <class Fused, class Product>
+void expect_swiglu_fused(Fused fused, Product product, int64_t K, int64_t F, const char* what) {
+    const int initial = omp_get_max_threads();
+    for (Isa isa : {Isa::avx512, Isa::portable}) {
+        if (!isa_available(isa)) continue;
+        set_kernel_isa(isa);
+        for (int threads : {1, 2, 3}) {
+            omp_set_num_threads(threads);
+            for (int64_t M : {1, 2, 3, 5, 8, 13, 16, 17, 40}) {
+                auto x = randn(size_t(M * K), 16);
+                std::vector<float> gu(size_t(M * 2 * F)), want(size_t(M * F)), got(size_t(M * F));
+                product(gu.data(), x.data(), M);
+                for (int64_t m = 0; m < M; ++m)
+                    swiglu_forward(want.data() + m * F, gu.data() + m * 2 * F, 1, F);
+                fused(got.data(), x.data(), M);
+                ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+                    << what << " M " << M << " K " << K << " F " << F << ", " << isa_name(isa)
+                    << ", " << threads << " threads";
+            }
+        }
+    }
+    omp_set_num_threads(initial);
+    set_kernel_isa(default_isa());
+}
+
+TEST(MatmulRows, SwigluFusedIsTheProductThenSwiglu) {
+    for (auto [K, F] : {std::array<int64_t, 2>{7, 6}, {64, 20}, {576, 40}, {576, 384}}) {
+        auto w = randn(size_t(2 * F * K), 17);
+        expect_swiglu_fused([&](float* out, const float* x,
+                                int64_t M) { matmul_rows_swiglu(out, x, w.data(), M, K, F); },
+                            [&](float* out, const float* x, int64_t M) {
+                                matmul_rows(out, x, w.data(), nullptr, M, K, 2 * F);
+                            },
+                            K, F, "fp32");
+        RowWeightsBf16 w16(w.data(), 2 * F, K);
+        expect_swiglu_fused(
+            [&](float* out, const float* x, int64_t M) { matmul_rows_bf16_swiglu(out, x, w16, M); },
+            [&](float* out, const float* x, int64_t M) {
+                matmul_rows_bf16(out, x, w16, nullptr, M);
+            },
+            K, F, "bf16");
     }
 }
 
