@@ -371,11 +371,9 @@ void Llama::forward_rows(const RowBatch& b, UnitAccess& w, KvPool& kv, RowProduc
         mm(qkv.data(), ln.data(), p.qkv_w, p.qkv_b, R, C, qkv_);
         // Rotary positions on kv head g's queries and key, as attend_rows stores the key.
         const int64_t G = NH_ / NKV_;
-        auto rope_head = [&](int64_t r, int64_t g) {
-            float* q = qkv.data() + r * qkv_;
-            const int64_t pos = b.positions[size_t(r)];
-            k::rope_forward(q + g * G * HS_, 1, 1, G, HS_, qkv_, pos, table);
-            k::rope_forward(q + A + g * HS_, 1, 1, 1, HS_, qkv_, pos, table);
+        auto rope_head = [&](float* q, float* key, int64_t pos) {
+            k::rope_forward(q, 1, 1, G, HS_, G * HS_, pos, table);
+            k::rope_forward(key, 1, 1, 1, HS_, HS_, pos, table);
         };
         attend_rows(att.data(), qkv.data(), qkv_, b, kv, l, NH_, NKV_, HS_, rope_head);
         tp_.row_parallel_rows(y.data(), att.data(), p.o_w, nullptr, R, A, mm);

@@ -75,11 +75,12 @@ struct RowBatch {
 // fixed sequence of operations over its row's query and its sequence's cached keys and values:
 // the same bits whatever the other rows, and whether its sequence's earlier positions came in
 // this call or an earlier one.
-// `prepare(row, g)`, when given, rewrites in place row `row`'s queries of kv head g's group and
-// its key of head g (rotary positions) before that key is stored; it may run on any thread, for
-// different rows and heads at once.
-using RowHeadPrepare = std::function<void(int64_t row, int64_t g)>;
-void attend_rows(float* out, const float* qkv, int64_t ld, const RowBatch& b, KvPool& kv, int layer,
+// `prepare(q, k, pos)`, when given, rewrites in place the queries of one kv head's group (NH /
+// NKV heads of HS, one after the other, at q) and that head's key (at k) of a row at position
+// `pos` (rotary positions), before the key is stored; in qkv's rows or in a copy, on any thread,
+// for different rows and heads at once.
+using RowHeadPrepare = std::function<void(float* q, float* k, int64_t pos)>;
+void attend_rows(float* out, float* qkv, int64_t ld, const RowBatch& b, KvPool& kv, int layer,
                  int64_t NH, int64_t NKV, int64_t HS, const RowHeadPrepare& prepare = {});
 
 }  // namespace weft::model
