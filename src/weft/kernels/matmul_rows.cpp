@@ -557,16 +557,18 @@ void matmul_rows(float* out, const float* inp, const float* weight, const float*
 
 namespace {
 
-// A chunk of a paired product takes whole tiles of each half (rows_avx512's glu).
-bool pairs_tile(int64_t F) {
-    return F % kTileCols == 0;
+// Whether rows_avx512 pairs the halves (glu): a chunk takes whole tiles of each, and few rows
+// (decode, a verify), whose products hand their outputs between threads every few microseconds.
+// More rows (a prompt chunk) spend far longer on each product than on its hand-off, and each
+// thread's scratch would hold all their rows.
+bool pairs_halves(int64_t M, int64_t F) {
+    return F % kTileCols == 0 && M <= kFewRows;
 }
 
 // The unfused order's bits: the product, then SwiGLU on each row (as Model::forward_rows did).
 template <class Product>
 void product_then_swiglu(float* out, int64_t M, int64_t F, Product product) {
-    thread_local std::vector<float> gu;
-    gu.resize(std::size_t(M * 2 * F));
+    std::vector<float> gu(std::size_t(M * 2 * F));
     product(gu.data());
     for (int64_t m = 0; m < M; ++m) swiglu_forward(out + m * F, gu.data() + m * 2 * F, 1, F);
 }
@@ -577,7 +579,7 @@ void matmul_rows_swiglu(float* out, const float* inp, const float* weight, int64
                         int64_t F) {
     check_shape("matmul_rows_swiglu", M, K, 2 * F);
 #if defined(__AVX512F__)
-    if (use_avx512() && pairs_tile(F))
+    if (use_avx512() && pairs_halves(M, F))
         return rows_avx512<F32>(out, inp, weight, nullptr, M, K, 2 * F, F);
 #endif
     product_then_swiglu(out, M, F,
@@ -651,7 +653,7 @@ void matmul_rows_bf16_swiglu(float* out, const float* inp, const RowWeightsBf16&
     WEFT_CHECK(weight.N % 2 == 0, "matmul_rows_bf16_swiglu: N={}, expected [gate | up], even",
                weight.N);
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
-    if (lanes::vectors<uint16_t>() && pairs_tile(F))
+    if (lanes::vectors<uint16_t>() && pairs_halves(M, F))
         return rows_avx512<Bf16>(out, rounded_input(inp, M, K), weight.w.data(), nullptr, M, K,
                                  2 * F, F);
 #endif

@@ -24,8 +24,9 @@ void matmul_rows(float* out, const float* inp, const float* weight, const float*
                  int64_t K, int64_t N);
 
 // out[M,F] = SwiGLU of inp[M,K] · weight[2F,K]ᵀ, the weight's rows [gate (F) | up (F)]: bit for
-// bit matmul_rows then swiglu_forward on each row, for every M. Each thread applies SwiGLU to the
-// columns it computed, so the [M, 2F] product never passes between threads.
+// bit matmul_rows then swiglu_forward on each row, for every M. Up to 16 rows (decode, a verify)
+// each thread applies SwiGLU to the columns it computed, so the [M, 2F] product never passes
+// between threads; more rows take the product, then SwiGLU row by row.
 void matmul_rows_swiglu(float* out, const float* inp, const float* weight, int64_t M, int64_t K,
                         int64_t F);
 

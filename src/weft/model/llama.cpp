@@ -342,8 +342,7 @@ int64_t Llama::row_floats(const ModelConfig& cfg, int64_t rows) {
     const Widths w = widths(cfg, 1);
     const int64_t A = w.NH * w.HS, wide = std::max({w.qkv, 2 * w.F, A});
     // x, ln, qkv, att, act, y and the norm's statistics; `wide` for the gate/up product's
-    // [gate | up], which its threads keep (kernels::matmul_rows_swiglu); an MoE layer's own on
-    // top.
+    // [gate | up] (kernels::matmul_rows_swiglu's); an MoE layer's own on top.
     return rows * (3 * cfg.n_embd + w.qkv + A + wide + w.F + 1) +
            (cfg.n_experts > 0 ? MoeMlp::row_floats(cfg, rows) : 0);
 }

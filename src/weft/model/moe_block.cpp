@@ -122,8 +122,8 @@ int64_t MoeMlp::row_floats(const ModelConfig& cfg, int64_t N) {
     const int64_t E = cfg.n_experts, K = cfg.experts_per_token, F = cfg.ffn(), C = cfg.n_embd;
     const int64_t SF = cfg.n_shared_experts * F, S = N * K;
     // As forward_rows allocates them: logits, probs, lse, weight, xp, g, u, gu, act, y and the
-    // expert ids; the shared experts' sact and sy, and their [gate | up], which the product's
-    // threads keep (kernels::matmul_rows_swiglu).
+    // expert ids; the shared experts' sact and sy, and their [gate | up]
+    // (kernels::matmul_rows_swiglu's).
     return 2 * N * E + N + S + 2 * S * C + 5 * S * F + S + (SF > 0 ? N * 3 * SF + N * C : 0);
 }
 

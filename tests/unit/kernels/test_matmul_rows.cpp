@@ -195,10 +195,10 @@ TEST(MatmulRowsBf16, SameBitsForAnyThreadsAndPath) {
 }
 
 // The fused gate/up product with SwiGLU against its unfused order (the product, then
-// swiglu_forward row by row), bitwise: every M past several 6-row tiles and both few-row paths, F
-// with a vector tail (20, 40) and not whole tiles (6: the unfused fallback), every thread count
-// and kernel path. Each thread applies SwiGLU to the columns of its chunks, which move with M and
-// the threads.
+// swiglu_forward row by row), bitwise: every M past several 6-row tiles and both few-row paths
+// (paired up to 16 rows, the unfused order past them), F with a vector tail (20, 40) and not whole
+// tiles (6: the unfused order), every thread count and kernel path. Each thread applies SwiGLU to
+// the columns of its chunks, which move with M and the threads.
 template <class Fused, class Product>
 void expect_swiglu_fused(Fused fused, Product product, int64_t K, int64_t F, const char* what) {
     const int initial = omp_get_max_threads();
