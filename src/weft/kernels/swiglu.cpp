@@ -34,7 +34,17 @@ inline __m512 sigmoid16(__m512 g) {
     const __mmask16 pos = _mm512_cmp_ps_mask(g, _mm512_setzero_ps(), _CMP_GE_OQ);
     return _mm512_div_ps(_mm512_mask_blend_ps(pos, e, one), _mm512_add_ps(one, e));
 }
+
+// silu(g) · u, 16 lanes: the one expression of both forward paths' vectors.
+inline __m512 swiglu16(__m512 g, __m512 u) {
+    return _mm512_mul_ps(_mm512_mul_ps(g, sigmoid16(g)), u);
+}
 #endif
+
+// silu(g) · u: the one expression of both forward paths' scalars.
+inline float swiglu1(float g, float u) {
+    return g * sigmoid(g) * u;
+}
 
 template <typename In, typename Out>
 void forward_row(Out* y, const In* g, const In* u, int64_t F, bool vec) {
@@ -42,18 +52,12 @@ void forward_row(Out* y, const In* g, const In* u, int64_t F, bool vec) {
 #if defined(__AVX512F__)
     if constexpr (std::is_same_v<Out, float> || lanes::kBf16Vectors) {
         if (vec)
-            for (; j + 16 <= F; j += 16) {
-                const __m512 gv = lanes::load16(g + j);
-                lanes::store16(
-                    y + j, _mm512_mul_ps(_mm512_mul_ps(gv, sigmoid16(gv)), lanes::load16(u + j)));
-            }
+            for (; j + 16 <= F; j += 16)
+                lanes::store16(y + j, swiglu16(lanes::load16(g + j), lanes::load16(u + j)));
     }
 #endif
     (void)vec;
-    for (; j < F; ++j) {
-        const float gj = lanes::load(g + j);
-        lanes::store(y + j, gj * sigmoid(gj) * lanes::load(u + j));
-    }
+    for (; j < F; ++j) lanes::store(y + j, swiglu1(lanes::load(g + j), lanes::load(u + j)));
 }
 
 // d silu(g)/dg = s (1 + g (1 - s)). Out is float, or bf16 (the fp32 result rounded).
@@ -129,17 +133,15 @@ void swiglu_forward_cols(float* out, int64_t ldo, const float* gu, int64_t ldgu,
         const float* g = gu + m * ldgu;
         const float* u = g + F;
 #if defined(__AVX512F__)
-        // Lane by lane the same operations as forward_row's whole vectors: a mask only leaves
-        // lanes out.
+        // Lane by lane forward_row's whole vectors: a mask only leaves lanes out.
         for (int64_t j = c0; j < vec_end; j += 16) {
             const __mmask16 k = __mmask16((1u << std::min<int64_t>(16, vec_end - j)) - 1);
-            const __m512 gv = _mm512_maskz_loadu_ps(k, g + j);
             _mm512_mask_storeu_ps(
                 y + j, k,
-                _mm512_mul_ps(_mm512_mul_ps(gv, sigmoid16(gv)), _mm512_maskz_loadu_ps(k, u + j)));
+                swiglu16(_mm512_maskz_loadu_ps(k, g + j), _mm512_maskz_loadu_ps(k, u + j)));
         }
 #endif
-        for (int64_t j = vec_end; j < c1; ++j) y[j] = g[j] * sigmoid(g[j]) * u[j];
+        for (int64_t j = vec_end; j < c1; ++j) y[j] = swiglu1(g[j], u[j]);
     }
 }
 
