@@ -52,6 +52,17 @@ constexpr int64_t kStreamInputBytes = 16 << 10;
 // M 16 10.3-11.6 -> 6.7; M 1 2.0-2.3 and M 2 2.1-2.5 stream. At 2 rows the tile took 3.3-4.1.
 constexpr int64_t kFewRows = 16;
 constexpr int64_t kPrefetchBytes = 32 << 10;
+// Past kFewRows and up to this many rows (a step of 16 decodes and a prompt chunk, the first
+// requests of a wave of prompts) the rows go in blocks of tiles like many rows, but in groups of
+// as many rows each (20: 5 + 5 + 5 + 5, not 6 + 6 + 6 + 2), and every group asks for its share of
+// the next block's weights into L2: the block's first group had read them from memory one tile
+// ahead, with too little arithmetic on each weight to hide that. Chunks are those of few rows.
+// weft bench rows, the 135M model's products, old and new alternated 3-4 times, ms a pass:
+// bf16 M 17 18.8-19.1 -> 12.9-13.2, 24 22.9-24.8 -> 17.8-18.1, 32 27.4-27.8 -> 23.9-24.2, 40
+// 32.6-33.8 -> 29.0-29.7, 48 38.0-40.3 -> 34.2-40.3; fp32 M 17 34.3-36.1 -> 24.4-25.0, 32
+// 53.9-55.5 -> 43.9-45.7, 48 73.4-87.7 -> 64.9-72.3. Past 48 rows the same spread was no faster
+// (64: 45.8-53.2 against 48.5-48.6) and the product is compute-bound: the blocks as before.
+constexpr int64_t kMidRows = 48;
 // A packed weight (bf16) is one stream a tile, which the prefetchers follow: up to 4 rows a
 // software prefetch only takes load slots from it, and past that, with the arithmetic on each
 // weight longer, a fetch 2 tiles ahead keeps memory busy. weft bench rows, bf16, share of the
@@ -283,13 +294,15 @@ void with_rows(int rows, F&& f) {
 
 // Column tiles j0..j1 - 1 of `rows` rows (out, x at their first), each by `tile`, whose variant
 // is chosen once for them all: chosen for each tile, the choice cost 5-10% of a few-row pass.
-template <class Op, int R, bool Tail, bool Fetch>
+template <class Op, int R, bool Tail, bool Fetch, bool Spread = false>
 void tiles(float* out, int64_t N, const typename Op::T* x, const typename Op::T* w,
-           const float* bias, int64_t K, int64_t j0, int64_t j1, int64_t fetch_ahead) {
+           const float* bias, int64_t K, int64_t j0, int64_t j1, int64_t fetch_ahead,
+           int fetch_every = 1, int fetch_phase = 0) {
     for (int64_t j = j0; j < j1; ++j) {
         const int64_t n = j * kTileCols;
-        tile<Op, R, Tail, Fetch>(out + n, N, x, Op::tile_at(w, j, K), bias ? bias + n : nullptr, K,
-                                 int(std::min<int64_t>(kTileCols, N - n)), fetch_ahead);
+        tile<Op, R, Tail, Fetch, false, Spread>(
+            out + n, N, x, Op::tile_at(w, j, K), bias ? bias + n : nullptr, K,
+            int(std::min<int64_t>(kTileCols, N - n)), fetch_ahead, fetch_every, fetch_phase);
     }
 }
 
@@ -363,6 +376,21 @@ void tile_run(int rows, float* out, int64_t N, const typename Op::T* x, const ty
     });
 }
 
+// A block of tiles j0..j1 - 1 for group `phase` of `every` groups of rows (kMidRows): each group
+// asks for its share of the tiles `ahead` on (the next block's) into L2.
+template <class Op>
+void block_run(int rows, float* out, int64_t N, const typename Op::T* x, const typename Op::T* w,
+               const float* bias, int64_t K, int64_t j0, int64_t j1, int64_t ahead, int every,
+               int phase) {
+    with_rows<kTileRows>(rows, [&](auto r) {
+        constexpr int R = decltype(r)::value;
+        if (K % Op::kStep == 0)
+            tiles<Op, R, false, true, true>(out, N, x, w, bias, K, j0, j1, ahead, every, phase);
+        else
+            tiles<Op, R, true, true, true>(out, N, x, w, bias, K, j0, j1, ahead, every, phase);
+    });
+}
+
 template <class Op>
 void few_run(int64_t M, float* out, int64_t N, const typename Op::T* x, const typename Op::T* w,
              const float* bias, int64_t K, int64_t j0, int64_t j1, int64_t fetch_ahead,
@@ -408,6 +436,7 @@ void rows_avx512(float* out, const typename Op::T* x_own, const typename Op::T* 
     // small block keeps that read close to the arithmetic on it, a large one reads the input rows
     // from L1 more often. Few rows take blocks of one tile and prefetch far ahead (kFewRows).
     const bool few = M <= kFewRows;
+    const bool mid = !few && M <= kMidRows;
     const int64_t block_tiles = few ? 1 : std::clamp<int64_t>(M / kTileCols, 1, kBlockTiles);
     const int64_t tile_bytes = kTileCols * K * int64_t(sizeof(typename Op::T));
     const int64_t fetch_ahead = !few          ? 1
@@ -430,10 +459,10 @@ void rows_avx512(float* out, const typename Op::T* x_own, const typename Op::T* 
     // requests' decode) take 2 chunks a thread, not 8: a chunk's first tiles wait on memory, and
     // in the fast windows 16 rows over the 135M model's shapes took 0.80x the time in bf16 and
     // 0.96x in fp32, about 0.92x in the slow ones; 4 rows about the same (docs/serving.md, "Few
-    // rows in few chunks").
+    // rows in few chunks"); so do up to kMidRows rows (M 32 in bf16: 25.7 -> 23.4 ms a pass).
     const int64_t widen = Op::kPacked && M == 1 ? 8
                           : one_stream ? 2 * int64_t(sizeof(float) / sizeof(typename Op::T))
-                          : few        ? 4
+                          : few || mid ? 4
                                        : 1;
     const int64_t chunk_tiles = std::clamp<int64_t>(widen * tiles / (8 * omp_get_max_threads()), 1,
                                                     widen * 4 * kBlockTiles);
@@ -466,17 +495,18 @@ void rows_avx512(float* out, const typename Op::T* x_own, const typename Op::T* 
             // 3-5% longer, no register spilled; cause not found).
             for (int64_t block = lo; block < hi; block += block_tiles) {
                 const int64_t block_end = std::min(hi, block + block_tiles);
-                for (int64_t m = 0; m < M; m += kTileRows) {
-                    const int rows = int(std::min<int64_t>(kTileRows, M - m));
+                for (int64_t g = 0, m = 0; g < groups; ++g) {
+                    const int rows = int(mid ? M / groups + (g < M % groups)
+                                             : std::min<int64_t>(kTileRows, M - m));
                     for (int64_t j = block; j < block_end; ++j) {
                         const int64_t n = j * kTileCols;
-                        if (spread) {
+                        if (spread || mid) {
                             with_rows<kTileRows>(rows, [&](auto r) {
                                 tile<Op, decltype(r)::value, true, true, false, true>(
                                     to + m * N + n, N, x + m * K, Op::tile_at(w, j, K),
                                     bias ? bias + n : nullptr, K,
-                                    int(std::min<int64_t>(kTileCols, N - n)), kSpreadFetchTiles,
-                                    groups, int(m / kTileRows));
+                                    int(std::min<int64_t>(kTileCols, N - n)),
+                                    mid ? block_tiles : kSpreadFetchTiles, groups, int(g));
                             });
                             continue;
                         }
@@ -487,6 +517,7 @@ void rows_avx512(float* out, const typename Op::T* x_own, const typename Op::T* 
                                 int(std::min<int64_t>(kTileCols, N - n)), m == 0 ? fetch_ahead : 0);
                         });
                     }
+                    m += rows;
                 }
             }
             return;
@@ -503,9 +534,18 @@ void rows_avx512(float* out, const typename Op::T* x_own, const typename Op::T* 
         }
         for (int64_t block = lo; block < hi; block += block_tiles) {
             const int64_t block_end = std::min(hi, block + block_tiles);
-            for (int64_t m = 0; m < M; m += kTileRows)
-                tile_run<Op>(int(std::min<int64_t>(kTileRows, M - m)), to + m * N, N, x + m * K, w,
-                             bias, K, block, block_end, m == 0 ? fetch_ahead : 0);
+            if (!mid) {
+                for (int64_t m = 0; m < M; m += kTileRows)
+                    tile_run<Op>(int(std::min<int64_t>(kTileRows, M - m)), to + m * N, N, x + m * K,
+                                 w, bias, K, block, block_end, m == 0 ? fetch_ahead : 0);
+                continue;
+            }
+            for (int g = 0, m = 0; g < groups; ++g) {
+                const int rows = int(M / groups) + (g < M % groups);
+                block_run<Op>(rows, to + m * N, N, x + m * K, w, bias, K, block, block_end,
+                              block_tiles, groups, g);
+                m += rows;
+            }
         }
     };
     auto run_chunk = [&](int64_t chunk) {
