@@ -32,10 +32,12 @@ rates=ppd/checkpoints/step_000003/ppd_acceptance.json
   ok "ppd-acceptance: $(head -1 acc.out)" || bad "ppd-acceptance: $(cat acc.out)"
 fast=$("$WEFT" sample "${p[@]}" --spec ppd --ppd ppd --spec-tree 4)
 [ "$fast" = "$plain" ] && ok "--spec-tree 4 from the measured rates: greedy text unchanged" || bad "--spec-tree with measured rates changed the text"
-# weft serve --spec ppd (its prompt rows over the data's 4096 most frequent ids): the greedy text
-# of weft sample, two requests at once, and /metrics counts the verifies and their guesses.
+# weft serve --spec ppd with the tree of 4 from the measured rates (its prompt rows over the
+# data's 4096 most frequent ids): the greedy text of weft sample, two requests at once, and
+# /metrics counts the verifies and their guesses, more than a chain of 2 would make.
 "$WEFT" serve --ckpt run --tokenizer-dir "$SRC/data" --port 0 --kv-cache-gib 0.001 --threads 2 \
-  --spec ppd --ppd ppd --dtype bf16 --spec-vocab-from data/tinyshakespeare_train.bin >serve.out 2>serve.err &
+  --spec ppd --ppd ppd --spec-tree 4 --dtype bf16 --spec-vocab-from data/tinyshakespeare_train.bin \
+  >serve.out 2>serve.err &
 pid=$!
 trap 'kill -9 $pid 2>/dev/null || true; rm -rf "$WORK"' EXIT
 for _ in $(seq 600); do grep -q "http://" serve.out && break; sleep 0.1; done
@@ -44,11 +46,11 @@ complete() { curl -s --max-time 60 -d '{"prompt":"'"$1"'","max_tokens":40,"tempe
 complete "To be" >other.json &
 served=$(complete "ROMEO:" | jq -r .choices[0].text)
 wait $!
-[ "ROMEO:$served" = "$plain" ] && ok "serve --spec ppd bf16: greedy text of weft sample" || bad "serve --spec ppd: 'ROMEO:$served' vs '$plain'"
+[ "ROMEO:$served" = "$plain" ] && ok "serve --spec ppd --spec-tree 4 bf16: greedy text of weft sample" || bad "serve --spec ppd: 'ROMEO:$served' vs '$plain'"
 met=$(curl -s --max-time 10 "$url/metrics")
 v=$(awk '/^weft_spec_verifies_total/ { print $2 }' <<<"$met")
 g=$(awk '/^weft_spec_guessed_tokens_total/ { print $2 }' <<<"$met")
-[ "${v:-0}" -gt 0 ] && [ "${g:-0}" -gt 0 ] && ok "serve --spec ppd: $v verifies of $g guesses" || bad "metrics: $met"
+[ "${v:-0}" -gt 0 ] && [ "${g:-0}" -gt $((2 * ${v:-0})) ] && ok "serve --spec ppd --spec-tree 4: $v verifies of $g guesses" || bad "metrics: $met"
 kill -TERM $pid
 wait $pid || bad "serve --spec ppd: exit $?: $(cat serve.err)"
 grep -q "by depth:" ppd.err && ok "acceptance by depth printed" || bad "no figures: $(cat ppd.err)"
@@ -66,6 +68,7 @@ expect_error "is not a Parallel Prompt Decoding checkpoint" "" -- serve --ckpt r
 expect_error "--spec ppd runs with --tp 1 only, got --tp 2" "" -- sample --ckpt run --spec ppd --ppd ppd --tp 2
 expect_error "--spec-tree must be 0 (a chain of guesses) or more nodes, got -1" "" -- sample --ckpt run --spec ppd --ppd ppd --spec-tree -1
 expect_error "--spec-tree 4 is for --spec ppd" "" -- sample --ckpt run --spec ngram --spec-tree 4
+expect_error "--spec-tree 4 is for --spec ppd" "" -- serve --ckpt run --spec ngram --spec-tree 4
 expect_error "--width must be at least 1, got 0" "" -- ppd-acceptance --ckpt run --ppd ppd --data data/tinyshakespeare_val.bin --width 0
 expect_error "is not a Parallel Prompt Decoding checkpoint" "" -- ppd-acceptance --ckpt run --ppd run --data data/tinyshakespeare_val.bin
 echo '{"acceptance": [[0.5], [2]]}' >$rates

@@ -39,6 +39,7 @@ d=$("$WEFT" sample "${p[@]}" --spec draft --draft run --spec-tokens 3 --draft-wi
 [ "$d" = "$plain" ] && ok "--spec draft --draft-width 2: greedy text unchanged ($(cat draft.err))" || bad "--draft-width 2 changed the text"
 expect_error "--draft-width must be 1 (a chain of guesses) or more, got 0" "" -- sample --ckpt run --spec draft --draft run --draft-width 0
 expect_error "--draft-width 2 is for --spec draft, got --spec ngram" "" -- sample --ckpt run --spec ngram --draft-width 2
+expect_error "--draft-width 2 is for --spec draft, got --spec ngram" "" -- serve --ckpt run --spec ngram --draft-width 2
 expect_error "--draft run is for --spec draft, got --spec ngram" "" -- sample --ckpt run --spec ngram --draft run
 expect_error "--spec draft runs with --tp 1 only, got --tp 2" "" -- sample --ckpt run --spec draft --draft run --tp 2
 # --spec-vocab: the draft proposes from the training data's most frequent ids; the text stays.

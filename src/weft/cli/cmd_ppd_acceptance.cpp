@@ -27,7 +27,7 @@ void add_ppd_acceptance_command(CLI::App& app) {
         "ppd-acceptance",
         "Measure how often each Parallel Prompt Decoding prompt's ranked candidates are the "
         "model's own greedy tokens on held-out text, and save the rates beside the prompts "
-        "(weft sample --spec-tree chooses its tree from them)");
+        "(--spec-tree of weft sample and weft serve chooses its tree from them)");
     add_model_source_options(c, a->model_dir, a->ckpt);
     c->add_option("--ppd", a->spec.ppd_file,
                   "The prompt tokens (`weft train --ppd-tokens`' run or checkpoint directory); "

@@ -162,6 +162,7 @@ void add_serve_command(CLI::App& app) {
     add_generation_dtype_option(c, a->dtype);
     add_speculation_options(c, a->engine.spec);
     add_spec_vocab_options(c, a->engine.spec);
+    add_spec_tree_options(c, a->engine.spec);
     add_tp_option(c, a->tp);
     c->add_option("--tool-call-parser", a->tool_call_parser,
                   "How a chat's tool calls are read out of the model's text when the request "

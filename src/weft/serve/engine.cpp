@@ -112,12 +112,13 @@ Engine::Engine(const model::ModelConfig& cfg, const model::ParamLayout& layout, 
     if (draft_) {
         decode::check_draft(cfg, draft_->config());
         draft_->set_shortlist(o_.spec.shortlist.get());
+        draft_->set_width(o_.spec.draft_width);
     }
     if (o_.spec.kind == "ppd") {
         const decode::PpdPrompts* p = o_.spec.ppd.get();
         WEFT_CHECK(p && p->base.n_embd == cfg.n_embd && !tp_.comm,
                    "internal: --spec ppd without its prompt tokens for this model, or under tp");
-        ppd_.emplace(*p, o_.spec.guesses(), cfg.vocab_size, o_.spec.shortlist.get());
+        ppd_.emplace(*p, o_.spec.guesses(), cfg.vocab_size, o_.spec.shortlist.get(), o_.spec.tree);
     }
     stats_.kv_blocks_total = o_.kv_blocks;
 }
@@ -194,10 +195,11 @@ const JsonVocab& Engine::json_vocab() const {
 int64_t Engine::positions_for(const Request& r) const {
     const int64_t text = int64_t(r.prompt.size()) + r.o.tokens;
     if (!ppd_) return text;
-    // A verify's root sits before position text - 1 and its (M + 1)^2 rows take the slots after
-    // it, within the context (PpdProposer::verify).
-    const int64_t m = ppd_->chain_len();
-    return std::min(config().n_positions, text + m * (m + 2));
+    // A verify's root sits before position text - 1 and its rows take the slots after it,
+    // within the context (PpdProposer::verify): the root and each of the N guesses of its tree
+    // (a chain: N = M) with a chain of M prompt rows under it, (N + 1)(M + 1) rows.
+    const int64_t m = ppd_->chain_len(), n = ppd_->shape().size();
+    return std::min(config().n_positions, text + (n + 1) * (m + 1) - 1);
 }
 
 std::shared_ptr<Stream> Engine::submit(Request r) {
@@ -490,7 +492,14 @@ bool Engine::step() {
                 {&r.draft, r.tokens, room[i], &r.req.o, &r.draft_rng, &r.draft_counter, {}});
         }
         draft_->propose(jobs);
-        for (size_t k = 0; k < decoding.size(); ++k) trees[decoding[k]] = std::move(jobs[k].out);
+        for (size_t k = 0; k < decoding.size(); ++k) {
+            // A chain of at most `room` guesses stays within the request's text; the leaves
+            // beside it (--draft-width) take the slots after the chain's, the first ones that
+            // the request's blocks hold.
+            const Running& r = *running_[decoding[k]];
+            jobs[k].out.tree.truncate(positions_for(r.req) - r.computed - 1);
+            trees[decoding[k]] = std::move(jobs[k].out);
+        }
     }
     int64_t budget = o_.batch_tokens;
     for (size_t i : decoding) {

@@ -371,10 +371,11 @@ TEST_P(ServeEngine, Bf16IsBatchInvariantToo) {
     EXPECT_TRUE(same_bits(among[0].logprobs, sample.logprobs));
 }
 
-// --spec draft among other requests, fp32 and bf16: greedy requests keep plain sampling's
-// tokens and logprob bits, a seeded sampling request gives weft sample --spec draft's tokens (the
-// same draws), the draft's guesses are both kept and rejected, and the draft runs one forward a
-// guess depth for all the requests (3 a step at most), not one a request.
+// --spec draft among other requests, fp32 and bf16, and fp32 with --draft-width 2 (greedy leaves
+// beside the chain): greedy requests keep plain sampling's tokens and logprob bits, a seeded
+// sampling request gives weft sample --spec draft's tokens (the same draws), the draft's guesses
+// are both kept and rejected, and the draft runs one forward a guess depth for all the requests
+// (3 a step at most), not one a request.
 TEST_P(ServeEngine, DraftKeepsTheOutput) {
     const model::ModelConfig c = small_config(GetParam());
     Weights w(c);
@@ -383,7 +384,7 @@ TEST_P(ServeEngine, DraftKeepsTheOutput) {
     Weights d(dc);
     test::copy_target_tensors(w.model->layout(), w.params.data(), d.model->layout(),
                               d.params.data());
-    for (bool bf16 : {false, true}) {
+    for (auto [bf16, width] : {std::pair{false, 1}, {true, 1}, {false, 2}}) {
         auto draft = [&] {
             return std::make_unique<decode::DraftModel>(dc, d.model->layout(), d.params.data(),
                                                         bf16, 64);
@@ -391,6 +392,7 @@ TEST_P(ServeEngine, DraftKeepsTheOutput) {
         EngineOptions o = options(8, 64);
         o.bf16 = bf16;
         o.spec.kind = "draft";
+        o.spec.draft_width = width;
         o.spec.draft = "unused";  // the model is given
         o.spec.ngram.max_tokens = 3;
         std::unique_ptr<decode::DraftModel> engine_draft = draft();
@@ -398,9 +400,11 @@ TEST_P(ServeEngine, DraftKeepsTheOutput) {
         Engine e(c, w.model->layout(), w.params.data(), piece, o, std::move(engine_draft));
         std::vector<Request> requests;
         std::vector<std::shared_ptr<Stream>> streams;
+        // The first request's text ends at the context's end (40 + 24 = 64 positions), where the
+        // leaves beside a chain have no slots left.
         for (int i = 0; i < 6; ++i) {
-            requests.push_back(
-                request(tokens(5 + i, 40 + i, c.vocab_size), 24, i == 5 ? 0.8f : 0.0f, 80 + i));
+            requests.push_back(request(tokens(i == 0 ? 40 : 5 + i, 40 + i, c.vocab_size), 24,
+                                       i == 5 ? 0.8f : 0.0f, 80 + i));
             streams.push_back(e.submit(requests.back()));
         }
         const std::vector<Update> out = run_all(e, streams);
@@ -411,6 +415,10 @@ TEST_P(ServeEngine, DraftKeepsTheOutput) {
         EXPECT_EQ(out.back().tokens,
                   decode::generate_speculative(c, w.model->layout(), w.params.data(), s.prompt, s.o,
                                                o.spec, {}, bf16, nullptr, alone.get()));
+        // Five greedy requests of 24 tokens, each verify 3 guesses, and with leaves more.
+        if (width > 1) {
+            EXPECT_GT(e.stats().spec_guessed, 3 * e.stats().spec_verifies) << "no leaf was guessed";
+        }
         EXPECT_GT(e.stats().spec_accepted, 0) << "no guess was ever kept";
         EXPECT_LT(e.stats().spec_accepted, e.stats().spec_guessed) << "no guess was rejected";
         EXPECT_LE(counted.forwards(), 3 * e.stats().steps) << "the draft ran per request";
@@ -419,16 +427,17 @@ TEST_P(ServeEngine, DraftKeepsTheOutput) {
 }
 
 // --spec ppd, fp32 and bf16, one request alone and six among each other (one sampling), and in a
-// pool small enough to preempt: greedy requests keep plain sampling's tokens and logprob bits, a
-// seeded sampling request gives weft sample --spec ppd's tokens, guesses are kept, and the prompt
-// rows leave no block behind.
+// pool small enough to preempt; and fp32 with a sparse tree of 5 guesses (--spec-tree), six among
+// each other: greedy requests keep plain sampling's tokens and logprob bits, a seeded sampling
+// request gives weft sample --spec ppd's tokens, guesses are kept, and the prompt rows leave no
+// block behind.
 TEST_P(ServeEngine, PpdKeepsTheOutput) {
     const model::ModelConfig c = small_config(GetParam());
     Weights w(c);
     const auto& L = w.model->layout();
     auto prompts = std::make_shared<const decode::PpdPrompts>(
         test::train_ppd_prompts(c, L, w.params.data(), 0, 60).prompts);
-    for (bool bf16 : {false, true}) {
+    for (auto [bf16, tree] : {std::pair{false, 0}, {true, 0}, {false, 5}}) {
         std::vector<Request> requests;
         for (int i = 0; i < 6; ++i)
             requests.push_back(request(std::vector<int32_t>{int32_t(1 + i % 4), int32_t(9 + i)}, 24,
@@ -437,11 +446,13 @@ TEST_P(ServeEngine, PpdKeepsTheOutput) {
         // Alone, among the others, and preempted (7 blocks of 16 for requests of 3 each).
         for (auto [slots, blocks, n] :
              std::vector<std::tuple<int, int64_t, int>>{{1, 1000, 1}, {8, 1000, 6}, {6, 7, 6}}) {
+            if (tree > 0 && slots != 8) continue;  // the tree among the others only
             EngineOptions o = options(slots, 8, blocks);
             o.bf16 = bf16;
             o.spec.kind = "ppd";
             o.spec.ppd = prompts;
             o.spec.ngram.max_tokens = 3;
+            o.spec.tree = tree;
             Engine e(c, L, w.params.data(), piece, o);
             const std::vector<Request> mine(requests.begin(), requests.begin() + n);
             std::vector<std::shared_ptr<Stream>> streams;
@@ -461,6 +472,9 @@ TEST_P(ServeEngine, PpdKeepsTheOutput) {
                 same_bits(out[0].prompt_logprobs, prompt_scores(c, w, mine[0].prompt, bf16)));
             if (n > 1) {
                 EXPECT_GT(e.stats().spec_accepted, 0) << "no guess was ever kept";
+            }
+            if (tree > 0) {  // a chain guesses at most 3 a verify
+                EXPECT_GT(e.stats().spec_guessed, 3 * e.stats().spec_verifies) << "no tree";
             }
             EXPECT_EQ(e.stats().kv_blocks_used, 0);
             if (blocks == 7) {
