@@ -63,6 +63,14 @@ constexpr int64_t kPrefetchBytes = 32 << 10;
 // 53.9-55.5 -> 43.9-45.7, 48 73.4-87.7 -> 64.9-72.3. Past 48 rows the same spread was no faster
 // (64: 45.8-53.2 against 48.5-48.6) and the product is compute-bound: the blocks as before.
 constexpr int64_t kMidRows = 48;
+// fp32 takes them from 15 rows, where few rows' tile-by-tile loop (every row of the input read
+// again for each tile) no longer keeps the input in L1: 15 rows of K 576 are 34.6 KB. weft bench
+// rows --dtype fp32, the 135M model's products, 4 alternations, ms a pass: M 16 25.1-27.6 ->
+// 23.9-24.5, 15 24.2-25.3 -> 23.5-24.6; M 14 and 13 no better (22.7-25.1 against 23.3-24.2,
+// 22.5-22.7 against 22.6-25.0). 16 clients through the server, fp32, 4 pairs: 460-481 (mean 471)
+// -> 467-500 (480) tokens/s, TPOT 32.2 -> 31.4 ms (mean). bf16's input is half as wide, and its
+// 16 rows took 1.06x as long this way.
+constexpr int64_t kFp32BlockRows = 15;
 // A packed weight (bf16) is one stream a tile, which the prefetchers follow: up to 4 rows a
 // software prefetch only takes load slots from it, and past that, with the arithmetic on each
 // weight longer, a fetch 2 tiles ahead keeps memory busy. weft bench rows, bf16, share of the
@@ -435,8 +443,9 @@ void rows_avx512(float* out, const typename Op::T* x_own, const typename Op::T* 
     // The first row tile of a block reads its weights from memory, the others from cache: a
     // small block keeps that read close to the arithmetic on it, a large one reads the input rows
     // from L1 more often. Few rows take blocks of one tile and prefetch far ahead (kFewRows).
-    const bool few = M <= kFewRows;
-    const bool mid = !few && M <= kMidRows;
+    // Blocks of tiles in even groups (kMidRows), from kFp32BlockRows rows in fp32.
+    const bool mid = M <= kMidRows && M >= (Op::kPacked ? kFewRows + 1 : kFp32BlockRows);
+    const bool few = M <= kFewRows && !mid;
     const int64_t block_tiles = few ? 1 : std::clamp<int64_t>(M / kTileCols, 1, kBlockTiles);
     const int64_t tile_bytes = kTileCols * K * int64_t(sizeof(typename Op::T));
     const int64_t fetch_ahead = !few          ? 1
