@@ -384,6 +384,12 @@ void tile_run(int rows, float* out, int64_t N, const typename Op::T* x, const ty
     });
 }
 
+// Rows of group g when M rows go in `groups` groups of as many rows each, the first ones a row
+// more (kMidRows).
+int even_group_rows(int64_t M, int64_t groups, int64_t g) {
+    return int(M / groups + (g < M % groups));
+}
+
 // A block of tiles j0..j1 - 1 for group `phase` of `every` groups of rows (kMidRows): each group
 // asks for its share of the tiles `ahead` on (the next block's) into L2.
 template <class Op>
@@ -505,8 +511,8 @@ void rows_avx512(float* out, const typename Op::T* x_own, const typename Op::T* 
             for (int64_t block = lo; block < hi; block += block_tiles) {
                 const int64_t block_end = std::min(hi, block + block_tiles);
                 for (int64_t g = 0, m = 0; g < groups; ++g) {
-                    const int rows = int(mid ? M / groups + (g < M % groups)
-                                             : std::min<int64_t>(kTileRows, M - m));
+                    const int rows = mid ? even_group_rows(M, groups, g)
+                                         : int(std::min<int64_t>(kTileRows, M - m));
                     for (int64_t j = block; j < block_end; ++j) {
                         const int64_t n = j * kTileCols;
                         if (spread || mid) {
@@ -550,7 +556,7 @@ void rows_avx512(float* out, const typename Op::T* x_own, const typename Op::T* 
                 continue;
             }
             for (int g = 0, m = 0; g < groups; ++g) {
-                const int rows = int(M / groups) + (g < M % groups);
+                const int rows = even_group_rows(M, groups, g);
                 block_run<Op>(rows, to + m * N, N, x + m * K, w, bias, K, block, block_end,
                               block_tiles, groups, g);
                 m += rows;
