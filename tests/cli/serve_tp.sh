@@ -1,7 +1,7 @@
 # Tensor-parallel serving: `mpirun -np 2 weft serve --tp 2` answers greedy completions (alone and
 # four at once, prompts prefilled in chunks) with the tokens of a tp 1 server and logprobs within
 # 1e-4, for GPT-2 (4 heads, guessing tokens with --spec ngram) and Llama (8 heads over 4 kv
-# heads); `weft sample --tp 2` writes what `weft sample` does; SIGTERM on rank 0 drains and every
+# heads, guessing with --spec draft on rank 0); `weft sample --tp 2` writes what `weft sample` does; SIGTERM on rank 0 drains and every
 # rank exits 0; a bad --tp is one clear error before any port is bound.
 source "$(dirname "$0")/lib.sh"
 export OMP_NUM_THREADS=1
@@ -26,6 +26,7 @@ mpirun_error() {
 }
 mpirun_error "weft serve --tp 3 runs one rank per tensor-parallel shard, but the job has 2 ranks (expected mpirun -np 3" 2 serve --ckpt tiny "${tok[@]}" --tp 3
 mpirun_error "4 attention heads do not split over tensor-parallel degree 3" 3 serve --ckpt tiny "${tok[@]}" --tp 3
+mpirun_error "--draft-width 2 runs with --tp 1 only, got --tp 2" 2 serve --ckpt tiny "${tok[@]}" --tp 2 --spec draft --draft tiny --draft-width 2
 
 # start <name> <tp>: a server of small steps (prompts past 8 tokens prefilled in chunks) in the
 # background, its pid (of mpirun at tp > 1) in pids[name]; wait_url puts its URL in urls[name].
@@ -49,11 +50,13 @@ complete() {  # <url> <prompt> <max_tokens>: the answer's token ids and logprobs
 }
 prompts=("ROMEO:" "To be, or not to be, that is the question" "First Citizen: Before we proceed any further" "O")
 
-# GPT-2's tp 2 server guesses tokens (prompt lookup; its text repeats): the same greedy tokens.
-declare -A spec=([tiny]=ngram [llama-tiny]=none)
+# GPT-2's tp 2 server guesses tokens by prompt lookup (its text repeats), Llama's by a draft on
+# rank 0 (the model itself, whose chains are all kept): the same greedy tokens.
+declare -A spec=([tiny]="ngram" [llama-tiny]="draft --draft llama-tiny --spec-tokens 2")
 for ckpt in tiny llama-tiny; do
   start tp1 1
-  start tp2 2 --spec "${spec[$ckpt]}"
+  # shellcheck disable=SC2086 # the proposer's words
+  start tp2 2 --spec ${spec[$ckpt]}
   wait_url tp1
   wait_url tp2
   grep -q ", tp 2, " tp2.out && ok "$ckpt: start line: $(cat tp2.out | head -1)" || bad "start line: $(cat tp2.out)"
@@ -88,11 +91,9 @@ for ckpt in tiny llama-tiny; do
     [ "$(jq -c '.token_logprobs[:-1]' <<<"$sc")" = "$(jq -c .token_logprobs <<<"$g")" ] \
     && ok "$ckpt: tp 2 scores its own greedy text as it decoded it: $(jq -c '.token_logprobs[-3:]' <<<"$g")" \
     || bad "$ckpt: tp 2 echo: $g scored as $sc"
-  if [ "${spec[$ckpt]}" = ngram ]; then
-    accepted=$(curl -s --max-time 10 "${urls[tp2]}/metrics" | grep '^weft_spec_accepted_tokens_total' | cut -d' ' -f2)
-    [ "${accepted:-0}" -gt 0 ] && ok "$ckpt: tp 2 with --spec ngram accepted $accepted guessed tokens" \
-      || bad "$ckpt: no guessed token accepted at tp 2"
-  fi
+  accepted=$(curl -s --max-time 10 "${urls[tp2]}/metrics" | grep '^weft_spec_accepted_tokens_total' | cut -d' ' -f2)
+  [ "${accepted:-0}" -gt 0 ] && ok "$ckpt: tp 2 with --spec ${spec[$ckpt]} accepted $accepted guessed tokens" \
+    || bad "$ckpt: no guessed token accepted at tp 2"
 
   # SIGTERM on rank 0 (mpirun itself would kill the job): the stream in flight ends, every rank
   # exits 0, and so does mpirun.

@@ -46,7 +46,7 @@ void serve(ServeArgs& a) {
     a.engine.bf16 = generation_bf16(a.dtype);
     const train::ModelSource source = train::open_model_source(a.model_dir, a.ckpt);
     const std::optional<train::ModelSource> draft_source =
-        open_draft_source(a.engine.spec, source.cfg, a.tp);
+        open_draft_source(a.engine.spec, source.cfg, a.tp, /*on_rank0=*/true);
     if (a.engine.spec.kind == "ppd") a.engine.spec.ppd = open_ppd(a.engine.spec, source.cfg, a.tp);
     a.engine.spec.shortlist = open_spec_vocab(a.engine.spec, source.cfg, a.spec_vocab_given);
     const std::unique_ptr<data::Tokenizer> tok = data::open_tokenizer(a.tokenizer, a.tokenizer_dir);

@@ -87,15 +87,21 @@ void add_spec_tree_options(CLI::App* c, decode::SpecOptions& spec) {
 }
 
 std::optional<train::ModelSource> open_draft_source(const decode::SpecOptions& spec,
-                                                    const model::ModelConfig& target, int tp) {
+                                                    const model::ModelConfig& target, int tp,
+                                                    bool on_rank0) {
     if (spec.kind != "draft") return std::nullopt;
-    // Every rank would run the whole draft and must guess alike for the shards' collectives to
-    // meet; prompt lookup's guesses are the same everywhere by construction, a forward's are not
-    // promised to be.
-    WEFT_CHECK(tp == 1,
+    // weft sample's every rank would run the whole draft and must guess alike for the shards'
+    // collectives to meet; prompt lookup's guesses are the same everywhere by construction, a
+    // forward's are not promised to be. weft serve's other ranks run rank 0's batches, whatever
+    // guessed them.
+    WEFT_CHECK(tp == 1 || on_rank0,
                "--spec draft runs with --tp 1 only, got --tp {} (expected --spec ngram or none "
                "under tensor parallelism)",
                tp);
+    WEFT_CHECK(tp == 1 || spec.draft_width == 1,
+               "--draft-width {} runs with --tp 1 only, got --tp {} (expected --draft-width 1: "
+               "a chain of guesses)",
+               spec.draft_width, tp);
     WEFT_CHECK(std::filesystem::is_directory(spec.draft),
                "--draft {} is not a directory (expected a weft checkpoint, a run directory or a "
                "Hugging Face model directory)",

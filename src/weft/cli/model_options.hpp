@@ -41,9 +41,13 @@ void add_speculation_options(CLI::App* c, decode::SpecOptions& spec);
 // --spec draft's leaves beside its chain.
 void add_spec_tree_options(CLI::App* c, decode::SpecOptions& spec);
 // --spec draft's model opened (not read) and its vocabulary checked against the model's; none
-// for another --spec. An error naming --tp unless `tp` is 1: the draft runs in one process.
+// for another --spec. Under `tp` above 1 an error naming --tp, unless `on_rank0` (weft serve: the
+// draft runs on rank 0 alone, whose batches the other ranks follow), and then one naming
+// --draft-width unless its guesses are a chain (a leaf the verify kept would move keys in rank
+// 0's cache alone).
 std::optional<train::ModelSource> open_draft_source(const decode::SpecOptions& spec,
-                                                    const model::ModelConfig& target, int tp);
+                                                    const model::ModelConfig& target, int tp,
+                                                    bool on_rank0 = false);
 // --spec ppd's prompt tokens read and checked against the model they were trained on. An error
 // naming --tp unless `tp` is 1: their rows are the batch's own embeddings, which no shard holds.
 std::shared_ptr<const decode::PpdPrompts> open_ppd(const decode::SpecOptions& spec,

@@ -108,7 +108,10 @@ Engine::Engine(const model::ModelConfig& cfg, const model::ParamLayout& layout, 
       tp_(std::move(tp)) {
     WEFT_CHECK((o_.spec.kind == "draft") == (draft_ != nullptr),
                "internal: --spec {} with{} a draft model", o_.spec.kind, draft_ ? "" : "out");
-    WEFT_CHECK(!(draft_ && tp_.comm), "internal: a draft model under tensor parallelism");
+    // Under tp the draft runs here alone and the other ranks run the verifies it makes, which
+    // keep a chain's nodes where they were written (accept_tree).
+    WEFT_CHECK(!(draft_ && tp_.comm && o_.spec.draft_width != 1),
+               "internal: --draft-width {} under tensor parallelism", o_.spec.draft_width);
     if (draft_) {
         decode::check_draft(cfg, draft_->config());
         draft_->set_shortlist(o_.spec.shortlist.get());

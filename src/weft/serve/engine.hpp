@@ -124,9 +124,10 @@ struct EngineTp {
 class Engine {
   public:
     // `piece`: the bytes of one token (for stop strings and the streamed text). `draft`: the
-    // model of --spec draft (o.spec), whose own cache holds every running request's tokens; not
-    // under `tp`, where `params` is rank 0's shard (model::tp_shard). --spec ppd's prompt tokens
-    // are o.spec.ppd (not under `tp` either).
+    // model of --spec draft (o.spec), whose own cache holds every running request's tokens;
+    // under `tp`, where `params` is rank 0's shard (model::tp_shard), a whole model on rank 0
+    // alone guessing chains (--draft-width 1). --spec ppd's prompt tokens are o.spec.ppd (not
+    // under `tp`).
     Engine(const model::ModelConfig& cfg, const model::ParamLayout& layout, const float* params,
            std::function<std::string(int32_t)> piece, EngineOptions o,
            std::unique_ptr<decode::DraftModel> draft = nullptr, EngineTp tp = {});
