@@ -369,39 +369,23 @@ void few_tiles(float* out, int64_t N, const typename Op::T* x, const typename Op
 
 // tiles() and few_tiles() in the variant of `tile` that K and the prefetch distance ask: without
 // the masked step when K is whole steps (its masks cost registers for the accumulators), without
-// prefetch code when none is asked.
-template <class Op>
+// prefetch code when none is asked. With Spread (kMidRows), the rows are group `fetch_phase` of
+// `fetch_every`, which asks for its share of the tiles `fetch_ahead` on.
+template <class Op, bool Spread = false>
 void tile_run(int rows, float* out, int64_t N, const typename Op::T* x, const typename Op::T* w,
-              const float* bias, int64_t K, int64_t j0, int64_t j1, int64_t fetch_ahead) {
+              const float* bias, int64_t K, int64_t j0, int64_t j1, int64_t fetch_ahead,
+              int fetch_every = 1, int fetch_phase = 0) {
     with_rows<kTileRows>(rows, [&](auto r) {
         constexpr int R = decltype(r)::value;
         if (K % Op::kStep == 0 && fetch_ahead == 0)
-            tiles<Op, R, false, false>(out, N, x, w, bias, K, j0, j1, fetch_ahead);
+            tiles<Op, R, false, false, Spread>(out, N, x, w, bias, K, j0, j1, fetch_ahead,
+                                               fetch_every, fetch_phase);
         else if (K % Op::kStep == 0)
-            tiles<Op, R, false, true>(out, N, x, w, bias, K, j0, j1, fetch_ahead);
+            tiles<Op, R, false, true, Spread>(out, N, x, w, bias, K, j0, j1, fetch_ahead,
+                                              fetch_every, fetch_phase);
         else
-            tiles<Op, R, true, true>(out, N, x, w, bias, K, j0, j1, fetch_ahead);
-    });
-}
-
-// Rows of group g when M rows go in `groups` groups of as many rows each, the first ones a row
-// more (kMidRows).
-int even_group_rows(int64_t M, int64_t groups, int64_t g) {
-    return int(M / groups + (g < M % groups));
-}
-
-// A block of tiles j0..j1 - 1 for group `phase` of `every` groups of rows (kMidRows): each group
-// asks for its share of the tiles `ahead` on (the next block's) into L2.
-template <class Op>
-void block_run(int rows, float* out, int64_t N, const typename Op::T* x, const typename Op::T* w,
-               const float* bias, int64_t K, int64_t j0, int64_t j1, int64_t ahead, int every,
-               int phase) {
-    with_rows<kTileRows>(rows, [&](auto r) {
-        constexpr int R = decltype(r)::value;
-        if (K % Op::kStep == 0)
-            tiles<Op, R, false, true, true>(out, N, x, w, bias, K, j0, j1, ahead, every, phase);
-        else
-            tiles<Op, R, true, true, true>(out, N, x, w, bias, K, j0, j1, ahead, every, phase);
+            tiles<Op, R, true, true, Spread>(out, N, x, w, bias, K, j0, j1, fetch_ahead,
+                                             fetch_every, fetch_phase);
     });
 }
 
@@ -486,6 +470,11 @@ void rows_avx512(float* out, const typename Op::T* x_own, const typename Op::T* 
     // Few rows in several groups over large tiles (a packed tile's bytes with its K padded): each
     // group fetches its share of a later tile (kSpreadFetchBytes), in either path.
     const int groups = int((M + kTileRows - 1) / kTileRows);
+    // Rows of group g, which starts at row m: groups of kTileRows, the last of what is left; or
+    // (kMidRows) as many rows each, the first ones a row more.
+    auto group_rows = [&](int64_t g, int64_t m) {
+        return int(mid ? M / groups + (g < M % groups) : std::min<int64_t>(kTileRows, M - m));
+    };
     const bool spread =
         few && groups > 1 &&
         (Op::tile_at(w, 1, K) - w) * int64_t(sizeof(typename Op::T)) >= kSpreadFetchBytes;
@@ -511,8 +500,7 @@ void rows_avx512(float* out, const typename Op::T* x_own, const typename Op::T* 
             for (int64_t block = lo; block < hi; block += block_tiles) {
                 const int64_t block_end = std::min(hi, block + block_tiles);
                 for (int64_t g = 0, m = 0; g < groups; ++g) {
-                    const int rows = mid ? even_group_rows(M, groups, g)
-                                         : int(std::min<int64_t>(kTileRows, M - m));
+                    const int rows = group_rows(g, m);
                     for (int64_t j = block; j < block_end; ++j) {
                         const int64_t n = j * kTileCols;
                         if (spread || mid) {
@@ -549,16 +537,14 @@ void rows_avx512(float* out, const typename Op::T* x_own, const typename Op::T* 
         }
         for (int64_t block = lo; block < hi; block += block_tiles) {
             const int64_t block_end = std::min(hi, block + block_tiles);
-            if (!mid) {
-                for (int64_t m = 0; m < M; m += kTileRows)
-                    tile_run<Op>(int(std::min<int64_t>(kTileRows, M - m)), to + m * N, N, x + m * K,
-                                 w, bias, K, block, block_end, m == 0 ? fetch_ahead : 0);
-                continue;
-            }
-            for (int g = 0, m = 0; g < groups; ++g) {
-                const int rows = even_group_rows(M, groups, g);
-                block_run<Op>(rows, to + m * N, N, x + m * K, w, bias, K, block, block_end,
-                              block_tiles, groups, g);
+            for (int64_t g = 0, m = 0; g < groups; ++g) {
+                const int rows = group_rows(g, m);
+                if (mid)
+                    tile_run<Op, true>(rows, to + m * N, N, x + m * K, w, bias, K, block, block_end,
+                                       block_tiles, groups, int(g));
+                else
+                    tile_run<Op>(rows, to + m * N, N, x + m * K, w, bias, K, block, block_end,
+                                 m == 0 ? fetch_ahead : 0);
                 m += rows;
             }
         }
