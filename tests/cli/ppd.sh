@@ -63,9 +63,9 @@ expect_error "run directory ppd already holds checkpoints" "" -- train --ppd-tok
 expect_error "--spec ppd needs --ppd" "" -- sample --ckpt run --spec ppd
 expect_error "--ppd ppd is for --spec ppd, got --spec ngram" "" -- sample --ckpt run --spec ngram --ppd ppd
 expect_error "is not a Parallel Prompt Decoding checkpoint" "" -- sample --ckpt run --spec ppd --ppd run
-expect_error "--spec ppd runs with --tp 1 only, got --tp 2" "" -- serve --ckpt run --spec ppd --ppd ppd --tp 2
+expect_error "--spec-vocab-from runs with --tp 1 only under --spec ppd, got --tp 2" "" -- serve --ckpt run --spec ppd --ppd ppd --tp 2 --spec-vocab-from data/tinyshakespeare_train.bin
 expect_error "is not a Parallel Prompt Decoding checkpoint" "" -- serve --ckpt run --spec ppd --ppd run
-expect_error "--spec ppd runs with --tp 1 only, got --tp 2" "" -- sample --ckpt run --spec ppd --ppd ppd --tp 2
+expect_error "--spec-vocab-from runs with --tp 1 only under --spec ppd, got --tp 2" "" -- sample --ckpt run --spec ppd --ppd ppd --tp 2 --spec-vocab-from data/tinyshakespeare_train.bin
 expect_error "--spec-tree must be 0 (a chain of guesses) or more nodes, got -1" "" -- sample --ckpt run --spec ppd --ppd ppd --spec-tree -1
 expect_error "--spec-tree 4 is for --spec ppd" "" -- sample --ckpt run --spec ngram --spec-tree 4
 expect_error "--spec-tree 4 is for --spec ppd" "" -- serve --ckpt run --spec ngram --spec-tree 4

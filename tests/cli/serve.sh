@@ -8,7 +8,6 @@ expect_error "--slots must be at least 1, got 0" "" -- serve --ckpt run --slots 
 expect_error "--kv-cache-gib must be positive, got -1" "" -- serve --ckpt run --kv-cache-gib -1
 expect_error "--spec draft needs --draft DIR" "" -- serve --ckpt run --spec draft
 expect_error "--draft nowhere is not a directory" "" -- serve --ckpt run --spec draft --draft nowhere
-expect_error "--draft-width 2 runs with --tp 1 only, got --tp 2" "" -- serve --ckpt run --spec draft --draft run --draft-width 2 --tp 2
 expect_error "--kv-cache-gib 1e-09 holds no KV cache block of 16 positions (expected at least 1.53e-05 GiB" "" -- serve --ckpt run --tokenizer-dir "$SRC/data" --kv-cache-gib 1e-9
 KEY=test-key
 # A server of small steps: prompts of more than 8 tokens are prefilled in chunks.

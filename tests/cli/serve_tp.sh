@@ -1,14 +1,18 @@
 # Tensor-parallel serving: `mpirun -np 2 weft serve --tp 2` answers greedy completions (alone and
 # four at once, prompts prefilled in chunks) with the tokens of a tp 1 server and logprobs within
-# 1e-4, for GPT-2 (4 heads, guessing tokens with --spec ngram) and Llama (8 heads over 4 kv
-# heads, guessing with --spec draft on rank 0); `weft sample --tp 2` writes what `weft sample` does; SIGTERM on rank 0 drains and every
-# rank exits 0; a bad --tp is one clear error before any port is bound.
+# 1e-4, for GPT-2 (4 heads, guessing tokens with --spec ppd's tree: prompt rows that are no
+# token) and Llama (8 heads over 4 kv heads, guessing with --spec draft on rank 0 with leaves,
+# whose kept nodes move keys on every rank); `weft sample --tp 2` writes what `weft sample` does,
+# plainly and with --spec ppd or ngram; SIGTERM on rank 0 drains and every rank exits 0; a bad
+# --tp is one clear error before any port is bound.
 source "$(dirname "$0")/lib.sh"
 export OMP_NUM_THREADS=1
 prepare_data
 for m in tiny llama-tiny; do
   "$WEFT" train --model $m --data data/tinyshakespeare_train.bin --out $m --steps 2 \
-    --batch-size 2 --seq-len 32 --peak-gflops 100 >/dev/null 2>&1
+    --save-every 1 --batch-size 2 --seq-len 32 --peak-gflops 100 >/dev/null 2>&1
+  "$WEFT" train --ppd-tokens 2 --base $m --data data/tinyshakespeare_train.bin --out ppd-$m \
+    --steps 3 --batch-size 2 --seq-len 24 --lr 1e-2 >/dev/null 2>&1
 done
 tok=(--tokenizer-dir "$SRC/data")
 
@@ -26,7 +30,6 @@ mpirun_error() {
 }
 mpirun_error "weft serve --tp 3 runs one rank per tensor-parallel shard, but the job has 2 ranks (expected mpirun -np 3" 2 serve --ckpt tiny "${tok[@]}" --tp 3
 mpirun_error "4 attention heads do not split over tensor-parallel degree 3" 3 serve --ckpt tiny "${tok[@]}" --tp 3
-mpirun_error "--draft-width 2 runs with --tp 1 only, got --tp 2" 2 serve --ckpt tiny "${tok[@]}" --tp 2 --spec draft --draft tiny --draft-width 2
 
 # start <name> <tp>: a server of small steps (prompts past 8 tokens prefilled in chunks) in the
 # background, its pid (of mpirun at tp > 1) in pids[name]; wait_url puts its URL in urls[name].
@@ -50,9 +53,11 @@ complete() {  # <url> <prompt> <max_tokens>: the answer's token ids and logprobs
 }
 prompts=("ROMEO:" "To be, or not to be, that is the question" "First Citizen: Before we proceed any further" "O")
 
-# GPT-2's tp 2 server guesses tokens by prompt lookup (its text repeats), Llama's by a draft on
-# rank 0 (the model itself, whose chains are all kept): the same greedy tokens.
-declare -A spec=([tiny]="ngram" [llama-tiny]="draft --draft llama-tiny --spec-tokens 2")
+# GPT-2's tp 2 server guesses tokens by PPD's tree, Llama's by a draft on rank 0 with leaves:
+# the model a step younger, whose second choice is sometimes the model's first, so that a kept
+# leaf's keys move (on rank 1 with the next step). The same greedy tokens.
+declare -A spec=([tiny]="ppd --ppd ppd-tiny --spec-tree 4 --spec-tokens 2"
+  [llama-tiny]="draft --draft llama-tiny/checkpoints/step_000001 --spec-tokens 3 --draft-width 2")
 for ckpt in tiny llama-tiny; do
   start tp1 1
   # shellcheck disable=SC2086 # the proposer's words
@@ -91,9 +96,20 @@ for ckpt in tiny llama-tiny; do
     [ "$(jq -c '.token_logprobs[:-1]' <<<"$sc")" = "$(jq -c .token_logprobs <<<"$g")" ] \
     && ok "$ckpt: tp 2 scores its own greedy text as it decoded it: $(jq -c '.token_logprobs[-3:]' <<<"$g")" \
     || bad "$ckpt: tp 2 echo: $g scored as $sc"
-  accepted=$(curl -s --max-time 10 "${urls[tp2]}/metrics" | grep '^weft_spec_accepted_tokens_total' | cut -d' ' -f2)
-  [ "${accepted:-0}" -gt 0 ] && ok "$ckpt: tp 2 with --spec ${spec[$ckpt]} accepted $accepted guessed tokens" \
-    || bad "$ckpt: no guessed token accepted at tp 2"
+  # The draft (the model itself) keeps its guesses; PPD's prompts, 3 steps old over a model 2
+  # steps old, guess a tree (more guesses a verify than a chain of 2) but rarely well.
+  met=$(curl -s --max-time 10 "${urls[tp2]}/metrics")
+  accepted=$(awk '/^weft_spec_accepted_tokens_total/ { print $2 }' <<<"$met")
+  guessed=$(awk '/^weft_spec_guessed_tokens_total/ { print $2 }' <<<"$met")
+  verifies=$(awk '/^weft_spec_verifies_total/ { print $2 }' <<<"$met")
+  if [ "$ckpt" = tiny ]; then
+    [ "${verifies:-0}" -gt 0 ] && [ "${guessed:-0}" -gt $((2 * ${verifies:-0})) ] \
+      && ok "$ckpt: tp 2 with --spec ${spec[$ckpt]}: $verifies verifies of $guessed guesses" \
+      || bad "$ckpt: tp 2 PPD metrics: $met"
+  else
+    [ "${accepted:-0}" -gt 0 ] && ok "$ckpt: tp 2 with --spec ${spec[$ckpt]} accepted $accepted guessed tokens" \
+      || bad "$ckpt: no guessed token accepted at tp 2"
+  fi
 
   # SIGTERM on rank 0 (mpirun itself would kill the job): the stream in flight ends, every rank
   # exits 0, and so does mpirun.
@@ -117,10 +133,15 @@ for ckpt in tiny llama-tiny; do
   unset 'pids[tp1]' 'pids[tp2]'
 done
 
-# weft sample runs the same rows: tp 2 prints what one process does.
+# weft sample runs the same rows: tp 2 prints what one process does, with guesses or without.
 for ckpt in tiny llama-tiny; do
   want=$("$WEFT" sample --ckpt $ckpt "${tok[@]}" --prompt "ROMEO:" --tokens 16 --temperature 0)
-  got=$(timeout 60 mpirun -np 2 "$WEFT" sample --tp 2 --ckpt $ckpt "${tok[@]}" --prompt "ROMEO:" --tokens 16 --temperature 0)
-  [ "$got" = "$want" ] && ok "$ckpt: weft sample --tp 2 = weft sample" || bad "$ckpt: sample tp 2 '$got' vs '$want'"
+  for guess in "none" "ppd --ppd ppd-$ckpt" "ngram"; do
+    # shellcheck disable=SC2086 # the proposer's words
+    got=$(timeout 60 mpirun -np 2 "$WEFT" sample --tp 2 --ckpt $ckpt "${tok[@]}" --prompt "ROMEO:" \
+      --tokens 16 --temperature 0 --spec $guess 2>sample.err)
+    [ "$got" = "$want" ] && ok "$ckpt: weft sample --tp 2 --spec $guess = weft sample ($(grep -m1 -o 'speculation.*' sample.err))" ||
+      bad "$ckpt: sample tp 2 --spec $guess '$got' vs '$want': $(cat sample.err)"
+  done
 done
 finish

@@ -79,7 +79,9 @@ void serve(ServeArgs& a) {
                                   tp.comm());
         model::KvPool pool(a.engine.kv_blocks, cfg.n_layer, forward.kv_width(), cfg.head_dim(),
                            a.engine.block_tokens, a.engine.bf16);
-        steps->follow(forward, pool);
+        const auto& ppd = a.engine.spec.ppd;
+        steps->follow(forward, pool,
+                      ppd ? std::span<const float>(ppd->embeddings) : std::span<const float>());
         return;
     }
     serve::EngineTp engine_tp{tp.comm(), {}};

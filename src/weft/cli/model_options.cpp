@@ -94,14 +94,11 @@ std::optional<train::ModelSource> open_draft_source(const decode::SpecOptions& s
     // collectives to meet; prompt lookup's guesses are the same everywhere by construction, a
     // forward's are not promised to be. weft serve's other ranks run rank 0's batches, whatever
     // guessed them.
-    WEFT_CHECK(tp == 1 || on_rank0,
-               "--spec draft runs with --tp 1 only, got --tp {} (expected --spec ngram or none "
-               "under tensor parallelism)",
-               tp);
-    WEFT_CHECK(tp == 1 || spec.draft_width == 1,
-               "--draft-width {} runs with --tp 1 only, got --tp {} (expected --draft-width 1: "
-               "a chain of guesses)",
-               spec.draft_width, tp);
+    WEFT_CHECK(
+        tp == 1 || on_rank0,
+        "--spec draft runs with --tp 1 only, got --tp {} (expected --spec ngram, ppd or none "
+        "under tensor parallelism)",
+        tp);
     WEFT_CHECK(std::filesystem::is_directory(spec.draft),
                "--draft {} is not a directory (expected a weft checkpoint, a run directory or a "
                "Hugging Face model directory)",
@@ -113,9 +110,10 @@ std::optional<train::ModelSource> open_draft_source(const decode::SpecOptions& s
 
 std::shared_ptr<const decode::PpdPrompts> open_ppd(const decode::SpecOptions& spec,
                                                    const model::ModelConfig& target, int tp) {
-    WEFT_CHECK(tp == 1,
-               "--spec ppd runs with --tp 1 only, got --tp {} (expected --spec ngram or none "
-               "under tensor parallelism)",
+    // Under tp each rank's head holds a slice of the vocabulary, and a shortlist of it none.
+    WEFT_CHECK(tp == 1 || spec.vocab_from.empty(),
+               "--spec-vocab-from runs with --tp 1 only under --spec ppd, got --tp {} (expected "
+               "the prompt rows over the whole vocabulary: no --spec-vocab-from)",
                tp);
     auto ppd = std::make_shared<decode::PpdPrompts>(decode::load_ppd(spec.ppd_file));
     decode::check_ppd_base(*ppd, target, spec.ppd_file);

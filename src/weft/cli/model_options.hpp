@@ -42,14 +42,15 @@ void add_speculation_options(CLI::App* c, decode::SpecOptions& spec);
 void add_spec_tree_options(CLI::App* c, decode::SpecOptions& spec);
 // --spec draft's model opened (not read) and its vocabulary checked against the model's; none
 // for another --spec. Under `tp` above 1 an error naming --tp, unless `on_rank0` (weft serve: the
-// draft runs on rank 0 alone, whose batches the other ranks follow), and then one naming
-// --draft-width unless its guesses are a chain (a leaf the verify kept would move keys in rank
-// 0's cache alone).
+// draft runs on rank 0 alone, whose batches, and the KV moves of their kept leaves, the other
+// ranks follow).
 std::optional<train::ModelSource> open_draft_source(const decode::SpecOptions& spec,
                                                     const model::ModelConfig& target, int tp,
                                                     bool on_rank0 = false);
-// --spec ppd's prompt tokens read and checked against the model they were trained on. An error
-// naming --tp unless `tp` is 1: their rows are the batch's own embeddings, which no shard holds.
+// --spec ppd's prompt tokens read and checked against the model they were trained on; every rank
+// reads them (their rows are the batch's own embeddings, which no shard of the vocabulary holds).
+// Under `tp` above 1 an error naming --spec-vocab-from if given (a vocabulary-sharded head has
+// no shortlist).
 std::shared_ptr<const decode::PpdPrompts> open_ppd(const decode::SpecOptions& spec,
                                                    const model::ModelConfig& target, int tp);
 // --spec-vocab N and --spec-vocab-from FILE (weft sample): the proposals' vocabulary shortlist.

@@ -102,7 +102,7 @@ std::vector<int32_t> generate_ppd(const model::ModelConfig& cfg, const model::Pa
                                   int max_guesses, const std::function<void(int32_t)>& on_token,
                                   bool bf16, SpecStats* stats,
                                   const model::VocabShortlist* shortlist, int tree_nodes,
-                                  PpdCounts* counts) {
+                                  PpdCounts* counts, model::TpComm* tp) {
     WEFT_CHECK(!prompt.empty(), "the prompt must hold at least one token");
     WEFT_CHECK(ppd.base.n_embd == cfg.n_embd && ppd.tokens > 0,
                "internal: {} prompt tokens of width {} for a model of width {}", ppd.tokens,
@@ -111,7 +111,7 @@ std::vector<int32_t> generate_ppd(const model::ModelConfig& cfg, const model::Pa
     const size_t V = model::sampled_vocab(cfg, o);
     const int64_t window = cfg.n_positions, vocab = cfg.vocab_size;
     const PpdProposer proposer(ppd, max_guesses, vocab, shortlist, tree_nodes);
-    SpecSession s(cfg, layout, params, bf16, nullptr, prompt, o, on_token, stats, ppd.tokens);
+    SpecSession s(cfg, layout, params, bf16, tp, prompt, o, on_token, stats, ppd.tokens);
     SpecText& text = s.text;
     TokenTree guesses;
     // With `counts`: each chain's candidates and the index in the output of the token before
@@ -148,7 +148,7 @@ std::vector<int32_t> generate_ppd(const model::ModelConfig& cfg, const model::Pa
         const std::span<const float> logits = s.run();
         auto row_logits = [&](int r) { return logits.subspan(size_t(r) * size_t(vocab), V); };
         const Verdict v = accept(verify.tree, row_logits, o, s.rng, s.counter);
-        keep_accepted(s.kv, s.table, cfg.n_layer, pos, v.nodes);
+        keep_accepted(s.kv, s.table, pos, v.nodes);
         s.st.count(verify.tree, v);
         // The chain under the last kept row read exactly the text kept: its guesses follow the
         // model's next token.

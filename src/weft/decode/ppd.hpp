@@ -91,14 +91,16 @@ class PpdProposer {
 // generate_speculative for --spec ppd: the guesses are `ppd`'s, a chain of up to its k tokens
 // and at most `max_guesses` (--spec-tokens: fewer guesses, fewer prompt chains, fewer rows), or
 // with `tree_nodes` the sparse tree of that many (PpdProposer). `counts`: each prompt chain's
-// candidates counted against the tokens that came (measure_ppd).
+// candidates counted against the tokens that came (measure_ppd). Under `tp` every rank of the
+// group runs it alike: the guesses come from the gathered logits, the same bits on each.
 std::vector<int32_t> generate_ppd(const model::ModelConfig& cfg, const model::ParamLayout& layout,
                                   const float* params, std::span<const int32_t> prompt,
                                   const model::SampleOptions& o, const PpdPrompts& ppd,
                                   int max_guesses, const std::function<void(int32_t)>& on_token,
                                   bool bf16, SpecStats* stats,
                                   const model::VocabShortlist* shortlist = nullptr,
-                                  int tree_nodes = 0, PpdCounts* counts = nullptr);
+                                  int tree_nodes = 0, PpdCounts* counts = nullptr,
+                                  model::TpComm* tp = nullptr);
 
 // The acceptance rates of `ppd`'s prompts, for choose_tree: greedy decoding with a chain of all
 // k prompts from `prompts` passages of `text` (held-out tokens, evenly spaced, `prompt_tokens`

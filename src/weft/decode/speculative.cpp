@@ -141,12 +141,14 @@ Verdict accept(const TokenTree& tree, const RowLogits& logits, const model::Samp
                               : accept_sampling(tree, logits, o, proposal, rng, counter);
 }
 
-void keep_accepted(model::KvPool& kv, const model::BlockTable& table, int64_t n_layer, int64_t pos,
-                   const std::vector<int>& nodes) {
+void keep_accepted(model::KvPool& kv, const model::BlockTable& table, int64_t pos,
+                   const std::vector<int>& nodes, std::vector<int64_t>* moved) {
     for (size_t d = 0; d < nodes.size(); ++d) {
-        const int64_t from = pos + 1 + nodes[d], to = pos + 1 + int64_t(d);
-        if (from == to) continue;
-        for (int64_t l = 0; l < n_layer; ++l) kv.copy_position(table, int(l), from, to);
+        if (nodes[d] == int(d)) continue;
+        const int64_t from = kv.slot(table, pos + 1 + nodes[d]);
+        const int64_t to = kv.slot(table, pos + 1 + int64_t(d));
+        kv.copy_slot(from, to);
+        if (moved) moved->insert(moved->end(), {from, to});
     }
 }
 
@@ -170,9 +172,9 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
         return model::generate(cfg, layout, params, prompt, o, on_token, bf16, tp);
     if (spec.kind == "ppd") {
         WEFT_CHECK(spec.ppd, "internal: --spec ppd without its prompt tokens loaded");
-        WEFT_CHECK(!tp, "internal: --spec ppd under tensor parallelism");
+        WEFT_CHECK(!(tp && spec.shortlist), "internal: a vocabulary shortlist under tp");
         return generate_ppd(cfg, layout, params, prompt, o, *spec.ppd, spec.guesses(), on_token,
-                            bf16, stats, spec.shortlist.get(), spec.tree);
+                            bf16, stats, spec.shortlist.get(), spec.tree, nullptr, tp);
     }
     WEFT_CHECK(!prompt.empty(), "the prompt must hold at least one token");
     model::check_prompt(cfg, prompt);
@@ -217,7 +219,7 @@ std::vector<int32_t> generate_speculative(const model::ModelConfig& cfg,
             return logits.subspan(size_t(r) * size_t(cfg.vocab_size), V);
         };
         const Verdict v = accept(tree, row_logits, o, s.rng, s.counter, guess.proposal());
-        keep_accepted(s.kv, s.table, cfg.n_layer, pos, v.nodes);
+        keep_accepted(s.kv, s.table, pos, v.nodes);
         s.st.count(tree, v);
         // The rows after the accepted path are stale, and the next verify writes over them.
         text.take(tree, v);

@@ -80,9 +80,10 @@ void tree_rows(int32_t root, const TokenTree& tree, std::vector<int32_t>& rows,
 Verdict accept(const TokenTree& tree, const RowLogits& logits, const model::SampleOptions& o,
                const Philox& rng, uint64_t& counter, const Proposal& proposal = {});
 // - the accepted nodes' keys and values moved from their verify slots (root position + 1 +
-//   node) to their positions (root position + depth): nothing to move for a chain.
-void keep_accepted(model::KvPool& kv, const model::BlockTable& table, int64_t n_layer,
-                   int64_t root_pos, const std::vector<int>& nodes);
+//   node) to their positions (root position + depth): nothing to move for a chain. With
+//   `moved`, each move's pool slots are appended to it, from then to (model::RowBatch::kv_moves).
+void keep_accepted(model::KvPool& kv, const model::BlockTable& table, int64_t root_pos,
+                   const std::vector<int>& nodes, std::vector<int64_t>* moved = nullptr);
 
 // The text a speculative generation makes (generate_speculative's loop, generate_ppd's): the
 // context in the model's window, the tokens generated, and whether the end of text came.

@@ -198,8 +198,8 @@ void Gpt2::forward_rows(const RowBatch& b, UnitAccess& w, KvPool& kv, RowProduct
     Buffer x(R * C), ln(R * C), qkv(R * 3 * Cl), att(R * Cl), h(R * 4 * Cl), g(R * 4 * Cl);
     Buffer y(R * C), stats(2 * R);
     const Gpt2Embed e = embed(w.params(0));
-    // wte's row plus wpe's, as one process's embedding adds them; an extra row (never under
-    // tensor parallelism) is the batch's embedding instead of wte's.
+    // wte's row plus wpe's, as one process's embedding adds them; an extra row is the batch's
+    // embedding instead of wte's (every rank holds the extra rows whole).
     tp_.embed_rows(x.data(), b.tokens.data(), e.wte, R);
     for (int64_t r = 0; r < R; ++r) {
         if (b.tokens[size_t(r)] >= cfg_.vocab_size)

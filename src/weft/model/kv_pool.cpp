@@ -29,15 +29,20 @@ KvPool::KvPool(int64_t blocks, int64_t n_layer, int64_t width, int64_t head_size
         free_at_[size_t(b)] = free_.insert(free_.end(), int32_t(b));
 }
 
-void KvPool::copy_position(const BlockTable& table, int layer, int64_t from, int64_t to) {
-    for (int kv = 0; kv < 2; ++kv)
-        for (int64_t h = 0; h < heads_; ++h) {
-            const int64_t f = at(table, layer, from, kv, h), t = at(table, layer, to, kv, h);
-            if (bf16_)
-                std::copy_n(half_.data() + f, head_size_, half_.data() + t);
-            else
-                std::copy_n(data_.data() + f, head_size_, data_.data() + t);
-        }
+void KvPool::copy_slot(int64_t from, int64_t to) {
+    WEFT_CHECK(
+        from >= 0 && to >= 0 && from < blocks_ * block_tokens_ && to < blocks_ * block_tokens_,
+        "internal: a copy from slot {} to {} of a pool of {} slots", from, to,
+        blocks_ * block_tokens_);
+    for (int layer = 0; layer < n_layer_; ++layer)
+        for (int kv = 0; kv < 2; ++kv)
+            for (int64_t h = 0; h < heads_; ++h) {
+                const int64_t f = at_slot(from, layer, kv, h), t = at_slot(to, layer, kv, h);
+                if (bf16_)
+                    std::copy_n(half_.data() + f, head_size_, half_.data() + t);
+                else
+                    std::copy_n(data_.data() + f, head_size_, data_.data() + t);
+            }
 }
 
 int32_t KvPool::allocate() {

@@ -91,8 +91,14 @@ class KvPool {
     // layer, p + i, head) is k(table, layer, p, head) + i * head_size() while p + i stays in p's
     // block. The address of each position costs a division; a run of them, one.
 
-    // Copies the keys and values of `layer` at position `from` to position `to`.
-    void copy_position(const BlockTable& table, int layer, int64_t from, int64_t to);
+    // Position `pos` of the sequence of `table` as a slot of the pool, block x block_tokens +
+    // offset: the same keys on every rank whose pool mirrors this one's blocks (tensor-parallel
+    // serving), which a position, read through a table only the leader keeps, is not.
+    int64_t slot(const BlockTable& table, int64_t pos) const {
+        return int64_t(table[size_t(pos / block_tokens_)]) * block_tokens_ + pos % block_tokens_;
+    }
+    // Copies the keys and values of every layer at slot `from` to slot `to`.
+    void copy_slot(int64_t from, int64_t to);
 
   private:
     // A head's positions of a block are one run: a decode step's attention reads each kv head
@@ -100,9 +106,12 @@ class KvPool {
     // side (a head's 128 bytes every 384 on SmolLM-135M's shape) were read at 1.55x the time,
     // its data's cache lines each a memory latency (bench/bench_attend_gathered.cpp).
     int64_t at(const BlockTable& table, int layer, int64_t pos, int kv, int64_t head) const {
-        const int64_t b = table[size_t(pos / block_tokens_)];
+        return at_slot(slot(table, pos), layer, kv, head);
+    }
+    int64_t at_slot(int64_t slot, int layer, int kv, int64_t head) const {
+        const int64_t b = slot / block_tokens_;
         return ((((b * n_layer_ + layer) * 2 + kv) * heads_ + head) * block_tokens_ +
-                pos % block_tokens_) *
+                slot % block_tokens_) *
                head_size_;
     }
 

@@ -153,7 +153,6 @@ void Model::check_rows(const RowBatch& b) const {
         WEFT_CHECK(t >= 0 && t < cfg_.vocab_size + (b.extra ? b.extra_count : 0),
                    "internal: a row of id {} (vocabulary {}, {} extra inputs)", t, cfg_.vocab_size,
                    b.extra_count);
-    WEFT_CHECK(!b.extra || tp_size_ == 1, "internal: extra inputs under tensor parallelism");
 }
 
 double Model::forward(Activations& a, UnitAccess& w, bool train, float loss_scale) {

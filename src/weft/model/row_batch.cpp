@@ -57,15 +57,19 @@ void RowBatch::clear() {
     extra_count = 0;
     shortlist = nullptr;
     shortlist_all = false;
+    kv_moves.clear();
 }
 
-// Layout: rows, sequences, logit rows; tokens, positions, logit_rows; per sequence row0, rows,
-// pos0, its table's size, its parents' count, then the table's blocks and the parents.
+// Layout: rows, sequences, logit rows, extra inputs, KV move words; tokens, positions,
+// logit_rows, kv_moves; per sequence row0, rows, pos0, its table's size, its parents' count, then
+// the table's blocks and the parents.
 std::vector<int64_t> RowBatch::pack() const {
-    std::vector<int64_t> w = {rows(), int64_t(seqs.size()), int64_t(logit_rows.size())};
+    std::vector<int64_t> w = {rows(), int64_t(seqs.size()), int64_t(logit_rows.size()), extra_count,
+                              int64_t(kv_moves.size())};
     w.insert(w.end(), tokens.begin(), tokens.end());
     w.insert(w.end(), positions.begin(), positions.end());
     w.insert(w.end(), logit_rows.begin(), logit_rows.end());
+    w.insert(w.end(), kv_moves.begin(), kv_moves.end());
     for (const RowSeq& s : seqs) {
         w.insert(w.end(),
                  {s.row0, s.rows, s.pos0, int64_t(s.table->size()), int64_t(s.parents.size())});
@@ -85,12 +89,14 @@ void RowBatch::unpack(std::span<const int64_t> words, std::vector<BlockTable>& t
         at += size_t(n);
         return out;
     };
-    const std::span<const int64_t> head = take(3);
+    const std::span<const int64_t> head = take(5);
     const int64_t n_rows = head[0], n_seqs = head[1], n_logits = head[2];
+    extra_count = head[3];
     for (int64_t t : take(n_rows)) tokens.push_back(int32_t(t));
-    const std::span<const int64_t> pos = take(n_rows), lr = take(n_logits);
+    const std::span<const int64_t> pos = take(n_rows), lr = take(n_logits), moves = take(head[4]);
     positions.assign(pos.begin(), pos.end());
     logit_rows.assign(lr.begin(), lr.end());
+    kv_moves.assign(moves.begin(), moves.end());
     // Sized first: the sequences point into it.
     tables.assign(size_t(std::max<int64_t>(n_seqs, 0)), {});
     for (BlockTable& table : tables) {

@@ -41,6 +41,10 @@ struct RowBatch {
     // `shortlist_all` (a draft model's batch). Null: every row over the whole vocabulary.
     const VocabShortlist* shortlist = nullptr;
     bool shortlist_all = false;
+    // Keys and values a tensor-parallel follower moves in its pool before it runs these rows,
+    // pairs of pool slots (KvPool::slot), from then to: the leader's moves of the accepted
+    // nodes of its last verifies (decode::keep_accepted), which it made in its own pool then.
+    std::vector<int64_t> kv_moves;
 
     int64_t rows() const { return int64_t(tokens.size()); }
     // Appends `t` at positions pos0.. of the sequence of `table`; with `logits`, its last row's
@@ -59,10 +63,12 @@ struct RowBatch {
     }
 
     // The batch as integers, for ranks that run the same forward (tensor-parallel serving): its
-    // rows, and each sequence's run or tree with its block table's blocks.
+    // rows, each sequence's run or tree with its block table's blocks, the number of extra
+    // inputs (not their rows: each rank holds its own copy) and the KV moves.
     std::vector<int64_t> pack() const;
     // The batch `words` packed, its sequences' block tables kept in `tables` (which must stay
-    // as they are while the batch is used). An error when the words are not a packed batch.
+    // as they are while the batch is used); `extra` stays null for the caller to set. An error
+    // when the words are not a packed batch.
     void unpack(std::span<const int64_t> words, std::vector<BlockTable>& tables);
     // Row r's input embedding: wte's row of its token, or its extra row.
     const float* embedding(int64_t r, const float* wte, int64_t vocab_size, int64_t C) const;

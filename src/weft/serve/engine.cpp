@@ -108,10 +108,6 @@ Engine::Engine(const model::ModelConfig& cfg, const model::ParamLayout& layout, 
       tp_(std::move(tp)) {
     WEFT_CHECK((o_.spec.kind == "draft") == (draft_ != nullptr),
                "internal: --spec {} with{} a draft model", o_.spec.kind, draft_ ? "" : "out");
-    // Under tp the draft runs here alone and the other ranks run the verifies it makes, which
-    // keep a chain's nodes where they were written (accept_tree).
-    WEFT_CHECK(!(draft_ && tp_.comm && o_.spec.draft_width != 1),
-               "internal: --draft-width {} under tensor parallelism", o_.spec.draft_width);
     if (draft_) {
         decode::check_draft(cfg, draft_->config());
         draft_->set_shortlist(o_.spec.shortlist.get());
@@ -119,8 +115,9 @@ Engine::Engine(const model::ModelConfig& cfg, const model::ParamLayout& layout, 
     }
     if (o_.spec.kind == "ppd") {
         const decode::PpdPrompts* p = o_.spec.ppd.get();
-        WEFT_CHECK(p && p->base.n_embd == cfg.n_embd && !tp_.comm,
-                   "internal: --spec ppd without its prompt tokens for this model, or under tp");
+        WEFT_CHECK(p && p->base.n_embd == cfg.n_embd && !(tp_.comm && o_.spec.shortlist),
+                   "internal: --spec ppd without its prompt tokens for this model, or with a "
+                   "shortlist under tp");
         ppd_.emplace(*p, o_.spec.guesses(), cfg.vocab_size, o_.spec.shortlist.get(), o_.spec.tree);
     }
     stats_.kv_blocks_total = o_.kv_blocks;
@@ -342,14 +339,9 @@ decode::Verdict Engine::accept_tree(Running& r, const decode::Guesses& guess,
         ++stats_.spec_verifies;
     }
     const int64_t root = r.computed - 1;  // the verify's root row sat here
-    // The other ranks of a tensor-parallel server mirror this pool's blocks, not moves between
-    // its slots: the accepted nodes must be where the verify wrote them, as a chain's are (prompt
-    // lookup guesses chains). A branching proposer would send its moves with the next step.
-    for (size_t d = 0; tp_.announce && d < v.nodes.size(); ++d)
-        WEFT_CHECK(v.nodes[d] == int(d),
-                   "internal: accepted node {} at depth {} would move keys on rank 0 only",
-                   v.nodes[d], d);
-    decode::keep_accepted(pool_, r.table, config().n_layer, root, v.nodes);
+    // The other ranks of a tensor-parallel server mirror this pool's blocks; the accepted nodes
+    // of a tree move in each rank's pool, in theirs with the next step.
+    decode::keep_accepted(pool_, r.table, root, v.nodes, tp_.announce ? &kv_moved_ : nullptr);
     // Each token with its log-probability at the row that chose it: the root's, then each
     // accepted node's.
     int at = 0;
@@ -581,7 +573,11 @@ bool Engine::step() {
         r.computed += n[i];
         sampled[i] = last;
     }
-    if (tp_.announce && batch_.rows() > 0) tp_.announce(batch_);
+    if (tp_.announce && batch_.rows() > 0) {
+        batch_.kv_moves.swap(kv_moved_);
+        tp_.announce(batch_);
+        kv_moved_.clear();
+    }
     const std::span<const float> logits = forward_.run(batch_, pool_);
     const size_t V = size_t(config().vocab_size);
     // The logit rows are in the order the requests were added: for each, its rows that score

@@ -185,6 +185,9 @@ class Engine {
     std::unique_ptr<decode::DraftModel> draft_;  // --spec draft's, the engine loop's alone
     std::optional<decode::PpdProposer> ppd_;     // --spec ppd's
     model::RowBatch batch_;
+    // Under tp: the KV moves of the verifies accepted since the last announced step, which the
+    // other ranks make before the next (RowBatch::kv_moves).
+    std::vector<int64_t> kv_moved_;
     std::function<std::string(int32_t)> piece_;
     // Every token's bytes, for JSON mode: made when the first request that asks for it is
     // checked (json_vocab()), read by the engine loop after.

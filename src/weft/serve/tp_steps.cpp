@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "weft/comm/collectives.hpp"
+#include "weft/core/error.hpp"
 
 namespace weft::serve {
 
@@ -25,7 +26,9 @@ void TpSteps::send_exit() {
     comm::broadcast(group_, std::span<int64_t>(&n, 1), 0);
 }
 
-void TpSteps::follow(model::RowForward& forward, model::KvPool& pool) {
+void TpSteps::follow(model::RowForward& forward, model::KvPool& pool,
+                     std::span<const float> extra) {
+    const int64_t C = forward.config().n_embd;
     model::RowBatch b;
     std::vector<model::BlockTable> tables;
     std::vector<int64_t> words;
@@ -41,6 +44,12 @@ void TpSteps::follow(model::RowForward& forward, model::KvPool& pool) {
         words.resize(size_t(n));
         comm::broadcast(group_, std::span<int64_t>(words), 0);
         b.unpack(words, tables);
+        WEFT_CHECK(b.extra_count * C <= int64_t(extra.size()),
+                   "internal: a step with {} extra inputs on a rank that holds {} of width {}",
+                   b.extra_count, int64_t(extra.size()) / C, C);
+        if (b.extra_count > 0) b.extra = extra.data();
+        for (size_t i = 0; i + 1 < b.kv_moves.size(); i += 2)
+            pool.copy_slot(b.kv_moves[i], b.kv_moves[i + 1]);
         forward.run(b, pool);
     }
 }

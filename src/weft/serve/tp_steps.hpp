@@ -6,6 +6,7 @@
 // pools hold their own kv heads in the blocks rank 0's pool names, so they need no scheduler.
 // When rank 0 has drained, it tells them to return.
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "weft/comm/mesh.hpp"
@@ -23,10 +24,11 @@ class TpSteps {
     // Rank 0: the next step's rows (EngineTp::announce), and the end.
     void send(const model::RowBatch& b);
     void send_exit();
-    // The other ranks: each step rank 0 sends, run on this rank's shard into its pool, until
-    // the end. Waits for as long as the server is idle (polling, not bounded by the comm
-    // watchdog's timeout: an idle server is no hang).
-    void follow(model::RowForward& forward, model::KvPool& pool);
+    // The other ranks: each step rank 0 sends, run on this rank's shard into its pool (first
+    // making the KV moves it made), until the end; `extra`: this rank's copy of the extra inputs
+    // (--spec ppd's prompt tokens) that rank 0's steps may name. Waits for as long as the server
+    // is idle (polling, not bounded by the comm watchdog's timeout: an idle server is no hang).
+    void follow(model::RowForward& forward, model::KvPool& pool, std::span<const float> extra = {});
 
   private:
     comm::Group& group_;
