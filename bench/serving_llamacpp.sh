@@ -2,7 +2,9 @@
 # weft serve side by side with llama.cpp (docs/serving.md, "Side by side with llama.cpp"): the
 # same SmolLM-135M-shaped weights, the same machine and threads, fp32 and bf16.
 #   bench/serving_llamacpp.sh <build dir> [threads]      (default 2 threads)
-# Last, 16 concurrent clients against 1 on one weft serve --slots 16, each dtype.
+# Then 16 concurrent clients against 1 on one weft serve --slots 16, each dtype. Last, the same
+# client (`weft bench serve`) against llama.cpp behind the completions route (llamacpp_server.mjs:
+# one slot for decode and prompts, 16 for the clients), beside weft serve's figures above.
 # weft: `weft serve` at batch 1 driven by `weft bench serve` (decode: 8-token prompts, 128
 # generated, tokens/s = 1000 / TPOT p50; prompt: 512-token prompts, 1 generated, 512 / TTFT p50).
 # llama.cpp: the same checkpoint exported to GGUF (F32 and BF16), timed by llamacpp_speed.mjs
@@ -133,9 +135,47 @@ clients16() {
   wait $pid || true
   one=$(node -p "require('$PWD/one.json').output_throughput.toFixed(1)")
   many=$(node -p "require('$PWD/many.json').output_throughput.toFixed(1)")
+  echo "$one $many" >"clients16_$1"
   echo "$1: 16 clients $many tok/s against 1 client's $one: $(ratio "$many" "$one")x (TTFT p99" \
     "$(node -p "require('$PWD/many.json').ttft_ms.p99.toFixed(0)") ms; triad before $bw GB/s," \
     "core handoff $hand ns)"
+}
+
+# llama_server <gguf> <slots>: llama.cpp behind the completions route (llamacpp_server.mjs) in the
+# background; sets llama_pid and llama_url (its /v1).
+llama_server() {
+  node "$SRC/bench/llamacpp_server.mjs" "$npm_prefix" "$PWD/$1" "$THREADS" "$2" >llama.out 2>llama.err &
+  llama_pid=$!
+  for _ in $(seq 600); do grep -q "http://" llama.out && break; sleep 0.1; done
+  llama_url=$(grep -o "http://[0-9.:]*/v1" llama.out) || { cat llama.err; exit 1; }
+}
+
+# llama_side <dtype>: the same client, `weft bench serve`, against llama.cpp's side: one slot for
+# decode (3 requests of 128 tokens after 8) and prompts (4 of 512 tokens, 1 generated), then 16
+# slots for 4 requests one at a time and 32 at 16 at once (8-token prompts, 64 generated), as
+# weft serve was timed above. Prints "decode prompt one many".
+llama_side() {
+  local t=f32 d p one many
+  [ "$1" = bf16 ] && t=bf16
+  llama_server "smol_$t.gguf" 1
+  "$WEFT" bench serve --url "$llama_url" --requests 3 --rate inf --max-concurrency 1 --prompt-len 8 \
+    --output-len 128 --json llama_decode.json >/dev/null
+  "$WEFT" bench serve --url "$llama_url" --requests 4 --rate inf --max-concurrency 1 --prompt-len 512 \
+    --output-len 1 --json llama_prompt.json >/dev/null
+  kill $llama_pid
+  wait $llama_pid || true
+  d=$(decode_speed llama_decode.json)
+  p=$(prompt_speed llama_prompt.json)
+  llama_server "smol_$t.gguf" 16
+  "$WEFT" bench serve --url "$llama_url" --requests 4 --rate inf --max-concurrency 1 --prompt-len 8 \
+    --output-len 64 --json llama_one.json >/dev/null
+  "$WEFT" bench serve --url "$llama_url" --requests 32 --rate inf --max-concurrency 16 \
+    --prompt-len 8 --output-len 64 --json llama_many.json >/dev/null
+  kill $llama_pid
+  wait $llama_pid || true
+  one=$(node -p "require('$PWD/llama_one.json').output_throughput.toFixed(1)")
+  many=$(node -p "require('$PWD/llama_many.json').output_throughput.toFixed(1)")
+  echo "$d $p $one $many"
 }
 
 printf "%-5s %-24s %-10s %-10s %-18s %-10s\n" dtype "decode tok/s weft (x)" "of bound" llama.cpp \
@@ -143,7 +183,8 @@ printf "%-5s %-24s %-10s %-10s %-18s %-10s\n" dtype "decode tok/s weft (x)" "of 
 for dtype in fp32 bf16; do
   t=f32
   [ $dtype = bf16 ] && t=bf16
-  read -r wd wd_median bw bw_median wp < <(weft_side $dtype)
+  weft_side $dtype >"weft_side_$dtype"
+  read -r wd wd_median bw bw_median wp <"weft_side_$dtype"
   share=$(ratio "$wd" "$(bound "$bw" $dtype)")
   echo "$dtype: $REPS rounds of (triad, decode) alternated: triad best $bw GB/s (median" \
     "$bw_median), bound $(bound "$bw" $dtype) tok/s; decode best $wd tok/s (median $wd_median:" \
@@ -156,4 +197,18 @@ for dtype in fp32 bf16; do
     "$wp ($(ratio "$wp" "$lp")x)" "$lp"
 done
 for dtype in fp32 bf16; do clients16 $dtype; done
+# The serving benchmark's own figures of both servers: llama.cpp's side adds node's HTTP layer to
+# its library's speed above, as a server does.
+echo "weft bench serve against both servers (tokens/s; decode 1000 / TPOT p50, prompt 512 / TTFT" \
+  "p50; llama.cpp through bench/llamacpp_server.mjs):"
+printf "%-5s %-22s %-22s %-22s %-22s %-16s\n" dtype "decode weft (x)" "prompt weft (x)" \
+  "1 client weft (x)" "16 clients weft (x)" "llama.cpp 16/1"
+for dtype in fp32 bf16; do
+  read -r ld lp lone lmany < <(llama_side $dtype)
+  read -r wd _ _ _ wp < <(cat "weft_side_$dtype")
+  read -r wone wmany <"clients16_$dtype"
+  printf "%-5s %-22s %-22s %-22s %-22s %-16s\n" $dtype "$wd ($(ratio "$wd" "$ld")x of $ld)" \
+    "$wp ($(ratio "$wp" "$lp")x of $lp)" "$wone ($(ratio "$wone" "$lone")x of $lone)" \
+    "$wmany ($(ratio "$wmany" "$lmany")x of $lmany)" "$(ratio "$lmany" "$lone")x"
+done
 echo "load after: $(bench_load)"

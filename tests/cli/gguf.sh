@@ -7,8 +7,9 @@
 # tokens, which must agree with `weft eval` of the checkpoint on the same tokens: F32 within 1e-6
 # relative, F16 2e-5 and BF16 1e-4 (rounded weights). Measured on sharp: 3e-8, 3.1e-6, 1.8e-5; a
 # file without the q/k rotary permutation is off by 2.6e-4, one without llama3's rope_freqs by
-# 4.4e-4, and qsharp permuted as a llama by 4.9e-4. Bad flags are one clear error each, before a
-# file is written. The llama.cpp part is skipped (exit 77) only when npm cannot install the
+# 4.4e-4, and qsharp permuted as a llama by 4.9e-4. bench/llamacpp_server.mjs (llama.cpp behind
+# the completions route) answers `weft bench serve` and a greedy request with weft sample's text.
+# Bad flags are one clear error each, before a file is written. The llama.cpp part is skipped (exit 77) only when npm cannot install the
 # package (or node is older than its 20); a cached install is used offline.
 source "$(dirname "$0")/lib.sh"
 prepare_data
@@ -90,4 +91,24 @@ for case in "${cases[@]}"; do
     && ok "$run $type: llama.cpp loss $got, weft $want, relative difference $rel <= $tol" \
     || bad "$run $type: llama.cpp loss $got, weft $want, relative difference $rel > $tol"
 done
+
+# bench/llamacpp_server.mjs, the llama.cpp side of bench/serving_llamacpp.sh: llama.cpp behind
+# the completions route answers `weft bench serve` (4 streamed requests, 2 at once on its 2 slots)
+# and a plain greedy request with weft sample's text.
+NODE_LLAMA_CPP_SKIP_DOWNLOAD=true node "$SRC/bench/llamacpp_server.mjs" "$cache" "$PWD/plain-f32.gguf" \
+  1 2 256 >peer.out 2>peer.err &
+peer=$!
+trap 'kill -9 $peer 2>/dev/null || true; rm -rf "$WORK"' EXIT
+for _ in $(seq 300); do grep -q "http://" peer.out && break; sleep 0.1; done
+url=$(grep -o "http://[0-9.:]*/v1" peer.out) || { bad "llamacpp_server.mjs did not start: $(cat peer.err)"; finish; exit 1; }
+"$WEFT" bench serve --url "$url" --requests 4 --rate inf --max-concurrency 2 --prompt-len 8 \
+  --output-len 8 --json peer.json >/dev/null
+[ "$(jq '[.successful_requests, .total_output_tokens]' -c peer.json)" = "[4,32]" ] \
+  && ok "weft bench serve against llama.cpp's side: 4 requests, 32 tokens" \
+  || bad "weft bench serve against llamacpp_server.mjs: $(jq -c '{successful_requests, errors}' peer.json)"
+want=$("$WEFT" sample --ckpt plain --tokenizer-dir "$SRC/data" --prompt "ROMEO:" --tokens 8 --temperature 0)
+got=$(curl -s --max-time 30 -d '{"prompt":"ROMEO:","max_tokens":8,"temperature":0}' "$url/completions" | jq -r .choices[0].text)
+[ "ROMEO:$got" = "$want" ] && ok "llama.cpp's side greedy: weft sample's text" || bad "llamacpp_server.mjs greedy 'ROMEO:$got' vs '$want'"
+kill -TERM $peer
+wait $peer && ok "llamacpp_server.mjs: SIGTERM, exit 0" || bad "llamacpp_server.mjs exit $?"
 finish
