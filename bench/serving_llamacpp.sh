@@ -116,6 +116,17 @@ weft_side() {
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
+# one_and_many <url> <name>: 4 requests one at a time, then 32 at 16 at once (8-token prompts, 64
+# generated), into <name>_one.json and <name>_many.json; prints "one many" (output tokens/s).
+one_and_many() {
+  "$WEFT" bench serve --url "$1" --requests 4 --rate inf --max-concurrency 1 --prompt-len 8 \
+    --output-len 64 --json "$2_one.json" >/dev/null
+  "$WEFT" bench serve --url "$1" --requests 32 --rate inf --max-concurrency 16 --prompt-len 8 \
+    --output-len 64 --json "$2_many.json" >/dev/null
+  echo "$(node -p "require('$PWD/$2_one.json').output_throughput.toFixed(1)")" \
+    "$(node -p "require('$PWD/$2_many.json').output_throughput.toFixed(1)")"
+}
+
 # clients16 <dtype>: the issue's 16 concurrent clients against batch 1, in the same minute on one
 # `weft serve --slots 16`: 4 requests one at a time, then 32 at 16 at once, 8-token prompts and 64
 # generated. The bandwidth probed just before says which of the host's windows it ran in (a
@@ -127,17 +138,12 @@ clients16() {
   # Whether the two cores shared a core complex just before (about 40 ns) or not (160-400 ns):
   # a 16-row step pays for handing its rows between them (docs/serving.md).
   hand=$("$WEFT" bench handoff --passes 5000 --runs 3 | awk '{ printf "%s%s", sep, $3; sep = "/" }')
-  "$WEFT" bench serve --url "$url" --requests 4 --rate inf --max-concurrency 1 --prompt-len 8 \
-    --output-len 64 --json one.json >/dev/null
-  "$WEFT" bench serve --url "$url" --requests 32 --rate inf --max-concurrency 16 --prompt-len 8 \
-    --output-len 64 --json many.json >/dev/null
+  read -r one many < <(one_and_many "$url" weft)
   kill $pid
   wait $pid || true
-  one=$(node -p "require('$PWD/one.json').output_throughput.toFixed(1)")
-  many=$(node -p "require('$PWD/many.json').output_throughput.toFixed(1)")
   echo "$one $many" >"clients16_$1"
   echo "$1: 16 clients $many tok/s against 1 client's $one: $(ratio "$many" "$one")x (TTFT p99" \
-    "$(node -p "require('$PWD/many.json').ttft_ms.p99.toFixed(0)") ms; triad before $bw GB/s," \
+    "$(node -p "require('$PWD/weft_many.json').ttft_ms.p99.toFixed(0)") ms; triad before $bw GB/s," \
     "core handoff $hand ns)"
 }
 
@@ -167,14 +173,9 @@ llama_side() {
   d=$(decode_speed llama_decode.json)
   p=$(prompt_speed llama_prompt.json)
   llama_server "smol_$t.gguf" 16
-  "$WEFT" bench serve --url "$llama_url" --requests 4 --rate inf --max-concurrency 1 --prompt-len 8 \
-    --output-len 64 --json llama_one.json >/dev/null
-  "$WEFT" bench serve --url "$llama_url" --requests 32 --rate inf --max-concurrency 16 \
-    --prompt-len 8 --output-len 64 --json llama_many.json >/dev/null
+  read -r one many < <(one_and_many "$llama_url" llama)
   kill $llama_pid
   wait $llama_pid || true
-  one=$(node -p "require('$PWD/llama_one.json').output_throughput.toFixed(1)")
-  many=$(node -p "require('$PWD/llama_many.json').output_throughput.toFixed(1)")
   echo "$d $p $one $many"
 }
 
