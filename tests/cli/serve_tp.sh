@@ -96,8 +96,8 @@ for ckpt in tiny llama-tiny; do
     [ "$(jq -c '.token_logprobs[:-1]' <<<"$sc")" = "$(jq -c .token_logprobs <<<"$g")" ] \
     && ok "$ckpt: tp 2 scores its own greedy text as it decoded it: $(jq -c '.token_logprobs[-3:]' <<<"$g")" \
     || bad "$ckpt: tp 2 echo: $g scored as $sc"
-  # The draft (the model itself) keeps its guesses; PPD's prompts, 3 steps old over a model 2
-  # steps old, guess a tree (more guesses a verify than a chain of 2) but rarely well.
+  # The draft (the model a step younger) has guesses kept; PPD's prompts, 3 steps old over a
+  # model 2 steps old, guess a tree (more guesses a verify than a chain of 2) but rarely well.
   met=$(curl -s --max-time 10 "${urls[tp2]}/metrics")
   accepted=$(awk '/^weft_spec_accepted_tokens_total/ { print $2 }' <<<"$met")
   guessed=$(awk '/^weft_spec_guessed_tokens_total/ { print $2 }' <<<"$met")

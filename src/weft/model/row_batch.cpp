@@ -91,6 +91,8 @@ void RowBatch::unpack(std::span<const int64_t> words, std::vector<BlockTable>& t
     };
     const std::span<const int64_t> head = take(5);
     const int64_t n_rows = head[0], n_seqs = head[1], n_logits = head[2];
+    WEFT_CHECK(head[4] % 2 == 0, "internal: a packed row batch of {} KV move words (pairs)",
+               head[4]);
     extra_count = head[3];
     for (int64_t t : take(n_rows)) tokens.push_back(int32_t(t));
     const std::span<const int64_t> pos = take(n_rows), lr = take(n_logits), moves = take(head[4]);

@@ -126,8 +126,8 @@ class Engine {
     // `piece`: the bytes of one token (for stop strings and the streamed text). `draft`: the
     // model of --spec draft (o.spec), whose own cache holds every running request's tokens;
     // under `tp`, where `params` is rank 0's shard (model::tp_shard), a whole model on rank 0
-    // alone guessing chains (--draft-width 1). --spec ppd's prompt tokens are o.spec.ppd (not
-    // under `tp`).
+    // alone. --spec ppd's prompt tokens are o.spec.ppd. Under `tp` the moves of a tree's kept
+    // leaves go to the other ranks with the next step (RowBatch::kv_moves).
     Engine(const model::ModelConfig& cfg, const model::ParamLayout& layout, const float* params,
            std::function<std::string(int32_t)> piece, EngineOptions o,
            std::unique_ptr<decode::DraftModel> draft = nullptr, EngineTp tp = {});
